@@ -1,0 +1,45 @@
+# The README's two commands: `make run` and `make test`. Both set up .venv when it is missing
+# or pyproject.toml changed. torch comes first, pinned to the CPU build on local disk
+# (an unpinned torch would pull a multi-GB CUDA build).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH := torch==2.13.0
+export HF_HUB_OFFLINE := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: run test lint pytest bench protos docs clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+run: $(STAMP)
+	$(BIN)/stratad serve
+
+test: lint pytest
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench.append_latency
+	$(BIN)/python -m tests.bench.session_rss
+
+protos: $(STAMP)
+	$(BIN)/python -m daemon.protogen
+
+docs: $(STAMP)
+	$(BIN)/python -m daemon.clidoc
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,229 @@
+"""The daemon's lifecycle: open the stores, serve, and shut down in order.
+
+Start-up: data directory, state store, journal store, working-memory recovery, gRPC server
+(memory, admin, health, reflection), scheduler. The server accepts appends as soon as the
+stores are open; nothing slow is on that path.
+
+Shutdown (:meth:`Daemon.stop`, idempotent): health goes NOT_SERVING, the scheduler stops, the
+server stops with ``shutdown_grace_seconds`` for in-flight RPCs, the stores are flushed (working
+memory is already durable: every append was written before it was acknowledged) and closed in
+reverse order of opening.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import time
+from typing import Any
+
+import grpc
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from daemon.admin_service import AdminService
+from daemon.memory_service import MemoryService
+from daemon.pb import admin_pb2, admin_pb2_grpc, memory_pb2, memory_pb2_grpc
+from daemon.settings import Settings
+from tiers.journal import JOURNAL_CFS, Journal
+from tiers.rocks import RocksStore
+from tiers.working import STATE_CFS, WindowLimits, WorkingMemory
+
+log = logging.getLogger("strata.daemon")
+
+SERVICES = (
+    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+)
+# Responses can be larger than requests (a window of large messages, an episode page).
+MAX_SEND_BYTES = 64 * 1024 * 1024
+
+
+def _fields(**fields: Any) -> dict[str, Any]:
+    return {"fields": fields}
+
+
+def is_loopback(listen: str) -> bool:
+    host = listen.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Daemon:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.address: str | None = None
+        self.state: RocksStore | None = None
+        self.journal_store: RocksStore | None = None
+        self.working: WorkingMemory | None = None
+        self.journal: Journal | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health: health.aio.HealthServicer | None = None
+        self._scheduler: AsyncIOScheduler | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+
+    # -- start -----------------------------------------------------------------------------
+    def open_stores(self) -> None:
+        s = self.settings
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        self.state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
+        self.journal_store = RocksStore(
+            s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
+        )
+        self.journal = Journal(self.journal_store, self.state, s.journal.ttl_seconds)
+        wm = s.working_memory
+        self.working = WorkingMemory(
+            self.state,
+            self.journal,
+            WindowLimits(
+                max_messages=wm.max_messages,
+                max_tokens=wm.max_tokens,
+                idle_timeout_seconds=wm.idle_timeout_seconds,
+                max_sessions=wm.max_sessions,
+                max_log_messages=wm.max_log_messages,
+            ),
+        )
+
+    async def start(self) -> str:
+        """Open everything and serve; returns the bound address (host:port)."""
+        started = time.monotonic()
+        s = self.settings
+        try:
+            self.open_stores()
+            assert self.working is not None
+            recovered = self.working.recover()
+        except BaseException:
+            self._close_stores()
+            raise
+        assert self.journal and self.state and self.journal_store
+        stats = self.working.stats()
+        log.info(
+            "working_memory.recovered",
+            extra=_fields(open_sessions=stats.live_sessions, flushed=len(recovered)),
+        )
+
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", s.limits.max_request_bytes),
+                ("grpc.max_send_message_length", MAX_SEND_BYTES),
+            ]
+        )
+        memory_pb2_grpc.add_MemoryServiceServicer_to_server(
+            MemoryService(s, self.working, self.journal, self.state), server
+        )
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminService(
+                {"state": self.state, "journal": self.journal_store}, self.working.write_lock
+            ),
+            server,
+        )
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        try:
+            port = server.add_insecure_port(s.listen)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {s.listen}: {exc}") from None
+        host = s.listen.rpartition(":")[0]
+        self.address = f"{host}:{port}"
+        self._server = server
+        await server.start()
+        for name in ("", *SERVICES):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+        self._scheduler = AsyncIOScheduler(
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60}
+        )
+        self._scheduler.add_job(
+            self._end_idle_sessions,
+            "interval",
+            seconds=s.working_memory.sweep_interval_seconds,
+            id="end_idle_sessions",
+        )
+        self._scheduler.add_job(
+            self._compact_journal,
+            "interval",
+            seconds=s.journal.compaction_interval_seconds,
+            id="compact_journal",
+        )
+        self._scheduler.start()
+        if not is_loopback(s.listen):
+            log.warning(
+                "server.unauthenticated",
+                extra=_fields(detail="listening beyond loopback with no authentication"),
+            )
+        log.info(
+            "server.started",
+            extra=_fields(
+                address=self.address,
+                data_dir=str(s.data_dir),
+                sync=s.sync,
+                startup_ms=round((time.monotonic() - started) * 1000, 1),
+            ),
+        )
+        return self.address
+
+    # -- jobs ------------------------------------------------------------------------------
+    async def _end_idle_sessions(self) -> None:
+        assert self.working is not None
+        for result in await asyncio.to_thread(self.working.end_idle):
+            log.info(
+                "session.ended",
+                extra=_fields(
+                    session_id=result.session_id,
+                    episode_id=result.episode_id,
+                    messages=result.message_count,
+                    reason=result.reason,
+                ),
+            )
+
+    async def _compact_journal(self) -> None:
+        assert self.journal is not None
+        began = time.monotonic()
+        await asyncio.to_thread(self.journal.compact)
+        log.info("journal.compacted", extra=_fields(ms=round((time.monotonic() - began) * 1000, 1)))
+
+    # -- stop ------------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Shut down in order; safe to call more than once and from several tasks."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._shutdown())
+        await asyncio.shield(self._stopping)
+
+    async def _shutdown(self) -> None:
+        log.info(
+            "server.stopping", extra=_fields(grace_seconds=self.settings.shutdown_grace_seconds)
+        )
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+        if self._server is not None:
+            await self._server.stop(self.settings.shutdown_grace_seconds)
+        self._close_stores()
+        log.info("server.stopped")
+        self._stopped.set()
+
+    def _close_stores(self) -> None:
+        """Flush and close in reverse order of opening, with writers held off."""
+        lock = self.working.write_lock if self.working is not None else contextlib.nullcontext()
+        with lock:
+            for store in (self.journal_store, self.state):
+                if store is not None:
+                    try:
+                        store.flush()
+                    finally:
+                        store.close()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()

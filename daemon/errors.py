@@ -1,0 +1,90 @@
+"""The project's exception tree and its one mapping to gRPC status codes.
+
+``StrataError`` is the root. Each package adds its own subclasses (``tiers.errors``, ...) that
+also inherit one of the *kind* classes below; the kind decides the gRPC status code, in
+:func:`grpc_status` and nowhere else. The message of the exception is sent to the client, so
+it must say what was wrong and must not contain secrets.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+
+class StrataError(Exception):
+    """Root of every error Strata raises on purpose."""
+
+
+class InvalidArgument(StrataError):
+    """The request is malformed regardless of the daemon's state."""
+
+
+class NotFound(StrataError):
+    """The thing the request names does not exist (or has expired)."""
+
+
+class AlreadyExists(StrataError):
+    """The request would create something that exists already."""
+
+
+class FailedPrecondition(StrataError):
+    """The request is well formed but conflicts with the current state."""
+
+
+class ResourceExhausted(StrataError):
+    """The request is over a size or capacity limit."""
+
+
+class Unavailable(StrataError):
+    """A store cannot take the request right now; nothing was acknowledged."""
+
+
+class ConfigError(StrataError):
+    """The configuration is invalid; the daemon refuses to start."""
+
+
+_CODES: tuple[tuple[type[StrataError], grpc.StatusCode], ...] = (
+    (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (Unavailable, grpc.StatusCode.UNAVAILABLE),
+)
+
+
+def grpc_status(exc: BaseException) -> grpc.StatusCode:
+    """The status code for ``exc``: its kind's code, ``INTERNAL`` for anything else."""
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+_log = logging.getLogger("strata.rpc")
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Awaitable[Any]])
+
+
+def rpc(handler: _Handler) -> _Handler:
+    """Decorate a servicer method: a StrataError becomes its status code and message; any other
+    exception is logged with its traceback and becomes INTERNAL without internals."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(self, request, context)
+        except StrataError as exc:
+            await context.abort(grpc_status(exc), str(exc))
+        except Exception:
+            _log.exception("rpc.failed", extra={"fields": {"method": handler.__name__}})
+            await context.abort(
+                grpc.StatusCode.INTERNAL, f"{handler.__name__} failed; see the daemon log"
+            )
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,171 @@
+"""``strata.v1.MemoryService``: the agent-facing RPCs over Tier 1 and Tier 2."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+
+from daemon import convert
+from daemon import validation as check
+from daemon.errors import rpc
+from daemon.pb import memory_pb2 as pb
+from daemon.pb import memory_pb2_grpc
+from daemon.settings import Settings
+from tiers.journal import Journal
+from tiers.records import Episode
+from tiers.rocks import RocksStore
+from tiers.working import WorkingMemory
+
+VERSION = "0.1.0"
+# A GetEpisode page stops before its messages pass this many bytes.
+EPISODE_PAGE_BYTES = 16 * 1024 * 1024
+
+
+class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
+    def __init__(
+        self,
+        settings: Settings,
+        working: WorkingMemory,
+        journal: Journal,
+        state: RocksStore,
+    ) -> None:
+        self._limits = settings.limits
+        self._working = working
+        self._journal = journal
+        self._state = state
+        self._started = time.monotonic()
+
+    @rpc
+    async def Append(
+        self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        scope = check.scope(request.scope, self._limits)
+        if not request.HasField("message"):
+            raise check.InvalidArgument("message is required")
+        message = check.message(request.message, self._limits)
+        (result,) = self._working.append(sid, scope, [message])
+        return pb.AppendResponse(seq=result.seq, duplicate=result.duplicate)
+
+    @rpc
+    async def AppendBatch(
+        self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendBatchResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        scope = check.scope(request.scope, self._limits)
+        messages = check.batch(list(request.messages), self._limits)
+        results = self._working.append(sid, scope, messages)
+        return pb.AppendBatchResponse(
+            results=[pb.AppendResponse(seq=r.seq, duplicate=r.duplicate) for r in results]
+        )
+
+    @rpc
+    async def GetWorkingMemory(
+        self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetWorkingMemoryResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        view = self._working.window(
+            sid,
+            max_messages=check.budget(request.max_messages, "max_messages"),
+            max_tokens=check.budget(request.max_tokens, "max_tokens"),
+        )
+        return pb.GetWorkingMemoryResponse(
+            session_id=view.session_id,
+            scope=convert.scope(view.scope),
+            state=pb.SESSION_STATE_OPEN if view.open else pb.SESSION_STATE_ENDED,
+            messages=[convert.stored_message(m) for m in view.messages],
+            total_tokens=view.total_tokens,
+            log_messages=view.log_messages,
+        )
+
+    @rpc
+    async def EndSession(
+        self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EndSessionResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        result = await asyncio.to_thread(self._working.end_session, sid)
+        return pb.EndSessionResponse(
+            episode_id=result.episode_id, message_count=result.message_count
+        )
+
+    @rpc
+    async def ListEpisodes(
+        self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListEpisodesResponse:
+        scope = check.scope(request.scope, self._limits)
+        start, end = check.time_range(request.time_range)
+        size = check.page_size(request.page_size, self._limits, default=50)
+        page = await asyncio.to_thread(
+            self._journal.list,
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            start_us=start,
+            end_us=end,
+            newest_first=request.newest_first,
+            page_size=size,
+            page_token=request.page_token,
+        )
+        return pb.ListEpisodesResponse(
+            episodes=[self._episode(e) for e in page.episodes],
+            next_page_token=page.next_page_token,
+        )
+
+    @rpc
+    async def GetEpisode(
+        self, request: pb.GetEpisodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetEpisodeResponse:
+        eid = check.episode_id(request.episode_id)
+        size = check.page_size(request.page_size, self._limits, default=1000)
+        after = 0
+        if request.page_token:
+            if not request.page_token.isdigit():
+                raise check.InvalidArgument("page_token is not a token this server issued")
+            after = int(request.page_token)
+        return await asyncio.to_thread(self._get_episode, eid, size, after)
+
+    def _get_episode(self, eid: str, size: int, after: int) -> pb.GetEpisodeResponse:
+        episode = self._journal.get(eid)
+        response = pb.GetEpisodeResponse(episode=self._episode(episode))
+        messages = self._journal.messages(eid, after_seq=after, limit=size + 1)
+        used = 0
+        for i, message in enumerate(messages):
+            item = convert.stored_message(message)
+            used += item.ByteSize()
+            if i == size or (i > 0 and used > EPISODE_PAGE_BYTES):
+                response.next_page_token = str(messages[i - 1].seq)
+                break
+            response.messages.append(item)
+        return response
+
+    def _episode(self, episode: Episode) -> pb.Episode:
+        return convert.episode(
+            episode,
+            self._journal.expires_at_us(episode),
+            self._journal.is_pending(episode.episode_id),
+        )
+
+    @rpc
+    async def Stats(
+        self, request: pb.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StatsResponse:
+        return await asyncio.to_thread(self._stats)
+
+    def _stats(self) -> pb.StatsResponse:
+        wm = self._working.stats()
+        return pb.StatsResponse(
+            working_memory=pb.WorkingMemoryStats(
+                live_sessions=wm.live_sessions,
+                window_messages=wm.window_messages,
+                log_messages=wm.log_messages,
+            ),
+            journal=pb.JournalStats(
+                episodes=self._journal.count(),
+                pending_consolidation=self._journal.pending_count(),
+                size_bytes=self._journal.size_bytes(),
+            ),
+            uptime_seconds=time.monotonic() - self._started,
+            version=VERSION,
+            state_size_bytes=self._state.size_on_disk(),
+        )

@@ -1,0 +1,1 @@
+"""Generated gRPC stubs (python -m daemon.protogen). Do not edit."""

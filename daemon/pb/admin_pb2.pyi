@@ -1,0 +1,28 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class BackupRequest(_message.Message):
+    __slots__ = ("destination",)
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    def __init__(self, destination: _Optional[str] = ...) -> None: ...
+
+class BackupResponse(_message.Message):
+    __slots__ = ("path", "stores", "size_bytes", "taken_at")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_AT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    stores: _containers.RepeatedScalarFieldContainer[str]
+    size_bytes: int
+    taken_at: _timestamp_pb2.Timestamp
+    def __init__(self, path: _Optional[str] = ..., stores: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ..., taken_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,298 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_USER: _ClassVar[Role]
+    ROLE_ASSISTANT: _ClassVar[Role]
+    ROLE_SYSTEM: _ClassVar[Role]
+    ROLE_TOOL: _ClassVar[Role]
+
+class SessionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATE_UNSPECIFIED: _ClassVar[SessionState]
+    SESSION_STATE_OPEN: _ClassVar[SessionState]
+    SESSION_STATE_ENDED: _ClassVar[SessionState]
+
+class EndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    END_REASON_UNSPECIFIED: _ClassVar[EndReason]
+    END_REASON_CLIENT: _ClassVar[EndReason]
+    END_REASON_IDLE: _ClassVar[EndReason]
+    END_REASON_CAPACITY: _ClassVar[EndReason]
+    END_REASON_ROLLOVER: _ClassVar[EndReason]
+
+class ConsolidationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONSOLIDATION_STATE_UNSPECIFIED: _ClassVar[ConsolidationState]
+    CONSOLIDATION_STATE_PENDING: _ClassVar[ConsolidationState]
+    CONSOLIDATION_STATE_CONSOLIDATED: _ClassVar[ConsolidationState]
+ROLE_UNSPECIFIED: Role
+ROLE_USER: Role
+ROLE_ASSISTANT: Role
+ROLE_SYSTEM: Role
+ROLE_TOOL: Role
+SESSION_STATE_UNSPECIFIED: SessionState
+SESSION_STATE_OPEN: SessionState
+SESSION_STATE_ENDED: SessionState
+END_REASON_UNSPECIFIED: EndReason
+END_REASON_CLIENT: EndReason
+END_REASON_IDLE: EndReason
+END_REASON_CAPACITY: EndReason
+END_REASON_ROLLOVER: EndReason
+CONSOLIDATION_STATE_UNSPECIFIED: ConsolidationState
+CONSOLIDATION_STATE_PENDING: ConsolidationState
+CONSOLIDATION_STATE_CONSOLIDATED: ConsolidationState
+
+class Scope(_message.Message):
+    __slots__ = ("user_id", "agent_id")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    agent_id: str
+    def __init__(self, user_id: _Optional[str] = ..., agent_id: _Optional[str] = ...) -> None: ...
+
+class TimeRange(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ("name", "arguments")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arguments: str
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ("role", "content", "name", "tool_call", "created_at", "message_id", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    role: Role
+    content: str
+    name: str
+    tool_call: ToolCall
+    created_at: _timestamp_pb2.Timestamp
+    message_id: str
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., message_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class StoredMessage(_message.Message):
+    __slots__ = ("seq", "message", "received_at", "tokens")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_AT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    message: Message
+    received_at: _timestamp_pb2.Timestamp
+    tokens: int
+    def __init__(self, seq: _Optional[int] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., received_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tokens: _Optional[int] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("session_id", "scope", "message")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    message: Message
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., message: _Optional[_Union[Message, _Mapping]] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("seq", "duplicate")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    duplicate: bool
+    def __init__(self, seq: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class AppendBatchRequest(_message.Message):
+    __slots__ = ("session_id", "scope", "messages")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class AppendBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendResponse]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendResponse, _Mapping]]] = ...) -> None: ...
+
+class GetWorkingMemoryRequest(_message.Message):
+    __slots__ = ("session_id", "max_messages", "max_tokens")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    max_messages: int
+    max_tokens: int
+    def __init__(self, session_id: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+
+class GetWorkingMemoryResponse(_message.Message):
+    __slots__ = ("session_id", "scope", "state", "messages", "total_tokens", "log_messages")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOG_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    state: SessionState
+    messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
+    total_tokens: int
+    log_messages: int
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., log_messages: _Optional[int] = ...) -> None: ...
+
+class EndSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class EndSessionResponse(_message.Message):
+    __slots__ = ("episode_id", "message_count")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    message_count: int
+    def __init__(self, episode_id: _Optional[str] = ..., message_count: _Optional[int] = ...) -> None: ...
+
+class Episode(_message.Message):
+    __slots__ = ("episode_id", "session_id", "scope", "started_at", "ended_at", "flushed_at", "expires_at", "message_count", "first_seq", "last_seq", "end_reason", "consolidation")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    FLUSHED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    END_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATION_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    session_id: str
+    scope: Scope
+    started_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    flushed_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    message_count: int
+    first_seq: int
+    last_seq: int
+    end_reason: EndReason
+    consolidation: ConsolidationState
+    def __init__(self, episode_id: _Optional[str] = ..., session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., flushed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., message_count: _Optional[int] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., end_reason: _Optional[_Union[EndReason, str]] = ..., consolidation: _Optional[_Union[ConsolidationState, str]] = ...) -> None: ...
+
+class ListEpisodesRequest(_message.Message):
+    __slots__ = ("scope", "time_range", "page_size", "page_token", "newest_first")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    time_range: TimeRange
+    page_size: int
+    page_token: str
+    newest_first: bool
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., newest_first: _Optional[bool] = ...) -> None: ...
+
+class ListEpisodesResponse(_message.Message):
+    __slots__ = ("episodes", "next_page_token")
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    episodes: _containers.RepeatedCompositeFieldContainer[Episode]
+    next_page_token: str
+    def __init__(self, episodes: _Optional[_Iterable[_Union[Episode, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetEpisodeRequest(_message.Message):
+    __slots__ = ("episode_id", "page_size", "page_token")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, episode_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetEpisodeResponse(_message.Message):
+    __slots__ = ("episode", "messages", "next_page_token")
+    EPISODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    episode: Episode
+    messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
+    next_page_token: str
+    def __init__(self, episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WorkingMemoryStats(_message.Message):
+    __slots__ = ("live_sessions", "window_messages", "log_messages")
+    LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    LOG_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    live_sessions: int
+    window_messages: int
+    log_messages: int
+    def __init__(self, live_sessions: _Optional[int] = ..., window_messages: _Optional[int] = ..., log_messages: _Optional[int] = ...) -> None: ...
+
+class JournalStats(_message.Message):
+    __slots__ = ("episodes", "pending_consolidation", "size_bytes")
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CONSOLIDATION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    episodes: int
+    pending_consolidation: int
+    size_bytes: int
+    def __init__(self, episodes: _Optional[int] = ..., pending_consolidation: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("working_memory", "journal", "uptime_seconds", "version", "state_size_bytes")
+    WORKING_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    working_memory: WorkingMemoryStats
+    journal: JournalStats
+    uptime_seconds: float
+    version: str
+    state_size_bytes: int
+    def __init__(self, working_memory: _Optional[_Union[WorkingMemoryStats, _Mapping]] = ..., journal: _Optional[_Union[JournalStats, _Mapping]] = ..., uptime_seconds: _Optional[float] = ..., version: _Optional[str] = ..., state_size_bytes: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,179 @@
+"""The one settings object: defaults, then a ``strata.toml`` file, then ``STRATA_*`` variables.
+
+Nested sections use ``__`` in environment variables: ``[journal] ttl_seconds`` in TOML is
+``STRATA_JOURNAL__TTL_SECONDS`` in the environment. ``docs/configuration.md`` lists every
+setting; ``deploy/strata.example.toml`` is a commented example.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from daemon.errors import ConfigError
+
+ENV_PREFIX = "STRATA_"
+CONFIG_ENV = "STRATA_CONFIG"
+# Variables for the clients (daemon.client, weaverctl), not settings of the daemon.
+CLIENT_VARS = {"ADDRESS"}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkingMemorySettings(_Section):
+    """Tier 1: per-session windows and the durable session log."""
+
+    max_messages: int = Field(50, ge=1, description="Messages kept in a session's window.")
+    max_tokens: int = Field(4000, ge=1, description="Tokens kept in a session's window.")
+    idle_timeout_seconds: float = Field(
+        1800.0, gt=0, description="A session with no append for this long is ended and flushed."
+    )
+    max_sessions: int = Field(
+        10_000, ge=1, description="Live sessions; beyond it the least recently used is flushed."
+    )
+    max_log_messages: int = Field(
+        2000, ge=1, description="A session log this long is flushed as an episode and goes on."
+    )
+    sweep_interval_seconds: float = Field(
+        15.0, gt=0, description="How often idle sessions are looked for."
+    )
+
+
+class JournalSettings(_Section):
+    """Tier 2: the episodic journal."""
+
+    ttl_seconds: int = Field(
+        30 * 86400, ge=1, description="Episodes expire this long after they were flushed."
+    )
+    compaction_interval_seconds: float = Field(
+        3600.0, gt=0, description="How often RocksDB compaction runs to drop expired episodes."
+    )
+
+
+class LimitsSettings(_Section):
+    """Request validation limits."""
+
+    max_session_id_bytes: int = Field(256, ge=1)
+    max_id_bytes: int = Field(256, ge=1, description="user_id, agent_id, message_id, name.")
+    max_content_bytes: int = Field(65_536, ge=1, description="UTF-8 bytes of message.content.")
+    max_message_bytes: int = Field(
+        131_072, ge=1, description="Serialized size of one message (content, metadata, tool call)."
+    )
+    max_metadata_entries: int = Field(64, ge=0)
+    max_batch_messages: int = Field(1000, ge=1)
+    max_request_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="gRPC max receive message size."
+    )
+    max_page_size: int = Field(1000, ge=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LimitsSettings:
+        if self.max_content_bytes > self.max_message_bytes:
+            raise ValueError("limits.max_content_bytes must not exceed limits.max_message_bytes")
+        if self.max_request_bytes < self.max_message_bytes + 4096:
+            raise ValueError(
+                "limits.max_request_bytes must exceed limits.max_message_bytes by at least 4096"
+            )
+        return self
+
+
+class Settings(BaseSettings):
+    """Every setting of ``stratad``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    data_dir: Path = Field(Path(".strata"), description="Where every store lives.")
+    listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC server.")
+    sync: bool = Field(
+        False, description="fsync every write (survives power loss; slower appends)."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["kv", "json"] = "kv"
+    shutdown_grace_seconds: float = Field(
+        10.0, ge=0, description="In-flight RPCs get this long on SIGTERM."
+    )
+    working_memory: WorkingMemorySettings = WorkingMemorySettings()
+    journal: JournalSettings = JournalSettings()
+    limits: LimitsSettings = LimitsSettings()
+
+    _toml_file: ClassVar[Path | None] = None
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listen must be host:port, got {value!r}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if cls._toml_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_file))
+        return tuple(sources)
+
+
+def _field_names(model: type[BaseModel], prefix: str = "") -> set[str]:
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        names.add(prefix + name.upper())
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names |= _field_names(annotation, f"{prefix}{name.upper()}__")
+    return names
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build and validate the settings, or raise :class:`ConfigError` with a one-line reason.
+
+    ``config_file`` (or ``$STRATA_CONFIG``) names a TOML file; it must exist when given.
+    Unknown ``STRATA_*`` variables are an error, so a typo is not silently ignored.
+    """
+    env = os.environ
+    path = config_file if config_file is not None else env.get(CONFIG_ENV)
+    toml_path: Path | None = None
+    if path:
+        toml_path = Path(path)
+        if not toml_path.is_file():
+            raise ConfigError(f"config file {str(toml_path)!r} does not exist")
+    known = _field_names(Settings) | {"CONFIG"} | CLIENT_VARS
+    unknown = sorted(
+        k for k in env if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :] not in known
+    )
+    if unknown:
+        raise ConfigError(f"unknown setting in the environment: {unknown[0]}")
+    Settings._toml_file = toml_path
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ConfigError(f"{where}: {err['msg']}") from None
+    except (OSError, ValueError) as exc:  # a TOML syntax error surfaces as a ValueError
+        raise ConfigError(f"cannot read config file {str(toml_path)!r}: {exc}") from None
+    finally:
+        Settings._toml_file = None

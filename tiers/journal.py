@@ -1,0 +1,207 @@
+"""Tier 2: the episodic journal.
+
+A finished session becomes an *episode*: a header plus its messages, in a RocksDB database
+opened with a TTL (``journal.ttl_seconds``). RocksDB drops expired entries only at compaction,
+which :meth:`Journal.compact` runs on a schedule; every read also checks the stored
+``flushed_at`` so an expired episode is never returned, compacted or not.
+
+Key layout of the journal store (``<data_dir>/journal``, raw bytes, big-endian integers)::
+
+    episodes  <episode_id:32 ascii hex>                        -> Episode (msgpack)
+    messages  <episode_id> <seq:u64>                          -> StoredMessage (msgpack)
+    by_time   <started_at:time_key> <episode_id>              -> [flushed_at, user_id, agent_id]
+    by_user   <user_id utf-8> 0x00 <started_at:time_key> <id> -> [flushed_at, user_id, agent_id]
+
+``time_key`` is microseconds since the epoch plus 2**63, so pre-1970 times sort too.
+
+Consolidation state is *not* in this store, so it never expires with the TTL: it lives in the
+state store (no TTL) under ``pending <episode_id> -> [flushed_at, user_id, agent_id, session_id]``
+until the Weaver marks the episode consolidated.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from daemon.errors import InvalidArgument
+from tiers.errors import EpisodeNotFound, TierError
+from tiers.records import Episode, StoredMessage, pack, time_key, u64, unpack
+from tiers.rocks import Batch, RocksStore, prefix_end
+
+JOURNAL_CFS = ["episodes", "messages", "by_time", "by_user"]
+PENDING_CF = "pending"
+_ID_LEN = 32
+
+
+class InvalidPageToken(TierError, InvalidArgument):
+    """The page token was not issued for this listing."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePage:
+    episodes: list[Episode]
+    next_page_token: str
+
+
+class Journal:
+    """The journal store plus the consolidation state kept in the (no-TTL) state store."""
+
+    def __init__(
+        self,
+        store: RocksStore,
+        state: RocksStore,
+        ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._state = state
+        self.ttl_us = ttl_seconds * 1_000_000
+        self._clock = clock
+
+    # -- writing ---------------------------------------------------------------------------
+    def write_episode(self, episode: Episode, messages: list[StoredMessage]) -> None:
+        """Write the episode and its messages atomically (idempotent for the same id)."""
+        eid = episode.episode_id.encode()
+        batch = self._store.batch()
+        batch.put("episodes", eid, episode.encode())
+        for message in messages:
+            batch.put("messages", eid + u64(message.seq), message.encode())
+        entry = pack([episode.flushed_at_us, episode.scope.user_id, episode.scope.agent_id])
+        tkey = time_key(episode.started_at_us) + eid
+        batch.put("by_time", tkey, entry)
+        batch.put("by_user", episode.scope.user_id.encode() + b"\x00" + tkey, entry)
+        self._store.write(batch)
+
+    @staticmethod
+    def mark_pending(state_batch: Batch, episode: Episode) -> None:
+        """Add "waiting for consolidation" to a batch of the state store."""
+        state_batch.put(
+            PENDING_CF,
+            episode.episode_id.encode(),
+            pack(
+                [
+                    episode.flushed_at_us,
+                    episode.scope.user_id,
+                    episode.scope.agent_id,
+                    episode.session_id,
+                ]
+            ),
+        )
+
+    def mark_consolidated(self, episode_id: str) -> None:
+        batch = self._state.batch()
+        batch.delete(PENDING_CF, episode_id.encode())
+        self._state.write(batch)
+
+    # -- reading ---------------------------------------------------------------------------
+    def _expired(self, flushed_at_us: int) -> bool:
+        return flushed_at_us + self.ttl_us <= int(self._clock() * 1_000_000)
+
+    def expires_at_us(self, episode: Episode) -> int:
+        return episode.flushed_at_us + self.ttl_us
+
+    def find(self, episode_id: str) -> Episode | None:
+        """The episode if it was written, expired or not (for crash recovery)."""
+        raw = self._store.get("episodes", episode_id.encode())
+        return Episode.decode(raw) if raw is not None else None
+
+    def get(self, episode_id: str) -> Episode:
+        raw = self._store.get("episodes", episode_id.encode())
+        if raw is None:
+            raise EpisodeNotFound(f"episode {episode_id!r} not found")
+        episode = Episode.decode(raw)
+        if self._expired(episode.flushed_at_us):
+            raise EpisodeNotFound(
+                f"episode {episode_id!r} has expired (journal.ttl_seconds="
+                f"{self.ttl_us // 1_000_000})"
+            )
+        return episode
+
+    def messages(
+        self, episode_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[StoredMessage]:
+        eid = episode_id.encode()
+        out: list[StoredMessage] = []
+        for _key, value in self._store.scan("messages", eid + u64(after_seq + 1), prefix_end(eid)):
+            out.append(StoredMessage.decode(value))
+            if len(out) >= limit:
+                break
+        return out
+
+    def is_pending(self, episode_id: str) -> bool:
+        return self._state.get(PENDING_CF, episode_id.encode()) is not None
+
+    def pending_count(self) -> int:
+        return sum(1 for _ in self._state.scan(PENDING_CF, b""))
+
+    def list(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        start_us: int | None = None,
+        end_us: int | None = None,
+        newest_first: bool = False,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> EpisodePage:
+        """Episodes whose ``started_at`` is in ``[start_us, end_us)``, in time order."""
+        cf = "by_user" if user_id else "by_time"
+        prefix = user_id.encode() + b"\x00" if user_id else b""
+        low = prefix + (time_key(start_us) if start_us is not None else b"")
+        high = prefix + time_key(end_us) if end_us is not None else None
+        if high is None and prefix:
+            high = prefix_end(prefix)
+        if page_token:
+            last = _decode_token(page_token)
+            if not (low <= last and (high is None or last < high)):
+                raise InvalidPageToken("page_token does not belong to this listing")
+            if newest_first:
+                high = last
+            else:
+                low = last + b"\x00"
+        episodes: list[Episode] = []
+        last_key = b""
+        more = False
+        for key, value in self._store.scan(cf, low, high, reverse=newest_first):
+            flushed_at, _user, agent = unpack(value)
+            if self._expired(flushed_at) or (agent_id and agent != agent_id):
+                continue
+            if len(episodes) == page_size:
+                more = True
+                break
+            raw = self._store.get("episodes", key[-_ID_LEN:])
+            if raw is None:  # header compacted away before its index entry
+                continue
+            episodes.append(Episode.decode(raw))
+            last_key = key
+        return EpisodePage(episodes, _encode_token(last_key) if more else "")
+
+    def count(self) -> int:
+        """Episodes not yet expired."""
+        return sum(
+            1 for _k, v in self._store.scan("by_time", b"") if not self._expired(unpack(v)[0])
+        )
+
+    # -- maintenance -----------------------------------------------------------------------
+    def compact(self) -> None:
+        """Run RocksDB compaction, which drops entries older than the TTL."""
+        self._store.compact()
+
+    def size_bytes(self) -> int:
+        return self._store.size_on_disk()
+
+
+def _encode_token(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def _decode_token(token: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(token.encode())
+    except (binascii.Error, ValueError):
+        raise InvalidPageToken("page_token is not a token this server issued") from None

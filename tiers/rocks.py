@@ -1,0 +1,178 @@
+"""A RocksDB database (``rocksdict`` in raw mode) with named column families.
+
+Keys and values are bytes. Writes go through :meth:`RocksStore.write` with a ``WriteBatch``,
+which is atomic across the store's column families; failures surface as
+:class:`~tiers.errors.StoreUnavailable` so nothing is acknowledged that was not written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from rocksdict import (
+    AccessType,
+    Checkpoint,
+    ColumnFamily,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
+
+from tiers.errors import StoreUnavailable
+
+
+class StoreLocked(StoreUnavailable):
+    """Another process (or this one) has the store open."""
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    return opts
+
+
+class RocksStore:
+    """One RocksDB directory. ``ttl_seconds`` opens it as a TTL database: every value written
+    expires that long after its write, at compaction."""
+
+    def __init__(
+        self,
+        path: Path,
+        column_families: list[str],
+        *,
+        sync: bool = False,
+        ttl_seconds: int | None = None,
+    ) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        access = AccessType.with_ttl(ttl_seconds) if ttl_seconds else AccessType.read_write()
+        try:
+            self._db = Rdict(
+                str(path),
+                options=_options(),
+                column_families={name: Options(raw_mode=True) for name in column_families},
+                access_type=access,
+            )
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(f"store {path} is in use by another process") from exc
+            raise StoreUnavailable(f"cannot open store {path}: {exc}") from exc
+        write_options = WriteOptions()
+        write_options.sync = sync
+        self._db.set_write_options(write_options)
+        self._cfs = {name: self._db.get_column_family(name) for name in column_families}
+        self._handles = {name: self._db.get_column_family_handle(name) for name in column_families}
+        self._closed = False
+
+    def cf(self, name: str) -> Rdict:
+        return self._cfs[name]
+
+    def batch(self) -> Batch:
+        return Batch(self._handles)
+
+    def write(self, batch: Batch) -> None:
+        if batch.empty:
+            return
+        try:
+            self._db.write(batch.raw)
+        except Exception as exc:
+            raise StoreUnavailable(f"write to {self.path.name} failed: {exc}") from exc
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        value: bytes | None = self._cfs[cf].get(key)
+        return value
+
+    def scan(
+        self, cf: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Items with ``start <= key < end`` in key order (or reverse order)."""
+        ro = ReadOptions()
+        if end is not None:
+            ro.set_iterate_upper_bound(end)
+        # (rocksdict's set_iterate_lower_bound matches nothing in raw mode: bound by hand)
+        it = self._cfs[cf].iter(ro)
+        if reverse:
+            it.seek_to_last()
+        else:
+            it.seek(start)
+        while it.valid():
+            key = it.key()
+            if reverse and key < start:
+                return
+            yield key, it.value()
+            if reverse:
+                it.prev()
+            else:
+                it.next()
+
+    def scan_prefix(
+        self, cf: str, prefix: bytes, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self.scan(cf, prefix, prefix_end(prefix), reverse=reverse)
+
+    def compact(self) -> None:
+        self._db.flush()
+        for handle in self._cfs.values():
+            handle.compact_range(None, None)
+
+    def flush(self) -> None:
+        """Flush memtables and fsync the WAL."""
+        self._db.flush()
+        self._db.flush_wal(True)
+
+    def checkpoint(self, dest: Path) -> None:
+        Checkpoint(self._db).create_checkpoint(str(dest))
+
+    def size_on_disk(self) -> int:
+        total = 0
+        for root, _dirs, files in os.walk(self.path):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.path.getsize(os.path.join(root, name))
+        return total
+
+    def close(self) -> None:
+        """Idempotent. Column-family handles are closed first, or the LOCK stays held."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self._cfs.values():
+            handle.close()
+        self._cfs.clear()
+        self._handles.clear()
+        self._db.close()
+
+
+class Batch:
+    """An atomic group of writes across a store's column families."""
+
+    def __init__(self, handles: Mapping[str, ColumnFamily]) -> None:
+        self.raw = WriteBatch(raw_mode=True)
+        self._handles = handles
+        self.empty = True
+
+    def put(self, cf: str, key: bytes, value: bytes) -> None:
+        self.raw.put(key, value, self._handles[cf])
+        self.empty = False
+
+    def delete(self, cf: str, key: bytes) -> None:
+        self.raw.delete(key, self._handles[cf])
+        self.empty = False
+
+    def delete_prefix(self, cf: str, prefix: bytes) -> None:
+        self.raw.delete_range(prefix, prefix_end(prefix), self._handles[cf])
+        self.empty = False
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix``."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        raise ValueError("a prefix of only 0xff bytes has no upper bound")
+    return stripped[:-1] + bytes([stripped[-1] + 1])

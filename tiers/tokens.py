@@ -1,0 +1,18 @@
+"""How Strata counts tokens.
+
+A token is a run of up to 10 letters or digits (``\\w{1,10}``; longer runs count once per 10
+characters) or a single other non-space character. Common English words are one token, as in
+BPE tokenizers; long identifiers, numbers and blobs are not undercounted. It needs no model, is
+the same for every client and deployment, and is fast. Every budget (``working_memory.max_tokens``,
+the ``max_tokens`` of a read) uses this count.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"\w{1,10}|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
