@@ -39,7 +39,7 @@ protos: $(STAMP)
 	$(BIN)/python -m daemon.protogen
 
 docs: $(STAMP)
-	$(BIN)/python -m daemon.clidoc
+	$(BIN)/python -m daemon.docgen
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

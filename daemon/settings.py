@@ -64,18 +64,20 @@ class JournalSettings(_Section):
 class LimitsSettings(_Section):
     """Request validation limits."""
 
-    max_session_id_bytes: int = Field(256, ge=1)
+    max_session_id_bytes: int = Field(256, ge=1, description="UTF-8 bytes of session_id.")
     max_id_bytes: int = Field(256, ge=1, description="user_id, agent_id, message_id, name.")
     max_content_bytes: int = Field(65_536, ge=1, description="UTF-8 bytes of message.content.")
     max_message_bytes: int = Field(
         131_072, ge=1, description="Serialized size of one message (content, metadata, tool call)."
     )
-    max_metadata_entries: int = Field(64, ge=0)
-    max_batch_messages: int = Field(1000, ge=1)
+    max_metadata_entries: int = Field(64, ge=0, description="Entries of message.metadata.")
+    max_batch_messages: int = Field(1000, ge=1, description="Messages in one AppendBatch.")
     max_request_bytes: int = Field(
-        8 * 1024 * 1024, ge=1024, description="gRPC max receive message size."
+        8 * 1024 * 1024,
+        ge=1024,
+        description="gRPC max receive message size: a larger request is RESOURCE_EXHAUSTED.",
     )
-    max_page_size: int = Field(1000, ge=1)
+    max_page_size: int = Field(1000, ge=1, description="Items in one page of a listing.")
 
     @model_validator(mode="after")
     def _consistent(self) -> LimitsSettings:
@@ -103,8 +105,12 @@ class Settings(BaseSettings):
     sync: bool = Field(
         False, description="fsync every write (survives power loss; slower appends)."
     )
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["kv", "json"] = "kv"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="debug, info, warning or error."
+    )
+    log_format: Literal["kv", "json"] = Field(
+        "kv", description="One line per event: key=value pairs (kv) or a JSON object (json)."
+    )
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="In-flight RPCs get this long on SIGTERM."
     )

@@ -117,13 +117,18 @@ class RocksStore:
         return self.scan(cf, prefix, prefix_end(prefix), reverse=reverse)
 
     def compact(self) -> None:
-        self._db.flush()
+        """Flush and compact every column family (a TTL store drops expired entries here).
+
+        Each column family has its own memtable: without its own flush, compaction does not
+        see its newest entries."""
         for handle in self._cfs.values():
+            handle.flush()
             handle.compact_range(None, None)
 
     def flush(self) -> None:
-        """Flush memtables and fsync the WAL."""
-        self._db.flush()
+        """Flush every memtable and fsync the WAL."""
+        for handle in self._cfs.values():
+            handle.flush()
         self._db.flush_wal(True)
 
     def checkpoint(self, dest: Path) -> None:

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.client import MemoryClient
+from daemon.settings import Settings
+from tests.support import ProcessDaemon, ThreadDaemon
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No STRATA_* variable of the developer's shell leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("STRATA_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        overrides.setdefault("data_dir", tmp_path / "data")
+        overrides.setdefault("listen", "127.0.0.1:0")
+        overrides.setdefault("shutdown_grace_seconds", 2.0)
+        return Settings(**overrides)
+
+    return make
+
+
+@pytest.fixture
+def start_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[..., ThreadDaemon]]:
+    started: list[ThreadDaemon] = []
+
+    def start(**overrides: Any) -> ThreadDaemon:
+        daemon = ThreadDaemon(make_settings(**overrides))
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.stop()
+
+
+@pytest.fixture
+def daemon(start_daemon: Callable[..., ThreadDaemon]) -> ThreadDaemon:
+    return start_daemon()
+
+
+@pytest.fixture
+def client(daemon: ThreadDaemon) -> Iterator[MemoryClient]:
+    with daemon.client() as c:
+        yield c
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., ProcessDaemon]]:
+    """Start ``stratad serve`` subprocesses; any still running at the end are killed."""
+    procs: list[ProcessDaemon] = []
+
+    def start(data_dir: Path | None = None, **settings: str) -> ProcessDaemon:
+        proc = ProcessDaemon(data_dir or tmp_path / "data", **settings)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,52 @@
+"""Docs that cannot drift: the README quickstart runs, generated docs and stubs are current."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from daemon import docgen, protogen
+from tests.support import ROOT, daemon_env
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_readme_states_the_two_commands_and_ci_runs_the_test_one():
+    quickstart = README.split("## Quickstart", 1)[1].split("##", 1)[0]
+    commands = re.findall(r"^make \w+", quickstart, re.MULTILINE)
+    assert commands == ["make run", "make test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^make test$", ci, re.MULTILINE)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "stratad serve" in makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+
+
+@pytest.mark.slow
+def test_readme_python_quickstart_runs_against_a_real_daemon(spawn, tmp_path):
+    snippet = re.search(r"```python\n(.*?)```", README, re.DOTALL)
+    assert snippet is not None
+    proc = spawn(tmp_path / "data")
+    out = subprocess.run(
+        [sys.executable, "-c", snippet.group(1)],
+        env=daemon_env(tmp_path / "unused") | {"STRATA_ADDRESS": proc.address},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "'Small, but it has a balcony.'" in out.stdout
+    assert "with 3 messages" in out.stdout
+    assert "chat-42" in out.stdout
+    proc.terminate()
+
+
+def test_generated_stubs_have_not_drifted():
+    assert protogen.drift() == []
+
+
+def test_cli_reference_and_settings_table_match_the_code():
+    assert docgen.main(["--check"]) == 0, "run: python -m daemon.docgen"

@@ -1,0 +1,216 @@
+"""Tier 1 on real RocksDB stores in tmp_path, without the gRPC layer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tiers.errors import ScopeMismatch, SessionEnded, SessionNotFound
+from tiers.journal import JOURNAL_CFS, Journal
+from tiers.records import Episode, Message, Scope, episode_id_for
+from tiers.rocks import RocksStore
+from tiers.working import STATE_CFS, ScopeRequired, WindowLimits, WorkingMemory
+
+ALICE = Scope("alice", "agent-1")
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Tiers:
+    """State store + journal + working memory, reopenable like a restarted daemon."""
+
+    def __init__(self, path: Path, limits: WindowLimits, clock: Clock) -> None:
+        self.path, self.limits, self.clock = path, limits, clock
+        self.open()
+
+    def open(self) -> None:
+        self.state = RocksStore(self.path / "state", STATE_CFS)
+        self.jstore = RocksStore(self.path / "journal", JOURNAL_CFS, ttl_seconds=3600)
+        self.journal = Journal(self.jstore, self.state, 3600, clock=self.clock)
+        self.wm = WorkingMemory(self.state, self.journal, self.limits, clock=self.clock)
+        self.recovered = self.wm.recover()
+
+    def close(self) -> None:
+        self.jstore.close()
+        self.state.close()
+
+    def reopen(self) -> None:
+        self.close()
+        self.open()
+
+
+@pytest.fixture
+def make_tiers(tmp_path: Path) -> Iterator[Callable[..., Tiers]]:
+    made: list[Tiers] = []
+
+    def make(clock: Clock | None = None, **limits: float) -> Tiers:
+        t = Tiers(tmp_path / f"t{len(made)}", WindowLimits(**limits), clock or Clock())  # type: ignore[arg-type]
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.close()
+
+
+def msg(text: str, **kw: object) -> Message:
+    return Message(role="user", content=text, **kw)  # type: ignore[arg-type]
+
+
+def test_window_is_bounded_by_messages_and_the_log_keeps_everything(make_tiers):
+    t = make_tiers(max_messages=3)
+    for i in range(10):
+        t.wm.append("s", ALICE, [msg(f"message {i}")])
+    view = t.wm.window("s")
+    assert [m.content for m in view.messages] == ["message 7", "message 8", "message 9"]
+    assert view.log_messages == 10
+    ended = t.wm.end_session("s")
+    assert ended.message_count == 10
+    assert [m.content for m in t.journal.messages(ended.episode_id)] == [
+        f"message {i}" for i in range(10)
+    ]
+
+
+def test_window_is_bounded_by_tokens(make_tiers):
+    t = make_tiers(max_tokens=8)
+    t.wm.append("s", ALICE, [msg("one two three four"), msg("five six seven"), msg("eight nine")])
+    view = t.wm.window("s")
+    assert [m.content for m in view.messages] == ["five six seven", "eight nine"]
+    assert view.total_tokens == 5
+    # A read budget tighter than the window
+    assert [m.content for m in t.wm.window("s", max_tokens=2).messages] == ["eight nine"]
+    assert [m.content for m in t.wm.window("s", max_messages=1).messages] == ["eight nine"]
+    assert t.wm.window("s", max_tokens=1).messages == []
+
+
+def test_message_id_is_an_idempotency_key(make_tiers):
+    t = make_tiers()
+    first = t.wm.append("s", ALICE, [msg("hi", message_id="m-1")])
+    again = t.wm.append("s", ALICE, [msg("hi", message_id="m-1"), msg("new", message_id="m-2")])
+    assert first[0].duplicate is False
+    assert (again[0].seq, again[0].duplicate) == (first[0].seq, True)
+    assert again[1].duplicate is False
+    # the same id twice in one batch stores one message
+    twice = t.wm.append("s", ALICE, [msg("x", message_id="m-3"), msg("x", message_id="m-3")])
+    assert twice[0].seq == twice[1].seq and twice[1].duplicate
+    assert t.wm.window("s").log_messages == 3
+
+
+def test_scope_is_fixed_by_the_first_message(make_tiers):
+    t = make_tiers()
+    with pytest.raises(ScopeRequired):
+        t.wm.append("s", Scope(""), [msg("who am I")])
+    t.wm.append("s", ALICE, [msg("hi")])
+    t.wm.append("s", Scope(""), [msg("empty scope inherits")])
+    with pytest.raises(ScopeMismatch):
+        t.wm.append("s", Scope("bob", "agent-1"), [msg("not yours")])
+    t.wm.end_session("s")
+    with pytest.raises(ScopeMismatch):  # reopening keeps the scope too
+        t.wm.append("s", Scope("bob"), [msg("still not yours")])
+    assert t.wm.window("s").log_messages == 0
+
+
+def test_end_session_errors_and_reopening(make_tiers):
+    t = make_tiers()
+    with pytest.raises(SessionNotFound):
+        t.wm.end_session("nope")
+    t.wm.append("s", ALICE, [msg("a"), msg("b")])
+    first = t.wm.end_session("s")
+    with pytest.raises(SessionEnded):
+        t.wm.end_session("s")
+    assert t.wm.window("s").open is False
+    t.wm.append("s", ALICE, [msg("c")])
+    second = t.wm.end_session("s")
+    assert second.episode_id != first.episode_id
+    assert [m.seq for m in t.journal.messages(second.episode_id)] == [3]
+    assert t.journal.is_pending(first.episode_id) and t.journal.is_pending(second.episode_id)
+
+
+def test_idle_sessions_are_ended(make_tiers):
+    clock = Clock()
+    t = make_tiers(clock, idle_timeout_seconds=60)
+    t.wm.append("old", ALICE, [msg("a")])
+    clock.now += 50
+    t.wm.append("young", ALICE, [msg("b")])
+    clock.now += 20
+    ended = t.wm.end_idle()
+    assert [(e.session_id, e.reason) for e in ended] == [("old", "idle")]
+    assert t.wm.stats().live_sessions == 1
+    assert t.journal.get(ended[0].episode_id).end_reason == "idle"
+
+
+def test_live_sessions_are_bounded_least_recently_used_first(make_tiers):
+    clock = Clock()
+    t = make_tiers(clock, max_sessions=3)
+    for sid in ("a", "b", "c"):
+        clock.now += 1
+        t.wm.append(sid, ALICE, [msg(sid)])
+    clock.now += 1
+    t.wm.append("a", ALICE, [msg("a again")])  # b is now the least recently active
+    t.wm.append("d", ALICE, [msg("d")])
+    assert t.wm.stats().live_sessions == 3
+    with pytest.raises(SessionEnded):
+        t.wm.end_session("b")
+    page = t.journal.list(user_id="alice")
+    assert [(e.session_id, e.end_reason) for e in page.episodes] == [("b", "capacity")]
+
+
+def test_a_long_session_rolls_over_into_episodes(make_tiers):
+    t = make_tiers(max_log_messages=4)
+    for i in range(10):
+        t.wm.append("s", ALICE, [msg(str(i))])
+    episodes = t.journal.list(user_id="alice").episodes
+    assert [e.message_count for e in episodes] == [4, 4]
+    assert {e.end_reason for e in episodes} == {"rollover"}
+    assert t.wm.window("s").log_messages == 2
+    assert t.wm.end_session("s").message_count == 2
+
+
+def test_open_sessions_survive_a_restart(make_tiers):
+    t = make_tiers(max_messages=2)
+    t.wm.append("s", ALICE, [msg("a", message_id="x"), msg("b"), msg("c")])
+    t.reopen()
+    view = t.wm.window("s")
+    assert [m.content for m in view.messages] == ["b", "c"]
+    assert view.log_messages == 3
+    assert t.wm.append("s", ALICE, [msg("a", message_id="x")])[0].duplicate
+    assert t.wm.append("s", ALICE, [msg("d")])[0].seq == 4
+    assert t.wm.end_session("s").message_count == 4
+
+
+def test_a_flush_interrupted_after_the_journal_write_is_finished_at_recovery(make_tiers):
+    t = make_tiers()
+    t.wm.append("s", ALICE, [msg("a"), msg("b")])
+    # Simulate a crash between the journal write and the state commit of end_session.
+    messages = [m for m in t.wm.window("s").messages]
+    eid = episode_id_for("s", 1)
+    t.journal.write_episode(
+        Episode(
+            eid,
+            "s",
+            ALICE,
+            messages[0].created_at_us,
+            messages[-1].created_at_us,
+            int(t.clock() * 1e6),
+            2,
+            1,
+            2,
+            "client",
+        ),
+        messages,
+    )
+    t.reopen()
+    assert [r.episode_id for r in t.recovered] == [eid]
+    assert t.wm.stats().live_sessions == 0
+    assert t.journal.is_pending(eid)
+    assert [e.episode_id for e in t.journal.list().episodes] == [eid]
+    with pytest.raises(SessionEnded):
+        t.wm.end_session("s")
