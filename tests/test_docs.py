@@ -50,3 +50,13 @@ def test_generated_stubs_have_not_drifted():
 
 def test_cli_reference_and_settings_table_match_the_code():
     assert docgen.main(["--check"]) == 0, "run: python -m daemon.docgen"
+
+
+def test_example_config_names_every_setting_with_its_default(tmp_path):
+    from daemon.settings import Settings, load_settings
+
+    example = (ROOT / "deploy" / "strata.example.toml").read_text()
+    uncommented = re.sub(r"^# (\w+ = )", r"\1", example, flags=re.MULTILINE)
+    (tmp_path / "strata.toml").write_text(uncommented)
+    assert load_settings(tmp_path / "strata.toml") == Settings()
+    assert uncommented.count(" = ") >= len(docgen._rows(Settings))
