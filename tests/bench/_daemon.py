@@ -1,0 +1,116 @@
+"""Helpers for the benchmarks: a throwaway ``stratad serve`` process, RSS, machine details."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import psutil
+
+from tests.support import ROOT as PROJECT_ROOT
+from tests.support import ProcessDaemon
+
+
+class RunningDaemon(NamedTuple):
+    address: str
+    pid: int
+
+
+@contextmanager
+def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[RunningDaemon]:
+    """Run ``stratad serve`` in a fresh temporary data directory until the block exits.
+
+    ``settings`` are extra ``STRATA_*`` variables (for example ``{"STRATA_SYNC": "true"}``).
+    On exit the daemon gets SIGTERM; a non-zero exit code is printed with the log's tail.
+    """
+    extra = {k.removeprefix("STRATA_").lower(): v for k, v in (settings or {}).items()}
+    extra.setdefault("log_level", "warning")
+    with tempfile.TemporaryDirectory(prefix="strata-bench-") as tmp:
+        proc = ProcessDaemon(Path(tmp) / "data", **extra)
+        try:
+            yield RunningDaemon(proc.address, proc.pid)
+        finally:
+            if proc.proc.poll() is None and proc.terminate() != 0:
+                print(f"stratad exited with code {proc.proc.returncode}:\n{proc.log()}")
+
+
+@contextmanager
+def running_floor() -> Iterator[RunningDaemon]:
+    """A gRPC server whose Append does nothing (``tests.bench.grpc_floor``): what the gRPC
+    stack alone costs on this machine, measured the same way as the daemon."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.bench.grpc_floor"],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        address = proc.stdout.readline().strip()
+        yield RunningDaemon(address, proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process ``pid``."""
+    return int(psutil.Process(pid).memory_info().rss)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used so far."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def cpu_model() -> str:
+    """The CPU model from /proc/cpuinfo, else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """Where and when a benchmark ran."""
+    load = os.getloadavg()
+    return {
+        "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "cpu": cpu_model(),
+        "processor": platform.processor(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": [round(x, 2) for x in load],
+    }
+
+
+def format_machine(info: Mapping[str, Any]) -> str:
+    load = ", ".join(f"{x:.2f}" for x in info["load_average"])
+    return (
+        f"date       {info['date_utc']}\n"
+        f"cpu        {info['cpu']} ({info['cores']} cores)\n"
+        f"python     {info['python']} on {info['platform']}\n"
+        f"load avg   {load} (at start)"
+    )
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of already sorted values, nearest-rank."""
+    if not sorted_values:
+        return float("nan")
+    rank = min(len(sorted_values), max(1, math.ceil(q / 100 * len(sorted_values))))
+    return sorted_values[rank - 1]
