@@ -21,22 +21,41 @@ from typing import Any
 
 import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from daemon.admin_service import AdminService
 from daemon.memory_service import MemoryService
-from daemon.pb import admin_pb2, admin_pb2_grpc, memory_pb2, memory_pb2_grpc
+from daemon.pb import (
+    admin_pb2,
+    admin_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+    weaver_pb2,
+    weaver_pb2_grpc,
+)
 from daemon.settings import Settings
+from daemon.weaver_service import WeaverService
+from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
+from tiers.semantic import SemanticStore, edge_store_path
+from tiers.vectors import VectorStore
 from tiers.working import STATE_CFS, WindowLimits, WorkingMemory
+from weaver.consolidate import Consolidator
+from weaver.extractors import Extractor
+from weaver.extractors.local import LocalExtractor
+from weaver.index import Indexer
+from weaver.runner import Weaver
 
 log = logging.getLogger("strata.daemon")
 
 SERVICES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+    weaver_pb2.DESCRIPTOR.services_by_name["WeaverService"].full_name,
 )
 # Responses can be larger than requests (a window of large messages, an episode page).
 MAX_SEND_BYTES = 64 * 1024 * 1024
@@ -64,6 +83,8 @@ class Daemon:
         self.journal_store: RocksStore | None = None
         self.working: WorkingMemory | None = None
         self.journal: Journal | None = None
+        self.semantic: SemanticStore | None = None
+        self.weaver: Weaver | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: AsyncIOScheduler | None = None
@@ -91,6 +112,74 @@ class Daemon:
                 max_log_messages=wm.max_log_messages,
             ),
         )
+        self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
+        if s.weaver.enabled:
+            semantic = self.semantic
+            local = LocalExtractor(
+                embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
+                summary_turns=s.weaver.summary_turns,
+            )
+            self.weaver = Weaver(
+                self.journal,
+                self.semantic,
+                Indexer(self.journal, self.semantic, s.weaver),
+                Consolidator(
+                    self.journal,
+                    self.state,
+                    self.semantic,
+                    self._llm_extractor() or local,
+                    local,
+                    set(s.weaver.functional_predicates),
+                ),
+                next_run=self._next_consolidation,
+            )
+            weaver = self.weaver
+            self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+
+    def _embedding_service(self) -> EmbeddingService:
+        e = self.settings.embedding
+        models = self.settings.data_dir / "models"
+        return EmbeddingService(
+            lambda: SentenceTransformerEmbedder(
+                e.model,
+                backend=e.backend,
+                threads=e.threads,
+                batch_size=e.batch_size,
+                cache_dir=models,
+            ),
+            f"{e.model} ({e.backend})",
+        )
+
+    def _open_vectors(self) -> VectorStore:
+        s = self.settings
+        if s.qdrant_url:
+            from tiers.vectors.qdrant import QdrantVectorStore
+
+            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+            return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
+        from tiers.vectors.edge import EdgeVectorStore
+
+        return EdgeVectorStore(edge_store_path(s.data_dir))
+
+    def _llm_extractor(self) -> Extractor | None:
+        llm = self.settings.llm
+        if not llm.model:
+            return None
+        from weaver.extractors.llm import LLMExtractor
+
+        return LLMExtractor(
+            model=llm.model,
+            api_base=llm.api_base or None,
+            api_key_env=llm.api_key_env or None,
+            timeout_seconds=llm.timeout_seconds,
+            max_retries=llm.max_retries,
+        )
+
+    def _next_consolidation(self) -> float | None:
+        job = self._scheduler.get_job("consolidate") if self._scheduler else None
+        if job is None or job.next_run_time is None:
+            return None
+        return float(job.next_run_time.timestamp())
 
     async def start(self) -> str:
         """Open everything and serve; returns the bound address (host:port)."""
@@ -118,6 +207,12 @@ class Daemon:
         )
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(
             MemoryService(s, self.working, self.journal, self.state), server
+        )
+        weaver_pb2_grpc.add_WeaverServiceServicer_to_server(
+            WeaverService(
+                self.weaver, self.journal, s.limits, f"{s.embedding.model} ({s.embedding.backend})"
+            ),
+            server,
         )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminService(
@@ -156,7 +251,24 @@ class Daemon:
             seconds=s.journal.compaction_interval_seconds,
             id="compact_journal",
         )
+        if self.weaver is not None:
+            if s.weaver.cron:
+                trigger = CronTrigger.from_crontab(s.weaver.cron)
+            else:
+                trigger = IntervalTrigger(seconds=s.weaver.interval_seconds)
+            self._scheduler.add_job(self.weaver.scheduled_run, trigger, id="consolidate")
+            self._scheduler.add_job(
+                self.weaver.request_optimize,
+                "interval",
+                seconds=s.vectors.optimize_interval_seconds,
+                id="optimize_vectors",
+            )
         self._scheduler.start()
+        # Tier 3 loads in the background: appends are served already.
+        assert self.semantic is not None
+        self.semantic.start()
+        if self.weaver is not None:
+            self.weaver.start()
         if not is_loopback(s.listen):
             log.warning(
                 "server.unauthenticated",
@@ -210,6 +322,8 @@ class Daemon:
             self._scheduler.shutdown(wait=False)
         if self._server is not None:
             await self._server.stop(self.settings.shutdown_grace_seconds)
+        if self.weaver is not None:
+            await asyncio.to_thread(self.weaver.stop, self.settings.shutdown_grace_seconds)
         self._close_stores()
         log.info("server.stopped")
         self._stopped.set()
@@ -218,6 +332,8 @@ class Daemon:
         """Flush and close in reverse order of opening, with writers held off."""
         lock = self.working.write_lock if self.working is not None else contextlib.nullcontext()
         with lock:
+            if self.semantic is not None:
+                self.semantic.close()
             for store in (self.journal_store, self.state):
                 if store is not None:
                     try:

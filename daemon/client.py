@@ -27,7 +27,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from daemon.pb import admin_pb2, admin_pb2_grpc, memory_pb2_grpc
+from daemon.pb import admin_pb2, admin_pb2_grpc, memory_pb2_grpc, weaver_pb2, weaver_pb2_grpc
 from daemon.pb import memory_pb2 as pb
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -125,6 +125,7 @@ class _Base:
         self._channel = channel
         self._memory = memory_pb2_grpc.MemoryServiceStub(channel)
         self._admin = admin_pb2_grpc.AdminServiceStub(channel)
+        self._weaver = weaver_pb2_grpc.WeaverServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
 
     def _t(self, timeout: float | None) -> float:
@@ -254,8 +255,29 @@ class MemoryClient(_Base):
         )
         return response
 
+    def run_weaver(
+        self,
+        *,
+        episode_ids: Iterable[str] = (),
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> Iterator[weaver_pb2.RunEvent]:
+        """Start a consolidation run; yields progress events, then the report. Closing the
+        iterator early leaves the run going on in the daemon."""
+        req = weaver_pb2.RunNowRequest(
+            episode_ids=list(episode_ids), scope=pb.Scope(user_id=user_id, agent_id=agent_id)
+        )
+        yield from self._weaver.RunNow(req, timeout=timeout)
+
+    def weaver_status(self, *, timeout: float | None = None) -> weaver_pb2.WeaverStatusResponse:
+        response: weaver_pb2.WeaverStatusResponse = self._weaver.Status(
+            weaver_pb2.WeaverStatusRequest(), timeout=self._t(timeout)
+        )
+        return response
+
     def health(self, service: str = "", *, timeout: float | None = None) -> str:
-        """ "SERVING", "NOT_SERVING", ... for ``service`` ("" is the whole daemon)."""
+        """The status ("SERVING", "NOT_SERVING", ...) of ``service`` ("" = the daemon)."""
         response = self._health.Check(
             health_pb2.HealthCheckRequest(service=service), timeout=self._t(timeout)
         )

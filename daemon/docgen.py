@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -51,11 +52,21 @@ def cli_doc() -> str:
 
 
 def _toml_value(value: object) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, list):
+        return json.dumps(value)
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str | Path):
         return f'"{value}"'
     return str(value)
+
+
+def _example_line(name: str, default: object) -> str:
+    if default is None:  # no value to show; TOML has no null
+        return f"# {name}: unset by default"
+    return f"# {name} = {_toml_value(default)}"
 
 
 def example_toml() -> str:
@@ -73,11 +84,11 @@ def example_toml() -> str:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             sections.append((name, annotation))
             continue
-        lines += [f"# {info.description}", f"# {name} = {_toml_value(info.default)}", ""]
+        lines += [f"# {info.description}", _example_line(name, info.default), ""]
     for section, model in sections:
         lines += [f"[{section}]", f"# {(model.__doc__ or '').strip()}", ""]
         for name, info in model.model_fields.items():
-            lines += [f"# {info.description}", f"# {name} = {_toml_value(info.default)}", ""]
+            lines += [f"# {info.description}", _example_line(name, info.default), ""]
     return "\n".join(lines)
 
 

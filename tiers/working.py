@@ -37,7 +37,16 @@ from tiers.records import Episode, Message, Scope, StoredMessage, episode_id_for
 from tiers.rocks import RocksStore
 from tiers.tokens import count_tokens
 
-STATE_CFS = ["sessions", "open", "log", "msgids", "pending"]
+STATE_CFS = [
+    "sessions",
+    "open",
+    "log",
+    "msgids",
+    "pending",
+    "unindexed",
+    "extractions",
+    "graph_edges",
+]
 
 
 class ScopeRequired(TierError, InvalidArgument):
@@ -148,6 +157,8 @@ class WorkingMemory:
         self._clock = clock
         self._live: OrderedDict[str, _Session] = OrderedDict()  # least recently active first
         self._lock = threading.RLock()
+        # Called with every EndResult once the episode is durable (e.g. the weaver's indexer).
+        self.on_flush: list[Callable[[EndResult], None]] = []
         # Held by every write; a backup holds it to see all stores at one point in time.
         self.write_lock = self._lock
 
@@ -387,7 +398,10 @@ class WorkingMemory:
         )
         self._journal.write_episode(episode, messages)
         self._commit_end(session, episode)
-        return EndResult(session.session_id, episode.episode_id, len(messages), reason)
+        result = EndResult(session.session_id, episode.episode_id, len(messages), reason)
+        for listener in self.on_flush:
+            listener(result)
+        return result
 
     def _commit_end(self, session: _Session, episode: Episode) -> None:
         key = session.session_id.encode()

@@ -2,7 +2,8 @@
 
 The daemon is chosen by ``--address`` or ``$STRATA_ADDRESS`` (default 127.0.0.1:50051).
 Every command prints a human summary, or JSON with ``--json``. Exit codes: 0 success,
-1 the daemon refused or failed the request, 2 bad command line, 3 the daemon is unreachable.
+1 the daemon refused or failed the request (or the run failed), 2 bad command line,
+3 the daemon is unreachable.
 """
 
 from __future__ import annotations
@@ -23,8 +24,16 @@ from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient, default_ad
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
 
 
+def _dict(message: Message) -> dict[str, Any]:
+    return MessageToDict(message, always_print_fields_with_no_presence=True)
+
+
 def _stats(client: MemoryClient, args: argparse.Namespace) -> Message:
     return client.stats()
+
+
+def _status(client: MemoryClient, args: argparse.Namespace) -> Message:
+    return client.weaver_status()
 
 
 def _backup(client: MemoryClient, args: argparse.Namespace) -> Message:
@@ -48,6 +57,35 @@ def _render_stats(d: dict[str, Any]) -> str:
     )
 
 
+def _render_report(r: dict[str, Any]) -> str:
+    state = "ok" if r.get("ok") else "FAILED"
+    line = (
+        f"run {r.get('runId', '?')} {state}: {r.get('episodes', 0)} episodes, "
+        f"{r.get('chunks', 0)} chunks, {r.get('summaries', 0)} summaries, "
+        f"{r.get('facts', 0)} facts, {r.get('triplets', 0)} triplets, "
+        f"{r.get('superseded', 0)} superseded, {r.get('failures', 0)} failures, "
+        f"{r.get('fallbacks', 0)} fallbacks, {float(r.get('seconds', 0)):.1f} s"
+    )
+    return line + (f"\nlast error: {r['error']}" if r.get("error") else "")
+
+
+def _render_status(d: dict[str, Any]) -> str:
+    lines = [
+        f"running           {d.get('running')}",
+        f"pending           {d.get('pending', 0)} (near expiry: {d.get('pendingNearExpiry', 0)})",
+        f"unindexed         {d.get('unindexed', 0)}",
+        f"extractor         {d.get('extractor', '')}",
+        f"embedding         {d.get('embeddingModel', '')} "
+        f"({'ready' if d.get('embeddingReady') else 'loading'})",
+        f"next run          {d.get('nextRun', '-')}",
+    ]
+    if d.get("lastRun", {}).get("runId"):
+        lines.append("last run          " + _render_report(d["lastRun"]))
+    if d.get("lastError"):
+        lines.append(f"last error        {d['lastError']}")
+    return "\n".join(lines)
+
+
 def _render_backup(d: dict[str, Any]) -> str:
     return (
         f"backup written to {d['path']} ({', '.join(d.get('stores', []))}; "
@@ -57,8 +95,48 @@ def _render_backup(d: dict[str, Any]) -> str:
 
 COMMANDS: dict[str, tuple[Callable[..., Message], Callable[[dict[str, Any]], str]]] = {
     "stats": (_stats, _render_stats),
+    "status": (_status, _render_status),
     "backup": (_backup, _render_backup),
 }
+
+
+def _run_now(client: MemoryClient, args: argparse.Namespace) -> int:
+    """Stream a run: a progress bar on a terminal, plain lines otherwise."""
+    events = client.run_weaver(
+        episode_ids=args.episode, user_id=args.user_id, agent_id=args.agent_id
+    )
+    if args.no_wait:
+        first = next(iter(events))
+        events.close()  # type: ignore[attr-defined]
+        run_id = first.progress.run_id
+        print(json.dumps({"runId": run_id}) if args.json else f"run {run_id} started")
+        return EXIT_OK
+    bar = None
+    if sys.stdout.isatty() and not args.json:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("queued", total=None)
+    try:
+        for event in events:
+            if event.HasField("report"):
+                report = _dict(event.report)
+                if bar is not None:
+                    bar.stop()
+                print(json.dumps(report, indent=2) if args.json else _render_report(report))
+                return EXIT_OK if event.report.ok else EXIT_FAILED
+            p = event.progress
+            if bar is not None:
+                bar.update(task, description=p.stage, completed=p.done, total=p.total or None)
+            elif not args.json:
+                where = f" {p.episode_id}" if p.episode_id else ""
+                print(f"{p.stage} {p.done}/{p.total}{where}", flush=True)
+    finally:
+        if bar is not None:
+            bar.stop()
+    print("weaverctl: the run ended without a report", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,6 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, help="seconds to wait for the daemon (default 60)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser(
+        "run-now",
+        help="consolidate pending episodes now, with progress; non-zero exit if the run failed",
+    )
+    run.add_argument(
+        "--episode", action="append", default=[], metavar="ID", help="only this episode (repeat)"
+    )
+    run.add_argument("--user-id", default="", help="only this user's episodes")
+    run.add_argument("--agent-id", default="", help="only this agent's episodes")
+    run.add_argument("--no-wait", action="store_true", help="start the run and return at once")
+    sub.add_parser("status", help="the weaver: last and next run, pending work, last error")
     sub.add_parser("stats", help="counts per tier, store sizes and uptime")
     backup = sub.add_parser(
         "backup",
@@ -86,15 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    call, render = COMMANDS[args.command]
     try:
         with MemoryClient(args.address, timeout=args.timeout) as client:
+            if args.command == "run-now":
+                return _run_now(client, args)
+            call, render = COMMANDS[args.command]
             response = call(client, args)
     except grpc.RpcError as exc:
         code = exc.code()
         print(f"weaverctl: {code.name}: {exc.details()}", file=sys.stderr)
         return EXIT_UNREACHABLE if code == grpc.StatusCode.UNAVAILABLE else EXIT_FAILED
-    data = MessageToDict(response)
+    data = _dict(response)
     print(json.dumps(data, indent=2) if args.json else render(data))
     return EXIT_OK
 

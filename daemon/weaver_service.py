@@ -1,0 +1,111 @@
+"""``strata.v1.WeaverService``: run the consolidation now, and its status."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from daemon import convert
+from daemon import validation as check
+from daemon.errors import FailedPrecondition, rpc, rpc_stream
+from daemon.pb import weaver_pb2 as pb
+from daemon.pb import weaver_pb2_grpc
+from daemon.settings import LimitsSettings
+from tiers.journal import Journal
+from weaver.runner import RunReport, Weaver
+
+# Pending episodes this close to expiry (fraction of the TTL left) are reported loudly.
+NEAR_EXPIRY = 0.10
+
+
+def report_pb(report: RunReport) -> pb.RunReport:
+    return pb.RunReport(
+        run_id=report.run_id,
+        ok=report.ok,
+        episodes=report.episodes,
+        chunks=report.chunks,
+        summaries=report.summaries,
+        facts=report.facts,
+        triplets=report.triplets,
+        superseded=report.superseded,
+        failures=report.failures,
+        fallbacks=report.fallbacks,
+        llm_calls=report.llm_calls,
+        seconds=report.seconds,
+        started_at=convert.timestamp(int(report.started_at * 1_000_000)),
+        finished_at=convert.timestamp(int(report.finished_at * 1_000_000)),
+        error=report.error,
+    )
+
+
+class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
+    def __init__(
+        self, weaver: Weaver | None, journal: Journal, limits: LimitsSettings, embedding: str
+    ) -> None:
+        self._weaver = weaver
+        self._journal = journal
+        self._limits = limits
+        self._embedding = embedding
+
+    def _require(self) -> Weaver:
+        if self._weaver is None:
+            raise FailedPrecondition("the weaver is disabled (weaver.enabled = false)")
+        return self._weaver
+
+    @rpc_stream
+    async def RunNow(
+        self, request: pb.RunNowRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.RunEvent]:
+        weaver = self._require()
+        ids = tuple(check.episode_id(e) for e in request.episode_ids)
+        scope = check.scope(request.scope, self._limits)
+        run = weaver.request_run(ids, scope)
+        seen = 0
+        while True:
+            events, report = await asyncio.to_thread(run.follow, seen, 1.0)
+            seen += len(events)
+            for e in events:
+                yield pb.RunEvent(
+                    progress=pb.RunProgress(
+                        run_id=run.run_id,
+                        stage=e.stage,
+                        done=e.done,
+                        total=e.total,
+                        episode_id=e.episode_id,
+                    )
+                )
+            if report is not None:
+                yield pb.RunEvent(report=report_pb(report))
+                return
+
+    @rpc
+    async def Status(
+        self, request: pb.WeaverStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WeaverStatusResponse:
+        return await asyncio.to_thread(self._status)
+
+    def _status(self) -> pb.WeaverStatusResponse:
+        weaver = self._require()
+        pending = self._journal.pending()
+        ttl = self._journal.ttl_us
+        now_us = int(time.time() * 1_000_000)
+        near = sum(1 for p in pending if p.flushed_at_us + ttl - now_us < ttl * NEAR_EXPIRY)
+        response = pb.WeaverStatusResponse(
+            running=weaver.running is not None,
+            pending=len(pending),
+            unindexed=len(self._journal.unindexed()),
+            last_error=weaver.last_error,
+            pending_near_expiry=near,
+            extractor=weaver.extractor_name,
+            embedding_model=self._embedding,
+            embedding_ready=weaver.ready,
+        )
+        if weaver.last_run is not None:
+            response.last_run.CopyFrom(report_pb(weaver.last_run))
+        next_run = weaver.next_run()
+        if next_run is not None:
+            response.next_run.CopyFrom(convert.timestamp(int(next_run * 1_000_000)))
+        return response

@@ -1,0 +1,660 @@
+"""Tier 3: one contract suite for every VectorStore implementation.
+
+It runs against the embedded engine (qdrant-edge, in tmp_path), qdrant-client's ``:memory:``
+mode and, when ``QDRANT_URL`` is set (``QDRANT_API_KEY`` optional), a real Qdrant server in a
+throwaway collection. Vectors are seeded random unit vectors: no embedding model is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+
+from tiers.records import Scope
+from tiers.vectors import (
+    Hit,
+    MemoryPoint,
+    PointFilter,
+    Source,
+    SparseVector,
+    VectorStore,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+    point_id,
+)
+from tiers.vectors.bm25 import KeywordEncoder
+from tiers.vectors.edge import SIDECAR, EdgeVectorStore
+from tiers.vectors.qdrant import META_ID, QdrantVectorStore
+
+DIM = 16
+MODEL = "test-model-a"
+T0 = 1_700_000_000 * 1_000_000  # microseconds
+MIN_US = 60 * 1_000_000
+ALICE = Scope("alice", "assistant")
+BOB = Scope("bob", "assistant")
+KEYWORDS = KeywordEncoder()
+
+
+# -- backends ----------------------------------------------------------------------------------
+
+
+class Backend:
+    """Opens stores over one storage: ``reopen`` gives a new store object on the same data."""
+
+    name = ""
+
+    def open(self) -> VectorStore:
+        raise NotImplementedError
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        pass
+
+
+class EdgeBackend(Backend):
+    name = "edge"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def open(self) -> VectorStore:
+        return EdgeVectorStore(self.path)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        store.close()  # the shard is locked while open
+        return self.open()
+
+
+class MemoryBackend(Backend):
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.client = QdrantClient(":memory:")
+
+    def open(self) -> VectorStore:
+        return QdrantVectorStore(self.client)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        return self.open()  # another store on the same client and collection
+
+    def cleanup(self) -> None:
+        self.client.close()
+
+
+class ServerBackend(Backend):
+    name = "server"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.api_key = os.environ.get("QDRANT_API_KEY")
+        self.collection = f"strata_test_{uuid.uuid4().hex[:12]}"
+
+    def open(self) -> VectorStore:
+        return QdrantVectorStore.from_url(self.url, self.api_key, collection=self.collection)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        store.close()
+        return self.open()
+
+    def cleanup(self) -> None:
+        client = QdrantClient(url=self.url, api_key=self.api_key)
+        try:
+            client.delete_collection(self.collection)
+        finally:
+            client.close()
+
+
+# A real server joins the suite only where one is configured (none can run on CI here).
+BACKENDS = ["edge", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    kind = request.param
+    if kind == "edge":
+        b: Backend = EdgeBackend(tmp_path / "vectors")
+    elif kind == "memory":
+        b = MemoryBackend()
+    else:
+        b = ServerBackend(os.environ["QDRANT_URL"])
+    yield b
+    b.cleanup()
+
+
+class Opened:
+    """Every store a test opened, closed at teardown (close is idempotent)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.stores: list[VectorStore] = []
+
+    def open(self) -> VectorStore:
+        store = self.backend.open()
+        self.stores.append(store)
+        return store
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        new = self.backend.reopen(store)
+        self.stores.append(new)
+        return new
+
+
+@pytest.fixture
+def opened(backend: Backend) -> Iterator[Opened]:
+    o = Opened(backend)
+    yield o
+    for store in reversed(o.stores):
+        store.close()
+
+
+@pytest.fixture
+def store(opened: Opened) -> VectorStore:
+    s = opened.open()
+    s.ensure(MODEL, DIM)
+    return s
+
+
+# -- data --------------------------------------------------------------------------------------
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM)
+    return v / np.linalg.norm(v)
+
+
+def near(base: np.ndarray, angle: float, seed: int) -> list[float]:
+    """A unit vector at ``angle`` (radians) from the unit vector ``base``: its cosine
+    similarity to ``base`` is exactly ``cos(angle)``, so ranks are known in advance."""
+    other = unit(seed)
+    other = other - (other @ base) * base
+    other /= np.linalg.norm(other)
+    v = np.cos(angle) * base + np.sin(angle) * other
+    return [float(x) for x in v]
+
+
+def mem(
+    text: str,
+    *,
+    scope: Scope = ALICE,
+    kind: str = "fact",
+    episode: str = "ep-1",
+    session: str = "chat-1",
+    seq: int = 1,
+    created: int = T0,
+    dense: list[float] | None = None,
+    seed: int = 0,
+    **extra: Any,
+) -> MemoryPoint:
+    sources = [Source(session, seq, f"m-{seq}")]
+    return MemoryPoint(
+        id=point_id(scope, kind, text, sources),
+        kind=kind,
+        text=text,
+        scope=scope,
+        episode_id=episode,
+        session_id=session,
+        sources=sources,
+        created_at_us=created,
+        extractor="index",
+        dense=dense if dense is not None else [float(x) for x in unit(seed)],
+        sparse=KEYWORDS.embed_document(text),
+        **extra,
+    )
+
+
+def bare(p: MemoryPoint) -> MemoryPoint:
+    """The point as reads return it: without vectors."""
+    return dataclasses.replace(p, dense=None, sparse=None)
+
+
+def ids(hits: list[Hit] | list[MemoryPoint]) -> list[str]:
+    return [h.point.id if isinstance(h, Hit) else h.id for h in hits]
+
+
+def alice(**kw: Any) -> PointFilter:
+    return PointFilter(user_id="alice", **kw)
+
+
+# -- the contract ------------------------------------------------------------------------------
+
+
+def test_is_a_vector_store(store):
+    assert isinstance(store, VectorStore)
+
+
+def test_round_trip_of_every_field(store):
+    full = MemoryPoint(
+        id=point_id(
+            ALICE, "fact", "Alice moved to Lyon", [Source("chat-1", 4), Source("chat-2", 9)]
+        ),
+        kind="fact",
+        text="Alice moved to Lyon",
+        scope=ALICE,
+        episode_id="ep-7",
+        session_id="chat-2",
+        sources=[
+            Source("chat-1", 4, "msg-4", {"channel": "sms", "lang": "en"}),
+            Source("chat-2", 9, "", {}),
+        ],
+        created_at_us=T0 + 123_456,
+        extractor="llm:small",
+        valid_from_us=T0 - 5 * MIN_US,
+        valid_to_us=T0 + 7 * MIN_US,
+        attrs={
+            "subject": "Alice",
+            "predicate": "lives_in",
+            "object": "Lyon",
+            "confidence": 0.75,
+            "tags": ["move", "city"],
+            "nested": {"n": 3, "flag": True, "none": None},
+        },
+        dense=[float(x) for x in unit(1)],
+        sparse=KEYWORDS.embed_document("Alice moved to Lyon"),
+    )
+    plain = mem("Alice likes green tea", kind="episode_chunk", seed=2)
+    no_agent = mem("A memory without an agent", scope=Scope("alice"), seed=3)
+    store.upsert([full, plain, no_agent])
+
+    missing = str(uuid.uuid4())
+    got = store.get([no_agent.id, missing, full.id, "not-a-uuid", plain.id, full.id])
+    assert got == [bare(no_agent), bare(full), bare(plain)]
+    assert got[1].valid_to_us == T0 + 7 * MIN_US and got[2].valid_from_us is None
+    assert got[1].sources[0].metadata == {"channel": "sms", "lang": "en"}
+    assert store.get([]) == [] and store.get([missing]) == []
+    # uppercase ids name the same point
+    assert store.get([full.id.upper()]) == [bare(full)]
+
+
+def test_point_ids_are_deterministic_and_reupsert_overwrites(store):
+    a = mem("Alice's sister is called Emma", seq=3)
+    again = mem("Alice's sister is called Emma", seq=3)
+    assert a.id == again.id
+    assert str(uuid.UUID(a.id)) == a.id  # a canonical UUID string
+    assert mem("Alice's sister is called Emma", seq=4).id != a.id
+    assert mem("Alice's sister is called Emma", seq=3, scope=BOB).id != a.id
+
+    store.upsert([a])
+    store.upsert([again])
+    assert store.count(PointFilter()) == 1
+    changed = dataclasses.replace(again, attrs={"object": "Emma"}, created_at_us=T0 + 1)
+    store.upsert([changed])
+    assert store.count(PointFilter()) == 1
+    assert store.get([a.id]) == [bare(changed)]
+
+
+def test_dense_search_ranks_nearest_first_and_respects_limit(store):
+    query = unit(100)
+    angles = [0.05, 0.3, 0.6, 1.0, 1.6, 3.0]
+    points = [
+        mem(f"note {i}", seq=i, dense=near(query, d, seed=200 + i)) for i, d in enumerate(angles)
+    ]
+    store.upsert(list(reversed(points)))
+
+    hits = store.search_dense(list(query), alice(), limit=3)
+    assert ids(hits) == [p.id for p in points[:3]]
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert 0.95 < scores[0] <= 1.0001  # cosine similarity
+    assert hits[0].point == bare(points[0])
+
+    everything = store.search_dense(list(query), alice(), limit=50)
+    assert ids(everything) == [p.id for p in points]
+    assert store.search_dense(list(query), alice(), limit=0) == []
+
+
+def test_sparse_search_finds_a_rare_word_first(store):
+    common = [mem(f"we drank coffee at the station number {i}", seq=i, seed=i) for i in range(8)]
+    rare = mem(
+        "last summer Alice spent two long weeks on a sailing trip around Zanzibar with friends",
+        seq=50,
+        seed=50,
+    )
+    store.upsert([*common, rare])
+
+    hits = store.search_sparse(KEYWORDS.embed_query("coffee in Zanzibar"), alice(), limit=5)
+    # Only IDF puts the rare word above the common one: "coffee" appears in 8 shorter docs.
+    assert hits[0].point.id == rare.id
+    assert hits[0].score > hits[1].score
+    assert len(hits) == 5 and set(ids(hits[1:])) <= {p.id for p in common}
+
+    only_rare = store.search_sparse(KEYWORDS.embed_query("zanzibar"), alice(), limit=5)
+    assert ids(only_rare) == [rare.id]
+    assert store.search_sparse(KEYWORDS.embed_query("tennis"), alice(), limit=5) == []
+    assert store.search_sparse(KEYWORDS.embed_query("the of and"), alice(), limit=5) == []
+
+
+def test_scope_is_a_hard_filter(store):
+    text = "The door code is 4711"
+    vec = [float(x) for x in unit(9)]
+    mine = mem(text, dense=vec)
+    theirs = mem(text, scope=BOB, dense=vec)
+    assert mine.id != theirs.id
+    store.upsert([theirs, mine])
+
+    dense = store.search_dense(vec, alice(), limit=10)
+    sparse = store.search_sparse(KEYWORDS.embed_query(text), alice(), limit=10)
+    assert ids(dense) == [mine.id] and ids(sparse) == [mine.id]
+    assert ids(store.search_dense(vec, PointFilter(user_id="bob"), limit=10)) == [theirs.id]
+    assert ids(store.scroll(alice())) == [mine.id]
+    assert store.count(alice()) == 1 and store.count(PointFilter(user_id="carol")) == 0
+    assert store.search_dense(vec, PointFilter(user_id="carol"), limit=10) == []
+
+
+def test_searches_require_a_user(store):
+    store.upsert([mem("anything")])
+    with pytest.raises(ValueError, match="user_id"):
+        store.search_dense([float(x) for x in unit(0)], PointFilter(), limit=3)
+    with pytest.raises(ValueError, match="user_id"):
+        store.search_sparse(KEYWORDS.embed_query("anything"), PointFilter(agent_id="x"), limit=3)
+
+
+def test_agent_kind_episode_and_time_filters(store):
+    query = unit(300)
+    pts = {
+        "a1_fact": mem("fact one", created=T0, episode="ep-1", dense=near(query, 0.1, 1)),
+        "a1_chunk": mem(
+            "chunk one", kind="episode_chunk", created=T0 + MIN_US, dense=near(query, 0.2, 2)
+        ),
+        "a2_summary": mem(
+            "summary two",
+            scope=Scope("alice", "planner"),
+            kind="summary",
+            episode="ep-2",
+            created=T0 + 2 * MIN_US,
+            dense=near(query, 0.3, 3),
+        ),
+        "a2_fact": mem(
+            "fact two",
+            scope=Scope("alice", "planner"),
+            episode="ep-3",
+            created=T0 + 3 * MIN_US,
+            dense=near(query, 0.4, 4),
+        ),
+    }
+    store.upsert(list(pts.values()))
+    q = list(query)
+
+    def found(**kw: Any) -> set[str]:
+        flt = alice(**kw)
+        by_search = set(ids(store.search_dense(q, flt, limit=10)))
+        by_scroll = set(ids(store.scroll(flt)))
+        assert by_search == by_scroll
+        assert store.count(flt) == len(by_scroll)
+        return {name for name, p in pts.items() if p.id in by_search}
+
+    assert found() == set(pts)
+    assert found(agent_id="assistant") == {"a1_fact", "a1_chunk"}
+    assert found(agent_id="planner") == {"a2_summary", "a2_fact"}
+    assert found(kinds=("fact",)) == {"a1_fact", "a2_fact"}
+    assert found(kinds=("summary", "episode_chunk")) == {"a1_chunk", "a2_summary"}
+    assert found(episode_ids=("ep-2", "ep-3")) == {"a2_summary", "a2_fact"}
+    # created range: from inclusive, to exclusive
+    assert found(created_from_us=T0 + MIN_US, created_to_us=T0 + 3 * MIN_US) == {
+        "a1_chunk",
+        "a2_summary",
+    }
+    assert found(created_from_us=T0 + 2 * MIN_US) == {"a2_summary", "a2_fact"}
+    assert found(created_to_us=T0 + MIN_US) == {"a1_fact"}
+    assert found(agent_id="planner", kinds=("fact",), created_from_us=T0) == {"a2_fact"}
+    assert found(agent_id="nobody") == set()
+
+
+def test_superseded_facts_are_hidden_on_request(store):
+    vec = unit(400)
+    old = mem("Alice lives in Paris", seq=1, dense=near(vec, 0.1, 1))
+    new = mem("Alice lives in Lyon", seq=2, dense=near(vec, 0.2, 2))
+    other = mem("Alice likes jazz", seq=3, dense=near(vec, 0.3, 3))
+    store.upsert([old, new, other])
+    current = alice(include_superseded=False)
+    assert set(ids(store.search_dense(list(vec), current, limit=10))) == {old.id, new.id, other.id}
+
+    store.set_valid_to([old.id, str(uuid.uuid4())], T0 + 9)  # a missing id is skipped
+    (got,) = store.get([old.id])
+    assert got.valid_to_us == T0 + 9
+    assert got == dataclasses.replace(bare(old), valid_to_us=T0 + 9)  # the rest is untouched
+    assert store.get([new.id])[0].valid_to_us is None
+
+    assert ids(store.search_dense(list(vec), current, limit=10)) == [new.id, other.id]
+    lives = KEYWORDS.embed_query("where Alice lives")
+    assert ids(store.search_sparse(lives, current, limit=10)) == [new.id, other.id]
+    assert set(ids(store.search_sparse(lives, alice(), limit=10))) == {old.id, new.id, other.id}
+    assert set(ids(store.scroll(current))) == {new.id, other.id}
+    assert store.count(current) == 2
+    assert store.count(alice()) == 3
+    assert ids(store.search_dense(list(vec), alice(), limit=10)) == [old.id, new.id, other.id]
+
+    # superseding twice keeps the latest time; an empty call does nothing
+    store.set_valid_to([old.id], T0 + 20)
+    store.set_valid_to([], T0 + 30)
+    assert store.get([old.id])[0].valid_to_us == T0 + 20
+
+
+def test_delete_by_filter_returns_how_many(store):
+    store.upsert(
+        [mem(f"alice chunk {i}", kind="episode_chunk", episode="ep-1", seq=i) for i in range(4)]
+        + [mem(f"alice fact {i}", episode="ep-1", seq=i) for i in range(2)]
+        + [mem(f"alice other episode {i}", episode="ep-2", seq=i) for i in range(3)]
+        + [
+            mem(f"bob chunk {i}", scope=BOB, kind="episode_chunk", episode="ep-1", seq=i)
+            for i in range(2)
+        ]
+    )
+    assert store.count(PointFilter()) == 11
+
+    assert store.delete(alice(episode_ids=("ep-1",), kinds=("episode_chunk",))) == 4
+    assert store.count(alice(kinds=("episode_chunk",))) == 0
+    assert store.count(PointFilter(user_id="bob", kinds=("episode_chunk",))) == 2
+    assert store.count(alice()) == 5
+    assert store.delete(alice(episode_ids=("ep-1",), kinds=("episode_chunk",))) == 0
+
+    assert store.delete(alice()) == 5
+    assert store.count(PointFilter()) == 2
+    assert store.search_sparse(KEYWORDS.embed_query("alice"), alice(), limit=10) == []
+
+
+def test_an_empty_filter_sees_only_memories(store):
+    """The qdrant implementation's metadata point never shows, even without a filter."""
+    pts = [mem(f"memory {i}", seq=i, seed=i) for i in range(3)]
+    store.upsert(pts)
+    assert store.count(PointFilter()) == 3
+    assert sorted(ids(store.scroll(PointFilter()))) == sorted(p.id for p in pts)
+    assert store.get([META_ID]) == []
+    # the metadata point's vector is the first unit vector: search right at it
+    e0 = [1.0] + [0.0] * (DIM - 1)
+    for flt in (alice(), PointFilter(user_id="alice", agent_id="assistant")):
+        assert set(ids(store.search_dense(e0, flt, limit=10))) == {p.id for p in pts}
+    assert store.delete(PointFilter()) == 3
+    assert store.count(PointFilter()) == 0
+    store.ensure(MODEL, DIM)  # still knows its model
+
+
+def test_ensure_rejects_another_model_or_size(store, opened):
+    store.upsert([mem("kept")])
+    again = opened.reopen(store)
+    with pytest.raises(VectorStoreMismatch) as info:
+        again.ensure("test-model-b", DIM)
+    message = str(info.value)
+    assert MODEL in message and "test-model-b" in message and f"{DIM} dims" in message
+    with pytest.raises(VectorStoreMismatch, match=f"{DIM} dims.*{2 * DIM} dims"):
+        again.ensure(MODEL, 2 * DIM)
+    again.ensure(MODEL, DIM)
+    assert again.count(PointFilter()) == 1
+    # once open, the same object refuses another model too
+    with pytest.raises(VectorStoreMismatch):
+        again.ensure("test-model-b", DIM)
+
+
+def test_reopen_and_optimize_keep_points_and_results(store, opened):
+    query = unit(500)
+    pts = [
+        mem(f"memory number {i} about topic {i % 5}", seq=i, dense=near(query, 0.1 + 0.05 * i, i))
+        for i in range(40)
+    ]
+    store.upsert(pts[:30])
+    store.upsert(pts[30:])
+    store.set_valid_to([pts[0].id], T0 + 1)
+    store.delete(alice(episode_ids=("nothing",)))
+
+    def results(s: VectorStore) -> tuple[list[str], list[str], int, int]:
+        return (
+            ids(s.search_dense(list(query), alice(include_superseded=False), limit=10)),
+            ids(s.search_sparse(KEYWORDS.embed_query("topic 3"), alice(), limit=10)),
+            s.count(alice()),
+            s.count(alice(include_superseded=False)),
+        )
+
+    before = results(store)
+    assert before[0] == [p.id for p in pts[1:11]] and before[2:] == (40, 39)
+    # every text has "topic": the 8 texts with the token "3" come first
+    assert set(before[1][:8]) == {p.id for i, p in enumerate(pts) if i % 5 == 3}
+    store.optimize()
+    assert results(store) == before
+    store.flush()
+    again = opened.reopen(store)
+    again.ensure(MODEL, DIM)
+    assert results(again) == before
+    assert again.get([pts[0].id])[0].valid_to_us == T0 + 1
+
+
+def test_closed_store_is_unavailable(store):
+    store.upsert([mem("something")])
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(VectorStoreUnavailable):
+        store.count(PointFilter())
+    with pytest.raises(VectorStoreUnavailable):
+        store.upsert([mem("more")])
+    with pytest.raises(VectorStoreUnavailable):
+        store.search_dense([float(x) for x in unit(0)], alice(), limit=1)
+
+
+def test_not_ensured_store_is_unavailable(opened):
+    fresh = opened.open()
+    with pytest.raises(VectorStoreUnavailable, match="ensure"):
+        fresh.count(PointFilter())
+
+
+def test_concurrent_writer_and_readers(store):
+    query = list(unit(600))
+    store.upsert([mem(f"seed {i}", seq=i, seed=i) for i in range(20)])
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        try:
+            for i in range(100):
+                store.upsert([mem(f"written {i}", seq=1000 + i, seed=1000 + i)])
+                if i % 25 == 0:
+                    store.set_valid_to([mem(f"seed {i}", seq=i).id], T0 + i)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                assert len(store.search_dense(query, alice(), limit=5)) == 5
+                store.search_sparse(KEYWORDS.embed_query("written"), alice(), limit=5)
+                assert store.count(alice()) >= 20
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer)] + [
+        threading.Thread(target=reader) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert store.count(alice()) == 120
+
+
+# -- implementation specifics ------------------------------------------------------------------
+
+
+def test_edge_sidecar_and_lock(tmp_path):
+    path = tmp_path / "vectors"
+    first = EdgeVectorStore(path)
+    first.ensure(MODEL, DIM)
+    try:
+        assert json.loads((path / SIDECAR).read_text()) == {
+            "model": MODEL,
+            "dim": DIM,
+            "format": 1,
+        }
+        second = EdgeVectorStore(path)
+        with pytest.raises(VectorStoreUnavailable, match="in use"):
+            second.ensure(MODEL, DIM)
+        second.close()
+    finally:
+        first.close()
+
+    (path / SIDECAR).unlink()
+    with pytest.raises(VectorStoreMismatch, match="unknown"):
+        EdgeVectorStore(path).ensure(MODEL, DIM)
+
+
+def test_edge_reports_a_tampered_sidecar(tmp_path):
+    path = tmp_path / "vectors"
+    first = EdgeVectorStore(path)
+    first.ensure(MODEL, DIM)
+    first.close()
+    (path / SIDECAR).write_text('{"format": 2}')
+    with pytest.raises(VectorStoreMismatch, match="format 2"):
+        EdgeVectorStore(path).ensure(MODEL, DIM)
+    # a sidecar that lies about the size: the engine's own check catches it
+    (path / SIDECAR).write_text(json.dumps({"model": MODEL, "dim": 2 * DIM, "format": 1}))
+    with pytest.raises(VectorStoreMismatch, match="expected vector size 32, but got 16"):
+        EdgeVectorStore(path).ensure(MODEL, 2 * DIM)
+    (path / SIDECAR).write_text(json.dumps({"model": MODEL, "dim": DIM, "format": 1}))
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)  # a failed load left the shard unlocked
+    again.close()
+
+
+def test_qdrant_adopts_an_empty_collection_without_metadata():
+    client = QdrantClient(":memory:")
+    first = QdrantVectorStore(client, "c")
+    first.ensure(MODEL, DIM)
+    first.upsert([mem("x")])
+    client.delete("c", points_selector=[META_ID])
+    with pytest.raises(VectorStoreMismatch, match="unknown"):
+        QdrantVectorStore(client, "c").ensure(MODEL, DIM)
+    first.delete(PointFilter())
+    QdrantVectorStore(client, "c").ensure("other-model", DIM)  # empty: adopted
+    with pytest.raises(VectorStoreMismatch, match="other-model"):
+        QdrantVectorStore(client, "c").ensure(MODEL, DIM)
+    client.close()
+
+
+# -- the keyword encoder -----------------------------------------------------------------------
+
+
+def test_keyword_encoder():
+    doc = KEYWORDS.embed_document("Alice likes green tea, green tea!")
+    assert isinstance(doc, SparseVector) and len(doc.indices) == len(doc.values) == 4
+    assert all(type(i) is int for i in doc.indices) and all(type(v) is float for v in doc.values)
+    weights = dict(zip(doc.indices, doc.values, strict=True))
+    green = KEYWORDS.embed_query("GREEN").indices[0]
+    alice_ = KEYWORDS.embed_query("alice").indices[0]
+    assert weights[green] > weights[alice_] > 0  # term frequency counts
+    query = KEYWORDS.embed_query("liking the teas")  # stemmed, stop words dropped
+    assert set(query.indices) <= set(doc.indices) and len(query.indices) == 2
+    assert query.values == [1.0, 1.0]
+    for empty in ("", "   ", "the and of it", "!!! ..."):
+        assert KEYWORDS.embed_document(empty) == SparseVector([], [])
+        assert KEYWORDS.embed_query(empty) == SparseVector([], [])

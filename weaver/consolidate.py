@@ -1,0 +1,231 @@
+"""Stage 2, consolidate: an episode becomes a summary, atomic facts and graph edges.
+
+Per episode, in this order, so that a crash at any point resumes without duplicates:
+
+1. the extraction (from the configured extractor, or the local one when the LLM fails) is
+   stored in the state store (``extractions <episode_id>``) before anything reaches Tier 3;
+   a resumed run reuses it instead of asking the LLM again, so its output is identical;
+2. the summary and fact points are upserted (deterministic ids);
+3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to``);
+4. only then is the episode's ``pending`` mark removed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from tiers.graph import Edge, normalize
+from tiers.journal import Journal
+from tiers.records import pack, unpack
+from tiers.rocks import RocksStore
+from tiers.semantic import SemanticStore
+from tiers.vectors import MemoryPoint, Source, point_id
+from weaver.episodes import latest, load_episode, sources
+from weaver.errors import ExtractionFailed
+from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet
+
+log = logging.getLogger("strata.weaver")
+EXTRACTIONS_CF = "extractions"
+
+
+@dataclass(slots=True)
+class EpisodeOutcome:
+    summaries: int = 0
+    facts: int = 0
+    triplets: int = 0
+    superseded: int = 0
+    fallback: bool = False
+    llm_calls: int = 0
+
+
+class Consolidator:
+    def __init__(
+        self,
+        journal: Journal,
+        state: RocksStore,
+        semantic: SemanticStore,
+        extractor: Extractor,
+        fallback: Extractor,
+        functional_predicates: set[str],
+    ) -> None:
+        self._journal = journal
+        self._state = state
+        self._semantic = semantic
+        self.extractor = extractor
+        self._fallback = fallback
+        self._functional = functional_predicates
+
+    # -- 1. extraction -------------------------------------------------------------------------
+    def _extract(self, episode: EpisodeInput, outcome: EpisodeOutcome) -> Extraction:
+        key = episode.episode_id.encode()
+        stored = self._state.get(EXTRACTIONS_CF, key)
+        if stored is not None:
+            return decode_extraction(stored)
+        try:
+            extraction = self.extractor.extract(episode)
+        except ExtractionFailed as exc:
+            if self.extractor is self._fallback:
+                raise
+            log.warning(
+                "weaver.fallback",
+                extra={"fields": {"episode_id": episode.episode_id, "error": str(exc)}},
+            )
+            outcome.fallback = True
+            extraction = self._fallback.extract(episode)
+        finally:
+            stats = getattr(self.extractor, "last_stats", None)  # LLMExtractor's, per thread
+            outcome.llm_calls += int(getattr(stats, "attempts", 0) or 0)
+        batch = self._state.batch()
+        batch.put(EXTRACTIONS_CF, key, encode_extraction(extraction))
+        self._state.write(batch)
+        return extraction
+
+    # -- 2-4 -----------------------------------------------------------------------------------
+    def consolidate(self, episode_id: str) -> EpisodeOutcome:
+        """Raises EpisodeNotFound (expired), ExtractionFailed, Tier 3 errors."""
+        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        episode = load_episode(self._journal, episode_id)
+        outcome = EpisodeOutcome()
+        extraction = self._extract(episode, outcome)
+
+        points: list[MemoryPoint] = []
+        if extraction.summary:
+            srcs = sources(episode, extraction.summary_source_seqs) or sources(
+                episode, [t.seq for t in episode.turns]
+            )
+            points.append(
+                self._point(episode, "summary", extraction.summary, srcs, extraction, None)
+            )
+        facts: list[tuple[MemoryPoint, Fact]] = []
+        for fact in extraction.facts:
+            srcs = sources(episode, fact.source_seqs)
+            if not srcs:
+                continue
+            point = self._point(episode, "fact", fact.text, srcs, extraction, fact)
+            points.append(point)
+            facts.append((point, fact))
+        if points:
+            dense = embedder.encode_documents([p.text for p in points])
+            keywords = self._semantic.keywords
+            points = [
+                replace(p, dense=vec.tolist(), sparse=keywords.embed_document(p.text))
+                for p, vec in zip(points, dense, strict=True)
+            ]
+            vectors.upsert(points)
+        outcome.summaries = int(bool(extraction.summary))
+        outcome.facts = len(facts)
+
+        edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
+        self._semantic.graph.add_edges(edges)
+        outcome.triplets = len(edges)
+        outcome.superseded = self._supersede(edges)
+        self._journal.mark_consolidated(episode_id)
+        return outcome
+
+    def _point(
+        self,
+        episode: EpisodeInput,
+        kind: str,
+        text: str,
+        srcs: list[Source],
+        extraction: Extraction,
+        fact: Fact | None,
+    ) -> MemoryPoint:
+        created = latest(episode, [s.seq for s in srcs])
+        attrs: dict[str, object] = {}
+        valid_from = None
+        if fact is not None:
+            valid_from = fact.valid_from_us if fact.valid_from_us is not None else created
+            attrs["confidence"] = fact.confidence
+            if fact.triplet is not None:
+                attrs.update(
+                    subject=fact.triplet.subject,
+                    predicate=fact.triplet.predicate,
+                    object=fact.triplet.object,
+                )
+        return MemoryPoint(
+            id=point_id(episode.scope, kind, text, srcs),
+            kind=kind,
+            text=text,
+            scope=episode.scope,
+            episode_id=episode.episode_id,
+            session_id=episode.session_id,
+            sources=srcs,
+            created_at_us=created,
+            extractor=extraction.extractor,
+            valid_from_us=valid_from,
+            attrs=attrs,
+        )
+
+    def _supersede(self, edges: list[Edge]) -> int:
+        """Close the older of two current facts with the same subject and functional
+        predicate but a different value. Returns how many facts were closed."""
+        closed: dict[str, int] = {}
+        graph = self._semantic.graph
+        for new in edges:
+            if new.predicate not in self._functional:
+                continue
+            for other in graph.edges_about(new.scope, new.subject, new.predicate):
+                if other.id == new.id or normalize(other.object) == normalize(new.object):
+                    continue
+                older, newer = sorted((other, new), key=lambda e: (e.valid_from_us, e.id))
+                current = graph.get(older.id)
+                if current is not None and current.valid_to_us is None:
+                    closed[older.id] = newer.valid_from_us
+        for edge_id, valid_to in closed.items():
+            graph.close_edges([edge_id], valid_to)
+            self._semantic.wait_ready(0)[1].set_valid_to([edge_id], valid_to)
+        return len(closed)
+
+
+def _edge(point: MemoryPoint, triplet: Triplet) -> Edge:
+    return Edge(
+        id=point.id,
+        scope=point.scope,
+        subject=triplet.subject,
+        predicate=triplet.predicate,
+        object=triplet.object,
+        fact_text=point.text,
+        episode_id=point.episode_id,
+        sources=point.sources,
+        created_at_us=point.created_at_us,
+        valid_from_us=point.valid_from_us or point.created_at_us,
+        confidence=float(point.attrs.get("confidence", 1.0)),
+        extractor=point.extractor,
+    )
+
+
+def encode_extraction(extraction: Extraction) -> bytes:
+    return pack(
+        {
+            "x": extraction.extractor,
+            "s": extraction.summary,
+            "ss": extraction.summary_source_seqs,
+            "f": [
+                [
+                    f.text,
+                    f.source_seqs,
+                    [f.triplet.subject, f.triplet.predicate, f.triplet.object]
+                    if f.triplet
+                    else None,
+                    f.valid_from_us,
+                    f.confidence,
+                ]
+                for f in extraction.facts
+            ],
+        }
+    )
+
+
+def decode_extraction(raw: bytes) -> Extraction:
+    d = unpack(raw)
+    return Extraction(
+        summary=d["s"],
+        summary_source_seqs=list(d["ss"]),
+        facts=[
+            Fact(text, list(seqs), Triplet(*t) if t else None, valid_from, confidence)
+            for text, seqs, t, valid_from, confidence in d["f"]
+        ],
+        extractor=d["x"],
+    )

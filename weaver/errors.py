@@ -1,0 +1,17 @@
+"""Errors of the Memory Weaver."""
+
+from __future__ import annotations
+
+from daemon.errors import StrataError, Unavailable
+
+
+class WeaverError(StrataError):
+    """Root of the weaver's errors."""
+
+
+class ExtractionFailed(WeaverError):
+    """An extractor could not produce a valid result for an episode (after its retries)."""
+
+
+class WeaverBusy(WeaverError, Unavailable):
+    """A run is in progress already."""

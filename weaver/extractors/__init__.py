@@ -1,0 +1,80 @@
+"""The extractor seam: turn one episode into a summary, atomic facts and triplets.
+
+Two back-ends implement :class:`Extractor`:
+
+- :class:`weaver.extractors.local.LocalExtractor` (default): no network, no LLM. An extractive
+  summary plus rule-based facts and triplets.
+- :class:`weaver.extractors.llm.LLMExtractor`: any model through ``litellm``, with a JSON
+  schema, validation, bounded retries and backoff.
+
+Both resolve speakers ("I", "you", "my" become names) and anchor relative dates ("yesterday",
+"last year") to absolute dates using the turns' timestamps, so every fact reads on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tiers.records import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One message of an episode as the extractors see it."""
+
+    seq: int
+    speaker: str  # the message's name, else its role ("user", "assistant", ...)
+    role: str
+    text: str
+    created_at_us: int  # event time, microseconds since the epoch (UTC)
+    message_id: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeInput:
+    episode_id: str
+    session_id: str
+    scope: Scope
+    turns: list[Turn]
+
+    @property
+    def speakers(self) -> list[str]:
+        """Distinct speakers in order of first appearance."""
+        return list(dict.fromkeys(t.speaker for t in self.turns))
+
+
+@dataclass(frozen=True, slots=True)
+class Triplet:
+    subject: str  # an entity name as written ("Alice", "Acme Corp")
+    predicate: str  # snake_case ("lives_in", "works_at", "likes")
+    object: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A self-contained sentence: names instead of pronouns, absolute dates."""
+
+    text: str
+    source_seqs: list[int]  # the turns it comes from (at least one)
+    triplet: Triplet | None = None
+    valid_from_us: int | None = None  # when it became true, if known; else the turn's time
+    confidence: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    summary: str  # who, when, what was decided or learned
+    summary_source_seqs: list[int]
+    facts: list[Fact]
+    extractor: str  # "local" or "llm:<model>"
+
+
+class Extractor(Protocol):
+    """Raises :class:`weaver.errors.ExtractionFailed` when it cannot produce a valid result;
+    it never returns a partial or unvalidated one."""
+
+    name: str
+
+    def extract(self, episode: EpisodeInput) -> Extraction: ...

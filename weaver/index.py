@@ -1,0 +1,83 @@
+"""Stage 1, index: an ended episode's turns become ``episode_chunk`` points within seconds.
+
+No LLM: windows of consecutive turns (with overlap) are embedded in one batch across the
+episodes at hand and upserted with full provenance. Point ids are deterministic, so indexing
+an episode again (after a crash) overwrites the same points. An episode's ``unindexed`` mark
+is removed only once its points are durable.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from daemon.settings import WeaverSettings
+from tiers.errors import EpisodeNotFound
+from tiers.journal import Journal
+from tiers.semantic import SemanticStore
+from tiers.vectors import MemoryPoint, point_id
+from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
+
+log = logging.getLogger("strata.weaver")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexResult:
+    episodes: int
+    chunks: int
+    missing: list[str]  # episodes gone from the journal before they were indexed
+
+
+class Indexer:
+    def __init__(self, journal: Journal, semantic: SemanticStore, settings: WeaverSettings) -> None:
+        self._journal = journal
+        self._semantic = semantic
+        self._settings = settings
+
+    def index(self, episode_ids: list[str]) -> IndexResult:
+        """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable."""
+        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        s = self._settings
+        points: list[MemoryPoint] = []
+        done: list[str] = []
+        missing: list[str] = []
+        for eid in episode_ids:
+            try:
+                episode = load_episode(self._journal, eid)
+            except EpisodeNotFound:
+                missing.append(eid)
+                continue
+            for window in chunk(episode, s.chunk_turns, s.chunk_overlap, s.chunk_max_tokens):
+                text = chunk_text(window)
+                seqs = [t.seq for t in window]
+                srcs = sources(episode, seqs)
+                points.append(
+                    MemoryPoint(
+                        id=point_id(episode.scope, "episode_chunk", text, srcs),
+                        kind="episode_chunk",
+                        text=text,
+                        scope=episode.scope,
+                        episode_id=eid,
+                        session_id=episode.session_id,
+                        sources=srcs,
+                        created_at_us=latest(episode, seqs),
+                        extractor="index",
+                    )
+                )
+            done.append(eid)
+        if points:
+            dense = embedder.encode_documents([p.text for p in points])
+            keywords = self._semantic.keywords
+            points = [
+                replace(p, dense=vec.tolist(), sparse=keywords.embed_document(p.text))
+                for p, vec in zip(points, dense, strict=True)
+            ]
+            vectors.upsert(points)
+        for eid in done + missing:
+            self._journal.mark_indexed(eid)
+        for eid in missing:
+            log.warning(
+                "weaver.index_missing",
+                extra={"fields": {"episode_id": eid, "detail": "expired before indexing"}},
+            )
+        return IndexResult(len(done), len(points), missing)
