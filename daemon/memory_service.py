@@ -163,6 +163,7 @@ class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
             journal=pb.JournalStats(
                 episodes=self._journal.count(),
                 pending_consolidation=self._journal.pending_count(),
+                pending_near_expiry=len(self._journal.near_expiry()),
                 size_bytes=self._journal.size_bytes(),
             ),
             uptime_seconds=time.monotonic() - self._started,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -16,9 +15,6 @@ from daemon.pb import weaver_pb2_grpc
 from daemon.settings import LimitsSettings
 from tiers.journal import Journal
 from weaver.runner import RunReport, Weaver
-
-# Pending episodes this close to expiry (fraction of the TTL left) are reported loudly.
-NEAR_EXPIRY = 0.10
 
 
 def report_pb(report: RunReport) -> pb.RunReport:
@@ -90,9 +86,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
     def _status(self) -> pb.WeaverStatusResponse:
         weaver = self._require()
         pending = self._journal.pending()
-        ttl = self._journal.ttl_us
-        now_us = int(time.time() * 1_000_000)
-        near = sum(1 for p in pending if p.flushed_at_us + ttl - now_us < ttl * NEAR_EXPIRY)
+        near = len(self._journal.near_expiry(pending))
         response = pb.WeaverStatusResponse(
             running=weaver.running is not None,
             pending=len(pending),

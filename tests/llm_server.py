@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -148,8 +149,15 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeOpenAI:
     """An OpenAI-compatible server on 127.0.0.1 (random port) in a background thread."""
 
-    def __init__(self, default: Reply | None = None, model: str = "test") -> None:
+    def __init__(
+        self,
+        default: Reply | None = None,
+        model: str = "test",
+        responder: Callable[[Any], Reply] | None = None,
+    ) -> None:
         self.default: Reply = default or _NO_SCRIPT
+        # Answers from the request itself when the script is empty (before ``default``).
+        self.responder = responder
         self.model = model
         self.requests: list[Any] = []  # every received JSON body, in order
         self.paths: list[str] = []
@@ -236,7 +244,11 @@ class FakeOpenAI:
             self.paths.append(path)
             self.headers.append(headers)
             self.times.append(time.monotonic())
-            return self._script.popleft() if self._script else self.default
+            if self._script:
+                return self._script.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return self.default
 
     def _completion(self, reply: Reply, request: Any) -> dict[str, Any]:
         usage = reply.usage

@@ -31,6 +31,9 @@ from daemon.errors import Unavailable
 from tiers.errors import TierError
 
 log = logging.getLogger("strata.embedding")
+# transformers builds models under a process-wide patch of torch (init_empty_weights): two
+# loads at once in one process corrupt each other ("Cannot copy out of meta tensor").
+_LOAD_LOCK = threading.Lock()
 
 
 class EmbeddingUnavailable(TierError, Unavailable):
@@ -161,7 +164,8 @@ class EmbeddingService:
 
         began = time.monotonic()
         try:
-            embedder = self._factory()
+            with _LOAD_LOCK:
+                embedder = self._factory()
         except Exception as exc:
             self.error = f"cannot load embedding model {self.description}: {exc}"
             log.error("embedding.failed", extra={"fields": {"error": self.error}})

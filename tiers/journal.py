@@ -120,6 +120,17 @@ class Journal:
         """Episodes awaiting consolidation, oldest flush first."""
         return self._marked(PENDING_CF)
 
+    def near_expiry(
+        self, pending: list[PendingEpisode] | None = None, fraction: float = 0.10
+    ) -> list[PendingEpisode]:
+        """Pending episodes with less than ``fraction`` of the TTL left (or expired)."""
+        now = int(self._clock() * 1_000_000)
+        return [
+            p
+            for p in (self.pending() if pending is None else pending)
+            if p.flushed_at_us + self.ttl_us - now < self.ttl_us * fraction
+        ]
+
     def _marked(self, cf: str) -> list[PendingEpisode]:
         out = []
         for key, value in self._state.scan(cf, b""):

@@ -50,7 +50,8 @@ def _render_stats(d: dict[str, Any]) -> str:
             f"window messages   {wm.get('windowMessages', '0')}",
             f"log messages      {wm.get('logMessages', '0')}",
             f"episodes          {jr.get('episodes', '0')}",
-            f"pending           {jr.get('pendingConsolidation', '0')}",
+            f"pending           {jr.get('pendingConsolidation', '0')} "
+            f"(near expiry: {jr.get('pendingNearExpiry', '0')})",
             f"journal size      {jr.get('sizeBytes', '0')} bytes",
             f"state size        {d.get('stateSizeBytes', '0')} bytes",
         ]

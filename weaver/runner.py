@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal, PendingEpisode
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
@@ -217,6 +218,12 @@ class Weaver:
         began = time.monotonic()
         try:
             targets = [p for p in self._journal.pending() if run.wants(p)]
+            near = self._journal.near_expiry(targets)
+            if near:
+                log.warning(
+                    "weaver.pending_near_expiry",
+                    extra={"fields": {"episodes": len(near), "first": near[0].episode_id}},
+                )
             unindexed = {p.episode_id for p in self._journal.unindexed()}
             to_index = [p.episode_id for p in targets if p.episode_id in unindexed]
             if to_index:
@@ -232,6 +239,17 @@ class Weaver:
                 run.publish(Progress("consolidate", done, total, pending.episode_id))
                 try:
                     outcome = self._consolidator.consolidate(pending.episode_id)
+                except EpisodeNotFound:
+                    # Its turns are gone for good (their chunks, indexed at the end of the
+                    # session, stay in Tier 3): say so loudly, once, and stop retrying.
+                    report.failures += 1
+                    report.error = f"{pending.episode_id}: expired before consolidation"
+                    log.error(
+                        "weaver.episode_expired",
+                        extra={"fields": {"episode_id": pending.episode_id}},
+                    )
+                    self._journal.mark_consolidated(pending.episode_id)
+                    continue
                 except Exception as exc:
                     report.failures += 1
                     report.error = f"{pending.episode_id}: {exc}"

@@ -274,14 +274,16 @@ class WorkingMemoryStats(_message.Message):
     def __init__(self, live_sessions: _Optional[int] = ..., window_messages: _Optional[int] = ..., log_messages: _Optional[int] = ...) -> None: ...
 
 class JournalStats(_message.Message):
-    __slots__ = ("episodes", "pending_consolidation", "size_bytes")
+    __slots__ = ("episodes", "pending_consolidation", "size_bytes", "pending_near_expiry")
     EPISODES_FIELD_NUMBER: _ClassVar[int]
     PENDING_CONSOLIDATION_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_NEAR_EXPIRY_FIELD_NUMBER: _ClassVar[int]
     episodes: int
     pending_consolidation: int
     size_bytes: int
-    def __init__(self, episodes: _Optional[int] = ..., pending_consolidation: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    pending_near_expiry: int
+    def __init__(self, episodes: _Optional[int] = ..., pending_consolidation: _Optional[int] = ..., size_bytes: _Optional[int] = ..., pending_near_expiry: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("working_memory", "journal", "uptime_seconds", "version", "state_size_bytes")

@@ -243,7 +243,9 @@ class LLMExtractor:
 
     def _api_key(self) -> str | None:
         if self.api_key_env is None:
-            return None  # litellm falls back to the provider's usual variable, if any
+            # A self-hosted server (api_base) often needs no key, but OpenAI-style clients
+            # insist on one; elsewhere litellm falls back to the provider's usual variable.
+            return "no-key" if self.api_base else None
         key = os.environ.get(self.api_key_env, "")
         if not key:
             raise ExtractionFailed(

@@ -5,7 +5,11 @@
   and when.
 - Facts: informative declarative sentences, rewritten to stand alone: "I"/"my"/"you"/"we"
   become names (with the verb agreeing: "I love" -> "Caroline loves") and relative dates
-  become absolute ones (:mod:`weaver.extractors.dates`).
+  become absolute ones (:mod:`weaver.extractors.dates`). "you" is resolved only when the
+  episode has exactly two speakers (else such sentences are dropped). "we"/"us" is "Caroline
+  and Melanie" when the sentence says so ("we should", "let's", "since we last talked",
+  "both of us"); otherwise "Caroline and others", and "our" is "Caroline's", since in chats
+  "we" is mostly the speaker's family or friends.
 - Triplets: pattern rules over the rewritten sentence (:mod:`weaver.extractors.rules`).
 """
 
@@ -34,6 +38,7 @@ _SPLIT = re.compile(
     r"(?<=[.!?])\s+|\n+|\s+[-\u2013\u2014]+\s+|--+|;\s+|(?<=[a-z])-\s+|"
     r"(?<=[a-z])\s*[\u2013\u2014]\s*(?=[a-zA-Z])"
 )
+_PLURAL_BEFORE = re.compile(r"(?:\b[A-Z][a-z]+|'s [a-z]+|\bfriends?|\bfamily) (?:and|or|&) $")
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[^A-Za-z]+")
 _LEADIN = (
     r"hey|hi|hello|wow|whoa|woah|oh my|oh no|oh|ah|aw+|ooh|yeah|yes|yep|yup|no|nope|ok|okay|"
@@ -207,8 +212,9 @@ class _Resolver:
             prev = tokens[i - 2].lower() if i >= 2 and tokens[i - 1] == " " else ""
             had = "had" if nxt in ("been", "never", "already", "just", "done", "seen") else "would"
             rep: str | None = None
-            if low == "i":
-                rep, conj = self.me, "i"
+            if low == "i":  # "Mel and I love": no agreement with a plural subject
+                plural = _PLURAL_BEFORE.search("".join(out))
+                rep, conj = self.me, None if plural else "i"
             elif low in ("i'm", "im"):
                 rep = f"{self.me} is"
             elif low == "i've":
@@ -260,8 +266,8 @@ def _clean_sentence(sentence: str, vocatives: str) -> str:
 
 
 def _content_words(text: str, names: set[str]) -> list[str]:
-    words = re.findall(r"[a-z][a-z'-]+", text.lower())
-    return [w for w in words if w not in _STOP and w not in names and len(w) > 2]
+    words = re.findall(r"[a-z][a-z'-]+|\d+", text.lower())
+    return [w for w in words if w not in _STOP and w not in names and (len(w) > 2 or w.isdigit())]
 
 
 def _informative(sentence: str, names: set[str]) -> bool:
@@ -346,18 +352,24 @@ class LocalExtractor:
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
         if self.embed is not None:
-            vectors = np.asarray(self.embed(texts), dtype=np.float32)
+            try:
+                vectors = np.asarray(self.embed(texts), dtype=np.float32)
+            except Exception as exc:
+                raise ExtractionFailed(f"embedding the turns failed: {exc}") from exc
             if vectors.ndim != 2 or vectors.shape[0] != len(texts):
                 raise ExtractionFailed(f"embedder returned shape {vectors.shape} for {len(texts)}")
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return vectors / np.where(norms == 0, 1, norms)
-        docs = [Counter(_content_words(t, set())) for t in texts]
+        # TF-IDF over crudely stemmed words (their first five letters)
+        docs = [Counter(w[:5] for w in _content_words(t, set())) for t in texts]
         vocab = {w: i for i, w in enumerate(sorted(set().union(*docs)))}
         matrix = np.zeros((len(texts), max(len(vocab), 1)), dtype=np.float32)
         df = Counter(w for d in docs for w in d)
         for row, counts in enumerate(docs):
             for w, c in counts.items():
-                matrix[row, vocab[w]] = (1 + math.log(c)) * math.log((1 + len(texts)) / df[w])
+                matrix[row, vocab[w]] = (1 + math.log(c)) * (
+                    1 + math.log((1 + len(texts)) / (1 + df[w]))
+                )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms == 0, 1, norms)
 
@@ -375,7 +387,7 @@ class LocalExtractor:
         picked: list[int] = []
         while len(picked) < min(self.summary_turns, len(turns)):
             redundancy = (vectors @ vectors[picked].T).max(axis=1) if picked else 0.0
-            score = 0.7 * relevance - 0.3 * redundancy
+            score = 0.8 * relevance - 0.2 * redundancy
             score[picked] = -np.inf
             picked.append(int(np.argmax(score)))
         picked.sort()

@@ -53,14 +53,14 @@ _DATE_WORDS = (
 _NP_END = re.compile(
     r"(?:\s+(?:and (?:it|she|he|they|we|that|then|this|was|is|had|got|so|[A-Z]\w* (?:and|is|"
     r"was|has))|because|but|which|who|where|when|while|since|so|as|if|though|although|to|"
-    r"with|during|on|in (?:\d|the|" + _DATE_WORDS + r")|around|after|before|for|last|this|"
+    r"with|during|on|at|in (?:\d+|the|" + _DATE_WORDS + r")|around|after|before|for|last|this|"
     r"next|yesterday|today|tomorrow|recently|lately|together|too|again|now|soon|every|once|"
     r"twice|often|sometimes|'cause|cause)\b|\s+[-\u2013\u2014]|[\u2013\u2014]|\s*[:;,.!?(\[\"]).*$",
     re.DOTALL,
 )
 _VP_END = re.compile(
-    r"(?:\s+(?:because|but|which|where|while|since|so that|so|though|although|on \d|"
-    r"in \d|in the week|on the|around \d|'cause|in (?:" + _DATE_WORDS + r"))\b|"
+    r"(?:\s+(?:because|but|which|where|while|since|so that|so|though|although|on \d+|"
+    r"in \d+|in the week|on the|around \d+|'cause|in (?:" + _DATE_WORDS + r"))\b|"
     r"\s+[-\u2013\u2014]|[\u2013\u2014]|\s*[:;,.!?(\[\"]).*$",
     re.DOTALL,
 )
@@ -75,6 +75,12 @@ _BAD_OBJECT = re.compile(
     r"being|doing|getting|few|couple|bunch|great|good|hard|tough|fun|is|are|was|were|has|"
     r"have|had|on|in|at|around|often|sometimes|again|now|there|here|too|\d)\b",
     re.IGNORECASE,
+)
+_PRAISE = re.compile(
+    r"(?:great|good|amazing|awesome|wonderful|talented|fantastic|incredible|natural|true|real|"
+    r"total|such|born|brilliant|excellent|super|pretty|really|very|huge|big|fine|gifted|"
+    r"terrific|fabulous|lovely|strong|inspiring|perfect|best|better)\b",
+    re.I,
 )
 _NOT_SUBJECTS = word_set(
     "The This That These Those It Its There Here They He She We You I My Our Your His Her "
@@ -95,6 +101,11 @@ def _np(text: str, max_words: int = 6, cut_and: bool = False) -> str:
 
 def _noun(m: re.Match[str]) -> str:
     return _np(m.group("obj"))
+
+
+def _job(m: re.Match[str]) -> str:
+    """A job, not praise: "Caroline is a great painter" (said by a friend) is no job title."""
+    return "" if _PRAISE.match(m.group("obj")) else _np(m.group("obj"))
 
 
 def _place(m: re.Match[str]) -> str:
@@ -146,7 +157,7 @@ def _named(m: re.Match[str]) -> str:
 _REST = r"(?P<obj>[^.!?;]+)"
 _GERUND = r"(?P<obj>\w+ing\b[^.!?;,]*)"
 _PETNAME = (
-    rf"(?P<what>(?:{_NUMWORD} )?(?:\w+ ){{0,2}}?{_PETS})"
+    rf"(?P<what>(?:{_NUMWORD}|new) (?:\w+ ){{0,2}}?{_PETS})"
     rf"(?:,? (?:named|called) (?P<name>{_NAME})|, (?P<name2>{_NAME}),)?"
 )
 _RELATIVES = (
@@ -171,26 +182,29 @@ _TABLE: list[tuple[str, str, str, _Value]] = [
     ),
     (
         "lives_in",
-        _S + "(?:lives|is living|has lived|has been living|lived|resides|is based|settled) in ",
+        _S + "(?:lives|is living|has lived|has been living|resides|is based|settled) in ",
         _REST,
         _place,
     ),
-    ("lives_in", _S + "(?:moved|is moving|relocated|has moved) (?:back )?to ", _REST, _place),
-    ("from", _S + "(?:is|was|comes|came|moved) (?:here )?from ", _REST, _place),
+    ("lives_in", _S + "(?:moved|relocated|has moved) (?:back )?to ", _REST, _place),
+    ("lived_in", _S + "(?:lived|used to live) in ", _REST, _place),
+    ("from", _S + "(?:is|was|comes|came|moved) (?:here |originally )?from ", _REST, _place),
     ("from", _S + "grew up in ", _REST, _place),
     (
         "job_title",
-        _S + "(?:works|is working|worked|has worked|started working|got a job) as (?:an? )?",
+        _S + "(?:works|is working|started working|got a job) as (?:an? )?",
         _REST,
         _place,
     ),
+    ("worked_as", _S + "(?:worked|has worked|used to work) as (?:an? )?", _REST, _place),
     (
         "works_at",
-        _S + "(?:works|is working|has worked|worked|started working|got a job|has a job|"
-        "interns|is interning) (?:at|for) ",
+        _S + "(?:works|is working|started working|got a job|has a job|interns|is interning) "
+        "(?:at|for) ",
         _REST,
         _place,
     ),
+    ("worked_at", _S + "(?:worked|has worked|used to work) (?:at|for) ", _REST, _place),
     ("works_in", _S + "(?:works|is working|has worked|worked) in ", _REST, _place),
     (
         "volunteers_at",
@@ -200,9 +214,9 @@ _TABLE: list[tuple[str, str, str, _Value]] = [
     ),
     (
         "job_title",
-        _S + "(?:is|was|became|has become|is becoming|has been) an? ",
+        _S + "(?:is|became|has become) an? ",
         rf"(?P<obj>(?:[\w-]+ ){{0,2}}{_JOBS})\b",
-        _noun,
+        _job,
     ),
     (
         "studies",

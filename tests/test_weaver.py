@@ -1,0 +1,180 @@
+"""The Memory Weaver in a real daemon: real embedding model, embedded Qdrant engine, RocksDB."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from daemon.client import MemoryClient, message
+from daemon.pb import weaver_pb2
+from tests.llm_server import FakeOpenAI, Reply
+from tests.weaving import EchoLLM
+from tiers.records import Scope
+from tiers.vectors import PointFilter
+
+pytestmark = pytest.mark.slow
+ALICE = Scope("alice")
+MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+QUIET = {"interval_seconds": 3600}  # no scheduled run during a test
+
+
+def run(client: MemoryClient, **kwargs: object) -> weaver_pb2.RunReport:
+    events = list(client.run_weaver(**kwargs))  # type: ignore[arg-type]
+    assert events[-1].HasField("report")
+    assert all(e.HasField("progress") for e in events[:-1])
+    return events[-1].report
+
+
+def conversation(client: MemoryClient, session_id: str, when: dt.datetime, *turns: str) -> str:
+    speakers = ("Alice", "Bob")
+    client.append_batch(
+        session_id,
+        [
+            message(
+                text,
+                name=speakers[i % 2],
+                created_at=when,
+                message_id=f"{session_id}-{i}",
+                metadata={"dia_id": f"{session_id}:{i}"},
+            )
+            for i, text in enumerate(turns)
+        ],
+        user_id="alice",
+    )
+    return client.end_session(session_id).episode_id
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon):
+    daemon = start_daemon(weaver=QUIET)
+    _embedder, vectors = daemon.daemon.semantic.wait_ready(120)  # the model loads once
+    chunks = PointFilter(user_id="alice", kinds=("episode_chunk",))
+    with daemon.client() as c:
+        began = time.monotonic()
+        eid = conversation(
+            c,
+            "s1",
+            MAY,
+            "I adopted a cat called Miso.",
+            "Lovely! What colour is she?",
+            "She is ginger and very loud.",
+            "Ha, like my old cat.",
+        )
+        wait_for(lambda: vectors.count(chunks) > 0, timeout=10)
+        assert time.monotonic() - began < 5
+        points = vectors.scroll(chunks)
+        assert {p.episode_id for p in points} == {eid}
+        seqs = sorted({s.seq for p in points for s in p.sources})
+        assert seqs == [1, 2, 3, 4]
+        source = next(s for p in points for s in p.sources if s.seq == 1)
+        assert (source.session_id, source.message_id, source.metadata) == (
+            "s1",
+            "s1-0",
+            {"dia_id": "s1:0"},
+        )
+        assert any(p.text.startswith("Alice: I adopted a cat called Miso.") for p in points)
+        assert c.weaver_status().unindexed == 0
+        # The other user's scope sees nothing.
+        assert vectors.count(PointFilter(user_id="bob")) == 0
+
+
+def test_run_now_consolidates_into_facts_summary_and_graph(start_daemon):
+    daemon = start_daemon(weaver=QUIET)
+    semantic = daemon.daemon.semantic
+    _embedder, vectors = semantic.wait_ready(120)
+    with daemon.client() as c:
+        eid = conversation(
+            c,
+            "s1",
+            MAY,
+            "I work at Acme as a designer.",
+            "Cool. I went to Rome yesterday.",
+        )
+        report = run(c)
+        assert report.ok and report.episodes == 1 and report.summaries == 1
+        assert report.facts >= 2 and report.triplets >= 1 and report.failures == 0
+        facts = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
+        texts = " | ".join(p.text for p in facts)
+        assert "Alice" in texts and "Acme" in texts
+        assert "7 May 2023" in texts and "Bob" in texts  # "yesterday", anchored; "I" resolved
+        for point in facts:
+            assert point.episode_id == eid and point.extractor == "local"
+            assert all(s.metadata["dia_id"].startswith("s1:") for s in point.sources)
+        edges = semantic.graph.edges_of(ALICE, "Alice")
+        assert any(e.predicate == "works_at" and "Acme" in e.object for e in edges)
+        assert all(e.sources and e.sources[0].session_id == "s1" for e in edges)
+        (summary,) = vectors.scroll(PointFilter(user_id="alice", kinds=("summary",)))
+        assert "Alice" in summary.text and "2023" in summary.text
+
+        # Nothing is left to do, and doing it again adds nothing.
+        status = c.weaver_status()
+        assert status.pending == 0 and status.last_run.run_id == report.run_id
+        again = run(c)
+        assert again.ok and again.episodes == 0
+        assert daemon.daemon.weaver is not None
+        before = vectors.count(PointFilter(user_id="alice"))
+        daemon.daemon.weaver._consolidator.consolidate(eid)  # re-consolidate one episode
+        assert vectors.count(PointFilter(user_id="alice")) == before
+
+
+def test_a_new_value_supersedes_the_old_fact(start_daemon):
+    daemon = start_daemon(weaver=QUIET)
+    semantic = daemon.daemon.semantic
+    _embedder, vectors = semantic.wait_ready(120)
+    with daemon.client() as c:
+        # Imported out of order: the later episode arrives first.
+        conversation(c, "later", dt.datetime(2024, 2, 1, tzinfo=dt.UTC), "I moved to Berlin.")
+        conversation(c, "earlier", MAY, "I live in Paris.")
+        report = run(c)
+        assert report.superseded == 1
+    edges = {e.object: e for e in semantic.graph.edges_about(ALICE, "Alice", "lives_in")}
+    assert set(edges) == {"Paris", "Berlin"}
+    assert edges["Berlin"].valid_to_us is None
+    assert edges["Paris"].valid_to_us == edges["Berlin"].valid_from_us
+    facts = {
+        p.attrs.get("object"): p
+        for p in vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
+        if p.attrs.get("predicate") == "lives_in"
+    }
+    assert facts["Paris"].valid_to_us == edges["Berlin"].valid_from_us
+    assert facts["Berlin"].valid_to_us is None
+    current = vectors.scroll(
+        PointFilter(user_id="alice", kinds=("fact",), include_superseded=False)
+    )
+    assert not any("Paris" in p.text for p in current)
+    assert any("Berlin" in p.text for p in current)
+
+
+def test_the_llm_back_end_and_its_fallback(start_daemon):
+    echo = EchoLLM()
+    with FakeOpenAI(responder=echo) as fake:
+        daemon = start_daemon(
+            weaver=QUIET,
+            llm={"model": "openai/test", "api_base": fake.base_url, "max_retries": 1},
+        )
+        _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+        with daemon.client() as c:
+            conversation(c, "s1", MAY, "I like jazz.", "I prefer rock.")
+            report = run(c)
+            assert report.ok and report.fallbacks == 0 and report.llm_calls == 1
+            assert report.facts == 2
+            facts = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
+            assert {p.extractor for p in facts} == {"llm:openai/test"}
+            assert c.weaver_status().extractor == "llm:openai/test"
+
+            # The LLM goes down: the episode is done by the local extractor instead.
+            fake.responder = None
+            fake.default = Reply.error(500)
+            conversation(c, "s2", MAY, "I work at Initech.")
+            report = run(c)
+            assert report.ok and report.fallbacks == 1 and report.llm_calls == 2
+            latest = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
+            assert any(p.extractor == "local" and "Initech" in p.text for p in latest)

