@@ -29,6 +29,8 @@ from weaver.index import Indexer
 
 log = logging.getLogger("strata.weaver")
 ANY_SCOPE = Scope("")
+# A run that wrote at least this many points builds the vector index right after it.
+OPTIMIZE_AFTER_POINTS = 10_000
 
 
 @dataclass(slots=True)
@@ -270,6 +272,8 @@ class Weaver:
                 run.publish(Progress("consolidate", total, total))
             if report.failures:
                 report.ok = False
+            if self.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
+                self._optimize()
         finally:
             report.finished_at = time.time()
             report.seconds = round(time.monotonic() - began, 3)
