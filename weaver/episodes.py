@@ -40,11 +40,20 @@ def load_episode(journal: Journal, episode_id: str) -> EpisodeInput:
     return EpisodeInput(episode.episode_id, episode.session_id, episode.scope, turns)
 
 
-def sources(episode: EpisodeInput, seqs: Iterable[int]) -> list[Source]:
-    """Provenance for the turns ``seqs``: session, seq, client message id and metadata."""
+def sources(episode: EpisodeInput, seqs: Iterable[int], *, with_text: bool = False) -> list[Source]:
+    """Provenance for the turns ``seqs``: session, seq, client message id and metadata,
+    speaker and time (and the text itself with ``with_text``)."""
     by_seq = {t.seq: t for t in episode.turns}
     return [
-        Source(episode.session_id, t.seq, t.message_id, dict(t.metadata))
+        Source(
+            episode.session_id,
+            t.seq,
+            t.message_id,
+            dict(t.metadata),
+            t.speaker,
+            t.created_at_us,
+            t.text if with_text else "",
+        )
         for t in (by_seq[s] for s in sorted(set(seqs)) if s in by_seq)
     ]
 

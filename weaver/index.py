@@ -50,7 +50,7 @@ class Indexer:
             for window in chunk(episode, s.chunk_turns, s.chunk_overlap, s.chunk_max_tokens):
                 text = chunk_text(window)
                 seqs = [t.seq for t in window]
-                srcs = sources(episode, seqs)
+                srcs = sources(episode, seqs, with_text=True)
                 points.append(
                     MemoryPoint(
                         id=point_id(episode.scope, "episode_chunk", text, srcs),

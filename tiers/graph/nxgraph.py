@@ -40,7 +40,10 @@ def _encode(edge: Edge) -> bytes:
             "o": edge.object,
             "text": edge.fact_text,
             "e": edge.episode_id,
-            "src": [[s.session_id, s.seq, s.message_id, s.metadata] for s in edge.sources],
+            "src": [
+                [s.session_id, s.seq, s.message_id, s.metadata, s.speaker, s.created_at_us]
+                for s in edge.sources
+            ],
             "t": edge.created_at_us,
             "vf": edge.valid_from_us,
             "vt": edge.valid_to_us,
@@ -61,7 +64,7 @@ def _decode(raw: bytes) -> Edge:
         object=d["o"],
         fact_text=d["text"],
         episode_id=d["e"],
-        sources=[Source(s[0], s[1], s[2], dict(s[3])) for s in d["src"]],
+        sources=[Source(s[0], s[1], s[2], dict(s[3]), s[4], s[5]) for s in d["src"]],
         created_at_us=d["t"],
         valid_from_us=d["vf"],
         valid_to_us=d["vt"],

@@ -47,6 +47,11 @@ class Source:
     seq: int
     message_id: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    speaker: str = ""
+    created_at_us: int = 0  # the message's event time
+    # The message's content, kept on chunk points so that drilling down to the exact source
+    # messages works after the journal entry has expired (empty on facts and summaries).
+    text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,9 @@ class MemoryPoint:
                     "seq": s.seq,
                     "message_id": s.message_id,
                     "metadata": s.metadata,
+                    "speaker": s.speaker,
+                    "created_at": s.created_at_us,
+                    "text": s.text,
                 }
                 for s in self.sources
             ],
@@ -110,7 +118,15 @@ class MemoryPoint:
             episode_id=payload["episode_id"],
             session_id=payload["session_id"],
             sources=[
-                Source(s["session_id"], s["seq"], s["message_id"], dict(s["metadata"]))
+                Source(
+                    s["session_id"],
+                    s["seq"],
+                    s["message_id"],
+                    dict(s["metadata"]),
+                    s.get("speaker", ""),
+                    s.get("created_at", 0),
+                    s.get("text", ""),
+                )
                 for s in payload["sources"]
             ],
             created_at_us=payload["created_at"],
