@@ -38,6 +38,12 @@ from daemon.pb import (
 )
 from daemon.settings import Settings
 from daemon.weaver_service import WeaverService
+from recall import Channel, Reranker
+from recall.cache import SemanticCache
+from recall.channels import KeywordChannel, VectorChannel
+from recall.engine import RecallEngine
+from recall.graph_channel import GraphChannel
+from recall.rerank import LLMReranker, LocalReranker
 from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
@@ -84,6 +90,7 @@ class Daemon:
         self.working: WorkingMemory | None = None
         self.journal: Journal | None = None
         self.semantic: SemanticStore | None = None
+        self.engine: RecallEngine | None = None
         self.weaver: Weaver | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
@@ -113,6 +120,7 @@ class Daemon:
             ),
         )
         self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
+        self.engine = self._recall_engine(self.semantic)
         if s.weaver.enabled:
             semantic = self.semantic
             local = LocalExtractor(
@@ -135,6 +143,32 @@ class Daemon:
             )
             weaver = self.weaver
             self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+
+    def _recall_engine(self, semantic: SemanticStore) -> RecallEngine:
+        s = self.settings
+        rerankers: dict[str, Reranker] = {
+            "local": LocalReranker(lambda texts: semantic.embeddings.wait().encode_documents(texts))
+        }
+        model = s.recall.rerank_model or s.llm.model
+        if model:
+            rerankers["llm"] = LLMReranker(
+                model=model,
+                api_base=s.llm.api_base or None,
+                api_key_env=s.llm.api_key_env or None,
+                timeout_seconds=s.recall.rerank_timeout_seconds,
+            )
+        cache = None
+        if s.recall.cache_ttl_seconds > 0:
+            cache = SemanticCache(
+                s.recall.cache_ttl_seconds, s.recall.cache_size, s.recall.cache_similarity
+            )
+            semantic.on_write.append(cache.invalidate)
+        channels: dict[str, Channel] = {
+            "vector": VectorChannel(semantic),
+            "keyword": KeywordChannel(semantic),
+            "graph": GraphChannel(semantic),
+        }
+        return RecallEngine(semantic, channels, rerankers, cache)
 
     def _embedding_service(self) -> EmbeddingService:
         e = self.settings.embedding
@@ -206,7 +240,8 @@ class Daemon:
             ]
         )
         memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-            MemoryService(s, self.working, self.journal, self.state), server
+            MemoryService(s, self.working, self.journal, self.state, self.semantic, self.engine),
+            server,
         )
         weaver_pb2_grpc.add_WeaverServiceServicer_to_server(
             WeaverService(
@@ -330,6 +365,8 @@ class Daemon:
 
     def _close_stores(self) -> None:
         """Flush and close in reverse order of opening, with writers held off."""
+        if self.engine is not None:
+            self.engine.close()
         lock = self.working.write_lock if self.working is not None else contextlib.nullcontext()
         with lock:
             if self.semantic is not None:

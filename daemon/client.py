@@ -96,11 +96,65 @@ def _list_request(
         page_token=page_token,
         newest_first=newest_first,
     )
-    if (s := timestamp(start)) is not None:
-        req.time_range.start.CopyFrom(s)
-    if (e := timestamp(end)) is not None:
-        req.time_range.end.CopyFrom(e)
+    _set_range(req.time_range, start, end)
     return req
+
+
+def _recall_request(
+    query: str,
+    user_id: str,
+    agent_id: str,
+    k: int,
+    kinds: Iterable[str],
+    start: Timeish,
+    end: Timeish,
+    channels: Iterable[str],
+    rerank: str,
+    explain: bool,
+    recipe: str,
+) -> pb.RecallRequest:
+    req = pb.RecallRequest(
+        query=query,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        k=k,
+        kinds=list(kinds),
+        channels=list(channels),
+        rerank=rerank,
+        explain=explain,
+        recipe=recipe,
+    )
+    _set_range(req.time_range, start, end)
+    return req
+
+
+def _pack_request(
+    query: str,
+    user_id: str,
+    agent_id: str,
+    max_tokens: int,
+    per_kind_caps: Mapping[str, int] | None,
+    kinds: Iterable[str],
+    start: Timeish,
+    end: Timeish,
+    recipe: str,
+) -> pb.PackRequest:
+    req = pb.PackRequest(
+        query=query,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        max_tokens=max_tokens,
+        per_kind_caps=dict(per_kind_caps or {}),
+        kinds=list(kinds),
+        recipe=recipe,
+    )
+    _set_range(req.time_range, start, end)
+    return req
+
+
+def _set_range(target: pb.TimeRange, start: Timeish, end: Timeish) -> None:
+    if (s := timestamp(start)) is not None:
+        target.start.CopyFrom(s)
+    if (e := timestamp(end)) is not None:
+        target.end.CopyFrom(e)
 
 
 def _wm_request(
@@ -253,6 +307,58 @@ class MemoryClient(_Base):
         response: admin_pb2.BackupResponse = self._admin.Backup(
             admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
         )
+        return response
+
+    def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: str = "",
+        k: int = 10,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        channels: Iterable[str] = (),
+        rerank: str = "",
+        explain: bool = False,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.RecallResponse:
+        """Ranked memories of ``user_id`` for ``query``, each with its sources."""
+        req = _recall_request(
+            query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
+        )
+        response: pb.RecallResponse = self._memory.Recall(req, timeout=self._t(timeout))
+        return response
+
+    def pack(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        max_tokens: int,
+        agent_id: str = "",
+        per_kind_caps: Mapping[str, int] | None = None,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.PackResponse:
+        """A prompt-ready block of the best memories, within ``max_tokens``."""
+        req = _pack_request(
+            query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
+        )
+        response: pb.PackResponse = self._memory.Pack(req, timeout=self._t(timeout))
+        return response
+
+    def get_node(
+        self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
+    ) -> pb.GetNodeResponse:
+        """A hit's episode and exact source messages."""
+        req = pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
+        response: pb.GetNodeResponse = self._memory.GetNode(req, timeout=self._t(timeout))
         return response
 
     def run_weaver(
@@ -413,6 +519,55 @@ class AsyncMemoryClient(_Base):
         response: admin_pb2.BackupResponse = await self._admin.Backup(
             admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
         )
+        return response
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: str = "",
+        k: int = 10,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        channels: Iterable[str] = (),
+        rerank: str = "",
+        explain: bool = False,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.RecallResponse:
+        req = _recall_request(
+            query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
+        )
+        response: pb.RecallResponse = await self._memory.Recall(req, timeout=self._t(timeout))
+        return response
+
+    async def pack(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        max_tokens: int,
+        agent_id: str = "",
+        per_kind_caps: Mapping[str, int] | None = None,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.PackResponse:
+        req = _pack_request(
+            query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
+        )
+        response: pb.PackResponse = await self._memory.Pack(req, timeout=self._t(timeout))
+        return response
+
+    async def get_node(
+        self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
+    ) -> pb.GetNodeResponse:
+        req = pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
+        response: pb.GetNodeResponse = await self._memory.GetNode(req, timeout=self._t(timeout))
         return response
 
     async def health(self, service: str = "", *, timeout: float | None = None) -> str:

@@ -86,7 +86,8 @@ def example_toml() -> str:
             continue
         lines += [f"# {info.description}", _example_line(name, info.default), ""]
     for section, model in sections:
-        lines += [f"[{section}]", f"# {(model.__doc__ or '').strip()}", ""]
+        doc = [f"# {line.strip()}" for line in (model.__doc__ or "").strip().splitlines()]
+        lines += [f"[{section}]", *doc, ""]
         for name, info in model.model_fields.items():
             lines += [f"# {info.description}", _example_line(name, info.default), ""]
     return "\n".join(lines)

@@ -12,10 +12,13 @@ from daemon import validation as check
 from daemon.errors import rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.pb import memory_pb2_grpc
+from daemon.recall_rpcs import RecallRPCs
 from daemon.settings import Settings
+from recall.engine import RecallEngine
 from tiers.journal import Journal
 from tiers.records import Episode
 from tiers.rocks import RocksStore
+from tiers.semantic import SemanticStore
 from tiers.working import WorkingMemory
 
 VERSION = "0.1.0"
@@ -23,18 +26,23 @@ VERSION = "0.1.0"
 EPISODE_PAGE_BYTES = 16 * 1024 * 1024
 
 
-class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
+class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
     def __init__(
         self,
         settings: Settings,
         working: WorkingMemory,
         journal: Journal,
         state: RocksStore,
+        semantic: SemanticStore | None = None,
+        engine: RecallEngine | None = None,
     ) -> None:
         self._limits = settings.limits
+        self._recall_settings = settings.recall
         self._working = working
         self._journal = journal
         self._state = state
+        self._semantic = semantic
+        self._engine = engine
         self._started = time.monotonic()
 
     @rpc

@@ -137,6 +137,55 @@ class LLMSettings(_Section):
     max_retries: int = Field(3, ge=0, description="Retries per episode before the fallback.")
 
 
+class Recipe(_Section):
+    """A retrieval recipe: which channels, how they are weighted and fused, what follows."""
+
+    vector_weight: float = Field(1.0, ge=0, description="RRF weight of the dense channel.")
+    keyword_weight: float = Field(1.0, ge=0, description="RRF weight of the BM25 channel.")
+    graph_weight: float = Field(0.5, ge=0, description="RRF weight of the graph channel.")
+    depth: int = Field(50, ge=1, le=1000, description="Candidates each channel contributes.")
+    rrf_k: int = Field(60, ge=0, description="The k of Reciprocal Rank Fusion.")
+    kinds: list[Literal["episode_chunk", "summary", "fact"]] = Field(
+        [], description="Kinds searched when a request names none (empty: all)."
+    )
+    superseded_factor: float = Field(
+        0.5, ge=0, le=1, description="Score multiplier of a superseded fact."
+    )
+    recency_half_life_days: float = Field(
+        0.0, ge=0, description="Recency decay by event time (0: off)."
+    )
+    mmr_lambda: float = Field(
+        1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
+    )
+    merge_sources: bool = Field(
+        True, description="Merge hits that share a source message into one piece of evidence."
+    )
+    rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
+    rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
+
+
+class RecallSettings(Recipe):
+    """The Recall engine. Its own fields are the "default" recipe; ``recipes`` adds named
+    ones (``[recall.recipes.precise]``), chosen per request by name."""
+
+    max_k: int = Field(100, ge=1, description="The largest k a Recall may ask for.")
+    recipes: dict[str, Recipe] = Field({}, description="More named recipes.")
+    rerank_model: str = Field("", description="litellm model for rerank=llm; empty: llm.model.")
+    rerank_timeout_seconds: float = Field(5.0, gt=0, description="Then the fused order stands.")
+    cache_ttl_seconds: float = Field(
+        0.0, ge=0, description="Semantic cache of recent queries (0: off)."
+    )
+    cache_size: int = Field(1024, ge=1, description="Entries in the semantic cache.")
+    cache_similarity: float = Field(
+        0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
+    )
+
+    def recipe(self, name: str) -> Recipe:
+        if not name or name == "default":
+            return self
+        return self.recipes[name]
+
+
 class LimitsSettings(_Section):
     """Request validation limits."""
 
@@ -202,6 +251,7 @@ class Settings(BaseSettings):
     vectors: VectorsSettings = VectorsSettings()
     weaver: WeaverSettings = WeaverSettings()
     llm: LLMSettings = LLMSettings()
+    recall: RecallSettings = RecallSettings()
     limits: LimitsSettings = LimitsSettings()
 
     _toml_file: ClassVar[Path | None] = None
@@ -230,13 +280,21 @@ class Settings(BaseSettings):
 
 
 def _field_names(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every environment name of a setting (without STRATA_); a dict setting also stands for
+    its entries (``RECALL__RECIPES__`` + anything)."""
     names: set[str] = set()
     for name, info in model.model_fields.items():
         names.add(prefix + name.upper())
         annotation = info.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             names |= _field_names(annotation, f"{prefix}{name.upper()}__")
+        elif getattr(annotation, "__origin__", None) is dict:
+            names.add(f"{prefix}{name.upper()}__*")
     return names
+
+
+def _known(name: str, known: set[str]) -> bool:
+    return name in known or any(k.endswith("__*") and name.startswith(k[:-1]) for k in known)
 
 
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
@@ -254,7 +312,7 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
             raise ConfigError(f"config file {str(toml_path)!r} does not exist")
     known = _field_names(Settings) | {"CONFIG"} | CLIENT_VARS
     unknown = sorted(
-        k for k in env if k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :] not in known
+        k for k in env if k.startswith(ENV_PREFIX) and not _known(k[len(ENV_PREFIX) :], known)
     )
     if unknown:
         raise ConfigError(f"unknown setting in the environment: {unknown[0]}")

@@ -1,4 +1,108 @@
 """The Recall engine: vector, keyword and graph channels fused with Reciprocal Rank Fusion.
 
-Not built yet: it arrives after Tier 3 and the Weaver.
+A query runs through the channels of its recipe (``recall.*`` settings, or a named recipe),
+each returning a ranked list of Tier 3 points within the caller's scope. The lists are fused
+(:func:`recall.fusion.rrf`), hits sharing their source messages merge, superseded facts sink,
+an optional recency decay and MMR apply, and an optional reranker orders the top. Every hit
+keeps its provenance: the source messages with their client metadata.
+
+This module holds the seams shared by the parts: :class:`Query`, :class:`Candidate`,
+:class:`Channel` and :class:`Reranker`.
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from daemon.errors import StrataError
+from daemon.settings import Recipe
+from tiers.records import Scope
+from tiers.vectors import MemoryPoint, PointFilter
+
+CHANNELS = ("vector", "keyword", "graph")
+
+
+class RecallError(StrataError):
+    """Root of the recall engine's errors."""
+
+
+class RerankFailed(RecallError):
+    """The reranker could not order the candidates (timeout, bad reply); the fused order
+    stands and the response says so."""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    scope: Scope  # user_id is required
+    k: int
+    recipe: Recipe
+    kinds: tuple[str, ...] = ()
+    start_us: int | None = None
+    end_us: int | None = None
+    channels: tuple[str, ...] = ()  # empty: the recipe's channels (weight > 0)
+    rerank: str = ""  # empty: the recipe's
+    explain: bool = False
+
+    def filter(self) -> PointFilter:
+        return PointFilter(
+            user_id=self.scope.user_id,
+            agent_id=self.scope.agent_id,
+            kinds=self.kinds or tuple(self.recipe.kinds),
+            created_from_us=self.start_us,
+            created_to_us=self.end_us,
+        )
+
+    def weights(self) -> dict[str, float]:
+        r = self.recipe
+        weights = {"vector": r.vector_weight, "keyword": r.keyword_weight, "graph": r.graph_weight}
+        if self.channels:
+            return {c: weights[c] or 1.0 for c in self.channels}
+        return {c: w for c, w in weights.items() if w > 0}
+
+
+@dataclass(slots=True)
+class QueryContext:
+    """What the engine computes once per query and the channels share."""
+
+    query: Query
+    vector: np.ndarray  # the query embedding (the model's query prompt applied)
+
+
+@dataclass(slots=True)
+class Candidate:
+    point: MemoryPoint
+    score: float = 0.0
+    fused: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)
+    channel_scores: dict[str, float] = field(default_factory=dict)
+    superseded_factor: float = 1.0
+    recency_factor: float = 1.0
+    merged_ids: list[str] = field(default_factory=list)
+    rerank_note: str = ""
+    rerank_score: float = 0.0
+
+    @property
+    def superseded(self) -> bool:
+        return self.point.valid_to_us is not None
+
+
+class Channel(Protocol):
+    """One way of finding memories. ``search`` returns (point, score) pairs, best first, all
+    inside the query's scope and filter; it raises on failure (the engine reports the
+    channel as degraded and goes on with the others)."""
+
+    name: str
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]: ...
+
+
+class Reranker(Protocol):
+    """Orders candidates (best first); raises :class:`RerankFailed` when it cannot."""
+
+    name: str
+
+    def rerank(self, ctx: QueryContext, candidates: list[Candidate]) -> list[Candidate]: ...

@@ -37,6 +37,13 @@ class SemanticStore:
         self.error: str | None = None
         self._lock = threading.Lock()
         self._closed = False
+        # Called with a user_id after every write to Tier 3 in that scope (cache invalidation).
+        self.on_write: list[Callable[[str], None]] = []
+
+    def notify_write(self, user_ids: set[str]) -> None:
+        for user_id in user_ids:
+            for listener in self.on_write:
+                listener(user_id)
 
     def start(self) -> None:
         """Load the model and open the vector store in the background."""

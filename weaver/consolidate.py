@@ -120,6 +120,7 @@ class Consolidator:
         self._semantic.graph.add_edges(edges)
         outcome.triplets = len(edges)
         outcome.superseded = self._supersede(edges)
+        self._semantic.notify_write({episode.scope.user_id})
         self._journal.mark_consolidated(episode_id)
         return outcome
 

@@ -53,6 +53,7 @@ def sources(episode: EpisodeInput, seqs: Iterable[int], *, with_text: bool = Fal
             t.speaker,
             t.created_at_us,
             t.text if with_text else "",
+            t.role if with_text else "",
         )
         for t in (by_seq[s] for s in sorted(set(seqs)) if s in by_seq)
     ]

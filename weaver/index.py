@@ -73,6 +73,7 @@ class Indexer:
                 for p, vec in zip(points, dense, strict=True)
             ]
             vectors.upsert(points)
+            self._semantic.notify_write({p.scope.user_id for p in points})
         for eid in done + missing:
             self._journal.mark_indexed(eid)
         for eid in missing:

@@ -298,3 +298,207 @@ class StatsResponse(_message.Message):
     version: str
     state_size_bytes: int
     def __init__(self, working_memory: _Optional[_Union[WorkingMemoryStats, _Mapping]] = ..., journal: _Optional[_Union[JournalStats, _Mapping]] = ..., uptime_seconds: _Optional[float] = ..., version: _Optional[str] = ..., state_size_bytes: _Optional[int] = ...) -> None: ...
+
+class Source(_message.Message):
+    __slots__ = ("session_id", "message_id", "metadata", "seq", "episode_id", "speaker", "created_at")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEAKER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    message_id: str
+    metadata: _containers.ScalarMap[str, str]
+    seq: int
+    episode_id: str
+    speaker: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., message_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., seq: _Optional[int] = ..., episode_id: _Optional[str] = ..., speaker: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ChannelRank(_message.Message):
+    __slots__ = ("channel", "rank", "score", "weight")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    rank: int
+    score: float
+    weight: float
+    def __init__(self, channel: _Optional[str] = ..., rank: _Optional[int] = ..., score: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
+
+class Explanation(_message.Message):
+    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score")
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    FUSED_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    MERGED_IDS_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
+    RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    channels: _containers.RepeatedCompositeFieldContainer[ChannelRank]
+    fused: float
+    superseded_factor: float
+    recency_factor: float
+    merged_ids: _containers.RepeatedScalarFieldContainer[str]
+    rerank: str
+    rerank_score: float
+    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ...) -> None: ...
+
+class Hit(_message.Message):
+    __slots__ = ("id", "kind", "text", "score", "created_at", "sources", "superseded", "valid_from", "valid_to", "episode_id", "session_id", "explanation")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    text: str
+    score: float
+    created_at: _timestamp_pb2.Timestamp
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    superseded: bool
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    episode_id: str
+    session_id: str
+    explanation: Explanation
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., superseded: _Optional[bool] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., episode_id: _Optional[str] = ..., session_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ...) -> None: ...
+
+class StageTiming(_message.Message):
+    __slots__ = ("stage", "ms")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    ms: float
+    def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
+
+class RecallRequest(_message.Message):
+    __slots__ = ("query", "scope", "k", "kinds", "time_range", "channels", "rerank", "explain", "recipe")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
+    RECIPE_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    scope: Scope
+    k: int
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    time_range: TimeRange
+    channels: _containers.RepeatedScalarFieldContainer[str]
+    rerank: str
+    explain: bool
+    recipe: str
+    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., k: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., channels: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., explain: _Optional[bool] = ..., recipe: _Optional[str] = ...) -> None: ...
+
+class RecallResponse(_message.Message):
+    __slots__ = ("hits", "timings", "rerank", "rerank_note", "degraded_channels", "cached")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
+    RERANK_NOTE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[Hit]
+    timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
+    rerank: str
+    rerank_note: str
+    degraded_channels: _containers.RepeatedScalarFieldContainer[str]
+    cached: bool
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., rerank: _Optional[str] = ..., rerank_note: _Optional[str] = ..., degraded_channels: _Optional[_Iterable[str]] = ..., cached: _Optional[bool] = ...) -> None: ...
+
+class PackRequest(_message.Message):
+    __slots__ = ("query", "scope", "max_tokens", "per_kind_caps", "time_range", "kinds", "recipe")
+    class PerKindCapsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PER_KIND_CAPS_FIELD_NUMBER: _ClassVar[int]
+    TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    RECIPE_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    scope: Scope
+    max_tokens: int
+    per_kind_caps: _containers.ScalarMap[str, int]
+    time_range: TimeRange
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    recipe: str
+    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., max_tokens: _Optional[int] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ...) -> None: ...
+
+class PackItem(_message.Message):
+    __slots__ = ("id", "kind", "text", "tokens", "sources", "created_at", "superseded")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    text: str
+    tokens: int
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    created_at: _timestamp_pb2.Timestamp
+    superseded: bool
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[bool] = ...) -> None: ...
+
+class PackResponse(_message.Message):
+    __slots__ = ("text", "tokens", "items", "timings")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    tokens: int
+    items: _containers.RepeatedCompositeFieldContainer[PackItem]
+    timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., items: _Optional[_Iterable[_Union[PackItem, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ...) -> None: ...
+
+class GetNodeRequest(_message.Message):
+    __slots__ = ("id", "scope")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: Scope
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ...) -> None: ...
+
+class GetNodeResponse(_message.Message):
+    __slots__ = ("node", "episode", "messages", "journal_expired")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    node: Hit
+    episode: Episode
+    messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
+    journal_expired: bool
+    def __init__(self, node: _Optional[_Union[Hit, _Mapping]] = ..., episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., journal_expired: _Optional[bool] = ...) -> None: ...

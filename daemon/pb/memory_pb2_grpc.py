@@ -69,6 +69,21 @@ class MemoryServiceStub:
                 request_serializer=strata_dot_v1_dot_memory__pb2.StatsRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_memory__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Recall = channel.unary_unary(
+                '/strata.v1.MemoryService/Recall',
+                request_serializer=strata_dot_v1_dot_memory__pb2.RecallRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.RecallResponse.FromString,
+                _registered_method=True)
+        self.Pack = channel.unary_unary(
+                '/strata.v1.MemoryService/Pack',
+                request_serializer=strata_dot_v1_dot_memory__pb2.PackRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.PackResponse.FromString,
+                _registered_method=True)
+        self.GetNode = channel.unary_unary(
+                '/strata.v1.MemoryService/GetNode',
+                request_serializer=strata_dot_v1_dot_memory__pb2.GetNodeRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.GetNodeResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -119,6 +134,27 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Recall(self, request, context):
+        """Ranked memories for a query, with provenance (vector, keyword and graph channels, RRF).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Pack(self, request, context):
+        """The best memories for a query within a token budget, formatted for a prompt.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetNode(self, request, context):
+        """Drill down from a hit to its episode and exact source messages.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +192,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=strata_dot_v1_dot_memory__pb2.StatsRequest.FromString,
                     response_serializer=strata_dot_v1_dot_memory__pb2.StatsResponse.SerializeToString,
+            ),
+            'Recall': grpc.unary_unary_rpc_method_handler(
+                    servicer.Recall,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.RecallRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.RecallResponse.SerializeToString,
+            ),
+            'Pack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pack,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.PackRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.PackResponse.SerializeToString,
+            ),
+            'GetNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNode,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.GetNodeRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.GetNodeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +398,87 @@ class MemoryService:
             '/strata.v1.MemoryService/Stats',
             strata_dot_v1_dot_memory__pb2.StatsRequest.SerializeToString,
             strata_dot_v1_dot_memory__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Recall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/Recall',
+            strata_dot_v1_dot_memory__pb2.RecallRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.RecallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/Pack',
+            strata_dot_v1_dot_memory__pb2.PackRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.PackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/GetNode',
+            strata_dot_v1_dot_memory__pb2.GetNodeRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.GetNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -413,6 +414,7 @@ def through_daemon(
         # Warm-up: the model's first batches are slower; this episode is not consolidated.
         _ingest(client, "bench-warmup", WARMUP_USER, payloads[0][2])
         _wait_for(client, lambda s: s.unindexed == 0, INDEX_TIMEOUT, "the warm-up episode")
+        index_started = dt.datetime.now(dt.UTC).strftime("%H:%M:%S")
 
         print(f"  ingesting {len(sessions)} sessions, {n_turns} turns ...", flush=True)
         episode_ids: list[str] = []
@@ -431,6 +433,7 @@ def through_daemon(
         interval = indexed - first_end
 
         print(f"  consolidating {len(episode_ids)} episodes (local) ...", flush=True)
+        run_started = dt.datetime.now(dt.UTC).strftime("%H:%M:%S")
         report: Any = None
         t0 = time.perf_counter()
         for event in client.run_weaver(episode_ids=episode_ids, timeout=INDEX_TIMEOUT):
@@ -441,6 +444,7 @@ def through_daemon(
     if report is None:
         raise RuntimeError("RunNow ended without a report")
     index = {
+        "started_utc": index_started,
         "threads": threads,
         "model_ready_seconds": round(ready_seconds, 2),
         "episodes": len(episode_ids),
@@ -452,6 +456,7 @@ def through_daemon(
         "daemon_cpu_percent": round(100.0 * (cpu_indexed - cpu_at_first_end) / interval, 1),
     }
     consolidation = {
+        "started_utc": run_started,
         "ok": report.ok,
         "episodes": report.episodes,
         "chunks": report.chunks,
@@ -578,19 +583,30 @@ def main(argv: list[str] | None = None) -> int:
         "chunk_overlap": weaver.chunk_overlap,
         "chunk_max_tokens": weaver.chunk_max_tokens,
     }
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"phases": {}}
+
+    def phase(name: str) -> None:
+        """When each part started, and the load then: to match against other work."""
+        results["phases"][name] = {
+            "started_utc": dt.datetime.now(dt.UTC).strftime("%H:%M:%S"),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
+
     with tempfile.TemporaryDirectory(prefix="strata-bench-models-") as models:
         print("raw embedding", flush=True)
+        phase("raw_embedding")
         results["raw_embedding"] = raw_embedding(
             sessions, embedding, weaver, thread_settings, args.repeats, Path(models)
         )
         if not args.no_in_process:
             print("index stage in process", flush=True)
+            phase("index_in_process")
             results["index_in_process"] = index_in_process(
                 sessions, embedding, weaver, args.threads, Path(models)
             )
     if not args.no_daemon:
         print("index stage and consolidation through a fresh daemon", flush=True)
+        phase("daemon")
         results["daemon"] = through_daemon(sessions, embedding, args.threads)
 
     print()

@@ -52,6 +52,7 @@ class Source:
     # The message's content, kept on chunk points so that drilling down to the exact source
     # messages works after the journal entry has expired (empty on facts and summaries).
     text: str = ""
+    role: str = ""  # on chunk points, with the text
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ class MemoryPoint:
                     "speaker": s.speaker,
                     "created_at": s.created_at_us,
                     "text": s.text,
+                    "role": s.role,
                 }
                 for s in self.sources
             ],
@@ -126,6 +128,7 @@ class MemoryPoint:
                     s.get("speaker", ""),
                     s.get("created_at", 0),
                     s.get("text", ""),
+                    s.get("role", ""),
                 )
                 for s in payload["sources"]
             ],

@@ -1,0 +1,241 @@
+"""The Recall RPCs of ``strata.v1.MemoryService``: Recall, Pack and GetNode."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+
+import grpc
+
+from daemon import convert
+from daemon import validation as check
+from daemon.errors import InvalidArgument, rpc
+from daemon.pb import memory_pb2 as pb
+from daemon.settings import LimitsSettings, RecallSettings
+from recall import CHANNELS, Candidate, Query
+from recall.engine import RecallEngine, RecallResult
+from recall.nodes import get_node
+from recall.pack import pack
+from tiers.journal import Journal
+from tiers.semantic import SemanticStore
+from tiers.vectors import KINDS, MemoryPoint
+
+RERANKERS = ("", "none", "llm", "local")
+MAX_PACK_TOKENS = 200_000
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _sources(point: MemoryPoint) -> list[pb.Source]:
+    return [
+        pb.Source(
+            session_id=s.session_id,
+            message_id=s.message_id,
+            metadata=s.metadata,
+            seq=s.seq,
+            episode_id=point.episode_id,
+            speaker=s.speaker,
+            created_at=convert.timestamp(s.created_at_us) if s.created_at_us else None,
+        )
+        for s in point.sources
+    ]
+
+
+def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
+    p = c.point
+    hit = pb.Hit(
+        id=p.id,
+        kind=p.kind,
+        text=p.text,
+        score=c.score,
+        created_at=convert.timestamp(p.created_at_us),
+        sources=_sources(p),
+        superseded=c.superseded,
+        episode_id=p.episode_id,
+        session_id=p.session_id,
+    )
+    if p.valid_from_us is not None:
+        hit.valid_from.CopyFrom(convert.timestamp(p.valid_from_us))
+    if p.valid_to_us is not None:
+        hit.valid_to.CopyFrom(convert.timestamp(p.valid_to_us))
+    if explain:
+        hit.explanation.CopyFrom(
+            pb.Explanation(
+                channels=[
+                    pb.ChannelRank(
+                        channel=name,
+                        rank=rank,
+                        score=c.channel_scores.get(name, 0.0),
+                        weight=weights.get(name, 0.0),
+                    )
+                    for name, rank in sorted(c.ranks.items())
+                ],
+                fused=c.fused,
+                superseded_factor=c.superseded_factor,
+                recency_factor=c.recency_factor,
+                merged_ids=c.merged_ids,
+                rerank=c.rerank_note,
+                rerank_score=c.rerank_score,
+            )
+        )
+    return hit
+
+
+def _timings(result: RecallResult) -> list[pb.StageTiming]:
+    return [pb.StageTiming(stage=k, ms=v) for k, v in result.timings.items()]
+
+
+class RecallRPCs:
+    """Mixed into MemoryService."""
+
+    _limits: LimitsSettings
+    _journal: Journal
+    _recall_settings: RecallSettings
+    _engine: RecallEngine | None
+    _semantic: SemanticStore | None
+
+    def _query(
+        self,
+        text: str,
+        scope: pb.Scope,
+        k: int,
+        kinds: Sequence[str],
+        time_range: pb.TimeRange,
+        channels: Sequence[str] = (),
+        rerank: str = "",
+        explain: bool = False,
+        recipe: str = "",
+    ) -> Query:
+        if not text.strip():
+            raise InvalidArgument("query is required")
+        size = len(text.encode())
+        if size > self._limits.max_content_bytes:
+            raise InvalidArgument(
+                f"query is {size} bytes; the limit is {self._limits.max_content_bytes}"
+            )
+        checked = check.scope(scope, self._limits)
+        if not checked.user_id:
+            raise InvalidArgument("scope.user_id is required: recall never crosses users")
+        settings = self._recall_settings
+        if not 1 <= k <= settings.max_k:
+            raise InvalidArgument(
+                f"k must be between 1 and {settings.max_k} (recall.max_k), got {k}"
+            )
+        for kind in kinds:
+            if kind not in KINDS:
+                raise InvalidArgument(f"kinds: {kind!r} is not one of {', '.join(KINDS)}")
+        for channel in channels:
+            if channel not in CHANNELS:
+                raise InvalidArgument(f"channels: {channel!r} is not one of {', '.join(CHANNELS)}")
+        if rerank not in RERANKERS:
+            raise InvalidArgument(f"rerank: {rerank!r} is not one of none, llm, local")
+        if recipe and recipe != "default" and recipe not in settings.recipes:
+            raise InvalidArgument(f"recipe: no recipe named {recipe!r} is configured")
+        start, end = check.time_range(time_range)
+        return Query(
+            text=text,
+            scope=checked,
+            k=k,
+            recipe=settings.recipe(recipe),
+            kinds=tuple(dict.fromkeys(kinds)),
+            start_us=start,
+            end_us=end,
+            channels=tuple(dict.fromkeys(channels)),
+            rerank=rerank,
+            explain=explain,
+        )
+
+    def _require_engine(self) -> RecallEngine:
+        assert self._engine is not None
+        return self._engine
+
+    @rpc
+    async def Recall(
+        self, request: pb.RecallRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecallResponse:
+        query = self._query(
+            request.query,
+            request.scope,
+            request.k,
+            list(request.kinds),
+            request.time_range,
+            list(request.channels),
+            request.rerank,
+            request.explain,
+            request.recipe,
+        )
+        result = await asyncio.to_thread(self._require_engine().recall, query)
+        weights = query.weights()
+        return pb.RecallResponse(
+            hits=[hit_pb(c, query.explain, weights) for c in result.hits],
+            timings=_timings(result),
+            rerank=result.rerank,
+            rerank_note=result.rerank_note,
+            degraded_channels=result.degraded,
+            cached=result.cached,
+        )
+
+    @rpc
+    async def Pack(
+        self, request: pb.PackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PackResponse:
+        if not 1 <= request.max_tokens <= MAX_PACK_TOKENS:
+            raise InvalidArgument(
+                f"max_tokens must be between 1 and {MAX_PACK_TOKENS}, got {request.max_tokens}"
+            )
+        for kind, cap in request.per_kind_caps.items():
+            if kind not in KINDS:
+                raise InvalidArgument(f"per_kind_caps: {kind!r} is not one of {', '.join(KINDS)}")
+            if cap < 0:
+                raise InvalidArgument(f"per_kind_caps[{kind}] must not be negative")
+        query = self._query(
+            request.query,
+            request.scope,
+            self._recall_settings.max_k,
+            list(request.kinds),
+            request.time_range,
+            recipe=request.recipe,
+        )
+        result = await asyncio.to_thread(self._require_engine().recall, query)
+        packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps))
+        return pb.PackResponse(
+            text=packed.text,
+            tokens=packed.tokens,
+            items=[
+                pb.PackItem(
+                    id=i.candidate.point.id,
+                    kind=i.candidate.point.kind,
+                    text=i.text,
+                    tokens=i.tokens,
+                    sources=_sources(i.candidate.point),
+                    created_at=convert.timestamp(i.candidate.point.created_at_us),
+                    superseded=i.candidate.superseded,
+                )
+                for i in packed.items
+            ],
+            timings=_timings(result),
+        )
+
+    @rpc
+    async def GetNode(
+        self, request: pb.GetNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetNodeResponse:
+        if not _UUID.match(request.id):
+            raise InvalidArgument("id must be a hit's id (a UUID)")
+        scope = check.scope(request.scope, self._limits)
+        assert self._semantic is not None
+        view = await asyncio.to_thread(get_node, self._semantic, self._journal, request.id, scope)
+        response = pb.GetNodeResponse(
+            node=hit_pb(Candidate(view.point), False, {}),
+            messages=[convert.stored_message(m) for m in view.messages],
+            journal_expired=view.journal_expired,
+        )
+        if view.episode is not None:
+            response.episode.CopyFrom(
+                convert.episode(
+                    view.episode,
+                    self._journal.expires_at_us(view.episode),
+                    self._journal.is_pending(view.episode.episode_id),
+                )
+            )
+        return response

@@ -1,0 +1,38 @@
+"""The vector and keyword channels (the graph channel is in :mod:`recall.graph_channel`)."""
+
+from __future__ import annotations
+
+from recall import QueryContext
+from tiers.semantic import SemanticStore
+from tiers.vectors import MemoryPoint
+
+
+class VectorChannel:
+    """Dense nearest neighbours of the query embedding (cosine)."""
+
+    name = "vector"
+
+    def __init__(self, semantic: SemanticStore) -> None:
+        self._semantic = semantic
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        _embedder, vectors = self._semantic.wait_ready(0)
+        hits = vectors.search_dense(ctx.vector.tolist(), ctx.query.filter(), limit)
+        return [(h.point, h.score) for h in hits]
+
+
+class KeywordChannel:
+    """BM25 over the same points: sparse vectors with IDF, in the same engine."""
+
+    name = "keyword"
+
+    def __init__(self, semantic: SemanticStore) -> None:
+        self._semantic = semantic
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        _embedder, vectors = self._semantic.wait_ready(0)
+        sparse = self._semantic.keywords.embed_query(ctx.query.text)
+        if not sparse.indices:
+            return []
+        hits = vectors.search_sparse(sparse, ctx.query.filter(), limit)
+        return [(h.point, h.score) for h in hits]

@@ -1,0 +1,229 @@
+"""The Recall engine: channels in, ranked and explained candidates out.
+
+Stages (each timed): embed the query; run the channels (the graph channel, the slow one, in
+parallel with the others); fuse with RRF; merge hits that share their sources; apply the
+superseded factor and the recency decay; MMR; rerank the top. A failed channel is reported
+as degraded and the others go on; a failed reranker leaves the fused order and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
+from recall.fusion import mmr, rrf
+from tiers.semantic import SemanticStore
+from tiers.vectors import MemoryPoint
+
+if TYPE_CHECKING:
+    from recall.cache import SemanticCache
+
+log = logging.getLogger("strata.recall")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(slots=True)
+class RecallResult:
+    hits: list[Candidate]
+    timings: dict[str, float] = field(default_factory=dict)
+    rerank: str = "none"
+    rerank_note: str = ""
+    degraded: list[str] = field(default_factory=list)
+    cached: bool = False
+
+
+class RecallEngine:
+    def __init__(
+        self,
+        semantic: SemanticStore,
+        channels: Mapping[str, Channel],
+        rerankers: Mapping[str, Reranker],
+        cache: SemanticCache | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cache = cache
+        self._semantic = semantic
+        self._channels = dict(channels)
+        self._rerankers = dict(rerankers)
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def recall(self, query: Query) -> RecallResult:
+        """Raises EmbeddingUnavailable while Tier 3 is starting."""
+        timings: dict[str, float] = {}
+        began = time.perf_counter()
+        embedder, _vectors = self._semantic.wait_ready(0)
+        t = time.perf_counter()
+        ctx = QueryContext(query, embedder.encode_queries([query.text])[0])
+        timings["embed"] = _ms(t)
+        if self.cache is not None:
+            cached = self.cache.get(query.scope.user_id, _params(query), ctx.vector)
+            if cached is not None:
+                timings["total"] = _ms(began)
+                return replace(cached, timings=timings, cached=True)
+
+        weights = query.weights()
+        depth = max(query.recipe.depth, query.k)
+        results, degraded = self._run_channels(ctx, list(weights), depth, timings)
+
+        t = time.perf_counter()
+        points: dict[str, MemoryPoint] = {}
+        scores: dict[str, dict[str, float]] = {}
+        rankings: dict[str, list[str]] = {}
+        for name, hits in results.items():
+            rankings[name] = []
+            for point, score in hits:
+                points.setdefault(point.id, point)
+                scores.setdefault(point.id, {})[name] = score
+                rankings[name].append(point.id)
+        fused = rrf(rankings, weights, query.recipe.rrf_k)
+        candidates = [
+            Candidate(points[f.id], f.score, f.score, f.ranks, scores[f.id]) for f in fused
+        ]
+        self._adjust(candidates, query)
+        if query.recipe.merge_sources:
+            candidates = merge_by_sources(candidates)
+        if query.recipe.mmr_lambda < 1.0:
+            candidates = self._diversify(candidates, query)
+        timings["fuse"] = _ms(t)
+
+        rerank_name = query.rerank or query.recipe.rerank
+        note = ""
+        if rerank_name != "none" and candidates:
+            t = time.perf_counter()
+            candidates, rerank_name, note = self._rerank(ctx, candidates, rerank_name)
+            timings["rerank"] = _ms(t)
+        timings["total"] = _ms(began)
+        result = RecallResult(candidates[: query.k], timings, rerank_name, note, degraded)
+        if self.cache is not None and not degraded and not note:
+            self.cache.put(query.scope.user_id, _params(query), ctx.vector, result)
+        return result
+
+    def _run_channels(
+        self, ctx: QueryContext, names: list[str], depth: int, timings: dict[str, float]
+    ) -> tuple[dict[str, list[tuple[MemoryPoint, float]]], list[str]]:
+        results: dict[str, list[tuple[MemoryPoint, float]]] = {}
+        degraded: list[str] = []
+
+        def timed(name: str) -> list[tuple[MemoryPoint, float]]:
+            t = time.perf_counter()
+            try:
+                return self._channels[name].search(ctx, depth)
+            finally:
+                timings[name] = _ms(t)
+
+        futures: dict[str, Future[list[tuple[MemoryPoint, float]]]] = {}
+        if "graph" in names and len(names) > 1:
+            futures["graph"] = self._pool.submit(timed, "graph")
+        for name in names:
+            if name in futures:
+                continue
+            try:
+                results[name] = timed(name)
+            except Exception as exc:
+                degraded.append(name)
+                log.warning(
+                    "recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}}
+                )
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except Exception as exc:
+                degraded.append(name)
+                log.warning(
+                    "recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}}
+                )
+        return {n: results[n] for n in names if n in results}, degraded
+
+    def _adjust(self, candidates: list[Candidate], query: Query) -> None:
+        """Superseded facts sink; an optional recency decay by event time."""
+        half_life = query.recipe.recency_half_life_days
+        now_us = self._clock() * 1_000_000
+        for c in candidates:
+            if c.superseded:
+                c.superseded_factor = query.recipe.superseded_factor
+            if half_life > 0:
+                age_days = max(0.0, (now_us - c.point.created_at_us) / 86_400e6)
+                c.recency_factor = math.pow(0.5, age_days / half_life)
+            c.score = c.fused * c.superseded_factor * c.recency_factor
+        candidates.sort(key=lambda c: (-c.score, c.superseded, c.point.id))
+
+    def _diversify(self, candidates: list[Candidate], query: Query) -> list[Candidate]:
+        pool = candidates[: max(query.k * 3, query.k)]
+        words = {c.point.id: set(_WORD.findall(c.point.text.lower())) for c in pool}
+        top = pool[0].score if pool and pool[0].score > 0 else 1.0
+
+        def jaccard(a: str, b: str) -> float:
+            union = words[a] | words[b]
+            return len(words[a] & words[b]) / len(union) if union else 0.0
+
+        order = mmr(
+            [c.point.id for c in pool],
+            {c.point.id: c.score / top for c in pool},
+            jaccard,
+            k=len(pool),
+            lambda_=query.recipe.mmr_lambda,
+        )
+        by_id = {c.point.id: c for c in pool}
+        return [by_id[i] for i in order] + candidates[len(pool) :]
+
+    def _rerank(
+        self, ctx: QueryContext, candidates: list[Candidate], name: str
+    ) -> tuple[list[Candidate], str, str]:
+        reranker = self._rerankers.get(name)
+        if reranker is None:
+            return candidates, "none", f"reranker {name!r} is not configured; fused order kept"
+        top = candidates[: ctx.query.recipe.rerank_top]
+        try:
+            ordered = reranker.rerank(ctx, list(top))
+        except RerankFailed as exc:
+            log.warning(
+                "recall.rerank_failed", extra={"fields": {"reranker": name, "error": str(exc)}}
+            )
+            return candidates, "none", f"{name} rerank failed ({exc}); fused order kept"
+        return ordered + candidates[len(top) :], name, ""
+
+
+def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
+    """A hit whose source messages are all among a better hit's sources is the same
+    evidence: it merges into the better one (ids kept in ``merged_ids``), which keeps its
+    text. Candidates must be sorted best first."""
+    kept: list[tuple[Candidate, set[tuple[str, int]]]] = []
+    for candidate in candidates:
+        keys = {(s.session_id, s.seq) for s in candidate.point.sources}
+        for better, better_keys in kept:
+            if keys and keys <= better_keys:
+                better.merged_ids.append(candidate.point.id)
+                break
+        else:
+            kept.append((candidate, keys))
+    return [c for c, _ in kept]
+
+
+def _params(query: Query) -> Hashable:
+    """What must be equal, besides a near-identical query text, for a cache hit."""
+    return (
+        query.scope.agent_id,
+        query.k,
+        query.kinds,
+        query.start_us,
+        query.end_us,
+        query.channels,
+        query.rerank,
+        query.explain,
+        query.recipe.model_dump_json(),
+    )
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)

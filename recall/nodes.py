@@ -1,0 +1,91 @@
+"""GetNode: from any hit down to its episode and its exact source messages.
+
+The messages come from the journal while it has the episode; after the journal entry has
+expired they come from Tier 3, whose chunk points keep each source message's text, speaker
+and time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from daemon.errors import NotFound
+from tiers.errors import EpisodeNotFound, TierError
+from tiers.journal import Journal
+from tiers.records import Episode, Scope, StoredMessage
+from tiers.semantic import SemanticStore
+from tiers.tokens import count_tokens
+from tiers.vectors import MemoryPoint, PointFilter, VectorStore
+
+
+class NodeNotFound(TierError, NotFound):
+    """No memory with this id (in this scope)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    point: MemoryPoint
+    episode: Episode | None
+    messages: list[StoredMessage]
+    journal_expired: bool
+
+
+def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Scope) -> NodeView:
+    _embedder, vectors = semantic.wait_ready(0)
+    found = vectors.get([node_id])
+    if not found:
+        raise NodeNotFound(f"memory {node_id!r} not found")
+    point = found[0]
+    if scope.user_id and (
+        point.scope.user_id != scope.user_id
+        or (scope.agent_id and point.scope.agent_id != scope.agent_id)
+    ):
+        raise NodeNotFound(f"memory {node_id!r} not found")
+    seqs = sorted({s.seq for s in point.sources})
+    try:
+        episode = journal.get(point.episode_id)
+    except EpisodeNotFound:
+        return NodeView(point, None, _from_tier3(vectors, point, seqs), True)
+    messages = (
+        [
+            m
+            for m in journal.messages(point.episode_id, after_seq=seqs[0] - 1, limit=len(seqs) * 50)
+            if m.seq in set(seqs)
+        ]
+        if seqs
+        else []
+    )
+    return NodeView(point, episode, messages, False)
+
+
+def _from_tier3(vectors: VectorStore, point: MemoryPoint, seqs: list[int]) -> list[StoredMessage]:
+    wanted = set(seqs)
+    found: dict[int, StoredMessage] = {}
+    chunks = (
+        [point]
+        if point.kind == "episode_chunk"
+        else vectors.scroll(
+            PointFilter(
+                user_id=point.scope.user_id,
+                agent_id=point.scope.agent_id,
+                kinds=("episode_chunk",),
+                episode_ids=(point.episode_id,),
+            ),
+            limit=10_000,
+        )
+    )
+    for chunk in chunks:
+        for s in chunk.sources:
+            if s.seq in wanted and s.seq not in found and s.text:
+                found[s.seq] = StoredMessage(
+                    seq=s.seq,
+                    role=s.role or "user",
+                    content=s.text,
+                    created_at_us=s.created_at_us,
+                    received_at_us=s.created_at_us,
+                    tokens=count_tokens(s.text),
+                    name=s.speaker,
+                    message_id=s.message_id,
+                    metadata=s.metadata,
+                )
+    return [found[s] for s in seqs if s in found]

@@ -1,0 +1,71 @@
+"""Pack: the best memories for a query within a token budget, formatted for a prompt.
+
+Each item is one line block: ``[kind · date · speaker] text``; a superseded fact says since
+when it no longer holds. Items are taken in rank order while they fit; one that does not fit
+is skipped and smaller ones after it may still fit. Tokens are counted as everywhere in Strata
+(:mod:`tiers.tokens`), and the block never exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from recall import Candidate
+from tiers.tokens import count_tokens
+
+LABELS = {"fact": "fact", "summary": "summary", "episode_chunk": "conversation"}
+
+
+@dataclass(frozen=True, slots=True)
+class PackItem:
+    candidate: Candidate
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    text: str
+    tokens: int
+    items: list[PackItem]
+
+
+def _date(us: int) -> str:
+    return dt.datetime.fromtimestamp(us / 1_000_000, dt.UTC).strftime("%Y-%m-%d")
+
+
+def format_item(c: Candidate) -> str:
+    p = c.point
+    when = p.valid_from_us if p.kind == "fact" and p.valid_from_us else p.created_at_us
+    parts = [LABELS.get(p.kind, p.kind), _date(when)]
+    speakers = list(dict.fromkeys(s.speaker for s in p.sources if s.speaker))
+    if p.kind == "fact" and speakers:
+        parts.append(speakers[0])
+    text = p.text
+    if p.valid_to_us is not None:
+        text += f" (no longer true since {_date(p.valid_to_us)})"
+    return f"[{' · '.join(parts)}] {text}"
+
+
+def pack(
+    candidates: list[Candidate], max_tokens: int, per_kind_caps: Mapping[str, int] | None = None
+) -> Packed:
+    caps = dict(per_kind_caps or {})
+    used = 0
+    counts: dict[str, int] = {}
+    items: list[PackItem] = []
+    for c in candidates:
+        kind = c.point.kind
+        if kind in caps and counts.get(kind, 0) >= caps[kind]:
+            continue
+        text = format_item(c)
+        tokens = count_tokens(text)
+        if used + tokens > max_tokens:
+            continue
+        items.append(PackItem(c, text, tokens))
+        used += tokens
+        counts[kind] = counts.get(kind, 0) + 1
+    block = "\n".join(i.text for i in items)
+    return Packed(block, count_tokens(block), items)

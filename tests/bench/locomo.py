@@ -1,0 +1,341 @@
+"""Evidence recall of ``stratad`` on LoCoMo, through the gRPC API, with baselines and ablations.
+
+Run as ``python -m tests.bench.locomo [--fixed-evidence] [--conversations N] [--set K=V ...]
+[--json PATH] [--write-docs]``. Needs ``../shared/data/locomo/`` beside the checkout.
+
+1. A fresh daemon (``--set STRATA_...=value`` adds settings) is fed as an agent would: one
+   ``user_id`` per conversation, one session per LoCoMo session (``AppendBatch`` of its turns,
+   speaker as ``name``, the session's date as ``created_at``, ``{"dia_id": ...}`` as metadata,
+   then ``EndSession``), then one ``RunNow`` (consolidation), until nothing is left unindexed
+   or pending.
+2. Every question with gold evidence is asked of every configuration (``Recall``, k = 50, all
+   configurations in turn per question, so load hits them alike), and of ``Pack`` at three
+   token budgets. Hits map to LoCoMo turn ids through their sources' metadata
+   (:mod:`tests.bench.locomo_metrics`).
+3. Configurations: BM25 only and dense only (raw chunks), the full system (the default
+   recipe), the full system without each of its channels, without the weaver's outputs
+   (chunks only) and with the local reranker, plus one row per named recipe set with
+   ``--set STRATA_RECALL__RECIPES__<NAME>__<FIELD>=value``.
+
+``--report PATH`` prints (and with ``--write-docs`` records) the figures of an earlier
+``--json`` run instead of running again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from daemon.client import MemoryClient, message
+from daemon.settings import RecallSettings, WeaverSettings
+from tests.bench import locomo_metrics as m
+from tests.bench._daemon import machine_info, running_daemon
+from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
+from tests.bench.locomo_report import DOCS, render, write_docs
+from tiers.records import Scope
+from weaver.episodes import chunk
+from weaver.extractors import EpisodeInput, Turn
+
+K = 50
+BUDGETS = (500, 1000, 2000)
+CHANNELS = ("vector", "keyword", "graph")
+WARMUP_QUERIES = 5
+TIMEOUT = 120.0
+BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measurements
+    "STRATA_WEAVER__INTERVAL_SECONDS": "86400",
+    "STRATA_VECTORS__OPTIMIZE_INTERVAL_SECONDS": "86400",
+}
+_RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9_]+?)__[A-Z_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    key: str
+    label: str
+    channels: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    rerank: str = ""
+    recipe: str = ""
+
+
+def configs(settings: dict[str, str]) -> list[Config]:
+    defaults = RecallSettings()
+    active = [
+        c
+        for c in CHANNELS
+        if float(
+            settings.get(f"STRATA_RECALL__{c.upper()}_WEIGHT", getattr(defaults, f"{c}_weight"))
+        )
+        > 0
+    ]
+    out = [
+        Config("bm25", "BM25 only (keyword, chunks)", ("keyword",), ("episode_chunk",)),
+        Config("dense", "dense only (vector, chunks)", ("vector",), ("episode_chunk",)),
+        Config("full", "full system (default recipe)"),
+    ]
+    if len(active) > 1:
+        for c in active:
+            rest = tuple(x for x in active if x != c)
+            out.append(Config(f"no_{c}", f"full - {c}", channels=rest))
+    out.append(Config("chunks", "full, chunks only (no weaver outputs)", kinds=("episode_chunk",)))
+    out.append(Config("rerank", "full + local rerank", rerank="local"))
+    recipes = dict.fromkeys(r.lower() for k in settings if (r := _recipe_name(k)))
+    out += [Config(f"recipe_{r}", f"recipe {r}", recipe=r) for r in recipes]
+    return out
+
+
+def _recipe_name(key: str) -> str | None:
+    match = _RECIPE.fullmatch(key.upper())
+    return match[1] if match else None
+
+
+def chunk_count(conversations: Sequence[Conversation], weaver: WeaverSettings) -> int:
+    """How many ``episode_chunk`` points the index stage makes of these sessions."""
+    n = 0
+    for conv in conversations:
+        for s in conv.sessions:
+            turns = [Turn(i, t.speaker, "user", t.text, 0) for i, t in enumerate(s.turns, 1)]
+            episode = EpisodeInput("", "", Scope(conv.user_id), turns)
+            n += len(
+                chunk(episode, weaver.chunk_turns, weaver.chunk_overlap, weaver.chunk_max_tokens)
+            )
+    return n
+
+
+# -- ingest ------------------------------------------------------------------------------------
+def ingest(client: MemoryClient, conversations: Sequence[Conversation]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    for conv in conversations:
+        for session in conv.sessions:
+            msgs = [
+                message(
+                    t.text,
+                    "user",
+                    name=t.speaker,
+                    created_at=session.started_at,
+                    metadata={"dia_id": t.dia_id},
+                )
+                for t in session.turns
+            ]
+            session_id = conv.session_id(session)
+            client.append_batch(session_id, msgs, user_id=conv.user_id)
+            client.end_session(session_id)
+    appended = time.perf_counter() - t0
+    print(f"  appended in {appended:.1f} s; consolidating ...", flush=True)
+    report: Any = None
+    for event in client.run_weaver(timeout=None):
+        if event.WhichOneof("event") == "report":
+            report = event.report
+    if report is None:
+        raise RuntimeError("RunNow ended without a report")
+    while True:
+        status = client.weaver_status()
+        if status.unindexed == 0 and status.pending == 0 and not status.running:
+            break
+        if status.last_error:
+            raise RuntimeError(f"the weaver failed: {status.last_error}")
+        time.sleep(0.5)
+    fields = ("episodes", "chunks", "summaries", "facts", "triplets", "failures", "seconds")
+    out: dict[str, Any] = {f: getattr(report, f) for f in fields}
+    out.update(
+        append_seconds=round(appended, 1),
+        total_seconds=round(time.perf_counter() - t0, 1),
+        error=report.error,
+        model=status.embedding_model,
+        extractor=status.extractor,
+    )
+    return out
+
+
+# -- questions ---------------------------------------------------------------------------------
+def ask(client: MemoryClient, cfg: Config, query: str, user_id: str) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    response = client.recall(
+        query,
+        user_id=user_id,
+        k=K,
+        kinds=cfg.kinds,
+        channels=cfg.channels,
+        rerank=cfg.rerank,
+        recipe=cfg.recipe,
+        timeout=TIMEOUT,
+    )
+    return response, (time.perf_counter() - t0) * 1000.0
+
+
+def evaluate(
+    client: MemoryClient, conversations: Sequence[Conversation], cfgs: Sequence[Config]
+) -> dict[str, Any]:
+    first = conversations[0]
+    for cfg in cfgs:  # warm-up: first calls load caches (entity names, the reranker, ...)
+        for q in first.questions[:WARMUP_QUERIES]:
+            ask(client, cfg, q.text, first.user_id)
+    rows: dict[str, list[tuple[int, dict[str, float]]]] = {c.key: [] for c in cfgs}
+    lat: dict[str, list[float]] = {c.key: [] for c in cfgs}
+    kinds: dict[str, dict[str, int]] = {c.key: {} for c in cfgs}
+    short: dict[str, int] = {c.key: 0 for c in cfgs}
+    stages: list[dict[str, float]] = []
+    pack_rows: dict[int, list[tuple[int, dict[str, float]]]] = {b: [] for b in BUDGETS}
+    pack_size: dict[int, list[tuple[int, int]]] = {b: [] for b in BUDGETS}
+    per_question: dict[str, dict[str, list[str]]] = {}
+    total = sum(len(c.questions) for c in conversations)
+    done = 0
+    for conv in conversations:
+        for q in conv.questions:
+            per_question[q.qid] = {"gold": list(q.evidence)}
+            for cfg in cfgs:
+                response, ms = ask(client, cfg, q.text, conv.user_id)
+                ranked = m.dia_ids([s.metadata for s in h.sources] for h in response.hits)
+                rows[cfg.key].append((q.category, m.question_scores(ranked, q.evidence)))
+                lat[cfg.key].append(ms)
+                short[cfg.key] += len(ranked) < max(m.KS)
+                for h in response.hits[:10]:
+                    kinds[cfg.key][h.kind] = kinds[cfg.key].get(h.kind, 0) + 1
+                if cfg.key == "full":
+                    stages.append({t.stage: t.ms for t in response.timings})
+                per_question[q.qid][cfg.key] = ranked[: max(m.KS)]
+            for budget in BUDGETS:
+                packed = client.pack(q.text, user_id=conv.user_id, max_tokens=budget)
+                found = m.dia_ids([s.metadata for s in i.sources] for i in packed.items)
+                score = {"recall": m.coverage(found, q.evidence)}
+                pack_rows[budget].append((q.category, score))
+                pack_size[budget].append((len(packed.items), packed.tokens))
+            done += 1
+            if done % 100 == 0 or done == total:
+                r10 = m.by_category(rows["full"])["overall"]["r@10"]
+                print(f"  {done}/{total} questions; full system R@10 so far {r10:.1f}", flush=True)
+    results = []
+    for cfg in cfgs:
+        n = max(1, len(lat[cfg.key]))
+        results.append(
+            {
+                **asdict(cfg),
+                "scores": m.by_category(rows[cfg.key]),
+                "latency": m.latency(lat[cfg.key]),
+                "top10_kinds": {k: round(v / n, 2) for k, v in sorted(kinds[cfg.key].items())},
+                "short_lists": short[cfg.key],
+            }
+        )
+    pack = {
+        str(b): {
+            "scores": m.by_category(pack_rows[b]),
+            "items": round(sum(i for i, _ in pack_size[b]) / max(1, len(pack_size[b])), 1),
+            "tokens": round(sum(t for _, t in pack_size[b]) / max(1, len(pack_size[b])), 1),
+        }
+        for b in BUDGETS
+    }
+    return {
+        "configs": results,
+        "stages": m.stage_timings(stages),
+        "pack": pack,
+        "per_question": per_question,
+    }
+
+
+# -- main --------------------------------------------------------------------------------------
+def parse_settings(items: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants KEY=VALUE, got {item!r}")
+        key = key.strip().upper()
+        out[key if key.startswith("STRATA_") else f"STRATA_{key}"] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    fixes = load_fixes(FIXES) if args.fixed_evidence else {}
+    data = load(LOCOMO, fixes=fixes, conversations=args.conversations)
+    settings = parse_settings(args.set)
+    weaver = WeaverSettings(
+        chunk_turns=int(settings.get("STRATA_WEAVER__CHUNK_TURNS", 3)),
+        chunk_overlap=int(settings.get("STRATA_WEAVER__CHUNK_OVERLAP", 1)),
+        chunk_max_tokens=int(settings.get("STRATA_WEAVER__CHUNK_MAX_TOKENS", 200)),
+    )
+    label = ", ".join(f"{k.removeprefix('STRATA_')}={v}" for k, v in settings.items())
+    params = {
+        "label": args.label or label or "defaults",
+        "settings": settings,
+        "fixed_evidence": args.fixed_evidence,
+        "conversations": len(data.conversations),
+        "sessions": data.sessions,
+        "turns": data.turns,
+        "questions": data.questions,
+        "skipped": data.skipped_no_evidence,
+        "unresolved": data.unresolved_ids,
+        "fixes_applied": data.fixes_applied,
+        "k": K,
+        "chunk_turns": weaver.chunk_turns,
+        "chunk_overlap": weaver.chunk_overlap,
+        "chunks": chunk_count(data.conversations, weaver),
+    }
+    machine = machine_info()
+    cfgs = [c for c in configs(settings) if c.key not in args.skip]
+    print(f"starting a fresh daemon ({params['label']})", flush=True)
+    with (
+        running_daemon({**BASE_SETTINGS, **settings}) as daemon,
+        MemoryClient(daemon.address, timeout=TIMEOUT) as client,
+    ):
+        print(f"  ingesting {data.sessions} sessions, {data.turns} turns ...", flush=True)
+        ingest_figures = ingest(client, data.conversations)
+        print(f"  asking {data.questions} questions x {len(cfgs)} configs + Pack ...", flush=True)
+        figures = evaluate(client, data.conversations, cfgs)
+    return {
+        "benchmark": "locomo_recall",
+        "machine": machine,
+        "params": params,
+        "ingest": ingest_figures,
+        **figures,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.locomo", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--fixed-evidence", action="store_true", help="apply evidence_fixes_dev.json"
+    )
+    parser.add_argument(
+        "--conversations", type=int, default=0, help="only the first N conversations"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a daemon setting, e.g. STRATA_WEAVER__CHUNK_TURNS=1 (repeatable)",
+    )
+    parser.add_argument(
+        "--skip", action="append", default=[], metavar="KEY", help="leave out a configuration"
+    )
+    parser.add_argument("--label", default="", help="a name for this configuration")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--report", type=Path, metavar="PATH", help="print the figures of an earlier --json run"
+    )
+    parser.add_argument(
+        "--write-docs", action="store_true", help=f"append the tables to {DOCS.name}"
+    )
+    args = parser.parse_args(argv)
+
+    res = json.loads(args.report.read_text()) if args.report else run(args)
+    print()
+    print(render(res, markdown=False))
+    if args.json is not None and not args.report:
+        args.json.write_text(json.dumps(res, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.write_docs:
+        write_docs(res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

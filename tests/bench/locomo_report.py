@@ -1,0 +1,168 @@
+"""The printed tables of the LoCoMo recall benchmark (:mod:`tests.bench.locomo`), plain for the
+terminal or Markdown for ``docs/benchmarks.md``, from the figures of one run."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from tests.bench import locomo_metrics as m
+from tests.bench._daemon import format_machine
+from tests.bench.locomo_data import CATEGORIES
+from tests.support import ROOT
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS_HEADING = "## LoCoMo evidence recall (`python -m tests.bench.locomo`)"
+# The README of ../shared: plain Okapi BM25, one document per turn.
+REFERENCE = "plain BM25 per turn (shared/README): R@5 53.2, R@10 60.6, R@25 67.9, multi-hop 27.6"
+TARGETS = {"r@5": 75.0, "r@10": 85.0, "multi-hop r@10": 60.0}
+
+
+HEADER = ["configuration", "R@1", "R@5", "R@10", "R@25", "multi-hop R@10", "nDCG@10"]
+
+
+def _row(c: dict[str, Any]) -> list[Any]:
+    s, o = c["scores"], c["scores"]["overall"]
+    kinds = c["top10_kinds"]
+    mix = "/".join(f"{kinds.get(k, 0.0):.1f}" for k in ("episode_chunk", "summary", "fact"))
+    return [
+        c["label"],
+        o["r@1"],
+        o["r@5"],
+        o["r@10"],
+        o["r@25"],
+        s.get("multi-hop", {}).get("r@10", float("nan")),
+        o["ndcg@10"],
+        c["latency"]["p50_ms"],
+        c["latency"]["p95_ms"],
+        mix,
+    ]
+
+
+def targets(res: dict[str, Any]) -> list[str]:
+    by_key = {c["key"]: c["scores"] for c in res["configs"]}
+    full = by_key["full"]
+    overall = full["overall"]
+    checks = [
+        (f"R@5 >= {TARGETS['r@5']:g}", overall["r@5"], overall["r@5"] >= TARGETS["r@5"]),
+        (f"R@10 >= {TARGETS['r@10']:g}", overall["r@10"], overall["r@10"] >= TARGETS["r@10"]),
+    ]
+    if "multi-hop" in full:
+        mh, goal = full["multi-hop"]["r@10"], TARGETS["multi-hop r@10"]
+        checks.append((f"multi-hop R@10 > {goal:g}", mh, mh > goal))
+    out = [f"{name}: {value:.1f} {'met' if ok else 'MISSED'}" for name, value, ok in checks]
+    metrics = ("r@1", "r@5", "r@10", "r@25", "ndcg@10")
+    for base in ("bm25", "dense"):
+        lost = [x for x in metrics if overall[x] <= by_key[base]["overall"][x]]
+        verdict = "met" if not lost else "MISSED at " + ", ".join(lost)
+        out.append(f"full system beats {base} on R@1/5/10/25 and nDCG@10: {verdict}")
+    return out
+
+
+def render(res: dict[str, Any], markdown: bool) -> str:
+    p, ing = res["params"], res["ingest"]
+    setting_text = ", ".join(f"`{k}={v}`" for k, v in p["settings"].items()) or "defaults"
+    fixed = "with the audit's corrections" if p["fixed_evidence"] else "as published"
+    facts = (
+        f"{p['conversations']} conversations, {p['sessions']} sessions, {p['turns']} turns; "
+        f"{p['questions']} questions with evidence {fixed} ({p['fixes_applied']} corrected, "
+        f"{p['skipped']} skipped without resolvable evidence, {len(p['unresolved'])} ids "
+        f"unresolved); Recall k = {p['k']}"
+    )
+    weaver = (
+        f"{p['chunks']} chunks of {p['chunk_turns']} turns, overlap {p['chunk_overlap']} "
+        f"(indexed at EndSession); ingest "
+        f"{ing['append_seconds']:.0f} s, then RunNow: {ing['episodes']} episodes, "
+        f"{ing['summaries']} summaries, {ing['facts']} facts, "
+        f"{ing['triplets']} triplets, {ing['failures']} failures in {ing['seconds']:.0f} s "
+        f"({ing['extractor']} extractor)"
+    )
+    model = f"{ing['model']}"
+    if markdown:
+        lines = [
+            f"### {res['machine']['date_utc']}: {p['label']}",
+            "",
+            textwrap.fill(
+                f"{res['machine']['cpu']}, {res['machine']['cores']} cores, Python "
+                f"{res['machine']['python']}; load average "
+                f"{res['machine']['load_average'][0]:.2f} at the start. Model {model}. Daemon "
+                f"settings: {setting_text}. Data: {facts}. Weaver: {weaver}.",
+                width=95,
+                break_on_hyphens=False,
+            ),
+            "",
+        ]
+    else:
+        lines = [
+            "Strata evidence recall on LoCoMo (locomo_dev.json), through the gRPC API",
+            format_machine(res["machine"]),
+            f"model      {model}",
+            f"settings   {setting_text.replace('`', '')}",
+            f"data       {facts}",
+            f"weaver     {weaver}",
+            "",
+        ]
+
+    def add(title: str, header: list[str], rows: list[list[Any]], note: str = "") -> None:
+        lines.extend([title, "", m.table(header, rows, markdown)] if markdown else [title])
+        if not markdown:
+            lines.append(m.table(header, rows))
+        if note:
+            lines.extend(["", note] if markdown else [f"  {note}"])
+        lines.append("")
+
+    add(
+        "Evidence recall (% of gold turn ids among the first k turn ids), all questions:",
+        [*HEADER, "p50 ms", "p95 ms", "top-10 chunk/summary/fact"],
+        [_row(c) for c in res["configs"]],
+        f"Reference, {REFERENCE}. Latency: client-side, per Recall.",
+    )
+    by_key = {c["key"]: c["scores"] for c in res["configs"]}
+    cats = [c for c in [*CATEGORIES.values(), "overall"] if c in by_key["full"]]
+    add(
+        "Full system by category (BM25 and dense R@10 beside it):",
+        ["category", "n", "R@1", "R@5", "R@10", "R@25", "nDCG@10", "BM25 R@10", "dense R@10"],
+        [
+            [
+                c,
+                *(by_key["full"][c][x] for x in ("n", "r@1", "r@5", "r@10", "r@25", "ndcg@10")),
+                by_key["bm25"][c]["r@10"],
+                by_key["dense"][c]["r@10"],
+            ]
+            for c in cats
+        ],
+    )
+    add(
+        "Pack (default recipe): % of gold turn ids among the packed items' sources:",
+        ["budget (tokens)", "items", "tokens used", *cats],
+        [
+            [b, v["items"], v["tokens"], *(v["scores"][c]["recall"] for c in cats)]
+            for b, v in res["pack"].items()
+        ],
+    )
+    add(
+        "Server-side stages of the full system's Recall (ms):",
+        ["stage", "requests", "mean", "p50"],
+        [[s, v["n"], v["mean_ms"], v["p50_ms"]] for s, v in res["stages"].items()],
+    )
+    checks = targets(res)
+    if markdown:
+        lines.append(textwrap.fill("Targets: " + "; ".join(checks) + ".", width=95))
+    else:
+        lines += ["Targets", *(f"  {c}" for c in checks)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_docs(res: dict[str, Any], path: Path = DOCS) -> None:
+    text = path.read_text()
+    block = render(res, markdown=True)
+    if DOCS_HEADING not in text:
+        block = (
+            f"{DOCS_HEADING}\n\nEvidence recall of the LoCoMo dev split (5 conversations) "
+            "through the gRPC API: every session appended and consolidated as an agent would, "
+            "then every question asked with Recall (k = 50) and Pack. A hit counts for the "
+            "LoCoMo turns of its sources. Run it with `make bench-recall`.\n\n" + block
+        )
+    path.write_text(text.rstrip("\n") + "\n\n" + block)
+    print(f"appended to {path}")
