@@ -26,11 +26,11 @@ def test_readme_states_the_two_commands_and_ci_runs_the_test_one():
 
 @pytest.mark.slow
 def test_readme_python_quickstart_runs_against_a_real_daemon(spawn, tmp_path):
-    snippet = re.search(r"```python\n(.*?)```", README, re.DOTALL)
-    assert snippet is not None
+    snippets = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert len(snippets) == 2
     proc = spawn(tmp_path / "data")
     out = subprocess.run(
-        [sys.executable, "-c", snippet.group(1)],
+        [sys.executable, "-c", "\n".join(snippets)],
         env=daemon_env(tmp_path / "unused") | {"STRATA_ADDRESS": proc.address},
         cwd=tmp_path,
         capture_output=True,
@@ -41,6 +41,8 @@ def test_readme_python_quickstart_runs_against_a_real_daemon(spawn, tmp_path):
     assert "'Small, but it has a balcony.'" in out.stdout
     assert "with 3 messages" in out.stdout
     assert "chat-42" in out.stdout
+    assert "episode_chunk" in out.stdout and "Berlin" in out.stdout
+    assert "'source': 'readme'" in out.stdout  # the client's metadata came back
     proc.terminate()
 
 

@@ -222,3 +222,33 @@ def test_pack_and_get_node_validation(daemon):
         with pytest.raises(grpc.RpcError) as err:
             c.get_node("00000000-0000-0000-0000-000000000000")
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_recall_works_while_the_weaver_runs(start_daemon):
+    import threading
+
+    from tests.weaving import EchoLLM
+
+    echo = EchoLLM()
+    with FakeOpenAI(responder=lambda req: Reply.hang(1.0, then=echo(req))) as fake:
+        daemon = start_daemon(weaver=QUIET, llm={"model": "openai/test", "api_base": fake.base_url})
+        daemon.daemon.semantic.wait_ready(120)
+        with daemon.client() as c:
+            for i in range(3):
+                talk(c, "alice", f"s{i}", MAY, f"Note {i}: the boiler code is 44{i}.")
+            wait_indexed(c)
+            runner = threading.Thread(target=lambda: list(c.run_weaver()))
+            runner.start()
+            deadline = time.monotonic() + 10
+            while not c.weaver_status().running:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            latencies = []
+            while c.weaver_status().running:
+                began = time.monotonic()
+                hits = c.recall("boiler code", user_id="alice", k=5).hits
+                latencies.append(time.monotonic() - began)
+                assert hits and all("boiler" in h.text for h in hits[:1])
+            runner.join(30)
+            assert len(latencies) >= 5 and max(latencies) < 1.0
+            assert echo.calls == 3
