@@ -1,0 +1,210 @@
+"""The asyncio client (grpc.aio)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from daemon.client.requests import (
+    CHANNEL_OPTIONS,
+    BaseClient,
+    Timeish,
+    default_address,
+    list_request,
+    message,
+    pack_request,
+    recall_request,
+    working_memory_request,
+)
+from daemon.pb import admin_pb2
+from daemon.pb import memory_pb2 as pb
+
+
+class AsyncMemoryClient(BaseClient):
+    """asyncio client (``grpc.aio``), with the same methods as :class:`MemoryClient`."""
+
+    def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
+        channel = grpc.aio.insecure_channel(address or default_address(), options=CHANNEL_OPTIONS)
+        super().__init__(channel, timeout)
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def append(
+        self,
+        session_id: str,
+        content: str = "",
+        *,
+        role: str | int = "user",
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> pb.AppendResponse:
+        req = pb.AppendRequest(
+            session_id=session_id,
+            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+            message=message(content, role, **fields),
+        )
+        response: pb.AppendResponse = await self._memory.Append(req, timeout=self._t(timeout))
+        return response
+
+    async def append_batch(
+        self,
+        session_id: str,
+        messages: Iterable[pb.Message],
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> list[pb.AppendResponse]:
+        req = pb.AppendBatchRequest(
+            session_id=session_id,
+            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+            messages=list(messages),
+        )
+        response = await self._memory.AppendBatch(req, timeout=self._t(timeout))
+        return list(response.results)
+
+    async def get_working_memory(
+        self,
+        session_id: str,
+        *,
+        max_messages: int | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> pb.GetWorkingMemoryResponse:
+        response: pb.GetWorkingMemoryResponse = await self._memory.GetWorkingMemory(
+            working_memory_request(session_id, max_messages, max_tokens), timeout=self._t(timeout)
+        )
+        return response
+
+    async def end_session(
+        self, session_id: str, *, timeout: float | None = None
+    ) -> pb.EndSessionResponse:
+        response: pb.EndSessionResponse = await self._memory.EndSession(
+            pb.EndSessionRequest(session_id=session_id), timeout=self._t(timeout)
+        )
+        return response
+
+    async def list_episodes(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        start: Timeish = None,
+        end: Timeish = None,
+        page_size: int = 0,
+        page_token: str = "",
+        newest_first: bool = False,
+        timeout: float | None = None,
+    ) -> pb.ListEpisodesResponse:
+        req = list_request(user_id, agent_id, start, end, page_size, page_token, newest_first)
+        response: pb.ListEpisodesResponse = await self._memory.ListEpisodes(
+            req, timeout=self._t(timeout)
+        )
+        return response
+
+    async def iter_episodes(self, **kwargs: Any) -> AsyncIterator[pb.Episode]:
+        token = ""
+        while True:
+            page = await self.list_episodes(page_token=token, **kwargs)
+            for episode in page.episodes:
+                yield episode
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def get_episode(
+        self,
+        episode_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> pb.GetEpisodeResponse:
+        req = pb.GetEpisodeRequest(
+            episode_id=episode_id, page_size=page_size, page_token=page_token
+        )
+        response: pb.GetEpisodeResponse = await self._memory.GetEpisode(
+            req, timeout=self._t(timeout)
+        )
+        return response
+
+    async def stats(self, *, timeout: float | None = None) -> pb.StatsResponse:
+        response: pb.StatsResponse = await self._memory.Stats(
+            pb.StatsRequest(), timeout=self._t(timeout)
+        )
+        return response
+
+    async def backup(
+        self, destination: str, *, timeout: float | None = None
+    ) -> admin_pb2.BackupResponse:
+        response: admin_pb2.BackupResponse = await self._admin.Backup(
+            admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
+        )
+        return response
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: str = "",
+        k: int = 10,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        channels: Iterable[str] = (),
+        rerank: str = "",
+        explain: bool = False,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.RecallResponse:
+        req = recall_request(
+            query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
+        )
+        response: pb.RecallResponse = await self._memory.Recall(req, timeout=self._t(timeout))
+        return response
+
+    async def pack(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        max_tokens: int,
+        agent_id: str = "",
+        per_kind_caps: Mapping[str, int] | None = None,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.PackResponse:
+        req = pack_request(
+            query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
+        )
+        response: pb.PackResponse = await self._memory.Pack(req, timeout=self._t(timeout))
+        return response
+
+    async def get_node(
+        self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
+    ) -> pb.GetNodeResponse:
+        req = pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
+        response: pb.GetNodeResponse = await self._memory.GetNode(req, timeout=self._t(timeout))
+        return response
+
+    async def health(self, service: str = "", *, timeout: float | None = None) -> str:
+        response = await self._health.Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=self._t(timeout)
+        )
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))

@@ -1,0 +1,169 @@
+"""What both clients share: addresses, the request builders and the stubs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2_grpc
+
+from daemon.pb import admin_pb2_grpc, memory_pb2_grpc, weaver_pb2_grpc
+from daemon.pb import memory_pb2 as pb
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+ADDRESS_ENV = "STRATA_ADDRESS"
+_ROLES = {
+    "user": pb.ROLE_USER,
+    "assistant": pb.ROLE_ASSISTANT,
+    "system": pb.ROLE_SYSTEM,
+    "tool": pb.ROLE_TOOL,
+}
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+
+Timeish = dt.datetime | Timestamp | None
+
+
+def timestamp(value: Timeish) -> Timestamp | None:
+    """A Timestamp from an aware datetime (naive means UTC) or a Timestamp."""
+    if value is None or isinstance(value, Timestamp):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    ts = Timestamp()
+    ts.FromDatetime(value.astimezone(dt.UTC))
+    return ts
+
+
+def message(
+    content: str = "",
+    role: str | int = "user",
+    *,
+    name: str = "",
+    created_at: Timeish = None,
+    message_id: str = "",
+    metadata: Mapping[str, str] | None = None,
+    tool_call: tuple[str, str] | None = None,
+) -> pb.Message:
+    """Build a :class:`Message`. ``role`` is "user", "assistant", "system", "tool" or an enum
+    value; ``tool_call`` is ``(name, arguments_json)``."""
+    msg = pb.Message(
+        role=_ROLES[role] if isinstance(role, str) else cast(pb.Role, role),
+        content=content,
+        name=name,
+        message_id=message_id,
+        metadata=dict(metadata or {}),
+    )
+    ts = timestamp(created_at)
+    if ts is not None:
+        msg.created_at.CopyFrom(ts)
+    if tool_call is not None:
+        msg.tool_call.name, msg.tool_call.arguments = tool_call
+    return msg
+
+
+def list_request(
+    user_id: str,
+    agent_id: str,
+    start: Timeish,
+    end: Timeish,
+    page_size: int,
+    page_token: str,
+    newest_first: bool,
+) -> pb.ListEpisodesRequest:
+    req = pb.ListEpisodesRequest(
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        page_size=page_size,
+        page_token=page_token,
+        newest_first=newest_first,
+    )
+    _set_range(req.time_range, start, end)
+    return req
+
+
+def recall_request(
+    query: str,
+    user_id: str,
+    agent_id: str,
+    k: int,
+    kinds: Iterable[str],
+    start: Timeish,
+    end: Timeish,
+    channels: Iterable[str],
+    rerank: str,
+    explain: bool,
+    recipe: str,
+) -> pb.RecallRequest:
+    req = pb.RecallRequest(
+        query=query,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        k=k,
+        kinds=list(kinds),
+        channels=list(channels),
+        rerank=rerank,
+        explain=explain,
+        recipe=recipe,
+    )
+    _set_range(req.time_range, start, end)
+    return req
+
+
+def pack_request(
+    query: str,
+    user_id: str,
+    agent_id: str,
+    max_tokens: int,
+    per_kind_caps: Mapping[str, int] | None,
+    kinds: Iterable[str],
+    start: Timeish,
+    end: Timeish,
+    recipe: str,
+) -> pb.PackRequest:
+    req = pb.PackRequest(
+        query=query,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        max_tokens=max_tokens,
+        per_kind_caps=dict(per_kind_caps or {}),
+        kinds=list(kinds),
+        recipe=recipe,
+    )
+    _set_range(req.time_range, start, end)
+    return req
+
+
+def _set_range(target: pb.TimeRange, start: Timeish, end: Timeish) -> None:
+    if (s := timestamp(start)) is not None:
+        target.start.CopyFrom(s)
+    if (e := timestamp(end)) is not None:
+        target.end.CopyFrom(e)
+
+
+def working_memory_request(
+    session_id: str, max_messages: int | None, max_tokens: int | None
+) -> pb.GetWorkingMemoryRequest:
+    req = pb.GetWorkingMemoryRequest(session_id=session_id)
+    if max_messages is not None:
+        req.max_messages = max_messages
+    if max_tokens is not None:
+        req.max_tokens = max_tokens
+    return req
+
+
+def default_address() -> str:
+    """``$STRATA_ADDRESS``, or the daemon's default listen address."""
+    return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+
+
+class BaseClient:
+    def __init__(self, channel: Any, timeout: float) -> None:
+        self.timeout = timeout
+        self._channel = channel
+        self._memory = memory_pb2_grpc.MemoryServiceStub(channel)
+        self._admin = admin_pb2_grpc.AdminServiceStub(channel)
+        self._weaver = weaver_pb2_grpc.WeaverServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
+
+    def _t(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else timeout

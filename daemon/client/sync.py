@@ -1,0 +1,227 @@
+"""The blocking client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from daemon.client.requests import (
+    CHANNEL_OPTIONS,
+    BaseClient,
+    Timeish,
+    default_address,
+    list_request,
+    message,
+    pack_request,
+    recall_request,
+    working_memory_request,
+)
+from daemon.pb import admin_pb2, weaver_pb2
+from daemon.pb import memory_pb2 as pb
+
+
+class MemoryClient(BaseClient):
+    """Blocking client. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
+        channel = grpc.insecure_channel(address or default_address(), options=CHANNEL_OPTIONS)
+        super().__init__(channel, timeout)
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def append(
+        self,
+        session_id: str,
+        content: str = "",
+        *,
+        role: str | int = "user",
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> pb.AppendResponse:
+        """Append one message; ``fields`` are :func:`message`'s keyword arguments."""
+        req = pb.AppendRequest(
+            session_id=session_id,
+            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+            message=message(content, role, **fields),
+        )
+        response: pb.AppendResponse = self._memory.Append(req, timeout=self._t(timeout))
+        return response
+
+    def append_batch(
+        self,
+        session_id: str,
+        messages: Iterable[pb.Message],
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> list[pb.AppendResponse]:
+        req = pb.AppendBatchRequest(
+            session_id=session_id,
+            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+            messages=list(messages),
+        )
+        return list(self._memory.AppendBatch(req, timeout=self._t(timeout)).results)
+
+    def get_working_memory(
+        self,
+        session_id: str,
+        *,
+        max_messages: int | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> pb.GetWorkingMemoryResponse:
+        response: pb.GetWorkingMemoryResponse = self._memory.GetWorkingMemory(
+            working_memory_request(session_id, max_messages, max_tokens), timeout=self._t(timeout)
+        )
+        return response
+
+    def end_session(
+        self, session_id: str, *, timeout: float | None = None
+    ) -> pb.EndSessionResponse:
+        response: pb.EndSessionResponse = self._memory.EndSession(
+            pb.EndSessionRequest(session_id=session_id), timeout=self._t(timeout)
+        )
+        return response
+
+    def list_episodes(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        start: Timeish = None,
+        end: Timeish = None,
+        page_size: int = 0,
+        page_token: str = "",
+        newest_first: bool = False,
+        timeout: float | None = None,
+    ) -> pb.ListEpisodesResponse:
+        req = list_request(user_id, agent_id, start, end, page_size, page_token, newest_first)
+        response: pb.ListEpisodesResponse = self._memory.ListEpisodes(req, timeout=self._t(timeout))
+        return response
+
+    def iter_episodes(self, **kwargs: Any) -> Iterator[pb.Episode]:
+        """Every episode matching :meth:`list_episodes`' filters, page after page."""
+        token = ""
+        while True:
+            page = self.list_episodes(page_token=token, **kwargs)
+            yield from page.episodes
+            token = page.next_page_token
+            if not token:
+                return
+
+    def get_episode(
+        self,
+        episode_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> pb.GetEpisodeResponse:
+        req = pb.GetEpisodeRequest(
+            episode_id=episode_id, page_size=page_size, page_token=page_token
+        )
+        response: pb.GetEpisodeResponse = self._memory.GetEpisode(req, timeout=self._t(timeout))
+        return response
+
+    def stats(self, *, timeout: float | None = None) -> pb.StatsResponse:
+        response: pb.StatsResponse = self._memory.Stats(pb.StatsRequest(), timeout=self._t(timeout))
+        return response
+
+    def backup(self, destination: str, *, timeout: float | None = None) -> admin_pb2.BackupResponse:
+        response: admin_pb2.BackupResponse = self._admin.Backup(
+            admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
+        )
+        return response
+
+    def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: str = "",
+        k: int = 10,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        channels: Iterable[str] = (),
+        rerank: str = "",
+        explain: bool = False,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.RecallResponse:
+        """Ranked memories of ``user_id`` for ``query``, each with its sources."""
+        req = recall_request(
+            query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
+        )
+        response: pb.RecallResponse = self._memory.Recall(req, timeout=self._t(timeout))
+        return response
+
+    def pack(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        max_tokens: int,
+        agent_id: str = "",
+        per_kind_caps: Mapping[str, int] | None = None,
+        kinds: Iterable[str] = (),
+        start: Timeish = None,
+        end: Timeish = None,
+        recipe: str = "",
+        timeout: float | None = None,
+    ) -> pb.PackResponse:
+        """A prompt-ready block of the best memories, within ``max_tokens``."""
+        req = pack_request(
+            query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
+        )
+        response: pb.PackResponse = self._memory.Pack(req, timeout=self._t(timeout))
+        return response
+
+    def get_node(
+        self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
+    ) -> pb.GetNodeResponse:
+        """A hit's episode and exact source messages."""
+        req = pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
+        response: pb.GetNodeResponse = self._memory.GetNode(req, timeout=self._t(timeout))
+        return response
+
+    def run_weaver(
+        self,
+        *,
+        episode_ids: Iterable[str] = (),
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> Iterator[weaver_pb2.RunEvent]:
+        """Start a consolidation run; yields progress events, then the report. Closing the
+        iterator early leaves the run going on in the daemon."""
+        req = weaver_pb2.RunNowRequest(
+            episode_ids=list(episode_ids), scope=pb.Scope(user_id=user_id, agent_id=agent_id)
+        )
+        yield from self._weaver.RunNow(req, timeout=timeout)
+
+    def weaver_status(self, *, timeout: float | None = None) -> weaver_pb2.WeaverStatusResponse:
+        response: weaver_pb2.WeaverStatusResponse = self._weaver.Status(
+            weaver_pb2.WeaverStatusRequest(), timeout=self._t(timeout)
+        )
+        return response
+
+    def health(self, service: str = "", *, timeout: float | None = None) -> str:
+        """The status ("SERVING", "NOT_SERVING", ...) of ``service`` ("" = the daemon)."""
+        response = self._health.Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=self._t(timeout)
+        )
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
