@@ -20,7 +20,7 @@ from tiers.journal import Journal
 from tiers.records import pack, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, Source, point_id
+from tiers.vectors import MemoryPoint, Source, VectorStore, point_id
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet
@@ -119,7 +119,7 @@ class Consolidator:
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
         self._semantic.graph.add_edges(edges)
         outcome.triplets = len(edges)
-        outcome.superseded = self._supersede(edges)
+        outcome.superseded = self._supersede(edges, vectors)
         self._semantic.notify_write({episode.scope.user_id})
         self._journal.mark_consolidated(episode_id)
         return outcome
@@ -159,7 +159,7 @@ class Consolidator:
             attrs=attrs,
         )
 
-    def _supersede(self, edges: list[Edge]) -> int:
+    def _supersede(self, edges: list[Edge], vectors: VectorStore) -> int:
         """Close the older of two current facts with the same subject and functional
         predicate but a different value. Returns how many facts were closed."""
         closed: dict[str, int] = {}
@@ -176,7 +176,7 @@ class Consolidator:
                     closed[older.id] = newer.valid_from_us
         for edge_id, valid_to in closed.items():
             graph.close_edges([edge_id], valid_to)
-            self._semantic.wait_ready(0)[1].set_valid_to([edge_id], valid_to)
+            vectors.set_valid_to([edge_id], valid_to)
         return len(closed)
 
 
