@@ -34,6 +34,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.append_latency
 	$(BIN)/python -m tests.bench.session_rss
+	$(BIN)/python -m tests.bench.weaver_throughput
+	$(BIN)/python -m tests.bench.tier3_query
+	$(BIN)/python -m tests.bench.recall_latency
 
 protos: $(STAMP)
 	$(BIN)/python -m daemon.protogen
