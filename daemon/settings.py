@@ -140,11 +140,17 @@ class LLMSettings(_Section):
 class Recipe(_Section):
     """A retrieval recipe: which channels, how they are weighted and fused, what follows."""
 
+    # Defaults tuned on the LoCoMo dev split (docs/benchmarks.md): BM25 is the strongest
+    # channel on conversational turns with the small default model, and the graph channel,
+    # fed by the local extractor's triplets, pulled the fusion down; it stays available per
+    # request (channels=["graph"]) and per recipe.
     vector_weight: float = Field(1.0, ge=0, description="RRF weight of the dense channel.")
-    keyword_weight: float = Field(1.0, ge=0, description="RRF weight of the BM25 channel.")
-    graph_weight: float = Field(0.5, ge=0, description="RRF weight of the graph channel.")
+    keyword_weight: float = Field(2.0, ge=0, description="RRF weight of the BM25 channel.")
+    graph_weight: float = Field(
+        0.0, ge=0, description="RRF weight of the graph channel (0: off unless requested)."
+    )
     depth: int = Field(50, ge=1, le=1000, description="Candidates each channel contributes.")
-    rrf_k: int = Field(60, ge=0, description="The k of Reciprocal Rank Fusion.")
+    rrf_k: int = Field(20, ge=0, description="The k of Reciprocal Rank Fusion.")
     kinds: list[Literal["episode_chunk", "summary", "fact"]] = Field(
         [], description="Kinds searched when a request names none (empty: all)."
     )
