@@ -9,7 +9,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint pytest bench protos docs clean
+.PHONY: run test lint pytest bench bench-recall protos docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.weaver_throughput
 	$(BIN)/python -m tests.bench.tier3_query
 	$(BIN)/python -m tests.bench.recall_latency
+
+bench-recall: $(STAMP)
+	$(BIN)/python -m tests.bench.locomo --fixed-evidence
 
 protos: $(STAMP)
 	$(BIN)/python -m daemon.protogen

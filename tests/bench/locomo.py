@@ -12,10 +12,12 @@ Run as ``python -m tests.bench.locomo [--fixed-evidence] [--conversations N] [--
    configurations in turn per question, so load hits them alike), and of ``Pack`` at three
    token budgets. Hits map to LoCoMo turn ids through their sources' metadata
    (:mod:`tests.bench.locomo_metrics`).
-3. Configurations: BM25 only and dense only (raw chunks), the full system (the default
-   recipe), the full system without each of its channels, without the weaver's outputs
-   (chunks only) and with the local reranker, plus one row per named recipe set with
-   ``--set STRATA_RECALL__RECIPES__<NAME>__<FIELD>=value``.
+3. Configurations (``--skip KEY`` leaves one out): ``bm25`` and ``dense`` (one channel over
+   the raw chunks), ``full`` (the default recipe), ``no_<channel>`` for each channel of the
+   recipe (``with_<channel>`` at weight 1 for one it leaves out), ``chunks`` (all the recipe's
+   channels, without the weaver's outputs), ``rerank`` (the local reranker), and a row
+   ``recipe_<name>`` per named recipe set with ``--set STRATA_RECALL__RECIPES__<NAME>__<FIELD>=
+   value`` (names of letters and digits).
 
 ``--report PATH`` prints (and with ``--write-docs`` records) the figures of an earlier
 ``--json`` run instead of running again.
@@ -51,7 +53,7 @@ BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measureme
     "STRATA_WEAVER__INTERVAL_SECONDS": "86400",
     "STRATA_VECTORS__OPTIMIZE_INTERVAL_SECONDS": "86400",
 }
-_RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9_]+?)__[A-Z_]+")
+_RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9]+)__([A-Z_]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,34 +67,36 @@ class Config:
 
 
 def configs(settings: dict[str, str]) -> list[Config]:
+    """The rows: baselines, the full system, its ablations, then one per named recipe."""
     defaults = RecallSettings()
-    active = [
-        c
-        for c in CHANNELS
-        if float(
+    weights = {
+        c: float(
             settings.get(f"STRATA_RECALL__{c.upper()}_WEIGHT", getattr(defaults, f"{c}_weight"))
         )
-        > 0
-    ]
+        for c in CHANNELS
+    }
+    active = tuple(c for c in CHANNELS if weights[c] > 0)
     out = [
         Config("bm25", "BM25 only (keyword, chunks)", ("keyword",), ("episode_chunk",)),
         Config("dense", "dense only (vector, chunks)", ("vector",), ("episode_chunk",)),
         Config("full", "full system (default recipe)"),
     ]
-    if len(active) > 1:
-        for c in active:
-            rest = tuple(x for x in active if x != c)
-            out.append(Config(f"no_{c}", f"full - {c}", channels=rest))
+    for c in CHANNELS:  # a channel the recipe leaves out joins at weight 1 (the API's rule)
+        if c not in active:
+            out.append(Config(f"with_{c}", f"full + {c} (weight 1)", (*active, c)))
+        elif len(active) > 1:
+            out.append(Config(f"no_{c}", f"full - {c}", tuple(x for x in active if x != c)))
     out.append(Config("chunks", "full, chunks only (no weaver outputs)", kinds=("episode_chunk",)))
     out.append(Config("rerank", "full + local rerank", rerank="local"))
-    recipes = dict.fromkeys(r.lower() for k in settings if (r := _recipe_name(k)))
-    out += [Config(f"recipe_{r}", f"recipe {r}", recipe=r) for r in recipes]
+    recipes: dict[str, list[str]] = {}
+    for key, value in settings.items():
+        if match := _RECIPE.fullmatch(key.upper()):
+            recipes.setdefault(match[1].lower(), []).append(f"{match[2].lower()}={value}")
+    out += [
+        Config(f"recipe_{r}", f"recipe {r}: {', '.join(fields)}", recipe=r)
+        for r, fields in recipes.items()
+    ]
     return out
-
-
-def _recipe_name(key: str) -> str | None:
-    match = _RECIPE.fullmatch(key.upper())
-    return match[1] if match else None
 
 
 def chunk_count(conversations: Sequence[Conversation], weaver: WeaverSettings) -> int:
