@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
+from daemon.llm import import_litellm
 from recall import Candidate, QueryContext, RerankFailed
 
 # -- local -----------------------------------------------------------------------------------
@@ -264,23 +264,6 @@ def parse_order(content: str | None, count: int) -> list[int]:
     return order
 
 
-_litellm_lock = threading.Lock()
-_litellm: Any = None
-
-
-def _import_litellm() -> Any:
-    """Import litellm once (~3 s), without fetching the model cost map from the network."""
-    global _litellm
-    with _litellm_lock:
-        if _litellm is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            litellm.suppress_debug_info = True
-            _litellm = litellm
-        return _litellm
-
-
 class LLMReranker:
     """Orders the top ``max_candidates`` with one chat completion; the candidates beyond them,
     and those the model leaves out, follow in their fused order."""
@@ -341,7 +324,7 @@ class LLMReranker:
 
     def _ask(self, query: str, top: list[Candidate]) -> list[int]:
         api_key = self._api_key()
-        litellm = _import_litellm()
+        litellm = import_litellm()
         messages = build_messages(query, top, self.max_text_chars)
         cause, error = "", None
         for _attempt in range(self.max_retries + 1):

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.llm import import_litellm
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.extractors.llm_reply import InvalidReply, build_messages, parse_reply
@@ -74,23 +75,6 @@ class LLMTotals:
     failed_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-
-
-_litellm_lock = threading.Lock()
-_litellm: Any = None
-
-
-def _import_litellm() -> Any:
-    """Import litellm once, offline (~3 s)."""
-    global _litellm
-    with _litellm_lock:
-        if _litellm is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" on stdout
-            _litellm = litellm
-        return _litellm
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -257,7 +241,7 @@ class LLMExtractor:
         if not episode.turns:
             raise ExtractionFailed(f"episode {episode.episode_id} has no turns to extract from")
         api_key = self._api_key()
-        litellm = _import_litellm()
+        litellm = import_litellm()
         total = self.max_retries + 1
         max_tokens = self.max_tokens
         rejected: str | None = None
