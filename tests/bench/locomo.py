@@ -99,6 +99,17 @@ def configs(settings: dict[str, str]) -> list[Config]:
     return out
 
 
+def default_recipe(settings: dict[str, str]) -> str:
+    """The daemon's default recipe: the code's defaults with the ``--set`` values on top."""
+    fields = ["vector_weight", "keyword_weight", "graph_weight", "rrf_k", "depth", "kinds"]
+    fields += ["merge_sources", "mmr_lambda", "rerank"]
+    defaults = RecallSettings()
+    values = {f: settings.get(f"STRATA_RECALL__{f.upper()}", getattr(defaults, f)) for f in fields}
+    return ", ".join(
+        f"{f} {json.dumps(v) if isinstance(v, list) else v}" for f, v in values.items()
+    )
+
+
 def chunk_count(conversations: Sequence[Conversation], weaver: WeaverSettings) -> int:
     """How many ``episode_chunk`` points the index stage makes of these sessions."""
     n = 0
@@ -279,6 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "chunk_turns": weaver.chunk_turns,
         "chunk_overlap": weaver.chunk_overlap,
         "chunks": chunk_count(data.conversations, weaver),
+        "recipe": default_recipe(settings),
     }
     machine = machine_info()
     cfgs = [c for c in configs(settings) if c.key not in args.skip]
@@ -331,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     res = json.loads(args.report.read_text()) if args.report else run(args)
+    if args.report and args.label:
+        res["params"]["label"] = args.label
     print()
     print(render(res, markdown=False))
     if args.json is not None and not args.report:

@@ -13,7 +13,13 @@ from tests.bench.locomo_data import CATEGORIES
 from tests.support import ROOT
 
 DOCS = ROOT / "docs" / "benchmarks.md"
-DOCS_HEADING = "## LoCoMo evidence recall (`python -m tests.bench.locomo`)"
+MODULE = "tests.bench.locomo"
+DOCS_HEADING = f"## LoCoMo retrieval (`make bench-recall`: `python -m {MODULE} --fixed-evidence`)"
+DOCS_INTRO = (
+    "Evidence recall on the LoCoMo dev split through the gRPC API: every session appended and "
+    "consolidated as an agent would, then every question asked with Recall (k = 50) and Pack; "
+    "a hit counts for the LoCoMo turns of its sources, flattened in rank order."
+)
 # The README of ../shared: plain Okapi BM25, one document per turn.
 REFERENCE = "plain BM25 per turn (shared/README): R@5 53.2, R@10 60.6, R@25 67.9, multi-hop 27.6"
 TARGETS = {"r@5": 75.0, "r@10": 85.0, "multi-hop r@10": 60.0}
@@ -27,7 +33,7 @@ def _row(c: dict[str, Any]) -> list[Any]:
     kinds = c["top10_kinds"]
     mix = "/".join(f"{kinds.get(k, 0.0):.1f}" for k in ("episode_chunk", "summary", "fact"))
     return [
-        c["label"],
+        c["label"].partition(": ")[0],
         o["r@1"],
         o["r@5"],
         o["r@10"],
@@ -62,23 +68,25 @@ def targets(res: dict[str, Any]) -> list[str]:
 
 def render(res: dict[str, Any], markdown: bool) -> str:
     p, ing = res["params"], res["ingest"]
-    setting_text = ", ".join(f"`{k}={v}`" for k, v in p["settings"].items()) or "defaults"
+    own = {k: v for k, v in p["settings"].items() if "__RECIPES__" not in k}
+    setting_text = ", ".join(f"`{k}={v}`" for k, v in own.items()) or "defaults"
     fixed = "with the audit's corrections" if p["fixed_evidence"] else "as published"
     facts = (
-        f"{p['conversations']} conversations, {p['sessions']} sessions, {p['turns']} turns; "
+        f"{p['conversations']} conversations, {p['sessions']} sessions, {p['turns']:,} turns; "
         f"{p['questions']} questions with evidence {fixed} ({p['fixes_applied']} corrected, "
         f"{p['skipped']} skipped without resolvable evidence, {len(p['unresolved'])} ids "
         f"unresolved); Recall k = {p['k']}"
     )
     weaver = (
-        f"{p['chunks']} chunks of {p['chunk_turns']} turns, overlap {p['chunk_overlap']} "
+        f"{p['chunks']:,} chunks of {p['chunk_turns']} turns, overlap {p['chunk_overlap']} "
         f"(indexed at EndSession); ingest "
         f"{ing['append_seconds']:.0f} s, then RunNow: {ing['episodes']} episodes, "
-        f"{ing['summaries']} summaries, {ing['facts']} facts, "
+        f"{ing['summaries']} summaries, {ing['facts']:,} facts, "
         f"{ing['triplets']} triplets, {ing['failures']} failures in {ing['seconds']:.0f} s "
         f"({ing['extractor']} extractor)"
     )
     model = f"{ing['model']}"
+    recipe = p.get("recipe", "not recorded")
     if markdown:
         lines = [
             f"### {res['machine']['date_utc']}: {p['label']}",
@@ -87,7 +95,8 @@ def render(res: dict[str, Any], markdown: bool) -> str:
                 f"{res['machine']['cpu']}, {res['machine']['cores']} cores, Python "
                 f"{res['machine']['python']}; load average "
                 f"{res['machine']['load_average'][0]:.2f} at the start. Model {model}. Daemon "
-                f"settings: {setting_text}. Data: {facts}. Weaver: {weaver}.",
+                f"settings: {setting_text}. Default recipe: {recipe}. Data: {facts}. "
+                f"Weaver: {weaver}.",
                 width=95,
                 break_on_hyphens=False,
             ),
@@ -99,6 +108,7 @@ def render(res: dict[str, Any], markdown: bool) -> str:
             format_machine(res["machine"]),
             f"model      {model}",
             f"settings   {setting_text.replace('`', '')}",
+            f"recipe     {recipe}",
             f"data       {facts}",
             f"weaver     {weaver}",
             "",
@@ -109,14 +119,16 @@ def render(res: dict[str, Any], markdown: bool) -> str:
         if not markdown:
             lines.append(m.table(header, rows))
         if note:
-            lines.extend(["", note] if markdown else [f"  {note}"])
+            wrapped = textwrap.fill(note, width=95, break_on_hyphens=False)
+            lines.extend(["", wrapped] if markdown else [textwrap.indent(wrapped, "  ")])
         lines.append("")
 
+    recipes = [c["label"] for c in res["configs"] if c["key"].startswith("recipe_")]
     add(
         "Evidence recall (% of gold turn ids among the first k turn ids), all questions:",
         [*HEADER, "p50 ms", "p95 ms", "top-10 chunk/summary/fact"],
         [_row(c) for c in res["configs"]],
-        f"Reference, {REFERENCE}. Latency: client-side, per Recall.",
+        "; ".join([*recipes, f"reference, {REFERENCE}", "latency: client-side, per Recall."]),
     )
     by_key = {c["key"]: c["scores"] for c in res["configs"]}
     cats = [c for c in [*CATEGORIES.values(), "overall"] if c in by_key["full"]]
@@ -155,14 +167,21 @@ def render(res: dict[str, Any], markdown: bool) -> str:
 
 
 def write_docs(res: dict[str, Any], path: Path = DOCS) -> None:
-    text = path.read_text()
-    block = render(res, markdown=True)
-    if DOCS_HEADING not in text:
-        block = (
-            f"{DOCS_HEADING}\n\nEvidence recall of the LoCoMo dev split (5 conversations) "
-            "through the gRPC API: every session appended and consolidated as an agent would, "
-            "then every question asked with Recall (k = 50) and Pack. A hit counts for the "
-            "LoCoMo turns of its sources. Run it with `make bench-recall`.\n\n" + block
+    """Add this run's tables as a subsection at the end of the LoCoMo section (created at the
+    end of the file if there is none); nothing else in the file changes."""
+    lines = path.read_text().rstrip("\n").split("\n")
+    block = render(res, markdown=True).rstrip("\n").split("\n")
+    start = next(
+        (i for i, line in enumerate(lines) if line.startswith("## ") and MODULE in line), None
+    )
+    if start is None:
+        lines += ["", DOCS_HEADING, "", *textwrap.wrap(DOCS_INTRO, 95), "", *block]
+    else:
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
         )
-    path.write_text(text.rstrip("\n") + "\n\n" + block)
+        while end > start and not lines[end - 1].strip():
+            end -= 1
+        lines[end:end] = ["", *block, *([""] if end < len(lines) else [])]
+    path.write_text("\n".join(lines) + "\n")
     print(f"appended to {path}")
