@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15strata/v1/admin.proto\x12\tstrata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"$\n\rBackupRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\"p\n\x0e\x42\x61\x63kupResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06stores\x18\x02 \x03(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12,\n\x08taken_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp2M\n\x0c\x41\x64minService\x12=\n\x06\x42\x61\x63kup\x12\x18.strata.v1.BackupRequest\x1a\x19.strata.v1.BackupResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15strata/v1/admin.proto\x12\tstrata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"$\n\rBackupRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\"p\n\x0e\x42\x61\x63kupResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06stores\x18\x02 \x03(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12,\n\x08taken_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"!\n\x0eRebuildRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"z\n\x0fRebuildResponse\x12\x10\n\x08\x65pisodes\x18\x01 \x01(\x04\x12\x18\n\x10records_replayed\x18\x02 \x01(\x04\x12\x15\n\rvector_points\x18\x03 \x01(\x04\x12\x13\n\x0bgraph_edges\x18\x04 \x01(\x04\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x32\x8f\x01\n\x0c\x41\x64minService\x12=\n\x06\x42\x61\x63kup\x12\x18.strata.v1.BackupRequest\x1a\x19.strata.v1.BackupResponse\x12@\n\x07Rebuild\x12\x19.strata.v1.RebuildRequest\x1a\x1a.strata.v1.RebuildResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BACKUPREQUEST']._serialized_end=105
   _globals['_BACKUPRESPONSE']._serialized_start=107
   _globals['_BACKUPRESPONSE']._serialized_end=219
-  _globals['_ADMINSERVICE']._serialized_start=221
-  _globals['_ADMINSERVICE']._serialized_end=298
+  _globals['_REBUILDREQUEST']._serialized_start=221
+  _globals['_REBUILDREQUEST']._serialized_end=254
+  _globals['_REBUILDRESPONSE']._serialized_start=256
+  _globals['_REBUILDRESPONSE']._serialized_end=378
+  _globals['_ADMINSERVICE']._serialized_start=381
+  _globals['_ADMINSERVICE']._serialized_end=524
 # @@protoc_insertion_point(module_scope)

@@ -26,3 +26,23 @@ class BackupResponse(_message.Message):
     size_bytes: int
     taken_at: _timestamp_pb2.Timestamp
     def __init__(self, path: _Optional[str] = ..., stores: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ..., taken_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RebuildRequest(_message.Message):
+    __slots__ = ("user_id",)
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    def __init__(self, user_id: _Optional[str] = ...) -> None: ...
+
+class RebuildResponse(_message.Message):
+    __slots__ = ("episodes", "records_replayed", "vector_points", "graph_edges", "seconds")
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_POINTS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_EDGES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    episodes: int
+    records_replayed: int
+    vector_points: int
+    graph_edges: int
+    seconds: float
+    def __init__(self, episodes: _Optional[int] = ..., records_replayed: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...

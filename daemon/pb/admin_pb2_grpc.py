@@ -39,6 +39,11 @@ class AdminServiceStub:
                 request_serializer=strata_dot_v1_dot_admin__pb2.BackupRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_admin__pb2.BackupResponse.FromString,
                 _registered_method=True)
+        self.Rebuild = channel.unary_unary(
+                '/strata.v1.AdminService/Rebuild',
+                request_serializer=strata_dot_v1_dot_admin__pb2.RebuildRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_admin__pb2.RebuildResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -51,6 +56,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rebuild(self, request, context):
+        """Re-derives the Tier 3 projections (vector points, graph) from the journal and the stored
+        consolidation records. Not a substitute for a backup: expired, unconsolidated episodes are
+        gone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +72,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Backup,
                     request_deserializer=strata_dot_v1_dot_admin__pb2.BackupRequest.FromString,
                     response_serializer=strata_dot_v1_dot_admin__pb2.BackupResponse.SerializeToString,
+            ),
+            'Rebuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebuild,
+                    request_deserializer=strata_dot_v1_dot_admin__pb2.RebuildRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_admin__pb2.RebuildResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -87,6 +106,33 @@ class AdminService:
             '/strata.v1.AdminService/Backup',
             strata_dot_v1_dot_admin__pb2.BackupRequest.SerializeToString,
             strata_dot_v1_dot_admin__pb2.BackupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.AdminService/Rebuild',
+            strata_dot_v1_dot_admin__pb2.RebuildRequest.SerializeToString,
+            strata_dot_v1_dot_admin__pb2.RebuildResponse.FromString,
             options,
             channel_credentials,
             insecure,

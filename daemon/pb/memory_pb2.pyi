@@ -472,16 +472,18 @@ class PackItem(_message.Message):
     def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[bool] = ...) -> None: ...
 
 class PackResponse(_message.Message):
-    __slots__ = ("text", "tokens", "items", "timings")
+    __slots__ = ("text", "tokens", "items", "timings", "degraded_channels")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
     text: str
     tokens: int
     items: _containers.RepeatedCompositeFieldContainer[PackItem]
     timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
-    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., items: _Optional[_Iterable[_Union[PackItem, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ...) -> None: ...
+    degraded_channels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., items: _Optional[_Iterable[_Union[PackItem, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., degraded_channels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetNodeRequest(_message.Message):
     __slots__ = ("id", "scope")
@@ -502,3 +504,35 @@ class GetNodeResponse(_message.Message):
     messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
     journal_expired: bool
     def __init__(self, node: _Optional[_Union[Hit, _Mapping]] = ..., episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., journal_expired: _Optional[bool] = ...) -> None: ...
+
+class ForgetRequest(_message.Message):
+    __slots__ = ("scope", "episode_ids", "memory_ids")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    episode_ids: _containers.RepeatedScalarFieldContainer[str]
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., episode_ids: _Optional[_Iterable[str]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ForgetResponse(_message.Message):
+    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATION_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_POINTS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_EDGES_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_NODES_FIELD_NUMBER: _ClassVar[int]
+    CACHE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    sessions: int
+    session_messages: int
+    episodes: int
+    episode_messages: int
+    consolidation_records: int
+    vector_points: int
+    graph_edges: int
+    graph_nodes: int
+    cache_entries: int
+    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ...) -> None: ...

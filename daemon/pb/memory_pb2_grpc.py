@@ -84,6 +84,11 @@ class MemoryServiceStub:
                 request_serializer=strata_dot_v1_dot_memory__pb2.GetNodeRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_memory__pb2.GetNodeResponse.FromString,
                 _registered_method=True)
+        self.Forget = channel.unary_unary(
+                '/strata.v1.MemoryService/Forget',
+                request_serializer=strata_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.ForgetResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -155,6 +160,14 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Forget(self, request, context):
+        """Deletes memories everywhere: working memory, journal, consolidation state, vectors, graph
+        and cache. Needs the "forget" right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -207,6 +220,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetNode,
                     request_deserializer=strata_dot_v1_dot_memory__pb2.GetNodeRequest.FromString,
                     response_serializer=strata_dot_v1_dot_memory__pb2.GetNodeResponse.SerializeToString,
+            ),
+            'Forget': grpc.unary_unary_rpc_method_handler(
+                    servicer.Forget,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.ForgetRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.ForgetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -479,6 +497,33 @@ class MemoryService:
             '/strata.v1.MemoryService/GetNode',
             strata_dot_v1_dot_memory__pb2.GetNodeRequest.SerializeToString,
             strata_dot_v1_dot_memory__pb2.GetNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Forget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/Forget',
+            strata_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.ForgetResponse.FromString,
             options,
             channel_credentials,
             insecure,
