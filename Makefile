@@ -9,7 +9,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint pytest bench bench-recall protos docs clean
+.PHONY: run test lint pytest bench bench-recall bench-load protos docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench: $(STAMP)
 
 bench-recall: $(STAMP)
 	$(BIN)/python -m tests.bench.locomo --fixed-evidence
+
+# 32 concurrent clients mixing Append, EndSession, Recall and Pack for 2 minutes
+# (make bench-load LOAD_SECONDS=30 for a shorter run); not part of `make test`.
+bench-load: $(STAMP)
+	$(BIN)/python -m tests.bench.load $(if $(LOAD_SECONDS),--seconds $(LOAD_SECONDS))
 
 protos: $(STAMP)
 	$(BIN)/python -m daemon.protogen

@@ -1,8 +1,13 @@
 """The daemon's lifecycle: open the stores, serve, and shut down in order.
 
-Start-up: data directory, state store, journal store, working-memory recovery, gRPC server
-(memory, admin, health, reflection), scheduler. The server accepts appends as soon as the
-stores are open; nothing slow is on that path.
+Start-up: data directory, state store, journal store, working-memory recovery, metrics
+endpoint (when enabled), gRPC server (memory, admin, health, reflection: :mod:`daemon.server`),
+scheduler (:mod:`daemon.scheduler`). The server accepts appends as soon as the stores are open;
+nothing slow is on that path.
+
+Health: every named service is SERVING as soon as the server runs (appends are served); the
+overall status ("") is NOT_SERVING until Tier 3 (embedding model and vector store) is open,
+then SERVING, and stays NOT_SERVING if Tier 3 fails to open.
 
 Shutdown (:meth:`Daemon.stop`, idempotent): health goes NOT_SERVING, the scheduler stops, the
 server stops with ``shutdown_grace_seconds`` for in-flight RPCs, the stores are flushed (working
@@ -14,29 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import time
 from typing import Any
 
 import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2
 
-from daemon.admin_service import AdminService
+from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
 from daemon.memory_service import MemoryService
-from daemon.pb import (
-    admin_pb2,
-    admin_pb2_grpc,
-    memory_pb2,
-    memory_pb2_grpc,
-    weaver_pb2,
-    weaver_pb2_grpc,
-)
-from daemon.settings import Settings
+from daemon.metrics import Metrics
+from daemon.scheduler import build_scheduler, next_consolidation
+from daemon.security_settings import read_secret_file
+from daemon.server import SERVICES, bind, build_server
+from daemon.settings import Settings, is_loopback
 from daemon.weaver_service import WeaverService
 from recall import Channel, Reranker
 from recall.cache import SemanticCache
@@ -45,40 +42,25 @@ from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
 from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
+from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
+from tiers.session import WindowLimits
 from tiers.vectors import VectorStore
-from tiers.working import STATE_CFS, WindowLimits, WorkingMemory
+from tiers.working import STATE_CFS, WorkingMemory
 from weaver.consolidate import Consolidator
 from weaver.extractors import Extractor
 from weaver.extractors.local import LocalExtractor
 from weaver.index import Indexer
+from weaver.rebuild import Rebuilder, RebuildReport
 from weaver.runner import Weaver
 
 log = logging.getLogger("strata.daemon")
 
-SERVICES = (
-    memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
-    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
-    weaver_pb2.DESCRIPTOR.services_by_name["WeaverService"].full_name,
-)
-# Responses can be larger than requests (a window of large messages, an episode page).
-MAX_SEND_BYTES = 64 * 1024 * 1024
-
 
 def _fields(**fields: Any) -> dict[str, Any]:
     return {"fields": fields}
-
-
-def is_loopback(listen: str) -> bool:
-    host = listen.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Daemon:
@@ -92,11 +74,17 @@ class Daemon:
         self.semantic: SemanticStore | None = None
         self.engine: RecallEngine | None = None
         self.weaver: Weaver | None = None
+        self.rebuilder: Rebuilder | None = None
+        self.forgetter: Forgetter | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
+        self.metrics: Metrics | None = Metrics() if settings.metrics.enabled else None
+        self.metrics_address: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- start -----------------------------------------------------------------------------
     def open_stores(self) -> None:
@@ -121,25 +109,39 @@ class Daemon:
         )
         self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
         self.engine = self._recall_engine(self.semantic)
+        self.forgetter = Forgetter(
+            self.working,
+            self.journal,
+            self.journal_store,
+            self.state,
+            self.semantic,
+            self.engine.scope_caches(),
+        )
+        semantic = self.semantic
+        local = LocalExtractor(
+            embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
+            summary_turns=s.weaver.summary_turns,
+        )
+        indexer = Indexer(self.journal, self.semantic, s.weaver)
+        consolidator = Consolidator(
+            self.journal,
+            self.state,
+            self.semantic,
+            (self._llm_extractor() if s.weaver.enabled else None) or local,
+            local,
+            set(s.weaver.functional_predicates),
+            wait_for_llm=s.llm.on_failure == "wait",
+        )
+        # Rebuild never extracts, so it works with the weaver disabled too.
+        self.rebuilder = Rebuilder(self.journal, self.state, self.semantic, indexer, consolidator)
         if s.weaver.enabled:
-            semantic = self.semantic
-            local = LocalExtractor(
-                embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
-                summary_turns=s.weaver.summary_turns,
-            )
             self.weaver = Weaver(
                 self.journal,
                 self.semantic,
-                Indexer(self.journal, self.semantic, s.weaver),
-                Consolidator(
-                    self.journal,
-                    self.state,
-                    self.semantic,
-                    self._llm_extractor() or local,
-                    local,
-                    set(s.weaver.functional_predicates),
-                ),
+                indexer,
+                consolidator,
                 next_run=self._next_consolidation,
+                llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
             )
             weaver = self.weaver
             self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
@@ -155,6 +157,7 @@ class Daemon:
                 model=model,
                 api_base=s.llm.api_base or None,
                 api_key_env=s.llm.api_key_env or None,
+                api_key_file=s.llm.api_key_file,
                 timeout_seconds=s.recall.rerank_timeout_seconds,
             )
         cache = None
@@ -190,6 +193,8 @@ class Daemon:
             from tiers.vectors.qdrant import QdrantVectorStore
 
             key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+            if s.qdrant_api_key_file is not None:
+                key = read_secret_file(s.qdrant_api_key_file)
             return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
         from tiers.vectors.edge import EdgeVectorStore
 
@@ -205,15 +210,21 @@ class Daemon:
             model=llm.model,
             api_base=llm.api_base or None,
             api_key_env=llm.api_key_env or None,
+            api_key_file=llm.api_key_file,
             timeout_seconds=llm.timeout_seconds,
             max_retries=llm.max_retries,
         )
 
+    async def _rebuild(self, user_id: str) -> RebuildReport:
+        """On the weaver's worker when there is one, so no consolidation run interleaves."""
+        rebuilder = self.rebuilder
+        assert rebuilder is not None
+        if self.weaver is not None:
+            return await asyncio.wrap_future(self.weaver.submit(lambda: rebuilder.rebuild(user_id)))
+        return await asyncio.to_thread(rebuilder.rebuild, user_id)
+
     def _next_consolidation(self) -> float | None:
-        job = self._scheduler.get_job("consolidate") if self._scheduler else None
-        if job is None or job.next_run_time is None:
-            return None
-        return float(job.next_run_time.timestamp())
+        return next_consolidation(self._scheduler)
 
     async def start(self) -> str:
         """Open everything and serve; returns the bound address (host:port)."""
@@ -233,112 +244,102 @@ class Daemon:
             extra=_fields(open_sessions=stats.live_sessions, flushed=len(recovered)),
         )
 
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", s.limits.max_request_bytes),
-                ("grpc.max_send_message_length", MAX_SEND_BYTES),
-            ]
-        )
-        memory_pb2_grpc.add_MemoryServiceServicer_to_server(
-            MemoryService(s, self.working, self.journal, self.state, self.semantic, self.engine),
-            server,
-        )
-        weaver_pb2_grpc.add_WeaverServiceServicer_to_server(
+        # The metrics interceptor is the outermost: it sees every RPC, rejected ones included.
+        metrics_interceptor: grpc.aio.ServerInterceptor | None = None
+        if self.metrics is not None:
+            m = self.metrics
+            assert self.semantic is not None
+            m.observe(self.working, self.journal, self.semantic, self.weaver, self.engine)
+            metrics_interceptor = m.interceptor()
+            try:
+                self.metrics_address = m.serve(s.metrics.listen)
+            except OSError:
+                self._close_stores()
+                raise
+        semantic = self.semantic
+        assert semantic is not None
+        external = external_vectors(s)
+        server, self._health = build_server(
+            s,
+            MemoryService(
+                s,
+                self.working,
+                self.journal,
+                self.state,
+                self.semantic,
+                self.engine,
+                self.forgetter,
+            ),
             WeaverService(
                 self.weaver, self.journal, s.limits, f"{s.embedding.model} ({s.embedding.backend})"
             ),
-            server,
-        )
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminService(
-                {"state": self.state, "journal": self.journal_store}, self.working.write_lock
+                BackupSources(
+                    {"state": self.state, "journal": self.journal_store},
+                    semantic.write_lock,  # Tier 3 writers first, then appends
+                    self.working.write_lock,
+                    lambda: backup_vectors(semantic, external),
+                ),
+                self._rebuild,
+                s.limits,
             ),
-            server,
+            metrics_interceptor,
         )
-        self._health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
-        try:
-            port = server.add_insecure_port(s.listen)
-        except RuntimeError as exc:
-            raise OSError(f"cannot listen on {s.listen}: {exc}") from None
-        host = s.listen.rpartition(":")[0]
-        self.address = f"{host}:{port}"
+        self.address = bind(server, s)
         self._server = server
         await server.start()
-        for name in ("", *SERVICES):
+        await self._health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in SERVICES:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._loop = asyncio.get_running_loop()
 
-        self._scheduler = AsyncIOScheduler(
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60}
-        )
-        self._scheduler.add_job(
-            self._end_idle_sessions,
-            "interval",
-            seconds=s.working_memory.sweep_interval_seconds,
-            id="end_idle_sessions",
-        )
-        self._scheduler.add_job(
-            self._compact_journal,
-            "interval",
-            seconds=s.journal.compaction_interval_seconds,
-            id="compact_journal",
-        )
-        if self.weaver is not None:
-            if s.weaver.cron:
-                trigger = CronTrigger.from_crontab(s.weaver.cron)
-            else:
-                trigger = IntervalTrigger(seconds=s.weaver.interval_seconds)
-            self._scheduler.add_job(self.weaver.scheduled_run, trigger, id="consolidate")
-            self._scheduler.add_job(
-                self.weaver.request_optimize,
-                "interval",
-                seconds=s.vectors.optimize_interval_seconds,
-                id="optimize_vectors",
-            )
+        self._scheduler = build_scheduler(s, self.working, self.journal, self.weaver)
         self._scheduler.start()
         # Tier 3 loads in the background: appends are served already.
         assert self.semantic is not None
+        self.semantic.on_ready.append(self._tier3_opened)
         self.semantic.start()
         if self.weaver is not None:
             self.weaver.start()
-        if not is_loopback(s.listen):
+        if not s.auth.enabled:
+            # Settings refuse a non-loopback listen without tokens: this is open local mode.
+            assert is_loopback(s.listen)
             log.warning(
                 "server.unauthenticated",
-                extra=_fields(detail="listening beyond loopback with no authentication"),
+                extra=_fields(detail="authentication is off: open local mode, loopback only"),
             )
         log.info(
             "server.started",
             extra=_fields(
                 address=self.address,
+                auth="on" if s.auth.enabled else "off",
+                tokens=len(s.auth.tokens),
+                tls="on" if s.tls.enabled else "off",
                 data_dir=str(s.data_dir),
                 sync=s.sync,
                 startup_ms=round((time.monotonic() - started) * 1000, 1),
+                metrics=self.metrics_address or "off",
             ),
         )
         return self.address
 
-    # -- jobs ------------------------------------------------------------------------------
-    async def _end_idle_sessions(self) -> None:
-        assert self.working is not None
-        for result in await asyncio.to_thread(self.working.end_idle):
-            log.info(
-                "session.ended",
-                extra=_fields(
-                    session_id=result.session_id,
-                    episode_id=result.episode_id,
-                    messages=result.message_count,
-                    reason=result.reason,
-                ),
-            )
+    def _tier3_opened(self, ok: bool) -> None:
+        """From the loader thread: the overall health follows Tier 3."""
+        status = health_pb2.HealthCheckResponse
+        if ok:
+            log.info("server.ready")
+        health_servicer, loop = self._health, self._loop
+        if health_servicer is None or loop is None:
+            return
+        serving = status.SERVING if ok else status.NOT_SERVING
 
-    async def _compact_journal(self) -> None:
-        assert self.journal is not None
-        began = time.monotonic()
-        await asyncio.to_thread(self.journal.compact)
-        log.info("journal.compacted", extra=_fields(ms=round((time.monotonic() - began) * 1000, 1)))
+        def update() -> None:
+            task = asyncio.ensure_future(health_servicer.set("", serving))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the daemon has stopped
+            loop.call_soon_threadsafe(update)
 
     # -- stop ------------------------------------------------------------------------------
     async def stop(self) -> None:
@@ -359,6 +360,8 @@ class Daemon:
             await self._server.stop(self.settings.shutdown_grace_seconds)
         if self.weaver is not None:
             await asyncio.to_thread(self.weaver.stop, self.settings.shutdown_grace_seconds)
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.close)
         self._close_stores()
         log.info("server.stopped")
         self._stopped.set()

@@ -12,16 +12,22 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from daemon import logs
+from daemon.auth import token_hash
 from daemon.errors import ConfigError, StrataError
+from daemon.security_settings import RIGHTS, TokenEntry
 from daemon.settings import Settings, load_settings
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+EXIT_USAGE = 2
 EXIT_STORAGE = 74
 EXIT_CONFIG = 78
 EXIT_FORCED = 130
@@ -50,7 +56,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     restore.add_argument("backup_dir", type=Path, help="the backup directory")
     restore.add_argument("--config", type=Path, help="a strata.toml file (or $STRATA_CONFIG)")
+    token = sub.add_parser(
+        "token",
+        help="make a random bearer token; print it and its [[auth.tokens]] entry (its hash)",
+    )
+    token.add_argument("--name", required=True, help="a label for the token (shown in logs)")
+    token.add_argument(
+        "--tenant",
+        action="append",
+        required=True,
+        help='a user_id the token may act for (repeatable); "*" for every user',
+    )
+    token.add_argument(
+        "--right",
+        action="append",
+        choices=RIGHTS,
+        help="append, recall, forget or admin (repeatable; default: append and recall)",
+    )
     return parser
+
+
+def make_token(name: str, tenants: list[str], rights: list[str]) -> tuple[str, str]:
+    """A new random token and the TOML entry that grants it (with its SHA-256 only)."""
+    token = "strata_" + secrets.token_urlsafe(32)
+    entry = TokenEntry(name=name, sha256=token_hash(token), tenants=tenants, rights=rights)
+    toml = "\n".join(
+        [
+            "[[auth.tokens]]",
+            f"name = {json.dumps(entry.name)}",
+            f'sha256 = "{entry.sha256}"',
+            f"tenants = {json.dumps(entry.tenants)}",
+            f"rights = {json.dumps(list(entry.rights))}",
+        ]
+    )
+    return token, toml
 
 
 async def serve(settings: Settings, ready_file: Path | None = None) -> int:
@@ -85,6 +124,17 @@ async def serve(settings: Settings, ready_file: Path | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "token":
+        try:
+            token, toml = make_token(args.name, args.tenant, args.right or ["append", "recall"])
+        except ValidationError as exc:
+            print(f"stratad: token: {exc.errors()[0]['msg']}", file=sys.stderr)
+            return EXIT_USAGE
+        print(
+            f"# the token: give it to the client (STRATA_TOKEN); it is not stored anywhere\n{token}"
+        )
+        print(f"\n# add to strata.toml (the daemon keeps only the hash):\n{toml}")
+        return EXIT_OK
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

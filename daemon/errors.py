@@ -44,6 +44,14 @@ class Unavailable(StrataError):
     """A store cannot take the request right now; nothing was acknowledged."""
 
 
+class Unauthenticated(StrataError):
+    """The call carries no valid credentials (a bearer token, when authentication is on)."""
+
+
+class PermissionDenied(StrataError):
+    """The caller is known but its token lacks the right or the tenant the call needs."""
+
+
 class ConfigError(StrataError):
     """The configuration is invalid; the daemon refuses to start."""
 
@@ -55,6 +63,8 @@ _CODES: tuple[tuple[type[StrataError], grpc.StatusCode], ...] = (
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
 )
 
 
@@ -64,6 +74,19 @@ def grpc_status(exc: BaseException) -> grpc.StatusCode:
         if isinstance(exc, kind):
             return code
     return grpc.StatusCode.INTERNAL
+
+
+class MalformedRequest:
+    """Stands for a request whose bytes are not the RPC's message (see :mod:`daemon.wire`);
+    the decorators below answer it with INVALID_ARGUMENT before the handler runs."""
+
+    def __init__(self, method: str, reason: str) -> None:
+        self.method = method
+        self.reason = reason
+
+    def error(self) -> InvalidArgument:
+        name = self.method.rsplit("/", 1)[-1]
+        return InvalidArgument(f"the request is not a valid {name} request message")
 
 
 _log = logging.getLogger("strata.rpc")
@@ -78,6 +101,8 @@ def rpc(handler: _Handler) -> _Handler:
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            if isinstance(request, MalformedRequest):
+                raise request.error()
             return await handler(self, request, context)
         except Exception as exc:
             await _abort(context, exc, handler.__name__)
@@ -96,6 +121,8 @@ def rpc_stream(handler: _Stream) -> _Stream:
         self: Any, request: Any, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         try:
+            if isinstance(request, MalformedRequest):
+                raise request.error()
             async for item in handler(self, request, context):
                 yield item
         except Exception as exc:

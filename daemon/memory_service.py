@@ -7,16 +7,19 @@ import time
 
 import grpc
 
-from daemon import convert
+from daemon import auth, convert
 from daemon import validation as check
 from daemon.errors import rpc
+from daemon.forget_rpcs import ForgetRPCs
 from daemon.pb import memory_pb2 as pb
 from daemon.pb import memory_pb2_grpc
 from daemon.recall_rpcs import RecallRPCs
 from daemon.settings import Settings
 from recall.engine import RecallEngine
+from tiers.errors import EpisodeNotFound, SessionNotFound
+from tiers.forget import Forgetter
 from tiers.journal import Journal
-from tiers.records import Episode
+from tiers.records import Episode, Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
 from tiers.working import WorkingMemory
@@ -26,7 +29,7 @@ VERSION = "0.1.0"
 EPISODE_PAGE_BYTES = 16 * 1024 * 1024
 
 
-class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
+class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceServicer):
     def __init__(
         self,
         settings: Settings,
@@ -35,6 +38,7 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         state: RocksStore,
         semantic: SemanticStore | None = None,
         engine: RecallEngine | None = None,
+        forgetter: Forgetter | None = None,
     ) -> None:
         self._limits = settings.limits
         self._recall_settings = settings.recall
@@ -43,6 +47,7 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         self._state = state
         self._semantic = semantic
         self._engine = engine
+        self._forgetter = forgetter
         self._started = time.monotonic()
 
     @rpc
@@ -50,7 +55,7 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendResponse:
         sid = check.session_id(request.session_id, self._limits)
-        scope = check.scope(request.scope, self._limits)
+        scope = self._append_scope(sid, check.scope(request.scope, self._limits))
         if not request.HasField("message"):
             raise check.InvalidArgument("message is required")
         message = check.message(request.message, self._limits)
@@ -62,7 +67,7 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendBatchResponse:
         sid = check.session_id(request.session_id, self._limits)
-        scope = check.scope(request.scope, self._limits)
+        scope = self._append_scope(sid, check.scope(request.scope, self._limits))
         messages = check.batch(list(request.messages), self._limits)
         results = self._working.append(sid, scope, messages)
         return pb.AppendBatchResponse(
@@ -74,6 +79,7 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetWorkingMemoryResponse:
         sid = check.session_id(request.session_id, self._limits)
+        self._own_session(sid)
         view = self._working.window(
             sid,
             max_messages=check.budget(request.max_messages, "max_messages"),
@@ -93,6 +99,7 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
         sid = check.session_id(request.session_id, self._limits)
+        self._own_session(sid)
         result = await asyncio.to_thread(self._working.end_session, sid)
         return pb.EndSessionResponse(
             episode_id=result.episode_id, message_count=result.message_count
@@ -103,11 +110,12 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEpisodesResponse:
         scope = check.scope(request.scope, self._limits)
+        user_id = auth.effective_user(scope.user_id)
         start, end = check.time_range(request.time_range)
         size = check.page_size(request.page_size, self._limits, default=50)
         page = await asyncio.to_thread(
             self._journal.list,
-            user_id=scope.user_id,
+            user_id=user_id,
             agent_id=scope.agent_id,
             start_us=start,
             end_us=end,
@@ -128,13 +136,13 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
         size = check.page_size(request.page_size, self._limits, default=1000)
         after = 0
         if request.page_token:
-            if not request.page_token.isdigit():
-                raise check.InvalidArgument("page_token is not a token this server issued")
-            after = int(request.page_token)
+            after = check.seq_token(request.page_token)
         return await asyncio.to_thread(self._get_episode, eid, size, after)
 
     def _get_episode(self, eid: str, size: int, after: int) -> pb.GetEpisodeResponse:
         episode = self._journal.get(eid)
+        if not auth.visible(episode.scope.user_id):
+            raise EpisodeNotFound(f"episode {eid!r} not found")  # as if it did not exist
         response = pb.GetEpisodeResponse(episode=self._episode(episode))
         messages = self._journal.messages(eid, after_seq=after, limit=size + 1)
         used = 0
@@ -146,6 +154,19 @@ class MemoryService(RecallRPCs, memory_pb2_grpc.MemoryServiceServicer):
                 break
             response.messages.append(item)
         return response
+
+    def _append_scope(self, sid: str, requested: Scope) -> Scope:
+        if auth.current() is None:
+            return requested
+        return auth.session_scope(sid, self._working.scope_of(sid), requested)
+
+    def _own_session(self, sid: str) -> None:
+        """Another tenant's session is answered exactly like one that does not exist."""
+        if auth.current() is None:
+            return
+        owner = self._working.scope_of(sid)
+        if owner is None or not auth.visible(owner.user_id):
+            raise SessionNotFound(f"session {sid!r} not found")
 
     def _episode(self, episode: Episode) -> pb.Episode:
         return convert.episode(

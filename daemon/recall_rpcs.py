@@ -8,16 +8,17 @@ from collections.abc import Sequence
 
 import grpc
 
-from daemon import convert
+from daemon import auth, convert
 from daemon import validation as check
 from daemon.errors import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.settings import LimitsSettings, RecallSettings
+from daemon.settings_sections import LimitsSettings, RecallSettings
 from recall import CHANNELS, Candidate, Query
 from recall.engine import RecallEngine, RecallResult
-from recall.nodes import get_node
+from recall.nodes import NodeNotFound, get_node
 from recall.pack import pack
 from tiers.journal import Journal
+from tiers.records import Scope
 from tiers.semantic import SemanticStore
 from tiers.vectors import KINDS, MemoryPoint
 
@@ -114,6 +115,7 @@ class RecallRPCs:
                 f"query is {size} bytes; the limit is {self._limits.max_content_bytes}"
             )
         checked = check.scope(scope, self._limits)
+        checked = Scope(auth.effective_user(checked.user_id), checked.agent_id)
         if not checked.user_id:
             raise InvalidArgument("scope.user_id is required: recall never crosses users")
         settings = self._recall_settings
@@ -197,7 +199,7 @@ class RecallRPCs:
             recipe=request.recipe,
         )
         result = await asyncio.to_thread(self._require_engine().recall, query)
-        packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps))
+        packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps), result.degraded)
         return pb.PackResponse(
             text=packed.text,
             tokens=packed.tokens,
@@ -213,6 +215,7 @@ class RecallRPCs:
                 )
                 for i in packed.items
             ],
+            degraded_channels=packed.degraded,
             timings=_timings(result),
         )
 
@@ -223,8 +226,11 @@ class RecallRPCs:
         if not _UUID.match(request.id):
             raise InvalidArgument("id must be a hit's id (a UUID)")
         scope = check.scope(request.scope, self._limits)
+        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
         assert self._semantic is not None
         view = await asyncio.to_thread(get_node, self._semantic, self._journal, request.id, scope)
+        if not auth.visible(view.point.scope.user_id):
+            raise NodeNotFound(f"memory {request.id!r} not found")
         response = pb.GetNodeResponse(
             node=hit_pb(Candidate(view.point), False, {}),
             messages=[convert.stored_message(m) for m in view.messages],

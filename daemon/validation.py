@@ -7,6 +7,9 @@ Sizes are UTF-8 bytes. Field names in messages are those of ``proto/strata/v1/me
 from __future__ import annotations
 
 import json
+import os
+import re
+from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -40,6 +43,10 @@ def _check_id(field: str, value: str, limit: int, *, required: bool) -> str:
 
 def session_id(value: str, limits: LimitsSettings) -> str:
     return _check_id("session_id", value, limits.max_session_id_bytes, required=True)
+
+
+def user_id(value: str, limits: LimitsSettings, *, required: bool = False) -> str:
+    return _check_id("user_id", value, limits.max_id_bytes, required=required)
 
 
 def episode_id(value: str) -> str:
@@ -151,3 +158,35 @@ def time_range(value: pb.TimeRange) -> tuple[int | None, int | None]:
     if start is not None and end is not None and end < start:
         raise InvalidArgument("time_range.end is before time_range.start")
     return start, end
+
+
+# Linux's PATH_MAX and NAME_MAX, in bytes.
+MAX_PATH_BYTES, MAX_NAME_BYTES = 4096, 255
+
+
+def backup_destination(value: str) -> Path:
+    """An absolute directory path for a backup, normalised (``a/../b`` is ``b``): no control
+    characters (a NUL cannot reach the file system), within the OS's path and name lengths."""
+    if not value:
+        raise InvalidArgument("destination is required")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise InvalidArgument("destination must not contain control characters")
+    if not value.startswith("/"):
+        raise InvalidArgument(f"destination must be an absolute path, got {value!r}")
+    path = os.path.normpath(value)
+    if len(path.encode()) > MAX_PATH_BYTES:
+        raise InvalidArgument(f"destination is longer than {MAX_PATH_BYTES} bytes")
+    if any(len(part.encode()) > MAX_NAME_BYTES for part in path.split("/")):
+        raise InvalidArgument(f"destination has a name longer than {MAX_NAME_BYTES} bytes")
+    return Path(path)
+
+
+_SEQ_TOKEN = re.compile(r"[0-9]{1,20}")
+
+
+def seq_token(value: str) -> int:
+    """A page token that is a message seq (GetEpisode): ASCII digits only (``str.isdigit``
+    also accepts "²", which ``int`` refuses), within uint64."""
+    if not _SEQ_TOKEN.fullmatch(value) or int(value) >= 2**64:
+        raise InvalidArgument("page_token is not a token this server issued")
+    return int(value)

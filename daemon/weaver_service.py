@@ -7,14 +7,16 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from daemon import convert
+from daemon import auth, convert
 from daemon import validation as check
-from daemon.errors import FailedPrecondition, rpc, rpc_stream
+from daemon.errors import FailedPrecondition, NotFound, rpc, rpc_stream
 from daemon.pb import weaver_pb2 as pb
 from daemon.pb import weaver_pb2_grpc
-from daemon.settings import LimitsSettings
+from daemon.settings_sections import LimitsSettings
 from tiers.journal import Journal
-from weaver.runner import RunReport, Weaver
+from tiers.records import Scope
+from weaver.run import RunReport
+from weaver.runner import Weaver
 
 
 def report_pb(report: RunReport) -> pb.RunReport:
@@ -58,6 +60,10 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
         weaver = self._require()
         ids = tuple(check.episode_id(e) for e in request.episode_ids)
         scope = check.scope(request.scope, self._limits)
+        # A token limited to some tenants runs the weaver for them only.
+        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
+        if ids and auth.current() is not None:
+            await asyncio.to_thread(self._check_visible, ids)
         run = weaver.request_run(ids, scope)
         seen = 0
         while True:
@@ -76,6 +82,15 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
             if report is not None:
                 yield pb.RunEvent(report=report_pb(report))
                 return
+
+    def _check_visible(self, ids: tuple[str, ...]) -> None:
+        for eid in ids:
+            try:
+                owner = self._journal.get(eid).scope.user_id
+            except NotFound:
+                continue  # the run reports it as unknown, as without authentication
+            if not auth.visible(owner):
+                raise NotFound(f"episode {eid!r} was not found")
 
     @rpc
     async def Status(

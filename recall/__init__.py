@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from daemon.errors import StrataError
-from daemon.settings import Recipe
+from daemon.settings_sections import Recipe
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint, PointFilter
 

@@ -74,9 +74,16 @@ class SemanticCache:
                 self._entries.popitem(last=False)
 
     def invalidate(self, user_id: str) -> None:
+        self.forget_scope(user_id)
+
+    def forget_scope(self, user_id: str) -> int:
+        """Drop every entry of ``user_id`` (Forget's hook too: entries are per user, so an
+        agent's forget drops the user's); returns how many."""
         with self._lock:
-            for key in [k for k, e in self._entries.items() if e.user_id == user_id]:
+            keys = [k for k, e in self._entries.items() if e.user_id == user_id]
+            for key in keys:
                 del self._entries[key]
+            return len(keys)
 
     def __len__(self) -> int:
         return len(self._entries)

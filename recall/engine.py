@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
 from recall.fusion import mmr, rrf
+from tiers.forget import ScopeCache
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint
 
@@ -54,9 +55,16 @@ class RecallEngine:
         self._rerankers = dict(rerankers)
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall")
+        # Observers (metrics), called with every result; they must be quick and not raise.
+        self.on_result: list[Callable[[RecallResult], None]] = []
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def scope_caches(self) -> list[ScopeCache]:
+        """What holds per-user recall data (the semantic cache, channel caches), for Forget."""
+        found: list[object] = [self.cache, *self._channels.values()]
+        return [c for c in found if isinstance(c, ScopeCache)]
 
     def recall(self, query: Query) -> RecallResult:
         """Raises EmbeddingUnavailable while Tier 3 is starting."""
@@ -70,7 +78,7 @@ class RecallEngine:
             cached = self.cache.get(query.scope.user_id, _params(query), ctx.vector)
             if cached is not None:
                 timings["total"] = _ms(began)
-                return replace(cached, timings=timings, cached=True)
+                return self._observed(replace(cached, timings=timings, cached=True))
 
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
@@ -107,6 +115,11 @@ class RecallEngine:
         result = RecallResult(candidates[: query.k], timings, rerank_name, note, degraded)
         if self.cache is not None and not degraded and not note:
             self.cache.put(query.scope.user_id, _params(query), ctx.vector, result)
+        return self._observed(result)
+
+    def _observed(self, result: RecallResult) -> RecallResult:
+        for listener in self.on_result:
+            listener(result)
         return result
 
     def _run_channels(

@@ -9,7 +9,7 @@ is skipped and smaller ones after it may still fit. Tokens are counted as everyw
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from recall import Candidate
@@ -30,6 +30,7 @@ class Packed:
     text: str
     tokens: int
     items: list[PackItem]
+    degraded: list[str]  # channels that failed: the block holds what the others found
 
 
 def _date(us: int) -> str:
@@ -50,7 +51,10 @@ def format_item(c: Candidate) -> str:
 
 
 def pack(
-    candidates: list[Candidate], max_tokens: int, per_kind_caps: Mapping[str, int] | None = None
+    candidates: list[Candidate],
+    max_tokens: int,
+    per_kind_caps: Mapping[str, int] | None = None,
+    degraded: Sequence[str] = (),
 ) -> Packed:
     caps = dict(per_kind_caps or {})
     used = 0
@@ -68,4 +72,4 @@ def pack(
         used += tokens
         counts[kind] = counts.get(kind, 0) + 1
     block = "\n".join(i.text for i in items)
-    return Packed(block, count_tokens(block), items)
+    return Packed(block, count_tokens(block), items, list(degraded))

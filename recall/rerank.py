@@ -22,11 +22,13 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from daemon.llm import import_litellm
+from daemon.llm import escape_data, import_litellm
+from daemon.security_settings import read_secret_file
 from recall import Candidate, QueryContext, RerankFailed
 
 # -- local -----------------------------------------------------------------------------------
@@ -231,7 +233,7 @@ def build_messages(
         + ",\n".join(lines)
         + "\n]}"
     )
-    data = data.replace("<", "\\u003c").replace(">", "\\u003e")
+    data = escape_data(data)  # also NEL/U+2028/U+2029: a text cannot start a new line
     user = f"{_USER_HEAD}{DATA_OPEN}\n{data}\n{DATA_CLOSE}\n{_USER_TAIL}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
@@ -276,6 +278,7 @@ class LLMReranker:
         model: str,
         api_base: str | None = None,
         api_key_env: str | None = None,
+        api_key_file: Path | None = None,
         timeout_seconds: float = 5.0,
         max_candidates: int = 30,
         max_text_chars: int = 500,
@@ -289,6 +292,7 @@ class LLMReranker:
         self.model = model
         self.api_base = api_base
         self.api_key_env = api_key_env
+        self.api_key_file = api_key_file
         self.timeout_seconds = timeout_seconds
         self.max_candidates = max_candidates
         self.max_text_chars = max_text_chars
@@ -299,6 +303,11 @@ class LLMReranker:
         return f"LLMReranker(model={self.model!r}, api_base={self.api_base!r})"
 
     def _api_key(self) -> str | None:
+        if self.api_key_file is not None:  # read per call: a rotated key is picked up
+            try:
+                return read_secret_file(self.api_key_file)
+            except OSError as exc:
+                raise RerankFailed(f"llm: cannot read the API key file: {exc.strerror}") from None
         if self.api_key_env is None:
             return "no-key" if self.api_base else None
         key = os.environ.get(self.api_key_env, "")
@@ -346,7 +355,7 @@ class LLMReranker:
                 status = getattr(exc, "status_code", None)
                 label = type(exc).__name__ + (f" {status}" if isinstance(status, int) else "")
                 cause, error = f"{label}: {exc}", exc
-                if api_key and self.api_key_env:
+                if api_key and (self.api_key_env or self.api_key_file):
                     cause = cause.replace(api_key, "***")
                 if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
                     break  # a client error: another attempt would fail the same way

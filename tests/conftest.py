@@ -63,8 +63,10 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., ProcessDaemon]]:
     """Start ``stratad serve`` subprocesses; any still running at the end are killed."""
     procs: list[ProcessDaemon] = []
 
-    def start(data_dir: Path | None = None, **settings: str) -> ProcessDaemon:
-        proc = ProcessDaemon(data_dir or tmp_path / "data", **settings)
+    def start(
+        data_dir: Path | None = None, preexec_fn: Callable[[], Any] | None = None, **settings: str
+    ) -> ProcessDaemon:
+        proc = ProcessDaemon(data_dir or tmp_path / "data", preexec_fn, **settings)
         procs.append(proc)
         return proc
 

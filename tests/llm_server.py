@@ -154,6 +154,7 @@ class FakeOpenAI:
         default: Reply | None = None,
         model: str = "test",
         responder: Callable[[Any], Reply] | None = None,
+        port: int = 0,
     ) -> None:
         self.default: Reply = default or _NO_SCRIPT
         # Answers from the request itself when the script is empty (before ``default``).
@@ -166,7 +167,7 @@ class FakeOpenAI:
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server(("127.0.0.1", port), _Handler)  # port 0: any free one
         self._server.fake = self
         self.port: int = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"

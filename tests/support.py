@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,7 +58,9 @@ def daemon_env(data_dir: Path, **settings: str) -> dict[str, str]:
 class ProcessDaemon:
     """``stratad serve`` in a subprocess; ``address`` once it is ready."""
 
-    def __init__(self, data_dir: Path, **settings: str) -> None:
+    def __init__(
+        self, data_dir: Path, preexec_fn: Callable[[], Any] | None = None, **settings: str
+    ) -> None:
         self.data_dir = data_dir
         self.ready_file = data_dir.parent / f"{data_dir.name}.ready"
         self.ready_file.unlink(missing_ok=True)
@@ -70,6 +72,7 @@ class ProcessDaemon:
             cwd=ROOT,
             stdout=self._log,
             stderr=self._log,
+            preexec_fn=preexec_fn,  # e.g. resource limits for fault tests
         )
         deadline = time.monotonic() + 30
         while not self.ready_file.exists():

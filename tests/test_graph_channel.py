@@ -14,9 +14,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from daemon.settings import Recipe
+from daemon.settings_sections import Recipe
 from recall import Query, QueryContext
-from recall.graph_channel import GraphChannel, mentions, personalized_pagerank
+from recall.graph_channel import GraphChannel
+from recall.pagerank import personalized_pagerank
+from recall.words import mentions
 from tiers.embedding import EmbeddingService
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph

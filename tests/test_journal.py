@@ -12,7 +12,8 @@ from tiers.errors import EpisodeNotFound
 from tiers.journal import JOURNAL_CFS, InvalidPageToken, Journal
 from tiers.records import Message, Scope
 from tiers.rocks import RocksStore
-from tiers.working import STATE_CFS, WindowLimits, WorkingMemory
+from tiers.session import WindowLimits
+from tiers.working import STATE_CFS, WorkingMemory
 
 DAY_US = 86_400 * 1_000_000
 T0 = 1_700_000_000 * 1_000_000

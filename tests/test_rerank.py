@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.settings import Recipe
+from daemon.settings_sections import Recipe
 from recall import Candidate, Query, QueryContext, RerankFailed
 from recall.rerank import (
     DATA_CLOSE,

@@ -161,7 +161,12 @@ def test_the_llm_back_end_and_its_fallback(start_daemon):
     with FakeOpenAI(responder=echo) as fake:
         daemon = start_daemon(
             weaver=QUIET,
-            llm={"model": "openai/test", "api_base": fake.base_url, "max_retries": 1},
+            llm={
+                "model": "openai/test",
+                "api_base": fake.base_url,
+                "max_retries": 1,
+                "on_failure": "local",  # the default, "wait", is in test_faults_llm.py
+            },
         )
         _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
         with daemon.client() as c:

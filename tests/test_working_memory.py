@@ -11,7 +11,8 @@ from tiers.errors import ScopeMismatch, SessionEnded, SessionNotFound
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.records import Episode, Message, Scope, episode_id_for
 from tiers.rocks import RocksStore
-from tiers.working import STATE_CFS, ScopeRequired, WindowLimits, WorkingMemory
+from tiers.session import WindowLimits
+from tiers.working import STATE_CFS, ScopeRequired, WorkingMemory
 
 ALICE = Scope("alice", "agent-1")
 

@@ -88,6 +88,17 @@ class Journal:
         batch.put("by_user", episode.scope.user_id.encode() + b"\x00" + tkey, entry)
         self._store.write(batch)
 
+    def delete_episode(self, episode: Episode) -> None:
+        """Undo :meth:`write_episode` (when the end of its session could not be committed)."""
+        eid = episode.episode_id.encode()
+        tkey = time_key(episode.started_at_us) + eid
+        batch = self._store.batch()
+        batch.delete("episodes", eid)
+        batch.delete_prefix("messages", eid)
+        batch.delete("by_time", tkey)
+        batch.delete("by_user", episode.scope.user_id.encode() + b"\x00" + tkey)
+        self._store.write(batch)
+
     @staticmethod
     def mark_pending(state_batch: Batch, episode: Episode) -> None:
         """Add "waiting for indexing and consolidation" to a batch of the state store."""

@@ -82,7 +82,11 @@ class RocksStore:
         try:
             self._db.write(batch.raw)
         except Exception as exc:
-            raise StoreUnavailable(f"write to {self.path.name} failed: {exc}") from exc
+            # Disk full, file too large, read-only or failing disk: RocksDB refuses every
+            # later write too until the daemon reopens the store (docs/operations.md, Faults).
+            raise StoreUnavailable(
+                f"the {self.path.name} store cannot be written, nothing was stored: {exc}"
+            ) from exc
 
     def get(self, cf: str, key: bytes) -> bytes | None:
         value: bytes | None = self._cfs[cf].get(key)

@@ -15,6 +15,7 @@ from pathlib import Path
 from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
+from tiers.tombstones import Tombstones
 from tiers.vectors import VectorStore
 from tiers.vectors.bm25 import KeywordEncoder
 
@@ -29,6 +30,8 @@ class SemanticStore:
         open_vectors: Callable[[], VectorStore],
     ) -> None:
         self.graph = NetworkXGraph(state)
+        # Checked (under its lock) before every Tier 3 write: see tiers.tombstones.
+        self.tombstones = Tombstones(state)
         self.embeddings = embeddings
         self.keywords = KeywordEncoder()
         self._open_vectors = open_vectors
@@ -39,6 +42,12 @@ class SemanticStore:
         self._closed = False
         # Called with a user_id after every write to Tier 3 in that scope (cache invalidation).
         self.on_write: list[Callable[[str], None]] = []
+        # Called once from the loader thread when Tier 3 is open (True) or failed (False).
+        self.on_ready: list[Callable[[bool], None]] = []
+        # Held by every multi-step Tier 3 writer (the weaver's index and consolidation steps,
+        # rebuild, forget) for the length of one consistent step, and by a backup while it
+        # copies the vector store, so a backup never sees half a step.
+        self.write_lock = threading.RLock()
 
     def notify_write(self, user_ids: set[str]) -> None:
         for user_id in user_ids:
@@ -65,6 +74,8 @@ class SemanticStore:
             log.error("tier3.unavailable", extra={"fields": {"error": self.error}})
         finally:
             self._ready.set()
+            for listener in self.on_ready:
+                listener(self._vectors is not None)
 
     @property
     def ready(self) -> bool:

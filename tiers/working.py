@@ -19,7 +19,9 @@ meta, so a second ``end_session`` is told it ended already; a later append reope
 *generation* whose log becomes a new episode. Episode ids are derived from (session, generation),
 so a flush interrupted by a crash and redone writes the same episode again, never a second one.
 
-The daemon calls it from its event loop; a lock guards it for the scheduler's threads.
+The daemon calls it from its event loop; a lock guards it for the scheduler's threads. A
+session's record and window, and the values taken and returned here, are in
+:mod:`tiers.session`.
 """
 
 from __future__ import annotations
@@ -28,14 +30,29 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 from daemon.errors import InvalidArgument
-from tiers.errors import ScopeMismatch, SessionEnded, SessionNotFound, TierError
+from tiers.errors import (
+    ScopeMismatch,
+    SessionEnded,
+    SessionNotFound,
+    StoreUnavailable,
+    TierError,
+)
 from tiers.journal import Journal
-from tiers.records import Episode, Message, Scope, StoredMessage, episode_id_for, pack, u64, unpack
+from tiers.records import Episode, Message, Scope, StoredMessage, episode_id_for, u64
 from tiers.rocks import RocksStore
-from tiers.tokens import count_tokens
+from tiers.session import (
+    AppendResult,
+    EndResult,
+    Session,
+    WindowLimits,
+    WindowView,
+    WorkingMemoryStats,
+    key_prefix,
+    message_tokens,
+)
 
 STATE_CFS = [
     "sessions",
@@ -46,101 +63,12 @@ STATE_CFS = [
     "unindexed",
     "extractions",
     "graph_edges",
+    "forgotten",  # tiers.tombstones
 ]
 
 
 class ScopeRequired(TierError, InvalidArgument):
     """A session's first message must name scope.user_id."""
-
-
-@dataclass(frozen=True, slots=True)
-class WindowLimits:
-    max_messages: int = 50
-    max_tokens: int = 4000
-    idle_timeout_seconds: float = 1800.0
-    max_sessions: int = 10_000
-    max_log_messages: int = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    seq: int
-    duplicate: bool
-
-
-@dataclass(frozen=True, slots=True)
-class EndResult:
-    session_id: str
-    episode_id: str
-    message_count: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class WindowView:
-    session_id: str
-    scope: Scope
-    open: bool
-    messages: list[StoredMessage]
-    total_tokens: int
-    log_messages: int
-
-
-@dataclass(frozen=True, slots=True)
-class WorkingMemoryStats:
-    live_sessions: int
-    window_messages: int
-    log_messages: int
-
-
-@dataclass(slots=True)
-class _Session:
-    session_id: str
-    scope: Scope
-    generation: int
-    next_seq: int  # the seq the next message gets
-    log_count: int  # messages in the open log
-    last_active_us: int
-    window: deque[StoredMessage] = field(default_factory=deque)
-    window_tokens: int = 0
-
-    def meta(self, is_open: bool) -> bytes:
-        return pack(
-            {
-                "u": self.scope.user_id,
-                "a": self.scope.agent_id,
-                "g": self.generation,
-                "n": self.next_seq,
-                "c": self.log_count,
-                "t": self.last_active_us,
-                "o": is_open,
-            }
-        )
-
-    @classmethod
-    def from_meta(cls, session_id: str, raw: bytes) -> tuple[_Session, bool]:
-        d = unpack(raw)
-        session = cls(session_id, Scope(d["u"], d["a"]), d["g"], d["n"], d["c"], d["t"])
-        return session, d["o"]
-
-    def push(self, message: StoredMessage, limits: WindowLimits) -> None:
-        self.window.append(message)
-        self.window_tokens += message.tokens
-        while len(self.window) > 1 and (
-            len(self.window) > limits.max_messages or self.window_tokens > limits.max_tokens
-        ):
-            self.window_tokens -= self.window.popleft().tokens
-
-
-def _prefix(session_id: str) -> bytes:
-    return session_id.encode() + b"\x00"
-
-
-def message_tokens(message: Message) -> int:
-    tokens = count_tokens(message.content)
-    if message.tool_call is not None:
-        tokens += count_tokens(message.tool_call.name) + count_tokens(message.tool_call.arguments)
-    return tokens
 
 
 class WorkingMemory:
@@ -155,7 +83,7 @@ class WorkingMemory:
         self._journal = journal
         self.limits = limits
         self._clock = clock
-        self._live: OrderedDict[str, _Session] = OrderedDict()  # least recently active first
+        self._live: OrderedDict[str, Session] = OrderedDict()  # least recently active first
         self._lock = threading.RLock()
         # Called with every EndResult once the episode is durable (e.g. the weaver's indexer).
         self.on_flush: list[Callable[[EndResult], None]] = []
@@ -173,12 +101,12 @@ class WorkingMemory:
         sessions beyond ``max_sessions``. Returns those flushes."""
         ended: list[EndResult] = []
         with self._lock:
-            sessions: list[_Session] = []
+            sessions: list[Session] = []
             for key, _ in list(self._state.scan("open", b"")):
                 raw = self._state.get("sessions", key)
                 if raw is None:
                     continue
-                session, _ = _Session.from_meta(key.decode(), raw)
+                session, _ = Session.from_meta(key.decode(), raw)
                 episode = self._journal.find(episode_id_for(session.session_id, session.generation))
                 if episode is not None:
                     # The episode reached the journal but the state commit did not: finish it.
@@ -200,11 +128,11 @@ class WorkingMemory:
                 ended.append(self._end(next(iter(self._live.values())), "capacity"))
         return ended
 
-    def _load_window(self, session: _Session) -> None:
+    def _load_window(self, session: Session) -> None:
         newest: list[StoredMessage] = []
         tokens = 0
         for _key, value in self._state.scan_prefix(
-            "log", _prefix(session.session_id), reverse=True
+            "log", key_prefix(session.session_id), reverse=True
         ):
             message = StoredMessage.decode(value)
             if newest and (
@@ -233,7 +161,7 @@ class WorkingMemory:
             elif scope != Scope("") and scope != session.scope:
                 raise ScopeMismatch(_mismatch(session_id))
 
-            prefix = _prefix(session_id)
+            prefix = key_prefix(session_id)
             batch = self._state.batch()
             results: list[AppendResult] = []
             stored: list[StoredMessage] = []
@@ -276,7 +204,7 @@ class WorkingMemory:
             if opening:
                 while len(self._live) >= self.limits.max_sessions:
                     self._end(next(iter(self._live.values())), "capacity")
-            updated = _Session(
+            updated = Session(
                 session_id,
                 session.scope,
                 session.generation,
@@ -299,7 +227,7 @@ class WorkingMemory:
                 self._end(updated, "rollover")
             return results
 
-    def _opening(self, session_id: str, scope: Scope, now: int) -> _Session:
+    def _opening(self, session_id: str, scope: Scope, now: int) -> Session:
         """The session an append to a session that is not live will open (not yet stored)."""
         raw = self._state.get("sessions", session_id.encode())
         if raw is None:
@@ -307,13 +235,13 @@ class WorkingMemory:
                 raise ScopeRequired(
                     f"scope.user_id is required on the first message of session {session_id!r}"
                 )
-            return _Session(
+            return Session(
                 session_id, scope, generation=1, next_seq=1, log_count=0, last_active_us=now
             )
-        previous, _ = _Session.from_meta(session_id, raw)
+        previous, _ = Session.from_meta(session_id, raw)
         if scope != Scope("") and scope != previous.scope:
             raise ScopeMismatch(_mismatch(session_id))
-        return _Session(
+        return Session(
             session_id, previous.scope, previous.generation + 1, previous.next_seq, 0, now
         )
 
@@ -329,7 +257,7 @@ class WorkingMemory:
                 raw = self._state.get("sessions", session_id.encode())
                 if raw is None:
                     raise SessionNotFound(f"session {session_id!r} not found")
-                ended, _ = _Session.from_meta(session_id, raw)
+                ended, _ = Session.from_meta(session_id, raw)
                 return WindowView(session_id, ended.scope, False, [], 0, 0)
             limit_messages = max_messages or self.limits.max_messages
             limit_tokens = max_tokens or self.limits.max_tokens
@@ -343,6 +271,16 @@ class WorkingMemory:
             picked.reverse()
             return WindowView(session_id, session.scope, True, picked, tokens, session.log_count)
 
+    def scope_of(self, session_id: str) -> Scope | None:
+        """The scope a session's first message fixed (open or ended), None if it never
+        existed. It never changes, so a check against it stays true."""
+        with self._lock:
+            session = self._live.get(session_id)
+            if session is not None:
+                return session.scope
+            raw = self._state.get("sessions", session_id.encode())
+            return None if raw is None else Session.from_meta(session_id, raw)[0].scope
+
     def stats(self) -> WorkingMemoryStats:
         with self._lock:
             return WorkingMemoryStats(
@@ -350,6 +288,28 @@ class WorkingMemory:
                 window_messages=sum(len(s.window) for s in self._live.values()),
                 log_messages=sum(s.log_count for s in self._live.values()),
             )
+
+    def drop_sessions(self, user_id: str, agent_id: str = "") -> list[tuple[str, int]]:
+        """Forget the open sessions of a scope (an empty ``agent_id``: every agent of the
+        user): their windows and durable logs, without an episode. Each session's meta stays,
+        closed, so a reused session id never gets a forgotten episode's id. Returns
+        ``(session_id, messages dropped)``. Call with :attr:`write_lock` held."""
+        with self._lock:
+            dropped = [
+                s
+                for s in self._live.values()
+                if s.scope.user_id == user_id and (not agent_id or s.scope.agent_id == agent_id)
+            ]
+            batch = self._state.batch()
+            for s in dropped:
+                batch.delete_prefix("log", key_prefix(s.session_id))
+                batch.delete_prefix("msgids", key_prefix(s.session_id))
+                batch.delete("open", s.session_id.encode())
+                batch.put("sessions", s.session_id.encode(), replace(s, log_count=0).meta(False))
+            self._state.write(batch)
+            for s in dropped:
+                self._live.pop(s.session_id, None)
+            return [(s.session_id, s.log_count) for s in dropped]
 
     # -- ending ----------------------------------------------------------------------------
     def end_session(self, session_id: str, reason: str = "client") -> EndResult:
@@ -378,10 +338,10 @@ class WorkingMemory:
                 ended.append(self._end(oldest, "idle"))
         return ended
 
-    def _end(self, session: _Session, reason: str) -> EndResult:
+    def _end(self, session: Session, reason: str) -> EndResult:
         messages = [
             StoredMessage.decode(v)
-            for _k, v in self._state.scan_prefix("log", _prefix(session.session_id))
+            for _k, v in self._state.scan_prefix("log", key_prefix(session.session_id))
         ]
         times = [m.created_at_us for m in messages]
         episode = Episode(
@@ -397,15 +357,27 @@ class WorkingMemory:
             end_reason=reason,
         )
         self._journal.write_episode(episode, messages)
-        self._commit_end(session, episode)
+        try:
+            self._commit_end(session, episode)
+        except StoreUnavailable as exc:
+            # The state store refused the end (disk full...): take the episode back out of the
+            # journal, so the refused end does not happen at the next start after all.
+            try:
+                self._journal.delete_episode(episode)
+            except StoreUnavailable:
+                raise StoreUnavailable(
+                    f"{exc}; the episode is in the journal already, so the session will end "
+                    "when the daemon next starts"
+                ) from exc
+            raise
         result = EndResult(session.session_id, episode.episode_id, len(messages), reason)
         for listener in self.on_flush:
             listener(result)
         return result
 
-    def _commit_end(self, session: _Session, episode: Episode) -> None:
+    def _commit_end(self, session: Session, episode: Episode) -> None:
         key = session.session_id.encode()
-        prefix = _prefix(session.session_id)
+        prefix = key_prefix(session.session_id)
         batch = self._state.batch()
         batch.delete_prefix("log", prefix)
         batch.delete_prefix("msgids", prefix)

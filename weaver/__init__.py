@@ -1,5 +1,6 @@
 """The Memory Weaver: consolidates journal episodes into the semantic store (Tier 3).
 
-Today this package holds ``weaverctl``, the operators' command line; the consolidation job
-arrives with Tier 3.
+``runner`` owns the worker thread (index stage, scheduled and on-demand runs), ``index`` and
+``consolidate`` are the two stages, ``extractors`` the local and LLM back-ends, ``rebuild``
+re-derives Tier 3 from the journal and stored extractions, and ``ctl`` is ``weaverctl``.
 """

@@ -4,10 +4,15 @@ Per episode, in this order, so that a crash at any point resumes without duplica
 
 1. the extraction (from the configured extractor, or the local one when the LLM fails) is
    stored in the state store (``extractions <episode_id>``) before anything reaches Tier 3;
-   a resumed run reuses it instead of asking the LLM again, so its output is identical;
+   a resumed run reuses it instead of asking the LLM again, so its output is identical. The
+   record also keeps the episode's provenance (scope, session, each turn's seq, speaker,
+   time, message id and metadata; not the text), so a rebuild can replay it after the
+   journal entry has expired (:func:`decode_record`);
 2. the summary and fact points are upserted (deterministic ids);
 3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to``);
 4. only then is the episode's ``pending`` mark removed.
+
+Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees half of them).
 """
 
 from __future__ import annotations
@@ -17,13 +22,13 @@ from dataclasses import dataclass, replace
 
 from tiers.graph import Edge, normalize
 from tiers.journal import Journal
-from tiers.records import pack, unpack
+from tiers.records import Scope, pack, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, Source, VectorStore, point_id
 from weaver.episodes import latest, load_episode, sources
-from weaver.errors import ExtractionFailed
-from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet
+from weaver.errors import ExtractionDeferred, ExtractionFailed
+from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
 
 log = logging.getLogger("strata.weaver")
 EXTRACTIONS_CF = "extractions"
@@ -37,6 +42,7 @@ class EpisodeOutcome:
     superseded: int = 0
     fallback: bool = False
     llm_calls: int = 0
+    forgotten: bool = False  # Forget removed the episode meanwhile: nothing was written
 
 
 class Consolidator:
@@ -48,7 +54,12 @@ class Consolidator:
         extractor: Extractor,
         fallback: Extractor,
         functional_predicates: set[str],
+        *,
+        wait_for_llm: bool = False,
     ) -> None:
+        # wait_for_llm (llm.on_failure = "wait"): an episode the LLM fails stays pending
+        # (ExtractionDeferred) unless it is close to expiry; otherwise the fallback does it.
+        self.wait_for_llm = wait_for_llm
         self._journal = journal
         self._state = state
         self._semantic = semantic
@@ -57,7 +68,9 @@ class Consolidator:
         self._functional = functional_predicates
 
     # -- 1. extraction -------------------------------------------------------------------------
-    def _extract(self, episode: EpisodeInput, outcome: EpisodeOutcome) -> Extraction:
+    def _extract(
+        self, episode: EpisodeInput, outcome: EpisodeOutcome, near_expiry: bool = False
+    ) -> Extraction:
         key = episode.episode_id.encode()
         stored = self._state.get(EXTRACTIONS_CF, key)
         if stored is not None:
@@ -67,6 +80,8 @@ class Consolidator:
         except ExtractionFailed as exc:
             if self.extractor is self._fallback:
                 raise
+            if self.wait_for_llm and not near_expiry:
+                raise ExtractionDeferred(str(exc)) from exc
             log.warning(
                 "weaver.fallback",
                 extra={"fields": {"episode_id": episode.episode_id, "error": str(exc)}},
@@ -76,19 +91,50 @@ class Consolidator:
         finally:
             stats = getattr(self.extractor, "last_stats", None)  # LLMExtractor's, per thread
             outcome.llm_calls += int(getattr(stats, "attempts", 0) or 0)
-        batch = self._state.batch()
-        batch.put(EXTRACTIONS_CF, key, encode_extraction(extraction))
-        self._state.write(batch)
+        with self._semantic.write_lock:
+            if self._semantic.tombstones.episode(episode.episode_id):
+                return extraction  # forgotten meanwhile: keep nothing (consolidate skips it)
+            batch = self._state.batch()
+            batch.put(EXTRACTIONS_CF, key, encode_extraction(extraction, episode))
+            self._state.write(batch)
         return extraction
 
+    def store_provenance(self, episode: EpisodeInput) -> None:
+        """Add the episode's provenance to its stored record when the record predates it."""
+        key = episode.episode_id.encode()
+        raw = self._state.get(EXTRACTIONS_CF, key)
+        if raw is None or decode_record(raw)[1] is not None:
+            return
+        batch = self._state.batch()
+        batch.put(EXTRACTIONS_CF, key, encode_extraction(decode_extraction(raw), episode))
+        self._state.write(batch)
+
     # -- 2-4 -----------------------------------------------------------------------------------
-    def consolidate(self, episode_id: str) -> EpisodeOutcome:
-        """Raises EpisodeNotFound (expired), ExtractionFailed, Tier 3 errors."""
-        embedder, vectors = self._semantic.wait_ready(timeout=None)
+    def consolidate(self, episode_id: str, near_expiry: bool = False) -> EpisodeOutcome:
+        """Raises EpisodeNotFound (expired), ExtractionFailed, ExtractionDeferred (the LLM
+        failed, the episode stays pending; never when ``near_expiry``), Tier 3 errors."""
+        self._semantic.wait_ready(timeout=None)
+        tombstones = self._semantic.tombstones
+        if tombstones.episode(episode_id):
+            return EpisodeOutcome(forgotten=True)
         episode = load_episode(self._journal, episode_id)
         outcome = EpisodeOutcome()
-        extraction = self._extract(episode, outcome)
+        extraction = self._extract(episode, outcome, near_expiry)
+        with self._semantic.write_lock:
+            if tombstones.episode(episode_id):  # forgotten during the extraction
+                outcome.forgotten = True
+                return outcome
+            self.project(episode, extraction, outcome)
+            self._journal.mark_consolidated(episode_id)
+        return outcome
 
+    def project(
+        self, episode: EpisodeInput, extraction: Extraction, outcome: EpisodeOutcome | None = None
+    ) -> EpisodeOutcome:
+        """Steps 2-3: write an extraction's summary, facts and edges to Tier 3 (idempotent).
+        A rebuild calls it with stored records, from the journal or from the record alone."""
+        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        outcome = outcome or EpisodeOutcome()
         points: list[MemoryPoint] = []
         if extraction.summary:
             srcs = sources(episode, extraction.summary_source_seqs) or sources(
@@ -105,6 +151,10 @@ class Consolidator:
             point = self._point(episode, "fact", fact.text, srcs, extraction, fact)
             points.append(point)
             facts.append((point, fact))
+        # Forgotten memories are never written again (tiers.tombstones; under write_lock).
+        points = self._semantic.tombstones.keep(points)
+        kept = {p.id for p in points}
+        facts = [(p, f) for p, f in facts if p.id in kept]
         if points:
             dense = embedder.encode_documents([p.text for p in points])
             keywords = self._semantic.keywords
@@ -113,7 +163,7 @@ class Consolidator:
                 for p, vec in zip(points, dense, strict=True)
             ]
             vectors.upsert(points)
-        outcome.summaries = int(bool(extraction.summary))
+        outcome.summaries = sum(p.kind == "summary" for p in points)
         outcome.facts = len(facts)
 
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
@@ -121,7 +171,6 @@ class Consolidator:
         outcome.triplets = len(edges)
         outcome.superseded = self._supersede(edges, vectors)
         self._semantic.notify_write({episode.scope.user_id})
-        self._journal.mark_consolidated(episode_id)
         return outcome
 
     def _point(
@@ -197,9 +246,23 @@ def _edge(point: MemoryPoint, triplet: Triplet) -> Edge:
     )
 
 
-def encode_extraction(extraction: Extraction) -> bytes:
+def encode_extraction(extraction: Extraction, episode: EpisodeInput | None = None) -> bytes:
+    """The stored record: the extraction, plus the episode's provenance when given."""
+    doc: dict[str, object] = {}
+    if episode is not None:
+        doc["ep"] = {
+            "e": episode.episode_id,
+            "s": episode.session_id,
+            "u": episode.scope.user_id,
+            "a": episode.scope.agent_id,
+            "t": [
+                [t.seq, t.speaker, t.role, t.created_at_us, t.message_id, t.metadata]
+                for t in episode.turns
+            ],
+        }
     return pack(
-        {
+        doc
+        | {
             "x": extraction.extractor,
             "s": extraction.summary,
             "ss": extraction.summary_source_seqs,
@@ -217,6 +280,19 @@ def encode_extraction(extraction: Extraction) -> bytes:
             ],
         }
     )
+
+
+def decode_record(raw: bytes) -> tuple[Extraction, EpisodeInput | None]:
+    """A stored record: the extraction and, when recorded, the episode's provenance (turns
+    without their text: enough to rebuild the extraction's points and edges exactly)."""
+    ep = unpack(raw).get("ep")
+    if ep is None:
+        return decode_extraction(raw), None
+    turns = [
+        Turn(seq, speaker, role, "", created_at, message_id, dict(metadata))
+        for seq, speaker, role, created_at, message_id, metadata in ep["t"]
+    ]
+    return decode_extraction(raw), EpisodeInput(ep["e"], ep["s"], Scope(ep["u"], ep["a"]), turns)
 
 
 def decode_extraction(raw: bytes) -> Extraction:

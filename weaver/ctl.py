@@ -40,6 +40,20 @@ def _backup(client: MemoryClient, args: argparse.Namespace) -> Message:
     return client.backup(str(Path(args.directory).absolute()), timeout=args.timeout)
 
 
+def _rebuild(client: MemoryClient, args: argparse.Namespace) -> Message:
+    return client.rebuild(args.user, timeout=args.timeout)
+
+
+def _forget(client: MemoryClient, args: argparse.Namespace) -> Message:
+    return client.forget(
+        user_id=args.user,
+        agent_id=args.agent,
+        episode_ids=args.episode,
+        memory_ids=args.memory,
+        timeout=args.timeout,
+    )
+
+
 def _render_stats(d: dict[str, Any]) -> str:
     wm, jr = d.get("workingMemory", {}), d.get("journal", {})
     return "\n".join(
@@ -88,9 +102,36 @@ def _render_status(d: dict[str, Any]) -> str:
 
 
 def _render_backup(d: dict[str, Any]) -> str:
-    return (
-        f"backup written to {d['path']} ({', '.join(d.get('stores', []))}; "
+    stores = d.get("stores", [])
+    line = (
+        f"backup written to {d['path']} "
+        f"({', '.join(s for s in stores if s != 'vectors:external')}; "
         f"{d.get('sizeBytes', '0')} bytes)"
+    )
+    if "vectors:external" in stores:
+        line += (
+            "\nthe vectors are in an external Qdrant and are not in the backup: snapshot the"
+            " collection there, or run `weaverctl rebuild` after restoring"
+        )
+    return line
+
+
+def _render_rebuild(d: dict[str, Any]) -> str:
+    return (
+        f"rebuilt from {d.get('episodes', '0')} journal episodes and "
+        f"{d.get('recordsReplayed', '0')} expired episodes' records: "
+        f"{d.get('vectorPoints', '0')} vector points, {d.get('graphEdges', '0')} graph edges, "
+        f"{float(d.get('seconds', 0)):.1f} s"
+    )
+
+
+def _render_forget(d: dict[str, Any]) -> str:
+    return (
+        f"forgot {d.get('sessions', '0')} open sessions ({d.get('sessionMessages', '0')} "
+        f"messages), {d.get('episodes', '0')} episodes ({d.get('episodeMessages', '0')} "
+        f"messages), {d.get('consolidationRecords', '0')} consolidation records, "
+        f"{d.get('vectorPoints', '0')} vector points, {d.get('graphEdges', '0')} graph edges, "
+        f"{d.get('graphNodes', '0')} graph nodes, {d.get('cacheEntries', '0')} cache entries"
     )
 
 
@@ -98,6 +139,8 @@ COMMANDS: dict[str, tuple[Callable[..., Message], Callable[[dict[str, Any]], str
     "stats": (_stats, _render_stats),
     "status": (_status, _render_status),
     "backup": (_backup, _render_backup),
+    "rebuild": (_rebuild, _render_rebuild),
+    "forget": (_forget, _render_forget),
 }
 
 
@@ -152,8 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, help="seconds to wait for the daemon (default 60)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Every command also takes --json after its name (``weaverctl stats --json``).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts"
+    )
     run = sub.add_parser(
         "run-now",
+        parents=[common],
         help="consolidate pending episodes now, with progress; non-zero exit if the run failed",
     )
     run.add_argument(
@@ -162,15 +211,46 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--user-id", default="", help="only this user's episodes")
     run.add_argument("--agent-id", default="", help="only this agent's episodes")
     run.add_argument("--no-wait", action="store_true", help="start the run and return at once")
-    sub.add_parser("status", help="the weaver: last and next run, pending work, last error")
-    sub.add_parser("stats", help="counts per tier, store sizes and uptime")
+    sub.add_parser(
+        "status", parents=[common], help="the weaver: last and next run, pending work, last error"
+    )
+    sub.add_parser("stats", parents=[common], help="counts per tier, store sizes and uptime")
     backup = sub.add_parser(
         "backup",
+        parents=[common],
         help="take a consistent online checkpoint of every store into DIRECTORY",
         description="DIRECTORY must not exist. It is written by the daemon, so it is a path "
         "on the daemon's host; restore with `stratad restore DIRECTORY`.",
     )
     backup.add_argument("directory")
+    rebuild = sub.add_parser(
+        "rebuild",
+        parents=[common],
+        help="re-derive Tier 3 (vector points, graph) from the journal and consolidation records",
+        description="Deletes and re-derives the vector points and graph edges of every episode "
+        "still in the journal (chunks, and summary, facts and edges from its stored record) and "
+        "of every episode whose record outlived its journal entry (summary, facts and edges). "
+        "No LLM call is made. Not a substitute for a backup. Use a --timeout long enough for "
+        "the store's size.",
+    )
+    rebuild.add_argument("--user", default="", metavar="USER_ID", help="only this user")
+    forget = sub.add_parser(
+        "forget",
+        parents=[common],
+        help="delete memories from every tier: a user's (or agent's), episodes or memories",
+        description="Give exactly one of: --user (with --agent for one agent of the user), "
+        "--episode (repeat), --memory (a hit id; repeat). Deletes working memory, journal, "
+        "consolidation state, vector points, graph edges and caches, and keeps tombstones so "
+        "that no weaver run or rebuild derives them again. Cannot be undone.",
+    )
+    forget.add_argument("--user", default="", metavar="USER_ID", help="everything of this user")
+    forget.add_argument("--agent", default="", metavar="AGENT_ID", help="only this agent's data")
+    forget.add_argument(
+        "--episode", action="append", default=[], metavar="ID", help="an episode id (repeat)"
+    )
+    forget.add_argument(
+        "--memory", action="append", default=[], metavar="ID", help="a memory (hit) id (repeat)"
+    )
     return parser
 
 

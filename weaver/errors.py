@@ -13,5 +13,10 @@ class ExtractionFailed(WeaverError):
     """An extractor could not produce a valid result for an episode (after its retries)."""
 
 
+class ExtractionDeferred(WeaverError, Unavailable):
+    """The LLM failed an episode and ``llm.on_failure`` is "wait": it stays pending for a later
+    run (the weaver backs off)."""
+
+
 class WeaverBusy(WeaverError, Unavailable):
     """A run is in progress already."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from daemon.settings import WeaverSettings
+from daemon.settings_sections import WeaverSettings
 from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
 from tiers.semantic import SemanticStore
@@ -72,10 +72,13 @@ class Indexer:
                 replace(p, dense=vec.tolist(), sparse=keywords.embed_document(p.text))
                 for p, vec in zip(points, dense, strict=True)
             ]
-            vectors.upsert(points)
-            self._semantic.notify_write({p.scope.user_id for p in points})
-        for eid in done + missing:
-            self._journal.mark_indexed(eid)
+        with self._semantic.write_lock:  # points and marks together, for a backup
+            points = self._semantic.tombstones.keep(points)  # never write forgotten ones
+            if points:
+                vectors.upsert(points)
+                self._semantic.notify_write({p.scope.user_id for p in points})
+            for eid in done + missing:
+                self._journal.mark_indexed(eid)
         for eid in missing:
             log.warning(
                 "weaver.index_missing",

@@ -7,6 +7,8 @@ maintenance job in order, so Tier 3 writes never race each other.
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
   whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`.
 - ``request_optimize`` queues the vector store's index build and flush.
+
+A run, its progress events and its report are in :mod:`weaver.run`.
 """
 
 from __future__ import annotations
@@ -17,86 +19,33 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
+from daemon.errors import Unavailable
 from tiers.errors import EpisodeNotFound
-from tiers.journal import Journal, PendingEpisode
+from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
+from weaver.backoff import Backoff
 from weaver.consolidate import Consolidator
+from weaver.errors import ExtractionDeferred
+from weaver.extractors import Extractor
 from weaver.index import Indexer
+from weaver.run import ANY_SCOPE, Progress, Run, RunReport
 
 log = logging.getLogger("strata.weaver")
-ANY_SCOPE = Scope("")
+T = TypeVar("T")
 # A run that wrote at least this many points builds the vector index right after it.
 OPTIMIZE_AFTER_POINTS = 10_000
+# Episodes per index job (one embedding batch): bounds how long a job, and so a shutdown, takes.
+MAX_INDEX_BATCH = 16
+# The pause after a failed index stage (Tier 3 refused the chunks): first, longest.
+INDEX_BACKOFF = (1.0, 60.0)
 
 
-@dataclass(slots=True)
-class RunReport:
-    run_id: str
-    ok: bool = True
-    episodes: int = 0
-    chunks: int = 0
-    summaries: int = 0
-    facts: int = 0
-    triplets: int = 0
-    superseded: int = 0
-    failures: int = 0
-    fallbacks: int = 0
-    llm_calls: int = 0
-    seconds: float = 0.0
-    started_at: float = 0.0
-    finished_at: float = 0.0
-    error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    stage: str  # "queued", "index", "consolidate"
-    done: int
-    total: int
-    episode_id: str = ""
-
-
-@dataclass(slots=True)
-class Run:
-    """A requested consolidation run; thread-safe to follow from any thread."""
-
-    run_id: str
-    episode_ids: tuple[str, ...] = ()
-    scope: Scope = ANY_SCOPE
-    events: list[Progress] = field(default_factory=list)
-    report: RunReport | None = None
-    _cond: threading.Condition = field(default_factory=threading.Condition)
-
-    def publish(self, event: Progress) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
-
-    def finish(self, report: RunReport) -> None:
-        with self._cond:
-            self.report = report
-            self._cond.notify_all()
-
-    def follow(self, seen: int, timeout: float) -> tuple[list[Progress], RunReport | None]:
-        """Events after the first ``seen``, waiting up to ``timeout`` for something new."""
-        with self._cond:
-            if len(self.events) == seen and self.report is None:
-                self._cond.wait(timeout)
-            return self.events[seen:], self.report
-
-    def wants(self, pending: PendingEpisode) -> bool:
-        if self.episode_ids and pending.episode_id not in self.episode_ids:
-            return False
-        if self.scope.user_id and pending.user_id != self.scope.user_id:
-            return False
-        return not (self.scope.agent_id and pending.agent_id != self.scope.agent_id)
-
-
-Job = tuple[str, Any]  # ("index", [episode ids]) | ("run", Run) | ("optimize", None)
+# ("index", [episode ids]) | ("run", Run) | ("optimize", None) | ("call", (fn, Future))
+Job = tuple[str, Any]
 
 
 class Weaver:
@@ -107,8 +56,13 @@ class Weaver:
         indexer: Indexer,
         consolidator: Consolidator,
         next_run: Callable[[], float | None] = lambda: None,
+        llm_backoff: tuple[float, float] = (30.0, 1800.0),
     ) -> None:
         self._journal = journal
+        # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
+        # pause is over, then one run; a failed index stage retries the same way.
+        self.llm_backoff = Backoff(*llm_backoff, retry=self._retry_run)
+        self.index_backoff = Backoff(*INDEX_BACKOFF, retry=self._retry_index)
         self._semantic = semantic
         self._indexer = indexer
         self._consolidator = consolidator
@@ -120,6 +74,20 @@ class Weaver:
         self.last_run: RunReport | None = None
         self.last_error = ""
         self.points_since_optimize = 0
+        # Observers (metrics): called on the worker thread; an exception in one is logged.
+        self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, chunks, s
+        self.on_run: list[Callable[[RunReport], None]] = []
+
+    def _notify(self, listeners: list[Callable[..., None]], *args: Any) -> None:
+        for listener in listeners:
+            try:
+                listener(*args)
+            except Exception:
+                log.exception("weaver.observer_failed")
+
+    @property
+    def extractor(self) -> Extractor:
+        return self._consolidator.extractor
 
     @property
     def ready(self) -> bool:
@@ -144,9 +112,18 @@ class Weaver:
         """Finish the episode at hand, then stop (idempotent). Queued work stays marked in
         the state store and is picked up at the next start."""
         self._stopping.set()
+        self.llm_backoff.close()
+        self.index_backoff.close()
         self._jobs.put(None)
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                # The job at hand may be in native code (embedding, the vector engine): the
+                # process must not exit under it (std::terminate: SIGABRT, exit -6). Jobs are
+                # bounded (MAX_INDEX_BATCH episodes; a run stops between episodes), and a
+                # second signal still exits at once (daemon.cli).
+                log.warning("weaver.stop_waiting", extra={"fields": {"waited_s": timeout}})
+                self._thread.join()
 
     def notify_flushed(self, episode_id: str) -> None:
         self._jobs.put(("index", [episode_id]))
@@ -159,11 +136,46 @@ class Weaver:
 
     def scheduled_run(self) -> None:
         """The scheduler's job: queue a run unless one is running or queued already."""
-        if self.running is None and self._jobs.empty():
+        if self.llm_backoff.waiting:
+            log.info(
+                "weaver.run_skipped",
+                extra={"fields": {"reason": "llm backoff", "until": self.llm_backoff.until}},
+            )
+            return
+        if self.running is None and not self._queued("run"):
             self.request_run()
+
+    def _queued(self, kind: str) -> bool:
+        """Whether a job of ``kind`` waits in line. Under sustained load the line always holds
+        index jobs: they must not hold back the scheduled run (found by ``make bench-load``)."""
+        with self._jobs.mutex:
+            return any(job is not None and job[0] == kind for job in self._jobs.queue)
+
+    def _next_is_index(self) -> bool:
+        with self._jobs.mutex:
+            head = self._jobs.queue[0] if self._jobs.queue else None
+        return head is not None and head[0] == "index"
+
+    def _retry_run(self) -> None:
+        if not self._stopping.is_set():
+            self.request_run()
+
+    def _retry_index(self) -> None:
+        backlog = [p.episode_id for p in self._journal.unindexed()]
+        if backlog and not self._stopping.is_set():
+            self._jobs.put(("index", backlog))
 
     def request_optimize(self) -> None:
         self._jobs.put(("optimize", None))
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
+        future: Future[T] = Future()
+        if self._stopping.is_set():
+            future.set_exception(Unavailable("the weaver is stopping"))
+            return future
+        self._jobs.put(("call", (fn, future)))
+        return future
 
     # -- the worker ------------------------------------------------------------------------
     def _work(self) -> None:
@@ -179,29 +191,55 @@ class Weaver:
                     self._run(arg)
                 elif kind == "optimize":
                     self._optimize()
+                elif kind == "call":
+                    fn, future = arg
+                    if future.set_running_or_notify_cancel():
+                        try:
+                            future.set_result(fn())
+                        except BaseException as exc:
+                            future.set_exception(exc)
             except Exception as exc:  # a job must never kill the worker
                 self.last_error = f"{kind}: {exc}"
                 log.exception("weaver.job_failed", extra={"fields": {"job": kind}})
+                if kind == "index":
+                    self._index_failed(exc)
 
-    def _index_batch(self, episode_ids: list[str]) -> int:
-        # Drain the other queued index jobs into this batch: one embedding call for all.
-        while True:
+    def _index_all(self, episode_ids: list[str]) -> int:
+        """Index these episodes, MAX_INDEX_BATCH at a time (a stop ends it between batches)."""
+        chunks = 0
+        for i in range(0, len(episode_ids), MAX_INDEX_BATCH):
+            if self._stopping.is_set():
+                break
+            chunks += self._index_batch(episode_ids[i : i + MAX_INDEX_BATCH], drain=False)
+        return chunks
+
+    def _index_batch(self, episode_ids: list[str], drain: bool = True) -> int:
+        # Drain the other queued index jobs into this batch: one embedding call for all, up
+        # to MAX_INDEX_BATCH episodes so that one job stays short (shutdown waits for it).
+        # Only index jobs at the head of the line: a run or a stop keeps its place (putting
+        # it back at the end let a stream of index jobs defer a run for ever). This thread is
+        # the only consumer, so the head it saw is the job it gets.
+        while drain and len(episode_ids) < MAX_INDEX_BATCH and self._next_is_index():
             try:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 break
-            if job is not None and job[0] == "index":
-                episode_ids += job[1]
-            else:
-                self._jobs.put(job)  # not ours: back in line (a stop stays a stop)
-                break
+            assert job is not None
+            episode_ids += job[1]
+        if len(episode_ids) > MAX_INDEX_BATCH:  # the rest: back in line, as one job
+            self._jobs.put(("index", episode_ids[MAX_INDEX_BATCH:]))
+            episode_ids = episode_ids[:MAX_INDEX_BATCH]
         todo = {p.episode_id for p in self._journal.unindexed()}
         batch = [eid for eid in dict.fromkeys(episode_ids) if eid in todo]
         if not batch:
             return 0
         began = time.monotonic()
         result = self._indexer.index(batch)
+        if self.index_backoff.failures:  # Tier 3 works again: what failed before goes now
+            self.index_backoff.succeeded()
+            self._retry_index()
         self.points_since_optimize += result.chunks
+        self._notify(self.on_indexed, result.episodes, result.chunks, time.monotonic() - began)
         log.info(
             "weaver.indexed",
             extra={
@@ -230,8 +268,18 @@ class Weaver:
             to_index = [p.episode_id for p in targets if p.episode_id in unindexed]
             if to_index:
                 run.publish(Progress("index", 0, len(to_index)))
-                report.chunks = self._index_batch(to_index)
+                try:
+                    report.chunks = self._index_all(to_index)
+                except Exception as exc:
+                    # Tier 3 refused the chunks: everything stays unindexed and pending.
+                    report.ok = False
+                    report.failures += 1
+                    report.error = f"index: {exc}; {self._index_failed(exc)}"
+                    return
                 run.publish(Progress("index", len(to_index), len(to_index)))
+            near_ids = {p.episode_id for p in near}
+            llm_down = ""  # why the LLM failed this run (llm.on_failure = "wait")
+            deferred = 0
             total = len(targets)
             for done, pending in enumerate(targets):
                 if self._stopping.is_set():
@@ -239,9 +287,20 @@ class Weaver:
                     report.ok = False
                     break
                 run.publish(Progress("consolidate", done, total, pending.episode_id))
+                near_expiry = pending.episode_id in near_ids
+                if llm_down and not near_expiry:
+                    deferred += 1  # the LLM is down: only episodes close to expiry go on
+                    continue
                 try:
-                    outcome = self._consolidator.consolidate(pending.episode_id)
+                    outcome = self._consolidator.consolidate(pending.episode_id, near_expiry)
+                except ExtractionDeferred as exc:
+                    llm_down = str(exc)
+                    deferred += 1
+                    report.failures += 1
+                    continue
                 except EpisodeNotFound:
+                    if self._semantic.tombstones.episode(pending.episode_id):
+                        continue  # forgotten while the run went on: nothing to do
                     # Its turns are gone for good (their chunks, indexed at the end of the
                     # session, stay in Tier 3): say so loudly, once, and stop retrying.
                     report.failures += 1
@@ -260,6 +319,8 @@ class Weaver:
                         extra={"fields": {"episode_id": pending.episode_id, "error": str(exc)}},
                     )
                     continue
+                if outcome.forgotten:
+                    continue
                 report.episodes += 1
                 report.summaries += outcome.summaries
                 report.facts += outcome.facts
@@ -270,6 +331,25 @@ class Weaver:
                 self.points_since_optimize += outcome.summaries + outcome.facts
             else:
                 run.publish(Progress("consolidate", total, total))
+            if llm_down:
+                delay = self.llm_backoff.failed()
+                report.error = (
+                    f"the LLM failed ({llm_down}); {deferred} episodes stay pending; "
+                    f"next try in {delay:g} s (backoff {self.llm_backoff.failures})"
+                )
+                log.warning(
+                    "weaver.llm_backoff",
+                    extra={
+                        "fields": {
+                            "pending": deferred,
+                            "seconds": delay,
+                            "failures": self.llm_backoff.failures,
+                            "error": llm_down,
+                        }
+                    },
+                )
+            elif report.episodes:
+                self.llm_backoff.succeeded()
             if report.failures:
                 report.ok = False
             if self.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
@@ -282,6 +362,7 @@ class Weaver:
             self.last_run = report
             self.running = None
             run.finish(report)
+            self._notify(self.on_run, report)
             log.info(
                 "weaver.run",
                 extra={
@@ -295,6 +376,20 @@ class Weaver:
                     }
                 },
             )
+
+    def _index_failed(self, exc: Exception) -> str:
+        delay = self.index_backoff.failed()
+        log.warning(
+            "weaver.index_backoff",
+            extra={
+                "fields": {
+                    "seconds": delay,
+                    "failures": self.index_backoff.failures,
+                    "error": str(exc),
+                }
+            },
+        )
+        return f"next try in {delay:g} s"
 
     def _optimize(self) -> None:
         if not self.points_since_optimize or not self._semantic.ready:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-import grpc
 from grpc_health.v1 import health_pb2
 
+from daemon.client.channel import PathLike, aio_channel, connection
 from daemon.client.requests import (
     CHANNEL_OPTIONS,
     BaseClient,
     Timeish,
     default_address,
+    forget_request,
     list_request,
     message,
     pack_request,
@@ -26,8 +27,22 @@ from daemon.pb import memory_pb2 as pb
 class AsyncMemoryClient(BaseClient):
     """asyncio client (``grpc.aio``), with the same methods as :class:`MemoryClient`."""
 
-    def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
-        channel = grpc.aio.insecure_channel(address or default_address(), options=CHANNEL_OPTIONS)
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float = 10.0,
+        token: str | None = None,
+        token_file: PathLike | None = None,
+        ca_file: PathLike | None = None,
+        cert_file: PathLike | None = None,
+        key_file: PathLike | None = None,
+    ) -> None:
+        """``token``: the bearer token; ``ca_file``: TLS with this CA; ``cert_file`` and
+        ``key_file``: a client certificate. None: from the environment (STRATA_TOKEN,
+        STRATA_TOKEN_FILE, STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY)."""
+        conn = connection(token, token_file, ca_file, cert_file, key_file)
+        channel = aio_channel(address or default_address(), conn, CHANNEL_OPTIONS)
         super().__init__(channel, timeout)
 
     async def __aenter__(self) -> AsyncMemoryClient:
@@ -154,6 +169,16 @@ class AsyncMemoryClient(BaseClient):
         )
         return response
 
+    async def rebuild(
+        self, user_id: str = "", *, timeout: float | None = None
+    ) -> admin_pb2.RebuildResponse:
+        """Re-derive Tier 3 (vector points, graph) from the journal and the stored
+        consolidation records, for one user or (``user_id`` empty) every user."""
+        response: admin_pb2.RebuildResponse = await self._admin.Rebuild(
+            admin_pb2.RebuildRequest(user_id=user_id), timeout=self._t(timeout)
+        )
+        return response
+
     async def recall(
         self,
         query: str,
@@ -194,6 +219,22 @@ class AsyncMemoryClient(BaseClient):
             query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
         )
         response: pb.PackResponse = await self._memory.Pack(req, timeout=self._t(timeout))
+        return response
+
+    async def forget(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        episode_ids: Iterable[str] = (),
+        memory_ids: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> pb.ForgetResponse:
+        """Delete memories everywhere: a scope (``user_id``, optionally ``agent_id``), or
+        episodes, or Tier 3 memories (hit ids); exactly one of the three. Returns the counts
+        per tier."""
+        req = forget_request(user_id, agent_id, episode_ids, memory_ids)
+        response: pb.ForgetResponse = await self._memory.Forget(req, timeout=self._t(timeout))
         return response
 
     async def get_node(

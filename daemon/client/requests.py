@@ -64,6 +64,16 @@ def message(
     return msg
 
 
+def forget_request(
+    user_id: str, agent_id: str, episode_ids: Iterable[str], memory_ids: Iterable[str]
+) -> pb.ForgetRequest:
+    """A ForgetRequest; ``user_id`` (with ``agent_id``) becomes the scope when given."""
+    req = pb.ForgetRequest(episode_ids=list(episode_ids), memory_ids=list(memory_ids))
+    if user_id or agent_id:
+        req.scope.CopyFrom(pb.Scope(user_id=user_id, agent_id=agent_id))
+    return req
+
+
 def list_request(
     user_id: str,
     agent_id: str,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient, message
-from daemon.settings import RecallSettings, WeaverSettings
+from daemon.settings_sections import RecallSettings, WeaverSettings
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes

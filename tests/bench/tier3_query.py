@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.settings import EmbeddingSettings
+from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.weaver_throughput import LOCOMO, load_locomo, require_locomo, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder

@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from daemon.client import MemoryClient, message
-from daemon.settings import EmbeddingSettings, JournalSettings, WeaverSettings
+from daemon.settings_sections import EmbeddingSettings, JournalSettings, WeaverSettings
 from tests.bench._daemon import cpu_seconds, format_machine, machine_info, running_daemon
 from tests.support import ROOT
 from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
@@ -53,8 +53,9 @@ from tiers.journal import JOURNAL_CFS, Journal
 from tiers.records import Message, Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
+from tiers.session import WindowLimits
 from tiers.vectors.edge import EdgeVectorStore
-from tiers.working import STATE_CFS, WindowLimits, WorkingMemory
+from tiers.working import STATE_CFS, WorkingMemory
 from weaver.episodes import chunk, chunk_text
 from weaver.extractors import EpisodeInput, Turn
 from weaver.index import Indexer

@@ -58,6 +58,10 @@ class GraphStore(Protocol):
     def close_edges(self, ids: Sequence[str], valid_to_us: int) -> None:
         """Set ``valid_to`` of these edges (supersession); nothing is deleted."""
 
+    def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
+        """Delete these edges (Forget) and the nodes left without an edge; returns how many
+        (edges, nodes). Unknown ids are skipped."""
+
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
         """Every edge (current or closed) from the entity ``subject`` with ``predicate``."""
 

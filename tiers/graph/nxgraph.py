@@ -11,7 +11,7 @@ when they share an entity name; a node's ``aliases`` are the surface forms seen.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import networkx as nx
@@ -112,6 +112,35 @@ class NetworkXGraph:
             for edge in edges:
                 self._apply(edge)
 
+    def remove_episodes(self, episode_ids: set[str], user_id: str = "") -> int:
+        """Delete every edge derived from these episodes (of ``user_id``, or of any user), and
+        the nodes left without edges. Returns how many edges were deleted."""
+        if not episode_ids:
+            return 0
+        prefix = f"{user_id}\x00".encode() if user_id else b""
+        rows = (
+            self._state.scan_prefix(GRAPH_CF, prefix) if prefix else self._state.scan(GRAPH_CF, b"")
+        )
+        with self._lock:
+            doomed = [
+                (key, edge) for key, raw in rows if (edge := _decode(raw)).episode_id in episode_ids
+            ]
+            if not doomed:
+                return 0
+            batch = self._state.batch()
+            for key, _edge in doomed:
+                batch.delete(GRAPH_CF, key)
+            self._state.write(batch)
+            for _key, edge in doomed:
+                ends = self._ends.pop(edge.id, None)
+                if ends is None:
+                    continue
+                self.graph.remove_edge(ends[0], ends[1], key=edge.id)
+                for node in ends:
+                    if node in self.graph and self.graph.degree(node) == 0:
+                        self.graph.remove_node(node)
+            return len(doomed)
+
     def get(self, edge_id: str) -> Edge | None:
         with self._lock:
             ends = self._ends.get(edge_id)
@@ -119,6 +148,35 @@ class NetworkXGraph:
                 return None
             edge: Edge = self.graph.edges[ends[0], ends[1], edge_id]["edge"]
             return edge
+
+    def edges_where(self, keep: Callable[[Edge], bool]) -> list[Edge]:
+        """Every edge (any scope) for which ``keep`` is true."""
+        with self._lock:
+            return [d["edge"] for _u, _v, d in self.graph.edges(data=True) if keep(d["edge"])]
+
+    def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
+        """Delete these edges (unknown ids are skipped), then every node of theirs left
+        without an edge. Returns (edges, nodes) removed."""
+        with self._lock:
+            found = [e for e in map(self.get, dict.fromkeys(ids)) if e is not None]
+            if not found:
+                return 0, 0
+            batch = self._state.batch()
+            for edge in found:
+                batch.delete(GRAPH_CF, _key(edge.scope, edge.id))
+            self._state.write(batch)
+            ends: set[Node] = set()
+            for edge in found:
+                u, v = self._ends.pop(edge.id)
+                self.graph.remove_edge(u, v, key=edge.id)
+                ends.update((u, v))
+            orphans = [n for n in ends if self.graph.degree(n) == 0]
+            self.graph.remove_nodes_from(orphans)
+            for node in ends.difference(orphans):  # surface forms only forgotten edges had
+                out = (d["edge"].subject for _u, _v, d in self.graph.out_edges(node, data=True))
+                into = (d["edge"].object for _u, _v, d in self.graph.in_edges(node, data=True))
+                self.graph.nodes[node]["aliases"] = {*out, *into}
+            return len(found), len(orphans)
 
     def close_edges(self, ids: Sequence[str], valid_to_us: int) -> None:
         with self._lock:

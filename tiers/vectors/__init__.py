@@ -164,6 +164,7 @@ class PointFilter:
     created_from_us: int | None = None  # inclusive
     created_to_us: int | None = None  # exclusive
     include_superseded: bool = True
+    ids: tuple[str, ...] = ()  # point ids (UUID strings)
 
 
 @dataclass(frozen=True, slots=True)

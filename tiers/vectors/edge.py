@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -120,6 +121,8 @@ def build_filter(flt: PointFilter) -> Filter | None:
         )
     if not flt.include_superseded:
         must.append(FieldCondition(key="superseded", match=MatchValue(_FALSE)))
+    if flt.ids:
+        must.append(HasIdCondition({i for i in map(_uuid, flt.ids) if i is not None}))
     return Filter(must=must) if must else None
 
 
@@ -192,6 +195,15 @@ class EdgeVectorStore:
     def flush(self) -> None:
         with self._write_lock, self._engine("flush"):
             self._open().flush()
+
+    def copy_to(self, dest: Path) -> None:
+        """A consistent copy of the shard at ``dest`` (not existing yet), while it stays open.
+
+        The engine has no snapshot creation: with writes and optimization held off, the
+        segments are flushed and the directory (segments, WAL, config, sidecar) is copied."""
+        with self._optimize_lock, self._write_lock, self._engine("backup"):
+            self._open().flush()
+            shutil.copytree(self.path, dest)
 
     def close(self) -> None:
         with self._optimize_lock, self._write_lock:

@@ -83,6 +83,9 @@ def build_filter(flt: PointFilter) -> models.Filter:
         )
     if not flt.include_superseded:
         must.append(models.FieldCondition(key="superseded", match=models.MatchValue(value=False)))
+    if flt.ids:
+        wanted = [i for i in map(_uuid, flt.ids) if i is not None and i != META_ID]
+        must.append(models.HasIdCondition(has_id=list(wanted)))
     return models.Filter(must=must or None, must_not=[_NOT_META])
 
 

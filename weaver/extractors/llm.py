@@ -32,9 +32,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from daemon.llm import import_litellm
+from daemon.security_settings import read_secret_file
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.extractors.llm_reply import InvalidReply, build_messages, parse_reply
@@ -148,6 +150,7 @@ class LLMExtractor:
         model: str,
         api_base: str | None = None,
         api_key_env: str | None = None,
+        api_key_file: Path | None = None,
         timeout_seconds: float = 30.0,
         max_retries: int = 3,
         backoff_seconds: float = 1.0,
@@ -172,6 +175,7 @@ class LLMExtractor:
         self.model = model
         self.api_base = api_base
         self.api_key_env = api_key_env
+        self.api_key_file = api_key_file
         self.timeout_seconds = timeout_seconds
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
@@ -226,6 +230,12 @@ class LLMExtractor:
             t.completion_tokens += stats.completion_tokens
 
     def _api_key(self) -> str | None:
+        if self.api_key_file is not None:  # read per call: a rotated key is picked up
+            try:
+                return read_secret_file(self.api_key_file)
+            except OSError as exc:
+                reason = f"cannot read the API key file: {exc.strerror}"
+                raise ExtractionFailed(f"{self.name}: {reason}") from None
         if self.api_key_env is None:
             # A self-hosted server (api_base) often needs no key, but OpenAI-style clients
             # insist on one; elsewhere litellm falls back to the provider's usual variable.

@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from daemon.llm import escape_data
 from weaver.extractors import EpisodeInput, Extraction, Fact, Triplet, Turn
 
 __all__ = [
@@ -193,7 +194,7 @@ def _data_block(turns: list[Turn]) -> str:
     # here, so escaping them keeps the JSON valid and makes the closing delimiter unforgeable.
     # One turn per line; newlines inside texts are escaped by json.dumps.
     data = "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n]"
-    data = data.replace("<", "\\u003c").replace(">", "\\u003e")
+    data = escape_data(data)  # also NEL/U+2028/U+2029: a turn cannot start a new line
     return f"{DATA_OPEN}\n{data}\n{DATA_CLOSE}"
 
 

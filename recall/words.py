@@ -1,0 +1,104 @@
+"""The words of queries and facts: tokens, crude stems, stop words, and the n-grams of a
+query that may name an entity (:func:`mentions`). Used by the graph channel to link a query to
+entities and to score how much of a fact's predicate and object the query asks about.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+
+from tiers.graph import normalize
+
+_TOKEN = re.compile(r"[\w'-]+")
+_STOP_WORDS = """
+a about above after again all am an and any are as at be been before being below between
+both but by can could did do does doing done down during each ever few for from get got
+had has have having he her here hers herself him himself his how i if in into is it its
+itself just know let me more most my myself no nor not now of off on once only or other
+our ours ourselves out over own please remember same she should so some such tell than
+that the their theirs them themselves then there these they this those through to too
+under until up us very was we were what when where which while who whom why will with
+would you your yours yourself yourselves
+"""
+_STOP = frozenset(_STOP_WORDS.split())
+_SUFFIXES = ("ing", "ed", "s")
+
+
+def _words(text: str) -> list[tuple[str, bool]]:
+    """The words of ``text`` as written (curly apostrophes made straight), each with whether
+    it starts a sentence."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    out = []
+    end = 0
+    starts = True
+    for match in _TOKEN.finditer(text):
+        starts = starts or any(c in ".!?:;\n" for c in text[end : match.start()])
+        end = match.end()
+        word = match.group().strip("'-")
+        if word:
+            out.append((word, starts))
+            starts = False
+    return out
+
+
+def tokens(text: str) -> list[str]:
+    return [w.lower() for w, _start in _words(text)]
+
+
+def _unpossessive(token: str) -> str:
+    if token.endswith("'s"):
+        return token[:-2]
+    return token.rstrip("'")
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to match "works" with "work" and "lives_in" with "live"."""
+    word = _unpossessive(word)
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_stems(words: Iterable[str]) -> set[str]:
+    stems = set()
+    for word in words:
+        stem = _stem(word)
+        if stem and stem not in _STOP and _unpossessive(word) not in _STOP:
+            stems.add(stem)
+    return stems
+
+
+def mentions(text: str, max_words: int = 4) -> list[tuple[int, int, str]]:
+    """Candidate entity keys in ``text``: ``(first token, end token, normalized key)`` for
+    every n-gram of 1..``max_words`` tokens, longest first; the last word of an n-gram is
+    tried as written and without a possessive. A single stop word is left out unless it is
+    capitalised inside the sentence ("What did Will say?")."""
+    written = _words(text)
+    tokens = [w.lower() for w, _start in written]
+    out: list[tuple[int, int, str]] = []
+    for n in range(min(max_words, len(tokens)), 0, -1):
+        for i in range(len(tokens) - n + 1):
+            words = tokens[i : i + n]
+            last = _unpossessive(words[-1])
+            if n == 1 and (not last or last in _STOP) and not _named(written, i):
+                continue
+            keys = dict.fromkeys(
+                (normalize(" ".join(words)), normalize(" ".join([*words[:-1], last])))
+            )
+            out.extend((i, i + n, key) for key in keys if key)
+    return out
+
+
+def _named(written: list[tuple[str, bool]], i: int) -> bool:
+    """Whether word ``i`` looks like a name: capitalised, not starting a sentence, not "I"."""
+    word, starts = written[i]
+    return not starts and len(word) > 1 and word[0].isupper()
+
+
+@functools.lru_cache(maxsize=65536)
+def edge_words(predicate: str, obj: str) -> frozenset[str]:
+    """The content stems of a fact's predicate and object."""
+    return frozenset(content_stems([*predicate.split("_"), *tokens(obj)]))

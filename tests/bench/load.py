@@ -1,0 +1,338 @@
+"""Mixed load on one ``stratad``: 32 concurrent agents appending, ending sessions, recalling
+and packing, with the weaver consolidating in the background.
+
+Run as ``python -m tests.bench.load`` (``make bench-load``; ``--seconds`` for shorter runs).
+A fresh daemon with the embedded defaults is started, the weaver on a short interval
+(``weaver.interval_seconds`` = 10) so that consolidation runs during the test. Each client is
+an agent with its own user replaying a LoCoMo conversation (read from
+``../shared/data/locomo/``) turn by turn: ``Append`` per turn, ``EndSession`` at the end of each
+LoCoMo session, and after a turn a ``Recall`` (k = 10, probability 0.2) or a ``Pack`` (1,000
+tokens, probability 0.05) with one of the conversation's questions. Closed loop, no think time:
+the clients run as fast as the daemon answers.
+
+Reported: per RPC the calls, calls/s, p50/p99/max over the measured window (after a warm-up),
+the errors (status codes, over the whole run; target 0), the daemon's RSS sampled every few
+seconds (warm = first sample after the warm-up, then end and peak), CPU of the daemon and of the
+clients, and what the weaver did meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import random
+import threading
+import time
+import traceback
+from collections import Counter
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from daemon.client import AsyncMemoryClient, MemoryClient
+from tests.bench._daemon import (
+    cpu_seconds,
+    format_machine,
+    machine_info,
+    percentile,
+    rss_bytes,
+    running_daemon,
+)
+from tests.bench.locomo_data import load
+
+RPCS = ("Append", "EndSession", "Recall", "Pack")
+P_RECALL, P_PACK = 0.2, 0.05
+CALL_TIMEOUT = 60.0
+# (session number, [(speaker, text), ...]) per session, and the questions, per conversation
+Script = tuple[list[tuple[int, list[tuple[str, str]]]], list[str]]
+
+
+def scripts() -> list[Script]:
+    data = load()
+    out: list[Script] = []
+    for conv in data.conversations:
+        sessions = [(s.number, [(t.speaker, t.text) for t in s.turns]) for s in conv.sessions]
+        out.append((sessions, [q.text for q in conv.questions] or ["What happened?"]))
+    return out
+
+
+# -- the clients (spawned worker processes, asyncio tasks) ------------------------------------
+
+
+class Tally:
+    def __init__(self, measure_from: float, measure_until: float) -> None:
+        self.measure_from = measure_from
+        self.measure_until = measure_until
+        self.ms: dict[str, list[float]] = {r: [] for r in RPCS}
+        self.errors: Counter[str] = Counter()
+
+    async def timed(self, rpc: str, call: Any) -> Any:
+        began = time.monotonic()
+        try:
+            result = await call
+        except grpc.RpcError as exc:
+            self.errors[f"{rpc} {exc.code().name}"] += 1
+            return None
+        ended = time.monotonic()
+        if self.measure_from <= began and ended <= self.measure_until:
+            self.ms[rpc].append((ended - began) * 1000)
+        return result
+
+
+async def _agent(address: str, client: int, script: Script, tally: Tally, seed: int) -> None:
+    rng = random.Random(seed)
+    sessions, questions = script
+    user = f"load-user-{client:02d}"
+    names = sorted({speaker for _, turns in sessions for speaker, _ in turns})
+    async with AsyncMemoryClient(address, timeout=CALL_TIMEOUT) as c:
+        round_ = 0
+        while time.monotonic() < tally.measure_until:
+            for number, turns in sessions:
+                sid = f"{user}-r{round_}-s{number}"
+                for speaker, text in turns:
+                    if time.monotonic() >= tally.measure_until:
+                        return
+                    role = "user" if speaker == names[0] else "assistant"
+                    await tally.timed(
+                        "Append", c.append(sid, text, role=role, user_id=user, name=speaker)
+                    )
+                    draw = rng.random()
+                    if draw < P_RECALL:
+                        q = rng.choice(questions)
+                        await tally.timed("Recall", c.recall(q, user_id=user, k=10))
+                    elif draw < P_RECALL + P_PACK:
+                        q = rng.choice(questions)
+                        await tally.timed("Pack", c.pack(q, user_id=user, max_tokens=1000))
+                await tally.timed("EndSession", c.end_session(sid))
+            round_ += 1
+
+
+async def _worker_main(
+    address: str,
+    worker: int,
+    clients: list[int],
+    script_list: list[Script],
+    warmup: float,
+    duration: float,
+    barrier: Barrier,
+) -> tuple[dict[str, list[float]], Counter[str]]:
+    await asyncio.to_thread(barrier.wait, 120)
+    now = time.monotonic()
+    tally = Tally(now + warmup, now + warmup + duration)
+    await asyncio.gather(
+        *(
+            _agent(address, i, script_list[i % len(script_list)], tally, seed=1000 * worker + i)
+            for i in clients
+        )
+    )
+    return tally.ms, tally.errors
+
+
+def _worker(
+    address: str,
+    worker: int,
+    clients: list[int],
+    script_list: list[Script],
+    warmup: float,
+    duration: float,
+    barrier: Barrier,
+    results: Queue[tuple[dict[str, list[float]], Counter[str], str | None]],
+) -> None:
+    try:
+        ms, errors = asyncio.run(
+            _worker_main(address, worker, clients, script_list, warmup, duration, barrier)
+        )
+        results.put((ms, errors, None))
+    except BaseException:
+        barrier.abort()
+        results.put(({}, Counter(), traceback.format_exc()))
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+
+class Sampler(threading.Thread):
+    """The daemon's RSS every ``interval`` seconds (and at the end)."""
+
+    def __init__(self, pid: int, interval: float, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval, self.t0 = pid, interval, t0
+        self.samples: list[tuple[float, float]] = []  # (seconds since start, MiB)
+        self.stop = threading.Event()
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic() - self.t0, rss_bytes(self.pid) / 2**20))
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.sample()
+
+
+def run_load(
+    seconds: float, clients: int, processes: int, warmup: float, sample_every: float
+) -> dict[str, Any]:
+    script_list = scripts()
+    settings = {"STRATA_WEAVER__INTERVAL_SECONDS": "10"}
+    with running_daemon(settings) as daemon:
+        with MemoryClient(daemon.address, timeout=30) as c:
+            deadline = time.monotonic() + 180
+            while not c.weaver_status().embedding_ready:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the embedding model did not load in 180 s")
+                time.sleep(0.2)
+        rss_start = rss_bytes(daemon.pid) / 2**20
+        ctx = mp.get_context("spawn")
+        barrier = ctx.Barrier(processes + 1)
+        results: Queue[tuple[dict[str, list[float]], Counter[str], str | None]] = ctx.Queue()
+        groups = [list(range(clients))[w::processes] for w in range(processes)]
+        procs = [
+            ctx.Process(
+                target=_worker,
+                args=(daemon.address, w, groups[w], script_list, warmup, seconds, barrier, results),
+                name=f"load-worker-{w}",
+                daemon=True,
+            )
+            for w in range(processes)
+        ]
+        for proc in procs:
+            proc.start()
+        ms: dict[str, list[float]] = {r: [] for r in RPCS}
+        errors: Counter[str] = Counter()
+        failures: list[str] = []
+        try:
+            barrier.wait(120)
+            t0 = time.monotonic()
+            sampler = Sampler(daemon.pid, sample_every, t0)
+            sampler.sample()
+            sampler.start()
+            pids = [p.pid for p in procs if p.pid is not None]
+            time.sleep(warmup)
+            cpu0 = (time.monotonic(), cpu_seconds(daemon.pid), sum(map(cpu_seconds, pids)))
+            time.sleep(seconds)
+            cpu1 = (time.monotonic(), cpu_seconds(daemon.pid), sum(map(cpu_seconds, pids)))
+            for _ in procs:
+                worker_ms, worker_errors, failure = results.get(timeout=seconds + 300)
+                for rpc, values in worker_ms.items():
+                    ms[rpc].extend(values)
+                errors.update(worker_errors)
+                if failure:
+                    failures.append(failure)
+            sampler.stop.set()
+            sampler.join()
+            sampler.sample()
+        finally:
+            for proc in procs:
+                proc.join(30)
+                if proc.is_alive():
+                    proc.terminate()
+        if failures:
+            raise RuntimeError("a load worker failed:\n" + failures[0])
+        with MemoryClient(daemon.address, timeout=30) as c:
+            status = c.weaver_status()
+            stats = c.stats()
+    span = cpu1[0] - cpu0[0]
+    warm = next((m for t, m in sampler.samples if t >= warmup), sampler.samples[0][1])
+    return {
+        "seconds": seconds,
+        "warmup": warmup,
+        "clients": clients,
+        "processes": processes,
+        "rpcs": {
+            rpc: {
+                "calls": len(v),
+                "per_s": round(len(v) / seconds, 1),
+                "p50_ms": round(percentile(sorted(v), 50), 2),
+                "p99_ms": round(percentile(sorted(v), 99), 2),
+                "max_ms": round(max(v), 2) if v else float("nan"),
+            }
+            for rpc, v in ms.items()
+        },
+        "errors": dict(errors),
+        "rss_mib": {
+            "before_load": round(rss_start, 1),
+            "warm": round(warm, 1),
+            "end": round(sampler.samples[-1][1], 1),
+            "peak": round(max(m for _, m in sampler.samples), 1),
+            "samples": [(round(t, 1), round(m, 1)) for t, m in sampler.samples],
+        },
+        "daemon_cpu_percent": round(100 * (cpu1[1] - cpu0[1]) / span, 1),
+        "clients_cpu_percent": round(100 * (cpu1[2] - cpu0[2]) / span, 1),
+        "weaver": {
+            "runs_seen": status.last_run.run_id != "",
+            "last_run_episodes": status.last_run.episodes,
+            "last_run_ok": status.last_run.ok,
+            "last_run_seconds": round(status.last_run.seconds, 1),
+            "last_run_error": status.last_run.error,
+            "pending_at_end": status.pending,
+            "unindexed_at_end": status.unindexed,
+        },
+        "episodes_at_end": stats.journal.episodes,
+    }
+
+
+def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
+    lines = [
+        f"Strata load: {r['clients']} concurrent clients ({r['processes']} processes), "
+        f"{r['seconds']:g} s measured after {r['warmup']:g} s warm-up, weaver every 10 s",
+        format_machine(machine),
+        "",
+        f"  {'rpc':<11} {'calls':>7} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}",
+    ]
+    for rpc, v in r["rpcs"].items():
+        lines.append(
+            f"  {rpc:<11} {v['calls']:>7} {v['per_s']:>8.1f} {v['p50_ms']:>8.2f} "
+            f"{v['p99_ms']:>8.2f} {v['max_ms']:>8.2f}"
+        )
+    total = sum(r["errors"].values())
+    lines.append(f"  errors: {total}" + (f" {r['errors']}" if total else " (target 0)"))
+    rss = r["rss_mib"]
+    lines.append(
+        f"  daemon RSS MiB: before load {rss['before_load']}, warm {rss['warm']}, "
+        f"end {rss['end']}, peak {rss['peak']}"
+    )
+    lines.append("  RSS samples (s: MiB): " + ", ".join(f"{t:g}: {m:g}" for t, m in rss["samples"]))
+    lines.append(
+        f"  CPU: daemon {r['daemon_cpu_percent']:.0f}%, clients {r['clients_cpu_percent']:.0f}% "
+        f"(of one core; {machine['cores']} cores shared)"
+    )
+    w = r["weaver"]
+    if w["runs_seen"]:
+        error = f", {w['last_run_error']}" if w["last_run_error"] else ""
+        last = (
+            f"last consolidation run {w['last_run_episodes']} episodes in "
+            f"{w['last_run_seconds']} s (ok {w['last_run_ok']}{error})"
+        )
+    else:
+        last = "no consolidation run finished"
+    lines.append(
+        f"  weaver: {last}; at the end {w['pending_at_end']} pending, "
+        f"{w['unindexed_at_end']} unindexed; {r['episodes_at_end']} episodes in the journal"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.load")
+    parser.add_argument("--seconds", type=float, default=120.0, help="measured duration")
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--processes", type=int, default=4, help="client processes")
+    parser.add_argument("--sample-seconds", type=float, default=5.0, help="RSS sampling")
+    parser.add_argument("--json", type=Path, metavar="PATH")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    result = run_load(args.seconds, args.clients, args.processes, args.warmup, args.sample_seconds)
+    print(report(machine, result))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    total_errors = sum(result["errors"].values())
+    return 1 if total_errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

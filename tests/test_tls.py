@@ -1,0 +1,133 @@
+"""TLS: server certificates, client certificates, and the clients' TLS and token options."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+from daemon.auth import token_hash
+from daemon.client import AsyncMemoryClient, MemoryClient
+from tests.support import ROOT, daemon_env
+
+OPENSSL = "/usr/bin/openssl"
+EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _run(*args: str, cwd: Path) -> None:
+    subprocess.run([OPENSSL, *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _signed(name: str, ca: str, cwd: Path, ext: str) -> None:
+    _run(
+        "req", *EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=cwd
+    )
+    (cwd / f"{name}.ext").write_text(ext)
+    _run(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+        "-CAcreateserial", "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext",
+        cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA made now, a server certificate for 127.0.0.1 and localhost, a client certificate,
+    and a second CA that signed nothing the daemon trusts."""
+    d = tmp_path_factory.mktemp("pki")
+    for ca in ("ca", "other-ca"):
+        _run("req", "-x509", *EC, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "1",
+             "-subj", f"/CN={ca}", cwd=d)  # fmt: skip
+    _signed("server", "ca", d, "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _signed("client", "ca", d, "extendedKeyUsage=clientAuth\n")
+    _signed("stranger", "other-ca", d, "extendedKeyUsage=clientAuth\n")
+    return d
+
+
+def _fails(client: MemoryClient) -> grpc.StatusCode:
+    with pytest.raises(grpc.RpcError) as err:
+        client.append("s", "hello", user_id="alice", timeout=5)
+    return err.value.code()
+
+
+def test_tls_server_and_a_client_that_trusts_its_ca(start_daemon, pki):
+    daemon = start_daemon(tls={"cert_file": pki / "server.pem", "key_file": pki / "server.key"})
+    with MemoryClient(daemon.address, ca_file=pki / "ca.pem") as c:
+        assert c.append("s", "over TLS", user_id="alice").seq == 1
+        assert c.health() in ("SERVING", "NOT_SERVING")
+    with MemoryClient(daemon.address) as plain:  # plaintext to a TLS port
+        assert _fails(plain) == grpc.StatusCode.UNAVAILABLE
+    with MemoryClient(daemon.address, ca_file=pki / "other-ca.pem") as wrong:  # untrusted
+        assert _fails(wrong) == grpc.StatusCode.UNAVAILABLE
+    with MemoryClient(
+        f"localhost:{daemon.address.rpartition(':')[2]}", ca_file=pki / "ca.pem"
+    ) as c:
+        assert c.get_working_memory("s").messages[0].message.content == "over TLS"
+
+
+def test_client_certificates_are_required_with_a_client_ca(start_daemon, pki, monkeypatch):
+    token = "tok-tls-ops"
+    daemon = start_daemon(
+        tls={
+            "cert_file": pki / "server.pem",
+            "key_file": pki / "server.key",
+            "client_ca_file": pki / "ca.pem",
+        },
+        auth={
+            "tokens": [
+                {"name": "ops", "sha256": token_hash(token), "tenants": ["*"], "rights": ["admin"]}
+            ]
+        },
+    )
+    with MemoryClient(daemon.address, ca_file=pki / "ca.pem", token=token) as no_cert:
+        assert _fails(no_cert) == grpc.StatusCode.UNAVAILABLE
+    stranger = {"cert_file": pki / "stranger.pem", "key_file": pki / "stranger.key"}
+    with MemoryClient(daemon.address, ca_file=pki / "ca.pem", token=token, **stranger) as c:
+        assert _fails(c) == grpc.StatusCode.UNAVAILABLE
+    mine = {"cert_file": pki / "client.pem", "key_file": pki / "client.key"}
+    with MemoryClient(daemon.address, ca_file=pki / "ca.pem", **mine) as no_token:
+        assert _fails(no_token) == grpc.StatusCode.UNAUTHENTICATED  # TLS alone is not enough
+    with MemoryClient(daemon.address, ca_file=pki / "ca.pem", token=token, **mine) as c:
+        assert c.append("s", "mutual TLS", user_id="alice").seq == 1
+        assert c.stats().working_memory.live_sessions == 1
+
+    # The same from the environment, for the asyncio client and for weaverctl.
+    env = {
+        "STRATA_TOKEN": token,
+        "STRATA_TLS_CA": str(pki / "ca.pem"),
+        "STRATA_TLS_CERT": str(pki / "client.pem"),
+        "STRATA_TLS_KEY": str(pki / "client.key"),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+    async def aio() -> int:
+        async with AsyncMemoryClient(daemon.address) as a:
+            await a.append("s", "from asyncio")
+            window = await a.get_working_memory("s")
+            return len(window.messages)
+
+    assert asyncio.run(aio()) == 2
+    out = subprocess.run(
+        [sys.executable, "-m", "weaver.ctl", "--address", daemon.address, "--json", "stats"],
+        env=daemon_env(ROOT / "unused") | env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert '"liveSessions": "1"' in out.stdout
+
+
+def test_tls_settings_must_be_complete(make_settings, pki, tmp_path):
+    with pytest.raises(ValueError, match="go together"):
+        make_settings(tls={"cert_file": pki / "server.pem"})
+    with pytest.raises(ValueError, match=r"needs tls\.cert_file"):
+        make_settings(tls={"client_ca_file": pki / "ca.pem"})
+    with pytest.raises(ValueError, match="not a readable file"):
+        make_settings(tls={"cert_file": tmp_path / "nope.pem", "key_file": pki / "server.key"})

@@ -1,0 +1,276 @@
+"""Forget: delete a scope's, some episodes' or some memories' data from every tier.
+
+:meth:`Forgetter.plan` resolves what a request names into episode ids and memory ids, with
+their owners (so a caller can check rights before anything is deleted); :meth:`Forgetter.run`
+deletes, in this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild or backup
+step runs meanwhile), then the working-memory lock (no append or session end meanwhile):
+
+1. tombstones for every episode and memory (``tiers.tombstones``), durable first, so a weaver
+   job that read the data before the Forget cannot write it back afterwards;
+2. Tier 1: the scope's open sessions (window, durable log, idempotency keys);
+3. Tier 2: the episodes' headers, messages and index entries;
+4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions;
+5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
+   store and in-memory graph) and nodes left without edges;
+6. caches: the semantic cache and per-scope caches (:class:`ScopeCache`).
+
+Then, without the locks, the touched RocksDB column families are flushed and compacted, so
+the deleted bytes are gone from the SST files a later checkpoint (backup) hard-links, and the
+vector store is flushed. The embedded Qdrant engine marks deleted points in its segments and
+never returns them; their bytes stay in the segment files until its optimizer rewrites them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
+from tiers.records import Episode, Scope, time_key, unpack
+from tiers.rocks import RocksStore
+from tiers.semantic import SemanticStore
+from tiers.tombstones import Tombstones
+from tiers.vectors import PointFilter
+from tiers.working import WorkingMemory
+
+log = logging.getLogger("strata.forget")
+EXTRACTIONS_CF = "extractions"  # weaver.consolidate's, named here to keep tiers below weaver
+GRAPH_CF = "graph_edges"
+STATE_CFS_TOUCHED = ("log", "msgids", PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF, GRAPH_CF)
+JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
+# Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
+READY_TIMEOUT = 60.0
+_SCROLL_ALL = 10_000_000
+
+
+@runtime_checkable
+class ScopeCache(Protocol):
+    """A cache holding a user's recall data (semantic cache, graph channel indexes)."""
+
+    def forget_scope(self, user_id: str) -> int:
+        """Drop what the cache holds for ``user_id``; returns how many entries."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetTarget:
+    """Exactly one of: a scope (``user_id``, optionally ``agent_id``), episode ids, memory
+    ids. Validated by the caller."""
+
+    scope: Scope | None = None
+    episode_ids: tuple[str, ...] = ()
+    memory_ids: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ForgetPlan:
+    target: ForgetTarget
+    episode_ids: set[str] = field(default_factory=set)
+    memory_ids: set[str] = field(default_factory=set)  # only for a memory-id forget
+    # Every scope whose data the plan deletes (for a tenant check before run()).
+    owners: set[Scope] = field(default_factory=set)
+    owner_of: dict[str, Scope] = field(default_factory=dict)  # named episode or memory id
+    headers: dict[str, Episode] = field(default_factory=dict)
+
+    def keep_only(self, allowed: Callable[[Scope], bool]) -> None:
+        """Leave out the named ids whose owner is not ``allowed`` (as if unknown)."""
+        for item, owner in list(self.owner_of.items()):
+            if not allowed(owner):
+                del self.owner_of[item]
+                self.episode_ids.discard(item)
+                self.memory_ids.discard(item)
+        if self.target.scope is None:
+            self.owners = set(self.owner_of.values())
+
+
+@dataclass(slots=True)
+class ForgetCounts:
+    sessions: int = 0
+    session_messages: int = 0
+    episodes: int = 0
+    episode_messages: int = 0
+    consolidation_records: int = 0
+    vector_points: int = 0
+    graph_edges: int = 0
+    graph_nodes: int = 0
+    cache_entries: int = 0
+
+
+def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
+    return user_id == scope.user_id and (not scope.agent_id or agent_id == scope.agent_id)
+
+
+class Forgetter:
+    def __init__(
+        self,
+        working: WorkingMemory,
+        journal: Journal,
+        journal_store: RocksStore,
+        state: RocksStore,
+        semantic: SemanticStore,
+        caches: Sequence[ScopeCache] = (),
+    ) -> None:
+        self._working = working
+        self._journal = journal
+        self._jstore = journal_store
+        self._state = state
+        self._semantic = semantic
+        self.caches = list(caches)
+
+    @property
+    def tombstones(self) -> Tombstones:
+        return self._semantic.tombstones
+
+    # -- plan ------------------------------------------------------------------------------
+    def plan(self, target: ForgetTarget) -> ForgetPlan:
+        """What ``target`` covers, and whose it is. Raises EmbeddingUnavailable while Tier 3
+        is still starting (nothing is deleted then)."""
+        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+        plan = ForgetPlan(target)
+        if target.scope is not None:
+            plan.owners.add(target.scope)
+            self._scope_episodes(target.scope, plan)
+        elif target.episode_ids:
+            for eid in target.episode_ids:
+                owner = self._owner(eid, plan)
+                if owner is not None:
+                    plan.episode_ids.add(eid)
+                    plan.owner_of[eid] = owner
+                    plan.owners.add(owner)
+        else:
+            found = {p.id: p.scope for p in vectors.get(list(target.memory_ids))}
+            for mid in target.memory_ids:
+                edge = self._semantic.graph.get(mid)
+                owner = found.get(mid) or (edge.scope if edge is not None else None)
+                if owner is not None:
+                    plan.memory_ids.add(mid)
+                    plan.owner_of[mid] = owner
+                    plan.owners.add(owner)
+        plan.episode_ids.discard("")
+        return plan
+
+    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> None:
+        """Every episode with data of ``scope`` anywhere: journal, marks, points, edges."""
+        _embedder, vectors = self._semantic.wait_ready(0)
+        points = vectors.scroll(
+            PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
+        )
+        plan.episode_ids.update(p.episode_id for p in points)
+        edges = self._semantic.graph.edges_where(
+            lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
+        )
+        plan.episode_ids.update(e.episode_id for e in edges)
+        prefix = scope.user_id.encode() + b"\x00"
+        for key, value in self._jstore.scan_prefix("by_user", prefix):
+            _flushed, user_id, agent_id = unpack(value)
+            if _in(scope, user_id, agent_id):
+                plan.episode_ids.add(key[-32:].decode())
+        for cf in (PENDING_CF, UNINDEXED_CF):
+            for key, value in self._state.scan(cf, b""):
+                _flushed, user_id, agent_id, _sid = unpack(value)
+                if _in(scope, user_id, agent_id):
+                    plan.episode_ids.add(key.decode())
+
+    def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
+        header = self._journal.find(episode_id)
+        if header is not None:
+            plan.headers[episode_id] = header
+            return header.scope
+        for cf in (PENDING_CF, UNINDEXED_CF):
+            raw = self._state.get(cf, episode_id.encode())
+            if raw is not None:
+                _flushed, user_id, agent_id, _sid = unpack(raw)
+                return Scope(user_id, agent_id)
+        _embedder, vectors = self._semantic.wait_ready(0)
+        points = vectors.scroll(PointFilter(episode_ids=(episode_id,)), 1)
+        if points:
+            return points[0].scope
+        edges = self._semantic.graph.edges_where(lambda e: e.episode_id == episode_id)
+        return edges[0].scope if edges else None
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self, plan: ForgetPlan) -> ForgetCounts:
+        counts = ForgetCounts()
+        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+        scope = plan.target.scope
+        with self._semantic.write_lock, self._working.write_lock:  # the backup's order
+            if scope is not None:  # again: sessions may have ended since plan()
+                self._scope_episodes(scope, plan)
+            plan.episode_ids.discard("")
+            episodes = sorted(plan.episode_ids)
+            batch = self._state.batch()
+            Tombstones.add(batch, episodes, sorted(plan.memory_ids))
+            self._state.write(batch)
+            if scope is not None:
+                dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
+                counts.sessions = len(dropped)
+                counts.session_messages = sum(n for _sid, n in dropped)
+            self._delete_episodes(episodes, plan, counts)
+            graph = self._semantic.graph
+            if episodes:
+                counts.vector_points += vectors.delete(PointFilter(episode_ids=tuple(episodes)))
+                wanted = set(episodes)
+                edge_ids = [e.id for e in graph.edges_where(lambda e: e.episode_id in wanted)]
+                self._remove_edges(edge_ids, counts)
+            if scope is not None:
+                counts.vector_points += vectors.delete(
+                    PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
+                )
+                edge_ids = [
+                    e.id
+                    for e in graph.edges_where(
+                        lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
+                    )
+                ]
+                self._remove_edges(edge_ids, counts)
+            if plan.memory_ids:
+                ids = tuple(sorted(plan.memory_ids))
+                counts.vector_points += vectors.delete(PointFilter(ids=ids))
+                self._remove_edges(list(ids), counts)
+            users = {o.user_id for o in plan.owners if o.user_id}
+            for user_id in sorted(users):
+                for cache in self.caches:
+                    counts.cache_entries += cache.forget_scope(user_id)
+        self._compact()
+        vectors.flush()
+        log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
+        return counts
+
+    def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts) -> None:
+        edges, nodes = self._semantic.graph.remove_edges(list(ids))
+        counts.graph_edges += edges
+        counts.graph_nodes += nodes
+
+    def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:
+        jbatch = self._jstore.batch()
+        sbatch = self._state.batch()
+        for eid in episodes:
+            key = eid.encode()
+            header = plan.headers.get(eid) or self._journal.find(eid)
+            if header is not None:
+                counts.episodes += 1
+                counts.episode_messages += sum(1 for _ in self._jstore.scan_prefix("messages", key))
+                tkey = time_key(header.started_at_us) + key
+                jbatch.delete("episodes", key)
+                jbatch.delete_prefix("messages", key)
+                jbatch.delete("by_time", tkey)
+                jbatch.delete("by_user", header.scope.user_id.encode() + b"\x00" + tkey)
+            for cf in (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF):
+                if self._state.get(cf, key) is not None:
+                    counts.consolidation_records += 1
+                    sbatch.delete(cf, key)
+        self._jstore.write(jbatch)
+        self._state.write(sbatch)
+
+    def _compact(self) -> None:
+        """Make the deletes physical: flush and compact the touched column families."""
+        for store, cfs in ((self._state, STATE_CFS_TOUCHED), (self._jstore, JOURNAL_CFS_TOUCHED)):
+            for name in cfs:
+                handle = store.cf(name)
+                handle.flush()
+                handle.compact_range(None, None)
+
+
+def _dict(counts: ForgetCounts) -> dict[str, int]:
+    return {name: getattr(counts, name) for name in counts.__dataclass_fields__}

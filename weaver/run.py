@@ -1,0 +1,77 @@
+"""A consolidation run as observers see it: the :class:`Run` a request returns (which
+episodes, which scope), the :class:`Progress` events it publishes and the :class:`RunReport` it
+ends with. Thread-safe: the weaver's worker publishes, any thread follows.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from tiers.journal import PendingEpisode
+from tiers.records import Scope
+
+ANY_SCOPE = Scope("")
+
+
+@dataclass(slots=True)
+class RunReport:
+    run_id: str
+    ok: bool = True
+    episodes: int = 0
+    chunks: int = 0
+    summaries: int = 0
+    facts: int = 0
+    triplets: int = 0
+    superseded: int = 0
+    failures: int = 0
+    fallbacks: int = 0
+    llm_calls: int = 0
+    seconds: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    stage: str  # "queued", "index", "consolidate"
+    done: int
+    total: int
+    episode_id: str = ""
+
+
+@dataclass(slots=True)
+class Run:
+    """A requested consolidation run; thread-safe to follow from any thread."""
+
+    run_id: str
+    episode_ids: tuple[str, ...] = ()
+    scope: Scope = ANY_SCOPE
+    events: list[Progress] = field(default_factory=list)
+    report: RunReport | None = None
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def publish(self, event: Progress) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def finish(self, report: RunReport) -> None:
+        with self._cond:
+            self.report = report
+            self._cond.notify_all()
+
+    def follow(self, seen: int, timeout: float) -> tuple[list[Progress], RunReport | None]:
+        """Events after the first ``seen``, waiting up to ``timeout`` for something new."""
+        with self._cond:
+            if len(self.events) == seen and self.report is None:
+                self._cond.wait(timeout)
+            return self.events[seen:], self.report
+
+    def wants(self, pending: PendingEpisode) -> bool:
+        if self.episode_ids and pending.episode_id not in self.episode_ids:
+            return False
+        if self.scope.user_id and pending.user_id != self.scope.user_id:
+            return False
+        return not (self.scope.agent_id and pending.agent_id != self.scope.agent_id)
