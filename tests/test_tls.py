@@ -3,35 +3,61 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import subprocess
 import sys
 from pathlib import Path
 
 import grpc
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from daemon.auth import token_hash
 from daemon.client import AsyncMemoryClient, MemoryClient
 from tests.support import ROOT, daemon_env
 
-OPENSSL = "/usr/bin/openssl"
-EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
-
-def _run(*args: str, cwd: Path) -> None:
-    subprocess.run([OPENSSL, *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def _signed(name: str, ca: str, cwd: Path, ext: str) -> None:
-    _run(
-        "req", *EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=cwd
+def _key_and_name(name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
+    return ec.generate_private_key(ec.SECP256R1()), x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, name)]
     )
-    (cwd / f"{name}.ext").write_text(ext)
-    _run(
-        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-        "-CAcreateserial", "-out", f"{name}.pem", "-days", "1", "-extfile", f"{name}.ext",
-        cwd=cwd,
-    )  # fmt: skip
+
+
+def _write(d: Path, name: str, key: ec.EllipticCurvePrivateKey, cert: x509.Certificate) -> None:
+    (d / f"{name}.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    (d / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _certificate(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    signer: ec.EllipticCurvePrivateKey,
+    extensions: list[tuple[x509.ExtensionType, bool]],
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    return builder.sign(signer, hashes.SHA256())
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +65,31 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CA made now, a server certificate for 127.0.0.1 and localhost, a client certificate,
     and a second CA that signed nothing the daemon trusts."""
     d = tmp_path_factory.mktemp("pki")
+    cas = {}
     for ca in ("ca", "other-ca"):
-        _run("req", "-x509", *EC, "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "1",
-             "-subj", f"/CN={ca}", cwd=d)  # fmt: skip
-    _signed("server", "ca", d, "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _signed("client", "ca", d, "extendedKeyUsage=clientAuth\n")
-    _signed("stranger", "other-ca", d, "extendedKeyUsage=clientAuth\n")
+        key, name = _key_and_name(ca)
+        ca_ext = [(x509.BasicConstraints(ca=True, path_length=None), True)]
+        _write(d, ca, key, _certificate(name, key, name, key, ca_ext))
+        cas[ca] = (key, name)
+    server_ext: list[tuple[x509.ExtensionType, bool]] = [
+        (
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            False,
+        )
+    ]
+    client_ext: list[tuple[x509.ExtensionType, bool]] = [
+        (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False)
+    ]
+    for leaf, ca, ext in (
+        ("server", "ca", server_ext),
+        ("client", "ca", client_ext),
+        ("stranger", "other-ca", client_ext),
+    ):
+        key, name = _key_and_name(leaf)
+        ca_key, ca_name = cas[ca]
+        _write(d, leaf, key, _certificate(name, key, ca_name, ca_key, ext))
     return d
 
 
