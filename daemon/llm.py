@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 _lock = threading.Lock()
 _litellm: Any = None
+
+
+@dataclass
+class LLMTotals:
+    """Counters over a back-end's lifetime (the extractor's or the reranker's), updated under
+    its owner's lock and read by the metrics collector."""
+
+    extractions: int = 0  # the extractor's episodes (the reranker leaves these at 0)
+    failed_extractions: int = 0
+    llm_calls: int = 0  # requests sent
+    failed_calls: int = 0
+    prompt_tokens: int = 0  # from the replies' usage
+    completion_tokens: int = 0
 
 
 def import_litellm() -> Any:

@@ -22,13 +22,15 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from daemon.llm import LLMTotals
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -148,7 +150,12 @@ class Metrics:
             weaver.on_run.append(self._run)
         if engine is not None:
             engine.on_result.append(self._recalled)
-        self.registry.register(_StateCollector(working, journal, semantic, weaver))
+        llm: dict[str, object] = {}
+        if weaver is not None:
+            llm["extract"] = weaver.extractor
+        if engine is not None and engine.reranker("llm") is not None:
+            llm["rerank"] = engine.reranker("llm")
+        self.registry.register(_StateCollector(working, journal, semantic, llm))
 
     def _indexed(self, episodes: int, chunks: int, seconds: float) -> None:
         self.weaver_index_seconds.observe(seconds)
@@ -208,12 +215,12 @@ class _StateCollector(Collector):
         working: WorkingMemory,
         journal: Journal,
         semantic: SemanticStore,
-        weaver: Weaver | None,
+        llm: Mapping[str, object],
     ) -> None:
         self._working = working
         self._journal = journal
         self._semantic = semantic
-        self._weaver = weaver
+        self._llm = llm  # purpose ("extract", "rerank") -> a back-end that may keep totals
 
     def describe(self) -> Iterable[Metric]:
         return []  # collected lazily: nothing is read at registration
@@ -252,30 +259,36 @@ class _StateCollector(Collector):
         yield gauge(
             "strata_journal_unindexed_episodes", "Episodes awaiting indexing (stage 1).", unindexed
         )
-        totals = getattr(self._weaver.extractor, "totals", None) if self._weaver else None
-        if totals is not None:
-            calls = CounterMetricFamily(
-                "strata_llm_calls",
-                "LLM requests sent, by purpose and outcome.",
-                labels=["purpose", "outcome"],
-            )
-            calls.add_metric(["extract", "ok"], totals.llm_calls - totals.failed_calls)
-            calls.add_metric(["extract", "error"], totals.failed_calls)
-            yield calls
-            tokens = CounterMetricFamily(
-                "strata_llm_tokens",
-                "LLM tokens from the replies' usage, by purpose and type.",
-                labels=["purpose", "type"],
-            )
-            tokens.add_metric(["extract", "prompt"], totals.prompt_tokens)
-            tokens.add_metric(["extract", "completion"], totals.completion_tokens)
-            yield tokens
-            failed = CounterMetricFamily(
+        totals = {
+            purpose: t
+            for purpose, backend in self._llm.items()
+            if isinstance(t := getattr(backend, "totals", None), LLMTotals)
+        }
+        if not totals:
+            return
+        calls = CounterMetricFamily(
+            "strata_llm_calls",
+            "LLM requests sent, by purpose and outcome.",
+            labels=["purpose", "outcome"],
+        )
+        tokens = CounterMetricFamily(
+            "strata_llm_tokens",
+            "LLM tokens from the replies' usage, by purpose and type.",
+            labels=["purpose", "type"],
+        )
+        for purpose, t in totals.items():
+            calls.add_metric([purpose, "ok"], t.llm_calls - t.failed_calls)
+            calls.add_metric([purpose, "error"], t.failed_calls)
+            tokens.add_metric([purpose, "prompt"], t.prompt_tokens)
+            tokens.add_metric([purpose, "completion"], t.completion_tokens)
+        yield calls
+        yield tokens
+        if "extract" in totals:
+            yield CounterMetricFamily(
                 "strata_llm_extraction_failures",
-                "Episodes the LLM could not extract after its retries (the local extractor did).",
-                value=totals.failed_extractions,
+                "Episodes the LLM could not extract after its retries.",
+                value=totals["extract"].failed_extractions,
             )
-            yield failed
 
 
 class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):

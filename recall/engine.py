@@ -190,6 +190,10 @@ class RecallEngine:
         by_id = {c.point.id: c for c in pool}
         return [by_id[i] for i in order] + candidates[len(pool) :]
 
+    def reranker(self, name: str) -> Reranker | None:
+        """The reranker registered as ``name`` ("local", "llm"), if any."""
+        return self._rerankers.get(name)
+
     def _rerank(
         self, ctx: QueryContext, candidates: list[Candidate], name: str
     ) -> tuple[list[Candidate], str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.llm import escape_data, import_litellm
+from daemon.llm import LLMTotals, escape_data, import_litellm
 from daemon.security_settings import read_secret_file
 from recall import Candidate, QueryContext, RerankFailed
 
@@ -298,6 +299,8 @@ class LLMReranker:
         self.max_text_chars = max_text_chars
         self.max_tokens = max_tokens
         self.max_retries = max_retries
+        self.totals = LLMTotals()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # the key never appears: only the variable's name
         return f"LLMReranker(model={self.model!r}, api_base={self.api_base!r})"
@@ -337,6 +340,7 @@ class LLMReranker:
         messages = build_messages(query, top, self.max_text_chars)
         cause, error = "", None
         for _attempt in range(self.max_retries + 1):
+            self._account(calls=1)
             try:
                 response = litellm.completion(
                     model=self.model,
@@ -352,6 +356,7 @@ class LLMReranker:
                     max_retries=0,  # the OpenAI SDK's retries: off
                 )
             except Exception as exc:
+                self._account(failed_calls=1)
                 status = getattr(exc, "status_code", None)
                 label = type(exc).__name__ + (f" {status}" if isinstance(status, int) else "")
                 cause, error = f"{label}: {exc}", exc
@@ -360,6 +365,11 @@ class LLMReranker:
                 if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
                     break  # a client error: another attempt would fail the same way
                 continue
+            usage = getattr(response, "usage", None)
+            self._account(
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            )
             try:
                 choice = response.choices[0]
                 content, finish = choice.message.content, choice.finish_reason
@@ -371,3 +381,18 @@ class LLMReranker:
                 error = None
                 cause = f"bad reply: {exc}" + (" (truncated)" if finish == "length" else "")
         raise RerankFailed(f"llm ({self.model}): {_short(cause)}") from error
+
+    def _account(
+        self,
+        *,
+        calls: int = 0,
+        failed_calls: int = 0,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+    ) -> None:
+        with self._lock:
+            t = self.totals
+            t.llm_calls += calls
+            t.failed_calls += failed_calls
+            t.prompt_tokens += prompt_tokens
+            t.completion_tokens += completion_tokens

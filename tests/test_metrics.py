@@ -140,6 +140,14 @@ def test_llm_calls_tokens_and_failures(start_daemon: Any) -> None:
             assert first("strata_llm_tokens_total", purpose="extract", type="prompt") == 120
             assert first("strata_llm_tokens_total", purpose="extract", type="completion") == 30
             assert first("strata_llm_extraction_failures_total") == 0
+            # The LLM reranker counts its own calls and tokens.
+            fake.responder = lambda req: Reply.json({"order": [2, 1]}, usage=usage)
+            got = c.recall("jazz", user_id="alice", rerank="llm")
+            assert got.rerank == "llm", got.rerank_note
+            reranked = Scrape(daemon)
+            assert reranked("strata_llm_calls_total", purpose="rerank", outcome="ok") == 1
+            assert reranked("strata_llm_tokens_total", purpose="rerank", type="prompt") == 120
+            assert reranked("strata_llm_calls_total", purpose="extract", outcome="ok") == 1
 
             fake.responder = None
             fake.default = Reply.error(400)  # not retryable: one failed call

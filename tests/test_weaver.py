@@ -186,3 +186,20 @@ def test_the_llm_back_end_and_its_fallback(start_daemon):
             assert report.ok and report.fallbacks == 1 and report.llm_calls == 2
             latest = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
             assert any(p.extractor == "local" and "Initech" in p.text for p in latest)
+
+
+def test_a_run_that_breaks_is_reported_as_failed(start_daemon, monkeypatch):
+    d = start_daemon(weaver=QUIET)
+    with d.client(timeout=60) as c:
+        conversation(c, "s1", MAY, "I moved to Lisbon.", "Nice!")
+
+        def broken() -> list[object]:
+            raise OSError("the state store cannot be read")
+
+        monkeypatch.setattr(d.daemon.journal, "pending", broken)
+        report = run(c)
+        assert not report.ok and report.failures == 1
+        assert "the state store cannot be read" in report.error
+        monkeypatch.undo()
+        assert "the state store cannot be read" in c.weaver_status().last_error
+        assert run(c).ok  # the worker survived and the episode is still pending

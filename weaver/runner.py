@@ -354,6 +354,11 @@ class Weaver:
                 report.ok = False
             if self.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
                 self._optimize()
+        except Exception as exc:  # e.g. a store failed: the run failed, whatever it did
+            report.ok = False
+            report.failures += 1
+            report.error = f"run: {exc}"
+            raise
         finally:
             report.finished_at = time.time()
             report.seconds = round(time.monotonic() - began, 3)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.llm import import_litellm
+from daemon.llm import LLMTotals, import_litellm
 from daemon.security_settings import read_secret_file
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
@@ -65,18 +65,6 @@ class LLMCallStats:
     dropped_facts: int = 0  # facts of the accepted reply dropped for citing unknown seqs
     slept_seconds: float = 0.0  # total backoff
     ok: bool = False
-
-
-@dataclass
-class LLMTotals:
-    """Counters over the extractor's lifetime (thread-safe through the extractor's lock)."""
-
-    extractions: int = 0
-    failed_extractions: int = 0
-    llm_calls: int = 0
-    failed_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 def _status_of(exc: BaseException) -> int | None:
