@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +190,13 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
         with daemon.client() as c:
             gone = talk(c, "alice", "s1", f"My locker code is {SECRET}.", "Noted.")
             kept = talk(c, "bob", "s2", "I like jazz.")
+            deadline = time.monotonic() + 60
+            while c.weaver_status().unindexed:  # the chunks are in the vector store
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
             c.backup(str(tmp_path / "before"))
             assert _raw_bytes(tmp_path / "before" / "journal", SECRET.encode())
+            assert _raw_bytes(tmp_path / "before" / "vectors", SECRET.encode())  # its chunk
             events = c.run_weaver()
             next(events)  # queued: the run goes on in the daemon
             assert started.wait(30)  # the run is inside the LLM call for one episode
@@ -205,9 +211,9 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
             assert state.get(EXTRACTIONS_CF, gone.encode()) is None
             assert not daemon.daemon.semantic.graph.edges_where(lambda e: e.episode_id == gone)
             c.backup(str(tmp_path / "after"))
-    # The deleted bytes are gone from the RocksDB files a backup links, and a restore has
-    # none of the episode's data.
-    for store in ("journal", "state"):
+    # The deleted bytes are gone from the files of a backup (the RocksDB files it links, the
+    # compacted copy of the vector store), and a restore has none of the episode's data.
+    for store in ("journal", "state", "vectors"):
         assert _raw_bytes(tmp_path / "after" / store, SECRET.encode()) == [], store
     restored = tmp_path / "restored"
     restore_backup(tmp_path / "after", restored)

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 SIDECAR = "strata_vectors.json"
 FORMAT = 1
+COPY_PAGE = 512  # points per page when a copy is made
 
 # qdrant-edge 0.9.0 converts a Python bool in MatchValue to an integer (bool is an int
 # subclass and the binding tries int first), which never matches a boolean payload value:
@@ -197,13 +198,38 @@ class EdgeVectorStore:
             self._open().flush()
 
     def copy_to(self, dest: Path) -> None:
-        """A consistent copy of the shard at ``dest`` (not existing yet), while it stays open.
+        """A consistent, compacted copy of the shard at ``dest`` (not existing yet), while it
+        stays open.
 
-        The engine has no snapshot creation: with writes and optimization held off, the
-        segments are flushed and the directory (segments, WAL, config, sidecar) is copied."""
+        The engine has no snapshot creation, and its files keep the bytes of deleted points
+        (in the WAL and in segment pages) until its optimizer rewrites them. So with writes
+        and optimization held off, the live points (vectors and payloads) are written into a
+        new shard at ``dest``: a copy never holds what was deleted (forgotten) before it."""
         with self._optimize_lock, self._write_lock, self._engine("backup"):
-            self._open().flush()
-            shutil.copytree(self.path, dest)
+            shard = self._open()
+            shutil.copyfile(self.path / SIDECAR, _make_dir(dest) / SIDECAR)
+            copy = EdgeShard.create(str(dest), _config(self._dim))
+            try:
+                for name, schema in _payload_indexes().items():
+                    copy.update(UpdateOperation.create_field_index(name, schema))
+                offset: Any = None
+                while True:
+                    request = ScrollRequest(
+                        offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
+                    )
+                    records, offset = shard.scroll(request)
+                    points = [
+                        Point(id=r.id, vector=r.vector, payload=r.payload)
+                        for r in records
+                        if r.vector is not None
+                    ]
+                    if points:
+                        copy.update(UpdateOperation.upsert_points(points))
+                    if offset is None:
+                        break
+                copy.flush()
+            finally:
+                copy.close()
 
     def close(self) -> None:
         with self._optimize_lock, self._write_lock:
@@ -386,3 +412,8 @@ def _point(p: MemoryPoint) -> Point:
     if p.sparse is not None:
         vector[SPARSE] = EdgeSparseVector(p.sparse.indices, p.sparse.values)
     return Point(id=p.id, vector=vector, payload=p.payload())
+
+
+def _make_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
