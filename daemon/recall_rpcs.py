@@ -166,7 +166,7 @@ class RecallRPCs:
             request.explain,
             request.recipe,
         )
-        result = await asyncio.to_thread(self._require_engine().recall, query)
+        result = await asyncio.wrap_future(self._require_engine().submit(query))
         weights = query.weights()
         return pb.RecallResponse(
             hits=[hit_pb(c, query.explain, weights) for c in result.hits],
@@ -198,7 +198,7 @@ class RecallRPCs:
             request.time_range,
             recipe=request.recipe,
         )
-        result = await asyncio.to_thread(self._require_engine().recall, query)
+        result = await asyncio.wrap_future(self._require_engine().submit(query))
         packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps), result.degraded)
         return pb.PackResponse(
             text=packed.text,

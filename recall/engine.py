@@ -17,8 +17,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
 from recall.fusion import mmr, rrf
+from tiers.batcher import Batcher
+from tiers.embedding import Embedder
 from tiers.forget import ScopeCache
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strata.recall")
 _WORD = re.compile(r"\w+")
+REQUEST_THREADS = 8
 
 
 @dataclass(slots=True)
@@ -55,16 +60,35 @@ class RecallEngine:
         self._rerankers = dict(rerankers)
         self._clock = clock
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall")
+        # Recall requests run on their own threads, so that a burst of them does not queue
+        # the daemon's other blocking work (session ends, listings) behind it.
+        self._requests = ThreadPoolExecutor(
+            max_workers=REQUEST_THREADS, thread_name_prefix="recall-request"
+        )
+        # Concurrent requests share query-embedding calls (a batch of 8 costs about 2x one).
+        self._queries: tuple[Embedder, Batcher[str, np.ndarray]] | None = None
         # Observers (metrics), called with every result; they must be quick and not raise.
         self.on_result: list[Callable[[RecallResult], None]] = []
 
     def close(self) -> None:
+        self._requests.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def submit(self, query: Query) -> Future[RecallResult]:
+        """:meth:`recall` on the engine's request threads."""
+        return self._requests.submit(self.recall, query)
 
     def scope_caches(self) -> list[ScopeCache]:
         """What holds per-user recall data (the semantic cache, channel caches), for Forget."""
         found: list[object] = [self.cache, *self._channels.values()]
         return [c for c in found if isinstance(c, ScopeCache)]
+
+    def _query_batcher(self, embedder: Embedder) -> Batcher[str, np.ndarray]:
+        current = self._queries
+        if current is None or current[0] is not embedder:
+            current = (embedder, Batcher(lambda texts: list(embedder.encode_queries(texts))))
+            self._queries = current
+        return current[1]
 
     def recall(self, query: Query) -> RecallResult:
         """Raises EmbeddingUnavailable while Tier 3 is starting."""
@@ -72,7 +96,7 @@ class RecallEngine:
         began = time.perf_counter()
         embedder, _vectors = self._semantic.wait_ready(0)
         t = time.perf_counter()
-        ctx = QueryContext(query, embedder.encode_queries([query.text])[0])
+        ctx = QueryContext(query, self._query_batcher(embedder)(query.text))
         timings["embed"] = _ms(t)
         if self.cache is not None:
             cached = self.cache.get(query.scope.user_id, _params(query), ctx.vector)
