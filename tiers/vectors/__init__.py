@@ -140,6 +140,15 @@ class MemoryPoint:
         )
 
 
+def canonical_id(point_id: object) -> str | None:
+    """The canonical form of a point id (engines may return ``uuid.UUID`` objects), or None
+    when it is not a UUID (then no point can have it)."""
+    try:
+        return str(point_id if isinstance(point_id, uuid.UUID) else uuid.UUID(str(point_id)))
+    except ValueError:
+        return None
+
+
 def point_id(scope: Scope, kind: str, text: str, sources: Sequence[Source]) -> str:
     """Deterministic id: a hash of scope, kind, content and sources, as a UUID. Writing the
     same memory twice overwrites one point."""

@@ -27,12 +27,10 @@ import json
 import os
 import shutil
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
 from qdrant_edge import (
     CountRequest,
     Distance,
@@ -40,18 +38,14 @@ from qdrant_edge import (
     EdgeShard,
     EdgeSparseVectorParams,
     EdgeVectorParams,
-    FieldCondition,
     Filter,
     HasIdCondition,
     KeywordIndexParams,
-    MatchAny,
-    MatchValue,
     Modifier,
     PayloadSchemaType,
     Point,
     Query,
     QueryRequest,
-    RangeFloat,
     ScrollRequest,
     UpdateOperation,
 )
@@ -67,19 +61,16 @@ from tiers.vectors import (
     SparseVector,
     VectorStoreMismatch,
     VectorStoreUnavailable,
+    canonical_id,
 )
+from tiers.vectors.edge_filter import build_filter
 
 if TYPE_CHECKING:
-    from qdrant_edge import ConditionType, NamedVector, PayloadSchemaParams
+    from qdrant_edge import NamedVector, PayloadSchemaParams
 
 SIDECAR = "strata_vectors.json"
 FORMAT = 1
 COPY_PAGE = 512  # points per page when a copy is made
-
-# qdrant-edge 0.9.0 converts a Python bool in MatchValue to an integer (bool is an int
-# subclass and the binding tries int first), which never matches a boolean payload value:
-# MatchValue(False) matches nothing. numpy's bool is not an int, so it arrives as a bool.
-_FALSE = cast(bool, np.False_)
 
 
 def _payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
@@ -102,43 +93,9 @@ def _config(dim: int) -> EdgeConfig:
     )
 
 
-def build_filter(flt: PointFilter) -> Filter | None:
-    """The engine filter for ``flt`` (None when it matches everything)."""
-    must: list[ConditionType] = []
-    if flt.user_id:
-        must.append(FieldCondition(key="user_id", match=MatchValue(flt.user_id)))
-    if flt.agent_id:
-        must.append(FieldCondition(key="agent_id", match=MatchValue(flt.agent_id)))
-    if flt.kinds:
-        must.append(FieldCondition(key="kind", match=MatchAny(list(flt.kinds))))
-    if flt.episode_ids:
-        must.append(FieldCondition(key="episode_id", match=MatchAny(list(flt.episode_ids))))
-    if flt.created_from_us is not None or flt.created_to_us is not None:
-        must.append(
-            FieldCondition(
-                key="created_at",
-                range=RangeFloat(gte=flt.created_from_us, lt=flt.created_to_us),
-            )
-        )
-    if not flt.include_superseded:
-        must.append(FieldCondition(key="superseded", match=MatchValue(_FALSE)))
-    if flt.ids:
-        must.append(HasIdCondition({i for i in map(_uuid, flt.ids) if i is not None}))
-    return Filter(must=must) if must else None
-
-
 def _require_scope(flt: PointFilter) -> None:
     if not flt.user_id:
         raise ValueError("a vector search needs a user_id: scope is a hard filter")
-
-
-def _uuid(point_id: object) -> str | None:
-    """The canonical form of a point id (the engine returns ``uuid.UUID`` objects), or None
-    when it is not a UUID (then no point can have it)."""
-    try:
-        return str(point_id if isinstance(point_id, uuid.UUID) else uuid.UUID(str(point_id)))
-    except ValueError:
-        return None
 
 
 class EdgeVectorStore:
@@ -254,7 +211,7 @@ class EdgeVectorStore:
             self._open().update(UpdateOperation.upsert_points(edge_points))
 
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
-        wanted = {i for i in map(_uuid, ids) if i is not None}
+        wanted = {i for i in map(canonical_id, ids) if i is not None}
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
@@ -285,7 +242,7 @@ class EdgeVectorStore:
         return self._query(EdgeSparseVector(vector.indices, vector.values), SPARSE, flt, limit)
 
     def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
-        wanted = list(dict.fromkeys(i for i in map(_uuid, ids) if i is not None))
+        wanted = list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
         if not wanted:
             return []
         with self._engine("get"):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -36,6 +35,7 @@ from tiers.vectors import (
     SparseVector,
     VectorStoreMismatch,
     VectorStoreUnavailable,
+    canonical_id,
 )
 
 META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
@@ -84,7 +84,7 @@ def build_filter(flt: PointFilter) -> models.Filter:
     if not flt.include_superseded:
         must.append(models.FieldCondition(key="superseded", match=models.MatchValue(value=False)))
     if flt.ids:
-        wanted = [i for i in map(_uuid, flt.ids) if i is not None and i != META_ID]
+        wanted = [i for i in map(canonical_id, flt.ids) if i is not None and i != META_ID]
         must.append(models.HasIdCondition(has_id=list(wanted)))
     return models.Filter(must=must or None, must_not=[_NOT_META])
 
@@ -92,14 +92,6 @@ def build_filter(flt: PointFilter) -> models.Filter:
 def _require_scope(flt: PointFilter) -> None:
     if not flt.user_id:
         raise ValueError("a vector search needs a user_id: scope is a hard filter")
-
-
-def _uuid(point_id: object) -> str | None:
-    """The canonical form of a point id, or None when it is not a UUID (no point has it)."""
-    try:
-        return str(uuid.UUID(str(point_id)))
-    except ValueError:
-        return None
 
 
 class QdrantVectorStore:
@@ -205,7 +197,7 @@ class QdrantVectorStore:
 
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
         wanted: list[models.ExtendedPointId] = [
-            i for i in map(_uuid, ids) if i is not None and i != META_ID
+            i for i in map(canonical_id, ids) if i is not None and i != META_ID
         ]
         if not wanted:
             return
@@ -249,14 +241,16 @@ class QdrantVectorStore:
         return self._query(query, SPARSE, flt, limit)
 
     def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
-        wanted = [i for i in dict.fromkeys(map(_uuid, ids)) if i is not None and i != META_ID]
+        wanted = [
+            i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID
+        ]
         if not wanted:
             return []
         with self._reading(), self._errors("get"):
             records = self.client.retrieve(
                 self.collection, ids=list(wanted), with_payload=True, with_vectors=False
             )
-        found = {_uuid(r.id): r.payload for r in records if r.payload is not None}
+        found = {canonical_id(r.id): r.payload for r in records if r.payload is not None}
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
