@@ -348,6 +348,17 @@ def test_backup_file_system_refusal_is_failed_precondition(fuzz: Fuzz) -> None:
 
 @pytest.mark.parametrize("rpc", RPCS, ids=[r.name for r in RPCS])
 def test_fuzz_fields(fuzz: Fuzz, rpc: Rpc) -> None:
+    _fuzz_values(fuzz, rpc, message_values(rpc.request.DESCRIPTOR))
+
+
+@pytest.mark.parametrize("rpc", RPCS, ids=[r.name for r in RPCS])
+def test_fuzz_mutated(fuzz: Fuzz, rpc: Rpc) -> None:
+    template = TEMPLATES.get(rpc.method.name, {})
+    _fuzz_values(fuzz, rpc, mutated(rpc.request.DESCRIPTOR, template))
+
+
+def _fuzz_values(fuzz: Fuzz, rpc: Rpc, values: st.SearchStrategy[dict[str, Any]]) -> None:
+    """Send requests built from ``values`` (field values by name), then check health."""
     resolve = _resolver(fuzz)
 
     @settings(
@@ -360,29 +371,7 @@ def test_fuzz_fields(fuzz: Fuzz, rpc: Rpc) -> None:
             HealthCheck.filter_too_much,
         ],
     )
-    @given(values=message_values(rpc.request.DESCRIPTOR))
-    def run(values: dict[str, Any]) -> None:
-        payload = fill(rpc.request(), values, resolve).SerializeToString()
-        if not _confined(fuzz, rpc, payload):
-            reject()
-        fuzz.call(rpc, payload)
-
-    run()
-    _check_health(fuzz)
-
-
-@pytest.mark.parametrize("rpc", RPCS, ids=[r.name for r in RPCS])
-def test_fuzz_mutated(fuzz: Fuzz, rpc: Rpc) -> None:
-    resolve = _resolver(fuzz)
-    template = TEMPLATES.get(rpc.method.name, {})
-
-    @settings(
-        max_examples=_examples(rpc, FIELD_EXAMPLES),
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(values=mutated(rpc.request.DESCRIPTOR, template))
+    @given(values=values)
     def run(values: dict[str, Any]) -> None:
         payload = fill(rpc.request(), values, resolve).SerializeToString()
         if not _confined(fuzz, rpc, payload):
