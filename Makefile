@@ -5,23 +5,44 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every package, transitive ones and the build tools included, is pinned in the lock
+# (pip-tools; `make lock` refreshes it, docs/operations.md says how). pip itself is pinned here.
+LOCK := deploy/requirements.lock
+PIP := pip==26.3
+PIP_TOOLS := pip-tools==7.6.2
 TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint pytest bench bench-recall bench-load protos docs clean
+.PHONY: run test lint lock-check lock pytest bench bench-recall bench-load protos docs clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(PIP)"
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 run: $(STAMP)
 	$(BIN)/stratad serve
 
-test: lint pytest
+test: lock-check lint pytest
+
+# Fails when the lock no longer matches pyproject.toml or this venv, and says how to refresh it.
+lock-check: $(STAMP)
+	$(BIN)/python -m tests.lockfile
+
+# Re-resolve the lock after a change to pyproject.toml, keeping every pin that still fits
+# (make lock LOCK_ARGS=--upgrade moves everything to the newest versions that install).
+# pip-tools runs in its own venv: it resolves with this machine's pip settings, which is
+# how the local CPU build of torch is found.
+lock:
+	test -x $(VENV)-lock/bin/pip-compile || ( $(PYTHON) -m venv $(VENV)-lock \
+		&& $(VENV)-lock/bin/python -m pip install --quiet "$(PIP)" "$(PIP_TOOLS)" )
+	$(VENV)-lock/bin/pip-compile --quiet --extra dev --all-build-deps --allow-unsafe \
+		--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_ARGS) \
+		--output-file $(LOCK) pyproject.toml
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
@@ -53,4 +74,4 @@ docs: $(STAMP)
 	$(BIN)/python -m daemon.docgen
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV)-lock .pytest_cache .mypy_cache .ruff_cache *.egg-info

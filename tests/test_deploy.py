@@ -87,6 +87,9 @@ def test_the_image_runs_as_a_user_and_refuses_to_listen_openly_without_tokens(
     text = (DEPLOY / "Dockerfile").read_text()
     assert re.search(r"^USER strata$", text, re.MULTILINE)
     assert "download.pytorch.org/whl/cpu torch==2.13.0" in text
+    assert "COPY deploy/requirements.lock" in text and "-c requirements.lock" in text
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    assert "!deploy/requirements.lock" in ignore
     env = dockerfile_environment()
     assert env["HF_HUB_OFFLINE"] == "1" and env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     strata = {k: v for k, v in env.items() if k.startswith("STRATA_")}
