@@ -25,14 +25,14 @@ from typing import Any
 
 import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from grpc_health.v1 import health, health_pb2
+from grpc_health.v1 import health_pb2
 
 from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
 from daemon.memory_service import MemoryService
 from daemon.metrics import Metrics
 from daemon.scheduler import build_scheduler, next_consolidation
 from daemon.security_settings import read_secret_file
-from daemon.server import SERVICES, bind, build_server
+from daemon.server import SERVICES, HealthServicer, bind, build_server
 from daemon.settings import Settings, is_loopback
 from daemon.weaver_service import WeaverService
 from recall import Channel, Reranker
@@ -77,7 +77,7 @@ class Daemon:
         self.rebuilder: Rebuilder | None = None
         self.forgetter: Forgetter | None = None
         self._server: grpc.aio.Server | None = None
-        self._health: health.aio.HealthServicer | None = None
+        self._health: HealthServicer | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
@@ -332,6 +332,8 @@ class Daemon:
         if health_servicer is None or loop is None:
             return
         serving = status.SERVING if ok else status.NOT_SERVING
+        if not ok and self.semantic is not None:
+            health_servicer.reason = self.semantic.error or "Tier 3 failed to open"
 
         def update() -> None:
             task = asyncio.ensure_future(health_servicer.set("", serving))

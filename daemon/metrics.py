@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -338,34 +338,66 @@ def _code(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.
     return grpc.StatusCode.UNKNOWN
 
 
+class _RecordingContext:
+    """The handler's context, but ``abort`` records the code first: gRPC sends the status to
+    the client inside ``abort``, so recording after it would let a client that scrapes right
+    after its error reply see the old count."""
+
+    def __init__(
+        self,
+        context: grpc.aio.ServicerContext,
+        record: Callable[[grpc.StatusCode, float], None],
+        began: float,
+    ) -> None:
+        self._context = context
+        self._record = record
+        self._began = began
+        self.recorded = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", *args: Any) -> NoReturn:
+        self.done(code)
+        await self._context.abort(code, details, *args)
+        raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+    def done(self, code: grpc.StatusCode) -> None:
+        if not self.recorded:
+            self.recorded = True
+            self._record(code, time.perf_counter() - self._began)
+
+
 def _wrap(
     behavior: Callable[..., Any], record: Callable[[grpc.StatusCode, float], None]
 ) -> Callable[..., Any] | None:
-    """The same kind of callable as ``behavior`` (grpc.aio dispatches on the kind)."""
+    """The same kind of callable as ``behavior`` (grpc.aio dispatches on the kind). The code is
+    recorded before the reply leaves: at ``abort``, or before the handler's result is returned
+    (a unary reply, or a stream's trailing status, is sent after that)."""
     if inspect.iscoroutinefunction(behavior):
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            began = time.perf_counter()
+            ctx = _RecordingContext(context, record, time.perf_counter())
             try:
-                result = await behavior(request, context)
+                result = await behavior(request, ctx)
             except BaseException as exc:
-                record(_code(context, exc), time.perf_counter() - began)
+                ctx.done(_code(context, exc))
                 raise
-            record(_code(context, None), time.perf_counter() - began)
+            ctx.done(_code(context, None))
             return result
 
         return unary
     if inspect.isasyncgenfunction(behavior):
 
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            began = time.perf_counter()
+            ctx = _RecordingContext(context, record, time.perf_counter())
             try:
-                async for item in behavior(request, context):
+                async for item in behavior(request, ctx):
                     yield item
             except BaseException as exc:
-                record(_code(context, exc), time.perf_counter() - began)
+                ctx.done(_code(context, exc))
                 raise
-            record(_code(context, None), time.perf_counter() - began)
+            ctx.done(_code(context, None))
 
         return stream
     return None  # a synchronous handler (none of ours): not timed

@@ -9,7 +9,7 @@ server listens with TLS when ``[tls]`` names a certificate and key, in plaintext
 from __future__ import annotations
 
 import grpc
-from grpc_health.v1 import health, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from daemon import auth
@@ -49,13 +49,33 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
     )
 
 
+REASON_KEY = "strata-not-serving-reason"
+
+
+class HealthServicer(health.aio.HealthServicer):
+    """The standard health service; a NOT_SERVING answer for the daemon ("") carries why in the
+    trailing metadata key ``strata-not-serving-reason`` (the protocol has no field for it)."""
+
+    reason = ""
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> health_pb2.HealthCheckResponse:
+        response = await super().Check(request, context)
+        not_serving = response.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        if self.reason and not request.service and not_serving:
+            ascii_reason = self.reason.encode("ascii", "replace").decode()
+            context.set_trailing_metadata(((REASON_KEY, ascii_reason),))
+        return response
+
+
 def build_server(
     settings: Settings,
     memory: MemoryService,
     weaver: WeaverService,
     admin: AdminService,
     metrics: grpc.aio.ServerInterceptor | None = None,
-) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+) -> tuple[grpc.aio.Server, HealthServicer]:
     """The server with its interceptors (``metrics`` outermost, when given), the three
     services, health and reflection; not bound yet (:func:`bind`). Returns it and its health
     servicer."""
@@ -74,7 +94,7 @@ def build_server(
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(memory, server)
     weaver_pb2_grpc.add_WeaverServiceServicer_to_server(weaver, server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server

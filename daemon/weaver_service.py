@@ -111,6 +111,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
             extractor=weaver.extractor_name,
             embedding_model=self._embedding,
             embedding_ready=weaver.ready,
+            tier3_error=weaver.tier3_error or "",
         )
         if weaver.last_run is not None:
             response.last_run.CopyFrom(report_pb(weaver.last_run))

@@ -22,6 +22,14 @@ T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def wait_until(predicate: Callable[[], object], timeout: float = 180, what: str = "") -> None:
+    """Poll ``predicate`` every 0.1 s until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting {what}".strip()
+        time.sleep(0.1)
+
+
 class ThreadDaemon:
     """A real daemon (gRPC server on a loopback port) served from a background thread."""
 

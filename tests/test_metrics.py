@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
@@ -227,3 +228,28 @@ def test_health_stays_not_serving_when_the_model_fails_to_load(start_daemon: Any
         assert c.health() == "NOT_SERVING"
         assert c.health(MEMORY) == "SERVING"
         c.append("s1", "appends still work", user_id="alice")
+
+
+def test_an_aborted_rpc_is_counted_before_its_status_is_sent() -> None:
+    """gRPC sends the status inside ``context.abort``: the count must already be there, or a
+    client that scrapes right after its error reply can see the old count (it did, under load)."""
+    from daemon.metrics import _wrap
+
+    events: list[str] = []
+
+    class Context:  # the part of grpc.aio.ServicerContext the wrapper touches
+        def code(self) -> None:
+            return None
+
+        async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+            events.append(f"sent {code.name}")
+            raise grpc.aio.AbortError(details)
+
+    async def handler(request: Any, context: Any) -> None:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad")
+
+    wrapped = _wrap(handler, lambda code, seconds: events.append(f"counted {code.name}"))
+    assert wrapped is not None
+    with pytest.raises(grpc.aio.AbortError):
+        asyncio.run(wrapped(None, Context()))
+    assert events == ["counted INVALID_ARGUMENT", "sent INVALID_ARGUMENT"]

@@ -100,7 +100,7 @@ def _cpu_flags() -> str:
     return match.group(1) if match else ""
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """An exception as one short line (library errors can span screens)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
@@ -207,7 +207,7 @@ class EmbeddingService:
             with _LOAD_LOCK:
                 embedder = self._factory()
         except Exception as exc:
-            self.error = f"cannot load embedding model {self.description}: {_one_line(exc)}"
+            self.error = f"cannot load embedding model {self.description}: {one_line(exc)}"
             log.error("embedding.failed", extra={"fields": {"error": self.error}})
             log.debug("embedding.failed_detail", exc_info=True)
         else:

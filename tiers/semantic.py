@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable, one_line
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
 from tiers.tombstones import Tombstones
@@ -70,7 +70,8 @@ class SemanticStore:
                     return
                 self._vectors = vectors
         except Exception as exc:
-            self.error = str(exc)
+            # One line, for the log, `weaverctl status` and the health check's metadata.
+            self.error = one_line(exc)
             log.error("tier3.unavailable", extra={"fields": {"error": self.error}})
         finally:
             self._ready.set()

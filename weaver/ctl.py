@@ -84,14 +84,19 @@ def _render_report(r: dict[str, Any]) -> str:
     return line + (f"\nlast error: {r['error']}" if r.get("error") else "")
 
 
+def _embedding_state(d: dict[str, Any]) -> str:
+    if d.get("embeddingReady"):
+        return "ready"
+    return f"failed: {d['tier3Error']}" if d.get("tier3Error") else "loading"
+
+
 def _render_status(d: dict[str, Any]) -> str:
     lines = [
         f"running           {d.get('running')}",
         f"pending           {d.get('pending', 0)} (near expiry: {d.get('pendingNearExpiry', 0)})",
         f"unindexed         {d.get('unindexed', 0)}",
         f"extractor         {d.get('extractor', '')}",
-        f"embedding         {d.get('embeddingModel', '')} "
-        f"({'ready' if d.get('embeddingReady') else 'loading'})",
+        f"embedding         {d.get('embeddingModel', '')} ({_embedding_state(d)})",
         f"next run          {d.get('nextRun', '-')}",
     ]
     if d.get("lastRun", {}).get("runId"):

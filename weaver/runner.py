@@ -95,6 +95,11 @@ class Weaver:
         return self._semantic.ready
 
     @property
+    def tier3_error(self) -> str | None:
+        """Why Tier 3 failed to open, in one line; None while it loads or once it is ready."""
+        return self._semantic.error
+
+    @property
     def extractor_name(self) -> str:
         return self._consolidator.extractor.name
 

@@ -79,7 +79,7 @@ class WeaverStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WeaverStatusResponse(_message.Message):
-    __slots__ = ("running", "last_run", "next_run", "pending", "unindexed", "last_error", "pending_near_expiry", "extractor", "embedding_model", "embedding_ready")
+    __slots__ = ("running", "last_run", "next_run", "pending", "unindexed", "last_error", "pending_near_expiry", "extractor", "embedding_model", "embedding_ready", "tier3_error")
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     LAST_RUN_FIELD_NUMBER: _ClassVar[int]
     NEXT_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class WeaverStatusResponse(_message.Message):
     EXTRACTOR_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_READY_FIELD_NUMBER: _ClassVar[int]
+    TIER3_ERROR_FIELD_NUMBER: _ClassVar[int]
     running: bool
     last_run: RunReport
     next_run: _timestamp_pb2.Timestamp
@@ -100,4 +101,5 @@ class WeaverStatusResponse(_message.Message):
     extractor: str
     embedding_model: str
     embedding_ready: bool
-    def __init__(self, running: _Optional[bool] = ..., last_run: _Optional[_Union[RunReport, _Mapping]] = ..., next_run: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., unindexed: _Optional[int] = ..., last_error: _Optional[str] = ..., pending_near_expiry: _Optional[int] = ..., extractor: _Optional[str] = ..., embedding_model: _Optional[str] = ..., embedding_ready: _Optional[bool] = ...) -> None: ...
+    tier3_error: str
+    def __init__(self, running: _Optional[bool] = ..., last_run: _Optional[_Union[RunReport, _Mapping]] = ..., next_run: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., unindexed: _Optional[int] = ..., last_error: _Optional[str] = ..., pending_near_expiry: _Optional[int] = ..., extractor: _Optional[str] = ..., embedding_model: _Optional[str] = ..., embedding_ready: _Optional[bool] = ..., tier3_error: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,59 @@
+"""``stratad`` with each embedding back-end on a fresh data dir, and a model that cannot load."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from daemon.client import message
+from daemon.server import REASON_KEY
+from tests.support import wait_until
+from tests.test_weaver_process import QUIET, weaverctl
+
+pytestmark = pytest.mark.slow
+
+
+def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
+    proc = spawn(tmp_path / "data", **QUIET, embedding__backend="onnx-int8")
+    with proc.client(timeout=30) as c:
+        c.append_batch(
+            "trip",
+            [
+                message("I adopted a beagle called Biscuit last spring.", name="Alice"),
+                message("Lovely! Does Biscuit like the park?", role="assistant"),
+            ],
+            user_id="alice",
+        )
+        c.end_session("trip")
+        wait_until(lambda: c.health() == "SERVING" and c.weaver_status().unindexed == 0)
+        status = c.weaver_status()
+        assert status.embedding_ready and status.tier3_error == ""
+        assert "(onnx-int8)" in status.embedding_model
+        hits = c.recall("What is the name of Alice's dog?", user_id="alice", k=3).hits
+        assert hits and "Biscuit" in hits[0].text
+    assert list((tmp_path / "data" / "models").glob("*/onnx/model_int8_*.onnx"))
+    assert proc.terminate() == 0
+
+
+def test_a_model_that_cannot_load_is_explained_in_one_line(spawn, tmp_path):
+    proc = spawn(tmp_path / "data", **QUIET, embedding__model=str(tmp_path / "no-such-model"))
+    with proc.client() as c:
+        wait_until(lambda: c.weaver_status().tier3_error != "")
+        reason = c.weaver_status().tier3_error
+        assert "no-such-model" in reason and "\n" not in reason
+        assert c.append("s", "appends are still served", user_id="u").seq == 1
+    status = weaverctl(proc.address, "status")
+    [line] = [x for x in status.stdout.splitlines() if x.startswith("embedding")]
+    assert f"(failed: {reason})" in line
+    assert json.loads(weaverctl(proc.address, "--json", "status").stdout)["tier3Error"] == reason
+    with grpc.insecure_channel(proc.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        response, call = stub.Check.with_call(health_pb2.HealthCheckRequest(service=""))
+        assert response.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert dict(call.trailing_metadata())[REASON_KEY] == reason
+    assert proc.terminate() == 0
+    logged = [line for line in proc.log().splitlines() if "tier3.unavailable" in line]
+    assert logged and reason in logged[0]
