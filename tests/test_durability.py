@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from daemon.client import MemoryClient, message
-from tests.support import ProcessDaemon
+from tests.support import ProcessDaemon, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,12 @@ def test_sigkill_loses_no_acknowledged_message(spawn, tmp_path):
         ]
         for t in threads:
             t.start()
-        time.sleep(rng.uniform(0.3, 0.8))
+        # Every writer has been acknowledged at least once (however busy the machine), then
+        # a random moment later the kill lands while appends are in flight.
+        wait_until(
+            lambda acked=acked: all(acked.values()), 60, "for every writer's acknowledgement"
+        )
+        time.sleep(rng.uniform(0.0, 0.5))
         proc.kill()  # SIGKILL while appends are in flight
         stop.set()
         for t in threads:
@@ -91,7 +96,8 @@ def test_sigterm_with_appends_in_flight_exits_zero_and_loses_nothing(spawn, tmp_
     ]
     for t in threads:
         t.start()
-    time.sleep(0.5)
+    wait_until(lambda: all(acked.values()), 60, "for every writer's first acknowledgement")
+    time.sleep(0.2)
     assert proc.terminate() == 0, proc.log()
     stop.set()
     for t in threads:
