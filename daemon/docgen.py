@@ -56,6 +56,9 @@ def _toml_value(value: object) -> str:
         return "(unset)"
     if isinstance(value, list):
         return json.dumps(value)
+    if isinstance(value, dict):  # a TOML inline table
+        items = ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items())
+        return "{" + (f" {items} " if items else "") + "}"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str | Path):

@@ -74,6 +74,7 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
                 fused=c.fused,
                 superseded_factor=c.superseded_factor,
                 recency_factor=c.recency_factor,
+                kind_factor=c.kind_factor,
                 merged_ids=c.merged_ids,
                 rerank=c.rerank_note,
                 rerank_score=c.rerank_score,

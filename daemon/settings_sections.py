@@ -163,11 +163,34 @@ class Recipe(_Section):
     mmr_lambda: float = Field(
         1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
     )
+    kind_weights: dict[Literal["episode_chunk", "summary", "fact"], float] = Field(
+        {"summary": 0.5},
+        description=(
+            "Score multiplier per kind (missing: 1). A summary cites several turns of its "
+            "episode and answers few questions alone: it ranks below chunks and facts of the "
+            "same fused score (LoCoMo dev, leave-one-conversation-out: docs/benchmarks.md)."
+        ),
+    )
     merge_sources: bool = Field(
         True, description="Merge hits that share a source message into one piece of evidence."
     )
+    order_sources: bool = Field(
+        True,
+        description=(
+            "List each hit's sources by how much each matches the query (recall.provenance); "
+            "off: in conversation order."
+        ),
+    )
     rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
     rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
+
+    @field_validator("kind_weights")
+    @classmethod
+    def _non_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, w in value.items() if not w >= 0]
+        if bad:
+            raise ValueError(f"kind weights must be >= 0 (got {', '.join(bad)})")
+        return value
 
 
 class RecallSettings(Recipe):

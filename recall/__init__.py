@@ -81,6 +81,7 @@ class Candidate:
     channel_scores: dict[str, float] = field(default_factory=dict)
     superseded_factor: float = 1.0
     recency_factor: float = 1.0
+    kind_factor: float = 1.0
     merged_ids: list[str] = field(default_factory=list)
     rerank_note: str = ""
     rerank_score: float = 0.0

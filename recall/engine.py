@@ -21,6 +21,7 @@ import numpy as np
 
 from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
 from recall.fusion import mmr, rrf
+from recall.provenance import order_sources
 from tiers.batcher import Batcher
 from tiers.embedding import Embedder
 from tiers.forget import ScopeCache
@@ -135,8 +136,11 @@ class RecallEngine:
             t = time.perf_counter()
             candidates, rerank_name, note = self._rerank(ctx, candidates, rerank_name)
             timings["rerank"] = _ms(t)
+        top = candidates[: query.k]
+        if query.recipe.order_sources:
+            top = order_sources(top, query.text)
         timings["total"] = _ms(began)
-        result = RecallResult(candidates[: query.k], timings, rerank_name, note, degraded)
+        result = RecallResult(top, timings, rerank_name, note, degraded)
         if self.cache is not None and not degraded and not note:
             self.cache.put(query.scope.user_id, _params(query), ctx.vector, result)
         return self._observed(result)
@@ -183,16 +187,19 @@ class RecallEngine:
         return {n: results[n] for n in names if n in results}, degraded
 
     def _adjust(self, candidates: list[Candidate], query: Query) -> None:
-        """Superseded facts sink; an optional recency decay by event time."""
+        """Superseded facts sink; the recipe's weight per kind; an optional recency decay by
+        event time."""
         half_life = query.recipe.recency_half_life_days
+        kind_weights = query.recipe.kind_weights
         now_us = self._clock() * 1_000_000
         for c in candidates:
+            c.kind_factor = kind_weights.get(c.point.kind, 1.0)  # type: ignore[call-overload]
             if c.superseded:
                 c.superseded_factor = query.recipe.superseded_factor
             if half_life > 0:
                 age_days = max(0.0, (now_us - c.point.created_at_us) / 86_400e6)
                 c.recency_factor = math.pow(0.5, age_days / half_life)
-            c.score = c.fused * c.superseded_factor * c.recency_factor
+            c.score = c.fused * c.superseded_factor * c.recency_factor * c.kind_factor
         candidates.sort(key=lambda c: (-c.score, c.superseded, c.point.id))
 
     def _diversify(self, candidates: list[Candidate], query: Query) -> list[Candidate]:

@@ -337,7 +337,7 @@ class ChannelRank(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., rank: _Optional[int] = ..., score: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score")
+    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score", "kind_factor")
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
     FUSED_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -345,6 +345,7 @@ class Explanation(_message.Message):
     MERGED_IDS_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FACTOR_FIELD_NUMBER: _ClassVar[int]
     channels: _containers.RepeatedCompositeFieldContainer[ChannelRank]
     fused: float
     superseded_factor: float
@@ -352,7 +353,8 @@ class Explanation(_message.Message):
     merged_ids: _containers.RepeatedScalarFieldContainer[str]
     rerank: str
     rerank_score: float
-    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ...) -> None: ...
+    kind_factor: float
+    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ..., kind_factor: _Optional[float] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("id", "kind", "text", "score", "created_at", "sources", "superseded", "valid_from", "valid_to", "episode_id", "session_id", "explanation")

@@ -1,0 +1,59 @@
+"""Precise provenance: each hit lists first the source messages that match the query best.
+
+A chunk cites every turn of its window, a summary the turns it was drawn from; a reader (or an
+agent drilling down, or an evaluation counting turns) wants the turn that answers first. Each
+source is scored by the query's content words it contains, each weighted by how rare it is
+among the candidate turns (an IDF over the turns at hand, so no corpus statistics are kept).
+A source's text comes from the candidates themselves: chunk points carry their turns' text,
+and a summary's or fact's source borrows it from any candidate that cites the same turn.
+Sources that match nothing keep their conversation order, after the ones that match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from recall import Candidate
+from recall.words import content_stems, tokens
+from tiers.vectors import Source
+
+Key = tuple[str, int]  # (session_id, seq)
+
+
+def source_scores(query: str, texts: dict[Key, str]) -> dict[Key, float]:
+    """Each turn's IDF-weighted count of the query's content words (pure)."""
+    wanted = content_stems(tokens(query))
+    if not wanted:
+        return {}
+    words = {key: content_stems(tokens(text)) & wanted for key, text in texts.items()}
+    df = Counter(w for found in words.values() for w in found)
+    n = len(texts) + 1
+    return {key: sum(math.log(n / df[w]) for w in found) for key, found in words.items()}
+
+
+def order_sources(candidates: Sequence[Candidate], query: str) -> list[Candidate]:
+    """The candidates with each point's sources ordered by :func:`source_scores`, best first
+    (a stable sort: ties keep their order). Points are copied, never changed in place."""
+    texts: dict[Key, str] = {}
+    for c in candidates:
+        for s in c.point.sources:
+            if s.text:
+                texts.setdefault((s.session_id, s.seq), s.text)
+    scores = source_scores(query, texts)
+    if not scores:
+        return list(candidates)
+
+    def rank(s: Source) -> float:
+        return -scores.get((s.session_id, s.seq), 0.0)
+
+    out = []
+    for c in candidates:
+        sources = c.point.sources
+        ordered = sorted(sources, key=rank)
+        if len(sources) > 1 and ordered != sources:
+            c = replace(c, point=replace(c.point, sources=ordered))
+        out.append(c)
+    return out
