@@ -114,6 +114,7 @@ def test_sigterm_with_appends_in_flight_exits_zero_and_loses_nothing(spawn, tmp_
     proc.terminate()
 
 
+@pytest.mark.timeout(300)
 def test_health_goes_not_serving_and_a_second_signal_forces_the_exit(spawn, tmp_path):
     proc = spawn(tmp_path / "data", shutdown_grace_seconds="30")
     statuses: list[str] = []
@@ -131,10 +132,8 @@ def test_health_goes_not_serving_and_a_second_signal_forces_the_exit(spawn, tmp_
 
     follower = threading.Thread(target=follow)
     follower.start()
-    # NOT_SERVING while Tier 3 opens, then SERVING.
-    deadline = time.monotonic() + 120
-    while "SERVING" not in statuses and time.monotonic() < deadline:
-        time.sleep(0.02)
+    # NOT_SERVING while Tier 3 opens, then SERVING (the model load is slow on a busy machine).
+    wait_until(lambda: "SERVING" in statuses, 240, "for health SERVING")
     proc.signal(signal.SIGTERM)
     # The open Watch stream keeps the graceful stop waiting (grace is 30 s)...
     deadline = time.monotonic() + 5
