@@ -191,6 +191,15 @@ def test_role_speakers_read_as_the_user_and_the_assistant() -> None:
         ("Yesterday was fun", date(2024, 3, 1), "29 February 2024 was fun", None),
         ("since last year", date(2024, 1, 5), "since 2023", None),
         ("I loved yesterday's game", date(2024, 3, 1), "loved the 29 February 2024 game", None),
+        # a month without its year: the most recent one, the coming one in the future tense
+        ("I ran a marathon in March", date(2023, 5, 8), "in March 2023", date(2023, 3, 1)),
+        ("we met in October", date(2023, 5, 8), "we met in October 2022", date(2022, 10, 1)),
+        ("I will visit in June", date(2023, 5, 8), "visit in June 2023", date(2023, 6, 1)),
+        ("I'll move in January", date(2023, 5, 8), "in January 2024", date(2024, 1, 1)),
+        ("I quit last May", date(2023, 5, 8), "I quit in May 2022", date(2022, 5, 1)),
+        ("next May we travel", date(2023, 5, 8), "In May 2024 we travel", date(2024, 5, 1)),
+        ("painting since early April", date(2023, 5, 8), "since early April 2023", None),
+        ("busy this July", date(2023, 5, 8), "busy in July 2023", date(2023, 7, 1)),
     ],
 )
 def test_relative_dates_are_anchored(
@@ -205,7 +214,15 @@ def test_relative_dates_are_anchored(
 
 @pytest.mark.parametrize(
     "text",
-    ["I swim every Friday", "in today's world it is hard", "over the past year", "See you then"],
+    [
+        "I swim every Friday",
+        "in today's world it is hard",
+        "over the past year",
+        "See you then",
+        "it happened in March 2022",  # a year already
+        "on March 5, we met",
+        "that in may be true",  # the verb
+    ],
 )
 def test_phrases_that_are_not_anchored(text: str) -> None:
     assert anchor_dates(text, date(2024, 1, 2)) == (text, None)

@@ -5,7 +5,8 @@
 first period it names (None when it names none). Supported: yesterday, today, tonight,
 tomorrow, the day before yesterday, last night, this morning/afternoon/evening, the other day,
 last/this/next week, last/this/next weekend (and "N weekends ago"), last/this/next month and
-year, last/this summer (and the other seasons), "N days/weeks/months/years ago" (digits, number
+year, months without a year ("in March", "last May", "since early June"), last/this summer
+(and the other seasons), "N days/weeks/months/years ago" (digits, number
 words, "a few", "a couple of"), and weekdays: "last Friday", "on Friday" (the most recent one
 before the turn; the coming one when the sentence speaks of the future), "this Friday",
 "next Friday".
@@ -28,6 +29,8 @@ _NUMBERS = {
     "couple of": 2, "a few": 3, "few": 3, "several": 3,
 }  # fmt: skip
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTH = "|".join(_MONTHS)
 _PARTS = "morning|afternoon|evening|night"
 _FULL_DAY = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _ABBR_DAY = "mon|tues?|wed|thur?s?|fri|sat|sun"
@@ -40,6 +43,8 @@ _PATTERN = re.compile(
     | (?P<lastnight>last\ night)
     | this\ (?P<thispart>morning|afternoon|evening)
     | (?P<otherday>the\ other\ day)
+    | (?P<mwhich>in|last|this\ past|this|next|this\ coming|since|until|by)
+      \ (?:(?P<mpart>early|mid|late)[-\ ])?(?P<month>{_MONTH})\b(?!,?\ ?\d)
     | (?:(?P<approx>about|around|roughly|almost|nearly|over|like)\ )?
       (?P<num>{_NUM})\ (?P<unit>day|week|weekend|month|year)s?\ (?:ago|back)
     | (?P<which>last|this\ past|past|this|next|on|coming|this\ coming)\ (?:
@@ -148,6 +153,8 @@ def _resolve(m: re.Match[str], today: date, future: bool) -> tuple[str, date] | 
             return f"around {_month_text(d)}", d
         d = add_months(today, -12 * n)
         return f"around {d.year}", d
+    if g["month"]:
+        return _month(g, today, future)
     which = g["which"].lower()
     last = which in ("last", "this past", "past")
     nxt = which in ("next", "coming", "this coming")
@@ -191,6 +198,29 @@ def _resolve(m: re.Match[str], today: date, future: bool) -> tuple[str, date] | 
     if g["wpart"]:
         return f"on the {g['wpart'].lower()} of {day_text(d)}", d
     return f"on {day_text(d)}", d
+
+
+def _month(g: dict[str, str], today: date, future: bool) -> tuple[str, date] | None:
+    """A month named without its year ("in March", "last May", "next June", "since early
+    April"): the most recent one, or the coming one when the sentence speaks of the future;
+    "last" is before the current month, "next" after it, "this" in the current year."""
+    if not g["month"][0].isupper():
+        return None  # "in may" is nearly always the verb
+    month = _MONTHS[g["month"].lower()]
+    which = g["mwhich"].lower()
+    if which in ("last", "this past"):
+        year = today.year if month < today.month else today.year - 1
+    elif which in ("next", "this coming"):
+        year = today.year if month > today.month else today.year + 1
+    elif which == "this":
+        year = today.year
+    elif future and which in ("in", "until", "by"):
+        year = today.year if month >= today.month else today.year + 1
+    else:
+        year = today.year if month <= today.month else today.year - 1
+    part = f"{g['mpart'].lower()} " if g["mpart"] else ""
+    prep = which if which in ("since", "until", "by") else "in"
+    return f"{prep} {part}{calendar.month_name[month]} {year}", date(year, month, 1)
 
 
 def anchor_dates(text: str, today: date) -> tuple[str, date | None]:
