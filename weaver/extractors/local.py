@@ -10,6 +10,8 @@
   and Melanie" when the sentence says so ("we should", "let's", "since we last talked",
   "both of us"); otherwise "Caroline and others", and "our" is "Caroline's", since in chats
   "we" is mostly the speaker's family or friends.
+- Third persons: a clause-initial he/she/his/her becomes the person the conversation last
+  named (:mod:`weaver.extractors.pronouns`).
 - Triplets: pattern rules over the rewritten sentence (:mod:`weaver.extractors.rules`).
 """
 
@@ -26,6 +28,7 @@ import numpy as np
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Fact, Turn
 from weaver.extractors.dates import anchor_dates, day_text
+from weaver.extractors.pronouns import ThirdPersons
 from weaver.extractors.rules import extract_triplet, word_set
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -309,8 +312,10 @@ class LocalExtractor:
         speakers = list(dict.fromkeys(t.speaker for t in turns))
         facts: list[Fact] = []
         seen: set[str] = set()
+        people = ThirdPersons(speakers)
         for turn in turns:
-            for fact in self._turn_facts(turn, speakers):
+            people.next_turn(_display(turn.speaker))
+            for fact in self._turn_facts(turn, speakers, people):
                 key = " ".join(re.findall(r"[a-z0-9]+", fact.text.lower()))
                 if key not in seen:
                     seen.add(key)
@@ -318,7 +323,7 @@ class LocalExtractor:
         summary, seqs = self._summary(turns, speakers, _vocatives(speakers))
         return Extraction(summary, seqs, facts, self.name)
 
-    def _turn_facts(self, turn: Turn, speakers: list[str]) -> list[Fact]:
+    def _turn_facts(self, turn: Turn, speakers: list[str], people: ThirdPersons) -> list[Fact]:
         text = turn.text.replace("\u2019", "'").replace("\u2018", "'")
         text = text.replace("\u201c", '"').replace("\u201d", '"')
         captions = [_CAPTION_LEAD.sub("", c).strip(" .") for c in _PHOTO.findall(text)]
@@ -329,8 +334,10 @@ class LocalExtractor:
         today = _utc_date(turn.created_at_us)
         out: list[Fact] = []
         for raw in _SPLIT.split(text):
-            sentence = _clean_sentence(raw.strip(), vocatives)
-            if not _informative(sentence, names) or not resolve.resolvable(sentence):
+            sentence = people.resolve(_clean_sentence(raw.strip(), vocatives))
+            people.observe(sentence)
+            known = names | people.names()
+            if not _informative(sentence, known) or not resolve.resolvable(sentence):
                 continue
             resolved, start = anchor_dates(resolve(sentence), today)
             if len(_content_words(resolved, names | {"others"})) < 2:
