@@ -12,15 +12,32 @@ Sources that match nothing keep their conversation order, after the ones that ma
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
 from recall import Candidate
-from recall.words import content_stems, tokens
+from recall.words import content_stems, stem, tokens
 from tiers.vectors import Source
 
 Key = tuple[str, int]  # (session_id, seq)
+
+
+_WORD = re.compile(r"[\w']+")
+
+
+def _found(text: str, wanted: set[str]) -> set[str]:
+    """The stems of ``wanted`` that ``text`` contains (a lean pass: this runs on every source
+    of every returned hit, so only words that could be wanted are stemmed)."""
+    initials = {w[0] for w in wanted}
+    out = set()
+    for word in _WORD.findall(text.replace("\u2019", "'").lower()):
+        if word[0] in initials:
+            root = stem(word.strip("'"))
+            if root in wanted:
+                out.add(root)
+    return out
 
 
 def source_scores(query: str, texts: dict[Key, str]) -> dict[Key, float]:
@@ -28,7 +45,7 @@ def source_scores(query: str, texts: dict[Key, str]) -> dict[Key, float]:
     wanted = content_stems(tokens(query))
     if not wanted:
         return {}
-    words = {key: content_stems(tokens(text)) & wanted for key, text in texts.items()}
+    words = {key: _found(text, wanted) for key, text in texts.items()}
     df = Counter(w for found in words.values() for w in found)
     n = len(texts) + 1
     return {key: sum(math.log(n / df[w]) for w in found) for key, found in words.items()}

@@ -53,7 +53,7 @@ def _unpossessive(token: str) -> str:
     return token.rstrip("'")
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """A crude stem, enough to match "works" with "work" and "lives_in" with "live"."""
     word = _unpossessive(word)
     for suffix in _SUFFIXES:
@@ -65,9 +65,9 @@ def _stem(word: str) -> str:
 def content_stems(words: Iterable[str]) -> set[str]:
     stems = set()
     for word in words:
-        stem = _stem(word)
-        if stem and stem not in _STOP and _unpossessive(word) not in _STOP:
-            stems.add(stem)
+        root = stem(word)
+        if root and root not in _STOP and _unpossessive(word) not in _STOP:
+            stems.add(root)
     return stems
 
 
