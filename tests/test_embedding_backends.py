@@ -1,4 +1,4 @@
-"""``stratad`` with each embedding back-end on a fresh data dir, and a model that cannot load."""
+"""``stratad`` with the onnx-int8 back-end on a fresh data dir, and a model that cannot load."""
 
 from __future__ import annotations
 
