@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from daemon.errors import Unavailable
-from tiers.errors import TierError
+from tiers.errors import TierError, one_line
 
 log = logging.getLogger("strata.embedding")
 # transformers builds models under a process-wide patch of torch (init_empty_weights): two
@@ -98,12 +98,6 @@ def _cpu_flags() -> str:
         return ""
     match = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
     return match.group(1) if match else ""
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one short line (library errors can span screens)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 class SentenceTransformerEmbedder:

@@ -6,6 +6,13 @@ from __future__ import annotations
 from daemon.errors import FailedPrecondition, NotFound, StrataError, Unavailable
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one short line, for logs and status fields (library errors, such as
+    a model that fails to load, can span screens)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 class TierError(StrataError):
     """Root of the tiers' errors."""
 

@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable, one_line
+from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tiers.errors import one_line
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
 from tiers.tombstones import Tombstones
