@@ -21,7 +21,9 @@ def personalized_pagerank(
     The same iteration as ``networkx.pagerank(G.to_undirected(), alpha, personalization)``
     (parallel edges add up, a self-loop counts once), on arrays: building a networkx graph
     and its scipy matrix per query costs ~10x more than the walk itself on a hub's
-    neighbourhood. Returns the last iterate when ``max_iter`` is reached.
+    neighbourhood. It starts from the seeds rather than uniform: the same fixed point, and a
+    node the walk cannot reach stays at exactly 0. Returns the last iterate when ``max_iter``
+    is reached.
     """
     if size == 0:
         return np.zeros(0)
@@ -34,7 +36,7 @@ def personalized_pagerank(
     p = seeds / total if total > 0 else np.full(size, 1.0 / size)
     dangling = out == 0
     step = w / np.where(out[rows] > 0, out[rows], 1.0)
-    x = np.full(size, 1.0 / size)
+    x = p.copy()  # from the seeds: a node the walk cannot reach keeps exactly 0
     for _ in range(max_iter):
         last = x
         spread = np.bincount(cols, weights=x[rows] * step, minlength=size)

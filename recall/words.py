@@ -98,6 +98,55 @@ def _named(written: list[tuple[str, bool]], i: int) -> bool:
     return not starts and len(word) > 1 and word[0].isupper()
 
 
+def names(text: str) -> tuple[set[str], set[str]]:
+    """The keys of the runs of capitalised words in ``text`` ("Street Fighter", "Nate's"): the
+    runs inside a sentence (names), and the candidates from runs that start one: the run, its
+    first word and the rest ("Hey Joanna" gives "hey joanna", "hey", "joanna"), for the caller
+    to keep only those known as names. Stop words, "I", all-capital words and punctuation
+    end a run; a possessive ends it after its word."""
+    inside: set[str] = set()
+    initial: set[str] = set()
+
+    def close(run: list[str], starts: bool) -> None:
+        if not run:
+            return
+        if not starts:
+            inside.add(normalize(" ".join(run)))
+            return
+        initial.update(normalize(" ".join(part)) for part in (run, run[:1], run[1:]) if part)
+
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    run: list[str] = []
+    run_starts = False
+    end = 0
+    sentence = True
+    for match in _TOKEN.finditer(text):
+        gap = text[end : match.start()]
+        end = match.end()
+        sentence = sentence or any(c in ".!?:;\n" for c in gap)
+        word = match.group().strip("'-")
+        if gap.strip() or not word:  # punctuation between words ends a run
+            close(run, run_starts)
+            run = []
+        starts, sentence = sentence, False
+        if not word:
+            continue
+        if len(word) > 1 and word[0].isupper() and not word.isupper() and word.lower() not in _STOP:
+            if not run:
+                run_starts = starts
+            run.append(_unpossessive(word))
+            if word.lower().endswith("'s"):
+                close(run, run_starts)
+                run = []
+        else:
+            close(run, run_starts)
+            run = []
+    close(run, run_starts)
+    inside.discard("")
+    initial.discard("")
+    return inside, initial
+
+
 @functools.lru_cache(maxsize=65536)
 def edge_words(predicate: str, obj: str) -> frozenset[str]:
     """The content stems of a fact's predicate and object."""

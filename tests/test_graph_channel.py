@@ -1,5 +1,6 @@
 """The graph channel on real parts: RocksDB + NetworkXGraph, an embedded Qdrant shard, and a
-small hashing embedder instead of the model."""
+small hashing embedder instead of the model: entity linking, the entity <-> memory graph and
+Personalized PageRank over it."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ import pytest
 from daemon.settings_sections import Recipe
 from recall import Query, QueryContext
 from recall.graph_channel import GraphChannel
+from recall.memory_graph import build
 from recall.pagerank import personalized_pagerank
-from recall.words import mentions
+from recall.words import mentions, names
 from tiers.embedding import EmbeddingService
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.records import Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, Source, point_id
+from tiers.vectors import MemoryPoint, PointFilter, Source, point_id
 from tiers.vectors.edge import EdgeVectorStore
 from tiers.working import STATE_CFS
 
@@ -114,6 +116,7 @@ class World:
             attrs={"subject": s, "predicate": p, "object": o},
         )
         self._points([point])
+        self.semantic.notify_write({scope.user_id})
         self.graph.add_edges(
             [
                 Edge(
@@ -133,9 +136,15 @@ class World:
         return pid
 
     def chunk(
-        self, scope: Scope, seqs: tuple[int, ...], *, episode: str = "ep1", at: int = 100
+        self,
+        scope: Scope,
+        seqs: tuple[int, ...],
+        *,
+        episode: str = "ep1",
+        at: int = 100,
+        text: str = "",
     ) -> str:
-        text = f"chunk of {episode} turns {' '.join(map(str, seqs))}"
+        text = text or f"chunk of {episode} turns {' '.join(map(str, seqs))}"
         sources = [Source("sess-" + episode, q, f"m{q}", text=f"turn {q}") for q in seqs]
         pid = point_id(scope, "episode_chunk", text, sources)
         self._points(
@@ -153,6 +162,37 @@ class World:
                 )
             ]
         )
+        return pid
+
+    def turn(
+        self,
+        scope: Scope,
+        speaker: str,
+        text: str,
+        *,
+        seq: int = 1,
+        episode: str = "ep1",
+        at: int = 100,
+    ) -> str:
+        sources = [Source("sess-" + episode, seq, f"m{seq}", speaker=speaker, text=text)]
+        body = f"{speaker}: {text}"
+        pid = point_id(scope, "episode_turn", body, sources)
+        self._points(
+            [
+                MemoryPoint(
+                    id=pid,
+                    kind="episode_turn",
+                    text=body,
+                    scope=scope,
+                    episode_id=episode,
+                    session_id="sess-" + episode,
+                    sources=sources,
+                    created_at_us=at,
+                    extractor="index",
+                )
+            ]
+        )
+        self.semantic.notify_write({scope.user_id})
         return pid
 
     def supersede(self, fact_id: str, at: int) -> None:
@@ -214,145 +254,157 @@ def test_personalized_pagerank_matches_networkx():
     assert personalized_pagerank(0, src[:0], dst[:0], weight[:0], vector[:0]).size == 0
 
 
-def test_exact_name_link_with_possessive(world: World):
-    mom = world.fact(A, "Caroline", "has_mother", "Linda")
-    paint = world.fact(A, "Caroline", "likes", "painting")
-    world.fact(A, "Melanie", "likes", "running")
-    channel = GraphChannel(world.semantic)
-    links = channel.link(ctx(world, "What did Caroline's mom give her?"))
-    assert [(lk.node[2], lk.how) for lk in links if lk.how == "name"] == [("caroline", "name")]
-    hits = channel.search(ctx(world, "What did Caroline's mom give her?"), 10)
-    assert set(ids(hits)) == {mom, paint}  # Melanie's fact is not connected
-    scores = [s for _p, s in hits]
-    assert scores == sorted(scores, reverse=True)
-    assert all(p.kind == "fact" and p.scope == A for p, _ in hits)
+def test_names_in_memories():
+    inside, initial = names(
+        "Hey Joanna! I usually play CS:GO, but I tried the Street Fighter cup with Nate's team."
+    )
+    assert inside == {"street fighter", "nate"}  # "CS" is all capitals; "I" is a stop word
+    assert {"hey", "joanna", "hey joanna"} <= initial  # for the caller to keep known names
+    assert names("Thanks, Melanie. Here it is.") == ({"melanie"}, {"thanks"})  # "here": a stop word
+    assert names("I went to London \u2013 like in Harry Potter!")[0] == {"london", "harry potter"}
+    assert names("no names here at all") == (set(), set())
 
 
-def test_alias_link(world: World):
-    founded = world.fact(A, "Tom", "founded", "The Acme Corp.")
-    likes = world.fact(A, "Melanie", "likes", "pottery")
-    channel = GraphChannel(world.semantic)
-    assert ids(channel.search(ctx(world, "Who started Acme Corp?"), 5)) == [founded]
-    # an alias that does not normalize to the name (as an entity resolver would add)
-    with world.graph._lock:
-        world.graph.graph.nodes[NetworkXGraph.node(A, "melanie")]["aliases"].add("Mel")
-    channel = GraphChannel(world.semantic)
-    assert ids(channel.search(ctx(world, "What does Mel enjoy doing lately?"), 5)) == [likes]
-
-
-def test_embedding_link(world: World):
-    fact = world.fact(A, "Pottery workshop", "held_at", "community center")
-    channel = GraphChannel(world.semantic)
-    (link,) = channel.link(ctx(world, "pottery?"))
-    assert link.how == "embedding" and link.node[2] == "pottery workshop"
-    assert link.weight == pytest.approx(2**-0.5, abs=1e-4)
-    assert ids(channel.search(ctx(world, "pottery?"), 5)) == [fact]
-    assert GraphChannel(world.semantic, link_threshold=0.8).link(ctx(world, "pottery?")) == []
-    # name embeddings are cached by name: a new entity embeds only its own name
-    world.fact(A, "Caroline", "likes", "hiking")
-    before = len(world.embedder.documents)
-    channel.link(ctx(world, "pottery?"))
-    assert world.embedder.documents[before:] == ["caroline", "hiking"]
-
-
-def test_multi_hop_fact_ranks_below_direct_facts(world: World):
-    direct = {
-        world.fact(A, "Caroline", "has_mother", "Linda"),
-        world.fact(A, "Caroline", "likes", "painting"),
-        world.fact(A, "Caroline", "lives_in", "Boston"),
+def test_entity_memory_graph_links(world: World):
+    melanie = world.turn(A, "Melanie", "I signed up for a pottery class at Clay Corner.", seq=1)
+    hey = world.turn(A, "Caroline", "Hey Melanie! Clay Corner sounds fun.", seq=2)
+    hike = world.turn(A, "Caroline", "Hiking yesterday was great.", seq=3)
+    fact = world.fact(A, "Melanie", "married_to", "Dave", seqs=(4,))
+    points = {p.id: p for p in world.vectors.get([melanie, hey, hike, fact])}
+    edges = [(e.id, e.subject, e.object) for e in world.graph.edges_where(lambda e: True)]
+    graph = build([points[i] for i in (melanie, hey, hike, fact)], edges)
+    assert set(graph.entities) == {"melanie", "caroline", "clay corner", "dave"}
+    linked = {
+        m: {
+            k
+            for k, n in graph.entities.items()
+            if any(
+                {graph.src[i], graph.dst[i]} == {graph.index[m], n} for i in range(len(graph.src))
+            )
+        }
+        for m in (melanie, hey, hike, fact)
     }
-    hop2 = world.fact(A, "Linda", "works_at", "Mercy Hospital")
-    world.fact(A, "Mercy Hospital", "located_in", "Chicago")  # three hops: not reached
-    hits = GraphChannel(world.semantic).search(ctx(world, "Tell me about Caroline"), 10)
+    assert linked[melanie] == {"melanie", "clay corner"}  # speaker and a name inside
+    # "Hey" starts the sentence and names nothing known; "Melanie" is known (a speaker)
+    assert linked[hey] == {"caroline", "melanie", "clay corner"}
+    assert linked[hike] == {"caroline"}  # "Hiking" starts a sentence and is no known name
+    assert linked[fact] == {"melanie", "dave"}  # from its triplet
+    # a rarer entity weighs more: Clay Corner (2 memories) over Melanie (3)
+    weight = {
+        (int(u), int(v)): float(w)
+        for u, v, w in zip(graph.src, graph.dst, graph.weight, strict=True)
+    }
+    assert (
+        weight[(graph.index[hey], graph.entities["clay corner"])]
+        > weight[(graph.index[hey], graph.entities["melanie"])]
+    )
+    # the triplet also joins its two entities
+    assert weight[(graph.entities["melanie"], graph.entities["dave"])] == 1.0
+    assert graph.link("Where did Melanie's class meet, Clay Corner?") == ["clay corner", "melanie"]
+
+
+def test_named_entity_ranks_its_memories_and_reaches_one_hop_further(world: World):
+    nate = [
+        world.turn(A, "Nate", "I won the Street Fighter tournament last weekend!", seq=1),
+        world.turn(A, "Nate", "My turtles love the new tank.", seq=3),
+    ]
+    draft = world.turn(A, "Joanna", "I finished my screenplay draft.", seq=2)
+    # not about Nate, but about the tournament he named: one hop further
+    cup = world.turn(A, "Joanna", "Is Street Fighter hard to learn?", seq=4, episode="ep2")
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    hits = channel.search(ctx(world, "What has Nate been up to?"), 10)
     order = ids(hits)
-    assert set(order[:3]) == direct
-    assert order[3:] == [hop2]
-    assert hits[3][1] < hits[2][1]
+    # and two hops further, less: Joanna's other turn, through Joanna
+    assert set(order[:2]) == set(nate) and order[2:] == [cup, draft]
+    scores = [s for _p, s in hits]
+    assert scores == sorted(scores, reverse=True) and scores[3] < scores[2] < scores[1]
+    assert (
+        ids(GraphChannel(world.semantic, dense_seeds=0).search(ctx(world, "Nate?"), 2))
+        == ids(hits)[:2]
+    )
+    assert all(p.kind == "episode_turn" and p.scope == A for p, _ in hits)
 
 
-def test_superseded_fact_ranks_below_current(world: World):
+def test_nearest_memories_seed_the_walk(world: World):
+    pottery = world.turn(A, "Melanie", "pottery class with Clay Corner people", seq=1)
+    also = world.turn(A, "Caroline", "Clay Corner closes early on weekdays", seq=2)
+    world.turn(A, "Caroline", "Hiking was great", seq=3)
+    # no entity named: the nearest memories seed the walk, which spreads through Clay Corner
+    channel = GraphChannel(world.semantic, dense_seeds=1)
+    order = ids(channel.search(ctx(world, "pottery class"), 10))
+    assert order[:2] == [pottery, also]
+    assert GraphChannel(world.semantic, dense_seeds=0).search(ctx(world, "pottery class"), 10) == []
+
+
+def test_superseded_facts_leave_the_graph(world: World):
     old = world.fact(A, "Caroline", "lives_in", "Boston", at=10)
     new = world.fact(A, "Caroline", "lives_in", "Denver", at=20)
+    now = [0.0]
+    channel = GraphChannel(world.semantic, dense_seeds=0, clock=lambda: now[0])
+    assert set(ids(channel.search(ctx(world, "Where does Caroline live?"), 5))) == {old, new}
     world.supersede(old, 20)
-    hits = GraphChannel(world.semantic).search(ctx(world, "Where does Caroline live now?"), 5)
-    assert ids(hits) == [new, old]
-    assert hits[1][0].valid_to_us == 20 and hits[0][1] > hits[1][1]
-
-
-def test_source_chunks_follow_their_fact(world: World):
-    fact = world.fact(A, "Caroline", "adopted", "a dog named Rex", seqs=(3,))
-    other = world.fact(A, "Caroline", "likes", "painting", seqs=(7,), episode="ep2")
-    c1 = world.chunk(A, (1, 2, 3))
-    c2 = world.chunk(A, (3, 4, 5))
-    c3 = world.chunk(A, (6, 7, 8))  # same episode, not the fact's messages
-    c4 = world.chunk(A, (3, 4), episode="ep9")  # the fact's seq, another episode
-    c5 = world.chunk(A, (6, 7), episode="ep2")
-    channel = GraphChannel(world.semantic)
-    hits = channel.search(ctx(world, "Did Caroline adopt a dog?"), 10)
-    order = ids(hits)
-    assert order == [fact, c1, c2, other, c5]
-    assert c3 not in order and c4 not in order
-    scores = [s for _p, s in hits]
-    assert scores == sorted(scores, reverse=True) and scores[1] < scores[0]
-    assert len(set(order)) == len(order)
-    assert ids(channel.search(ctx(world, "Did Caroline adopt a dog?"), 2)) == [fact, c1]
-    one = GraphChannel(world.semantic, chunks_per_fact=1)
-    assert ids(one.search(ctx(world, "Did Caroline adopt a dog?"), 10)) == [fact, c1, other, c5]
+    world.semantic.notify_write({"alice"})
+    now[0] += 2.0  # refresh_seconds
+    assert ids(channel.search(ctx(world, "Where does Caroline live?"), 5)) == [new]
 
 
 def test_kinds_and_time_filters(world: World):
     fact = world.fact(A, "Caroline", "adopted", "a dog", seqs=(3,), at=100)
-    c1 = world.chunk(A, (2, 3), at=100)
+    turn = world.turn(A, "Caroline", "We adopted a dog!", seq=3, at=100)
     late = world.fact(A, "Caroline", "visited", "Paris", seqs=(9,), episode="ep2", at=500)
-    channel = GraphChannel(world.semantic)
+    channel = GraphChannel(world.semantic, dense_seeds=0)
     q = "Tell me about Caroline's dog"
-    assert ids(channel.search(ctx(world, q, kinds=("fact",)), 10)) == [fact, late]
-    assert ids(channel.search(ctx(world, q, kinds=("episode_chunk",)), 10)) == [c1]
+    assert set(ids(channel.search(ctx(world, q, kinds=("fact",)), 10))) == {fact, late}
+    assert ids(channel.search(ctx(world, q, kinds=("episode_turn",)), 10)) == [turn]
     assert channel.search(ctx(world, q, kinds=("summary",)), 10) == []
     assert ids(channel.search(ctx(world, q, start_us=200), 10)) == [late]
-    assert ids(channel.search(ctx(world, q, end_us=200), 10)) == [fact, c1]
+    assert set(ids(channel.search(ctx(world, q, end_us=200), 10))) == {fact, turn}
     # the recipe's kinds apply when the query names none
-    recipe = Recipe(kinds=["episode_chunk"])
+    recipe = Recipe(kinds=["episode_turn"])
     query = Query(text=q, scope=A, k=10, recipe=recipe)
     hits = channel.search(QueryContext(query, world.embedder.encode_queries([q])[0]), 10)
-    assert ids(hits) == [c1]
+    assert ids(hits) == [turn]
 
 
-def test_no_linked_entity_returns_nothing(world: World):
-    world.fact(A, "Caroline", "likes", "painting")
-    channel = GraphChannel(world.semantic)
-    text = "How was the weather during that long weekend trip?"
-    assert channel.link(ctx(world, text)) == []
-    assert channel.search(ctx(world, text), 10) == []
+def test_chunks_stand_in_when_turns_are_not_indexed(world: World):
+    chunk = world.chunk(A, (1, 2), text="a talk with Caroline about art")
+    fact = world.fact(A, "Caroline", "likes", "painting", seqs=(1,))
+    channel = GraphChannel(world.semantic, dense_seeds=1)
+    hits = channel.search(ctx(world, "a talk about art"), 10)  # seeded by the nearest chunk
+    assert ids(hits) == [chunk, fact]  # and through Caroline to her fact
+
+
+def test_no_seed_returns_nothing(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    assert channel.search(ctx(world, "How was the weather during that long trip?"), 10) == []
     assert channel.search(ctx(world, "Caroline", scope=Scope("nobody")), 10) == []
     assert channel.search(ctx(world, "Caroline"), 0) == []
+    assert ids(channel.search(ctx(world, "Caroline"), 10))
 
 
 def test_scope_isolation(world: World):
-    names = ["Caroline", "Melanie", "Linda", "Boston", "painting", "Rex", "Mercy Hospital"]
+    people = ["Caroline", "Melanie", "Linda", "Boston", "Rex", "Mercy Hospital"]
     mine: set[str] = set()
     others: set[str] = set()
     rng = random.Random(7)
     for i in range(30):
-        s, o = rng.sample(names, 2)
+        s, o = rng.sample(people, 2)
         p = rng.choice(["likes", "visited", "knows", "works_at", "has_pet"])
         mine.add(world.fact(A, s, p, o, seqs=(i,), episode=f"a{i % 3}"))
-        mine.add(world.chunk(A, (i, i + 1), episode=f"a{i % 3}"))
-        # bob and alice's other agent share the entity names, and even the episode ids
+        mine.add(world.turn(A, s, f"I met {o} again", seq=i, episode=f"a{i % 3}"))
+        # bob and alice's other agent share the names, and even the episode ids
         others.add(world.fact(B, s, p, o, seqs=(i,), episode=f"a{i % 3}"))
-        others.add(world.chunk(B, (i, i + 1), episode=f"a{i % 3}"))
-        others.add(world.fact(A2, s, "met", o, seqs=(i,), episode=f"b{i % 3}"))
+        others.add(world.turn(B, s, f"I met {o} again", seq=i, episode=f"a{i % 3}"))
+        others.add(world.turn(A2, s, f"We saw {o}", seq=i, episode=f"b{i % 3}"))
     channel = GraphChannel(world.semantic)
-    words = [*names, "what", "did", "her", "mom", "give", "where", "work", "Caroline's"]
+    words = [*people, "what", "did", "her", "mom", "give", "where", "work", "Caroline's"]
     returned = 0
     for _ in range(50):
         text = " ".join(rng.choices(words, k=rng.randint(1, 6))) + "?"
         hits = channel.search(ctx(world, text), rng.choice([3, 10, 50]))
         returned += len(hits)
         assert all(p.scope == A and p.id in mine for p, _ in hits)
-        assert not {p.id for p, _ in hits} & others
-        for link in channel.link(ctx(world, text)):
-            assert link.node[:2] == ("alice", "bot")
     assert returned > 100
     # an empty agent_id covers every agent of the user, and never another user
     hits = channel.search(ctx(world, "Caroline", scope=Scope("alice")), 200)
@@ -360,9 +412,21 @@ def test_scope_isolation(world: World):
     assert agents == {"bot", "other-bot"} and all(p.scope.user_id == "alice" for p, _ in hits)
 
 
-def test_cache_follows_graph_growth(world: World):
-    world.fact(A, "Caroline", "likes", "painting")
-    channel = GraphChannel(world.semantic)
+def test_graph_follows_writes_and_forget(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    now = [0.0]
+    channel = GraphChannel(world.semantic, dense_seeds=0, clock=lambda: now[0])
     assert channel.search(ctx(world, "What about Zed?"), 5) == []
-    zed = world.fact(A, "Zed", "plays", "chess")
+    zed = world.turn(A, "Zed", "I play chess.", seq=2)  # notifies the write
+    now[0] += 1.9
+    assert ids(channel.search(ctx(world, "What about Zed?"), 5)) == []  # within refresh_seconds
+    now[0] += 0.1
     assert ids(channel.search(ctx(world, "What about Zed?"), 5)) == [zed]
+    world.vectors.delete(PointFilter(user_id="alice", ids=(zed,)))
+    assert channel.search(ctx(world, "What about Zed?"), 5) == []  # gone points are skipped
+    assert channel.forget_scope("alice") == 1
+    assert channel.forget_scope("alice") == 0
+    # unwritten, the build is kept however old it is
+    channel.search(ctx(world, "What about Zed?"), 5)
+    now[0] += 1e6
+    assert channel.graphs.get(A, world.vectors) is channel.graphs.get(A, world.vectors)

@@ -25,7 +25,7 @@ from daemon.errors import FailedPrecondition, Unavailable
 from tiers.errors import TierError
 from tiers.records import Scope
 
-KINDS = ("episode_chunk", "summary", "fact")
+KINDS = ("episode_chunk", "episode_turn", "summary", "fact")
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
@@ -161,6 +161,17 @@ def point_id(scope: Scope, kind: str, text: str, sources: Sequence[Source]) -> s
     return str(uuid.UUID(bytes=h.digest()[:16]))
 
 
+def message_line(speaker: str, text: str) -> str:
+    """A message as chunk and turn points hold it: ``speaker: text``."""
+    return f"{speaker}: {text}"
+
+
+def turn_point_id(scope: Scope, source: Source) -> str:
+    """The id of the ``episode_turn`` point of one message (its source carrying the text, as
+    chunk points' sources do), without reading the store."""
+    return point_id(scope, "episode_turn", message_line(source.speaker, source.text), [source])
+
+
 @dataclass(frozen=True, slots=True)
 class PointFilter:
     """Which points a read or delete applies to. Empty fields match everything; ``user_id`` is
@@ -174,6 +185,23 @@ class PointFilter:
     created_to_us: int | None = None  # exclusive
     include_superseded: bool = True
     ids: tuple[str, ...] = ()  # point ids (UUID strings)
+
+
+def admits(flt: PointFilter, point: MemoryPoint) -> bool:
+    """Whether ``point`` passes ``flt`` (scope, kinds, time range, superseded)."""
+    if point.scope.user_id != flt.user_id:
+        return False
+    if flt.agent_id and point.scope.agent_id != flt.agent_id:
+        return False
+    if flt.kinds and point.kind not in flt.kinds:
+        return False
+    if flt.episode_ids and point.episode_id not in flt.episode_ids:
+        return False
+    if flt.created_from_us is not None and point.created_at_us < flt.created_from_us:
+        return False
+    if flt.created_to_us is not None and point.created_at_us >= flt.created_to_us:
+        return False
+    return flt.include_superseded or point.valid_to_us is None
 
 
 @dataclass(frozen=True, slots=True)
