@@ -75,6 +75,7 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
                 superseded_factor=c.superseded_factor,
                 recency_factor=c.recency_factor,
                 kind_factor=c.kind_factor,
+                found_via=c.found_via,
                 merged_ids=c.merged_ids,
                 rerank=c.rerank_note,
                 rerank_score=c.rerank_score,

@@ -84,6 +84,13 @@ class WeaverSettings(_Section):
     chunk_turns: int = Field(3, ge=1, description="Consecutive turns per episode chunk.")
     chunk_overlap: int = Field(1, ge=0, description="Turns shared by neighbouring chunks.")
     chunk_max_tokens: int = Field(200, ge=16, description="Tokens per chunk at most.")
+    index_turns: bool = Field(
+        True,
+        description=(
+            "Also index every turn alone (kind episode_turn), so a hit can cite exactly the "
+            "turn that matched."
+        ),
+    )
     summary_turns: int = Field(4, ge=1, description="Turns in a local extractive summary.")
     functional_predicates: list[str] = Field(
         ["lives_in", "works_at", "job_title", "married_to", "age", "relationship_status"],
@@ -140,18 +147,23 @@ class LLMSettings(_Section):
 class Recipe(_Section):
     """A retrieval recipe: which channels, how they are weighted and fused, what follows."""
 
-    # Defaults tuned on the LoCoMo dev split (docs/benchmarks.md): BM25 is the strongest
-    # channel on conversational turns with the small default model, and the graph channel,
-    # fed by the local extractor's triplets, pulled the fusion down; it stays available per
-    # request (channels=["graph"]) and per recipe.
+    # Defaults tuned on the LoCoMo dev split, and checked leave-one-conversation-out
+    # (docs/benchmarks.md): BM25 is the strongest channel on conversational turns with the
+    # small default model; the graph channel (entity <-> memory PageRank) joins over
+    # messages at a lower weight, where it adds multi-hop recall.
     vector_weight: float = Field(1.0, ge=0, description="RRF weight of the dense channel.")
     keyword_weight: float = Field(2.0, ge=0, description="RRF weight of the BM25 channel.")
     graph_weight: float = Field(
-        0.0, ge=0, description="RRF weight of the graph channel (0: off unless requested)."
+        0.4,
+        ge=0,
+        description=(
+            "RRF weight of the graph channel (0: off unless requested); with per_message, "
+            "its weight in the fusion over messages."
+        ),
     )
     depth: int = Field(50, ge=1, le=1000, description="Candidates each channel contributes.")
     rrf_k: int = Field(20, ge=0, description="The k of Reciprocal Rank Fusion.")
-    kinds: list[Literal["episode_chunk", "summary", "fact"]] = Field(
+    kinds: list[Literal["episode_chunk", "episode_turn", "summary", "fact"]] = Field(
         [], description="Kinds searched when a request names none (empty: all)."
     )
     superseded_factor: float = Field(
@@ -163,7 +175,7 @@ class Recipe(_Section):
     mmr_lambda: float = Field(
         1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
     )
-    kind_weights: dict[Literal["episode_chunk", "summary", "fact"], float] = Field(
+    kind_weights: dict[Literal["episode_chunk", "episode_turn", "summary", "fact"], float] = Field(
         {"summary": 0.5},
         description=(
             "Score multiplier per kind (missing: 1). A summary cites several turns of its "
@@ -173,6 +185,14 @@ class Recipe(_Section):
     )
     merge_sources: bool = Field(
         True, description="Merge hits that share a source message into one piece of evidence."
+    )
+    per_message: bool = Field(
+        True,
+        description=(
+            "Each hit is one source message (its episode_turn point, or a fact drawn from it "
+            "alone), and the graph channel joins the others' order over messages "
+            "(recall.messages)."
+        ),
     )
     order_sources: bool = Field(
         True,

@@ -82,6 +82,7 @@ class Candidate:
     superseded_factor: float = 1.0
     recency_factor: float = 1.0
     kind_factor: float = 1.0
+    found_via: str = ""  # per_message: the id of the hit that brought this message's point
     merged_ids: list[str] = field(default_factory=list)
     rerank_note: str = ""
     rerank_score: float = 0.0

@@ -21,6 +21,7 @@ import numpy as np
 
 from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
 from recall.fusion import mmr, rrf
+from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
 from tiers.batcher import Batcher
 from tiers.embedding import Embedder
@@ -108,6 +109,9 @@ class RecallEngine:
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
         results, degraded = self._run_channels(ctx, list(weights), depth, timings)
+        # With per_message, the graph channel joins the others' order over messages (below).
+        late = query.recipe.per_message and "graph" in weights and len(weights) > 1
+        graph_hits = results.pop("graph", []) if late else []
 
         t = time.perf_counter()
         points: dict[str, MemoryPoint] = {}
@@ -119,7 +123,9 @@ class RecallEngine:
                 points.setdefault(point.id, point)
                 scores.setdefault(point.id, {})[name] = score
                 rankings[name].append(point.id)
-        fused = rrf(rankings, weights, query.recipe.rrf_k)
+        fused = rrf(
+            rankings, {c: w for c, w in weights.items() if c in rankings}, query.recipe.rrf_k
+        )
         candidates = [
             Candidate(points[f.id], f.score, f.score, f.ranks, scores[f.id]) for f in fused
         ]
@@ -136,14 +142,38 @@ class RecallEngine:
             t = time.perf_counter()
             candidates, rerank_name, note = self._rerank(ctx, candidates, rerank_name)
             timings["rerank"] = _ms(t)
-        top = candidates[: query.k]
-        if query.recipe.order_sources:
-            top = order_sources(top, query.text)
+        if query.recipe.per_message:
+            t = time.perf_counter()
+            top = self._per_message(query, candidates, graph_hits, weights.get("graph", 0.0))
+            timings["messages"] = _ms(t)
+        else:
+            top = candidates[: query.k]
+            if query.recipe.order_sources:
+                top = order_sources(top, query.text)
         timings["total"] = _ms(began)
         result = RecallResult(top, timings, rerank_name, note, degraded)
         if self.cache is not None and not degraded and not note:
             self.cache.put(query.scope.user_id, _params(query), ctx.vector, result)
         return self._observed(result)
+
+    def _per_message(
+        self,
+        query: Query,
+        candidates: list[Candidate],
+        graph_hits: list[tuple[MemoryPoint, float]],
+        graph_weight: float,
+    ) -> list[Candidate]:
+        """One hit per message: the fused candidates' messages, the graph's joined by RRF
+        (:mod:`recall.messages`)."""
+        candidates = candidates[: query.k]  # the graph's messages may displace the others
+        if query.recipe.order_sources:
+            candidates = order_sources(candidates, query.text)
+        graph = [
+            Candidate(p, s, s, {"graph": i}, {"graph": s}) for i, (p, s) in enumerate(graph_hits, 1)
+        ]
+        order = fuse_messages(candidates, graph_hits, graph_weight, query.recipe.rrf_k)
+        _embedder, vectors = self._semantic.wait_ready(0)
+        return message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
 
     def _observed(self, result: RecallResult) -> RecallResult:
         for listener in self.on_result:

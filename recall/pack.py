@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from recall import Candidate
 from tiers.tokens import count_tokens
 
-LABELS = {"fact": "fact", "summary": "summary", "episode_chunk": "conversation"}
+LABELS = {
+    "fact": "fact",
+    "summary": "summary",
+    "episode_chunk": "conversation",
+    "episode_turn": "conversation",
+}
 
 
 @dataclass(frozen=True, slots=True)

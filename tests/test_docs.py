@@ -41,7 +41,7 @@ def test_readme_python_quickstart_runs_against_a_real_daemon(spawn, tmp_path):
     assert "'Small, but it has a balcony.'" in out.stdout
     assert "with 3 messages" in out.stdout
     assert "chat-42" in out.stdout
-    assert "episode_chunk" in out.stdout and "Berlin" in out.stdout
+    assert "episode_turn" in out.stdout and "Berlin" in out.stdout
     assert "'source': 'readme'" in out.stdout  # the client's metadata came back
     proc.terminate()
 

@@ -76,7 +76,8 @@ def test_forget_cascades_through_every_tier(start_daemon, capsys):
         before = texts(c, "alice", "Where does Alice work?")  # fills the semantic cache
         assert any(eid == acme for _id, eid, _t in before)
         acme_ids = [p.id for p in vectors.scroll(PointFilter(episode_ids=(acme,)))]
-        assert {p.kind for p in vectors.get(acme_ids)} == {"episode_chunk", "summary", "fact"}
+        kinds = {p.kind for p in vectors.get(acme_ids)}
+        assert kinds == {"episode_chunk", "episode_turn", "summary", "fact"}
 
         # -- by episode id: the journal, its state, every point and edge of it -------------
         r = c.forget(episode_ids=[acme, "f" * 32])  # an unknown id is not an error
@@ -102,7 +103,7 @@ def test_forget_cascades_through_every_tier(start_daemon, capsys):
         weaver = daemon.daemon.weaver
         assert weaver is not None
         assert weaver._consolidator.consolidate(acme).forgotten
-        assert weaver._indexer.index([acme]).chunks == 0
+        assert weaver._indexer.index([acme]).points == 0
         assert vectors.get(acme_ids) == [] and is_forgotten(daemon.daemon.state, episode_id=acme)
 
         # -- by memory id: one fact and its edge; the rest of the episode stays ------------

@@ -84,6 +84,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     "timeout_seconds": 10,
                 },
                 weaver={"interval_seconds": 3600},
+                # hits as points, so that a reranked order is the order of the hits
+                recall={"recipes": {"points": {"per_message": False}}},
             )
         )
         box["w"] = World(daemon, fake, [], [])
@@ -257,10 +259,11 @@ def test_reranker_gets_candidates_as_data_and_hostile_replies_keep_the_fused_ord
 def test_a_valid_llm_order_still_applies(world: World) -> None:
     """The hardening does not break the reranker: a well-formed reply reorders the hits."""
     with world.client() as c:
-        fused = c.recall("Where does Alice live?", user_id="alice", k=5, rerank="none")
+        q = "Where does Alice live?"
+        fused = c.recall(q, user_id="alice", k=5, rerank="none", recipe="points")
         assert len(fused.hits) >= 2
         n = len(fused.hits)
         world.rerank_replies[:] = [Reply.json({"order": list(range(n, 0, -1))})]
-        reply = c.recall("Where does Alice live?", user_id="alice", k=5, rerank="llm")
+        reply = c.recall(q, user_id="alice", k=5, rerank="llm", recipe="points")
         assert reply.rerank == "llm"
         assert [h.id for h in reply.hits] == [h.id for h in reversed(fused.hits)]

@@ -72,9 +72,15 @@ def test_kind_weights_are_validated() -> None:
 
 @pytest.mark.slow
 def test_recall_orders_sources_and_explains_the_kind_factor(start_daemon) -> None:
+    points = {"per_message": False}  # hits are points (chunks), each citing its messages
     daemon = start_daemon(
         weaver=QUIET,
-        recall={"recipes": {"plain": {"order_sources": False, "kind_weights": {}}}},
+        recall={
+            "recipes": {
+                "points": points,
+                "plain": {**points, "order_sources": False, "kind_weights": {}},
+            }
+        },
     )
     daemon.daemon.semantic.wait_ready(120)
     with daemon.client() as c:
@@ -90,10 +96,15 @@ def test_recall_orders_sources_and_explains_the_kind_factor(start_daemon) -> Non
         wait_indexed(c)
         consolidate(c)
         question = "When is the ferry to Gotland?"
-        hits = c.recall(question, user_id="alice", k=10, explain=True).hits
+        hits = c.recall(question, user_id="alice", k=10, explain=True, recipe="points").hits
         chunk = next(h for h in hits if h.kind == "episode_chunk" and "Gotland" in h.text)
         assert next(s.seq for s in chunk.sources) == 3
-        [summary] = c.recall(question, user_id="alice", kinds=["summary"], explain=True).hits
+        # by default, one hit per message: the Gotland turn (or a fact drawn from it) first
+        top = c.recall(question, user_id="alice", k=10, explain=True).hits[0]
+        assert top.kind in ("episode_turn", "fact") and [s.seq for s in top.sources] == [3]
+        [summary] = c.recall(
+            question, user_id="alice", kinds=["summary"], explain=True, recipe="points"
+        ).hits
         assert summary.explanation.kind_factor == 0.5
         assert summary.score == pytest.approx(summary.explanation.fused * 0.5)
         plain = c.recall(question, user_id="alice", k=10, explain=True, recipe="plain").hits

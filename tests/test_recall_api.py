@@ -59,11 +59,12 @@ def test_recall_right_after_end_session_with_exact_provenance(daemon):
         talk(c, "alice", "s1", MAY, "My dentist appointment is on Thursday at 9.", "Noted.")
         wait_indexed(c, timeout=10)
         r = c.recall("When is the dentist appointment?", user_id="alice", k=3)
-        assert r.hits, "the session's chunks are recallable right after EndSession"
-        top = r.hits[0]
-        assert top.kind == "episode_chunk" and "dentist" in top.text
+        assert r.hits, "the session's turns are recallable right after EndSession"
+        top = r.hits[0]  # one hit per message: the turn itself
+        assert top.kind == "episode_turn" and "dentist" in top.text
         assert top.id and top.score > 0 and top.created_at.ToDatetime(dt.UTC) == MAY
-        source = next(s for s in top.sources if s.seq == 1)
+        [source] = top.sources
+        assert source.seq == 1
         assert (source.session_id, source.message_id) == ("s1", "s1-0")
         assert dict(source.metadata) == {"dia_id": "s1:0", "user": "alice"}
         assert {t.stage for t in r.timings} >= {"embed", "vector", "keyword", "fuse", "total"}
@@ -76,8 +77,9 @@ def test_recall_with_facts_explain_and_scope_isolation(daemon):
             talk(c, user, f"{user}-2", MAY, "My sister Emma lives in Oslo.", "Nice city!")
         consolidate(c)
         r = c.recall("Where does Alice work?", user_id="alice", k=10, explain=True)
-        kinds = {h.kind for h in r.hits}
-        assert "fact" in kinds and any("Acme" in h.text for h in r.hits)
+        assert any("Acme" in h.text for h in r.hits)
+        facts = c.recall("Where does Alice work?", user_id="alice", k=10, kinds=["fact"]).hits
+        assert {h.kind for h in facts} == {"fact"} and any("Acme" in h.text for h in facts)
         for hit in r.hits:
             assert hit.explanation.channels, "explain gives each channel's rank"
             assert hit.explanation.fused > 0

@@ -76,7 +76,7 @@ def _render_report(r: dict[str, Any]) -> str:
     state = "ok" if r.get("ok") else "FAILED"
     line = (
         f"run {r.get('runId', '?')} {state}: {r.get('episodes', 0)} episodes, "
-        f"{r.get('chunks', 0)} chunks, {r.get('summaries', 0)} summaries, "
+        f"{r.get('chunks', 0)} index points, {r.get('summaries', 0)} summaries, "
         f"{r.get('facts', 0)} facts, {r.get('triplets', 0)} triplets, "
         f"{r.get('superseded', 0)} superseded, {r.get('failures', 0)} failures, "
         f"{r.get('fallbacks', 0)} fallbacks, {float(r.get('seconds', 0)):.1f} s"

@@ -8,7 +8,7 @@ from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
 from tiers.records import StoredMessage
 from tiers.tokens import count_tokens
-from tiers.vectors import Source
+from tiers.vectors import Source, message_line
 from weaver.extractors import EpisodeInput, Turn
 
 
@@ -89,4 +89,4 @@ def chunk(episode: EpisodeInput, turns: int, overlap: int, max_tokens: int) -> l
 
 
 def chunk_text(window: list[Turn]) -> str:
-    return "\n".join(f"{t.speaker}: {t.text}" for t in window)
+    return "\n".join(message_line(t.speaker, t.text) for t in window)

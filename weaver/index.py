@@ -1,9 +1,11 @@
-"""Stage 1, index: an ended episode's turns become ``episode_chunk`` points within seconds.
+"""Stage 1, index: an ended episode's turns become ``episode_chunk`` points (and, with
+``weaver.index_turns``, one ``episode_turn`` point per turn) within seconds.
 
-No LLM: windows of consecutive turns (with overlap) are embedded in one batch across the
-episodes at hand and upserted with full provenance. Point ids are deterministic, so indexing
-an episode again (after a crash) overwrites the same points. An episode's ``unindexed`` mark
-is removed only once its points are durable.
+No LLM: windows of consecutive turns (with overlap), and the turns alone, are embedded in one
+batch across the episodes at hand and upserted with full provenance. A chunk gives a turn its
+neighbours' context; a turn point lets a hit cite exactly the turn that matched. Point ids
+are deterministic, so indexing an episode again (after a crash) overwrites the same points.
+An episode's ``unindexed`` mark is removed only once its points are durable.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ log = logging.getLogger("strata.weaver")
 @dataclass(frozen=True, slots=True)
 class IndexResult:
     episodes: int
-    chunks: int
+    points: int  # chunks and turns
     missing: list[str]  # episodes gone from the journal before they were indexed
 
 
@@ -47,14 +49,18 @@ class Indexer:
             except EpisodeNotFound:
                 missing.append(eid)
                 continue
-            for window in chunk(episode, s.chunk_turns, s.chunk_overlap, s.chunk_max_tokens):
+            windows = chunk(episode, s.chunk_turns, s.chunk_overlap, s.chunk_max_tokens)
+            singles = [[t] for t in episode.turns] if s.index_turns else []
+            for kind, window in [("episode_chunk", w) for w in windows] + [
+                ("episode_turn", w) for w in singles
+            ]:
                 text = chunk_text(window)
                 seqs = [t.seq for t in window]
                 srcs = sources(episode, seqs, with_text=True)
                 points.append(
                     MemoryPoint(
-                        id=point_id(episode.scope, "episode_chunk", text, srcs),
-                        kind="episode_chunk",
+                        id=point_id(episode.scope, kind, text, srcs),
+                        kind=kind,
                         text=text,
                         scope=episode.scope,
                         episode_id=eid,

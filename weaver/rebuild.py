@@ -96,7 +96,7 @@ class Rebuilder:
 
             ordered = [e.episode_id for e in live]
             for batch in _batches(ordered, BATCH):
-                report.vector_points += self._indexer.index(batch).chunks
+                report.vector_points += self._indexer.index(batch).points
             for extraction, episode in replay:  # older than every live episode
                 self._project(episode, extraction, report)
                 report.records_replayed += 1

@@ -75,7 +75,7 @@ class Weaver:
         self.last_error = ""
         self.points_since_optimize = 0
         # Observers (metrics): called on the worker thread; an exception in one is logged.
-        self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, chunks, s
+        self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, points, s
         self.on_run: list[Callable[[RunReport], None]] = []
 
     def _notify(self, listeners: list[Callable[..., None]], *args: Any) -> None:
@@ -243,19 +243,19 @@ class Weaver:
         if self.index_backoff.failures:  # Tier 3 works again: what failed before goes now
             self.index_backoff.succeeded()
             self._retry_index()
-        self.points_since_optimize += result.chunks
-        self._notify(self.on_indexed, result.episodes, result.chunks, time.monotonic() - began)
+        self.points_since_optimize += result.points
+        self._notify(self.on_indexed, result.episodes, result.points, time.monotonic() - began)
         log.info(
             "weaver.indexed",
             extra={
                 "fields": {
                     "episodes": result.episodes,
-                    "chunks": result.chunks,
+                    "points": result.points,
                     "ms": round((time.monotonic() - began) * 1000, 1),
                 }
             },
         )
-        return result.chunks
+        return result.points
 
     def _run(self, run: Run) -> None:
         report = RunReport(run.run_id, started_at=time.time())

@@ -337,7 +337,7 @@ class ChannelRank(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., rank: _Optional[int] = ..., score: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score", "kind_factor")
+    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score", "kind_factor", "found_via")
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
     FUSED_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +346,7 @@ class Explanation(_message.Message):
     RERANK_FIELD_NUMBER: _ClassVar[int]
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
     KIND_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    FOUND_VIA_FIELD_NUMBER: _ClassVar[int]
     channels: _containers.RepeatedCompositeFieldContainer[ChannelRank]
     fused: float
     superseded_factor: float
@@ -354,7 +355,8 @@ class Explanation(_message.Message):
     rerank: str
     rerank_score: float
     kind_factor: float
-    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ..., kind_factor: _Optional[float] = ...) -> None: ...
+    found_via: str
+    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ..., kind_factor: _Optional[float] = ..., found_via: _Optional[str] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("id", "kind", "text", "score", "created_at", "sources", "superseded", "valid_from", "valid_to", "episode_id", "session_id", "explanation")

@@ -41,12 +41,14 @@ from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
 from tests.bench.locomo_report import DOCS, render, write_docs
 from tiers.records import Scope
+from tiers.vectors import KINDS
 from weaver.episodes import chunk
 from weaver.extractors import EpisodeInput, Turn
 
 K = 50
 BUDGETS = (500, 1000, 2000)
 CHANNELS = ("vector", "keyword", "graph")
+INDEX_KINDS = ("episode_chunk", "episode_turn")
 WARMUP_QUERIES = 5
 TIMEOUT = 120.0
 BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measurements
@@ -86,7 +88,11 @@ def configs(settings: dict[str, str]) -> list[Config]:
             out.append(Config(f"with_{c}", f"full + {c} (weight 1)", (*active, c)))
         elif len(active) > 1:
             out.append(Config(f"no_{c}", f"full - {c}", tuple(x for x in active if x != c)))
-    out.append(Config("chunks", "full, chunks only (no weaver outputs)", kinds=("episode_chunk",)))
+    for kind in KINDS:  # what each Tier 3 kind adds
+        out.append(
+            Config(f"no_{kind}", f"full - {kind}", kinds=tuple(k for k in KINDS if k != kind))
+        )
+    out.append(Config("index", "full, index points only (no weaver outputs)", kinds=INDEX_KINDS))
     out.append(Config("rerank", "full + local rerank", rerank="local"))
     recipes: dict[str, list[str]] = {}
     for key, value in settings.items():

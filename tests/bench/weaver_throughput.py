@@ -347,13 +347,13 @@ def index_in_process(
         "torch_threads_seen": torch_threads,
         "episodes": result.episodes,
         "turns": n_turns,
-        "chunks": result.chunks,
+        "points": result.points,
         "journal_load_seconds": round(load_seconds, 3),
         "seconds": round(seconds, 3),
         "embed_seconds": round(timed[0].seconds, 3),
         "other_seconds": round(seconds - timed[0].seconds, 3),
         "turns_per_s": round(n_turns / seconds, 1),
-        "chunks_per_s": round(result.chunks / seconds, 1),
+        "points_per_s": round(result.points / seconds, 1),
         "process_cpu_percent": round(100.0 * cpu / seconds, 1),
     }
 
@@ -511,7 +511,7 @@ def report(machine: dict[str, Any], params: dict[str, Any], results: dict[str, A
         lines.append(
             f"  in process, Indexer.index(all {ip['episodes']} episodes) alone: "
             f"{ip['seconds']:.2f} s = {ip['turns_per_s']:.1f} turns/s "
-            f"({ip['chunks_per_s']:.1f} chunks/s), {ip['turns_per_s'] / base['turns_per_s']:.0%} "
+            f"({ip['points_per_s']:.1f} points/s), {ip['turns_per_s'] / base['turns_per_s']:.0%} "
             f"of raw; embedding {ip['embed_seconds']:.2f} s, the rest "
             f"{ip['other_seconds']:.2f} s; torch threads {ip['torch_threads_seen']}"
         )

@@ -1,0 +1,107 @@
+"""Hits of one message each, and the graph channel fused over messages.
+
+Recall is judged, and read, by the messages its hits cite: a chunk of three turns spends
+three evidence slots. With the recipe's ``per_message`` on, the engine's ranked candidates
+(vector and keyword fused over points, sources ordered best first) are flattened into the
+messages they cite, in order; the graph channel's memories are flattened the same way and
+join that order by RRF over messages (:func:`fuse_messages`: a message both find adds up,
+whichever points found it). Each message then becomes one hit (:func:`message_hits`): the
+candidate that cites it alone (its ``episode_turn`` point, or a fact drawn from it), or its
+``episode_turn`` point fetched from the store; a message without one (turns not indexed)
+keeps the multi-message hit that cites it, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from recall import Candidate
+from recall.fusion import rrf
+from tiers.vectors import MemoryPoint, PointFilter, Source, VectorStore, admits, turn_point_id
+
+Key = tuple[str, int]  # (session_id, seq)
+
+
+def key(source: Source) -> Key:
+    return (source.session_id, source.seq)
+
+
+def flatten(points: Sequence[MemoryPoint]) -> list[Key]:
+    """The messages the points cite, in order, each once."""
+    return list(dict.fromkeys(key(s) for p in points for s in p.sources))
+
+
+def fuse_messages(
+    ranked: Sequence[Candidate],
+    graph: Sequence[tuple[MemoryPoint, float]],
+    graph_weight: float,
+    k: int,
+) -> list[tuple[Key, float]]:
+    """RRF over messages of the fused candidates (weight 1) and the graph channel's
+    memories (``graph_weight``), best first (pure)."""
+    names = {f"{s}\x00{q}": (s, q) for s, q in flatten([c.point for c in ranked])}
+    names.update({f"{s}\x00{q}": (s, q) for s, q in flatten([p for p, _ in graph])})
+    rankings = {
+        "fused": [f"{s}\x00{q}" for s, q in flatten([c.point for c in ranked])],
+        "graph": [f"{s}\x00{q}" for s, q in flatten([p for p, _ in graph])],
+    }
+    return [(names[f.id], f.score) for f in rrf(rankings, {"graph": graph_weight}, k)]
+
+
+def message_hits(
+    order: Sequence[tuple[Key, float]],
+    candidates: Sequence[Candidate],
+    vectors: VectorStore,
+    flt: PointFilter,
+    k: int,
+) -> list[Candidate]:
+    """Up to ``k`` hits, one per message of ``order`` (see the module's text)."""
+    alone: dict[Key, Candidate] = {}
+    within: dict[Key, Candidate] = {}
+    for c in candidates:
+        if len(c.point.sources) == 1:
+            alone.setdefault(key(c.point.sources[0]), c)
+        for s in c.point.sources:
+            within.setdefault(key(s), c)
+    wanted = [m for m, _ in order[:k] if m not in alone and m in within]
+    turns_ok = not flt.kinds or "episode_turn" in flt.kinds
+    turns = _turn_points(vectors, flt, [(m, within[m]) for m in wanted]) if turns_ok else {}
+    out: list[Candidate] = []
+    covered: set[Key] = set()
+    used: set[str] = set()
+    for message, score in order:
+        if len(out) >= k:
+            break
+        if message in covered:
+            continue
+        hit = alone.get(message)
+        if hit is None and message in turns:
+            source = within[message]
+            hit = replace(source, point=turns[message], merged_ids=[], found_via=source.point.id)
+        if hit is None:
+            hit = within.get(message)
+            if hit is None:
+                continue
+        if hit.point.id in used:
+            continue
+        used.add(hit.point.id)
+        covered.update(key(s) for s in hit.point.sources)
+        out.append(replace(hit, score=score))
+    return out
+
+
+def _turn_points(
+    vectors: VectorStore, flt: PointFilter, holders: Sequence[tuple[Key, Candidate]]
+) -> dict[Key, MemoryPoint]:
+    """The ``episode_turn`` points of these messages, by id (computed from the holders'
+    sources, which carry the text on chunk points), through the filter."""
+    ids: dict[str, Key] = {}
+    for message, holder in holders:
+        for s in holder.point.sources:
+            if key(s) == message and s.text:
+                ids[turn_point_id(holder.point.scope, s)] = message
+    if not ids:
+        return {}
+    found = vectors.get(list(ids))
+    return {ids[p.id]: p for p in found if p.id in ids and admits(flt, p)}
