@@ -6,7 +6,8 @@ points stand in when turns are not indexed). Entity nodes are keyed by normalize
 
 - the speakers of its source turns;
 - the names its text mentions: runs of capitalised words inside a sentence, and those that
-  start one when the scope knows them as a name (:func:`recall.words.names`);
+  start one when the scope knows them as a name (:func:`recall.words.names`); a short form
+  of one speaker's first name ("Mel" for "Melanie") is that speaker;
 - the subject and object of its triplet, for a fact in the fact graph, whose triplets also
   join entity to entity.
 
@@ -48,49 +49,66 @@ class ScopeGraph:
     ``entities[key]``. Edges ``src[i] - dst[i]`` (undirected) weigh ``weight[i]``."""
 
     memories: list[str]
-    entities: dict[str, int]
+    entities: dict[str, int]  # entity key or alias -> node
     src: np.ndarray
     dst: np.ndarray
     weight: np.ndarray
     index: dict[str, int]  # point id -> node
-
-    @property
-    def size(self) -> int:
-        return len(self.memories) + len(self.entities)
+    size: int  # nodes
 
     def link(self, text: str, max_words: int = 4) -> list[str]:
-        """The entity keys ``text`` names, longest match first; an n-gram inside a longer
-        match is not linked again ("Street Fighter" does not also link "Fighter")."""
+        """The entity keys ``text`` names, longest match first, one per node; an n-gram inside
+        a longer match is not linked again ("Street Fighter" does not also link "Fighter")."""
         found: list[str] = []
+        nodes: set[int] = set()
         spans: list[tuple[int, int]] = []
         for start, end, key in mentions(text, max_words):
-            if key not in self.entities or key in found:
+            if key not in self.entities or self.entities[key] in nodes:
                 continue
             if any(s <= start and end <= e and (s, e) != (start, end) for s, e in spans):
                 continue
             spans.append((start, end))
+            nodes.add(self.entities[key])
             found.append(key)
         return found
+
+
+def short_names(speakers: set[str], keys: set[str]) -> dict[str, str]:
+    """Keys that are a short form of exactly one speaker's first name ("mel" for "melanie",
+    at least 3 letters), mapped to that speaker."""
+    firsts: dict[str, list[str]] = {}
+    for speaker in speakers:
+        if speaker:
+            firsts.setdefault(speaker.split()[0], []).append(speaker)
+    out: dict[str, str] = {}
+    for key in keys:
+        if len(key) < 3 or " " in key or key in speakers:
+            continue
+        owners = [s for first, names in firsts.items() if first.startswith(key) for s in names]
+        if len(owners) == 1:
+            out[key] = owners[0]
+    return out
 
 
 def build(points: list[MemoryPoint], triplets: list[tuple[str, str, str]]) -> ScopeGraph:
     """The graph of these memories; ``triplets`` are ``(fact point id, subject, object)``."""
     mentioned = [names(p.text) for p in points]
-    known = {normalize(s.speaker) for p in points for s in p.sources if s.speaker}
-    known |= {k for inside, _initial in mentioned for k in inside}
+    speakers = {normalize(s.speaker) for p in points for s in p.sources if s.speaker}
+    known = speakers | {k for inside, _initial in mentioned for k in inside}
     known |= {normalize(x) for _id, s, o in triplets for x in (s, o)}
+    alias = short_names(speakers, known)
     links: list[set[str]] = []
     for point, (inside, initial) in zip(points, mentioned, strict=True):
         keys = {normalize(s.speaker) for s in point.sources if s.speaker}
         keys |= inside | (initial & known)
-        keys.discard("")
         links.append(keys)
     memories = [p.id for p in points]
     index = {m: i for i, m in enumerate(memories)}
     for point_id, subject, obj in triplets:
         i = index.get(point_id)
         if i is not None:
-            links[i] |= {k for k in (normalize(subject), normalize(obj)) if k}
+            links[i] |= {normalize(subject), normalize(obj)}
+    links = [{alias.get(k, k) for k in keys if k} for keys in links]
     entities: dict[str, int] = {}
     src: list[int] = []
     dst: list[int] = []
@@ -101,18 +119,22 @@ def build(points: list[MemoryPoint], triplets: list[tuple[str, str, str]]) -> Sc
     degree = np.bincount(np.asarray(dst, dtype=np.int64), minlength=len(memories) + len(entities))
     weight = [1.0 / math.log1p(float(degree[d])) for d in dst]
     for _id, subject, obj in triplets:  # entity - entity
-        u, v = entities.get(normalize(subject)), entities.get(normalize(obj))
+        subject, obj = normalize(subject), normalize(obj)
+        u, v = entities.get(alias.get(subject, subject)), entities.get(alias.get(obj, obj))
         if u is not None and v is not None and u != v:
             src.append(len(memories) + u)
             dst.append(len(memories) + v)
             weight.append(1.0)
+    nodes = {key: len(memories) + n for key, n in entities.items()}
+    nodes.update({short: nodes[full] for short, full in alias.items() if full in nodes})
     return ScopeGraph(
         memories,
-        {key: len(memories) + n for key, n in entities.items()},
+        nodes,
         np.asarray(src, dtype=np.int64),
         np.asarray(dst, dtype=np.int64),
         np.asarray(weight, dtype=np.float64),
         index,
+        len(memories) + len(entities),
     )
 
 

@@ -131,7 +131,8 @@ def names(text: str) -> tuple[set[str], set[str]]:
         starts, sentence = sentence, False
         if not word:
             continue
-        if len(word) > 1 and word[0].isupper() and not word.isupper() and word.lower() not in _STOP:
+        root = _unpossessive(word.lower()).split("'")[0]  # "Here's", "I'm": stop words
+        if len(word) > 1 and word[0].isupper() and not word.isupper() and root not in _STOP:
             if not run:
                 run_starts = starts
             run.append(_unpossessive(word))

@@ -263,6 +263,7 @@ def test_names_in_memories():
     assert names("Thanks, Melanie. Here it is.") == ({"melanie"}, {"thanks"})  # "here": a stop word
     assert names("I went to London \u2013 like in Harry Potter!")[0] == {"london", "harry potter"}
     assert names("no names here at all") == (set(), set())
+    assert names("I'm sure. Here's the Louvre, I've been.") == ({"louvre"}, set())
 
 
 def test_entity_memory_graph_links(world: World):
@@ -270,26 +271,33 @@ def test_entity_memory_graph_links(world: World):
     hey = world.turn(A, "Caroline", "Hey Melanie! Clay Corner sounds fun.", seq=2)
     hike = world.turn(A, "Caroline", "Hiking yesterday was great.", seq=3)
     fact = world.fact(A, "Melanie", "married_to", "Dave", seqs=(4,))
-    points = {p.id: p for p in world.vectors.get([melanie, hey, hike, fact])}
+    mel = world.turn(A, "Caroline", "See you there, Mel.", seq=5)
+    memories = (melanie, hey, hike, fact, mel)
+    points = {p.id: p for p in world.vectors.get(list(memories))}
     edges = [(e.id, e.subject, e.object) for e in world.graph.edges_where(lambda e: True)]
-    graph = build([points[i] for i in (melanie, hey, hike, fact)], edges)
-    assert set(graph.entities) == {"melanie", "caroline", "clay corner", "dave"}
+    graph = build([points[i] for i in memories], edges)
+    # "Mel", a short form of one speaker's name, is that speaker
+    assert set(graph.entities) == {"melanie", "caroline", "clay corner", "dave", "mel"}
+    assert graph.entities["mel"] == graph.entities["melanie"]
+    assert graph.size == len(memories) + 4
     linked = {
         m: {
             k
             for k, n in graph.entities.items()
-            if any(
+            if k != "mel"  # an alias of melanie's node
+            and any(
                 {graph.src[i], graph.dst[i]} == {graph.index[m], n} for i in range(len(graph.src))
             )
         }
-        for m in (melanie, hey, hike, fact)
+        for m in memories
     }
     assert linked[melanie] == {"melanie", "clay corner"}  # speaker and a name inside
     # "Hey" starts the sentence and names nothing known; "Melanie" is known (a speaker)
     assert linked[hey] == {"caroline", "melanie", "clay corner"}
     assert linked[hike] == {"caroline"}  # "Hiking" starts a sentence and is no known name
     assert linked[fact] == {"melanie", "dave"}  # from its triplet
-    # a rarer entity weighs more: Clay Corner (2 memories) over Melanie (3)
+    assert linked[mel] == {"caroline", "melanie"}
+    # a rarer entity weighs more: Clay Corner (2 memories) over Melanie (4)
     weight = {
         (int(u), int(v)): float(w)
         for u, v, w in zip(graph.src, graph.dst, graph.weight, strict=True)
@@ -301,6 +309,7 @@ def test_entity_memory_graph_links(world: World):
     # the triplet also joins its two entities
     assert weight[(graph.entities["melanie"], graph.entities["dave"])] == 1.0
     assert graph.link("Where did Melanie's class meet, Clay Corner?") == ["clay corner", "melanie"]
+    assert graph.link("Did Mel, I mean Melanie, go?") == ["mel"]  # one link per entity
 
 
 def test_named_entity_ranks_its_memories_and_reaches_one_hop_further(world: World):
