@@ -40,12 +40,9 @@ def fuse_messages(
 ) -> list[tuple[Key, float]]:
     """RRF over messages of the fused candidates (weight 1) and the graph channel's
     memories (``graph_weight``), best first (pure)."""
-    names = {f"{s}\x00{q}": (s, q) for s, q in flatten([c.point for c in ranked])}
-    names.update({f"{s}\x00{q}": (s, q) for s, q in flatten([p for p, _ in graph])})
-    rankings = {
-        "fused": [f"{s}\x00{q}" for s, q in flatten([c.point for c in ranked])],
-        "graph": [f"{s}\x00{q}" for s, q in flatten([p for p, _ in graph])],
-    }
+    lists = {"fused": flatten([c.point for c in ranked]), "graph": flatten([p for p, _ in graph])}
+    names = {f"{s}\x00{q}": (s, q) for keys in lists.values() for s, q in keys}
+    rankings = {name: [f"{s}\x00{q}" for s, q in keys] for name, keys in lists.items()}
     return [(names[f.id], f.score) for f in rrf(rankings, {"graph": graph_weight}, k)]
 
 

@@ -296,6 +296,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "chunk_turns": weaver.chunk_turns,
         "chunk_overlap": weaver.chunk_overlap,
         "chunks": chunk_count(data.conversations, weaver),
+        "index_turns": weaver.index_turns,
         "recipe": default_recipe(settings),
     }
     machine = machine_info()

@@ -25,13 +25,14 @@ REFERENCE = "plain BM25 per turn (shared/README): R@5 53.2, R@10 60.6, R@25 67.9
 TARGETS = {"r@5": 75.0, "r@10": 85.0, "multi-hop r@10": 60.0}
 
 
+TOP10_KINDS = ("episode_chunk", "episode_turn", "summary", "fact")
 HEADER = ["configuration", "R@1", "R@5", "R@10", "R@25", "multi-hop R@10", "nDCG@10"]
 
 
 def _row(c: dict[str, Any]) -> list[Any]:
     s, o = c["scores"], c["scores"]["overall"]
     kinds = c["top10_kinds"]
-    mix = "/".join(f"{kinds.get(k, 0.0):.1f}" for k in ("episode_chunk", "summary", "fact"))
+    mix = "/".join(f"{kinds.get(k, 0.0):.1f}" for k in TOP10_KINDS)
     return [
         c["label"].partition(": ")[0],
         o["r@1"],
@@ -78,8 +79,9 @@ def render(res: dict[str, Any], markdown: bool) -> str:
         f"unresolved); Recall k = {p['k']}"
     )
     weaver = (
-        f"{p['chunks']:,} chunks of {p['chunk_turns']} turns, overlap {p['chunk_overlap']} "
-        f"(indexed at EndSession); ingest "
+        f"{p['chunks']:,} chunks of {p['chunk_turns']} turns, overlap {p['chunk_overlap']}"
+        f"{', and every turn alone' if p.get('index_turns') else ''} (indexed at EndSession); "
+        "ingest "
         f"{ing['append_seconds']:.0f} s, then RunNow: {ing['episodes']} episodes, "
         f"{ing['summaries']} summaries, {ing['facts']:,} facts, "
         f"{ing['triplets']} triplets, {ing['failures']} failures in {ing['seconds']:.0f} s "
@@ -126,7 +128,7 @@ def render(res: dict[str, Any], markdown: bool) -> str:
     recipes = [c["label"] for c in res["configs"] if c["key"].startswith("recipe_")]
     add(
         "Evidence recall (% of gold turn ids among the first k turn ids), all questions:",
-        [*HEADER, "p50 ms", "p95 ms", "top-10 chunk/summary/fact"],
+        [*HEADER, "p50 ms", "p95 ms", "top-10 chunk/turn/summary/fact"],
         [_row(c) for c in res["configs"]],
         "; ".join([*recipes, f"reference, {REFERENCE}", "latency: client-side, per Recall."]),
     )
