@@ -24,6 +24,7 @@ the cached build (:meth:`MemoryGraphs.forget_scope`).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -38,6 +39,8 @@ from tiers.graph import normalize
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, PointFilter, VectorStore
+
+log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
@@ -181,6 +184,7 @@ class MemoryGraphs:
             doomed = [k for k in self._entries if k[0] == user_id]
             for key in doomed:
                 del self._entries[key]
+                self._builds.pop(key, None)
             self._versions[user_id] = self._versions.get(user_id, 0) + 1
             return len(doomed)
 
@@ -213,7 +217,8 @@ class MemoryGraphs:
                 self._entries[key] = _Entry(graph, version, began, self._clock() - began)
                 self._entries.move_to_end(key)
                 while len(self._entries) > self._max_scopes:
-                    self._entries.popitem(last=False)
+                    evicted, _ = self._entries.popitem(last=False)
+                    self._builds.pop(evicted, None)
             return graph
 
     def _build(self, scope: Scope, vectors: VectorStore) -> ScopeGraph:
@@ -232,6 +237,11 @@ class MemoryGraphs:
                 include_superseded=False,
             )
             points = vectors.scroll(flt, limit=self.max_points)
+        if len(points) >= self.max_points:
+            log.warning(
+                "recall.graph_truncated",
+                extra={"fields": {"user_id": scope.user_id, "max_points": self.max_points}},
+            )
         graph = self._semantic.graph
         triplets = [
             (e.id, e.subject, e.object)
