@@ -30,7 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -230,12 +230,7 @@ class MemoryGraphs:
         )
         points = vectors.scroll(flt, limit=self.max_points)
         if "episode_turn" in self.kinds and not any(p.kind == "episode_turn" for p in points):
-            flt = PointFilter(
-                user_id=scope.user_id,
-                agent_id=scope.agent_id,
-                kinds=FALLBACK_KINDS,
-                include_superseded=False,
-            )
+            flt = replace(flt, kinds=FALLBACK_KINDS)
             points = vectors.scroll(flt, limit=self.max_points)
         if len(points) >= self.max_points:
             log.warning(

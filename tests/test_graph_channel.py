@@ -135,6 +135,15 @@ class World:
         )
         return pid
 
+    def _indexed(
+        self, scope: Scope, kind: str, text: str, sources: list[Source], episode: str, at: int
+    ) -> str:
+        pid = point_id(scope, kind, text, sources)
+        session = "sess-" + episode
+        self._points([MemoryPoint(pid, kind, text, scope, episode, session, sources, at, "index")])
+        self.semantic.notify_write({scope.user_id})
+        return pid
+
     def chunk(
         self,
         scope: Scope,
@@ -146,23 +155,7 @@ class World:
     ) -> str:
         text = text or f"chunk of {episode} turns {' '.join(map(str, seqs))}"
         sources = [Source("sess-" + episode, q, f"m{q}", text=f"turn {q}") for q in seqs]
-        pid = point_id(scope, "episode_chunk", text, sources)
-        self._points(
-            [
-                MemoryPoint(
-                    id=pid,
-                    kind="episode_chunk",
-                    text=text,
-                    scope=scope,
-                    episode_id=episode,
-                    session_id="sess-" + episode,
-                    sources=sources,
-                    created_at_us=at,
-                    extractor="index",
-                )
-            ]
-        )
-        return pid
+        return self._indexed(scope, "episode_chunk", text, sources, episode, at)
 
     def turn(
         self,
@@ -175,25 +168,7 @@ class World:
         at: int = 100,
     ) -> str:
         sources = [Source("sess-" + episode, seq, f"m{seq}", speaker=speaker, text=text)]
-        body = f"{speaker}: {text}"
-        pid = point_id(scope, "episode_turn", body, sources)
-        self._points(
-            [
-                MemoryPoint(
-                    id=pid,
-                    kind="episode_turn",
-                    text=body,
-                    scope=scope,
-                    episode_id=episode,
-                    session_id="sess-" + episode,
-                    sources=sources,
-                    created_at_us=at,
-                    extractor="index",
-                )
-            ]
-        )
-        self.semantic.notify_write({scope.user_id})
-        return pid
+        return self._indexed(scope, "episode_turn", f"{speaker}: {text}", sources, episode, at)
 
     def supersede(self, fact_id: str, at: int) -> None:
         self.graph.close_edges([fact_id], at)
