@@ -1,11 +1,11 @@
-"""The words of queries and facts: tokens, crude stems, stop words, and the n-grams of a
-query that may name an entity (:func:`mentions`). Used by the graph channel to link a query to
-entities and to score how much of a fact's predicate and object the query asks about.
+"""The words of queries and memories: tokens, crude stems, stop words, the n-grams of a
+query that may name an entity (:func:`mentions`) and the names a memory mentions
+(:func:`names`). Used by the graph channel to link queries and memories to entities, and by
+provenance ordering to weigh a query's content words.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable
 
@@ -146,9 +146,3 @@ def names(text: str) -> tuple[set[str], set[str]]:
     inside.discard("")
     initial.discard("")
     return inside, initial
-
-
-@functools.lru_cache(maxsize=65536)
-def edge_words(predicate: str, obj: str) -> frozenset[str]:
-    """The content stems of a fact's predicate and object."""
-    return frozenset(content_stems([*predicate.split("_"), *tokens(obj)]))
