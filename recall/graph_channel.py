@@ -46,7 +46,7 @@ class GraphChannel:
         dense_seed: float = 1.0,
         dense_seeds: int = 20,
         alpha: float = 0.5,
-        refresh_seconds: float = 2.0,
+        refresh_seconds: float = 0.0,
         kinds: tuple[str, ...] = MEMORY_KINDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -15,11 +15,13 @@ An edge weighs ``1 / log(1 + memories of the entity)``, so a rare name carries m
 speaker who says half of everything.
 
 The graph is derived, never stored: it is built from the vector store's points and the fact
-graph on a scope's first query, and again once that scope was written (at most every
-``refresh_seconds``, or ten times the last build's duration if that is longer; a query in
-between sees the previous build). So it is as durable as the
-points and edges it comes from; Forget, rebuild and restore need nothing more than dropping
-the cached build (:meth:`MemoryGraphs.forget_scope`).
+graph on a scope's first query, and again on the first query after that scope was written:
+a query sees every write made before it. Only a large scope (``large_scope`` memories or
+more) keeps a build younger than ten times its own duration, so that under steady writes it
+spends at most a tenth of its time rebuilding (a query in that window sees the previous
+build); ``refresh_seconds`` (0 by default) sets such a window for every scope. So it is as
+durable as the points and edges it comes from; Forget, rebuild and restore need nothing more
+than dropping the cached build (:meth:`MemoryGraphs.forget_scope`).
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ class MemoryGraphs:
         self,
         semantic: SemanticStore,
         *,
-        refresh_seconds: float = 2.0,
+        refresh_seconds: float = 0.0,
+        large_scope: int = 20_000,
         max_scopes: int = 64,
         max_points: int = 200_000,
         kinds: tuple[str, ...] = MEMORY_KINDS,
@@ -165,6 +168,7 @@ class MemoryGraphs:
         self._semantic = semantic
         self.kinds = kinds
         self.refresh_seconds = refresh_seconds
+        self.large_scope = large_scope
         self._max_scopes = max_scopes
         self.max_points = max_points
         self._clock = clock
@@ -191,13 +195,16 @@ class MemoryGraphs:
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
             entry.version == self._versions.get(user_id, 0)
-            # a big scope under steady writes rebuilds at most 10% of the time
-            or self._clock() - entry.built_at < max(self.refresh_seconds, 10 * entry.seconds)
+            or self._clock() - entry.built_at < max(self.refresh_seconds, self._window(entry))
         )
 
+    def _window(self, entry: _Entry) -> float:
+        large = len(entry.graph.memories) >= self.large_scope
+        return 10 * entry.seconds if large else 0.0
+
     def get(self, scope: Scope, vectors: VectorStore) -> ScopeGraph:
-        """The scope's graph: the cached build while it is current (or younger than
-        ``refresh_seconds``), else a new one (one build per scope at a time)."""
+        """The scope's graph: the cached build while it is current (or young: see the
+        module's text), else a new one (one build per scope at a time)."""
         key = (scope.user_id, scope.agent_id)
         with self._lock:
             entry = self._entries.get(key)

@@ -5,6 +5,7 @@ Personalized PageRank over it."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 import re
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 from daemon.settings_sections import Recipe
 from recall import Query, QueryContext
 from recall.graph_channel import GraphChannel
-from recall.memory_graph import build
+from recall.memory_graph import MemoryGraphs, build
 from recall.pagerank import personalized_pagerank
 from recall.words import mentions, names
 from tiers.embedding import EmbeddingService
@@ -328,7 +329,7 @@ def test_superseded_facts_leave_the_graph(world: World):
     assert set(ids(channel.search(ctx(world, "Where does Caroline live?"), 5))) == {old, new}
     world.supersede(old, 20)
     world.semantic.notify_write({"alice"})
-    now[0] += 2.0  # refresh_seconds
+    now[0] += 2.0
     assert ids(channel.search(ctx(world, "Where does Caroline live?"), 5)) == [new]
 
 
@@ -396,10 +397,18 @@ def test_scope_isolation(world: World):
     assert agents == {"bot", "other-bot"} and all(p.scope.user_id == "alice" for p, _ in hits)
 
 
+def test_a_write_is_seen_by_the_next_query(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    assert channel.search(ctx(world, "What about Zed?"), 5) == []
+    zed = world.turn(A, "Zed", "I play chess.", seq=2)  # notifies the write
+    assert ids(channel.search(ctx(world, "What about Zed?"), 5)) == [zed]
+
+
 def test_graph_follows_writes_and_forget(world: World):
     world.turn(A, "Caroline", "I like painting.")
     now = [0.0]
-    channel = GraphChannel(world.semantic, dense_seeds=0, clock=lambda: now[0])
+    channel = GraphChannel(world.semantic, dense_seeds=0, refresh_seconds=2.0, clock=lambda: now[0])
     assert channel.search(ctx(world, "What about Zed?"), 5) == []
     zed = world.turn(A, "Zed", "I play chess.", seq=2)  # notifies the write
     now[0] += 1.9
@@ -414,3 +423,15 @@ def test_graph_follows_writes_and_forget(world: World):
     channel.search(ctx(world, "What about Zed?"), 5)
     now[0] += 1e6
     assert channel.graphs.get(A, world.vectors) is channel.graphs.get(A, world.vectors)
+
+
+def test_a_large_scope_under_writes_keeps_a_young_build(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    for large, seen in ((1, False), (10**9, True)):
+        ticks = itertools.count()  # each reading of the clock is one second later
+        graphs = MemoryGraphs(world.semantic, large_scope=large, clock=lambda t=ticks: next(t))
+        first = graphs.get(A, world.vectors)  # built in one "second"
+        world.turn(A, "Zed", f"I play chess {large}.", seq=2 + len(first.memories))
+        again = graphs.get(A, world.vectors)  # two "seconds" later: within 10x the build
+        assert (again is not first) is seen
+        assert (len(again.memories) > len(first.memories)) is seen
