@@ -101,7 +101,8 @@ class Metrics:
         )
         self.weaver_items = Counter(
             "strata_weaver_items",
-            "Items the weaver produced, by kind (chunk, summary, fact, triplet, superseded).",
+            "Items the weaver produced, by kind "
+            "(chunk, summary, fact, triplet, superseded, profile).",
             ["kind"],
             registry=r,
         )
@@ -173,6 +174,7 @@ class Metrics:
             ("fact", report.facts),
             ("triplet", report.triplets),
             ("superseded", report.superseded),
+            ("profile", report.profiles),
         ):
             self.weaver_items.labels(kind).inc(n)
 

@@ -144,6 +144,10 @@ class LLMSettings(_Section):
         return self
 
 
+# A Tier 3 point kind (tiers.vectors.KINDS).
+Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile"]
+
+
 class Recipe(_Section):
     """A retrieval recipe: which channels, how they are weighted and fused, what follows."""
 
@@ -163,7 +167,7 @@ class Recipe(_Section):
     )
     depth: int = Field(50, ge=1, le=1000, description="Candidates each channel contributes.")
     rrf_k: int = Field(20, ge=0, description="The k of Reciprocal Rank Fusion.")
-    kinds: list[Literal["episode_chunk", "episode_turn", "summary", "fact"]] = Field(
+    kinds: list[Kind] = Field(
         [], description="Kinds searched when a request names none (empty: all)."
     )
     superseded_factor: float = Field(
@@ -175,12 +179,13 @@ class Recipe(_Section):
     mmr_lambda: float = Field(
         1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
     )
-    kind_weights: dict[Literal["episode_chunk", "episode_turn", "summary", "fact"], float] = Field(
-        {"summary": 0.5},
+    kind_weights: dict[Kind, float] = Field(
+        {"summary": 0.5, "profile": 0.25},
         description=(
-            "Score multiplier per kind (missing: 1). A summary cites several turns of its "
-            "episode and answers few questions alone: it ranks below chunks and facts of the "
-            "same fused score (LoCoMo dev, leave-one-conversation-out: docs/benchmarks.md)."
+            "Score multiplier per kind (missing: 1). A summary or an entity profile cites "
+            "several turns and answers few questions alone: it ranks below chunks and facts "
+            "of the same fused score (LoCoMo dev, leave-one-conversation-out: "
+            "docs/benchmarks.md)."
         ),
     )
     merge_sources: bool = Field(

@@ -29,6 +29,7 @@ def report_pb(report: RunReport) -> pb.RunReport:
         facts=report.facts,
         triplets=report.triplets,
         superseded=report.superseded,
+        profiles=report.profiles,
         failures=report.failures,
         fallbacks=report.fallbacks,
         llm_calls=report.llm_calls,

@@ -2,7 +2,8 @@
 
 The messages come from the journal while it has the episode; after the journal entry has
 expired they come from Tier 3, whose chunk points keep each source message's text, speaker
-and time.
+and time. A memory citing several sessions (an entity profile) has no one episode: its
+messages are its sources' own texts, in the order of its sources (each names its session).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tiers.journal import Journal
 from tiers.records import Episode, Scope, StoredMessage
 from tiers.semantic import SemanticStore
 from tiers.tokens import count_tokens
-from tiers.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.vectors import MemoryPoint, PointFilter, Source, VectorStore
 
 
 class NodeNotFound(TierError, NotFound):
@@ -41,6 +42,8 @@ def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Sco
         or (scope.agent_id and point.scope.agent_id != scope.agent_id)
     ):
         raise NodeNotFound(f"memory {node_id!r} not found")
+    if len({s.session_id for s in point.sources}) > 1:
+        return NodeView(point, None, [_message(s) for s in point.sources if s.text], False)
     seqs = sorted({s.seq for s in point.sources})
     try:
         episode = journal.get(point.episode_id)
@@ -77,15 +80,19 @@ def _from_tier3(vectors: VectorStore, point: MemoryPoint, seqs: list[int]) -> li
     for chunk in chunks:
         for s in chunk.sources:
             if s.seq in wanted and s.seq not in found and s.text:
-                found[s.seq] = StoredMessage(
-                    seq=s.seq,
-                    role=s.role or "user",
-                    content=s.text,
-                    created_at_us=s.created_at_us,
-                    received_at_us=s.created_at_us,
-                    tokens=count_tokens(s.text),
-                    name=s.speaker,
-                    message_id=s.message_id,
-                    metadata=s.metadata,
-                )
+                found[s.seq] = _message(s)
     return [found[s] for s in seqs if s in found]
+
+
+def _message(s: Source) -> StoredMessage:
+    return StoredMessage(
+        seq=s.seq,
+        role=s.role or "user",
+        content=s.text,
+        created_at_us=s.created_at_us,
+        received_at_us=s.created_at_us,
+        tokens=count_tokens(s.text),
+        name=s.speaker,
+        message_id=s.message_id,
+        metadata=s.metadata,
+    )

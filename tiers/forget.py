@@ -11,7 +11,9 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
 3. Tier 2: the episodes' headers, messages and index entries;
 4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions;
 5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
-   store and in-memory graph) and nodes left without edges;
+   store and in-memory graph) and nodes left without edges; then the owners' entity
+   profiles are rebuilt from the facts that remain (``tiers.profiles``), so no profile
+   keeps a forgotten fact's text;
 6. caches: the semantic cache and per-scope caches (:class:`ScopeCache`).
 
 Then, without the locks, the touched RocksDB column families are flushed and compacted, so
@@ -95,6 +97,7 @@ class ForgetCounts:
     graph_edges: int = 0
     graph_nodes: int = 0
     cache_entries: int = 0
+    profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
 
 
 def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
@@ -228,6 +231,11 @@ class Forgetter:
                 ids = tuple(sorted(plan.memory_ids))
                 counts.vector_points += vectors.delete(PointFilter(ids=ids))
                 self._remove_edges(list(ids), counts)
+            if scope is None:  # a scope's own Forget deleted its profiles with its points
+                for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
+                    written, deleted = self._semantic.refresh_profiles(owner)
+                    counts.profiles_rewritten += written
+                    counts.vector_points += deleted
             users = {o.user_id for o in plan.owners if o.user_id}
             for user_id in sorted(users):
                 for cache in self.caches:

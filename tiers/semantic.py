@@ -1,5 +1,9 @@
 """Tier 3 as one object: the embedding model, the vector store and the fact graph.
 
+Points enter Tier 3 through one door, :meth:`SemanticStore.write` (tombstones, vectors,
+upsert, cache notification, in that order), and a scope's entity profiles are brought up to
+date with its facts by :meth:`SemanticStore.refresh_profiles`.
+
 The graph opens at once (it lives in the state store). The vector store's size comes from the
 model, so it opens when the model has loaded, in the loader's background thread; until then
 :meth:`SemanticStore.wait_ready` raises :class:`EmbeddingUnavailable` after its timeout.
@@ -9,18 +13,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.errors import one_line
 from tiers.graph.nxgraph import NetworkXGraph
+from tiers.profiles import KIND as PROFILE
+from tiers.profiles import build_profiles
+from tiers.records import Scope
 from tiers.rocks import RocksStore
 from tiers.tombstones import Tombstones
-from tiers.vectors import VectorStore
+from tiers.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
+_ALL = 10_000_000
 
 
 class SemanticStore:
@@ -54,6 +63,48 @@ class SemanticStore:
         for user_id in user_ids:
             for listener in self.on_write:
                 listener(user_id)
+
+    def write(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+        """Write points to Tier 3, the one way in: forgotten ids and episodes are dropped
+        (tombstones), points without a dense vector are embedded, every point gets its
+        keyword vector, then one upsert and the scopes' caches are told. Returns the points
+        written. The caller holds :attr:`write_lock` (the tombstone check and the upsert
+        must not be split by a Forget). Raises EmbeddingUnavailable, VectorStoreUnavailable.
+        """
+        embedder, vectors = self.wait_ready(timeout=None)
+        kept = self.tombstones.keep(list(points))
+        if not kept:
+            return []
+        bare = [i for i, p in enumerate(kept) if p.dense is None]
+        if bare:
+            dense = embedder.encode_documents([kept[i].text for i in bare])
+            for i, vec in zip(bare, dense, strict=True):
+                kept[i] = replace(kept[i], dense=vec.tolist())
+        kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
+        vectors.upsert(kept)
+        self.notify_write({p.scope.user_id for p in kept})
+        return kept
+
+    def refresh_profiles(self, scope: Scope) -> tuple[int, int]:
+        """Bring the entity profiles of ``scope`` in line with its current facts
+        (:mod:`tiers.profiles`): write the new and changed ones, delete the ones left without
+        facts. Returns (written, deleted). The caller holds :attr:`write_lock`."""
+        _embedder, vectors = self.wait_ready(timeout=None)
+        own = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
+        facts = vectors.scroll(replace(own, kinds=("fact",), include_superseded=False), _ALL)
+        old = {
+            p.id: p
+            for p in vectors.scroll(replace(own, kinds=(PROFILE,)), _ALL)
+            if p.scope == scope
+        }
+        new = build_profiles(scope, facts)
+        changed = [p for p in new if _differs(old.get(p.id), p)]
+        stale = sorted(set(old) - {p.id for p in new})
+        written = self.write(changed) if changed else []
+        if stale:
+            vectors.delete(PointFilter(ids=tuple(stale)))
+            self.notify_write({scope.user_id})
+        return len(written), len(stale)
 
     def start(self) -> None:
         """Load the model and open the vector store in the background."""
@@ -107,3 +158,10 @@ class SemanticStore:
 
 def edge_store_path(data_dir: Path) -> Path:
     return data_dir / "vectors"
+
+
+def _differs(old: MemoryPoint | None, new: MemoryPoint) -> bool:
+    if old is None:
+        return True
+    keys = [(s.session_id, s.seq, s.text) for s in old.sources]
+    return old.text != new.text or keys != [(s.session_id, s.seq, s.text) for s in new.sources]

@@ -8,9 +8,11 @@ Per episode, in this order, so that a crash at any point resumes without duplica
    record also keeps the episode's provenance (scope, session, each turn's seq, speaker,
    time, message id and metadata; not the text), so a rebuild can replay it after the
    journal entry has expired (:func:`decode_record`);
-2. the summary and fact points are upserted (deterministic ids);
+2. the summary and fact points are written (deterministic ids; ``SemanticStore.write``);
 3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to``);
-4. only then is the episode's ``pending`` mark removed.
+4. only then is the episode's ``pending`` mark removed;
+5. once per run, the entity profiles of the scopes whose facts changed are rewritten from
+   their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.profiles``).
 
 Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees half of them).
 """
@@ -18,7 +20,7 @@ Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees ha
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tiers.graph import Edge, normalize
 from tiers.journal import Journal
@@ -66,6 +68,8 @@ class Consolidator:
         self.extractor = extractor
         self._fallback = fallback
         self._functional = functional_predicates
+        # Scopes whose facts changed since their profiles were last written (worker thread).
+        self._stale_profiles: set[Scope] = set()
 
     # -- 1. extraction -------------------------------------------------------------------------
     def _extract(
@@ -133,7 +137,7 @@ class Consolidator:
     ) -> EpisodeOutcome:
         """Steps 2-3: write an extraction's summary, facts and edges to Tier 3 (idempotent).
         A rebuild calls it with stored records, from the journal or from the record alone."""
-        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
         outcome = outcome or EpisodeOutcome()
         points: list[MemoryPoint] = []
         if extraction.summary:
@@ -145,24 +149,17 @@ class Consolidator:
             )
         facts: list[tuple[MemoryPoint, Fact]] = []
         for fact in extraction.facts:
-            srcs = sources(episode, fact.source_seqs)
+            # With the text, as chunks: a profile citing the fact finds its turn points.
+            srcs = sources(episode, fact.source_seqs, with_text=True)
             if not srcs:
                 continue
             point = self._point(episode, "fact", fact.text, srcs, extraction, fact)
             points.append(point)
             facts.append((point, fact))
-        # Forgotten memories are never written again (tiers.tombstones; under write_lock).
-        points = self._semantic.tombstones.keep(points)
+        # Forgotten memories are never written again (the door's tombstone check).
+        points = self._semantic.write(points)
         kept = {p.id for p in points}
         facts = [(p, f) for p, f in facts if p.id in kept]
-        if points:
-            dense = embedder.encode_documents([p.text for p in points])
-            keywords = self._semantic.keywords
-            points = [
-                replace(p, dense=vec.tolist(), sparse=keywords.embed_document(p.text))
-                for p, vec in zip(points, dense, strict=True)
-            ]
-            vectors.upsert(points)
         outcome.summaries = sum(p.kind == "summary" for p in points)
         outcome.facts = len(facts)
 
@@ -170,8 +167,23 @@ class Consolidator:
         self._semantic.graph.add_edges(edges)
         outcome.triplets = len(edges)
         outcome.superseded = self._supersede(edges, vectors)
+        if facts or outcome.superseded:
+            self._stale_profiles.add(episode.scope)
         self._semantic.notify_write({episode.scope.user_id})
         return outcome
+
+    def refresh_profiles(self) -> int:
+        """Step 5: rewrite the entity profiles of every scope whose facts changed since the
+        last call (``tiers.profiles``); returns how many profiles were written. Called once
+        per run (and per rebuild) rather than per episode: a profile is rewritten, and
+        embedded, once for all the episodes of a run. After a crash in between, the next
+        run in the scope brings them up to date; Forget rewrites them at once."""
+        written = 0
+        with self._semantic.write_lock:
+            for scope in sorted(self._stale_profiles, key=lambda s: (s.user_id, s.agent_id)):
+                written += self._semantic.refresh_profiles(scope)[0]
+                self._stale_profiles.discard(scope)
+        return written
 
     def _point(
         self,

@@ -78,7 +78,8 @@ def _render_report(r: dict[str, Any]) -> str:
         f"run {r.get('runId', '?')} {state}: {r.get('episodes', 0)} episodes, "
         f"{r.get('chunks', 0)} index points, {r.get('summaries', 0)} summaries, "
         f"{r.get('facts', 0)} facts, {r.get('triplets', 0)} triplets, "
-        f"{r.get('superseded', 0)} superseded, {r.get('failures', 0)} failures, "
+        f"{r.get('superseded', 0)} superseded, {r.get('profiles', 0)} profiles, "
+        f"{r.get('failures', 0)} failures, "
         f"{r.get('fallbacks', 0)} fallbacks, {float(r.get('seconds', 0)):.1f} s"
     )
     return line + (f"\nlast error: {r['error']}" if r.get("error") else "")

@@ -38,7 +38,7 @@ class Indexer:
 
     def index(self, episode_ids: list[str]) -> IndexResult:
         """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable."""
-        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        embedder, _vectors = self._semantic.wait_ready(timeout=None)
         s = self._settings
         points: list[MemoryPoint] = []
         done: list[str] = []
@@ -71,18 +71,11 @@ class Indexer:
                     )
                 )
             done.append(eid)
-        if points:
+        if points:  # outside the lock: the write below only adds keyword vectors
             dense = embedder.encode_documents([p.text for p in points])
-            keywords = self._semantic.keywords
-            points = [
-                replace(p, dense=vec.tolist(), sparse=keywords.embed_document(p.text))
-                for p, vec in zip(points, dense, strict=True)
-            ]
+            points = [replace(p, dense=vec.tolist()) for p, vec in zip(points, dense, strict=True)]
         with self._semantic.write_lock:  # points and marks together, for a backup
-            points = self._semantic.tombstones.keep(points)  # never write forgotten ones
-            if points:
-                vectors.upsert(points)
-                self._semantic.notify_write({p.scope.user_id for p in points})
+            points = self._semantic.write(points)  # never writes forgotten ones
             for eid in done + missing:
                 self._journal.mark_indexed(eid)
         for eid in missing:

@@ -111,6 +111,7 @@ class Rebuilder:
                     continue  # expired during the rebuild
                 self._consolidator.store_provenance(episode)
                 self._project(episode, decode_record(raw)[0], report)
+            report.vector_points += self._consolidator.refresh_profiles()
         report.seconds = round(time.monotonic() - began, 3)
         log.info(
             "weaver.rebuilt",

@@ -24,6 +24,7 @@ class RunReport:
     facts: int = 0
     triplets: int = 0
     superseded: int = 0
+    profiles: int = 0  # entity profiles written or rewritten
     failures: int = 0
     fallbacks: int = 0
     llm_calls: int = 0

@@ -336,6 +336,8 @@ class Weaver:
                 self.points_since_optimize += outcome.summaries + outcome.facts
             else:
                 run.publish(Progress("consolidate", total, total))
+            report.profiles = self._consolidator.refresh_profiles()
+            self.points_since_optimize += report.profiles
             if llm_down:
                 delay = self.llm_backoff.failed()
                 report.error = (

@@ -25,7 +25,7 @@ REFERENCE = "plain BM25 per turn (shared/README): R@5 53.2, R@10 60.6, R@25 67.9
 TARGETS = {"r@5": 75.0, "r@10": 85.0, "multi-hop r@10": 60.0}
 
 
-TOP10_KINDS = ("episode_chunk", "episode_turn", "summary", "fact")
+TOP10_KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile")
 HEADER = ["configuration", "R@1", "R@5", "R@10", "R@25", "multi-hop R@10", "nDCG@10"]
 
 
@@ -128,7 +128,7 @@ def render(res: dict[str, Any], markdown: bool) -> str:
     recipes = [c["label"] for c in res["configs"] if c["key"].startswith("recipe_")]
     add(
         "Evidence recall (% of gold turn ids among the first k turn ids), all questions:",
-        [*HEADER, "p50 ms", "p95 ms", "top-10 chunk/turn/summary/fact"],
+        [*HEADER, "p50 ms", "p95 ms", "top-10 chunk/turn/summary/fact/profile"],
         [_row(c) for c in res["configs"]],
         "; ".join([*recipes, f"reference, {REFERENCE}", "latency: client-side, per Recall."]),
     )

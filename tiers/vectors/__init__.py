@@ -25,7 +25,7 @@ from daemon.errors import FailedPrecondition, Unavailable
 from tiers.errors import TierError
 from tiers.records import Scope
 
-KINDS = ("episode_chunk", "episode_turn", "summary", "fact")
+KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile")
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
@@ -49,8 +49,9 @@ class Source:
     metadata: dict[str, str] = field(default_factory=dict)
     speaker: str = ""
     created_at_us: int = 0  # the message's event time
-    # The message's content, kept on chunk points so that drilling down to the exact source
-    # messages works after the journal entry has expired (empty on facts and summaries).
+    # The message's content, kept on chunk, turn and fact points so that drilling down to the
+    # exact source messages works after the journal entry has expired, and a profile citing
+    # a fact finds the turn points of its messages (empty on summaries).
     text: str = ""
     role: str = ""  # on chunk points, with the text
 
@@ -63,7 +64,8 @@ class SparseVector:
 
 @dataclass(frozen=True, slots=True)
 class MemoryPoint:
-    """A memory in Tier 3: an episode chunk, an episode summary or an atomic fact."""
+    """A memory in Tier 3: an episode chunk or turn, an episode summary, an atomic fact or an
+    entity profile (tiers.profiles)."""
 
     id: str  # a UUID string; see point_id()
     kind: str  # one of KINDS
