@@ -149,7 +149,10 @@ class Daemon:
     def _recall_engine(self, semantic: SemanticStore) -> RecallEngine:
         s = self.settings
         rerankers: dict[str, Reranker] = {
-            "local": LocalReranker(lambda texts: semantic.embeddings.wait().encode_documents(texts))
+            "local": LocalReranker(
+                lambda texts: semantic.embeddings.wait().encode_documents(texts),
+                stored=lambda ids: semantic.wait_ready(0)[1].dense(ids),
+            )
         }
         model = s.recall.rerank_model or s.llm.model
         if model:

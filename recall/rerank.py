@@ -84,6 +84,7 @@ class LocalReranker:
         self,
         embed: Callable[[list[str]], np.ndarray],
         *,
+        stored: Callable[[list[str]], dict[str, list[float]]] | None = None,
         fused_weight: float = 0.30,
         rank_weight: float = 0.10,
         cosine_weight: float = 0.30,
@@ -96,6 +97,9 @@ class LocalReranker:
         if min(*weights, superseded_penalty) < 0 or name_boost < 1:
             raise ValueError("weights and the penalty must be >= 0, name_boost >= 1")
         self._embed = embed  # documents in, one row per text out
+        # point ids in, their stored dense vectors out (VectorStore.dense): embedding 30
+        # chunk texts again costs seconds per Recall on a small CPU, reading them ~1 ms
+        self._stored = stored
         self.fused_weight = fused_weight
         self.rank_weight = rank_weight
         self.cosine_weight = cosine_weight
@@ -139,13 +143,22 @@ class LocalReranker:
 
     def _cosines(self, query: np.ndarray, candidates: list[Candidate]) -> list[float]:
         """Cosine (clipped to [0, 1]) of each candidate's text with the query. A point that
-        carries its dense vector is not embedded again; the others go in one batch."""
+        carries its dense vector, or whose vector the store has, is not embedded again; the
+        others go in one batch."""
         dim = query.shape[0]
         docs = np.zeros((len(candidates), dim), dtype=np.float32)
+        bare = [c.point.id for c in candidates if c.point.dense is None]
+        stored: dict[str, list[float]] = {}
+        if bare and self._stored is not None:
+            try:
+                stored = self._stored(bare)
+            except Exception as exc:
+                raise RerankFailed(f"local: reading vectors failed: {_short(repr(exc))}") from exc
         missing = []
         for i, c in enumerate(candidates):
-            if c.point.dense is not None and len(c.point.dense) == dim:
-                docs[i] = c.point.dense
+            vector = c.point.dense if c.point.dense is not None else stored.get(c.point.id)
+            if vector is not None and len(vector) == dim:
+                docs[i] = vector
             else:
                 missing.append(i)
         if missing:

@@ -119,6 +119,43 @@ def test_local_promotes_the_rare_name_and_number() -> None:
     assert re.fullmatch(r"local: -?\d\.\d\d", out[0].rerank_note)
 
 
+def test_local_reads_stored_vectors_instead_of_embedding_again() -> None:
+    def candidates() -> list[Candidate]:
+        return [
+            cand("tea", "Alice drinks green tea every morning.", {"vector": 1}),
+            cand("coffee", "Bob only drinks coffee.", {"keyword": 1}),
+            cand("other", "The office moved to Lyon.", {"vector": 2}),
+        ]
+
+    texts = {c.point.id: c.point.text for c in candidates()}
+    vectors = {i: row.tolist() for i, row in zip(texts, hash_embed(list(texts.values())))}
+    embedded: list[list[str]] = []
+    asked: list[list[str]] = []
+
+    def embed(batch: list[str]) -> np.ndarray:
+        embedded.append(batch)
+        return hash_embed(batch)
+
+    def stored(wanted: list[str]) -> dict[str, list[float]]:
+        asked.append(wanted)
+        return {i: vectors[i] for i in wanted if i != "other"}  # the store lacks one
+
+    query = ctx("What does Alice drink?")
+    out = LocalReranker(embed, stored=stored).rerank(query, candidates())
+    assert asked == [["tea", "coffee", "other"]]
+    assert embedded == [["The office moved to Lyon."]]  # only the one the store lacks
+    same = LocalReranker(hash_embed).rerank(query, candidates())
+    assert [(c.point.id, c.rerank_score) for c in out] == [
+        (c.point.id, c.rerank_score) for c in same
+    ]
+
+    def broken(wanted: list[str]) -> dict[str, list[float]]:
+        raise OSError("disk gone")
+
+    with pytest.raises(RerankFailed, match="reading vectors failed"):
+        LocalReranker(embed, stored=broken).rerank(query, candidates())
+
+
 def test_local_superseded_penalty() -> None:
     old = cand("old", "Alice lives in Porto.", {"vector": 1, "keyword": 1}, valid_to_us=T0)
     new = cand("new", "Alice lives in Porto.", {"vector": 2})

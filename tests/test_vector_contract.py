@@ -277,6 +277,19 @@ def test_round_trip_of_every_field(store):
     assert store.get([full.id.upper()]) == [bare(full)]
 
 
+def test_dense_returns_the_stored_vectors_by_id(store):
+    a = mem("Alice likes green tea", seed=11)
+    b = mem("Bob likes coffee", seed=12)
+    store.upsert([a, b])
+    missing = str(uuid.uuid4())
+    got = store.dense([b.id.upper(), missing, "not-a-uuid", a.id])
+    assert set(got) == {a.id, b.id}
+    for point in (a, b):
+        assert point.dense is not None
+        assert np.allclose(got[point.id], point.dense, atol=1e-6)
+    assert store.dense([]) == {} and store.dense([missing]) == {}
+
+
 def test_point_ids_are_deterministic_and_reupsert_overwrites(store):
     a = mem("Alice's sister is called Emma", seq=3)
     again = mem("Alice's sister is called Emma", seq=3)

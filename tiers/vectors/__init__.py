@@ -233,6 +233,10 @@ class VectorStore(Protocol):
     def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
         """The points that exist among ``ids`` (without vectors), in the order of ``ids``."""
 
+    def dense(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored dense vectors of the points that exist among ``ids``, by canonical id
+        (the reranker reads them instead of embedding the texts again)."""
+
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         """Up to ``limit`` points matching ``flt`` (without vectors), in no particular order."""
 

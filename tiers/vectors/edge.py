@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -249,6 +250,21 @@ class EdgeVectorStore:
             records = self._open().retrieve(list(wanted), True, False)
         found = {str(r.id): r.payload for r in records if r.payload is not None}
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
+
+    def dense(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        wanted: list[int | uuid.UUID | str] = list(
+            dict.fromkeys(i for i in map(canonical_id, ids) if i is not None)
+        )
+        if not wanted:
+            return {}
+        with self._engine("dense"):
+            records = self._open().retrieve(wanted, False, True)
+        out: dict[str, list[float]] = {}
+        for r in records:
+            vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
+            if isinstance(vector, list):
+                out[str(r.id)] = [float(x) for x in vector]  # type: ignore[arg-type]
+        return out
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         if limit <= 0:

@@ -253,6 +253,24 @@ class QdrantVectorStore:
         found = {canonical_id(r.id): r.payload for r in records if r.payload is not None}
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
 
+    def dense(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        wanted = [
+            i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID
+        ]
+        if not wanted:
+            return {}
+        with self._reading(), self._errors("dense"):
+            records = self.client.retrieve(
+                self.collection, ids=list(wanted), with_payload=False, with_vectors=[DENSE]
+            )
+        out: dict[str, list[float]] = {}
+        for r in records:
+            vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
+            key = canonical_id(r.id)
+            if key is not None and isinstance(vector, list):
+                out[key] = [float(x) for x in vector]  # type: ignore[arg-type]
+        return out
+
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         if limit <= 0:
             return []
