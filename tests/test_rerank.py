@@ -128,7 +128,8 @@ def test_local_reads_stored_vectors_instead_of_embedding_again() -> None:
         ]
 
     texts = {c.point.id: c.point.text for c in candidates()}
-    vectors = {i: row.tolist() for i, row in zip(texts, hash_embed(list(texts.values())))}
+    rows = hash_embed(list(texts.values()))
+    vectors = {i: row.tolist() for i, row in zip(texts, rows, strict=True)}
     embedded: list[list[str]] = []
     asked: list[list[str]] = []
 
