@@ -6,7 +6,10 @@ maintenance job in order, so Tier 3 writes never race each other.
 - ``request_run`` queues a consolidation run (stage 2 over pending episodes, after indexing any
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
   whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`.
-- ``request_optimize`` queues the vector store's index build and flush.
+- ``request_optimize`` starts the vector store's index build and flush on a thread of its own,
+  unless one is running: it neither waits behind index jobs (under a backlog it never ran)
+  nor holds them up (the embedded store builds in a child process and records the writes
+  made meanwhile: :mod:`tiers.vectors.edge_generations`).
 
 A run, its progress events and its report are in :mod:`weaver.run`.
 """
@@ -44,7 +47,7 @@ MAX_INDEX_BATCH = 16
 INDEX_BACKOFF = (1.0, 60.0)
 
 
-# ("index", [episode ids]) | ("run", Run) | ("optimize", None) | ("call", (fn, Future))
+# ("index", [episode ids]) | ("run", Run) | ("call", (fn, Future))
 Job = tuple[str, Any]
 
 
@@ -74,6 +77,8 @@ class Weaver:
         self.last_run: RunReport | None = None
         self.last_error = ""
         self.points_since_optimize = 0
+        self._optimizer: threading.Thread | None = None
+        self._optimizer_lock = threading.Lock()
         # Observers (metrics): called on the worker thread; an exception in one is logged.
         self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, points, s
         self.on_run: list[Callable[[RunReport], None]] = []
@@ -171,7 +176,23 @@ class Weaver:
             self._jobs.put(("index", backlog))
 
     def request_optimize(self) -> None:
-        self._jobs.put(("optimize", None))
+        """Build the vector index in the background, unless a build is running."""
+        with self._optimizer_lock:
+            if self._stopping.is_set():
+                return
+            if self._optimizer is not None and self._optimizer.is_alive():
+                return
+            self._optimizer = threading.Thread(
+                target=self._optimize, name="vectors-optimize", daemon=True
+            )
+            self._optimizer.start()
+
+    def wait_optimized(self, timeout: float | None = None) -> bool:
+        """Wait for a running index build; whether none is running now (for tests)."""
+        thread = self._optimizer
+        if thread is not None:
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
@@ -194,8 +215,6 @@ class Weaver:
                     self._index_batch(list(arg))
                 elif kind == "run":
                     self._run(arg)
-                elif kind == "optimize":
-                    self._optimize()
                 elif kind == "call":
                     fn, future = arg
                     if future.set_running_or_notify_cancel():
@@ -360,7 +379,7 @@ class Weaver:
             if report.failures:
                 report.ok = False
             if self.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
-                self._optimize()
+                self.request_optimize()
         except Exception as exc:  # e.g. a store failed: the run failed, whatever it did
             report.ok = False
             report.failures += 1
@@ -404,19 +423,27 @@ class Weaver:
         return f"next try in {delay:g} s"
 
     def _optimize(self) -> None:
-        if not self.points_since_optimize or not self._semantic.ready:
+        new_points = self.points_since_optimize
+        if not new_points or not self._semantic.ready:
             return
-        _embedder, vectors = self._semantic.wait_ready(0)
         began = time.monotonic()
-        vectors.optimize()
-        vectors.flush()
+        try:
+            _embedder, vectors = self._semantic.wait_ready(0)
+            vectors.optimize()
+            vectors.flush()
+        except Exception as exc:
+            if not self._stopping.is_set():
+                self.last_error = f"optimize: {exc}"
+                log.exception("weaver.job_failed", extra={"fields": {"job": "optimize"}})
+            return
+        # Points written during the build count towards the next one.
+        self.points_since_optimize -= new_points
         log.info(
             "vectors.optimized",
             extra={
                 "fields": {
-                    "new_points": self.points_since_optimize,
+                    "new_points": new_points,
                     "ms": round((time.monotonic() - began) * 1000, 1),
                 }
             },
         )
-        self.points_since_optimize = 0

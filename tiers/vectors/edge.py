@@ -1,50 +1,44 @@
 """Tier 3 on the embedded Qdrant engine (``qdrant-edge-py``): one shard in one directory.
 
-The directory holds the engine's files (``edge_config.json``, ``segments/``, ``wal/``) and our
-sidecar ``strata_vectors.json`` (``{"model", "dim", "format"}``), which records the embedding
-model the vectors came from: the engine only knows the vector size.
+The directory holds the current generation of the shard (``gen-NNNNNN/`` named by
+``CURRENT``: :mod:`tiers.vectors.edge_generations`) and our sidecar ``strata_vectors.json``,
+which records the embedding model the vectors came from (:mod:`tiers.vectors.edge_shard`).
 
 Durability: every update goes through the engine's write-ahead log before it returns, so an
 acknowledged write survives a crash of the process (verified with ``os._exit``); ``flush()``
 writes the segments themselves. The engine has no background threads: HNSW indexes are only
-built by :meth:`EdgeVectorStore.optimize`, which the daemon must schedule. ``optimize()``
-holds the GIL for its whole run (seconds on large stores), so every other Python thread of
-the process waits meanwhile.
+built by the engine's ``optimize()``, which holds the GIL for its whole run (seconds on large
+stores): :meth:`EdgeVectorStore.optimize` therefore runs it in a child process on a copy of the
+shard and swaps the built copy in (:mod:`tiers.vectors.edge_generations`), so the daemon's
+threads run on meanwhile. Loading the built copy holds the GIL once, briefly (about 0.1-0.25 s
+at 100k points here).
 
 Threads: one instance is shared by the writer and the query threads. Reads go to the engine
 without a lock (the engine is safe for concurrent readers and writers). Writes are serialized
 by a lock, which also makes ``delete``'s count-then-delete atomic with respect to other
-writes; ``optimize()`` has its own lock, not the write lock (the engine accepts updates
-while it optimizes, though with the GIL held no other Python thread runs meanwhile);
-``close()`` takes both. A read racing with ``close()`` fails with
-:class:`~tiers.vectors.VectorStoreUnavailable`.
+writes; while a build runs, every write is also recorded, to be replayed into the built copy.
+``optimize()`` has its own lock and takes the write lock only to copy and to swap; ``close()``
+stops a running build and takes both. A read holds a lease on the shard it reads, so a
+swapped-out generation is closed only after its last read. A read racing with ``close()``
+fails with :class:`~tiers.vectors.VectorStoreUnavailable`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import shutil
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from qdrant_edge import (
     CountRequest,
-    Distance,
-    EdgeConfig,
     EdgeShard,
-    EdgeSparseVectorParams,
-    EdgeVectorParams,
     Filter,
     HasIdCondition,
-    KeywordIndexParams,
-    Modifier,
-    PayloadSchemaType,
-    Point,
     Query,
     QueryRequest,
     ScrollRequest,
@@ -64,34 +58,23 @@ from tiers.vectors import (
     VectorStoreUnavailable,
     canonical_id,
 )
+from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge_filter import build_filter
+from tiers.vectors.edge_shard import (
+    SIDECAR,
+    check_model,
+    config,
+    copy_points,
+    payload_indexes,
+    read_sidecar,
+    to_point,
+    write_sidecar,
+)
 
 if TYPE_CHECKING:
-    from qdrant_edge import NamedVector, PayloadSchemaParams
+    from qdrant_edge import NamedVector
 
-SIDECAR = "strata_vectors.json"
-FORMAT = 1
-COPY_PAGE = 512  # points per page when a copy is made
-
-
-def _payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
-    return {
-        "kind": PayloadSchemaType.Keyword,
-        # Every search is filtered by user: the engine groups a tenant's points.
-        "user_id": KeywordIndexParams(is_tenant=True),
-        "agent_id": PayloadSchemaType.Keyword,
-        "episode_id": PayloadSchemaType.Keyword,
-        "session_id": PayloadSchemaType.Keyword,
-        "created_at": PayloadSchemaType.Integer,
-        "superseded": PayloadSchemaType.Bool,
-    }
-
-
-def _config(dim: int) -> EdgeConfig:
-    return EdgeConfig(
-        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
-    )
+__all__ = ["SIDECAR", "EdgeVectorStore"]
 
 
 def _require_scope(flt: PointFilter) -> None:
@@ -110,6 +93,13 @@ class EdgeVectorStore:
         self._closed = False
         self._write_lock = threading.Lock()
         self._optimize_lock = threading.Lock()
+        self._dir = path  # the current generation's directory (edge_generations)
+        # Writes made while a build runs, replayed into the built copy (under _write_lock).
+        self._recorded: list[UpdateOperation] | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._readers = threading.Condition()  # guards _shard swaps and _leases
+        self._leases: dict[int, int] = {}  # id(shard) -> reads in progress
+        self.builds = 0  # index builds swapped in (for tests and figures)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -118,11 +108,13 @@ class EdgeVectorStore:
             if self._closed:
                 raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
             if self._shard is not None:
-                self._check(self._model, self._dim, model, dim)
+                check_model(self.path, self._model, self._dim, model, dim)
                 return
             with self._engine("open"):
-                sidecar = self._read_sidecar()
-                has_shard = (self.path / "edge_config.json").exists()
+                generations.sweep(self.path)  # what a crash during a build left behind
+                sidecar = read_sidecar(self.path)
+                gen = generations.current(self.path)
+                has_shard = (gen / "edge_config.json").exists()
             if sidecar is None:
                 if has_shard:
                     raise VectorStoreMismatch(
@@ -130,26 +122,92 @@ class EdgeVectorStore:
                         " model of its vectors is unknown: restore the file or rebuild"
                     )
                 with self._engine("create"):
-                    self._write_sidecar(model, dim)
+                    write_sidecar(self.path, model, dim)
             else:
-                self._check(sidecar["model"], sidecar["dim"], model, dim)
+                check_model(self.path, sidecar["model"], sidecar["dim"], model, dim)
             with self._engine("open"):
                 # Loading with the config makes the engine check it against the segments.
                 if has_shard:
-                    shard = self._load(dim)
+                    shard = self._load(gen, dim)
                 else:
-                    shard = EdgeShard.create(str(self.path), _config(dim))
+                    if gen == self.path:
+                        gen = generations.first(self.path)
+                        generations.switch(self.path, gen)
+                    shard = EdgeShard.create(str(gen), config(dim))
                 try:
-                    for name, schema in _payload_indexes().items():  # idempotent
+                    for name, schema in payload_indexes().items():  # idempotent
                         shard.update(UpdateOperation.create_field_index(name, schema))
                 except Exception:
                     shard.close()
                     raise
-            self._shard, self._model, self._dim = shard, model, dim
+            self._shard, self._model, self._dim, self._dir = shard, model, dim, gen
 
     def optimize(self) -> None:
-        with self._optimize_lock, self._engine("optimize"):
-            self._open().optimize()
+        """Build the index in a child process on a copy, then swap the copy in (module doc).
+        Blocks the calling thread until the swap; other threads run on meanwhile."""
+        with self._optimize_lock:
+            with self._write_lock, self._engine("optimize"):
+                self._open().flush()
+                old_gen = self._dir
+                gen = generations.following(self.path, old_gen)
+                shutil.rmtree(gen, ignore_errors=True)
+                generations.copy(old_gen, self.path, gen)
+                self._recorded = []
+            try:
+                self._build(gen)
+                with self._engine("optimize"):
+                    built = self._load(gen, self._dim)  # holds the GIL, briefly
+                with self._write_lock, self._engine("optimize"):
+                    try:
+                        for op in self._recorded:
+                            built.update(op)
+                        generations.switch(self.path, gen)
+                    except BaseException:
+                        built.close()
+                        raise
+                    with self._readers:
+                        old, self._shard, self._dir = self._shard, built, gen
+                    self._recorded = None
+            except BaseException:
+                with self._write_lock:
+                    self._recorded = None
+                if self._dir != gen:
+                    generations.remove(gen, self.path)
+                raise
+            self.builds += 1
+            if old is not None:
+                self._retire(old)
+            generations.remove(old_gen, self.path)
+
+    def _build(self, gen: Path) -> None:
+        """Run the engine's optimizer on ``gen`` in a child process."""
+        with self._readers:
+            if self._closed:
+                raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+            child = self._child = subprocess.Popen(
+                generations.child_command(gen),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        try:
+            _, err = child.communicate()
+        finally:
+            with self._readers:
+                self._child = None
+        if child.returncode != 0:
+            lines = err.decode(errors="replace").strip().splitlines()
+            why = lines[-1] if lines else f"exit code {child.returncode}"
+            if self._closed:
+                why = "the store was closed"
+            raise VectorStoreUnavailable(f"the index build of {gen} failed: {why}")
+
+    def _retire(self, shard: EdgeShard) -> None:
+        """Close a swapped-out shard once its last read is done."""
+        with self._readers:
+            self._readers.wait_for(lambda: id(shard) not in self._leases, timeout=60)
+        with contextlib.suppress(Exception):
+            shard.close()
 
     def flush(self) -> None:
         with self._write_lock, self._engine("flush"):
@@ -165,35 +223,16 @@ class EdgeVectorStore:
         new shard at ``dest``: a copy never holds what was deleted (forgotten) before it."""
         with self._optimize_lock, self._write_lock, self._engine("backup"):
             shard = self._open()
-            shutil.copyfile(self.path / SIDECAR, _make_dir(dest) / SIDECAR)
-            copy = EdgeShard.create(str(dest), _config(self._dim))
-            try:
-                for name, schema in _payload_indexes().items():
-                    copy.update(UpdateOperation.create_field_index(name, schema))
-                offset: Any = None
-                while True:
-                    request = ScrollRequest(
-                        offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
-                    )
-                    records, offset = shard.scroll(request)
-                    points = [
-                        Point(id=r.id, vector=r.vector, payload=r.payload)
-                        for r in records
-                        if r.vector is not None
-                    ]
-                    if points:
-                        copy.update(UpdateOperation.upsert_points(points))
-                    if offset is None:
-                        break
-                copy.flush()
-            finally:
-                copy.close()
+            dest.mkdir(parents=True)
+            shutil.copyfile(self.path / SIDECAR, dest / SIDECAR)
+            copy_points(shard, dest, self._dim)
 
     def close(self) -> None:
+        with self._readers:
+            self._closed = True  # a build starting now stops at once
+            if self._child is not None:
+                self._child.kill()  # the copy it builds is removed by its thread
         with self._optimize_lock, self._write_lock:
-            if self._closed:
-                return
-            self._closed = True
             shard, self._shard = self._shard, None
             if shard is not None:
                 with self._engine("close"):
@@ -207,9 +246,9 @@ class EdgeVectorStore:
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         if not points:
             return
-        edge_points = [_point(p) for p in points]
+        op = UpdateOperation.upsert_points([to_point(p) for p in points])
         with self._write_lock, self._engine("upsert"):
-            self._open().update(UpdateOperation.upsert_points(edge_points))
+            self._apply(op)
 
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
         wanted = {i for i in map(canonical_id, ids) if i is not None}
@@ -219,7 +258,7 @@ class EdgeVectorStore:
         flt = Filter(must=[HasIdCondition(set(wanted))])
         payload = {"valid_to": valid_to_us, "superseded": True}
         with self._write_lock, self._engine("set_valid_to"):
-            self._open().update(UpdateOperation.set_payload_by_filter(flt, payload))
+            self._apply(UpdateOperation.set_payload_by_filter(flt, payload))
 
     def delete(self, flt: PointFilter) -> int:
         engine_filter = build_filter(flt) or Filter()
@@ -227,7 +266,7 @@ class EdgeVectorStore:
             shard = self._open()
             n = shard.count(CountRequest(exact=True, filter=engine_filter))
             if n:
-                shard.update(UpdateOperation.delete_points_by_filter(engine_filter))
+                self._apply(UpdateOperation.delete_points_by_filter(engine_filter))
             return n
 
     # -- reads -------------------------------------------------------------------------------
@@ -246,8 +285,8 @@ class EdgeVectorStore:
         wanted = list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
         if not wanted:
             return []
-        with self._engine("get"):
-            records = self._open().retrieve(list(wanted), True, False)
+        with self._read("get") as shard:
+            records = shard.retrieve(list(wanted), True, False)
         found = {str(r.id): r.payload for r in records if r.payload is not None}
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
 
@@ -257,8 +296,8 @@ class EdgeVectorStore:
         )
         if not wanted:
             return {}
-        with self._engine("dense"):
-            records = self._open().retrieve(wanted, False, True)
+        with self._read("dense") as shard:
+            records = shard.retrieve(wanted, False, True)
         out: dict[str, list[float]] = {}
         for r in records:
             vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
@@ -272,15 +311,15 @@ class EdgeVectorStore:
         request = ScrollRequest(
             limit=limit, filter=build_filter(flt), with_payload=True, with_vector=False
         )
-        with self._engine("scroll"):
-            records, _ = self._open().scroll(request)
+        with self._read("scroll") as shard:
+            records, _ = shard.scroll(request)
         return [
             MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
         ]
 
     def count(self, flt: PointFilter) -> int:
-        with self._engine("count"):
-            return self._open().count(CountRequest(exact=True, filter=build_filter(flt)))
+        with self._read("count") as shard:
+            return shard.count(CountRequest(exact=True, filter=build_filter(flt)))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -293,13 +332,37 @@ class EdgeVectorStore:
             filter=build_filter(flt),
             with_payload=True,
         )
-        with self._engine("search"):
-            scored = self._open().query(request)
+        with self._read("search") as shard:
+            scored = shard.query(request)
         return [
             Hit(MemoryPoint.from_payload(str(s.id), s.payload), s.score)
             for s in scored
             if s.payload is not None
         ]
+
+    def _apply(self, op: UpdateOperation) -> None:
+        """Apply a write (under the write lock); recorded while a build runs."""
+        self._open().update(op)
+        if self._recorded is not None:
+            self._recorded.append(op)
+
+    @contextlib.contextmanager
+    def _read(self, what: str) -> Iterator[EdgeShard]:
+        """The current shard, leased for one read (a swap closes it only after)."""
+        with self._engine(what):
+            with self._readers:
+                shard = self._open()
+                key = id(shard)
+                self._leases[key] = self._leases.get(key, 0) + 1
+            try:
+                yield shard
+            finally:
+                with self._readers:
+                    left = self._leases.pop(key) - 1
+                    if left:
+                        self._leases[key] = left
+                    else:
+                        self._readers.notify_all()
 
     def _open(self) -> EdgeShard:
         shard = self._shard
@@ -324,17 +387,9 @@ class EdgeVectorStore:
                 f"vector store {what} failed at {self.path}: {exc}"
             ) from exc
 
-    def _check(self, have_model: str, have_dim: int, model: str, dim: int) -> None:
-        if (have_model, have_dim) != (model, dim):
-            raise VectorStoreMismatch(
-                f"the vector store at {self.path} was created with model {have_model}"
-                f" ({have_dim} dims); this daemon uses model {model} ({dim} dims):"
-                " use another data directory or rebuild"
-            )
-
-    def _load(self, dim: int) -> EdgeShard:
+    def _load(self, gen: Path, dim: int) -> EdgeShard:
         try:
-            return EdgeShard.load(str(self.path), _config(dim))
+            return EdgeShard.load(str(gen), config(dim))
         except Exception as exc:
             if "incompatible" not in str(exc).lower():
                 raise
@@ -342,51 +397,3 @@ class EdgeVectorStore:
                 f"the vector store at {self.path} does not match its {SIDECAR}"
                 f" ({dim} dims): {exc}; rebuild it"
             ) from exc
-
-    def _read_sidecar(self) -> dict[str, Any] | None:
-        path = self.path / SIDECAR
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except ValueError as exc:
-            raise VectorStoreMismatch(f"{path} is not valid JSON: {exc}") from exc
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            found = doc.get("format") if isinstance(doc, dict) else None
-            raise VectorStoreMismatch(
-                f"{path} has format {found!r}; this daemon reads format {FORMAT}"
-            )
-        if not isinstance(doc.get("model"), str) or not isinstance(doc.get("dim"), int):
-            raise VectorStoreMismatch(f"{path} does not name a model and a dim: {doc}")
-        return cast(dict[str, Any], doc)
-
-    def _write_sidecar(self, model: str, dim: int) -> None:
-        """Atomically, before the shard exists: a shard is never left without its sidecar."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        target = self.path / SIDECAR
-        tmp = target.with_suffix(".tmp")
-        with tmp.open("w") as f:
-            json.dump({"model": model, "dim": dim, "format": FORMAT}, f)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _point(p: MemoryPoint) -> Point:
-    if p.dense is None:
-        raise ValueError(f"memory point {p.id} has no dense vector")
-    vector: dict[str, NamedVector] = {DENSE: [float(x) for x in p.dense]}
-    if p.sparse is not None:
-        vector[SPARSE] = EdgeSparseVector(p.sparse.indices, p.sparse.values)
-    return Point(id=p.id, vector=vector, payload=p.payload())
-
-
-def _make_dir(path: Path) -> Path:
-    path.mkdir(parents=True)
-    return path

@@ -1,0 +1,223 @@
+"""The embedded store builds its index in a child process and swaps the built copy in
+(tiers.vectors.edge_generations): writes made during the build are kept, a failed or
+interrupted build leaves the store as it was, crash leftovers are swept, and a store in the
+layout before generations (the shard in the directory itself) is read and moved on."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_vector_contract import DIM, MODEL, T0, alice, ids, mem, unit
+from tiers.vectors import PointFilter, VectorStoreUnavailable
+from tiers.vectors import edge_generations as generations
+from tiers.vectors.edge import SIDECAR, EdgeVectorStore
+
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "vectors"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[EdgeVectorStore]:
+    s = EdgeVectorStore(path)
+    s.ensure(MODEL, DIM)
+    yield s
+    s.close()
+
+
+def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:
+    """The build's child waits until ``gate`` exists, then builds as usual."""
+    real = generations.child_command
+
+    def command(gen: Path) -> list[str]:
+        wait = (
+            "import os, sys, time\n"
+            f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+            "from tiers.vectors.edge_generations import _build\n"
+            "sys.exit(_build(sys.argv[1]))\n"
+        )
+        return [sys.executable, "-c", wait, *real(gen)[-1:]]
+
+    monkeypatch.setattr(generations, "child_command", command)
+
+
+def wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def points(n: int, start: int = 0, seed: int = 0) -> list:  # type: ignore[type-arg]
+    return [mem(f"memory {i} of the build", seq=i, seed=seed + i) for i in range(start, start + n)]
+
+
+def test_a_new_store_starts_in_its_first_generation(store, path):
+    assert (path / generations.CURRENT).read_text().strip() == "gen-000001"
+    assert (path / "gen-000001" / "edge_config.json").exists()
+    assert (path / SIDECAR).exists()
+    assert not (path / "edge_config.json").exists()
+
+
+def test_a_build_swaps_the_built_copy_in(store, path):
+    store.upsert(points(300))
+    query = [float(x) for x in unit(7)]
+    before = ids(store.search_dense(query, alice(), limit=10))
+    store.optimize()
+    assert store.builds == 1
+    assert generations.current(path) == path / "gen-000002"
+    assert not (path / "gen-000001").exists()  # the old generation is gone
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
+    store.optimize()
+    assert generations.current(path) == path / "gen-000003"
+    store.close()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 300
+        assert ids(again.search_dense(query, alice(), limit=10)) == before
+    finally:
+        again.close()
+
+
+def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp_path, monkeypatch):
+    first = points(200)
+    store.upsert(first)
+    gate = tmp_path / "go"
+    gated_child(monkeypatch, gate)
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            store.optimize()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    wait_for(lambda: store._child is not None, "the build's child")
+    # The live store serves reads and takes writes while the child builds.
+    late = points(50, start=1000)
+    store.upsert(late)
+    store.set_valid_to([first[0].id], T0 + 5)
+    deleted = store.delete(PointFilter(ids=(first[1].id,)))
+    assert deleted == 1
+    assert store.count(PointFilter()) == 249
+    gate.touch()
+    thread.join(DEADLINE)
+    assert not thread.is_alive() and not errors
+    assert store.builds == 1 and store._recorded is None
+
+    def check(s: EdgeVectorStore) -> None:
+        assert s.count(PointFilter()) == 249
+        assert {p.id for p in s.get([p.id for p in late])} == {p.id for p in late}
+        assert s.get([first[1].id]) == []
+        assert s.get([first[0].id])[0].valid_to_us == T0 + 5
+
+    check(store)
+    store.close()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        check(again)
+    finally:
+        again.close()
+
+
+def test_a_failed_build_leaves_the_store_as_it_was(store, path, monkeypatch):
+    store.upsert(points(20))
+    monkeypatch.setattr(
+        generations,
+        "child_command",
+        lambda gen: [sys.executable, "-c", "import sys; sys.exit('the disk is full')"],
+    )
+    with pytest.raises(VectorStoreUnavailable, match="the disk is full"):
+        store.optimize()
+    assert generations.current(path) == path / "gen-000001"
+    assert not (path / "gen-000002").exists()
+    assert store._recorded is None  # writes are no longer recorded
+    store.upsert(points(5, start=100))
+    assert store.count(PointFilter()) == 25
+
+
+def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
+    store.upsert(points(20))
+    gated_child(monkeypatch, tmp_path / "never")
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    thread.start()
+    wait_for(lambda: store._child is not None, "the build's child")
+    store.close()
+    thread.join(DEADLINE)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], VectorStoreUnavailable)
+    assert "closed" in str(errors[0])
+    assert not (path / "gen-000002").exists()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 20
+    finally:
+        again.close()
+
+
+def _catch(fn, errors: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
+    try:
+        fn()
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def test_crash_leftovers_are_swept_when_the_store_opens(store, path):
+    store.upsert(points(10))
+    store.close()
+    (path / "gen-000002" / "segments").mkdir(parents=True)  # a build cut short
+    (path / (generations.CURRENT + ".tmp")).write_text("gen-000002\n")
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 10
+        assert sorted(p.name for p in path.iterdir()) == [
+            generations.CURRENT,
+            "gen-000001",
+            SIDECAR,
+        ]
+    finally:
+        again.close()
+
+
+def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, path):
+    """Written by an earlier release: the shard's files directly in the directory."""
+    store.upsert(points(30))
+    store.close()
+    for entry in (path / "gen-000001").iterdir():
+        shutil.move(str(entry), str(path / entry.name))
+    (path / "gen-000001").rmdir()
+    (path / generations.CURRENT).unlink()
+    old = EdgeVectorStore(path)
+    old.ensure(MODEL, DIM)
+    try:
+        assert generations.current(path) == path
+        assert old.count(PointFilter()) == 30
+        old.upsert(points(3, start=500))
+        old.optimize()
+        assert generations.current(path) == path / "gen-000001"
+        assert sorted(p.name for p in path.iterdir()) == [
+            generations.CURRENT,
+            "gen-000001",
+            SIDECAR,
+        ]
+        assert old.count(PointFilter()) == 33
+    finally:
+        old.close()
