@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint lock-check lock pytest bench bench-recall bench-load protos docs clean
+.PHONY: run test lint lock-check lock pytest bench bench-recall bench-load bench-build protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ bench-recall: $(STAMP)
 # (make bench-load LOAD_SECONDS=30 for a shorter run); not part of `make test`.
 bench-load: $(STAMP)
 	$(BIN)/python -m tests.bench.load $(if $(LOAD_SECONDS),--seconds $(LOAD_SECONDS))
+
+# The daemon while its vector index builds at 100k points (Append/Recall waits, then Recall
+# latency with the index built); not part of `make test`.
+bench-build: $(STAMP)
+	$(BIN)/python -m tests.bench.index_build
 
 protos: $(STAMP)
 	$(BIN)/python -m daemon.protogen

@@ -42,6 +42,7 @@ from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
 from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
+from tiers.embedding_priority import PriorityEmbedder
 from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
@@ -180,12 +181,15 @@ class Daemon:
         e = self.settings.embedding
         models = self.settings.data_dir / "models"
         return EmbeddingService(
-            lambda: SentenceTransformerEmbedder(
-                e.model,
-                backend=e.backend,
-                threads=e.threads,
-                batch_size=e.batch_size,
-                cache_dir=models,
+            # Queries first: the weaver's documents wait while a query is being embedded.
+            lambda: PriorityEmbedder(
+                SentenceTransformerEmbedder(
+                    e.model,
+                    backend=e.backend,
+                    threads=e.threads,
+                    batch_size=e.batch_size,
+                    cache_dir=models,
+                )
             ),
             f"{e.model} ({e.backend})",
         )

@@ -37,6 +37,28 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
     assert list((tmp_path / "data" / "models").glob("*/onnx/model_int8_*.onnx"))
     assert proc.terminate() == 0
 
+    # Switching the back-end on this data dir is refused, in one line that says what to do;
+    # appends are still served, and nothing is lost.
+    proc = spawn(tmp_path / "data", **QUIET, embedding__backend="torch")
+    with proc.client(timeout=30) as c:
+        wait_until(lambda: c.weaver_status().tier3_error != "")
+        reason = c.weaver_status().tier3_error
+        assert "\n" not in reason
+        assert "@onnx-int8" in reason and "weaverctl rebuild" in reason
+        assert c.health() == "NOT_SERVING"
+        c.append("later", "Biscuit learned to sit.", user_id="alice")
+    assert proc.terminate() == 0
+
+    # Doing what it says: the vectors moved aside, a rebuild from the journal.
+    (tmp_path / "data" / "vectors").rename(tmp_path / "vectors.int8")
+    proc = spawn(tmp_path / "data", **QUIET, embedding__backend="torch")
+    with proc.client(timeout=30) as c:
+        wait_until(lambda: c.health() == "SERVING")
+        assert weaverctl(proc.address, "rebuild").returncode == 0
+        hits = c.recall("What is the name of Alice's dog?", user_id="alice", k=3).hits
+        assert hits and "Biscuit" in hits[0].text
+    assert proc.terminate() == 0
+
 
 def test_a_model_that_cannot_load_is_explained_in_one_line(spawn, tmp_path):
     proc = spawn(tmp_path / "data", **QUIET, embedding__model=str(tmp_path / "no-such-model"))

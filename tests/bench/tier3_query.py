@@ -43,12 +43,13 @@ from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.weaver_throughput import LOCOMO, load_locomo, require_locomo, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.records import Scope
-from tiers.vectors import KINDS, MemoryPoint, PointFilter, Source, SparseVector
+from tiers.vectors import MemoryPoint, PointFilter, Source, SparseVector
 from tiers.vectors.bm25 import KeywordEncoder
 from tiers.vectors.edge import EdgeVectorStore
 
 USERS = 50
-KIND_WEIGHTS = (0.6, 0.1, 0.3)  # episode_chunk, summary, fact (the order of KINDS)
+POINT_KINDS = ("episode_chunk", "summary", "fact")
+KIND_WEIGHTS = (0.6, 0.1, 0.3)  # of POINT_KINDS
 MIX_MAX = 0.5
 NOISE_SIGMA = 0.005
 BATCH = 1000
@@ -94,12 +95,12 @@ class PointMaker:
         vectors = (1.0 - w) * self.pool[first] + w * self.pool[second]
         vectors += rng.normal(0.0, NOISE_SIGMA, size=vectors.shape)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        kinds = rng.choice(len(KINDS), size=n, p=KIND_WEIGHTS)
+        kinds = rng.choice(len(POINT_KINDS), size=n, p=KIND_WEIGHTS)
         users = rng.integers(USERS, size=n)
         points = []
         for j in range(n):
             i = self.made + j
-            kind = KINDS[int(kinds[j])]
+            kind = POINT_KINDS[int(kinds[j])]
             a, b = self.texts[int(first[j])], self.texts[int(second[j])]
             text = a if kind == "fact" else f"{a}\n{b}"
             user = f"user-{int(users[j]):02d}"
@@ -299,7 +300,7 @@ def report(machine: dict[str, Any], params: dict[str, Any], results: list[dict[s
         f"vectors    {params['model']} embeddings of {params['pool']} LoCoMo turns, mixed "
         f"(w ~ U(0, {MIX_MAX}), noise sigma {NOISE_SIGMA}); {params['questions']} LoCoMo "
         f"questions as queries (embedding took {params['embed_seconds']:.1f} s)",
-        f"points     {USERS} user ids, kinds {dict(zip(KINDS, KIND_WEIGHTS, strict=True))}, "
+        f"points     {USERS} user ids, kinds {dict(zip(POINT_KINDS, KIND_WEIGHTS, strict=True))}, "
         f"BM25 sparse vectors; upserts of {BATCH}",
         f"queries    {params['queries']} per figure after {WARMUP_QUERIES} warm-up, "
         f"filtered by user_id, limit {params['limit']}",
@@ -374,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         "queries": args.queries,
         "limit": args.limit,
         "users": USERS,
-        "kind_weights": dict(zip(KINDS, KIND_WEIGHTS, strict=True)),
+        "kind_weights": dict(zip(POINT_KINDS, KIND_WEIGHTS, strict=True)),
         "mix_max": MIX_MAX,
         "noise_sigma": NOISE_SIGMA,
         "batch": BATCH,

@@ -100,10 +100,9 @@ def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
 def check_model(path: Path, have_model: str, have_dim: int, model: str, dim: int) -> None:
     if (have_model, have_dim) != (model, dim):
         raise VectorStoreMismatch(
-            f"the vector store at {path} holds vectors of model {have_model} ({have_dim} dims);"
-            f" this daemon embeds with {model} ({dim} dims), and the two do not mix: configure"
-            f" the model the store was made with, or stop the daemon, move {path} aside,"
-            " start it again and run `weaverctl rebuild`"
+            f"the vectors in {path} are of {have_model} ({have_dim} dims), this daemon's of"
+            f" {model} ({dim} dims): set that model again, or stop, move the directory aside,"
+            " restart and run `weaverctl rebuild`"
         )
 
 

@@ -1,0 +1,215 @@
+"""The daemon while its vector index builds at 100k points: how long do requests wait?
+
+Run as ``python -m tests.bench.index_build`` (``make bench-build``). A data directory is filled
+offline with N points (the clustered synthetic points of ``recall_latency``, 50 users, with
+their fact graph) and left *unoptimized*, as a daemon leaves it after ingesting. A real
+``stratad`` is started on it with ``vectors.optimize_interval_seconds = 5`` and consolidation
+out of the way. Then, from separate threads of this process, each with its own channel:
+
+- an appender: ``Append`` one message every 20 ms (one live session);
+- a recaller: ``Recall`` k = 10, one after another, LoCoMo questions for random users;
+- a pinger: ``grpc.health.v1.Health/Check`` every 50 ms.
+
+One session is ended, so the weaver indexes it and the next scheduled build runs over all N
+points. The build's window runs from the next generation's directory appearing to
+``vectors/CURRENT`` naming it (``tiers.vectors.edge_generations``). Reported: the window, and
+inside and outside it the number, p99 and maximum of the Append and Recall latencies and the
+longest health answer. Targets: no Append over 50 ms and no Recall over 250 ms during the
+build. Afterwards, with the index built, single-client Recall p50/p95 and the server stages
+(target p50 <= 15 ms, p95 <= 40 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from daemon.client import MemoryClient
+from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench.recall_latency import build, measure
+from tests.bench.tier3_query import embed_pool
+from tests.support import ProcessDaemon
+from tiers.vectors import edge_generations as generations
+
+APPEND_EVERY = 0.020
+PING_EVERY = 0.050
+AFTER_SWAP = 5.0
+BUILD_DEADLINE = 900.0
+
+
+class Recorder(threading.Thread):
+    """Calls ``fn`` in a loop (pausing ``pause`` between calls) and records (start, ms)."""
+
+    def __init__(self, name: str, fn: Any, pause: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self.fn = fn
+        self.pause = pause
+        self.samples: list[tuple[float, float]] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                self.fn(i)
+            except grpc.RpcError as exc:
+                self.errors.append(f"{exc.code().name}: {exc.details()}")
+            self.samples.append((t0, (time.perf_counter() - t0) * 1000))
+            i += 1
+            if self.pause:
+                self.stop.wait(self.pause)
+
+
+def summary(samples: list[tuple[float, float]], start: float, end: float) -> dict[str, Any]:
+    inside = sorted(ms for t, ms in samples if start <= t <= end)
+    outside = sorted(ms for t, ms in samples if not start <= t <= end)
+
+    def figures(values: list[float]) -> dict[str, Any]:
+        if not values:
+            return {"n": 0}
+        return {
+            "n": len(values),
+            "p50": round(percentile(values, 50), 1),
+            "p99": round(percentile(values, 99), 1),
+            "max": round(values[-1], 1),
+        }
+
+    return {"during_build": figures(inside), "otherwise": figures(outside)}
+
+
+def run(size: int, queries: int) -> dict[str, Any]:
+    texts, pool, questions, _q, _secs = embed_pool(threads=2)
+    with tempfile.TemporaryDirectory(prefix="strata-build-") as tmp:
+        data = Path(tmp) / "data"
+        print(f"{size} points: building the data dir (not optimized) ...", flush=True)
+        built = build(data, size, texts, pool, optimize=False)
+        proc = ProcessDaemon(
+            data,
+            log_level="warning",
+            weaver__interval_seconds="86400",
+            vectors__optimize_interval_seconds="5",
+        )
+        try:
+            address = proc.address
+            with MemoryClient(address, timeout=60) as c:
+                while not c.weaver_status().embedding_ready:
+                    time.sleep(0.1)
+                for q in questions[:20]:  # warm-up: the graph channel's scopes, the model
+                    c.recall(q, user_id="user-00", k=10)
+            rng = random.Random(5)
+            appends = MemoryClient(address, timeout=60)
+            recalls = MemoryClient(address, timeout=60)
+            channel = grpc.insecure_channel(address)
+            health = health_pb2_grpc.HealthStub(channel)
+            recorders = [
+                Recorder(
+                    "append",
+                    lambda i: appends.append(
+                        "bench-live", f"message number {i} of the live session", user_id="bench"
+                    ),
+                    APPEND_EVERY,
+                ),
+                Recorder(
+                    "recall",
+                    lambda i: recalls.recall(
+                        rng.choice(questions), user_id=f"user-{rng.randrange(50):02d}", k=10
+                    ),
+                    0.0,
+                ),
+                Recorder(
+                    "health",
+                    lambda i: health.Check(health_pb2.HealthCheckRequest(service=""), timeout=60),
+                    PING_EVERY,
+                ),
+            ]
+            for r in recorders:
+                r.start()
+            vectors = data / "vectors"
+            before = generations.current(vectors)
+            nxt = generations.following(vectors, before)
+            with MemoryClient(address, timeout=60) as c:
+                c.append(
+                    "bench-ended", "A session that ends, so the weaver indexes it.", user_id="bench"
+                )
+                c.end_session("bench-ended")
+            deadline = time.monotonic() + BUILD_DEADLINE
+            while not nxt.exists():
+                assert time.monotonic() < deadline, "no build started"
+                time.sleep(0.005)
+            start = time.perf_counter()
+            while generations.current(vectors) != nxt:
+                assert time.monotonic() < deadline, "the build did not finish"
+                time.sleep(0.005)
+            end = time.perf_counter()
+            time.sleep(AFTER_SWAP)
+            for r in recorders:
+                r.stop.set()
+            for r in recorders:
+                r.join(60)
+            appends.close()
+            recalls.close()
+            channel.close()
+            print(f"{size} points: measuring Recall with the index built ...", flush=True)
+            steady = measure(address, questions, queries)
+        finally:
+            proc.terminate()
+    return {
+        "points": size,
+        **built,
+        "build_window_s": round(end - start, 2),
+        **{r.name: summary(r.samples, start, end) for r in recorders},
+        "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
+        "steady": steady,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.index_build")
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--json", type=Path, metavar="PATH")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    result = run(args.points, args.queries)
+    print()
+    print(f"The daemon while its vector index builds ({result['points']} points)")
+    print(format_machine(machine))
+    print(f"  build window (copy, child optimize, load, swap): {result['build_window_s']} s")
+    print(
+        f"  {'rpc':>7} {'during: n':>10} {'p50':>7} {'p99':>7} {'max':>8} | "
+        f"{'otherwise: n':>12} {'p50':>7} {'p99':>7} {'max':>8}"
+    )
+    for name in ("append", "recall", "health"):
+        d, o = result[name]["during_build"], result[name]["otherwise"]
+        print(
+            f"  {name:>7} {d.get('n', 0):>10} {d.get('p50', '-'):>7} {d.get('p99', '-'):>7} "
+            f"{d.get('max', '-'):>8} | {o.get('n', 0):>12} {o.get('p50', '-'):>7} "
+            f"{o.get('p99', '-'):>7} {o.get('max', '-'):>8}"
+        )
+    print("  targets during the build: Append max <= 50 ms, Recall max <= 250 ms")
+    if result["errors"]:
+        print(f"  errors: {result['errors']}")
+    s = result["steady"]
+    print(
+        f"  after the build, one client: Recall p50 {s['recall_p50_ms']} ms, "
+        f"p95 {s['recall_p95_ms']} ms (target 15 / 40); Pack p50 {s['pack_p50_ms']} ms"
+    )
+    print(f"  server stages (mean ms): {s['stages_mean_ms']}")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
