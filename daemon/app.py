@@ -179,7 +179,7 @@ class Daemon:
 
     def _embedding_service(self) -> EmbeddingService:
         e = self.settings.embedding
-        models = self.settings.data_dir / "models"
+        models = e.cache_dir or self.settings.data_dir / "models"
         return EmbeddingService(
             # Queries first: the weaver's documents wait while a query is being embedded.
             lambda: PriorityEmbedder(

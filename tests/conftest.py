@@ -9,7 +9,7 @@ import pytest
 
 from daemon.client import MemoryClient
 from daemon.settings import Settings
-from tests.support import ProcessDaemon, ThreadDaemon
+from tests.support import MODEL_CACHE, ProcessDaemon, ThreadDaemon
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -28,6 +28,7 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
         overrides.setdefault("data_dir", tmp_path / "data")
         overrides.setdefault("listen", "127.0.0.1:0")
         overrides.setdefault("shutdown_grace_seconds", 2.0)
+        overrides.setdefault("embedding", {"cache_dir": MODEL_CACHE})
         return Settings(**overrides)
 
     return make

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -20,6 +21,9 @@ from daemon.settings import Settings
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
+# The ONNX export of the model, made once and shared by the tests' daemons (an export costs
+# about 3 s and 170 MB; concurrent exports are safe: tiers.embedding).
+MODEL_CACHE = Path(tempfile.gettempdir()) / f"strata-test-models-{os.getuid()}"
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 180, what: str = "") -> None:
@@ -56,7 +60,9 @@ class ThreadDaemon:
 
 
 def daemon_env(data_dir: Path, **settings: str) -> dict[str, str]:
-    """The environment for a stratad subprocess: this one without STRATA_*, plus settings."""
+    """The environment for a stratad subprocess: this one without STRATA_*, plus settings
+    (with the tests' shared model cache unless they name one)."""
+    settings = {"embedding__cache_dir": str(MODEL_CACHE), **settings}
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
     env.update(STRATA_DATA_DIR=str(data_dir), STRATA_LISTEN="127.0.0.1:0")
     env.update({f"STRATA_{k.upper()}": v for k, v in settings.items()})

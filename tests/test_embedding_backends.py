@@ -17,7 +17,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
-    proc = spawn(tmp_path / "data", **QUIET, embedding__backend="onnx-int8")
+    models = tmp_path / "models"  # not the tests' shared cache: the export is made here
+    proc = spawn(
+        tmp_path / "data", **QUIET, embedding__backend="onnx-int8", embedding__cache_dir=str(models)
+    )
     with proc.client(timeout=30) as c:
         c.append_batch(
             "trip",
@@ -34,7 +37,7 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
         assert "(onnx-int8)" in status.embedding_model
         hits = c.recall("What is the name of Alice's dog?", user_id="alice", k=3).hits
         assert hits and "Biscuit" in hits[0].text
-    assert list((tmp_path / "data" / "models").glob("*/onnx/model_int8_*.onnx"))
+    assert list(models.glob("*/onnx/model_int8_*.onnx"))
     assert proc.terminate() == 0
 
     # Switching the back-end on this data dir is refused, in one line that says what to do;

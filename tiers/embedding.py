@@ -17,6 +17,7 @@ a background thread; everything that needs it waits on :meth:`EmbeddingService.w
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -91,6 +92,9 @@ def onnx_file_name(config: str) -> str:
     return f"onnx/model_int8_{config}.onnx"
 
 
+FP32_FILE = "onnx/model.onnx"  # the plain export: torch's vectors, 2-4x faster per query
+
+
 def _cpu_flags() -> str:
     try:
         text = Path("/proc/cpuinfo").read_text()
@@ -98,6 +102,52 @@ def _cpu_flags() -> str:
         return ""
     match = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
     return match.group(1) if match else ""
+
+
+def _export(path: str, target: Path, file_name: str, int8_config: str | None) -> None:
+    """Export the model at ``path`` to ONNX in ``target`` (quantized with ``int8_config``).
+
+    Another process may export the same model at the same time (daemons sharing a model
+    cache): each works in a directory of its own, and the first to finish wins."""
+    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+
+    log.info(
+        "embedding.onnx_export",
+        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
+    )
+    tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        source = target if target.is_dir() else Path(path)  # keep an earlier export's files
+        if source.is_dir():
+            shutil.copytree(source, tmp)
+            model = SentenceTransformer(str(tmp), backend="onnx", device="cpu")
+        else:
+            model = SentenceTransformer(path, backend="onnx", device="cpu")
+        if not (tmp / FP32_FILE).exists():  # else it was loaded from there
+            model.save_pretrained(str(tmp))  # the fp32 export: onnx/model.onnx
+        if int8_config is not None:
+            suffix = Path(file_name).stem.removeprefix("model_")
+            export_dynamic_quantized_onnx_model(model, int8_config, str(tmp), file_suffix=suffix)
+        if not (tmp / file_name).exists():
+            written = sorted(p.name for p in (tmp / "onnx").glob("*.onnx"))
+            raise TierError(
+                f"the ONNX export ({int8_config or 'fp32'}) did not write {file_name} "
+                f"(it wrote {', '.join(written) or 'nothing'})"
+            )
+        if (target / file_name).exists():
+            return  # another process finished first
+        old = tmp.with_name(tmp.name + ".old")
+        with contextlib.suppress(FileNotFoundError):
+            target.rename(old)
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / file_name).exists():
+                raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class SentenceTransformerEmbedder:
@@ -116,48 +166,37 @@ class SentenceTransformerEmbedder:
 
         torch.set_num_threads(threads)
         # The name the vector store records: int8 vectors are not torch's, so a store is
-        # never filled with both (switching the back-end is refused, naming the rebuild).
-        self.model_name = model if backend == "torch" else f"{model}@{backend}"
+        # never filled with both (switching is refused, naming the rebuild); the fp32 ONNX
+        # export computes torch's vectors, so torch and onnx share stores.
+        self.model_name = f"{model}@{backend}" if backend == "onnx-int8" else model
         self.batch_size = batch_size
         path = resolve_model(model)
-        if backend == "onnx-int8":
-            self._model = self._onnx_int8(path, model, cache_dir)
+        if backend in ("onnx", "onnx-int8"):
+            self._model = self._onnx(path, model, cache_dir, backend == "onnx-int8", threads)
         else:
             self._model = SentenceTransformer(path, device="cpu")
         self.dim = int(self._model.get_embedding_dimension())
 
     @staticmethod
-    def _onnx_int8(path: str, name: str, cache_dir: Path | None) -> Any:
-        from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+    def _onnx(path: str, name: str, cache_dir: Path | None, int8: bool, threads: int) -> Any:
+        """The model exported once to ONNX under ``cache_dir`` (and quantized for this CPU
+        with ``int8``), served by onnxruntime with ``threads`` threads."""
+        import onnxruntime
+        from sentence_transformers import SentenceTransformer
 
         config = quantization_config(_cpu_flags(), platform.machine())
         target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
-        file_name = onnx_file_name(config)
+        file_name = onnx_file_name(config) if int8 else FP32_FILE
         if not (target / file_name).exists():
-            log.info(
-                "embedding.onnx_export",
-                extra={"fields": {"target": str(target), "quantization": config}},
-            )
-            tmp = target.with_name(target.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            if Path(path).is_dir():
-                shutil.copytree(path, tmp)
-                model = SentenceTransformer(str(tmp), backend="onnx", device="cpu")
-            else:
-                model = SentenceTransformer(path, backend="onnx", device="cpu")
-            model.save_pretrained(str(tmp))
-            suffix = Path(file_name).stem.removeprefix("model_")
-            export_dynamic_quantized_onnx_model(model, config, str(tmp), file_suffix=suffix)
-            if not (tmp / file_name).exists():
-                written = sorted(p.name for p in (tmp / "onnx").glob("*.onnx"))
-                raise TierError(
-                    f"the ONNX int8 export ({config}) did not write {file_name} "
-                    f"(it wrote {', '.join(written) or 'nothing'})"
-                )
-            shutil.rmtree(target, ignore_errors=True)
-            tmp.rename(target)
+            _export(path, target, file_name, config if int8 else None)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
         return SentenceTransformer(
-            str(target), backend="onnx", device="cpu", model_kwargs={"file_name": file_name}
+            str(target),
+            backend="onnx",
+            device="cpu",
+            model_kwargs={"file_name": file_name, "session_options": options},
         )
 
     def encode_documents(self, texts: list[str]) -> np.ndarray:
