@@ -34,6 +34,7 @@ from daemon.scheduler import build_scheduler, next_consolidation
 from daemon.security_settings import read_secret_file
 from daemon.server import SERVICES, HealthServicer, bind, build_server
 from daemon.settings import Settings, is_loopback
+from daemon.settings_sections import EmbeddingSettings
 from daemon.weaver_service import WeaverService
 from recall import Channel, Reranker
 from recall.cache import SemanticCache
@@ -41,9 +42,10 @@ from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
-from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
+from tiers.embedding import Embedder, EmbeddingService, SentenceTransformerEmbedder
 from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
+from tiers.models import ModelClient
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
@@ -61,6 +63,13 @@ log = logging.getLogger("strata.daemon")
 
 def _fields(**fields: Any) -> dict[str, Any]:
     return {"fields": fields}
+
+
+def embedding_description(e: EmbeddingSettings) -> str:
+    """How logs, errors and ``weaverctl status`` name the embedding model."""
+    if e.provider == "litellm":
+        return f"litellm:{e.model} at {e.api_base}" if e.api_base else f"litellm:{e.model}"
+    return f"{e.model} ({e.backend})"
 
 
 class Daemon:
@@ -178,6 +187,8 @@ class Daemon:
 
     def _embedding_service(self) -> EmbeddingService:
         e = self.settings.embedding
+        if e.provider == "litellm":
+            return EmbeddingService(self._litellm_embedder, embedding_description(e))
         models = self.settings.data_dir / "models"
         return EmbeddingService(
             lambda: SentenceTransformerEmbedder(
@@ -187,7 +198,27 @@ class Daemon:
                 batch_size=e.batch_size,
                 cache_dir=models,
             ),
-            f"{e.model} ({e.backend})",
+            embedding_description(e),
+        )
+
+    def _litellm_embedder(self) -> Embedder:
+        """The remote embedder; with ``embedding.dim = 0`` this asks the endpoint for the
+        vector size, and the loader retries it while the endpoint is down."""
+        from tiers.embedding_litellm import LiteLLMEmbedder
+
+        e = self.settings.embedding
+        client = ModelClient(
+            model=e.model,
+            api_base=e.api_base or None,
+            api_key_env=e.api_key_env or None,
+            api_key_file=e.api_key_file,
+            timeout_seconds=e.timeout_seconds,
+            max_retries=e.max_retries,
+            batch_size=e.batch_size,
+            name=f"embedding {embedding_description(e)}",
+        )
+        return LiteLLMEmbedder(
+            client, dim=e.dim, query_prefix=e.query_prefix, document_prefix=e.document_prefix
         )
 
     def _open_vectors(self) -> VectorStore:
@@ -273,9 +304,7 @@ class Daemon:
                 self.engine,
                 self.forgetter,
             ),
-            WeaverService(
-                self.weaver, self.journal, s.limits, f"{s.embedding.model} ({s.embedding.backend})"
-            ),
+            WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
             AdminService(
                 BackupSources(
                     {"state": self.state, "journal": self.journal_store},
@@ -301,6 +330,7 @@ class Daemon:
         # Tier 3 loads in the background: appends are served already.
         assert self.semantic is not None
         self.semantic.on_ready.append(self._tier3_opened)
+        self.semantic.embeddings.on_retry.append(self._tier3_waiting)
         self.semantic.start()
         if self.weaver is not None:
             self.weaver.start()
@@ -335,6 +365,7 @@ class Daemon:
         if health_servicer is None or loop is None:
             return
         serving = status.SERVING if ok else status.NOT_SERVING
+        health_servicer.reason = ""
         if not ok and self.semantic is not None:
             health_servicer.reason = self.semantic.error or "Tier 3 failed to open"
 
@@ -345,6 +376,12 @@ class Daemon:
 
         with contextlib.suppress(RuntimeError):  # the loop is closed: the daemon has stopped
             loop.call_soon_threadsafe(update)
+
+    def _tier3_waiting(self, reason: str) -> None:
+        """From the loader thread: Tier 3 waits for an embedding endpoint that is down; the
+        overall health stays NOT_SERVING and says why."""
+        if self._health is not None:
+            self._health.reason = reason
 
     # -- stop ------------------------------------------------------------------------------
     async def stop(self) -> None:
