@@ -345,8 +345,10 @@ class ModelClient:
         cause = ""
         down = False  # whether the last failure was the endpoint's (not a rejected reply)
 
+        secret = api_key if self.api_key_env or self.api_key_file else None  # not "no-key"
+
         def redact(text: str) -> str:
-            return text.replace(api_key, "***") if api_key and len(api_key) > 3 else text
+            return text.replace(secret, "***") if secret else text
 
         for attempt in range(1, total + 1):
             stats.attempts += 1
