@@ -85,6 +85,7 @@ class Daemon:
         self.weaver: Weaver | None = None
         self.rebuilder: Rebuilder | None = None
         self.forgetter: Forgetter | None = None
+        self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
         self._scheduler: AsyncIOScheduler | None = None
@@ -188,6 +189,16 @@ class Daemon:
     def _embedding_service(self) -> EmbeddingService:
         e = self.settings.embedding
         if e.provider == "litellm":
+            self.embedding_client = ModelClient(
+                model=e.model,
+                api_base=e.api_base or None,
+                api_key_env=e.api_key_env or None,
+                api_key_file=e.api_key_file,
+                timeout_seconds=e.timeout_seconds,
+                max_retries=e.max_retries,
+                batch_size=e.batch_size,
+                name=f"embedding {embedding_description(e)}",
+            )
             return EmbeddingService(self._litellm_embedder, embedding_description(e))
         models = self.settings.data_dir / "models"
         return EmbeddingService(
@@ -207,18 +218,12 @@ class Daemon:
         from tiers.embedding_litellm import LiteLLMEmbedder
 
         e = self.settings.embedding
-        client = ModelClient(
-            model=e.model,
-            api_base=e.api_base or None,
-            api_key_env=e.api_key_env or None,
-            api_key_file=e.api_key_file,
-            timeout_seconds=e.timeout_seconds,
-            max_retries=e.max_retries,
-            batch_size=e.batch_size,
-            name=f"embedding {embedding_description(e)}",
-        )
+        assert self.embedding_client is not None
         return LiteLLMEmbedder(
-            client, dim=e.dim, query_prefix=e.query_prefix, document_prefix=e.document_prefix
+            self.embedding_client,
+            dim=e.dim,
+            query_prefix=e.query_prefix,
+            document_prefix=e.document_prefix,
         )
 
     def _open_vectors(self) -> VectorStore:
@@ -283,7 +288,8 @@ class Daemon:
         if self.metrics is not None:
             m = self.metrics
             assert self.semantic is not None
-            m.observe(self.working, self.journal, self.semantic, self.weaver, self.engine)
+            models = {"embed": self.embedding_client} if self.embedding_client else {}
+            m.observe(self.working, self.journal, self.semantic, self.weaver, self.engine, models)
             metrics_interceptor = m.interceptor()
             try:
                 self.metrics_address = m.serve(s.metrics.listen)
