@@ -34,6 +34,7 @@ from daemon.scheduler import build_scheduler, next_consolidation
 from daemon.security_settings import read_secret_file
 from daemon.server import SERVICES, HealthServicer, bind, build_server
 from daemon.settings import Settings, is_loopback
+from daemon.settings_sections import EmbeddingSettings
 from daemon.weaver_service import WeaverService
 from recall import Channel, Reranker
 from recall.cache import SemanticCache
@@ -41,10 +42,11 @@ from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
-from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
+from tiers.embedding import Embedder, EmbeddingService, SentenceTransformerEmbedder
 from tiers.embedding_priority import PriorityEmbedder
 from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
+from tiers.models import ModelClient
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
@@ -64,6 +66,13 @@ def _fields(**fields: Any) -> dict[str, Any]:
     return {"fields": fields}
 
 
+def embedding_description(e: EmbeddingSettings) -> str:
+    """How logs, errors and ``weaverctl status`` name the embedding model."""
+    if e.provider == "litellm":
+        return f"litellm:{e.model} at {e.api_base}" if e.api_base else f"litellm:{e.model}"
+    return f"{e.model} ({e.backend})"
+
+
 class Daemon:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -77,6 +86,7 @@ class Daemon:
         self.weaver: Weaver | None = None
         self.rebuilder: Rebuilder | None = None
         self.forgetter: Forgetter | None = None
+        self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
         self._scheduler: AsyncIOScheduler | None = None
@@ -179,6 +189,20 @@ class Daemon:
 
     def _embedding_service(self) -> EmbeddingService:
         e = self.settings.embedding
+        if e.provider == "litellm":
+            self.embedding_client = ModelClient(
+                model=e.model,
+                api_base=e.api_base or None,
+                api_key_env=e.api_key_env or None,
+                api_key_file=e.api_key_file,
+                timeout_seconds=e.timeout_seconds,
+                max_retries=e.max_retries,
+                batch_size=e.batch_size,
+                name=f"embedding {embedding_description(e)}",
+            )
+            return EmbeddingService(
+                lambda: PriorityEmbedder(self._litellm_embedder()), embedding_description(e)
+            )
         models = e.cache_dir or self.settings.data_dir / "models"
         return EmbeddingService(
             # Queries first: the weaver's documents wait while a query is being embedded.
@@ -191,7 +215,21 @@ class Daemon:
                     cache_dir=models,
                 )
             ),
-            f"{e.model} ({e.backend})",
+            embedding_description(e),
+        )
+
+    def _litellm_embedder(self) -> Embedder:
+        """The remote embedder; with ``embedding.dim = 0`` this asks the endpoint for the
+        vector size, and the loader retries it while the endpoint is down."""
+        from tiers.embedding_litellm import LiteLLMEmbedder
+
+        e = self.settings.embedding
+        assert self.embedding_client is not None
+        return LiteLLMEmbedder(
+            self.embedding_client,
+            dim=e.dim,
+            query_prefix=e.query_prefix,
+            document_prefix=e.document_prefix,
         )
 
     def _open_vectors(self) -> VectorStore:
@@ -256,7 +294,8 @@ class Daemon:
         if self.metrics is not None:
             m = self.metrics
             assert self.semantic is not None
-            m.observe(self.working, self.journal, self.semantic, self.weaver, self.engine)
+            models = {"embed": self.embedding_client} if self.embedding_client else {}
+            m.observe(self.working, self.journal, self.semantic, self.weaver, self.engine, models)
             metrics_interceptor = m.interceptor()
             try:
                 self.metrics_address = m.serve(s.metrics.listen)
@@ -277,9 +316,7 @@ class Daemon:
                 self.engine,
                 self.forgetter,
             ),
-            WeaverService(
-                self.weaver, self.journal, s.limits, f"{s.embedding.model} ({s.embedding.backend})"
-            ),
+            WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
             AdminService(
                 BackupSources(
                     {"state": self.state, "journal": self.journal_store},
@@ -305,6 +342,7 @@ class Daemon:
         # Tier 3 loads in the background: appends are served already.
         assert self.semantic is not None
         self.semantic.on_ready.append(self._tier3_opened)
+        self.semantic.embeddings.on_retry.append(self._tier3_waiting)
         self.semantic.start()
         if self.weaver is not None:
             self.weaver.start()
@@ -339,6 +377,7 @@ class Daemon:
         if health_servicer is None or loop is None:
             return
         serving = status.SERVING if ok else status.NOT_SERVING
+        health_servicer.reason = ""
         if not ok and self.semantic is not None:
             health_servicer.reason = self.semantic.error or "Tier 3 failed to open"
 
@@ -349,6 +388,12 @@ class Daemon:
 
         with contextlib.suppress(RuntimeError):  # the loop is closed: the daemon has stopped
             loop.call_soon_threadsafe(update)
+
+    def _tier3_waiting(self, reason: str) -> None:
+        """From the loader thread: Tier 3 waits for an embedding endpoint that is down; the
+        overall health stays NOT_SERVING and says why."""
+        if self._health is not None:
+            self._health.reason = reason
 
     # -- stop ------------------------------------------------------------------------------
     async def stop(self) -> None:

@@ -1,44 +1,15 @@
-"""litellm, shared by the weaver's LLM extractor and the LLM reranker.
+"""Prompt helpers shared by the weaver's LLM extractor and the LLM reranker.
 
-Importing litellm takes about 3 s and, by default, fetches a model cost map from the
-network: it is imported once, lazily, off the request path, with the local cost map.
+The model client itself (litellm's import, keys, retries, counters) is
+:class:`tiers.models.ModelClient`; ``import_litellm`` and ``LLMTotals`` are re-exported here
+for the callers that imported them from this module.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from dataclasses import dataclass
-from typing import Any
+from tiers.models import LLMTotals, import_litellm
 
-_lock = threading.Lock()
-_litellm: Any = None
-
-
-@dataclass
-class LLMTotals:
-    """Counters over a back-end's lifetime (the extractor's or the reranker's), updated under
-    its owner's lock and read by the metrics collector."""
-
-    extractions: int = 0  # the extractor's episodes (the reranker leaves these at 0)
-    failed_extractions: int = 0
-    llm_calls: int = 0  # requests sent
-    failed_calls: int = 0
-    prompt_tokens: int = 0  # from the replies' usage
-    completion_tokens: int = 0
-
-
-def import_litellm() -> Any:
-    """The litellm module, imported once, offline."""
-    global _litellm
-    with _lock:
-        if _litellm is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" on stdout
-            _litellm = litellm
-    return _litellm
+__all__ = ["LLMTotals", "escape_data", "import_litellm"]
 
 
 # Characters that end a line for some readers although json.dumps(ensure_ascii=False) leaves

@@ -144,8 +144,10 @@ class Metrics:
         semantic: SemanticStore,
         weaver: Weaver | None,
         engine: RecallEngine | None,
+        models: Mapping[str, object] | None = None,
     ) -> None:
-        """Hook the observers and register the scrape-time collector."""
+        """Hook the observers and register the scrape-time collector. ``models``: more
+        back-ends with totals by purpose (``"embed"``: a remote embedding endpoint's client)."""
         if weaver is not None:
             weaver.on_indexed.append(self._indexed)
             weaver.on_run.append(self._run)
@@ -156,6 +158,7 @@ class Metrics:
             llm["extract"] = weaver.extractor
         if engine is not None and engine.reranker("llm") is not None:
             llm["rerank"] = engine.reranker("llm")
+        llm.update(models or {})
         self.registry.register(_StateCollector(working, journal, semantic, llm))
 
     def _indexed(self, episodes: int, chunks: int, seconds: float) -> None:
@@ -222,7 +225,7 @@ class _StateCollector(Collector):
         self._working = working
         self._journal = journal
         self._semantic = semantic
-        self._llm = llm  # purpose ("extract", "rerank") -> a back-end that may keep totals
+        self._llm = llm  # purpose ("extract", "rerank", "embed") -> a back-end with totals
 
     def describe(self) -> Iterable[Metric]:
         return []  # collected lazily: nothing is read at registration

@@ -12,6 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tiers.models import read_secret_file
+
+__all__ = ["AuthSettings", "TLSSettings", "TokenEntry", "read_secret_file"]
+
 RIGHTS = ("append", "recall", "forget", "admin")
 Right = Literal["append", "recall", "forget", "admin"]
 ALL_TENANTS = "*"
@@ -93,8 +97,3 @@ class TLSSettings(BaseModel):
             if path is not None and not path.is_file():
                 raise ValueError(f"tls.{name}: {str(path)!r} is not a readable file")
         return self
-
-
-def read_secret_file(path: Path) -> str:
-    """A secret kept in a file: its content without surrounding whitespace."""
-    return path.read_text().strip()

@@ -108,6 +108,7 @@ class Settings(BaseSettings):
         for name, path in (
             ("qdrant_api_key_file", self.qdrant_api_key_file),
             ("llm.api_key_file", self.llm.api_key_file),
+            ("embedding.api_key_file", self.embedding.api_key_file),
         ):
             if path is not None and not path.is_file():
                 raise ValueError(f"{name}: {str(path)!r} is not a readable file")

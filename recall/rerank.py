@@ -18,9 +18,7 @@ Both take the candidates in the engine's (fused) order and use that order to bre
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from daemon.llm import LLMTotals, escape_data, import_litellm
-from daemon.security_settings import read_secret_file
+from daemon.llm import escape_data
 from recall import Candidate, QueryContext, RerankFailed
+from tiers.errors import ModelError
+from tiers.models import LLMTotals, ModelClient, RetryReply
 
 # -- local -----------------------------------------------------------------------------------
 
@@ -282,7 +281,8 @@ def parse_order(content: str | None, count: int) -> list[int]:
 
 class LLMReranker:
     """Orders the top ``max_candidates`` with one chat completion; the candidates beyond them,
-    and those the model leaves out, follow in their fused order."""
+    and those the model leaves out, follow in their fused order. The request, the key and the
+    retries are the model client's (:class:`tiers.models.ModelClient`)."""
 
     name = "llm"
 
@@ -303,33 +303,28 @@ class LLMReranker:
             raise ValueError("model, timeout_seconds, max_candidates/_text_chars/_tokens needed")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        self.client = ModelClient(
+            model=model,
+            api_base=api_base,
+            api_key_env=api_key_env,
+            api_key_file=api_key_file,
+            timeout_seconds=timeout_seconds,
+            max_retries=max_retries,
+            backoff_seconds=0.2,  # recall is waiting: short pauses (with retries configured)
+            max_backoff_seconds=1.0,
+            name=f"llm ({model})",
+        )
         self.model = model
-        self.api_base = api_base
-        self.api_key_env = api_key_env
-        self.api_key_file = api_key_file
-        self.timeout_seconds = timeout_seconds
         self.max_candidates = max_candidates
         self.max_text_chars = max_text_chars
         self.max_tokens = max_tokens
-        self.max_retries = max_retries
-        self.totals = LLMTotals()
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # the key never appears: only the variable's name
-        return f"LLMReranker(model={self.model!r}, api_base={self.api_base!r})"
+        return f"LLMReranker(model={self.model!r}, api_base={self.client.api_base!r})"
 
-    def _api_key(self) -> str | None:
-        if self.api_key_file is not None:  # read per call: a rotated key is picked up
-            try:
-                return read_secret_file(self.api_key_file)
-            except OSError as exc:
-                raise RerankFailed(f"llm: cannot read the API key file: {exc.strerror}") from None
-        if self.api_key_env is None:
-            return "no-key" if self.api_base else None
-        key = os.environ.get(self.api_key_env, "")
-        if not key:
-            raise RerankFailed(f"llm: environment variable {self.api_key_env} is not set")
-        return key
+    @property
+    def totals(self) -> LLMTotals:
+        return self.client.totals
 
     def rerank(self, ctx: QueryContext, candidates: list[Candidate]) -> list[Candidate]:
         if not candidates:
@@ -348,41 +343,7 @@ class LLMReranker:
         return ranked + rest
 
     def _ask(self, query: str, top: list[Candidate]) -> list[int]:
-        api_key = self._api_key()
-        litellm = import_litellm()
-        messages = build_messages(query, top, self.max_text_chars)
-        cause, error = "", None
-        for _attempt in range(self.max_retries + 1):
-            self._account(calls=1)
-            try:
-                response = litellm.completion(
-                    model=self.model,
-                    messages=messages,
-                    api_base=self.api_base,
-                    api_key=api_key,
-                    timeout=self.timeout_seconds,
-                    max_tokens=self.max_tokens,
-                    temperature=0.0,
-                    response_format={"type": "json_object"},
-                    drop_params=True,
-                    num_retries=0,  # litellm's own retries: off
-                    max_retries=0,  # the OpenAI SDK's retries: off
-                )
-            except Exception as exc:
-                self._account(failed_calls=1)
-                status = getattr(exc, "status_code", None)
-                label = type(exc).__name__ + (f" {status}" if isinstance(status, int) else "")
-                cause, error = f"{label}: {exc}", exc
-                if api_key and (self.api_key_env or self.api_key_file):
-                    cause = cause.replace(api_key, "***")
-                if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
-                    break  # a client error: another attempt would fail the same way
-                continue
-            usage = getattr(response, "usage", None)
-            self._account(
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            )
+        def check(response: Any) -> list[int]:
             try:
                 choice = response.choices[0]
                 content, finish = choice.message.content, choice.finish_reason
@@ -391,21 +352,18 @@ class LLMReranker:
             try:
                 return parse_order(content, len(top))
             except ValueError as exc:
-                error = None
-                cause = f"bad reply: {exc}" + (" (truncated)" if finish == "length" else "")
-        raise RerankFailed(f"llm ({self.model}): {_short(cause)}") from error
+                truncated = " (truncated)" if finish == "length" else ""
+                raise RetryReply(f"bad reply: {exc}{truncated}") from None
 
-    def _account(
-        self,
-        *,
-        calls: int = 0,
-        failed_calls: int = 0,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-    ) -> None:
-        with self._lock:
-            t = self.totals
-            t.llm_calls += calls
-            t.failed_calls += failed_calls
-            t.prompt_tokens += prompt_tokens
-            t.completion_tokens += completion_tokens
+        try:
+            return self.client.complete(
+                check,
+                what="rerank",
+                messages=build_messages(query, top, self.max_text_chars),
+                max_tokens=self.max_tokens,
+                temperature=0.0,
+                response_format={"type": "json_object"},
+                drop_params=True,
+            )
+        except ModelError as exc:
+            raise RerankFailed(f"llm ({self.model}): {_short(exc.cause)}") from exc

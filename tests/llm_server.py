@@ -17,8 +17,10 @@ Closing is clean even while a handler hangs: :meth:`FakeOpenAI.hang` waits on an
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -28,7 +30,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["FakeOpenAI", "Reply", "free_port_refuses"]
+__all__ = ["FakeOpenAI", "Reply", "embedding_body", "free_port_refuses"]
+
+
+def embedding_body(vectors: list[list[float]], model: str, base64_floats: bool = False) -> Any:
+    """An OpenAI ``/v1/embeddings`` reply for ``vectors`` (float32 base64 if asked)."""
+    data = []
+    for i, vector in enumerate(vectors):
+        value: Any = [float(x) for x in vector]
+        if base64_floats:
+            value = base64.b64encode(struct.pack(f"<{len(value)}f", *value)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = max(1, sum(len(v) for v in vectors) // 64)
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,11 @@ class Reply:
     def raw(cls, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
         """Any body with any status (dict/list → JSON, str → as is)."""
         return cls("raw", status=status, body=body, headers=dict(headers or {}))
+
+    @classmethod
+    def embeddings(cls, vectors: list[list[float]], model: str = "test") -> Reply:
+        """An embedding list holding ``vectors`` (whatever was asked)."""
+        return cls.raw(embedding_body(vectors, model))
 
     @classmethod
     def hang(cls, seconds: float, then: Reply | None = None) -> Reply:
@@ -155,8 +179,13 @@ class FakeOpenAI:
         model: str = "test",
         responder: Callable[[Any], Reply] | None = None,
         port: int = 0,
+        embed: Callable[[list[str]], list[list[float]]] | None = None,
     ) -> None:
         self.default: Reply = default or _NO_SCRIPT
+        # Answers POST /v1/embeddings when the script is empty: texts in, vectors out.
+        self.embed = embed
+        # When set, every request gets this reply: the endpoint is down.
+        self.outage: Reply | None = None
         # Answers from the request itself when the script is empty (before ``default``).
         self.responder = responder
         self.model = model
@@ -245,11 +274,29 @@ class FakeOpenAI:
             self.paths.append(path)
             self.headers.append(headers)
             self.times.append(time.monotonic())
+            if self.outage is not None:
+                return self.outage
             if self._script:
                 return self._script.popleft()
+        if self.embed is not None and path.rstrip("/").endswith("/embeddings"):
+            return self._embeddings(body)
         if self.responder is not None:
             return self.responder(body)
         return self.default
+
+    def _embeddings(self, request: Any) -> Reply:
+        assert self.embed is not None
+        if not _is_dict(request) or "input" not in request:
+            return Reply.error(400, {"error": {"message": "no input", "type": "invalid_request"}})
+        texts = request["input"]
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        try:
+            vectors = self.embed(texts)
+        except Exception as exc:  # the test's hook failed: say so instead of hanging up
+            return Reply.error(500, {"error": {"message": f"embed hook: {exc!r}"}})
+        base64_floats = request.get("encoding_format") == "base64"
+        model = request.get("model", self.model)
+        return Reply.raw(embedding_body([list(v) for v in vectors], model, base64_floats))
 
     def _completion(self, reply: Reply, request: Any) -> dict[str, Any]:
         usage = reply.usage

@@ -80,7 +80,8 @@ def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
         # The LLM comes back on the same address: the next retry consolidates everything.
         echo = EchoLLM()
         with FakeOpenAI(responder=echo, port=port):
-            wait_for(lambda: c.weaver_status().pending == 0, 20)
+            # Pending reaches 0 before the run ends (profiles): wait for its report too.
+            wait_for(lambda: (s := c.weaver_status()).pending == 0 and not s.running, 20)
             status = c.weaver_status()
             assert status.last_run.ok and status.last_run.episodes == 3
             assert weaver.llm_backoff.failures == 0

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from daemon.app import Daemon
 from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import ThreadDaemon
+from tests.support import ThreadDaemon, wait_until
 from tests.test_weaver import MAY, QUIET, conversation, run
 from tests.weaving import EchoLLM
 from tiers.embedding import EmbeddingService, EmbeddingUnavailable
@@ -253,3 +253,39 @@ def test_an_aborted_rpc_is_counted_before_its_status_is_sent() -> None:
     with pytest.raises(grpc.aio.AbortError):
         asyncio.run(wrapped(None, Context()))
     assert events == ["counted INVALID_ARGUMENT", "sent INVALID_ARGUMENT"]
+
+
+def _eight_d(texts: list[str]) -> list[list[float]]:
+    return [[float(len(t) % (i + 2)) + 1.0 for i in range(8)] for t in texts]
+
+
+def test_remote_embedding_calls_are_counted(start_daemon: Any) -> None:
+    with FakeOpenAI(embed=_eight_d) as fake:
+        daemon = start_daemon(
+            metrics=METRICS,
+            weaver=QUIET,
+            embedding={
+                "provider": "litellm",
+                "model": "openai/test-embed",
+                "api_base": fake.base_url,
+                "max_retries": 0,
+                "dim": 8,
+            },
+        )
+        with daemon.client() as c:
+            wait_ready(c)
+            conversation(c, "s1", MAY, "I like jazz.", "I prefer rock.")
+            wait_until(lambda: c.weaver_status().unindexed == 0, 30, "for the index")
+            c.recall("jazz", user_id="alice")
+            ok = Scrape(daemon)
+            calls = ok("strata_llm_calls_total", purpose="embed", outcome="ok")
+            assert calls == len(fake.requests) >= 2  # the index batch and the query
+            assert ok("strata_llm_calls_total", purpose="embed", outcome="error") == 0
+            assert ok("strata_llm_tokens_total", purpose="embed", type="prompt") > 0
+            fake.outage = Reply.error(503)
+            with pytest.raises(grpc.RpcError) as err:
+                c.recall("rock", user_id="alice")
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            down = Scrape(daemon)
+            assert down("strata_llm_calls_total", purpose="embed", outcome="error") == 1
+            assert down("strata_llm_calls_total", purpose="embed", outcome="ok") == calls

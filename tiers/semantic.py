@@ -137,7 +137,8 @@ class SemanticStore:
     def wait_ready(self, timeout: float | None = None) -> tuple[Embedder, VectorStore]:
         if not self._ready.wait(timeout):
             raise EmbeddingUnavailable(
-                f"Tier 3 is still starting (loading {self.embeddings.description})"
+                self.embeddings.error  # e.g. a remote embedding endpoint that is down
+                or f"Tier 3 is still starting (loading {self.embeddings.description})"
             )
         if self._vectors is None:
             raise EmbeddingUnavailable(self.error or "Tier 3 failed to start")
@@ -145,6 +146,7 @@ class SemanticStore:
 
     def close(self) -> None:
         """Flush and close the vector store (idempotent)."""
+        self.embeddings.close()
         with self._lock:
             self._closed = True
             vectors, self._vectors = self._vectors, None

@@ -101,8 +101,10 @@ class Weaver:
 
     @property
     def tier3_error(self) -> str | None:
-        """Why Tier 3 failed to open, in one line; None while it loads or once it is ready."""
-        return self._semantic.error
+        """Why Tier 3 failed to open, or why it is not open yet (an embedding endpoint that
+        is down while its vector size is probed), in one line; None once it is ready."""
+        semantic = self._semantic
+        return semantic.error or (None if semantic.ready else semantic.embeddings.error)
 
     @property
     def extractor_name(self) -> str:
