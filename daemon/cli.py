@@ -93,8 +93,10 @@ def make_token(name: str, tenants: list[str], rights: list[str]) -> tuple[str, s
 
 
 async def serve(settings: Settings, ready_file: Path | None = None) -> int:
+    from daemon import gc_pauses
     from daemon.app import Daemon
 
+    gc_pauses.watch()
     daemon = Daemon(settings)
     loop = asyncio.get_running_loop()
     signals_seen = 0

@@ -10,13 +10,16 @@ out of the way. Then, from separate threads of this process, each with its own c
 - a recaller: ``Recall`` k = 10, one after another, LoCoMo questions for random users;
 - a pinger: ``grpc.health.v1.Health/Check`` every 50 ms.
 
-One session is ended, so the weaver indexes it and the next scheduled build runs over all N
-points. The build's window runs from the next generation's directory appearing to
-``vectors/CURRENT`` naming it (``tiers.vectors.edge_generations``). Reported: the window, and
-inside and outside it the number, p99 and maximum of the Append and Recall latencies and the
-longest health answer. Targets: no Append over 50 ms and no Recall over 250 ms during the
-build. Afterwards, with the index built, single-client Recall p50/p95 and the server stages
-(target p50 <= 15 ms, p95 <= 40 ms).
+Then ``--backlog`` sessions of 20 LoCoMo turns are ended at once (``AppendBatch`` +
+``EndSession``), so the weaver indexes while the next scheduled build runs over all N points
+(the situation of ``../shared/notes/scale.md``: pauses while indexing, and a build that never
+ran behind an index backlog). The build's window runs from the next generation's directory
+appearing to ``vectors/CURRENT`` naming it (``tiers.vectors.edge_generations``). Reported: the
+window, and inside and outside it the number, p99 and maximum of the Append and Recall
+latencies and the longest health answer, and the daemon's ``gc.pause`` log lines (collections
+of 50 ms or more). Targets: no Append over 50 ms and no Recall over 250 ms during the build.
+Afterwards, with the index built, single-client Recall p50/p95 and the server stages (target
+p50 <= 15 ms, p95 <= 40 ms).
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from daemon.client import MemoryClient
+from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.recall_latency import build, measure
 from tests.bench.tier3_query import embed_pool
 from tests.support import ProcessDaemon
+from tiers.embedding import SentenceTransformerEmbedder
 from tiers.vectors import edge_generations as generations
 
 APPEND_EVERY = 0.020
@@ -88,8 +93,43 @@ def summary(samples: list[tuple[float, float]], start: float, end: float) -> dic
     return {"during_build": figures(inside), "otherwise": figures(outside)}
 
 
-def run(size: int, queries: int) -> dict[str, Any]:
+def drain_rate(seen: list[tuple[float, int]]) -> dict[str, Any]:
+    """Episodes indexed per second while the backlog lasted (from ``unindexed`` samples)."""
+    draining = [(t, n) for t, n in seen if n > 0]
+    if len(draining) < 2:
+        return {"episodes_per_s": None}
+    (t0, n0), (t1, n1) = max(draining, key=lambda x: x[1]), draining[-1]
+    rate = (n0 - n1) / (t1 - t0) if t1 > t0 else 0.0
+    return {"episodes_per_s": round(rate, 2), "from": n0, "to": n1, "seconds": round(t1 - t0, 1)}
+
+
+def gc_pauses(log: str) -> list[float]:
+    return [
+        float(line.split(" ms=")[1].split()[0])
+        for line in log.splitlines()
+        if "gc.pause" in line and " ms=" in line
+    ]
+
+
+def raw_throughput(texts: list[str]) -> float:
+    """Texts per second the daemon's default embedder (``EmbeddingSettings()``) manages alone
+    in this process, on LoCoMo turns in batches of 16 (the weaver's slices)."""
+    e = EmbeddingSettings()
+    with tempfile.TemporaryDirectory(prefix="strata-models-") as tmp:
+        embedder = SentenceTransformerEmbedder(
+            e.model, backend=e.backend, threads=e.threads, cache_dir=Path(tmp)
+        )
+        sample = texts[:800]
+        embedder.encode_documents(sample[:32])  # warm-up
+        t0 = time.perf_counter()
+        for i in range(0, len(sample), 16):
+            embedder.encode_documents(sample[i : i + 16])
+        return len(sample) / (time.perf_counter() - t0)
+
+
+def run(size: int, queries: int, backlog: int) -> dict[str, Any]:
     texts, pool, questions, _q, _secs = embed_pool(threads=2)
+    raw = raw_throughput(texts)
     with tempfile.TemporaryDirectory(prefix="strata-build-") as tmp:
         data = Path(tmp) / "data"
         print(f"{size} points: building the data dir (not optimized) ...", flush=True)
@@ -133,6 +173,17 @@ def run(size: int, queries: int) -> dict[str, Any]:
                     PING_EVERY,
                 ),
             ]
+            status = MemoryClient(address, timeout=60)
+            backlog_seen: list[tuple[float, int]] = []
+            recorders.append(
+                Recorder(
+                    "backlog",
+                    lambda i: backlog_seen.append(
+                        (time.perf_counter(), status.weaver_status().unindexed)
+                    ),
+                    1.0,
+                )
+            )
             for r in recorders:
                 r.start()
             vectors = data / "vectors"
@@ -159,17 +210,27 @@ def run(size: int, queries: int) -> dict[str, Any]:
                 r.join(60)
             appends.close()
             recalls.close()
+            status.close()
             channel.close()
             print(f"{size} points: measuring Recall with the index built ...", flush=True)
+            with MemoryClient(address, timeout=60) as c:
+                unindexed = c.weaver_status().unindexed
             steady = measure(address, questions, queries)
         finally:
             proc.terminate()
+        pauses = gc_pauses(proc.log())
     return {
         "points": size,
         **built,
         "build_window_s": round(end - start, 2),
+        "backlog_sessions": backlog,
+        "unindexed_after": unindexed,
+        "gc_pauses_ms": sorted(pauses, reverse=True)[:10],
+        "gc_pauses": len(pauses),
         **{r.name: summary(r.samples, start, end) for r in recorders},
         "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
+        "index_rate": drain_rate(backlog_seen),
+        "raw_texts_per_s": round(raw, 1),
         "steady": steady,
     }
 
@@ -178,10 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.index_build")
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--backlog", type=int, default=300, help="sessions ended at once")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
-    result = run(args.points, args.queries)
+    result = run(args.points, args.queries, args.backlog)
     print()
     print(f"The daemon while its vector index builds ({result['points']} points)")
     print(format_machine(machine))
@@ -190,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         f"  {'rpc':>7} {'during: n':>10} {'p50':>7} {'p99':>7} {'max':>8} | "
         f"{'otherwise: n':>12} {'p50':>7} {'p99':>7} {'max':>8}"
     )
-    for name in ("append", "recall", "health"):
+    for name in ("append", "recall", "health"):  # the backlog sampler is not a target
         d, o = result[name]["during_build"], result[name]["otherwise"]
         print(
             f"  {name:>7} {d.get('n', 0):>10} {d.get('p50', '-'):>7} {d.get('p99', '-'):>7} "
@@ -198,6 +260,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{o.get('p99', '-'):>7} {o.get('max', '-'):>8}"
         )
     print("  targets during the build: Append max <= 50 ms, Recall max <= 250 ms")
+    print(
+        f"  backlog: {result['backlog_sessions']} sessions ended at the start, "
+        f"{result['unindexed_after']} still unindexed {AFTER_SWAP:g} s after the swap"
+    )
+    print(
+        f"  index stage while the backlog lasted: {result['index_rate']} (20-turn sessions:"
+        f" about 30 texts each); the embedder alone: {result['raw_texts_per_s']} texts/s"
+    )
+    print(
+        f"  gc passes of 50 ms or more: {result['gc_pauses']}, longest "
+        f"{result['gc_pauses_ms'][:5]} ms"
+    )
     if result["errors"]:
         print(f"  errors: {result['errors']}")
     s = result["steady"]

@@ -1,0 +1,42 @@
+"""Garbage-collection passes that pause the daemon, in the log.
+
+A full collection walks every tracked object with the GIL held, so every thread of the daemon
+(appends, recalls, health checks) waits for it. :func:`watch` logs each pass that took at least
+``threshold_ms`` (``gc.pause``, with the generation and the objects it freed), so a stall seen
+from outside can be told apart from the engine's or the model's.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from typing import Any
+
+log = logging.getLogger("strata.gc")
+_state: dict[str, float] = {"threshold_ms": 0.0, "began": 0.0}
+
+
+def _callback(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        _state["began"] = time.perf_counter()
+        return
+    ms = (time.perf_counter() - _state["began"]) * 1000
+    if ms >= _state["threshold_ms"]:
+        log.warning(
+            "gc.pause",
+            extra={
+                "fields": {
+                    "generation": info.get("generation"),
+                    "ms": round(ms, 1),
+                    "collected": info.get("collected"),
+                }
+            },
+        )
+
+
+def watch(threshold_ms: float = 50.0) -> None:
+    """Log collections of at least ``threshold_ms`` (idempotent)."""
+    _state["threshold_ms"] = threshold_ms
+    if _callback not in gc.callbacks:
+        gc.callbacks.append(_callback)
