@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.weaver_throughput
 	$(BIN)/python -m tests.bench.tier3_query
 	$(BIN)/python -m tests.bench.recall_latency
+	$(BIN)/python -m tests.bench.embedding_backends
 
 bench-recall: $(STAMP)
 	$(BIN)/python -m tests.bench.locomo --fixed-evidence

@@ -27,6 +27,7 @@ import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from grpc_health.v1 import health_pb2
 
+from daemon import gc_pauses
 from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
 from daemon.memory_service import MemoryService
 from daemon.metrics import Metrics
@@ -373,6 +374,7 @@ class Daemon:
         status = health_pb2.HealthCheckResponse
         if ok:
             log.info("server.ready")
+            gc_pauses.freeze()  # the model and the fact graph are loaded: out of the GC's way
         health_servicer, loop = self._health, self._loop
         if health_servicer is None or loop is None:
             return

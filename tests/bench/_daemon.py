@@ -107,14 +107,33 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "load_average": [round(x, 2) for x in load],
+        "simd": simd_flags(),
     }
+
+
+def simd_flags() -> str:
+    """The CPU's vector instruction sets that matter to the model's kernels (from
+    /proc/cpuinfo): machines differ, and figures depend on them."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    wanted = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_tile", "neon", "asimd")
+    present = [f for f in wanted if f in flags]
+    absent = [f for f in ("avx512f", "avx512_vnni") if f not in flags and "avx2" in flags]
+    return " ".join(present) + (" (no " + ", ".join(absent) + ")" if absent else "")
 
 
 def format_machine(info: Mapping[str, Any]) -> str:
     load = ", ".join(f"{x:.2f}" for x in info["load_average"])
     return (
         f"date       {info['date_utc']}\n"
-        f"cpu        {info['cpu']} ({info['cores']} cores)\n"
+        f"cpu        {info['cpu']} ({info['cores']} cores; {info.get('simd', 'flags unknown')})\n"
         f"python     {info['python']} on {info['platform']}\n"
         f"load avg   {load} (at start)"
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import tempfile
 import threading
 import time
@@ -103,12 +104,36 @@ def drain_rate(seen: list[tuple[float, int]]) -> dict[str, Any]:
     return {"episodes_per_s": round(rate, 2), "from": n0, "to": n1, "seconds": round(t1 - t0, 1)}
 
 
-def gc_pauses(log: str) -> list[float]:
+def events(log: str, name: str) -> list[dict[str, str]]:
+    """The fields of the daemon's ``name`` log lines (key=value format)."""
     return [
-        float(line.split(" ms=")[1].split()[0])
+        dict(re.findall(r"(\w+)=(\S+)", line))
         for line in log.splitlines()
-        if "gc.pause" in line and " ms=" in line
+        if f"event={name} " in line or line.endswith(f"event={name}")
     ]
+
+
+def gc_pauses(log: str) -> list[float]:
+    return [float(e["ms"]) for e in events(log, "gc.pause")]
+
+
+def index_capacity(log: str) -> dict[str, Any]:
+    """What the index stage did per second of its own work (``weaver.indexed`` lines): the
+    EndSession rate it keeps up with."""
+    jobs = events(log, "weaver.indexed")
+    seconds = sum(float(e["ms"]) for e in jobs) / 1000
+    episodes = sum(int(e["episodes"]) for e in jobs)
+    points = sum(int(e["points"]) for e in jobs)
+    if not seconds:
+        return {"jobs": 0}
+    return {
+        "jobs": len(jobs),
+        "episodes": episodes,
+        "points": points,
+        "busy_s": round(seconds, 1),
+        "episodes_per_s": round(episodes / seconds, 2),
+        "points_per_s": round(points / seconds, 1),
+    }
 
 
 def raw_throughput(texts: list[str]) -> float:
@@ -136,7 +161,7 @@ def run(size: int, queries: int, backlog: int) -> dict[str, Any]:
         built = build(data, size, texts, pool, optimize=False)
         proc = ProcessDaemon(
             data,
-            log_level="warning",
+            log_level="info",  # weaver.indexed, vectors.built and gc.pause are read back
             weaver__interval_seconds="86400",
             vectors__optimize_interval_seconds="5",
         )
@@ -218,7 +243,8 @@ def run(size: int, queries: int, backlog: int) -> dict[str, Any]:
             steady = measure(address, questions, queries)
         finally:
             proc.terminate()
-        pauses = gc_pauses(proc.log())
+        log = proc.log_path.read_text(errors="replace")
+        pauses = gc_pauses(log)
     return {
         "points": size,
         **built,
@@ -230,6 +256,8 @@ def run(size: int, queries: int, backlog: int) -> dict[str, Any]:
         **{r.name: summary(r.samples, start, end) for r in recorders},
         "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
         "index_rate": drain_rate(backlog_seen),
+        "index_capacity": index_capacity(log),
+        "builds": events(log, "vectors.built"),
         "raw_texts_per_s": round(raw, 1),
         "steady": steady,
     }
@@ -265,9 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['unindexed_after']} still unindexed {AFTER_SWAP:g} s after the swap"
     )
     print(
-        f"  index stage while the backlog lasted: {result['index_rate']} (20-turn sessions:"
-        f" about 30 texts each); the embedder alone: {result['raw_texts_per_s']} texts/s"
+        f"  index stage: {result['index_capacity']} (its own busy time; 20-turn sessions);"
+        f" backlog drain {result['index_rate']}; the embedder alone:"
+        f" {result['raw_texts_per_s']} texts/s"
     )
+    print(f"  builds: {result['builds']}")
     print(
         f"  gc passes of 50 ms or more: {result['gc_pauses']}, longest "
         f"{result['gc_pauses_ms'][:5]} ms"

@@ -26,9 +26,11 @@ fails with :class:`~tiers.vectors.VectorStoreUnavailable`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -75,6 +77,11 @@ if TYPE_CHECKING:
     from qdrant_edge import NamedVector
 
 __all__ = ["SIDECAR", "EdgeVectorStore"]
+log = logging.getLogger("strata.vectors")
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 1)
 
 
 def _require_scope(flt: PointFilter) -> None:
@@ -146,6 +153,8 @@ class EdgeVectorStore:
         """Build the index in a child process on a copy, then swap the copy in (module doc).
         Blocks the calling thread until the swap; other threads run on meanwhile."""
         with self._optimize_lock:
+            ms: dict[str, float] = {}
+            t = time.perf_counter()
             with self._write_lock, self._engine("optimize"):
                 self._open().flush()
                 old_gen = self._dir
@@ -153,11 +162,15 @@ class EdgeVectorStore:
                 shutil.rmtree(gen, ignore_errors=True)
                 generations.copy(old_gen, self.path, gen)
                 self._recorded = []
+            ms["copy"], t = _ms(t), time.perf_counter()
             try:
                 self._build(gen)
+                ms["child"], t = _ms(t), time.perf_counter()
                 with self._engine("optimize"):
                     built = self._load(gen, self._dim)  # holds the GIL, briefly
+                ms["load"], t = _ms(t), time.perf_counter()
                 with self._write_lock, self._engine("optimize"):
+                    replayed = len(self._recorded)
                     try:
                         for op in self._recorded:
                             built.update(op)
@@ -174,10 +187,15 @@ class EdgeVectorStore:
                 if self._dir != gen:
                     generations.remove(gen, self.path)
                 raise
+            ms["replay"] = _ms(t)
             self.builds += 1
             if old is not None:
                 self._retire(old)
             generations.remove(old_gen, self.path)
+            log.info(
+                "vectors.built",
+                extra={"fields": {"generation": gen.name, "replayed_writes": replayed, **ms}},
+            )
 
     def _build(self, gen: Path) -> None:
         """Run the engine's optimizer on ``gen`` in a child process."""
