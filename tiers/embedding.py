@@ -120,6 +120,11 @@ def _export(path: str, target: Path, file_name: str, int8_config: str | None) ->
     )
     tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    # sentence-transformers warns that it is exporting and that the export should be saved,
+    # which is what this does: not for the daemon's log.
+    quiet = logging.getLogger("sentence_transformers.backend")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         source = target if target.is_dir() else Path(path)  # keep an earlier export's files
         if source.is_dir():
@@ -150,6 +155,7 @@ def _export(path: str, target: Path, file_name: str, int8_config: str | None) ->
                 raise
         shutil.rmtree(old, ignore_errors=True)
     finally:
+        quiet.setLevel(level)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
