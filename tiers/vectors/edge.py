@@ -10,8 +10,8 @@ writes the segments themselves. The engine has no background threads: HNSW index
 built by the engine's ``optimize()``, which holds the GIL for its whole run (seconds on large
 stores): :meth:`EdgeVectorStore.optimize` therefore runs it in a child process on a copy of the
 shard and swaps the built copy in (:mod:`tiers.vectors.edge_generations`), so the daemon's
-threads run on meanwhile. Loading the built copy holds the GIL once, briefly (about 0.1-0.25 s
-at 100k points here).
+threads run on meanwhile. Loading the built copy still holds the GIL once, for its whole run
+(0.6-1.6 s measured at 100k points with the payload indexes and sparse vectors).
 
 Threads: one instance is shared by the writer and the query threads. Reads go to the engine
 without a lock (the engine is safe for concurrent readers and writers). Writes are serialized
@@ -167,7 +167,7 @@ class EdgeVectorStore:
                 self._build(gen)
                 ms["child"], t = _ms(t), time.perf_counter()
                 with self._engine("optimize"):
-                    built = self._load(gen, self._dim)  # holds the GIL, briefly
+                    built = self._load(gen, self._dim)  # holds the GIL (0.6-1.6 s at 100k)
                 ms["load"], t = _ms(t), time.perf_counter()
                 with self._write_lock, self._engine("optimize"):
                     replayed = len(self._recorded)
