@@ -9,13 +9,13 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.test_vector_contract import DIM, MODEL, T0, alice, ids, mem, unit
-from tiers.vectors import PointFilter, VectorStoreUnavailable
+from tiers.vectors import MemoryPoint, PointFilter, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore
 
@@ -51,7 +51,7 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:
     monkeypatch.setattr(generations, "child_command", command)
 
 
-def wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+def wait_for(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + DEADLINE
     while not condition():
         if time.monotonic() > deadline:
@@ -59,7 +59,7 @@ def wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.01)
 
 
-def points(n: int, start: int = 0, seed: int = 0) -> list:  # type: ignore[type-arg]
+def points(n: int, start: int = 0, seed: int = 0) -> list[MemoryPoint]:
     return [mem(f"memory {i} of the build", seq=i, seed=seed + i) for i in range(start, start + n)]
 
 
@@ -172,7 +172,7 @@ def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
         again.close()
 
 
-def _catch(fn, errors: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
+def _catch(fn: Callable[[], None], errors: list[BaseException]) -> None:
     try:
         fn()
     except BaseException as exc:

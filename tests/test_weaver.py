@@ -203,3 +203,35 @@ def test_a_run_that_breaks_is_reported_as_failed(start_daemon, monkeypatch):
         monkeypatch.undo()
         assert "the state store cannot be read" in c.weaver_status().last_error
         assert run(c).ok  # the worker survived and the episode is still pending
+
+
+def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhile(
+    start_daemon, tmp_path, monkeypatch
+):
+    """The build neither waits behind index jobs nor holds them up (under a backlog it never
+    ran before), and what is indexed during it is in the built copy."""
+    from tests.test_edge_generations import gated_child
+
+    gate = tmp_path / "go"
+    gated_child(monkeypatch, gate)  # the build's child waits until the test lets it go
+    daemon = start_daemon(weaver=QUIET)
+    _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+    weaver = daemon.daemon.weaver
+    assert weaver is not None
+    turns = PointFilter(user_id="alice", kinds=("episode_turn",))
+    with daemon.client() as c:
+        first = conversation(c, "s1", MAY, "I adopted a cat called Miso.", "What colour?")
+        wait_for(lambda: c.weaver_status().unindexed == 0)
+        weaver.request_optimize()
+        wait_for(lambda: vectors._child is not None)  # the build has started
+        building = weaver._optimizer
+        weaver.request_optimize()  # one build at a time: this one starts nothing
+        assert weaver._optimizer is building
+        second = conversation(c, "s2", MAY, "Miso learned to open doors.", "Clever cat!")
+        wait_for(lambda: c.weaver_status().unindexed == 0)  # indexed while the build runs
+        assert vectors.builds == 0 and vectors._child is not None
+        gate.touch()
+        wait_for(lambda: vectors.builds == 1)
+        assert {p.episode_id for p in vectors.scroll(turns)} == {first, second}
+        hits = c.recall("What can Miso do?", user_id="alice", k=3).hits
+        assert hits and "open doors" in hits[0].text

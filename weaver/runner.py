@@ -189,13 +189,6 @@ class Weaver:
             )
             self._optimizer.start()
 
-    def wait_optimized(self, timeout: float | None = None) -> bool:
-        """Wait for a running index build; whether none is running now (for tests)."""
-        thread = self._optimizer
-        if thread is not None:
-            thread.join(timeout)
-        return thread is None or not thread.is_alive()
-
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
         future: Future[T] = Future()
