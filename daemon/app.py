@@ -75,8 +75,12 @@ def embedding_description(e: EmbeddingSettings) -> str:
 
 
 class Daemon:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, freeze_gc: bool = False) -> None:
+        """``freeze_gc``: once Tier 3 is open, freeze what the process holds out of later
+        garbage collections (:func:`daemon.gc_pauses.freeze`); for the ``stratad`` process,
+        not for a daemon embedded in another program (its objects would be frozen too)."""
         self.settings = settings
+        self._freeze_gc = freeze_gc
         self.address: str | None = None
         self.state: RocksStore | None = None
         self.journal_store: RocksStore | None = None
@@ -374,7 +378,8 @@ class Daemon:
         status = health_pb2.HealthCheckResponse
         if ok:
             log.info("server.ready")
-            gc_pauses.freeze()  # the model and the fact graph are loaded: out of the GC's way
+            if self._freeze_gc:  # the model and the fact graph are loaded: out of the GC's way
+                gc_pauses.freeze()
         health_servicer, loop = self._health, self._loop
         if health_servicer is None or loop is None:
             return

@@ -97,7 +97,7 @@ async def serve(settings: Settings, ready_file: Path | None = None) -> int:
     from daemon.app import Daemon
 
     gc_pauses.watch()
-    daemon = Daemon(settings)
+    daemon = Daemon(settings, freeze_gc=True)
     loop = asyncio.get_running_loop()
     signals_seen = 0
     stopping: set[asyncio.Task[None]] = set()
