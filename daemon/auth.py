@@ -24,7 +24,6 @@ from typing import Any
 import grpc
 
 from daemon.errors import (
-    FailedPrecondition,
     InvalidArgument,
     PermissionDenied,
     StrataError,
@@ -32,7 +31,6 @@ from daemon.errors import (
     grpc_status,
 )
 from daemon.security_settings import ALL_TENANTS, RIGHTS, AuthSettings, TokenEntry
-from tiers.records import Scope
 
 log = logging.getLogger("strata.auth")
 
@@ -237,18 +235,18 @@ def interceptors(settings: AuthSettings) -> list[grpc.aio.ServerInterceptor]:
     return [AuthInterceptor(settings)] if settings.enabled else []
 
 
-def session_scope(session_id: str, owner: Scope | None, requested: Scope) -> Scope:
-    """The scope an append acts in, given the session's ``owner`` scope (None: new session).
+def session_user(requested: str) -> tuple[str, Callable[[str], bool] | None]:
+    """How a call names a session's user (sessions are per user): the user, or "" with the
+    users it may be found among (None: any), when the session is to be found by its id.
 
-    A session of another tenant cannot be written to; an empty requested scope still means
-    "the session's scope" for an existing session, and the token's tenant for a new one.
-    """
-    if current() is None:
-        return requested
-    if owner is not None and not visible(owner.user_id):
-        raise FailedPrecondition(
-            f"session_id {session_id!r} cannot be used with this token; choose another"
-        )
-    if not requested.user_id and not requested.agent_id and owner is not None:
-        return requested
-    return Scope(effective_user(requested.user_id), requested.agent_id)
+    A named user must be one of the token's tenants (PERMISSION_DENIED otherwise); an empty
+    one is the token's tenant when it has one, and otherwise is found among its tenants. Another
+    tenant's session of the same id is a different session, never named by this caller."""
+    p = current()
+    if p is None or requested:
+        return effective_user(requested), None
+    if p.tenants is None:
+        return "", None
+    if len(p.tenants) == 1:
+        return next(iter(p.tenants)), None
+    return "", p.allows

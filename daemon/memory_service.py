@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Callable
 
 import grpc
 
@@ -16,7 +18,7 @@ from daemon.pb import memory_pb2_grpc
 from daemon.recall_rpcs import RecallRPCs
 from daemon.settings import Settings
 from recall.engine import RecallEngine
-from tiers.errors import EpisodeNotFound, SessionNotFound
+from tiers.errors import EpisodeNotFound
 from tiers.forget import Forgetter
 from tiers.journal import Journal
 from tiers.records import Episode, Scope
@@ -55,11 +57,11 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendResponse:
         sid = check.session_id(request.session_id, self._limits)
-        scope = self._append_scope(sid, check.scope(request.scope, self._limits))
+        scope, user, allowed = self._append_scope(check.scope(request.scope, self._limits))
         if not request.HasField("message"):
             raise check.InvalidArgument("message is required")
         message = check.message(request.message, self._limits)
-        (result,) = self._working.append(sid, scope, [message])
+        (result,) = self._working.append(sid, scope, [message], user_id=user, allowed=allowed)
         return pb.AppendResponse(seq=result.seq, duplicate=result.duplicate)
 
     @rpc
@@ -67,9 +69,9 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendBatchResponse:
         sid = check.session_id(request.session_id, self._limits)
-        scope = self._append_scope(sid, check.scope(request.scope, self._limits))
+        scope, user, allowed = self._append_scope(check.scope(request.scope, self._limits))
         messages = check.batch(list(request.messages), self._limits)
-        results = self._working.append(sid, scope, messages)
+        results = self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
         return pb.AppendBatchResponse(
             results=[pb.AppendResponse(seq=r.seq, duplicate=r.duplicate) for r in results]
         )
@@ -79,11 +81,13 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetWorkingMemoryResponse:
         sid = check.session_id(request.session_id, self._limits)
-        self._own_session(sid)
+        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
         view = self._working.window(
             sid,
             max_messages=check.budget(request.max_messages, "max_messages"),
             max_tokens=check.budget(request.max_tokens, "max_tokens"),
+            user_id=user,
+            allowed=allowed,
         )
         return pb.GetWorkingMemoryResponse(
             session_id=view.session_id,
@@ -99,8 +103,10 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
         sid = check.session_id(request.session_id, self._limits)
-        self._own_session(sid)
-        result = await asyncio.to_thread(self._working.end_session, sid)
+        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        result = await asyncio.to_thread(
+            functools.partial(self._working.end_session, sid, user_id=user, allowed=allowed)
+        )
         return pb.EndSessionResponse(
             episode_id=result.episode_id, message_count=result.message_count
         )
@@ -155,18 +161,16 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
             response.messages.append(item)
         return response
 
-    def _append_scope(self, sid: str, requested: Scope) -> Scope:
-        if auth.current() is None:
-            return requested
-        return auth.session_scope(sid, self._working.scope_of(sid), requested)
-
-    def _own_session(self, sid: str) -> None:
-        """Another tenant's session is answered exactly like one that does not exist."""
-        if auth.current() is None:
-            return
-        owner = self._working.scope_of(sid)
-        if owner is None or not auth.visible(owner.user_id):
-            raise SessionNotFound(f"session {sid!r} not found")
+    @staticmethod
+    def _append_scope(
+        requested: Scope,
+    ) -> tuple[Scope, str, Callable[[str], bool] | None]:
+        """The scope an append gives (empty: the session's), and how its session is named
+        (:func:`auth.session_user`)."""
+        user, allowed = auth.session_user(requested.user_id)
+        if requested != Scope("") and user:
+            requested = Scope(user, requested.agent_id)
+        return requested, user, allowed
 
     def _episode(self, episode: Episode) -> pb.Episode:
         return convert.episode(

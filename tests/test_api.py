@@ -161,9 +161,17 @@ def test_scope_rules(client: MemoryClient):
     assert "scope.user_id" in err.value.details()
     client.append("s", "hi", user_id="alice")
     with pytest.raises(grpc.RpcError) as err:
-        client.append("s", "hi", user_id="mallory")
+        client.append("s", "hi", user_id="alice", agent_id="planner")
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert client.get_working_memory("s").log_messages == 1
+    # Sessions are per user: mallory's "s" is another session.
+    client.append("s", "hi", user_id="mallory")
+    with pytest.raises(grpc.RpcError) as err:
+        client.get_working_memory("s")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "exists for 2 users: name scope.user_id" in err.value.details()
+    assert client.get_working_memory("s", user_id="alice").log_messages == 1
+    assert client.end_session("s", user_id="mallory").message_count == 1
 
 
 def test_raw_stub_calls_by_name(daemon):

@@ -66,7 +66,7 @@ class FlakyVectors:
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return self.inner.scroll(flt, limit)
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         self.inner.set_valid_to(ids, valid_to_us)
 
     def delete(self, flt: PointFilter) -> int:
@@ -77,6 +77,9 @@ class FlakyVectors:
 
     def optimize(self) -> None:
         self.inner.optimize()
+
+    def purge(self) -> None:
+        self.inner.purge()
 
     def flush(self) -> None:
         self.inner.flush()

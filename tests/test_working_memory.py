@@ -12,7 +12,7 @@ from tiers.journal import JOURNAL_CFS, Journal
 from tiers.records import Episode, Message, Scope, episode_id_for
 from tiers.rocks import RocksStore
 from tiers.session import WindowLimits
-from tiers.working import STATE_CFS, ScopeRequired, WorkingMemory
+from tiers.working import STATE_CFS, AmbiguousSession, ScopeRequired, WorkingMemory
 
 ALICE = Scope("alice", "agent-1")
 
@@ -112,11 +112,41 @@ def test_scope_is_fixed_by_the_first_message(make_tiers):
     t.wm.append("s", ALICE, [msg("hi")])
     t.wm.append("s", Scope(""), [msg("empty scope inherits")])
     with pytest.raises(ScopeMismatch):
-        t.wm.append("s", Scope("bob", "agent-1"), [msg("not yours")])
+        t.wm.append("s", Scope("alice", "agent-2"), [msg("another agent")])
     t.wm.end_session("s")
     with pytest.raises(ScopeMismatch):  # reopening keeps the scope too
-        t.wm.append("s", Scope("bob"), [msg("still not yours")])
+        t.wm.append("s", Scope("alice"), [msg("still another agent")])
     assert t.wm.window("s").log_messages == 0
+
+
+def test_sessions_are_per_user(make_tiers):
+    t = make_tiers()
+    t.wm.append("s", ALICE, [msg("alice one"), msg("alice two")])
+    t.wm.append("s", Scope("bob", "agent-1"), [msg("bob one")])  # another session
+    t.wm.append("s", Scope(""), [msg("bob two")], user_id="bob")  # the caller's user
+    assert [m.content for m in t.wm.window("s", user_id="alice").messages] == [
+        "alice one",
+        "alice two",
+    ]
+    bob = t.wm.window("s", user_id="bob")
+    assert [m.content for m in bob.messages] == ["bob one", "bob two"]
+    assert bob.scope == Scope("bob", "agent-1")
+    with pytest.raises(AmbiguousSession, match="name scope.user_id"):
+        t.wm.window("s")
+    with pytest.raises(AmbiguousSession):
+        t.wm.append("s", Scope(""), [msg("whose?")])
+    # Among the users a caller may see, one is found.
+    assert t.wm.window("s", allowed=lambda u: u == "bob").scope.user_id == "bob"
+    with pytest.raises(SessionNotFound):
+        t.wm.window("s", allowed=lambda u: u == "carol")
+    a = t.wm.end_session("s", user_id="alice")
+    b = t.wm.end_session("s", user_id="bob")
+    assert a.episode_id != b.episode_id and (a.user_id, b.user_id) == ("alice", "bob")
+    assert t.journal.get(a.episode_id).scope == ALICE
+    assert [m.content for m in t.journal.messages(b.episode_id)] == ["bob one", "bob two"]
+    with pytest.raises(SessionEnded):
+        t.wm.end_session("s", user_id="alice")
+    assert t.wm.window("s", user_id="alice").open is False
 
 
 def test_end_session_errors_and_reopening(make_tiers):
@@ -192,7 +222,7 @@ def test_a_flush_interrupted_after_the_journal_write_is_finished_at_recovery(mak
     t.wm.append("s", ALICE, [msg("a"), msg("b")])
     # Simulate a crash between the journal write and the state commit of end_session.
     messages = [m for m in t.wm.window("s").messages]
-    eid = episode_id_for("s", 1)
+    eid = episode_id_for("s", 1, "alice")
     t.journal.write_episode(
         Episode(
             eid,

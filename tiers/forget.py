@@ -16,25 +16,34 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
    keeps a forgotten fact's text;
 6. caches: the semantic cache and per-scope caches (:class:`ScopeCache`).
 
-Then, without the locks, the touched RocksDB column families are flushed and compacted, so
-the deleted bytes are gone from the SST files a later checkpoint (backup) hard-links, and the
-vector store is flushed. The embedded Qdrant engine marks deleted points in its segments and
-never returns them; their bytes stay in the segment files until its optimizer rewrites them.
+A fact that a forgotten fact had superseded is made current again, or closed at the next
+remaining fact that supersedes it (:meth:`Forgetter._restore_superseded`).
+
+Then, without the locks, the deletes are made physical (:meth:`Forgetter.purge`): every
+memtable of both RocksDB stores is flushed (so the write-ahead logs that held the deleted
+values are deleted), the touched column families are compacted (so no SST file holds them),
+and the vector store rewrites its live points into a new generation and deletes the old one
+(the engine keeps deleted points' bytes in its WAL and segments). Forget returns after that.
+A ``purge`` mark, written with the tombstones, survives a crash during these steps: the next
+start runs the purge again (:meth:`Forgetter.resume`) as soon as Tier 3 is open.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from tiers.graph import Edge, normalize
 from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
-from tiers.records import Episode, Scope, time_key, unpack
+from tiers.records import Episode, Scope, time_key, u64, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.tombstones import Tombstones
-from tiers.vectors import PointFilter
+from tiers.tombstones import PURGE_KEY, TOMBSTONES_CF, Tombstones
+from tiers.vectors import PointFilter, VectorStore
 from tiers.working import WorkingMemory
 
 log = logging.getLogger("strata.forget")
@@ -98,6 +107,8 @@ class ForgetCounts:
     graph_nodes: int = 0
     cache_entries: int = 0
     profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
+    facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
+    purge_ms: float = 0.0  # making the deletes physical (files rewritten)
 
 
 def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
@@ -120,6 +131,9 @@ class Forgetter:
         self._state = state
         self._semantic = semantic
         self.caches = list(caches)
+        self._purge_lock = threading.Lock()
+        # Called after each purge: the vector store's new generation has no index yet.
+        self.on_purged: list[Callable[[], None]] = []
 
     @property
     def tombstones(self) -> Tombstones:
@@ -174,6 +188,12 @@ class Forgetter:
                 _flushed, user_id, agent_id, _sid = unpack(value)
                 if _in(scope, user_id, agent_id):
                     plan.episode_ids.add(key.decode())
+        # Stored extractions name their episode's scope: one whose episode expired and that
+        # produced no point (or whose points were deleted) is found here.
+        for key, value in self._state.scan(EXTRACTIONS_CF, b""):
+            owner = _extraction_owner(value)
+            if owner is not None and _in(scope, owner.user_id, owner.agent_id):
+                plan.episode_ids.add(key.decode())
 
     def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
         header = self._journal.find(episode_id)
@@ -185,6 +205,10 @@ class Forgetter:
             if raw is not None:
                 _flushed, user_id, agent_id, _sid = unpack(raw)
                 return Scope(user_id, agent_id)
+        raw = self._state.get(EXTRACTIONS_CF, episode_id.encode())
+        owner = _extraction_owner(raw) if raw is not None else None
+        if owner is not None:
+            return owner
         _embedder, vectors = self._semantic.wait_ready(0)
         points = vectors.scroll(PointFilter(episode_ids=(episode_id,)), 1)
         if points:
@@ -204,7 +228,9 @@ class Forgetter:
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
             Tombstones.add(batch, episodes, sorted(plan.memory_ids))
+            batch.put(TOMBSTONES_CF, PURGE_KEY, u64(time.time_ns()))
             self._state.write(batch)
+            removed: list[Edge] = []
             if scope is not None:
                 dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
                 counts.sessions = len(dropped)
@@ -215,7 +241,7 @@ class Forgetter:
                 counts.vector_points += vectors.delete(PointFilter(episode_ids=tuple(episodes)))
                 wanted = set(episodes)
                 edge_ids = [e.id for e in graph.edges_where(lambda e: e.episode_id in wanted)]
-                self._remove_edges(edge_ids, counts)
+                self._remove_edges(edge_ids, counts, removed)
             if scope is not None:
                 counts.vector_points += vectors.delete(
                     PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
@@ -226,11 +252,12 @@ class Forgetter:
                         lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
                     )
                 ]
-                self._remove_edges(edge_ids, counts)
+                self._remove_edges(edge_ids, counts, removed)
             if plan.memory_ids:
                 ids = tuple(sorted(plan.memory_ids))
                 counts.vector_points += vectors.delete(PointFilter(ids=ids))
-                self._remove_edges(list(ids), counts)
+                self._remove_edges(list(ids), counts, removed)
+            counts.facts_restored = self._restore_superseded(removed, vectors)
             if scope is None:  # a scope's own Forget deleted its profiles with its points
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
                     written, deleted = self._semantic.refresh_profiles(owner)
@@ -240,15 +267,75 @@ class Forgetter:
             for user_id in sorted(users):
                 for cache in self.caches:
                     counts.cache_entries += cache.forget_scope(user_id)
-        self._compact()
-        vectors.flush()
+        counts.purge_ms = self.purge()
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
 
-    def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts) -> None:
-        edges, nodes = self._semantic.graph.remove_edges(list(ids))
+    def purge(self) -> float:
+        """Make every delete so far physical in every store (module doc); returns the ms it
+        took. Purges run one at a time; the ``purge`` mark is cleared only by the purge that
+        began after the last Forget wrote it. Raises StoreUnavailable, VectorStoreUnavailable,
+        EmbeddingUnavailable (the mark stays: a later call or start tries again)."""
+        with self._purge_lock:
+            began = time.perf_counter()
+            mark = self._state.get(TOMBSTONES_CF, PURGE_KEY)
+            _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+            vectors.purge()
+            self._state.purge(STATE_CFS_TOUCHED)
+            self._jstore.purge(JOURNAL_CFS_TOUCHED)
+            if mark is not None and self._state.get(TOMBSTONES_CF, PURGE_KEY) == mark:
+                batch = self._state.batch()
+                batch.delete(TOMBSTONES_CF, PURGE_KEY)
+                self._state.write(batch)
+            ms = round((time.perf_counter() - began) * 1000, 1)
+        for listener in self.on_purged:
+            listener()
+        return ms
+
+    def resume(self) -> bool:
+        """At start-up, once Tier 3 is open: finish the purge of a Forget that a crash
+        interrupted. Returns whether there was one."""
+        if self._state.get(TOMBSTONES_CF, PURGE_KEY) is None:
+            return False
+        ms = self.purge()
+        log.info("forget.purge_resumed", extra={"fields": {"purge_ms": ms}})
+        return True
+
+    def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge]) -> None:
+        graph = self._semantic.graph
+        wanted = list(ids)
+        removed.extend(e for e in map(graph.get, wanted) if e is not None)
+        edges, nodes = graph.remove_edges(wanted)
         counts.graph_edges += edges
         counts.graph_nodes += nodes
+
+    def _restore_superseded(self, removed: list[Edge], vectors: VectorStore) -> int:
+        """Facts that a forgotten fact superseded: for each (scope, subject, predicate) that
+        lost a fact, the remaining closed facts are closed at the earliest later fact of
+        another value that remains, or made current again when none does (what supersession
+        would have done without the forgotten facts). Returns how many facts changed."""
+        graph = self._semantic.graph
+        changed: dict[str, int | None] = {}
+        groups = {(e.scope, e.subject, e.predicate) for e in removed}
+        for scope, subject, predicate in sorted(groups, key=repr):
+            left = sorted(
+                graph.edges_about(scope, subject, predicate), key=lambda e: (e.valid_from_us, e.id)
+            )
+            for i, edge in enumerate(left):
+                if edge.valid_to_us is None:
+                    continue
+                later = (
+                    e.valid_from_us
+                    for e in left[i + 1 :]
+                    if normalize(e.object) != normalize(edge.object)
+                )
+                valid_to = next(later, None)
+                if valid_to != edge.valid_to_us:
+                    changed[edge.id] = valid_to
+        for edge_id, valid_to in changed.items():
+            graph.close_edges([edge_id], valid_to)
+            vectors.set_valid_to([edge_id], valid_to)
+        return len(changed)
 
     def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:
         jbatch = self._jstore.batch()
@@ -271,14 +358,14 @@ class Forgetter:
         self._jstore.write(jbatch)
         self._state.write(sbatch)
 
-    def _compact(self) -> None:
-        """Make the deletes physical: flush and compact the touched column families."""
-        for store, cfs in ((self._state, STATE_CFS_TOUCHED), (self._jstore, JOURNAL_CFS_TOUCHED)):
-            for name in cfs:
-                handle = store.cf(name)
-                handle.flush()
-                handle.compact_range(None, None)
+
+def _extraction_owner(raw: bytes) -> Scope | None:
+    """The scope a stored extraction records (``weaver.consolidate.encode_extraction``: its
+    ``ep`` part); None for a record written without it."""
+    doc = unpack(raw)
+    ep = doc.get("ep") if isinstance(doc, dict) else None
+    return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
 
 
-def _dict(counts: ForgetCounts) -> dict[str, int]:
+def _dict(counts: ForgetCounts) -> dict[str, float]:
     return {name: getattr(counts, name) for name in counts.__dataclass_fields__}

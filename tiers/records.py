@@ -142,10 +142,12 @@ class Episode:
         )
 
 
-def episode_id_for(session_id: str, generation: int) -> str:
+def episode_id_for(session_id: str, generation: int, user_id: str | None = None) -> str:
     """Deterministic: re-flushing the same session generation after a crash overwrites, never
-    duplicates."""
-    digest = hashlib.sha256(f"{session_id}\x00{generation}".encode()).hexdigest()
+    duplicates. Sessions are per user, so the user is part of it; ``None`` derives it as
+    stores written before that did (``tiers.session``: ``legacy_ids``)."""
+    name = session_id if user_id is None else f"{user_id}\x00{session_id}"
+    digest = hashlib.sha256(f"{name}\x00{generation}".encode()).hexdigest()
     return digest[:32]
 
 

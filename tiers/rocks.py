@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from rocksdict import (
@@ -135,6 +135,19 @@ class RocksStore:
         for handle in self._cfs.values():
             handle.flush()
             handle.compact_range(None, None)
+
+    def purge(self, column_families: Iterable[str]) -> None:
+        """Make deletes physical: no byte of a deleted value stays in the store's files.
+
+        Every memtable is flushed, so each write-ahead log written so far holds nothing that is
+        not in an SST file and RocksDB deletes it; then ``column_families`` are compacted, so
+        the SST files that held the deleted values are rewritten without them. Writes go on
+        meanwhile (into a new log)."""
+        for handle in self._cfs.values():
+            handle.flush()
+        self._db.flush_wal(True)
+        for name in column_families:
+            self._cfs[name].compact_range(None, None)
 
     def flush(self) -> None:
         """Flush every memtable and fsync the WAL."""

@@ -1,10 +1,18 @@
 """A working-memory session: its record in the state store and its window, and the values
 :class:`tiers.working.WorkingMemory` takes and returns.
 
-A session's meta (``sessions`` column family) holds its scope, generation, next seq, log
-length, last activity and whether it is open; its log and idempotency keys
-(``log``, ``msgids``) start with :func:`key_prefix`. The window is in memory only: the newest
-messages within :class:`WindowLimits`, rebuilt from the log at start-up.
+A session is named by its user and its session id (:class:`SessionKey`): the same session id
+under two users is two sessions. Its meta (``sessions`` column family, key
+:meth:`SessionKey.key`) holds its scope, generation, next seq, log length, last activity and
+whether it is open; its log and idempotency keys (``log``, ``msgids``) start with
+:meth:`SessionKey.prefix`. The window is in memory only: the newest messages within
+:class:`WindowLimits`, rebuilt from the log at start-up.
+
+Keys start with ``0x01``, then the session id, a NUL and the user id, so the users of one
+session id are one prefix scan away (ids contain no control characters). Stores written before
+sessions were per user keyed them by the session id alone; :mod:`tiers.session_migration`
+moves them at start-up, and their sessions keep deriving episode ids the old way
+(``legacy_ids``), so an interrupted flush is finished under the id it began with.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from tiers.records import Message, Scope, StoredMessage, pack, unpack
+from tiers.records import Message, Scope, StoredMessage, episode_id_for, pack, unpack
 from tiers.tokens import count_tokens
 
 
@@ -32,11 +40,38 @@ class AppendResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionKey:
+    """A session's identity: its user and its session id."""
+
+    user_id: str
+    session_id: str
+
+    def key(self) -> bytes:
+        """The key of its meta (``sessions``) and its open mark (``open``)."""
+        return users_prefix(self.session_id) + self.user_id.encode()
+
+    def prefix(self) -> bytes:
+        """The prefix of its keys in the ``log`` and ``msgids`` column families."""
+        return self.key() + b"\x00"
+
+    @classmethod
+    def parse(cls, key: bytes) -> SessionKey:
+        session_id, _, user_id = key[1:].partition(b"\x00")
+        return cls(user_id.decode(), session_id.decode())
+
+
+def users_prefix(session_id: str) -> bytes:
+    """The prefix of the keys of every user's session named ``session_id``."""
+    return b"\x01" + session_id.encode() + b"\x00"
+
+
+@dataclass(frozen=True, slots=True)
 class EndResult:
     session_id: str
     episode_id: str
     message_count: int
     reason: str
+    user_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,24 +101,36 @@ class Session:
     last_active_us: int
     window: deque[StoredMessage] = field(default_factory=deque)
     window_tokens: int = 0
+    legacy_ids: bool = False  # written before per-user sessions: episode ids without the user
+
+    @property
+    def ref(self) -> SessionKey:
+        return SessionKey(self.scope.user_id, self.session_id)
+
+    def episode_id(self) -> str:
+        """The id its current generation's episode gets (the same after a crash)."""
+        user = None if self.legacy_ids else self.scope.user_id
+        return episode_id_for(self.session_id, self.generation, user)
 
     def meta(self, is_open: bool) -> bytes:
-        return pack(
-            {
-                "u": self.scope.user_id,
-                "a": self.scope.agent_id,
-                "g": self.generation,
-                "n": self.next_seq,
-                "c": self.log_count,
-                "t": self.last_active_us,
-                "o": is_open,
-            }
-        )
+        doc = {
+            "u": self.scope.user_id,
+            "a": self.scope.agent_id,
+            "g": self.generation,
+            "n": self.next_seq,
+            "c": self.log_count,
+            "t": self.last_active_us,
+            "o": is_open,
+        }
+        if self.legacy_ids:
+            doc["k"] = 1
+        return pack(doc)
 
     @classmethod
     def from_meta(cls, session_id: str, raw: bytes) -> tuple[Session, bool]:
         d = unpack(raw)
         session = cls(session_id, Scope(d["u"], d["a"]), d["g"], d["n"], d["c"], d["t"])
+        session.legacy_ids = bool(d.get("k"))
         return session, d["o"]
 
     def push(self, message: StoredMessage, limits: WindowLimits) -> None:
@@ -93,11 +140,6 @@ class Session:
             len(self.window) > limits.max_messages or self.window_tokens > limits.max_tokens
         ):
             self.window_tokens -= self.window.popleft().tokens
-
-
-def key_prefix(session_id: str) -> bytes:
-    """The prefix of a session's keys in the ``log`` and ``msgids`` column families."""
-    return session_id.encode() + b"\x00"
 
 
 def message_tokens(message: Message) -> int:

@@ -10,6 +10,7 @@ Key layout of the state store (column family ``forgotten``, no TTL)::
 
     forgotten  e <episode_id>   -> forgotten_at:u64 (µs)  everything derived from the episode
     forgotten  m <memory_id>    -> forgotten_at:u64 (µs)  one Tier 3 memory (point id)
+    forgotten  p                -> u64 (ns)  a Forget's purge has not finished (tiers.forget)
 
 Point ids are deterministic (a hash of scope, kind, text and sources), so a forgotten memory
 that a resumed run or a rebuild derives again from a stored extraction has the same id and is
@@ -27,6 +28,7 @@ from tiers.rocks import Batch, RocksStore
 
 TOMBSTONES_CF = "forgotten"
 _EPISODE, _MEMORY = b"e", b"m"
+PURGE_KEY = b"p"
 
 
 class _Derived(Protocol):

@@ -6,18 +6,26 @@ it opened, in the state store (RocksDB, no TTL). A message is in the log before 
 returns; one that leaves the window stays in the log until the session ends, when the whole log
 becomes one episode in the journal.
 
-Key layout of the state store (``<data_dir>/state``)::
+Sessions are per user: the same session id under two users is two sessions, and nothing one
+user does reveals another's session ids. Calls name a session by its id and, when the caller
+knows it, its user; without a user, the session id must belong to exactly one user
+(:class:`AmbiguousSession` otherwise).
 
-    sessions  <session_id utf-8>                  -> meta: scope, generation, next seq, ...
-    open      <session_id>                        -> b""   (the sessions that are open)
-    log       <session_id> 0x00 <seq:u64>         -> StoredMessage (msgpack)
-    msgids    <session_id> 0x00 <message_id>      -> <seq:u64>  (idempotency, open session)
-    pending   <episode_id>                        -> see tiers.journal
+Key layout of the state store (``<data_dir>/state``), ``K`` = ``0x01 <session_id> 0x00
+<user_id>`` (:class:`tiers.session.SessionKey`)::
 
-Session ids contain no NUL byte (the daemon validates this). A session that ends keeps its
+    sessions  K                       -> meta: scope, generation, next seq, ...
+    open      K                       -> b""   (the sessions that are open)
+    log       K 0x00 <seq:u64>        -> StoredMessage (msgpack)
+    msgids    K 0x00 <message_id>     -> <seq:u64>  (idempotency, open session)
+    pending   <episode_id>            -> see tiers.journal
+
+Ids contain no control characters (the daemon validates this). A session that ends keeps its
 meta, so a second ``end_session`` is told it ended already; a later append reopens it as a new
-*generation* whose log becomes a new episode. Episode ids are derived from (session, generation),
-so a flush interrupted by a crash and redone writes the same episode again, never a second one.
+*generation* whose log becomes a new episode. Episode ids are derived from (user, session,
+generation), so a flush interrupted by a crash and redone writes the same episode again, never
+a second one. Stores of the old layout (global session ids) are moved at start-up
+(:mod:`tiers.session_migration`).
 
 The daemon calls it from its event loop; a lock guards it for the scheduler's threads. A
 session's record and window, and the values taken and returned here, are in
@@ -41,18 +49,20 @@ from tiers.errors import (
     TierError,
 )
 from tiers.journal import Journal
-from tiers.records import Episode, Message, Scope, StoredMessage, episode_id_for, u64
+from tiers.records import Episode, Message, Scope, StoredMessage, u64
 from tiers.rocks import RocksStore
 from tiers.session import (
     AppendResult,
     EndResult,
     Session,
+    SessionKey,
     WindowLimits,
     WindowView,
     WorkingMemoryStats,
-    key_prefix,
     message_tokens,
+    users_prefix,
 )
+from tiers.session_migration import migrate
 
 STATE_CFS = [
     "sessions",
@@ -71,6 +81,10 @@ class ScopeRequired(TierError, InvalidArgument):
     """A session's first message must name scope.user_id."""
 
 
+class AmbiguousSession(TierError, InvalidArgument):
+    """A call names a session by its id alone, and several users have a session of that id."""
+
+
 class WorkingMemory:
     def __init__(
         self,
@@ -83,7 +97,8 @@ class WorkingMemory:
         self._journal = journal
         self.limits = limits
         self._clock = clock
-        self._live: OrderedDict[str, Session] = OrderedDict()  # least recently active first
+        # By (user_id, session_id), least recently active first.
+        self._live: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._lock = threading.RLock()
         # Called with every EndResult once the episode is durable (e.g. the weaver's indexer).
         self.on_flush: list[Callable[[EndResult], None]] = []
@@ -101,13 +116,14 @@ class WorkingMemory:
         sessions beyond ``max_sessions``. Returns those flushes."""
         ended: list[EndResult] = []
         with self._lock:
+            migrate(self._state)
             sessions: list[Session] = []
             for key, _ in list(self._state.scan("open", b"")):
                 raw = self._state.get("sessions", key)
                 if raw is None:
                     continue
-                session, _ = Session.from_meta(key.decode(), raw)
-                episode = self._journal.find(episode_id_for(session.session_id, session.generation))
+                session, _ = Session.from_meta(SessionKey.parse(key).session_id, raw)
+                episode = self._journal.find(session.episode_id())
                 if episode is not None:
                     # The episode reached the journal but the state commit did not: finish it.
                     self._commit_end(session, episode)
@@ -117,13 +133,14 @@ class WorkingMemory:
                             episode.episode_id,
                             episode.message_count,
                             episode.end_reason,
+                            session.scope.user_id,
                         )
                     )
                     continue
                 self._load_window(session)
                 sessions.append(session)
             sessions.sort(key=lambda s: s.last_active_us)
-            self._live = OrderedDict((s.session_id, s) for s in sessions)
+            self._live = OrderedDict(((s.scope.user_id, s.session_id), s) for s in sessions)
             while len(self._live) > self.limits.max_sessions:
                 ended.append(self._end(next(iter(self._live.values())), "capacity"))
         return ended
@@ -131,9 +148,7 @@ class WorkingMemory:
     def _load_window(self, session: Session) -> None:
         newest: list[StoredMessage] = []
         tokens = 0
-        for _key, value in self._state.scan_prefix(
-            "log", key_prefix(session.session_id), reverse=True
-        ):
+        for _key, value in self._state.scan_prefix("log", session.ref.prefix(), reverse=True):
             message = StoredMessage.decode(value)
             if newest and (
                 len(newest) >= self.limits.max_messages
@@ -146,22 +161,43 @@ class WorkingMemory:
         session.window_tokens = tokens
 
     # -- appending -------------------------------------------------------------------------
-    def append(self, session_id: str, scope: Scope, messages: list[Message]) -> list[AppendResult]:
+    def append(
+        self,
+        session_id: str,
+        scope: Scope,
+        messages: list[Message],
+        *,
+        user_id: str = "",
+        allowed: Callable[[str], bool] | None = None,
+    ) -> list[AppendResult]:
         """Store ``messages`` in order, atomically, durably; then acknowledge.
 
-        ``scope`` with an empty ``user_id`` and ``agent_id`` means "the session's scope".
-        Raises ScopeRequired, ScopeMismatch, StoreUnavailable; on any error nothing is stored.
+        ``scope`` with an empty ``user_id`` and ``agent_id`` means "the session's scope": the
+        session of ``user_id`` (the caller's user), or with that empty too, the one session of
+        this id among the users ``allowed`` accepts (:meth:`resolve`); a new session then takes
+        ``Scope(user_id)``. Raises ScopeRequired, ScopeMismatch, AmbiguousSession,
+        StoreUnavailable; on any error nothing is stored.
         """
         with self._lock:
             now = self._now_us()
-            session = self._live.get(session_id)
+            user = scope.user_id or user_id
+            if not user:
+                try:
+                    user = self.resolve(session_id, allowed=allowed)
+                except SessionNotFound:
+                    raise ScopeRequired(
+                        f"scope.user_id is required on the first message of session {session_id!r}"
+                    ) from None
+            elif scope == Scope(""):
+                scope = Scope("") if self._exists(user, session_id) else Scope(user)
+            session = self._live.get((user, session_id))
             opening = session is None
             if session is None:
-                session = self._opening(session_id, scope, now)
+                session = self._opening(SessionKey(user, session_id), scope, now)
             elif scope != Scope("") and scope != session.scope:
                 raise ScopeMismatch(_mismatch(session_id))
 
-            prefix = key_prefix(session_id)
+            prefix = session.ref.prefix()
             batch = self._state.batch()
             results: list[AppendResult] = []
             stored: list[StoredMessage] = []
@@ -198,7 +234,7 @@ class WorkingMemory:
                 results.append(AppendResult(seq, False))
             if not stored:
                 if not opening:
-                    self._live.move_to_end(session_id)
+                    self._live.move_to_end((user, session_id))
                 return results
 
             if opening:
@@ -213,23 +249,26 @@ class WorkingMemory:
                 now,
                 session.window,
                 session.window_tokens,
+                session.legacy_ids,
             )
-            batch.put("sessions", session_id.encode(), updated.meta(True))
+            key = updated.ref.key()
+            batch.put("sessions", key, updated.meta(True))
             if opening:
-                batch.put("open", session_id.encode(), b"")
+                batch.put("open", key, b"")
             self._state.write(batch)  # raises StoreUnavailable: nothing changed in memory
 
             for record in stored:
                 updated.push(record, self.limits)
-            self._live[session_id] = updated
-            self._live.move_to_end(session_id)
+            self._live[(user, session_id)] = updated
+            self._live.move_to_end((user, session_id))
             if updated.log_count >= self.limits.max_log_messages:
                 self._end(updated, "rollover")
             return results
 
-    def _opening(self, session_id: str, scope: Scope, now: int) -> Session:
+    def _opening(self, ref: SessionKey, scope: Scope, now: int) -> Session:
         """The session an append to a session that is not live will open (not yet stored)."""
-        raw = self._state.get("sessions", session_id.encode())
+        session_id = ref.session_id
+        raw = self._state.get("sessions", ref.key())
         if raw is None:
             if not scope.user_id:
                 raise ScopeRequired(
@@ -242,19 +281,61 @@ class WorkingMemory:
         if scope != Scope("") and scope != previous.scope:
             raise ScopeMismatch(_mismatch(session_id))
         return Session(
-            session_id, previous.scope, previous.generation + 1, previous.next_seq, 0, now
+            session_id,
+            previous.scope,
+            previous.generation + 1,
+            previous.next_seq,
+            0,
+            now,
+            legacy_ids=previous.legacy_ids,
         )
+
+    # -- naming ----------------------------------------------------------------------------
+    def resolve(
+        self, session_id: str, user_id: str = "", allowed: Callable[[str], bool] | None = None
+    ) -> str:
+        """The user of the session a call names: ``user_id`` when given, else the one user
+        (among those ``allowed`` accepts) with a session of this id. Raises SessionNotFound,
+        AmbiguousSession."""
+        if user_id:
+            return user_id
+        with self._lock:
+            users = [
+                SessionKey.parse(key).user_id
+                for key, _ in self._state.scan_prefix("sessions", users_prefix(session_id))
+            ]
+        users = [u for u in users if allowed is None or allowed(u)]
+        if not users:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        if len(users) > 1:
+            raise AmbiguousSession(
+                f"session {session_id!r} exists for {len(users)} users: name scope.user_id"
+            )
+        return users[0]
+
+    def _exists(self, user_id: str, session_id: str) -> bool:
+        return (user_id, session_id) in self._live or self._state.get(
+            "sessions", SessionKey(user_id, session_id).key()
+        ) is not None
 
     # -- reading ---------------------------------------------------------------------------
     def window(
-        self, session_id: str, max_messages: int | None = None, max_tokens: int | None = None
+        self,
+        session_id: str,
+        max_messages: int | None = None,
+        max_tokens: int | None = None,
+        *,
+        user_id: str = "",
+        allowed: Callable[[str], bool] | None = None,
     ) -> WindowView:
         """The newest messages within the budgets (default: the configured window), newest
-        last. Raises SessionNotFound."""
+        last. The session is named as for :meth:`resolve`. Raises SessionNotFound,
+        AmbiguousSession."""
         with self._lock:
-            session = self._live.get(session_id)
+            user = self.resolve(session_id, user_id, allowed)
+            session = self._live.get((user, session_id))
             if session is None:
-                raw = self._state.get("sessions", session_id.encode())
+                raw = self._state.get("sessions", SessionKey(user, session_id).key())
                 if raw is None:
                     raise SessionNotFound(f"session {session_id!r} not found")
                 ended, _ = Session.from_meta(session_id, raw)
@@ -271,14 +352,14 @@ class WorkingMemory:
             picked.reverse()
             return WindowView(session_id, session.scope, True, picked, tokens, session.log_count)
 
-    def scope_of(self, session_id: str) -> Scope | None:
+    def scope_of(self, session_id: str, user_id: str) -> Scope | None:
         """The scope a session's first message fixed (open or ended), None if it never
         existed. It never changes, so a check against it stays true."""
         with self._lock:
-            session = self._live.get(session_id)
+            session = self._live.get((user_id, session_id))
             if session is not None:
                 return session.scope
-            raw = self._state.get("sessions", session_id.encode())
+            raw = self._state.get("sessions", SessionKey(user_id, session_id).key())
             return None if raw is None else Session.from_meta(session_id, raw)[0].scope
 
     def stats(self) -> WorkingMemoryStats:
@@ -302,24 +383,33 @@ class WorkingMemory:
             ]
             batch = self._state.batch()
             for s in dropped:
-                batch.delete_prefix("log", key_prefix(s.session_id))
-                batch.delete_prefix("msgids", key_prefix(s.session_id))
-                batch.delete("open", s.session_id.encode())
-                batch.put("sessions", s.session_id.encode(), replace(s, log_count=0).meta(False))
+                batch.delete_prefix("log", s.ref.prefix())
+                batch.delete_prefix("msgids", s.ref.prefix())
+                batch.delete("open", s.ref.key())
+                batch.put("sessions", s.ref.key(), replace(s, log_count=0).meta(False))
             self._state.write(batch)
             for s in dropped:
-                self._live.pop(s.session_id, None)
+                self._live.pop((s.scope.user_id, s.session_id), None)
             return [(s.session_id, s.log_count) for s in dropped]
 
     # -- ending ----------------------------------------------------------------------------
-    def end_session(self, session_id: str, reason: str = "client") -> EndResult:
-        """Flush the session's log to the journal as one episode.
+    def end_session(
+        self,
+        session_id: str,
+        reason: str = "client",
+        *,
+        user_id: str = "",
+        allowed: Callable[[str], bool] | None = None,
+    ) -> EndResult:
+        """Flush the session's log to the journal as one episode. The session is named as for
+        :meth:`resolve`.
 
-        Raises SessionNotFound, SessionEnded, StoreUnavailable."""
+        Raises SessionNotFound, AmbiguousSession, SessionEnded, StoreUnavailable."""
         with self._lock:
-            session = self._live.get(session_id)
+            user = self.resolve(session_id, user_id, allowed)
+            session = self._live.get((user, session_id))
             if session is None:
-                if self._state.get("sessions", session_id.encode()) is None:
+                if not self._exists(user, session_id):
                     raise SessionNotFound(f"session {session_id!r} not found")
                 raise SessionEnded(
                     f"session {session_id!r} has already ended and has had no message since"
@@ -341,11 +431,11 @@ class WorkingMemory:
     def _end(self, session: Session, reason: str) -> EndResult:
         messages = [
             StoredMessage.decode(v)
-            for _k, v in self._state.scan_prefix("log", key_prefix(session.session_id))
+            for _k, v in self._state.scan_prefix("log", session.ref.prefix())
         ]
         times = [m.created_at_us for m in messages]
         episode = Episode(
-            episode_id=episode_id_for(session.session_id, session.generation),
+            episode_id=session.episode_id(),
             session_id=session.session_id,
             scope=session.scope,
             started_at_us=min(times),
@@ -370,14 +460,16 @@ class WorkingMemory:
                     "when the daemon next starts"
                 ) from exc
             raise
-        result = EndResult(session.session_id, episode.episode_id, len(messages), reason)
+        result = EndResult(
+            session.session_id, episode.episode_id, len(messages), reason, session.scope.user_id
+        )
         for listener in self.on_flush:
             listener(result)
         return result
 
     def _commit_end(self, session: Session, episode: Episode) -> None:
-        key = session.session_id.encode()
-        prefix = key_prefix(session.session_id)
+        key = session.ref.key()
+        prefix = session.ref.prefix()
         batch = self._state.batch()
         batch.delete_prefix("log", prefix)
         batch.delete_prefix("msgids", prefix)
@@ -385,7 +477,7 @@ class WorkingMemory:
         batch.put("sessions", key, session.meta(False))
         self._journal.mark_pending(batch, episode)
         self._state.write(batch)
-        self._live.pop(session.session_id, None)
+        self._live.pop((session.scope.user_id, session.session_id), None)
 
 
 def _mismatch(session_id: str) -> str:

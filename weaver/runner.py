@@ -30,6 +30,7 @@ from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
+from tiers.vectors import IndexBuildCancelled
 from weaver.backoff import Backoff
 from weaver.consolidate import Consolidator
 from weaver.errors import ExtractionDeferred
@@ -77,6 +78,7 @@ class Weaver:
         self.last_run: RunReport | None = None
         self.last_error = ""
         self.points_since_optimize = 0
+        self._index_lost = False  # set by index_lost(): the next build runs regardless
         self._optimizer: threading.Thread | None = None
         self._optimizer_lock = threading.Lock()
         # Observers (metrics): called on the worker thread; an exception in one is logged.
@@ -417,15 +419,26 @@ class Weaver:
         )
         return f"next try in {delay:g} s"
 
+    def index_lost(self) -> None:
+        """The vector store was rewritten without its index (a Forget's purge): the next
+        scheduled build runs even if no point was written since."""
+        self._index_lost = True
+
     def _optimize(self) -> None:
         new_points = self.points_since_optimize
-        if not new_points or not self._semantic.ready:
+        lost, self._index_lost = self._index_lost, False
+        if not (new_points or lost) or not self._semantic.ready:
+            self._index_lost = self._index_lost or lost
             return
         began = time.monotonic()
         try:
             _embedder, vectors = self._semantic.wait_ready(0)
             vectors.optimize()
             vectors.flush()
+        except IndexBuildCancelled as exc:  # a purge rewrote the store: build again later
+            self._index_lost = True
+            log.info("vectors.build_cancelled", extra={"fields": {"reason": str(exc)}})
+            return
         except Exception as exc:
             if not self._stopping.is_set():
                 self.last_error = f"optimize: {exc}"

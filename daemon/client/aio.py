@@ -13,6 +13,7 @@ from daemon.client.requests import (
     BaseClient,
     Timeish,
     default_address,
+    end_session_request,
     forget_request,
     list_request,
     message,
@@ -96,18 +97,22 @@ class AsyncMemoryClient(BaseClient):
         *,
         max_messages: int | None = None,
         max_tokens: int | None = None,
+        user_id: str = "",
         timeout: float | None = None,
     ) -> pb.GetWorkingMemoryResponse:
+        """The session's window. Sessions are per user: ``user_id`` names the session's user
+        when several users (of the token's tenants) have a session of this id."""
         response: pb.GetWorkingMemoryResponse = await self._memory.GetWorkingMemory(
-            working_memory_request(session_id, max_messages, max_tokens), timeout=self._t(timeout)
+            working_memory_request(session_id, max_messages, max_tokens, user_id),
+            timeout=self._t(timeout),
         )
         return response
 
     async def end_session(
-        self, session_id: str, *, timeout: float | None = None
+        self, session_id: str, *, user_id: str = "", timeout: float | None = None
     ) -> pb.EndSessionResponse:
         response: pb.EndSessionResponse = await self._memory.EndSession(
-            pb.EndSessionRequest(session_id=session_id), timeout=self._t(timeout)
+            end_session_request(session_id, user_id), timeout=self._t(timeout)
         )
         return response
 

@@ -151,14 +151,18 @@ def _set_range(target: pb.TimeRange, start: Timeish, end: Timeish) -> None:
 
 
 def working_memory_request(
-    session_id: str, max_messages: int | None, max_tokens: int | None
+    session_id: str, max_messages: int | None, max_tokens: int | None, user_id: str = ""
 ) -> pb.GetWorkingMemoryRequest:
-    req = pb.GetWorkingMemoryRequest(session_id=session_id)
+    req = pb.GetWorkingMemoryRequest(session_id=session_id, scope=pb.Scope(user_id=user_id))
     if max_messages is not None:
         req.max_messages = max_messages
     if max_tokens is not None:
         req.max_tokens = max_tokens
     return req
+
+
+def end_session_request(session_id: str, user_id: str = "") -> pb.EndSessionRequest:
+    return pb.EndSessionRequest(session_id=session_id, scope=pb.Scope(user_id=user_id))
 
 
 def default_address() -> str:

@@ -150,14 +150,16 @@ class AppendBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AppendResponse, _Mapping]]] = ...) -> None: ...
 
 class GetWorkingMemoryRequest(_message.Message):
-    __slots__ = ("session_id", "max_messages", "max_tokens")
+    __slots__ = ("session_id", "max_messages", "max_tokens", "scope")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     max_messages: int
     max_tokens: int
-    def __init__(self, session_id: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+    scope: Scope
+    def __init__(self, session_id: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_tokens: _Optional[int] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ...) -> None: ...
 
 class GetWorkingMemoryResponse(_message.Message):
     __slots__ = ("session_id", "scope", "state", "messages", "total_tokens", "log_messages")
@@ -176,10 +178,12 @@ class GetWorkingMemoryResponse(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., log_messages: _Optional[int] = ...) -> None: ...
 
 class EndSessionRequest(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "scope")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    scope: Scope
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ...) -> None: ...
 
 class EndSessionResponse(_message.Message):
     __slots__ = ("episode_id", "message_count")

@@ -55,7 +55,7 @@ class GraphStore(Protocol):
     def add_edges(self, edges: Sequence[Edge]) -> None:
         """Insert or replace edges by id (idempotent)."""
 
-    def close_edges(self, ids: Sequence[str], valid_to_us: int) -> None:
+    def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         """Set ``valid_to`` of these edges (supersession); nothing is deleted."""
 
     def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:

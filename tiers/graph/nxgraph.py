@@ -178,7 +178,7 @@ class NetworkXGraph:
                 self.graph.nodes[node]["aliases"] = {*out, *into}
             return len(found), len(orphans)
 
-    def close_edges(self, ids: Sequence[str], valid_to_us: int) -> None:
+    def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         with self._lock:
             closed = [
                 replace(edge, valid_to_us=valid_to_us)

@@ -39,6 +39,11 @@ class VectorStoreUnavailable(TierError, Unavailable):
     """The vector store failed a read or write (server down, disk error)."""
 
 
+class IndexBuildCancelled(VectorStoreUnavailable):
+    """An index build was given up, because a purge (Forget) rewrites the store meanwhile:
+    the copy it built would still hold the purged bytes. A later build starts afresh."""
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """One source message of a memory: where it came from, with the client's metadata."""
@@ -240,8 +245,9 @@ class VectorStore(Protocol):
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         """Up to ``limit`` points matching ``flt`` (without vectors), in no particular order."""
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
-        """Mark facts superseded: set ``valid_to`` (and ``superseded``) in their payloads."""
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
+        """Mark facts superseded: set ``valid_to`` (and ``superseded``) in their payloads;
+        ``None`` makes them current again (Forget of the fact that superseded them)."""
 
     def delete(self, flt: PointFilter) -> int:
         """Delete the matching points; returns how many there were."""
@@ -251,6 +257,11 @@ class VectorStore(Protocol):
 
     def optimize(self) -> None:
         """Build indexes (HNSW) for fast queries; may take seconds on large stores."""
+
+    def purge(self) -> None:
+        """Remove from the store's files every byte of the points deleted so far (Forget's
+        guarantee). Reads go on meanwhile; writes may wait. A store that keeps no files under
+        the daemon's data directory (a Qdrant server) does nothing."""
 
     def flush(self) -> None:
         """Make every write durable on disk."""

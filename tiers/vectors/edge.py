@@ -53,6 +53,7 @@ from tiers.vectors import (
     DENSE,
     SPARSE,
     Hit,
+    IndexBuildCancelled,
     MemoryPoint,
     PointFilter,
     SparseVector,
@@ -65,6 +66,7 @@ from tiers.vectors.edge_filter import build_filter
 from tiers.vectors.edge_shard import (
     SIDECAR,
     check_model,
+    compact_copy,
     config,
     copy_points,
     payload_indexes,
@@ -107,6 +109,8 @@ class EdgeVectorStore:
         self._readers = threading.Condition()  # guards _shard swaps and _leases
         self._leases: dict[int, int] = {}  # id(shard) -> reads in progress
         self.builds = 0  # index builds swapped in (for tests and figures)
+        self.purges = 0
+        self._purging = 0  # purges waiting or running: a build gives up (IndexBuildCancelled)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -178,8 +182,7 @@ class EdgeVectorStore:
                     except BaseException:
                         built.close()
                         raise
-                    with self._readers:
-                        old, self._shard, self._dir = self._shard, built, gen
+                    old = self._swap(built, gen)
                     self._recorded = None
             except BaseException:
                 with self._write_lock:
@@ -189,19 +192,64 @@ class EdgeVectorStore:
                 raise
             ms["replay"] = _ms(t)
             self.builds += 1
-            if old is not None:
-                self._retire(old)
-            generations.remove(old_gen, self.path)
+            self._retire(old, old_gen)
             log.info(
                 "vectors.built",
                 extra={"fields": {"generation": gen.name, "replayed_writes": replayed, **ms}},
             )
+
+    def purge(self) -> None:
+        """Write the live points into a new generation and make it current, then delete the
+        old one: no byte of a deleted point stays in the files (the engine keeps them in its
+        WAL and segment pages). A build that is running is given up (its copy predates the
+        deletes) and the new generation has no HNSW index until the next build: queries are
+        exact meanwhile, within each scope's points (payload indexes). Writes wait for the
+        copy (1-2 s per 100k points), reads go on."""
+        with self._readers:
+            self._purging += 1
+            if self._child is not None:
+                self._child.kill()
+        try:
+            with self._optimize_lock:
+                t = time.perf_counter()
+                with self._write_lock, self._engine("purge"):
+                    shard = self._open()
+                    old_gen = self._dir
+                    gen = generations.following(self.path, old_gen)
+                    shutil.rmtree(gen, ignore_errors=True)
+                    try:
+                        fresh = compact_copy(shard, gen, self._dim)
+                    except BaseException:
+                        generations.remove(gen, self.path)
+                        raise
+                    try:
+                        generations.switch(self.path, gen)
+                    except BaseException:
+                        fresh.close()
+                        generations.remove(gen, self.path)
+                        raise
+                    old = self._swap(fresh, gen)
+                self.purges += 1
+                self._retire(old, old_gen)
+                log.info("vectors.purged", extra={"fields": {"generation": gen.name, "ms": _ms(t)}})
+        finally:
+            with self._readers:
+                self._purging -= 1
+
+    def _swap(self, shard: EdgeShard, gen: Path) -> EdgeShard | None:
+        """Make ``shard`` (at ``gen``, named by CURRENT already) the live one; returns the
+        old one. Under the write lock."""
+        with self._readers:
+            old, self._shard, self._dir = self._shard, shard, gen
+        return old
 
     def _build(self, gen: Path) -> None:
         """Run the engine's optimizer on ``gen`` in a child process."""
         with self._readers:
             if self._closed:
                 raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+            if self._purging:
+                raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
             child = self._child = subprocess.Popen(
                 generations.child_command(gen),
                 stdin=subprocess.DEVNULL,
@@ -218,14 +266,18 @@ class EdgeVectorStore:
             why = lines[-1] if lines else f"exit code {child.returncode}"
             if self._closed:
                 why = "the store was closed"
+            elif self._purging:
+                raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
             raise VectorStoreUnavailable(f"the index build of {gen} failed: {why}")
 
-    def _retire(self, shard: EdgeShard) -> None:
-        """Close a swapped-out shard once its last read is done."""
-        with self._readers:
-            self._readers.wait_for(lambda: id(shard) not in self._leases, timeout=60)
-        with contextlib.suppress(Exception):
-            shard.close()
+    def _retire(self, shard: EdgeShard | None, gen: Path) -> None:
+        """Close a swapped-out shard once its last read is done, and delete its files."""
+        if shard is not None:
+            with self._readers:
+                self._readers.wait_for(lambda: id(shard) not in self._leases, timeout=60)
+            with contextlib.suppress(Exception):
+                shard.close()
+        generations.remove(gen, self.path)
 
     def flush(self) -> None:
         with self._write_lock, self._engine("flush"):
@@ -268,13 +320,13 @@ class EdgeVectorStore:
         with self._write_lock, self._engine("upsert"):
             self._apply(op)
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         wanted = {i for i in map(canonical_id, ids) if i is not None}
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
         flt = Filter(must=[HasIdCondition(set(wanted))])
-        payload = {"valid_to": valid_to_us, "superseded": True}
+        payload = {"valid_to": valid_to_us, "superseded": valid_to_us is not None}
         with self._write_lock, self._engine("set_valid_to"):
             self._apply(UpdateOperation.set_payload_by_filter(flt, payload))
 

@@ -73,6 +73,11 @@ def to_point(p: MemoryPoint) -> Point:
 def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
     """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``:
     the copy holds none of the bytes of deleted points that the engine's files keep."""
+    compact_copy(shard, dest, dim).close()
+
+
+def compact_copy(shard: EdgeShard, dest: Path, dim: int) -> EdgeShard:
+    """:func:`copy_points`, returning the copy open and flushed."""
     copy = EdgeShard.create(str(dest), config(dim))
     try:
         for name, schema in payload_indexes().items():
@@ -93,8 +98,10 @@ def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
             if offset is None:
                 break
         copy.flush()
-    finally:
+    except BaseException:
         copy.close()
+        raise
+    return copy
 
 
 def check_model(path: Path, have_model: str, have_dim: int, model: str, dim: int) -> None:

@@ -172,6 +172,10 @@ class QdrantVectorStore:
         """Nothing to do: the server builds its indexes in the background."""
         self._check_open()
 
+    def purge(self) -> None:
+        """Nothing under the data directory: a server vacuums deleted points itself (its
+        optimizer rewrites segments), and ``:memory:`` keeps no files."""
+
     def flush(self) -> None:
         """Nothing to do: every write waited for the server (``wait=True``)."""
         self._check_open()
@@ -195,7 +199,7 @@ class QdrantVectorStore:
             self._check_open()
             self.client.upsert(self.collection, points=structs, wait=True)
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int) -> None:
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         wanted: list[models.ExtendedPointId] = [
             i for i in map(canonical_id, ids) if i is not None and i != META_ID
         ]
@@ -209,7 +213,7 @@ class QdrantVectorStore:
             self._check_open()
             self.client.set_payload(
                 self.collection,
-                {"valid_to": valid_to_us, "superseded": True},
+                {"valid_to": valid_to_us, "superseded": valid_to_us is not None},
                 points=selector,
                 wait=True,
             )
