@@ -54,7 +54,7 @@ from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
 from tiers.vectors import VectorStore
 from tiers.working import STATE_CFS, WorkingMemory
-from weaver.consolidate import Consolidator
+from weaver.consolidate import Consolidator, redact_record
 from weaver.extractors import Extractor
 from weaver.extractors.local import LocalExtractor
 from weaver.index import Indexer
@@ -133,6 +133,7 @@ class Daemon:
             self.state,
             self.semantic,
             self.engine.scope_caches(),
+            redact_record,
         )
         semantic = self.semantic
         local = LocalExtractor(

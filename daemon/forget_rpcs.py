@@ -70,6 +70,7 @@ def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
         graph_edges=counts.graph_edges,
         graph_nodes=counts.graph_nodes,
         cache_entries=counts.cache_entries,
+        facts_restored=counts.facts_restored,
     )
 
 

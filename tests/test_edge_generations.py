@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_vector_contract import DIM, MODEL, T0, alice, ids, mem, unit
-from tiers.vectors import MemoryPoint, PointFilter, VectorStoreUnavailable
+from tiers.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore
 
@@ -221,3 +221,46 @@ def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, pa
         assert old.count(PointFilter()) == 33
     finally:
         old.close()
+
+
+def _files_with(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
+    store, path, tmp_path, monkeypatch
+):
+    marked = [mem(f"the secret Wombatmark{i} of the purge", seq=i, seed=i) for i in range(5)]
+    store.upsert(points(30) + marked)
+    store.delete(PointFilter(ids=tuple(p.id for p in marked)))
+    store.flush()
+    assert _files_with(path, b"Wombatmark")  # deleted, but in the engine's WAL and segments
+    # A build running now works on a copy that still holds them: the purge gives it up.
+    gated_child(monkeypatch, tmp_path / "never")
+    errors: list[BaseException] = []
+    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    build.start()
+    wait_for(lambda: store._child is not None, "the build's child")
+    query = [float(x) for x in unit(3)]
+    before = ids(store.search_dense(query, alice(), limit=10))
+    store.purge()
+    build.join(DEADLINE)
+    assert len(errors) == 1 and isinstance(errors[0], IndexBuildCancelled)
+    assert store.purges == 1 and store.builds == 0
+    assert _files_with(path, b"Wombatmark") == []
+    assert sorted(p.name for p in path.iterdir() if p.name.startswith("gen-")) == ["gen-000002"]
+    assert store.count(PointFilter()) == 30
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
+    # The store goes on: writes, a build, and a reopen.
+    store.upsert(points(5, start=100))
+    monkeypatch.undo()
+    store.optimize()
+    assert store.builds == 1 and store.count(PointFilter()) == 35
+    store.close()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 35
+        assert _files_with(path, b"Wombatmark") == []
+    finally:
+        again.close()

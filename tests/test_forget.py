@@ -14,7 +14,7 @@ import pytest
 
 from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI, Reply
-from tests.weaving import EchoLLM, tier3
+from tests.weaving import EchoLLM, tier3, turns_in
 from tiers.backup import restore_backup
 from tiers.records import Scope
 from tiers.tombstones import is_forgotten
@@ -41,7 +41,7 @@ def talk(
         user_id=user,
         agent_id=agent,
     )
-    return c.end_session(sid).episode_id if end else ""
+    return c.end_session(sid, user_id=user).episode_id if end else ""
 
 
 def consolidate(c: MemoryClient) -> None:
@@ -223,3 +223,198 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
         assert vectors.count(PointFilter(episode_ids=(gone,))) == 0
         assert vectors.count(PointFilter(episode_ids=(kept,))) >= 2
         assert is_forgotten(state, episode_id=gone)
+
+
+def _on_disk(root: Path, needles: list[str]) -> dict[str, list[str]]:
+    """Every file under ``root`` that holds one of ``needles``, with the ones it holds."""
+    found: dict[str, list[str]] = {}
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            hits = [n for n in needles if n.encode() in data]
+            if hits:
+                found[str(path.relative_to(root))] = hits
+    return found
+
+
+def _reversing_llm(request: Any) -> Reply:
+    """Facts whose text is only in Tier 3 and the stored extraction: the turn reversed."""
+    turns = turns_in(request)
+    return Reply.json(
+        {
+            "summary": f"{turns[0]['speaker']} talked about {len(turns)} things.",
+            "summary_source_seqs": [turns[0]["seq"]],
+            "facts": [
+                {
+                    "text": f"{t['speaker']} noted {t['text'][::-1]}",
+                    "source_seqs": [t["seq"]],
+                    "triplet": {
+                        "subject": t["speaker"],
+                        "predicate": "noted",
+                        "object": t["text"][::-1],
+                    },
+                }
+                for t in turns
+            ],
+        }
+    )
+
+
+def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
+    """By episode ids, by memory ids and by scope: no byte of the forgotten text is left in
+    any file of the data dir, also after a SIGKILL right after Forget returns and a restart;
+    the other tenant's data is intact."""
+    by_episode, by_memory, by_scope, still_open, bobs = (
+        "Quokkaword1101",
+        "Narwhalword2202",
+        "Axolotlword3303",
+        "Pangolinword4404",
+        "Okapiword5505",
+    )
+    data = tmp_path / "data"
+    with FakeOpenAI(responder=_reversing_llm) as fake:
+        settings = {
+            "weaver__interval_seconds": "3600",
+            "llm__model": "openai/test",
+            "llm__api_base": fake.base_url,
+        }
+        d = spawn(data, **settings)
+        with d.client(60) as c:
+            episode = talk(c, "alice", "s1", f"My code word is {by_episode}.", "Noted.")
+            talk(c, "alice", "s2", f"My pet is called {by_memory}.", "Cute.")
+            talk(c, "alice", "s3", f"I collect {by_scope} stamps.", "Nice.")
+            talk(c, "bob", "s1", f"I collect {bobs} coins.", "Cool.")  # same session id
+            consolidate(c)
+            talk(c, "alice", "s4", f"Remind me about {still_open}.", end=False)
+            everything = [by_episode, by_memory, by_scope, still_open, bobs]
+            reversed_ = [w[::-1] for w in everything if w != still_open]  # consolidated
+            before = _on_disk(data, everything + reversed_)
+            assert {w for hits in before.values() for w in hits} == set(everything + reversed_)
+
+            r = c.forget(episode_ids=[episode])
+            assert r.episodes == 1 and r.vector_points >= 4
+            assert _on_disk(data, [by_episode, by_episode[::-1]]) == {}
+
+            (fact,) = [
+                h
+                for h in c.recall(by_memory[::-1], user_id="alice", k=50, kinds=["fact"]).hits
+                if by_memory[::-1] in h.text
+            ]
+            r = c.forget(memory_ids=[fact.id])
+            assert r.vector_points == 1 and r.graph_edges == 1 and r.consolidation_records == 1
+            # The fact's own text is gone; the message it came from is not forgotten.
+            assert _on_disk(data, [by_memory[::-1]]) == {}
+            assert any(p.startswith("journal/") for p in _on_disk(data, [by_memory]))
+
+            r = c.forget(user_id="alice")
+            assert r.sessions == 1 and r.episodes == 2
+        d.kill()  # SIGKILL right after Forget returned
+        gone = [w for w in everything + reversed_ if w not in (bobs, bobs[::-1])]
+        assert _on_disk(data, gone) == {}
+        d = spawn(data, **settings)
+        with d.client(60) as c:
+            deadline = time.monotonic() + 120
+            while True:  # until Tier 3 is open again
+                try:
+                    texts(c, "bob", bobs)
+                    break
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+            assert _on_disk(data, gone) == {}
+            assert any(bobs in t for _i, _e, t in texts(c, "bob", f"{bobs} coins"))
+            assert texts(c, "alice", f"{by_scope} stamps {by_memory} {by_episode}") == []
+            assert c.get_working_memory("s4", user_id="alice").messages == []
+            on_disk = _on_disk(data, [bobs, bobs[::-1]])
+            assert any(p.startswith("journal/") for p in on_disk)
+            assert any(p.startswith("vectors/") for p in on_disk)
+        assert d.terminate() == 0
+    assert not any(w in d.log_path.read_text() for w in gone)  # nor in our own log
+
+
+def _lives_in_llm(request: Any) -> Reply:
+    """One fact per turn: "<speaker> lives in <last word>" (a functional predicate)."""
+    turns = turns_in(request)
+    facts = []
+    for t in turns:
+        city = t["text"].rstrip(".").split()[-1]
+        facts.append(
+            {
+                "text": f"{t['speaker']} lives in {city}",
+                "source_seqs": [t["seq"]],
+                "triplet": {"subject": t["speaker"], "predicate": "lives_in", "object": city},
+            }
+        )
+    summary = f"{turns[0]['speaker']} said where she lives."
+    return Reply.json({"summary": summary, "summary_source_seqs": [], "facts": facts})
+
+
+def test_forgetting_a_superseding_fact_makes_the_older_current_again(start_daemon):
+    with FakeOpenAI(responder=_lives_in_llm) as fake:
+        daemon = start_daemon(weaver=QUIET, llm={"model": "openai/test", "api_base": fake.base_url})
+        _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+        graph = daemon.daemon.semantic.graph
+        with daemon.client() as c:
+            for sid, city, day in (("m1", "Paris", 1), ("m2", "Rome", 2), ("m3", "Oslo", 3)):
+                c.append(
+                    sid,
+                    f"I live in {city}.",
+                    name="Alice",
+                    user_id="alice",
+                    created_at=MAY + dt.timedelta(days=day),
+                )
+                c.end_session(sid)
+            consolidate(c)
+            facts = {
+                p.attrs["object"]: p
+                for p in vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
+            }
+            paris, rome, oslo = facts["Paris"], facts["Rome"], facts["Oslo"]
+            assert paris.valid_to_us is not None and rome.valid_to_us is not None
+            assert oslo.valid_to_us is None
+
+            # The newest goes: Rome is current again, Paris stays closed (by Rome).
+            r = c.forget(memory_ids=[oslo.id])
+            assert r.facts_restored == 1
+            (rome_now,) = vectors.get([rome.id])
+            assert rome_now.valid_to_us is None
+            assert graph.get(rome.id).valid_to_us is None  # type: ignore[union-attr]
+            assert vectors.get([paris.id])[0].valid_to_us == rome.valid_from_us
+            hits = c.recall("Where does Alice live?", user_id="alice", kinds=["fact"]).hits
+            assert rome.id in [h.id for h in hits]
+
+            # The middle one goes: Paris is closed at the next value that remains (none: open).
+            r = c.forget(memory_ids=[rome.id])
+            assert r.facts_restored == 1
+            assert vectors.get([paris.id])[0].valid_to_us is None
+
+
+def test_scope_forget_finds_extractions_whose_episode_expired(start_daemon):
+    daemon = start_daemon(weaver=QUIET)
+    d = daemon.daemon
+    with daemon.client() as c:
+        gone = talk(c, "alice", "x1", f"My locker code is {SECRET}.", "Noted.")
+        consolidate(c)
+        assert d.state.get(EXTRACTIONS_CF, gone.encode()) is not None
+        # What an expired episode whose points were deleted leaves: its stored extraction.
+        header = d.journal.find(gone)
+        assert header is not None
+        d.journal.delete_episode(header)
+        _embedder, vectors = d.semantic.wait_ready(0)
+        vectors.delete(PointFilter(episode_ids=(gone,)))
+        d.semantic.graph.remove_edges(
+            [e.id for e in d.semantic.graph.edges_where(lambda e: e.episode_id == gone)]
+        )
+        d.state.write(_without_marks(d.state, gone))
+        r = c.forget(user_id="alice")
+        assert r.consolidation_records == 1
+        assert d.state.get(EXTRACTIONS_CF, gone.encode()) is None
+        assert is_forgotten(d.state, episode_id=gone)
+
+
+def _without_marks(state: Any, episode_id: str) -> Any:
+    batch = state.batch()
+    for cf in ("pending", "unindexed"):
+        batch.delete(cf, episode_id.encode())
+    return batch

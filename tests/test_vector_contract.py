@@ -452,6 +452,25 @@ def test_superseded_facts_are_hidden_on_request(store):
     store.set_valid_to([old.id], T0 + 20)
     store.set_valid_to([], T0 + 30)
     assert store.get([old.id])[0].valid_to_us == T0 + 20
+    # None makes it current again (Forget of the fact that superseded it)
+    store.set_valid_to([old.id], None)
+    assert store.get([old.id])[0] == bare(old)
+    assert set(ids(store.search_dense(list(vec), current, limit=10))) == {old.id, new.id, other.id}
+
+
+def test_purge_keeps_every_live_point_and_serves_on(store):
+    kept = [mem(f"alice keeps {i}", seq=i, seed=10 + i) for i in range(6)]
+    gone = [mem(f"alice forgets {i}", seq=i, seed=50 + i) for i in range(4)]
+    store.upsert(kept + gone)
+    store.delete(PointFilter(ids=tuple(p.id for p in gone)))
+    store.purge()
+    assert store.count(PointFilter()) == 6
+    assert store.get([p.id for p in kept + gone]) == [bare(p) for p in kept]
+    vec = kept[2].dense
+    assert vec is not None
+    assert ids(store.search_dense(list(vec), alice(), limit=1)) == [kept[2].id]
+    store.upsert(gone[:1])  # writes go on after a purge
+    assert store.count(PointFilter()) == 7
 
 
 def test_delete_by_filter_returns_how_many(store):

@@ -131,7 +131,7 @@ def test_sessions_are_per_user(make_tiers):
     bob = t.wm.window("s", user_id="bob")
     assert [m.content for m in bob.messages] == ["bob one", "bob two"]
     assert bob.scope == Scope("bob", "agent-1")
-    with pytest.raises(AmbiguousSession, match="name scope.user_id"):
+    with pytest.raises(AmbiguousSession, match=r"name scope\.user_id"):
         t.wm.window("s")
     with pytest.raises(AmbiguousSession):
         t.wm.append("s", Scope(""), [msg("whose?")])

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -43,7 +43,7 @@ from tiers.records import Episode, Scope, time_key, u64, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
 from tiers.tombstones import PURGE_KEY, TOMBSTONES_CF, Tombstones
-from tiers.vectors import PointFilter, VectorStore
+from tiers.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.working import WorkingMemory
 
 log = logging.getLogger("strata.forget")
@@ -124,6 +124,7 @@ class Forgetter:
         state: RocksStore,
         semantic: SemanticStore,
         caches: Sequence[ScopeCache] = (),
+        redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None,
     ) -> None:
         self._working = working
         self._journal = journal
@@ -131,6 +132,9 @@ class Forgetter:
         self._state = state
         self._semantic = semantic
         self.caches = list(caches)
+        # Rewrites an episode's stored extraction without what forgotten memories were made
+        # from (weaver.consolidate.redact_record): the weaver owns that record's format.
+        self._redact_record = redact_record
         self._purge_lock = threading.Lock()
         # Called after each purge: the vector store's new generation has no index yet.
         self.on_purged: list[Callable[[], None]] = []
@@ -255,6 +259,7 @@ class Forgetter:
                 self._remove_edges(edge_ids, counts, removed)
             if plan.memory_ids:
                 ids = tuple(sorted(plan.memory_ids))
+                counts.consolidation_records += self._redact(vectors.get(list(ids)))
                 counts.vector_points += vectors.delete(PointFilter(ids=ids))
                 self._remove_edges(list(ids), counts, removed)
             counts.facts_restored = self._restore_superseded(removed, vectors)
@@ -300,6 +305,22 @@ class Forgetter:
         ms = self.purge()
         log.info("forget.purge_resumed", extra={"fields": {"purge_ms": ms}})
         return True
+
+    def _redact(self, points: list[MemoryPoint]) -> int:
+        """Rewrite the stored extractions that the forgotten ``points`` were made from."""
+        if self._redact_record is None:
+            return 0
+        by_episode: dict[str, list[MemoryPoint]] = {}
+        for p in points:
+            if p.episode_id and p.kind in ("fact", "summary"):
+                by_episode.setdefault(p.episode_id, []).append(p)
+        batch = self._state.batch()
+        for eid, forgotten in by_episode.items():
+            raw = self._state.get(EXTRACTIONS_CF, eid.encode())
+            if raw is not None:
+                batch.put(EXTRACTIONS_CF, eid.encode(), self._redact_record(raw, forgotten))
+        self._state.write(batch)
+        return 0 if batch.empty else len(by_episode)
 
     def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge]) -> None:
         graph = self._semantic.graph

@@ -20,6 +20,7 @@ Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees ha
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from tiers.graph import Edge, normalize
@@ -292,6 +293,19 @@ def encode_extraction(extraction: Extraction, episode: EpisodeInput | None = Non
             ],
         }
     )
+
+
+def redact_record(raw: bytes, forgotten: Collection[MemoryPoint]) -> bytes:
+    """A stored record without the summary and facts that ``forgotten`` (points of its
+    episode, being forgotten by id) were made from: Forget's hook, so no stored record keeps
+    a forgotten memory's text. The rest of the record stays, so a rebuild derives the rest."""
+    summaries = {p.text for p in forgotten if p.kind == "summary"}
+    facts = {p.text for p in forgotten if p.kind == "fact"}
+    doc = unpack(raw)
+    if doc.get("s") in summaries:
+        doc["s"], doc["ss"] = "", []
+    doc["f"] = [f for f in doc["f"] if f[0] not in facts]
+    return pack(doc)
 
 
 def decode_record(raw: bytes) -> tuple[Extraction, EpisodeInput | None]:

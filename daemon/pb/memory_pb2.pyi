@@ -524,7 +524,7 @@ class ForgetRequest(_message.Message):
     def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., episode_ids: _Optional[_Iterable[str]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
-    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries")
+    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -534,6 +534,7 @@ class ForgetResponse(_message.Message):
     GRAPH_EDGES_FIELD_NUMBER: _ClassVar[int]
     GRAPH_NODES_FIELD_NUMBER: _ClassVar[int]
     CACHE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    FACTS_RESTORED_FIELD_NUMBER: _ClassVar[int]
     sessions: int
     session_messages: int
     episodes: int
@@ -543,4 +544,5 @@ class ForgetResponse(_message.Message):
     graph_edges: int
     graph_nodes: int
     cache_entries: int
-    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ...) -> None: ...
+    facts_restored: int
+    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ...) -> None: ...
