@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint lock-check lock pytest bench bench-recall bench-load bench-build protos docs clean
+.PHONY: run test lint lock-check lock pytest bench bench-recall bench-load bench-build bench-forget protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,10 @@ bench-load: $(STAMP)
 # latency with the index built); not part of `make test`.
 bench-build: $(STAMP)
 	$(BIN)/python -m tests.bench.index_build
+
+# What a Forget costs at 100k points, with other tenants served meanwhile.
+bench-forget: $(STAMP)
+	$(BIN)/python -m tests.bench.forget_cost
 
 protos: $(STAMP)
 	$(BIN)/python -m daemon.protogen

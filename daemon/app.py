@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 from typing import Any
 
@@ -163,7 +162,7 @@ class Daemon:
             )
             weaver = self.weaver
             self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
-            self.forgetter.on_purged.append(weaver.index_lost)
+            self.forgetter.purger.on_purged.append(weaver.index_lost)
 
     def _recall_engine(self, semantic: SemanticStore) -> RecallEngine:
         s = self.settings
@@ -383,8 +382,8 @@ class Daemon:
             log.info("server.ready")
             if self._freeze_gc:  # the model and the fact graph are loaded: out of the GC's way
                 gc_pauses.freeze()
-            if self.forgetter is not None:  # a Forget's purge that a crash interrupted
-                threading.Thread(target=self._resume_purge, name="forget-purge").start()
+            if self.forgetter is not None:  # a Forget's purge that a stop interrupted
+                self.forgetter.purger.resume()
         health_servicer, loop = self._health, self._loop
         if health_servicer is None or loop is None:
             return
@@ -400,13 +399,6 @@ class Daemon:
 
         with contextlib.suppress(RuntimeError):  # the loop is closed: the daemon has stopped
             loop.call_soon_threadsafe(update)
-
-    def _resume_purge(self) -> None:
-        assert self.forgetter is not None
-        try:
-            self.forgetter.resume()
-        except Exception:
-            log.exception("forget.purge_failed")
 
     def _tier3_waiting(self, reason: str) -> None:
         """From the loader thread: Tier 3 waits for an embedding endpoint that is down; the
@@ -433,6 +425,8 @@ class Daemon:
             await self._server.stop(self.settings.shutdown_grace_seconds)
         if self.weaver is not None:
             await asyncio.to_thread(self.weaver.stop, self.settings.shutdown_grace_seconds)
+        if self.forgetter is not None:
+            self.forgetter.purger.close()  # a purge running now ends with the vector store
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.close)
         self._close_stores()

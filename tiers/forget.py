@@ -19,30 +19,25 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
 A fact that a forgotten fact had superseded is made current again, or closed at the next
 remaining fact that supersedes it (:meth:`Forgetter._restore_superseded`).
 
-Then, without the locks, the deletes are made physical (:meth:`Forgetter.purge`): every
-memtable of both RocksDB stores is flushed (so the write-ahead logs that held the deleted
-values are deleted), the touched column families are compacted (so no SST file holds them),
-and the vector store rewrites its live points into a new generation and deletes the old one
-(the engine keeps deleted points' bytes in its WAL and segments). Forget returns after that.
-A ``purge`` mark, written with the tombstones, survives a crash during these steps: the next
-start runs the purge again (:meth:`Forgetter.resume`) as soon as Tier 3 is open.
+Then, without the locks, the deletes are made physical (:mod:`tiers.purge`): RocksDB's
+before Forget returns, the vector store's on the purger's thread right after (a ``purge``
+mark, written with the tombstones, makes the next start finish it after a crash).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from tiers.graph import Edge, normalize
 from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
-from tiers.records import Episode, Scope, time_key, u64, unpack
+from tiers.purge import Purger
+from tiers.records import Episode, Scope, time_key, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.tombstones import PURGE_KEY, TOMBSTONES_CF, Tombstones
+from tiers.tombstones import Tombstones
 from tiers.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.working import WorkingMemory
 
@@ -108,7 +103,7 @@ class ForgetCounts:
     cache_entries: int = 0
     profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
     facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
-    purge_ms: float = 0.0  # making the deletes physical (files rewritten)
+    purge_ms: float = 0.0  # making RocksDB's deletes physical (tiers.purge; vectors: after)
 
 
 def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
@@ -135,9 +130,7 @@ class Forgetter:
         # Rewrites an episode's stored extraction without what forgotten memories were made
         # from (weaver.consolidate.redact_record): the weaver owns that record's format.
         self._redact_record = redact_record
-        self._purge_lock = threading.Lock()
-        # Called after each purge: the vector store's new generation has no index yet.
-        self.on_purged: list[Callable[[], None]] = []
+        self.purger = Purger(state, journal_store, semantic, STATE_CFS_TOUCHED, JOURNAL_CFS_TOUCHED)
 
     @property
     def tombstones(self) -> Tombstones:
@@ -232,8 +225,7 @@ class Forgetter:
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
             Tombstones.add(batch, episodes, sorted(plan.memory_ids))
-            batch.put(TOMBSTONES_CF, PURGE_KEY, u64(time.time_ns()))
-            self._state.write(batch)
+            mark, earlier = self.purger.write_marked(batch)
             removed: list[Edge] = []
             if scope is not None:
                 dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
@@ -272,39 +264,13 @@ class Forgetter:
             for user_id in sorted(users):
                 for cache in self.caches:
                     counts.cache_entries += cache.forget_scope(user_id)
-        counts.purge_ms = self.purge()
+        if not earlier and not any(getattr(counts, name) for name in counts.__dataclass_fields__):
+            self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
+        else:
+            counts.purge_ms = self.purger.purge_stores()
+            self.purger.request()
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
-
-    def purge(self) -> float:
-        """Make every delete so far physical in every store (module doc); returns the ms it
-        took. Purges run one at a time; the ``purge`` mark is cleared only by the purge that
-        began after the last Forget wrote it. Raises StoreUnavailable, VectorStoreUnavailable,
-        EmbeddingUnavailable (the mark stays: a later call or start tries again)."""
-        with self._purge_lock:
-            began = time.perf_counter()
-            mark = self._state.get(TOMBSTONES_CF, PURGE_KEY)
-            _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
-            vectors.purge()
-            self._state.purge(STATE_CFS_TOUCHED)
-            self._jstore.purge(JOURNAL_CFS_TOUCHED)
-            if mark is not None and self._state.get(TOMBSTONES_CF, PURGE_KEY) == mark:
-                batch = self._state.batch()
-                batch.delete(TOMBSTONES_CF, PURGE_KEY)
-                self._state.write(batch)
-            ms = round((time.perf_counter() - began) * 1000, 1)
-        for listener in self.on_purged:
-            listener()
-        return ms
-
-    def resume(self) -> bool:
-        """At start-up, once Tier 3 is open: finish the purge of a Forget that a crash
-        interrupted. Returns whether there was one."""
-        if self._state.get(TOMBSTONES_CF, PURGE_KEY) is None:
-            return False
-        ms = self.purge()
-        log.info("forget.purge_resumed", extra={"fields": {"purge_ms": ms}})
-        return True
 
     def _redact(self, points: list[MemoryPoint]) -> int:
         """Rewrite the stored extractions that the forgotten ``points`` were made from."""

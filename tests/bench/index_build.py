@@ -77,6 +77,13 @@ class Recorder(threading.Thread):
                 self.stop.wait(self.pause)
 
 
+def stop(recorders: list[Recorder]) -> None:
+    for r in recorders:
+        r.stop.set()
+    for r in recorders:
+        r.join(60)
+
+
 class BuildWatcher(threading.Thread):
     """Records each build's window: from the next generation's directory appearing to
     ``CURRENT`` naming it."""
@@ -285,10 +292,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
             start, end = watcher.windows[0]
             time.sleep(AFTER_SWAP)
             watcher.stop.set()
-            for r in recorders:
-                r.stop.set()
-            for r in recorders:
-                r.join(60)
+            stop(recorders)
             appends.close()
             recalls.close()
             status.close()

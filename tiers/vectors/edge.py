@@ -66,7 +66,6 @@ from tiers.vectors.edge_filter import build_filter
 from tiers.vectors.edge_shard import (
     SIDECAR,
     check_model,
-    compact_copy,
     config,
     copy_points,
     payload_indexes,
@@ -106,6 +105,7 @@ class EdgeVectorStore:
         # Writes made while a build runs, replayed into the built copy (under _write_lock).
         self._recorded: list[UpdateOperation] | None = None
         self._child: subprocess.Popen[bytes] | None = None
+        self._child_purges = False  # the running child makes a purge's copy (not a build)
         self._readers = threading.Condition()  # guards _shard swaps and _leases
         self._leases: dict[int, int] = {}  # id(shard) -> reads in progress
         self.builds = 0  # index builds swapped in (for tests and figures)
@@ -157,84 +157,83 @@ class EdgeVectorStore:
         """Build the index in a child process on a copy, then swap the copy in (module doc).
         Blocks the calling thread until the swap; other threads run on meanwhile."""
         with self._optimize_lock:
-            ms: dict[str, float] = {}
-            t = time.perf_counter()
-            with self._write_lock, self._engine("optimize"):
-                self._open().flush()
-                old_gen = self._dir
-                gen = generations.following(self.path, old_gen)
-                shutil.rmtree(gen, ignore_errors=True)
-                generations.copy(old_gen, self.path, gen)
-                self._recorded = []
-            ms["copy"], t = _ms(t), time.perf_counter()
-            try:
-                self._build(gen)
-                ms["child"], t = _ms(t), time.perf_counter()
-                with self._engine("optimize"):
-                    built = self._load(gen, self._dim)  # holds the GIL (0.6-1.6 s at 100k)
-                ms["load"], t = _ms(t), time.perf_counter()
-                with self._write_lock, self._engine("optimize"):
-                    replayed = len(self._recorded)
-                    try:
-                        for op in self._recorded:
-                            built.update(op)
-                        generations.switch(self.path, gen)
-                    except BaseException:
-                        built.close()
-                        raise
-                    old = self._swap(built, gen)
-                    self._recorded = None
-            except BaseException:
-                with self._write_lock:
-                    self._recorded = None
-                if self._dir != gen:
-                    generations.remove(gen, self.path)
-                raise
-            ms["replay"] = _ms(t)
-            self.builds += 1
-            self._retire(old, old_gen)
-            log.info(
-                "vectors.built",
-                extra={"fields": {"generation": gen.name, "replayed_writes": replayed, **ms}},
-            )
+            self._regenerate(purge=False)
 
     def purge(self) -> None:
-        """Write the live points into a new generation and make it current, then delete the
-        old one: no byte of a deleted point stays in the files (the engine keeps them in its
-        WAL and segment pages). A build that is running is given up (its copy predates the
-        deletes) and the new generation has no HNSW index until the next build: queries are
-        exact meanwhile, within each scope's points (payload indexes). Writes wait for the
-        copy (1-2 s per 100k points), reads go on."""
+        """Rewrite the live points into a new generation, make it current and delete the old
+        one: no byte of a deleted point stays in the files (the engine keeps them in its WAL
+        and segment pages). As a build: the live shard's files are copied, a child process
+        writes that copy's live points into a new shard (no HNSW index: the next build makes
+        it; queries are exact meanwhile, within each scope's points), the daemon loads it,
+        replays the writes made meanwhile and swaps it in. A build that is running is given up
+        (its copy predates the deletes). A delete made during the purge is in the old files
+        and replayed into the new ones: purge again after it."""
         with self._readers:
             self._purging += 1
-            if self._child is not None:
-                self._child.kill()
+            if self._child is not None and not self._child_purges:
+                self._child.kill()  # a build: its copy predates the deletes
         try:
             with self._optimize_lock:
-                t = time.perf_counter()
-                with self._write_lock, self._engine("purge"):
-                    shard = self._open()
-                    old_gen = self._dir
-                    gen = generations.following(self.path, old_gen)
-                    shutil.rmtree(gen, ignore_errors=True)
-                    try:
-                        fresh = compact_copy(shard, gen, self._dim)
-                    except BaseException:
-                        generations.remove(gen, self.path)
-                        raise
-                    try:
-                        generations.switch(self.path, gen)
-                    except BaseException:
-                        fresh.close()
-                        generations.remove(gen, self.path)
-                        raise
-                    old = self._swap(fresh, gen)
-                self.purges += 1
-                self._retire(old, old_gen)
-                log.info("vectors.purged", extra={"fields": {"generation": gen.name, "ms": _ms(t)}})
+                self._regenerate(purge=True)
         finally:
             with self._readers:
                 self._purging -= 1
+
+    def _regenerate(self, *, purge: bool) -> None:
+        """A new generation made by a child process from a copy of the live one (an index
+        build, or a purge's compacted copy), loaded, brought up to date and swapped in."""
+        what = "purge" if purge else "optimize"
+        ms: dict[str, float] = {}
+        t = time.perf_counter()
+        with self._write_lock, self._engine(what):
+            self._open().flush()
+            old_gen = self._dir
+            copy = generations.following(self.path, old_gen)
+            gen = generations.following(self.path, copy) if purge else copy
+            for stale in {copy, gen}:
+                shutil.rmtree(stale, ignore_errors=True)
+            generations.copy(old_gen, self.path, copy)
+            self._recorded = []
+        ms["copy"], t = _ms(t), time.perf_counter()
+        try:
+            command = (
+                generations.child_command(copy, gen) if purge else generations.child_command(gen)
+            )
+            self._build(command, gen, purge)
+            if purge:
+                generations.remove(copy, self.path)
+            ms["child"], t = _ms(t), time.perf_counter()
+            with self._engine(what):
+                built = self._load(gen, self._dim)  # holds the GIL (0.6-1.6 s at 100k)
+            ms["load"], t = _ms(t), time.perf_counter()
+            with self._write_lock, self._engine(what):
+                replayed = len(self._recorded)
+                try:
+                    for op in self._recorded:
+                        built.update(op)
+                    generations.switch(self.path, gen)
+                except BaseException:
+                    built.close()
+                    raise
+                old = self._swap(built, gen)
+                self._recorded = None
+        except BaseException:
+            with self._write_lock:
+                self._recorded = None
+            for stale in {copy, gen}:
+                if self._dir != stale:
+                    generations.remove(stale, self.path)
+            raise
+        ms["replay"] = _ms(t)
+        if purge:
+            self.purges += 1
+        else:
+            self.builds += 1
+        self._retire(old, old_gen)
+        log.info(
+            "vectors.purged" if purge else "vectors.built",
+            extra={"fields": {"generation": gen.name, "replayed_writes": replayed, **ms}},
+        )
 
     def _swap(self, shard: EdgeShard, gen: Path) -> EdgeShard | None:
         """Make ``shard`` (at ``gen``, named by CURRENT already) the live one; returns the
@@ -243,15 +242,16 @@ class EdgeVectorStore:
             old, self._shard, self._dir = self._shard, shard, gen
         return old
 
-    def _build(self, gen: Path) -> None:
-        """Run the engine's optimizer on ``gen`` in a child process."""
+    def _build(self, command: list[str], gen: Path, purging: bool) -> None:
+        """Run the child ``command`` that makes ``gen``; a build gives way to a purge."""
         with self._readers:
             if self._closed:
                 raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
-            if self._purging:
+            self._child_purges = purging
+            if self._purging and not purging:
                 raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
             child = self._child = subprocess.Popen(
-                generations.child_command(gen),
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
@@ -266,9 +266,9 @@ class EdgeVectorStore:
             why = lines[-1] if lines else f"exit code {child.returncode}"
             if self._closed:
                 why = "the store was closed"
-            elif self._purging:
+            elif self._purging and not purging:
                 raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
-            raise VectorStoreUnavailable(f"the index build of {gen} failed: {why}")
+            raise VectorStoreUnavailable(f"making {gen} failed: {why}")
 
     def _retire(self, shard: EdgeShard | None, gen: Path) -> None:
         """Close a swapped-out shard once its last read is done, and delete its files."""

@@ -120,8 +120,11 @@ def sweep(root: Path) -> list[str]:
     return removed
 
 
-def child_command(gen: Path) -> list[str]:
-    return [sys.executable, "-m", "tiers.vectors.edge_generations", str(gen)]
+def child_command(gen: Path, compact_into: Path | None = None) -> list[str]:
+    """The child that optimizes ``gen`` in place, or with ``compact_into`` writes the live
+    points of ``gen`` into a new shard there (a purge: no deleted point's bytes, no index)."""
+    command = [sys.executable, "-m", "tiers.vectors.edge_generations", str(gen)]
+    return command if compact_into is None else [*command, str(compact_into)]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -132,23 +135,36 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _build(gen: str) -> int:
-    """The child: optimize the shard at ``gen`` (a copy no other process has open)."""
+def _build(gen: str, compact_into: str | None = None) -> int:
+    """The child: optimize the shard at ``gen`` (a copy no other process has open), or copy
+    its live points into a new shard at ``compact_into``."""
     from qdrant_edge import EdgeShard
 
-    with contextlib.suppress(OSError):
-        os.nice(10)  # the daemon's queries and appends come first on shared cores
+    from tiers.vectors.edge_shard import copy_points, read_sidecar
+
+    if compact_into is None:
+        with contextlib.suppress(OSError):
+            os.nice(10)  # the daemon's queries and appends come first on shared cores
     shard = EdgeShard.load(gen)
     try:
-        shard.optimize()
-        shard.flush()
+        if compact_into is None:
+            shard.optimize()
+            shard.flush()
+        else:  # a purge waits on it: not niced
+            sidecar = read_sidecar(Path(gen).parent)  # a generation's store
+            if sidecar is None:
+                raise SystemExit(f"no sidecar beside {gen}: its vectors' size is unknown")
+            copy_points(shard, Path(compact_into), int(sidecar["dim"]))
     finally:
         shard.close()
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python -m tiers.vectors.edge_generations SHARD_DIR", file=sys.stderr)
+    if len(sys.argv) not in (2, 3):
+        print(
+            "usage: python -m tiers.vectors.edge_generations SHARD_DIR [COMPACT_INTO]",
+            file=sys.stderr,
+        )
         sys.exit(2)
-    sys.exit(_build(sys.argv[1]))
+    sys.exit(_build(*sys.argv[1:]))

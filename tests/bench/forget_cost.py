@@ -1,0 +1,177 @@
+"""What a Forget costs at 100k points, and how other tenants are served meanwhile.
+
+Run as ``python -m tests.bench.forget_cost`` (``make bench-forget``). A data directory is
+filled offline with N points and their fact graph (``recall_latency``'s data: 50 users, about
+N/50 points each) and its index is built, as a daemon that has run for a while leaves it. A
+real ``stratad`` runs on it. From separate threads, each with its own channel, other tenants
+are served throughout: ``Append`` every 20 ms (one live session) and ``Recall`` k = 10 back to
+back for random users other than the ones forgotten. Then, one after the other:
+
+1. ``Forget`` of a whole user (scope);
+2. ``Forget`` of 20 memory ids of another user;
+3. ``Forget`` of a third user while its open session holds messages.
+
+Reported per Forget: its wall time, the purge's part (``forget.done purge_ms``: RocksDB
+memtables flushed and touched column families compacted, the vector store rewritten into a
+new generation) and the ``vectors.purged`` time; and the Append and Recall latencies during
+the Forgets and otherwise. The vector store has no HNSW index after a purge until the next
+build: Recall right after is measured too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from daemon.client import MemoryClient
+from tests.bench._daemon import format_machine, machine_info
+from tests.bench.index_build import Recorder, stop, summary
+from tests.bench.recall_latency import build, measure
+from tests.bench.tier3_query import embed_pool
+from tests.support import ProcessDaemon
+
+APPEND_EVERY = 0.020
+SETTLE = 3.0
+FORGOTTEN = ("user-00", "user-01", "user-02")
+
+
+def _events(log: str, name: str) -> list[dict[str, str]]:
+    return [
+        dict(re.findall(r"(\w+)=(\S+)", line))
+        for line in log.splitlines()
+        if f"event={name} " in line
+    ]
+
+
+def run(size: int, queries: int) -> dict[str, Any]:
+    texts, pool, questions, _q, _secs = embed_pool(threads=2)
+    with tempfile.TemporaryDirectory(prefix="strata-forget-") as tmp:
+        data = Path(tmp) / "data"
+        print(f"{size} points: building the data dir (index built) ...", flush=True)
+        built = build(data, size, texts, pool, optimize=True)
+        proc = ProcessDaemon(data, log_level="info", weaver__interval_seconds="86400")
+        try:
+            address = proc.address
+            with MemoryClient(address, timeout=120) as c:
+                while not c.weaver_status().embedding_ready:
+                    time.sleep(0.1)
+                for q in questions[:20]:
+                    c.recall(q, user_id="user-10", k=10)
+                before = measure(address, questions, queries)
+                c.append("bench-open", "a message the Forget drops", user_id=FORGOTTEN[2])
+                memory_ids = [h.id for h in c.recall(questions[0], user_id=FORGOTTEN[1], k=20).hits]
+            rng = random.Random(5)
+            appends = MemoryClient(address, timeout=60)
+            recalls = MemoryClient(address, timeout=60)
+            others = [f"user-{i:02d}" for i in range(3, 50)]
+            recorders = [
+                Recorder(
+                    "append",
+                    lambda i: appends.append("bench-live", f"message {i}", user_id="bench"),
+                    APPEND_EVERY,
+                ),
+                Recorder(
+                    "recall",
+                    lambda i: recalls.recall(
+                        rng.choice(questions), user_id=rng.choice(others), k=10
+                    ),
+                    0.0,
+                ),
+            ]
+            for r in recorders:
+                r.start()
+            time.sleep(SETTLE)
+            forgets: list[dict[str, Any]] = []
+            window = [time.perf_counter(), 0.0]
+            with MemoryClient(address, timeout=600) as c:
+                for what, kwargs in (
+                    ("scope", {"user_id": FORGOTTEN[0]}),
+                    ("memory ids", {"memory_ids": memory_ids}),
+                    ("scope, open session", {"user_id": FORGOTTEN[2]}),
+                ):
+                    t0 = time.perf_counter()
+                    r = c.forget(**kwargs)  # type: ignore[arg-type]
+                    forgets.append(
+                        {
+                            "what": what,
+                            "ms": round((time.perf_counter() - t0) * 1000, 1),
+                            "vector_points": r.vector_points,
+                            "graph_edges": r.graph_edges,
+                            "sessions": r.sessions,
+                        }
+                    )
+                    print(f"  forget {what}: {forgets[-1]}", flush=True)
+            window[1] = time.perf_counter()
+            time.sleep(SETTLE)
+            stop(recorders)
+            appends.close()
+            recalls.close()
+            after = measure(address, questions, queries)  # no HNSW index until the next build
+        finally:
+            proc.terminate()
+        log = proc.log_path.read_text(errors="replace")
+    done = _events(log, "forget.done")
+    purged = _events(log, "vectors.purged")
+    for f, d, p in zip(forgets, done, purged, strict=False):
+        f["purge_ms"] = float(d.get("purge_ms", "nan"))
+        f["vectors_purged_ms"] = float(p.get("ms", "nan"))
+    return {
+        "points": size,
+        **built,
+        "forgets": forgets,
+        **{r.name: summary(r.samples, window[0], window[1]) for r in recorders},
+        "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
+        "recall_before": before,
+        "recall_after_purge": after,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.forget_cost")
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--json", type=Path, metavar="PATH")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    result = run(args.points, args.queries)
+    print()
+    print(f"Forget at {result['points']} points")
+    print(format_machine(machine))
+    for f in result["forgets"]:
+        print(
+            f"  {f['what']:>20}: {f['ms']} ms (purge {f.get('purge_ms')} ms, of which the vector"
+            f" store {f.get('vectors_purged_ms')} ms); {f['vector_points']} points,"
+            f" {f['graph_edges']} edges, {f['sessions']} sessions"
+        )
+    print(
+        f"  {'rpc':>7} {'during: n':>10} {'p50':>7} {'p99':>7} {'max':>8} | "
+        f"{'otherwise: n':>12} {'p50':>7} {'p99':>7} {'max':>8}"
+    )
+    for name in ("append", "recall"):
+        d, o = result[name]["during_build"], result[name]["otherwise"]
+        print(
+            f"  {name:>7} {d.get('n', 0):>10} {d.get('p50', '-'):>7} {d.get('p99', '-'):>7} "
+            f"{d.get('max', '-'):>8} | {o.get('n', 0):>12} {o.get('p50', '-'):>7} "
+            f"{o.get('p99', '-'):>7} {o.get('max', '-'):>8}"
+        )
+    if result["errors"]:
+        print(f"  errors: {result['errors']}")
+    b, a = result["recall_before"], result["recall_after_purge"]
+    print(
+        f"  Recall, one client: before p50 {b['recall_p50_ms']} / p95 {b['recall_p95_ms']} ms;"
+        f" after the purges (no HNSW until the next build) p50 {a['recall_p50_ms']} /"
+        f" p95 {a['recall_p95_ms']} ms"
+    )
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
