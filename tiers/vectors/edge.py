@@ -11,7 +11,9 @@ built by the engine's ``optimize()``, which holds the GIL for its whole run (sec
 stores): :meth:`EdgeVectorStore.optimize` therefore runs it in a child process on a copy of the
 shard and swaps the built copy in (:mod:`tiers.vectors.edge_generations`), so the daemon's
 threads run on meanwhile. Loading the built copy still holds the GIL once, for its whole run
-(0.6-1.6 s measured at 100k points with the payload indexes and sparse vectors).
+(0.6-1.6 s measured at 100k points with the payload indexes and sparse vectors). A purge
+(Forget's, :mod:`tiers.purge`) goes the same way, its child writing the copy's live points
+into a new shard, so no deleted point's bytes stay in the files.
 
 Threads: one instance is shared by the writer and the query threads. Reads go to the engine
 without a lock (the engine is safe for concurrent readers and writers). Writes are serialized
@@ -48,7 +50,6 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
 
-from daemon.errors import StrataError
 from tiers.vectors import (
     DENSE,
     SPARSE,
@@ -68,6 +69,8 @@ from tiers.vectors.edge_shard import (
     check_model,
     config,
     copy_points,
+    engine_errors,
+    load_shard,
     payload_indexes,
     read_sidecar,
     to_point,
@@ -441,29 +444,8 @@ class EdgeVectorStore:
             raise VectorStoreUnavailable(f"the vector store at {self.path} is {state}")
         return shard
 
-    @contextlib.contextmanager
-    def _engine(self, what: str) -> Iterator[None]:
-        """Engine (and file system) failures become :class:`VectorStoreUnavailable`."""
-        try:
-            yield
-        except StrataError:
-            raise
-        except Exception as exc:
-            if "WouldBlock" in str(exc):
-                raise VectorStoreUnavailable(
-                    f"the vector store at {self.path} is in use by another process"
-                ) from exc
-            raise VectorStoreUnavailable(
-                f"vector store {what} failed at {self.path}: {exc}"
-            ) from exc
+    def _engine(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return engine_errors(self.path, what)
 
     def _load(self, gen: Path, dim: int) -> EdgeShard:
-        try:
-            return EdgeShard.load(str(gen), config(dim))
-        except Exception as exc:
-            if "incompatible" not in str(exc).lower():
-                raise
-            raise VectorStoreMismatch(
-                f"the vector store at {self.path} does not match its {SIDECAR}"
-                f" ({dim} dims): {exc}; rebuild it"
-            ) from exc
+        return load_shard(self.path, gen, dim)

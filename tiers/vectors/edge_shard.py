@@ -11,8 +11,10 @@ with vectors of two kinds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +33,8 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
 
-from tiers.vectors import DENSE, SPARSE, MemoryPoint, VectorStoreMismatch
+from daemon.errors import StrataError
+from tiers.vectors import DENSE, SPARSE, MemoryPoint, VectorStoreMismatch, VectorStoreUnavailable
 
 if TYPE_CHECKING:
     from qdrant_edge import NamedVector, PayloadSchemaParams
@@ -73,11 +76,6 @@ def to_point(p: MemoryPoint) -> Point:
 def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
     """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``:
     the copy holds none of the bytes of deleted points that the engine's files keep."""
-    compact_copy(shard, dest, dim).close()
-
-
-def compact_copy(shard: EdgeShard, dest: Path, dim: int) -> EdgeShard:
-    """:func:`copy_points`, returning the copy open and flushed."""
     copy = EdgeShard.create(str(dest), config(dim))
     try:
         for name, schema in payload_indexes().items():
@@ -98,10 +96,8 @@ def compact_copy(shard: EdgeShard, dest: Path, dim: int) -> EdgeShard:
             if offset is None:
                 break
         copy.flush()
-    except BaseException:
+    finally:
         copy.close()
-        raise
-    return copy
 
 
 def check_model(path: Path, have_model: str, have_dim: int, model: str, dim: int) -> None:
@@ -145,3 +141,31 @@ def write_sidecar(store: Path, model: str, dim: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def engine_errors(path: Path, what: str) -> Iterator[None]:
+    """Engine (and file system) failures become :class:`VectorStoreUnavailable`."""
+    try:
+        yield
+    except StrataError:
+        raise
+    except Exception as exc:
+        if "WouldBlock" in str(exc):
+            raise VectorStoreUnavailable(
+                f"the vector store at {path} is in use by another process"
+            ) from exc
+        raise VectorStoreUnavailable(f"vector store {what} failed at {path}: {exc}") from exc
+
+
+def load_shard(path: Path, gen: Path, dim: int) -> EdgeShard:
+    """Open the generation ``gen`` of the store at ``path``, checking it against ``dim``."""
+    try:
+        return EdgeShard.load(str(gen), config(dim))
+    except Exception as exc:
+        if "incompatible" not in str(exc).lower():
+            raise
+        raise VectorStoreMismatch(
+            f"the vector store at {path} does not match its {SIDECAR} ({dim} dims): {exc};"
+            " rebuild it"
+        ) from exc
