@@ -40,9 +40,11 @@ def export_to(
     agent_id: str,
     directory: Path,
     timeout: float | None,
-    err: TextIO = sys.stderr,
+    err: TextIO | None = None,
 ) -> dict[str, Any]:
-    """Export ``user_id`` (or its agent) into ``directory``; returns the summary."""
+    """Export ``user_id`` (or its agent) into ``directory``; returns the summary. Progress
+    goes to ``err`` (default: stderr)."""
+    err = err or sys.stderr
     target = directory / FILE_NAME
     if target.exists():
         raise TransferError(f"{target} exists already: choose another directory")
@@ -81,9 +83,15 @@ def render_export(d: dict[str, Any]) -> str:
 
 
 def import_from(
-    client: MemoryClient, path: Path, user_id: str, timeout: float | None, err: TextIO = sys.stderr
+    client: MemoryClient,
+    path: Path,
+    user_id: str,
+    timeout: float | None,
+    err: TextIO | None = None,
 ) -> admin_pb2.ImportResponse:
-    """Stream ``path`` (an export file, or a directory holding ``memory.jsonl``)."""
+    """Stream ``path`` (an export file, or a directory holding ``memory.jsonl``); progress
+    goes to ``err`` (default: stderr)."""
+    out = err or sys.stderr
     source = path / FILE_NAME if path.is_dir() else path
     if not source.is_file():
         raise TransferError(f"{source} is not a file (give an export directory or its file)")
@@ -97,8 +105,8 @@ def import_from(
                 sent += len(block)
                 if sent - reported >= PROGRESS_BYTES or sent == size:
                     reported = sent
-                    print(f"import: sent {sent} of {size} bytes", file=err, flush=True)
-        print("import: the daemon is writing (points are embedded again)", file=err, flush=True)
+                    print(f"import: sent {sent} of {size} bytes", file=out, flush=True)
+        print("import: the daemon is writing (points are embedded again)", file=out, flush=True)
 
     return client.import_(blocks(), user_id=user_id, timeout=timeout)
 
