@@ -55,6 +55,7 @@ from tiers.working import WorkingMemory
 ExtractionFromJSON = Callable[[str, Scope, dict[str, Any]], bytes]
 POINT_BATCH = 64  # points per embedding call and per hold of the Tier 3 write lock
 EDGE_BATCH = 1000
+CHECK_BATCH = 1000  # point ids per lookup when checking a file against the store
 
 
 @dataclass(slots=True)
@@ -101,7 +102,7 @@ class Importer:
                     raise _conflict(r.line, f"graph edge {edge.id}")
             elif r.type == "point":
                 batch.append((r.line, r.value))
-                if len(batch) >= EDGE_BATCH:
+                if len(batch) >= CHECK_BATCH:
                     self._check_points(batch, vectors.get)
                     batch = []
         self._check_points(batch, vectors.get)
