@@ -1,4 +1,5 @@
-"""``strata.v1.AdminService``: operator RPCs used by ``weaverctl``."""
+"""``strata.v1.AdminService``: operator RPCs used by ``weaverctl`` (Export and Import are in
+:mod:`daemon.export_rpcs`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import grpc
 
 from daemon import auth, convert, validation
 from daemon.errors import FailedPrecondition, rpc
+from daemon.export_rpcs import ExportRPCs, TransferSources
 from daemon.pb import admin_pb2 as pb
 from daemon.pb import admin_pb2_grpc
 from daemon.settings import Settings
@@ -34,16 +36,18 @@ class BackupSources:
     vectors: Callable[[], VectorsSource | None]
 
 
-class AdminService(admin_pb2_grpc.AdminServiceServicer):
+class AdminService(ExportRPCs, admin_pb2_grpc.AdminServiceServicer):
     def __init__(
         self,
         backup: BackupSources,
         rebuild: Callable[[str], Awaitable[RebuildReport]],
         limits: LimitsSettings,
+        transfer: TransferSources | None = None,
     ) -> None:
         self._backup = backup
         self._rebuild = rebuild
         self._limits = limits
+        self._transfer = transfer  # Export and Import (daemon.export_rpcs)
 
     @rpc
     async def Backup(

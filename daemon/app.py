@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2
 
 from daemon import gc_pauses
 from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
+from daemon.export_rpcs import transfer_sources
 from daemon.memory_service import MemoryService
 from daemon.metrics import Metrics
 from daemon.scheduler import build_scheduler, next_consolidation
@@ -333,6 +334,9 @@ class Daemon:
                 ),
                 self._rebuild,
                 s.limits,
+                transfer_sources(
+                    self.state, self.journal, self.working, semantic, self.weaver, s.data_dir
+                ),
             ),
             metrics_interceptor,
         )

@@ -49,6 +49,10 @@ def user_id(value: str, limits: LimitsSettings, *, required: bool = False) -> st
     return _check_id("user_id", value, limits.max_id_bytes, required=required)
 
 
+def agent_id(value: str, limits: LimitsSettings) -> str:
+    return _check_id("agent_id", value, limits.max_id_bytes, required=False)
+
+
 def episode_id(value: str) -> str:
     if not value:
         raise InvalidArgument("episode_id is required")

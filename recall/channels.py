@@ -1,10 +1,15 @@
-"""The vector and keyword channels (the graph channel is in :mod:`recall.graph_channel`)."""
+"""The vector and keyword channels (the graph channel is in :mod:`recall.graph_channel`).
+
+Each returns its hits best first, points of equal score by id: the engine orders ties by
+where the points happen to be stored, and the same memory must rank the same in every daemon
+that holds it (an imported copy, a rebuilt store), whatever order it was written in.
+"""
 
 from __future__ import annotations
 
 from recall import QueryContext
 from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint
+from tiers.vectors import Hit, MemoryPoint
 
 
 class VectorChannel:
@@ -18,7 +23,7 @@ class VectorChannel:
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
         _embedder, vectors = self._semantic.wait_ready(0)
         hits = vectors.search_dense(ctx.vector.tolist(), ctx.query.filter(), limit)
-        return [(h.point, h.score) for h in hits]
+        return _ordered(hits)
 
 
 class KeywordChannel:
@@ -35,4 +40,9 @@ class KeywordChannel:
         if not sparse.indices:
             return []
         hits = vectors.search_sparse(sparse, ctx.query.filter(), limit)
-        return [(h.point, h.score) for h in hits]
+        return _ordered(hits)
+
+
+def _ordered(hits: list[Hit]) -> list[tuple[MemoryPoint, float]]:
+    """Best first; equal scores by point id (not by storage order)."""
+    return [(h.point, h.score) for h in sorted(hits, key=lambda h: (-h.score, h.point.id))]

@@ -175,6 +175,12 @@ def message_values(desc: Descriptor, depth: int = 0, huge: bool = True) -> st.Se
 # An RPC without a template (a new one) is mutated from the empty request.
 _MSG = {"role": 1, "content": "I moved to Porto last spring.", "name": "Ana"}
 _SCOPE = {"user_id": Pooled("user_id", 0)}
+# A complete export of a user with no memory: a header and a footer (tiers.export).
+EMPTY_EXPORT = (
+    b'{"type":"header","format":"strata-memory-export","version":1,"exported_at_us":0,'
+    b'"scope":{"user_id":"fuzz-import","agent_id":""},"model":"m","dim":3}\n'
+    b'{"type":"footer","records":{}}\n'
+)
 TEMPLATES: dict[str, dict[str, Any]] = {
     "Append": {"session_id": Pooled("session_id", 0), "scope": _SCOPE, "message": _MSG},
     "AppendBatch": {"session_id": Pooled("session_id", 1), "scope": _SCOPE, "messages": [_MSG]},
@@ -189,6 +195,8 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "Backup": {"destination": UnderTmp("b")},
     "Rebuild": {"user_id": "fuzz-u1"},
     "RunNow": {"episode_ids": [Pooled("episode_id", 0)]},
+    "Export": {"user_id": Pooled("user_id", 0)},
+    "Import": {"user_id": "fuzz-import", "data": EMPTY_EXPORT},
 }
 
 

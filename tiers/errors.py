@@ -3,7 +3,13 @@ its gRPC status code."""
 
 from __future__ import annotations
 
-from daemon.errors import FailedPrecondition, NotFound, StrataError, Unavailable
+from daemon.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    StrataError,
+    Unavailable,
+)
 
 
 def one_line(exc: BaseException) -> str:
@@ -31,6 +37,17 @@ class ScopeMismatch(TierError, FailedPrecondition):
 
 class EpisodeNotFound(TierError, NotFound):
     """No such episode in the journal, or it has expired."""
+
+
+class InvalidExport(TierError, InvalidArgument):
+    """An export file (``tiers.export``) that cannot be imported: not JSON Lines, an unknown
+    format version, a record of another scope, a missing or wrong field. The message names
+    the line."""
+
+
+class ImportConflict(TierError, FailedPrecondition):
+    """An export names a session, episode, point or edge that this daemon holds for another
+    scope (or a session open here at another generation); nothing was imported."""
 
 
 class StoreUnavailable(TierError, Unavailable):

@@ -102,16 +102,21 @@ class Journal:
     @staticmethod
     def mark_pending(state_batch: Batch, episode: Episode) -> None:
         """Add "waiting for indexing and consolidation" to a batch of the state store."""
-        mark = pack(
-            [
-                episode.flushed_at_us,
-                episode.scope.user_id,
-                episode.scope.agent_id,
-                episode.session_id,
-            ]
-        )
+        mark = _mark(episode)
         state_batch.put(UNINDEXED_CF, episode.episode_id.encode(), mark)
         state_batch.put(PENDING_CF, episode.episode_id.encode(), mark)
+
+    def set_marks(self, episode: Episode, *, indexed: bool, consolidated: bool) -> None:
+        """An imported episode's marks as its exporting daemon had them: ``unindexed`` unless
+        ``indexed``, ``pending`` unless ``consolidated`` (and no mark otherwise)."""
+        key, mark = episode.episode_id.encode(), _mark(episode)
+        batch = self._state.batch()
+        for cf, done in ((UNINDEXED_CF, indexed), (PENDING_CF, consolidated)):
+            if done:
+                batch.delete(cf, key)
+            else:
+                batch.put(cf, key, mark)
+        self._state.write(batch)
 
     def mark_indexed(self, episode_id: str) -> None:
         self._unmark(UNINDEXED_CF, episode_id)
@@ -247,6 +252,12 @@ class Journal:
 
     def size_bytes(self) -> int:
         return self._store.size_on_disk()
+
+
+def _mark(episode: Episode) -> bytes:
+    """The value of an episode's ``unindexed`` and ``pending`` marks."""
+    scope = episode.scope
+    return pack([episode.flushed_at_us, scope.user_id, scope.agent_id, episode.session_id])
 
 
 def _encode_token(key: bytes) -> str:

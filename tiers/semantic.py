@@ -1,8 +1,9 @@
 """Tier 3 as one object: the embedding model, the vector store and the fact graph.
 
 Points enter Tier 3 through one door, :meth:`SemanticStore.write` (tombstones, vectors,
-upsert, cache notification, in that order), and a scope's entity profiles are brought up to
-date with its facts by :meth:`SemanticStore.refresh_profiles`.
+upsert, cache notification, in that order), edges given whole (an import's) through
+:meth:`SemanticStore.add_edges`, and a scope's entity profiles are brought up to date with
+its facts by :meth:`SemanticStore.refresh_profiles`.
 
 The graph opens at once (it lives in the state store). The vector store's size comes from the
 model, so it opens when the model has loaded, in the loader's background thread; until then
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.errors import one_line
+from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.profiles import KIND as PROFILE
 from tiers.profiles import build_profiles
@@ -83,6 +85,17 @@ class SemanticStore:
         kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
         vectors.upsert(kept)
         self.notify_write({p.scope.user_id for p in kept})
+        return kept
+
+    def add_edges(self, edges: Sequence[Edge]) -> list[Edge]:
+        """Write graph edges as they are (an import's), the graph's door beside
+        :meth:`write`: edges of forgotten episodes or facts are dropped (tombstones), the rest
+        inserted or replaced by id, and the scopes' caches told. Returns the edges written.
+        The caller holds :attr:`write_lock`. Raises StoreUnavailable."""
+        kept = self.tombstones.keep(list(edges))
+        if kept:
+            self.graph.add_edges(kept)
+            self.notify_write({e.scope.user_id for e in kept})
         return kept
 
     def refresh_profiles(self, scope: Scope) -> tuple[int, int]:

@@ -20,6 +20,8 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient, default_address
+from daemon.errors import StrataError
+from weaver.transfer import TransferError, export_to, import_from, render_export, render_import
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
 
@@ -150,6 +152,22 @@ COMMANDS: dict[str, tuple[Callable[..., Message], Callable[[dict[str, Any]], str
 }
 
 
+def _transfer(client: MemoryClient, args: argparse.Namespace) -> int:
+    """export / import: progress on stderr, the summary on stdout."""
+    try:
+        if args.command == "export":
+            data = export_to(client, args.user, args.agent, Path(args.directory), args.timeout)
+            print(json.dumps(data, indent=2) if args.json else render_export(data))
+        else:
+            response = import_from(client, Path(args.path), args.user, args.timeout)
+            data = _dict(response)
+            print(json.dumps(data, indent=2) if args.json else render_import(data))
+    except (TransferError, StrataError, OSError) as exc:
+        print(f"weaverctl: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def _run_now(client: MemoryClient, args: argparse.Namespace) -> int:
     """Stream a run: a progress bar on a terminal, plain lines otherwise."""
     events = client.run_weaver(
@@ -198,7 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for the daemon (default 60)"
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for the daemon (default 60; export and import: no limit)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Every command also takes --json after its name (``weaverctl stats --json``).
@@ -257,15 +278,44 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument(
         "--memory", action="append", default=[], metavar="ID", help="a memory (hit) id (repeat)"
     )
+    export = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write a user's memory to DIRECTORY: memory.jsonl and a Markdown tree",
+        description="Streams everything of the user (or of one agent of the user) from the "
+        "daemon: sessions (open ones with their messages), episodes with their messages, "
+        "consolidation records, every Tier 3 point (without vectors) and graph edge. Writes "
+        "DIRECTORY/memory.jsonl (re-importable with `weaverctl import`) and a readable tree: "
+        "index.md, episodes/, entities/, sessions/. Forgotten data is never exported. "
+        "Progress goes to stderr.",
+    )
+    export.add_argument("--user", required=True, metavar="USER_ID", help="the user to export")
+    export.add_argument("--agent", default="", metavar="AGENT_ID", help="only this agent")
+    export.add_argument("directory", help="created if missing; must not hold memory.jsonl")
+    imp = sub.add_parser(
+        "import",
+        parents=[common],
+        help="import an export (a directory with memory.jsonl, or the file) into the daemon",
+        description="Streams the file to the daemon, which checks all of it before writing "
+        "anything, then writes episodes, sessions, consolidation records, points (embedded "
+        "again with its own model) and graph edges with their original ids: importing twice "
+        "duplicates nothing. The user is the one the file holds; --user, when given, must "
+        "be the same. Progress goes to stderr.",
+    )
+    imp.add_argument("--user", default="", metavar="USER_ID", help="check the file holds it")
+    imp.add_argument("path", help="an export directory (memory.jsonl in it) or an export file")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with MemoryClient(args.address, timeout=args.timeout) as client:
+        timeout = 60.0 if args.timeout is None else args.timeout
+        with MemoryClient(args.address, timeout=timeout) as client:
             if args.command == "run-now":
                 return _run_now(client, args)
+            if args.command in ("export", "import"):
+                return _transfer(client, args)
             call, render = COMMANDS[args.command]
             response = call(client, args)
     except grpc.RpcError as exc:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2_grpc
 
-from daemon.pb import admin_pb2_grpc, memory_pb2_grpc, weaver_pb2_grpc
+from daemon.pb import admin_pb2, admin_pb2_grpc, memory_pb2_grpc, weaver_pb2_grpc
 from daemon.pb import memory_pb2 as pb
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -72,6 +72,24 @@ def forget_request(
     if user_id or agent_id:
         req.scope.CopyFrom(pb.Scope(user_id=user_id, agent_id=agent_id))
     return req
+
+
+# Bytes per ImportChunk: well under the daemon's limits.max_request_bytes (8 MiB by default).
+IMPORT_CHUNK_BYTES = 1024 * 1024
+
+
+def import_chunks(data: Iterable[bytes], user_id: str = "") -> Iterator[admin_pb2.ImportChunk]:
+    """The Import request stream: ``data`` re-cut into chunks of IMPORT_CHUNK_BYTES at most,
+    the first naming ``user_id`` (empty: the file's user)."""
+    first = True
+    for block in data:
+        for i in range(0, len(block), IMPORT_CHUNK_BYTES):
+            yield admin_pb2.ImportChunk(
+                user_id=user_id if first else "", data=block[i : i + IMPORT_CHUNK_BYTES]
+            )
+            first = False
+    if first:  # an empty file: one empty chunk, so the daemon can say what is wrong
+        yield admin_pb2.ImportChunk(user_id=user_id)
 
 
 def list_request(

@@ -15,6 +15,7 @@ from daemon.client.requests import (
     default_address,
     end_session_request,
     forget_request,
+    import_chunks,
     list_request,
     message,
     pack_request,
@@ -173,6 +174,27 @@ class MemoryClient(BaseClient):
         consolidation records, for one user or (``user_id`` empty) every user."""
         response: admin_pb2.RebuildResponse = self._admin.Rebuild(
             admin_pb2.RebuildRequest(user_id=user_id), timeout=self._t(timeout)
+        )
+        return response
+
+    def export(
+        self, user_id: str = "", *, agent_id: str = "", timeout: float | None = None
+    ) -> Iterator[admin_pb2.ExportChunk]:
+        """Everything of ``user_id`` (or of its agent ``agent_id``) as a stream: progress
+        counts while the daemon makes the export, then the JSON Lines file in chunks
+        (``data``, to be written in order), then the final counts (``done``). ``timeout``
+        bounds the whole stream (None: no deadline)."""
+        req = admin_pb2.ExportRequest(user_id=user_id, agent_id=agent_id)
+        yield from self._admin.Export(req, timeout=timeout)
+
+    def import_(
+        self, data: Iterable[bytes], *, user_id: str = "", timeout: float | None = None
+    ) -> admin_pb2.ImportResponse:
+        """Import an export file, given as byte chunks of any size in file order. The user is
+        the file's; ``user_id``, when given, must be the same. ``timeout`` bounds the whole
+        call, embedding included (None: no deadline)."""
+        response: admin_pb2.ImportResponse = self._admin.Import(
+            import_chunks(data, user_id), timeout=timeout
         )
         return response
 

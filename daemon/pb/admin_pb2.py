@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15strata/v1/admin.proto\x12\tstrata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"$\n\rBackupRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\"p\n\x0e\x42\x61\x63kupResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06stores\x18\x02 \x03(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12,\n\x08taken_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"!\n\x0eRebuildRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"z\n\x0fRebuildResponse\x12\x10\n\x08\x65pisodes\x18\x01 \x01(\x04\x12\x18\n\x10records_replayed\x18\x02 \x01(\x04\x12\x15\n\rvector_points\x18\x03 \x01(\x04\x12\x13\n\x0bgraph_edges\x18\x04 \x01(\x04\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\x32\x8f\x01\n\x0c\x41\x64minService\x12=\n\x06\x42\x61\x63kup\x12\x18.strata.v1.BackupRequest\x1a\x19.strata.v1.BackupResponse\x12@\n\x07Rebuild\x12\x19.strata.v1.RebuildRequest\x1a\x1a.strata.v1.RebuildResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15strata/v1/admin.proto\x12\tstrata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"$\n\rBackupRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\"p\n\x0e\x42\x61\x63kupResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06stores\x18\x02 \x03(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12,\n\x08taken_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"!\n\x0eRebuildRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"z\n\x0fRebuildResponse\x12\x10\n\x08\x65pisodes\x18\x01 \x01(\x04\x12\x18\n\x10records_replayed\x18\x02 \x01(\x04\x12\x15\n\rvector_points\x18\x03 \x01(\x04\x12\x13\n\x0bgraph_edges\x18\x04 \x01(\x04\x12\x0f\n\x07seconds\x18\x05 \x01(\x01\"2\n\rExportRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"\x88\x01\n\x0eTransferCounts\x12\x37\n\x07records\x18\x01 \x03(\x0b\x32&.strata.v1.TransferCounts.RecordsEntry\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\x1a.\n\x0cRecordsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"V\n\x0b\x45xportChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12+\n\x08progress\x18\x02 \x01(\x0b\x32\x19.strata.v1.TransferCounts\x12\x0c\n\x04\x64one\x18\x03 \x01(\x08\",\n\x0bImportChunk\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\xfa\x01\n\x0eImportResponse\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x04read\x18\x02 \x01(\x0b\x32\x19.strata.v1.TransferCounts\x12*\n\x07written\x18\x03 \x01(\x0b\x32\x19.strata.v1.TransferCounts\x12\x19\n\x11skipped_forgotten\x18\x04 \x01(\x04\x12\x18\n\x10sessions_skipped\x18\x05 \x01(\x04\x12\x14\n\x0csource_model\x18\x06 \x01(\t\x12\r\n\x05model\x18\x07 \x01(\t\x12\x0f\n\x07seconds\x18\x08 \x01(\x01\x12\x17\n\x0fskipped_expired\x18\t \x01(\x04\x32\x8c\x02\n\x0c\x41\x64minService\x12=\n\x06\x42\x61\x63kup\x12\x18.strata.v1.BackupRequest\x1a\x19.strata.v1.BackupResponse\x12@\n\x07Rebuild\x12\x19.strata.v1.RebuildRequest\x1a\x1a.strata.v1.RebuildResponse\x12<\n\x06\x45xport\x12\x18.strata.v1.ExportRequest\x1a\x16.strata.v1.ExportChunk0\x01\x12=\n\x06Import\x12\x16.strata.v1.ImportChunk\x1a\x19.strata.v1.ImportResponse(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strata.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_TRANSFERCOUNTS_RECORDSENTRY']._loaded_options = None
+  _globals['_TRANSFERCOUNTS_RECORDSENTRY']._serialized_options = b'8\001'
   _globals['_BACKUPREQUEST']._serialized_start=69
   _globals['_BACKUPREQUEST']._serialized_end=105
   _globals['_BACKUPRESPONSE']._serialized_start=107
@@ -40,6 +42,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REBUILDREQUEST']._serialized_end=254
   _globals['_REBUILDRESPONSE']._serialized_start=256
   _globals['_REBUILDRESPONSE']._serialized_end=378
-  _globals['_ADMINSERVICE']._serialized_start=381
-  _globals['_ADMINSERVICE']._serialized_end=524
+  _globals['_EXPORTREQUEST']._serialized_start=380
+  _globals['_EXPORTREQUEST']._serialized_end=430
+  _globals['_TRANSFERCOUNTS']._serialized_start=433
+  _globals['_TRANSFERCOUNTS']._serialized_end=569
+  _globals['_TRANSFERCOUNTS_RECORDSENTRY']._serialized_start=523
+  _globals['_TRANSFERCOUNTS_RECORDSENTRY']._serialized_end=569
+  _globals['_EXPORTCHUNK']._serialized_start=571
+  _globals['_EXPORTCHUNK']._serialized_end=657
+  _globals['_IMPORTCHUNK']._serialized_start=659
+  _globals['_IMPORTCHUNK']._serialized_end=703
+  _globals['_IMPORTRESPONSE']._serialized_start=706
+  _globals['_IMPORTRESPONSE']._serialized_end=956
+  _globals['_ADMINSERVICE']._serialized_start=959
+  _globals['_ADMINSERVICE']._serialized_end=1227
 # @@protoc_insertion_point(module_scope)

@@ -44,6 +44,16 @@ class AdminServiceStub:
                 request_serializer=strata_dot_v1_dot_admin__pb2.RebuildRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_admin__pb2.RebuildResponse.FromString,
                 _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/strata.v1.AdminService/Export',
+                request_serializer=strata_dot_v1_dot_admin__pb2.ExportRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_admin__pb2.ExportChunk.FromString,
+                _registered_method=True)
+        self.Import = channel.stream_unary(
+                '/strata.v1.AdminService/Import',
+                request_serializer=strata_dot_v1_dot_admin__pb2.ImportChunk.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_admin__pb2.ImportResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -65,6 +75,25 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Export(self, request, context):
+        """Streams everything of one user (or one agent of the user) as JSON Lines: the sessions
+        (open ones with their messages), the journal's episodes with their messages, the stored
+        consolidation records, every Tier 3 point (no vectors) and graph edge. Forgotten data is
+        never exported. A point in time: Tier 3 writers wait while the export is made.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Import(self, request_iterator, context):
+        """Reads an export (client-streamed) and writes it into this daemon: the same episode,
+        session and point ids, points embedded again with this daemon's model. The whole file is
+        checked before anything is written; importing it again overwrites, never duplicates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +106,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Rebuild,
                     request_deserializer=strata_dot_v1_dot_admin__pb2.RebuildRequest.FromString,
                     response_serializer=strata_dot_v1_dot_admin__pb2.RebuildResponse.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=strata_dot_v1_dot_admin__pb2.ExportRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_admin__pb2.ExportChunk.SerializeToString,
+            ),
+            'Import': grpc.stream_unary_rpc_method_handler(
+                    servicer.Import,
+                    request_deserializer=strata_dot_v1_dot_admin__pb2.ImportChunk.FromString,
+                    response_serializer=strata_dot_v1_dot_admin__pb2.ImportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -133,6 +172,60 @@ class AdminService:
             '/strata.v1.AdminService/Rebuild',
             strata_dot_v1_dot_admin__pb2.RebuildRequest.SerializeToString,
             strata_dot_v1_dot_admin__pb2.RebuildResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/strata.v1.AdminService/Export',
+            strata_dot_v1_dot_admin__pb2.ExportRequest.SerializeToString,
+            strata_dot_v1_dot_admin__pb2.ExportChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Import(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/strata.v1.AdminService/Import',
+            strata_dot_v1_dot_admin__pb2.ImportChunk.SerializeToString,
+            strata_dot_v1_dot_admin__pb2.ImportResponse.FromString,
             options,
             channel_credentials,
             insecure,

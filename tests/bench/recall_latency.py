@@ -16,6 +16,7 @@ import json
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.support import ProcessDaemon
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
+from tiers.vectors import MemoryPoint
 from tiers.vectors.edge import EdgeVectorStore
 from tiers.vectors.edge_shard import write_sidecar
 from tiers.working import STATE_CFS
@@ -36,10 +38,16 @@ NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Joanna", "Nate"
 
 
 def build(
-    data_dir: Path, size: int, texts: list[str], pool: Any, optimize: bool = True
+    data_dir: Path,
+    size: int,
+    texts: list[str],
+    pool: Any,
+    optimize: bool = True,
+    remap: Callable[[list[MemoryPoint]], list[MemoryPoint]] | None = None,
 ) -> dict[str, float]:
     """Fill ``data_dir`` with ``size`` points and their graph, as the daemon would store them
-    (with the index built unless ``optimize`` is false)."""
+    (with the index built unless ``optimize`` is false; each batch passed through ``remap``
+    first when given, e.g. to give one user a bigger share)."""
     vectors = EdgeVectorStore(data_dir / "vectors")
     vectors.ensure(MODEL, pool.shape[1])
     state = RocksStore(data_dir / "state", STATE_CFS)
@@ -49,6 +57,8 @@ def build(
     rng = random.Random(7)
     while maker.made < size:
         points = maker.batch(min(BATCH, size - maker.made))
+        if remap is not None:
+            points = remap(points)
         vectors.upsert(points)
         words = [w for t in texts[:500] for w in t.split() if w[:1].isupper()]
         graph.add_edges(
