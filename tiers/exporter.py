@@ -32,7 +32,7 @@ from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
 from tiers.records import Episode, Scope, StoredMessage
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.session import Session, key_prefix
+from tiers.session import Session, SessionKey
 from tiers.vectors import KINDS, PointFilter
 
 # A stored consolidation record -> its scope (None when it has no provenance) and JSON form
@@ -108,14 +108,14 @@ class Exporter:
         working-memory lock."""
         out = []
         for key, raw in self._state.scan("sessions", b""):
-            session, is_open = Session.from_meta(key.decode(), raw)
+            session, is_open = Session.from_meta(SessionKey.parse(key).session_id, raw)
             if not _within(session.scope, scope):
                 continue
             log = []
             if is_open:
                 log = [
                     StoredMessage.decode(v)
-                    for _k, v in self._state.scan_prefix("log", key_prefix(session.session_id))
+                    for _k, v in self._state.scan_prefix("log", session.ref.prefix())
                 ]
             record = SessionRecord(
                 session.session_id,

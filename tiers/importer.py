@@ -47,7 +47,7 @@ from tiers.journal import Journal
 from tiers.records import Message, Scope, StoredMessage
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.session import Session
+from tiers.session import Session, SessionKey
 from tiers.vectors import MemoryPoint
 from tiers.working import WorkingMemory
 
@@ -108,7 +108,7 @@ class Importer:
         self._check_points(batch, vectors.get)
 
     def _check_session(self, line: int, rec: SessionRecord) -> None:
-        here = self._meta(rec.session_id)
+        here = self._meta(rec.session_id, rec.scope.user_id)
         if here is None:
             return
         session, is_open = here
@@ -191,7 +191,7 @@ class Importer:
         sid = rec.session_id
         todo: list[StoredMessage] = []
         with self._working.write_lock:
-            here = self._meta(sid)
+            here = self._meta(sid, rec.scope.user_id)
             session, is_open = here if here is not None else (None, False)
             if session is not None and session.scope != rec.scope:
                 raise ImportConflict(f"session {sid!r} belongs to another scope in this daemon")
@@ -228,11 +228,12 @@ class Importer:
         append opens ``generation + 1`` there (Tier 1's own rule, tiers.working)."""
         meta = Session(rec.session_id, rec.scope, generation, next_seq, 0, rec.last_active_us)
         batch = self._state.batch()
-        batch.put("sessions", rec.session_id.encode(), meta.meta(False))
+        batch.put("sessions", meta.ref.key(), meta.meta(False))
         self._state.write(batch)
 
-    def _meta(self, session_id: str) -> tuple[Session, bool] | None:
-        raw = self._state.get("sessions", session_id.encode())
+    def _meta(self, session_id: str, user_id: str) -> tuple[Session, bool] | None:
+        """The session of ``user_id`` named ``session_id`` here (sessions are per user)."""
+        raw = self._state.get("sessions", SessionKey(user_id, session_id).key())
         return None if raw is None else Session.from_meta(session_id, raw)
 
     def _extraction(self, rec: ExtractionRecord, report: ImportReport) -> None:
