@@ -247,7 +247,7 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
         # one the exporting daemon would have made, never an imported one overwritten.
         assert cb.append("chat", "Pottery class was fun.", name="Caroline").seq == 3
         ended = cb.end_session("chat")
-        assert ended.episode_id == episode_id_for("chat", 2) != source.episodes["chat1"]
+        assert ended.episode_id == episode_id_for("chat", 2, "alice") != source.episodes["chat1"]
         assert cb.get_episode(source.episodes["chat1"]) == ca.get_episode(source.episodes["chat1"])
         # Importing again duplicates nothing: same points, episodes, open session window.
         wait_until(lambda: indexed(cb), 60, "for the new episode to be indexed")
@@ -393,15 +393,18 @@ def test_bad_files_are_refused_with_their_line_and_change_nothing(source, start_
         status, details = code(lambda: c.import_([alice], user_id="bob"))
         assert status == grpc.StatusCode.INVALID_ARGUMENT
         assert "line 1: the file holds user_id 'alice', not 'bob'" in details
-        # An id this daemon holds for another tenant: refused, nothing written.
+        # A session this daemon holds for another scope of the user: refused, nothing written.
+        # (Another tenant's session of the same id is another session: no conflict.)
         c.append("alice-open", "bob's own session id", user_id="bob")
+        c.append("alice-open", "another agent's", user_id="alice", agent_id="intruder")
         status, details = code(lambda: c.import_([alice]))
         assert status == grpc.StatusCode.FAILED_PRECONDITION
         assert "session 'alice-open' belongs to another scope" in details and "line " in details
         assert list(c.iter_episodes(user_id="alice")) == []
         assert user_points(target, "alice") == {}
-        assert c.get_working_memory("alice-open").scope.user_id == "bob"
-        assert len(c.get_working_memory("alice-open").messages) == 1
+        mine = c.get_working_memory("alice-open", user_id="alice")
+        assert mine.scope.agent_id == "intruder" and len(mine.messages) == 1
+        assert len(c.get_working_memory("alice-open", user_id="bob").messages) == 1
         status, details = code(lambda: list(c.export("")))
         assert status == grpc.StatusCode.INVALID_ARGUMENT and "user_id is required" in details
 
