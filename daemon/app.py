@@ -62,6 +62,8 @@ from weaver.rebuild import Rebuilder, RebuildReport
 from weaver.runner import Weaver
 
 log = logging.getLogger("strata.daemon")
+# A purge ends once the vector store is closed; its thread may be waiting for Tier 3 first.
+PURGER_JOIN_SECONDS = 65.0
 
 
 def _fields(**fields: Any) -> dict[str, Any]:
@@ -429,8 +431,6 @@ class Daemon:
             await self._server.stop(self.settings.shutdown_grace_seconds)
         if self.weaver is not None:
             await asyncio.to_thread(self.weaver.stop, self.settings.shutdown_grace_seconds)
-        if self.forgetter is not None:
-            self.forgetter.purger.close()  # a purge running now ends with the vector store
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.close)
         self._close_stores()
@@ -444,7 +444,11 @@ class Daemon:
         lock = self.working.write_lock if self.working is not None else contextlib.nullcontext()
         with lock:
             if self.semantic is not None:
-                self.semantic.close()
+                self.semantic.close()  # ends a purge in progress (its child is killed)
+            if self.forgetter is not None:
+                self.forgetter.purger.close()
+                if not self.forgetter.purger.join(PURGER_JOIN_SECONDS):
+                    log.error("forget.purger_stuck", extra=_fields(seconds=PURGER_JOIN_SECONDS))
             for store in (self.journal_store, self.state):
                 if store is not None:
                     try:

@@ -464,3 +464,18 @@ def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path
     assert d.terminate() == 0
     with tier3(data) as (state, _journal, _vectors):
         assert state.get(TOMBSTONES_CF, PURGE_KEY) is None
+
+
+def test_a_stop_during_a_purge_is_clean_and_the_next_start_finishes_it(start_daemon, tmp_path):
+    for attempt in range(3):  # the stop lands at another point of the purge each time
+        daemon = start_daemon(weaver=QUIET)
+        with daemon.client() as c:
+            gone = talk(c, "alice", f"stop{attempt}", f"Code {SECRET}{attempt}.", "Noted.")
+            wait_until(lambda: c.weaver_status().unindexed == 0, 120, "indexed")
+            assert c.forget(episode_ids=[gone]).episodes == 1
+        daemon.stop()  # most likely while the vector store's purge runs
+    daemon = start_daemon(weaver=QUIET)
+    daemon.daemon.semantic.wait_ready(120)
+    purger = daemon.daemon.forgetter.purger  # type: ignore[union-attr]
+    wait_until(lambda: not purger.pending, 120, "the resumed purge")
+    assert _on_disk(tmp_path / "data", [SECRET]) == {}

@@ -119,10 +119,18 @@ class Purger:
             return self._cond.wait_for(lambda: not (self._requested or self._running), timeout)
 
     def close(self) -> None:
-        """Stop the thread after its current purge (a closing vector store ends it)."""
+        """Stop the thread after its current purge (a closing vector store ends it): call
+        :meth:`join` after closing the vector store, before closing the RocksDB stores."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread to end (after :meth:`close`); returns whether it did."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
 
     def _loop(self) -> None:
         while True:

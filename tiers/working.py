@@ -352,16 +352,6 @@ class WorkingMemory:
             picked.reverse()
             return WindowView(session_id, session.scope, True, picked, tokens, session.log_count)
 
-    def scope_of(self, session_id: str, user_id: str) -> Scope | None:
-        """The scope a session's first message fixed (open or ended), None if it never
-        existed. It never changes, so a check against it stays true."""
-        with self._lock:
-            session = self._live.get((user_id, session_id))
-            if session is not None:
-                return session.scope
-            raw = self._state.get("sessions", SessionKey(user_id, session_id).key())
-            return None if raw is None else Session.from_meta(session_id, raw)[0].scope
-
     def stats(self) -> WorkingMemoryStats:
         with self._lock:
             return WorkingMemoryStats(
