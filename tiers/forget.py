@@ -281,12 +281,14 @@ class Forgetter:
             if p.episode_id and p.kind in ("fact", "summary"):
                 by_episode.setdefault(p.episode_id, []).append(p)
         batch = self._state.batch()
+        rewritten = 0
         for eid, forgotten in by_episode.items():
             raw = self._state.get(EXTRACTIONS_CF, eid.encode())
             if raw is not None:
                 batch.put(EXTRACTIONS_CF, eid.encode(), self._redact_record(raw, forgotten))
+                rewritten += 1
         self._state.write(batch)
-        return 0 if batch.empty else len(by_episode)
+        return rewritten
 
     def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge]) -> None:
         graph = self._semantic.graph
