@@ -55,7 +55,6 @@ class Purger:
         self._running = False
         self._closing = False
         self._thread: threading.Thread | None = None
-        self.purges = 0  # vector-store purges done (for tests and figures)
         # Called after each vector-store purge: its new generation has no index yet.
         self.on_purged: list[Callable[[], None]] = []
 
@@ -113,11 +112,6 @@ class Purger:
         self.request()
         return True
 
-    def wait(self, timeout: float) -> bool:
-        """Wait until no purge is requested or running; returns whether that happened."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not (self._requested or self._running), timeout)
-
     def close(self) -> None:
         """Stop the thread after its current purge (a closing vector store ends it): call
         :meth:`join` after closing the vector store, before closing the RocksDB stores."""
@@ -156,7 +150,6 @@ class Purger:
                 continue
             if mark is not None:
                 self.clear(mark)
-            self.purges += 1
             ms = round((time.perf_counter() - began) * 1000, 1)
             log.info("forget.purged", extra={"fields": {"ms": ms}})
             for listener in self.on_purged:
