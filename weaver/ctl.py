@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 
 from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient, default_address
 from daemon.errors import StrataError
-from weaver.transfer import TransferError, export_to, import_from, render_export, render_import
+from daemon.transfer import TransferError, export_to, import_from, render_export, render_import
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
 
