@@ -36,7 +36,7 @@ log = logging.getLogger("strata.auth")
 
 _MEMORY = "/strata.v1.MemoryService/"
 RIGHTS_BY_METHOD: dict[str, str] = {
-    **{_MEMORY + m: "append" for m in ("Append", "AppendBatch", "EndSession")},
+    **{_MEMORY + m: "append" for m in ("Append", "AppendBatch", "EndSession", "RemoveMessages")},
     **{
         _MEMORY + m: "recall"
         for m in ("GetWorkingMemory", "ListEpisodes", "GetEpisode", "Recall", "Pack", "GetNode")

@@ -112,6 +112,25 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         )
 
     @rpc
+    async def RemoveMessages(
+        self, request: pb.RemoveMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RemoveMessagesResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        if request.all == (request.last > 0):
+            raise check.InvalidArgument(
+                "set exactly one of last (how many of the newest messages to remove) and all"
+            )
+        result = self._working.remove_last(
+            sid, None if request.all else request.last, user_id=user, allowed=allowed
+        )
+        return pb.RemoveMessagesResponse(
+            removed=[convert.stored_message(m) for m in result.removed],
+            log_messages=result.log_messages,
+            state=pb.SESSION_STATE_OPEN if result.open else pb.SESSION_STATE_ENDED,
+        )
+
+    @rpc
     async def ListEpisodes(
         self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEpisodesResponse:

@@ -107,6 +107,36 @@ def test_end_session_errors(client: MemoryClient):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_remove_messages(client: MemoryClient):
+    client.append_batch(
+        "undo", [message("one"), message("two"), message("three", message_id="t")], user_id="u"
+    )
+    popped = client.remove_messages("undo", last=1)
+    assert [m.message.content for m in popped.removed] == ["three"]
+    assert popped.removed[0].seq == 3 and popped.removed[0].message.message_id == "t"
+    assert (popped.log_messages, popped.state) == (2, pb.SESSION_STATE_OPEN)
+    assert [m.message.content for m in client.get_working_memory("undo").messages] == [
+        "one",
+        "two",
+    ]
+    for bad in ({}, {"last": 1, "all": True}):
+        with pytest.raises(grpc.RpcError) as err:
+            client.remove_messages("undo", **bad)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "exactly one of last" in (err.value.details() or "")
+    with pytest.raises(grpc.RpcError) as err:
+        client.remove_messages("never-seen", all=True)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    cleared = client.remove_messages("undo", all=True)
+    assert [m.seq for m in cleared.removed] == [1, 2]
+    assert cleared.state == pb.SESSION_STATE_ENDED
+    assert client.get_working_memory("undo").state == pb.SESSION_STATE_ENDED
+    assert client.list_episodes(user_id="u").episodes == []  # no episode of nothing
+    assert not client.remove_messages("undo", all=True).removed  # clearing twice is fine
+    client.append("undo", "again")
+    assert client.end_session("undo").message_count == 1
+
+
 def test_stats(client: MemoryClient):
     client.append_batch("a", [message("x"), message("y")], user_id="u")
     client.append("b", "z", user_id="u")

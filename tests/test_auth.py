@@ -77,6 +77,8 @@ def test_rights_decide_what_a_token_may_call(secured, tmp_path):
     with as_(secured, "writer") as w, as_(secured, "reader") as r, as_(secured, "ops") as ops:
         assert w.append("s1", "Alice lives in Paris.", user_id="alice").seq == 1
         assert code(lambda: w.get_working_memory("s1")) == denied  # append only
+        w.append("s1", "a typo", user_id="alice")
+        assert w.remove_messages("s1", last=1).log_messages == 1  # an append right too
         assert code(lambda: w.recall("Paris", user_id="alice")) == denied
         assert code(w.stats) == denied and code(w.weaver_status) == denied
         assert code(lambda: r.append("s1", "more", user_id="alice")) == denied
@@ -112,6 +114,7 @@ def test_tenants_come_from_the_token(secured):
         p.append("bobs", "Bob here", user_id="bob")
         assert code(lambda: a.get_working_memory("bobs")) == grpc.StatusCode.NOT_FOUND
         assert code(lambda: a.end_session("bobs")) == grpc.StatusCode.NOT_FOUND
+        assert code(lambda: a.remove_messages("bobs", all=True)) == grpc.StatusCode.NOT_FOUND
         # sessions are per tenant: the same id is another session, and nothing shows bob's
         assert a.append("bobs", "mine too").seq == 1
         assert a.append("bobs", "and this", user_id="alice").seq == 2

@@ -245,3 +245,50 @@ def test_a_flush_interrupted_after_the_journal_write_is_finished_at_recovery(mak
     assert [e.episode_id for e in t.journal.list().episodes] == [eid]
     with pytest.raises(SessionEnded):
         t.wm.end_session("s")
+
+
+def test_removing_the_newest_messages_is_durable_and_the_episode_leaves_them_out(make_tiers):
+    clock = Clock()
+    t = make_tiers(clock, max_messages=2, idle_timeout_seconds=60)
+    t.wm.append("s", ALICE, [msg("a"), msg("b", message_id="id-b"), msg("c"), msg("d")])
+    with pytest.raises(SessionNotFound):
+        t.wm.remove_last("nope", 1)
+    popped = t.wm.remove_last("s", 2)
+    assert [m.content for m in popped.removed] == ["c", "d"]
+    assert (popped.log_messages, popped.open) == (2, True)
+    # The window refills from the log: what the removal uncovered is back in it.
+    assert [m.content for m in t.wm.window("s").messages] == ["a", "b"]
+    t.reopen()  # durable: a restart sees the removal
+    assert [m.content for m in t.wm.window("s").messages] == ["a", "b"]
+    removed_b = t.wm.remove_last("s", 1)
+    assert [m.seq for m in removed_b.removed] == [2]
+    # A removed message's id may be appended again; seqs are never reused.
+    again = t.wm.append("s", ALICE, [msg("b again", message_id="id-b")])[0]
+    assert (again.seq, again.duplicate) == (5, False)
+    # The idle flush writes what is left, not what was removed.
+    clock.now += 120
+    (ended,) = t.wm.end_idle()
+    assert [(m.seq, m.content) for m in t.journal.messages(ended.episode_id)] == [
+        (1, "a"),
+        (5, "b again"),
+    ]
+    # An ended session has nothing to remove: its messages are an episode.
+    assert t.wm.remove_last("s", None) == type(popped)([], 0, False)
+
+
+def test_removing_every_message_closes_the_session_without_an_episode(make_tiers):
+    t = make_tiers()
+    t.wm.append("s", ALICE, [msg("a"), msg("b")])
+    t.wm.append("s", Scope("bob"), [msg("bob's")])  # another user's session of the same id
+    cleared = t.wm.remove_last("s", None, user_id="alice")
+    assert [m.content for m in cleared.removed] == ["a", "b"] and not cleared.open
+    assert t.wm.window("s", user_id="alice").open is False
+    assert t.wm.stats().live_sessions == 1  # bob's
+    assert t.journal.list(user_id="alice").episodes == []
+    t.reopen()
+    assert t.wm.window("s", user_id="alice").open is False
+    # The next append opens the session again; its episode holds only the new message.
+    t.wm.append("s", Scope(""), [msg("fresh start")], user_id="alice")
+    ended = t.wm.end_session("s", user_id="alice")
+    assert [m.content for m in t.journal.messages(ended.episode_id)] == ["fresh start"]
+    assert [m.content for m in t.wm.window("s", user_id="bob").messages] == ["bob's"]

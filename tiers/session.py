@@ -40,6 +40,15 @@ class AppendResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoveResult:
+    """What :meth:`tiers.working.WorkingMemory.remove_last` took out of a session."""
+
+    removed: list[StoredMessage]  # oldest first
+    log_messages: int  # left in the open session's log
+    open: bool  # False: the session is not open (it ended, or is now empty and closed)
+
+
+@dataclass(frozen=True, slots=True)
 class SessionKey:
     """A session's identity: its user and its session id."""
 

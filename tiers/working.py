@@ -54,6 +54,7 @@ from tiers.rocks import RocksStore
 from tiers.session import (
     AppendResult,
     EndResult,
+    RemoveResult,
     Session,
     SessionKey,
     WindowLimits,
@@ -381,6 +382,58 @@ class WorkingMemory:
             for s in dropped:
                 self._live.pop((s.scope.user_id, s.session_id), None)
             return [(s.session_id, s.log_count) for s in dropped]
+
+    # -- removing --------------------------------------------------------------------------
+    def remove_last(
+        self,
+        session_id: str,
+        count: int | None,
+        *,
+        user_id: str = "",
+        allowed: Callable[[str], bool] | None = None,
+    ) -> RemoveResult:
+        """Take the newest ``count`` messages (None: all) out of the open session's log and
+        window, durably, before returning: an agent undoing a turn, or clearing its history.
+        A later flush's episode does not hold them; their seqs are not reused, and their
+        message ids may be appended again. A session left without messages closes, with no
+        episode (the next append opens a new generation). A session that is not open has
+        nothing to remove (its messages are an episode, which Forget removes). The session is
+        named as for :meth:`resolve`. Raises SessionNotFound, AmbiguousSession,
+        StoreUnavailable."""
+        with self._lock:
+            user = self.resolve(session_id, user_id, allowed)
+            session = self._live.get((user, session_id))
+            if session is None:
+                if not self._exists(user, session_id):
+                    raise SessionNotFound(f"session {session_id!r} not found")
+                return RemoveResult([], 0, False)
+            prefix = session.ref.prefix()
+            removed: list[StoredMessage] = []
+            for _key, value in self._state.scan_prefix("log", prefix, reverse=True):
+                if count is not None and len(removed) >= count:
+                    break
+                removed.append(StoredMessage.decode(value))
+            removed.reverse()
+            left = session.log_count - len(removed)
+            updated = replace(session, log_count=left, last_active_us=self._now_us())
+            batch = self._state.batch()
+            for message in removed:
+                batch.delete("log", prefix + u64(message.seq))
+                if message.message_id:
+                    batch.delete("msgids", prefix + message.message_id.encode())
+            if left > 0:
+                batch.put("sessions", updated.ref.key(), updated.meta(True))
+            else:
+                batch.delete("open", updated.ref.key())
+                batch.put("sessions", updated.ref.key(), updated.meta(False))
+            self._state.write(batch)  # raises StoreUnavailable: nothing changed in memory
+            if left > 0:
+                self._load_window(updated)
+                self._live[(user, session_id)] = updated
+                self._live.move_to_end((user, session_id))
+            else:
+                self._live.pop((user, session_id), None)
+            return RemoveResult(removed, left, left > 0)
 
     # -- ending ----------------------------------------------------------------------------
     def end_session(

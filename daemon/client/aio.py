@@ -19,6 +19,7 @@ from daemon.client.requests import (
     message,
     pack_request,
     recall_request,
+    remove_messages_request,
     working_memory_request,
 )
 from daemon.pb import admin_pb2
@@ -113,6 +114,22 @@ class AsyncMemoryClient(BaseClient):
     ) -> pb.EndSessionResponse:
         response: pb.EndSessionResponse = await self._memory.EndSession(
             end_session_request(session_id, user_id), timeout=self._t(timeout)
+        )
+        return response
+
+    async def remove_messages(
+        self,
+        session_id: str,
+        *,
+        last: int = 0,
+        all: bool = False,
+        user_id: str = "",
+        timeout: float | None = None,
+    ) -> pb.RemoveMessagesResponse:
+        """Take the newest ``last`` messages (or ``all``) out of the open session, durably;
+        returns them, oldest first. A session left empty ends, with no episode."""
+        response: pb.RemoveMessagesResponse = await self._memory.RemoveMessages(
+            remove_messages_request(session_id, last, all, user_id), timeout=self._t(timeout)
         )
         return response
 

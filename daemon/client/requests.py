@@ -183,6 +183,14 @@ def end_session_request(session_id: str, user_id: str = "") -> pb.EndSessionRequ
     return pb.EndSessionRequest(session_id=session_id, scope=pb.Scope(user_id=user_id))
 
 
+def remove_messages_request(
+    session_id: str, last: int, all: bool, user_id: str = ""
+) -> pb.RemoveMessagesRequest:
+    return pb.RemoveMessagesRequest(
+        session_id=session_id, scope=pb.Scope(user_id=user_id), last=last, all=all
+    )
+
+
 def default_address() -> str:
     """``$STRATA_ADDRESS``, or the daemon's default listen address."""
     return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS

@@ -193,6 +193,28 @@ class EndSessionResponse(_message.Message):
     message_count: int
     def __init__(self, episode_id: _Optional[str] = ..., message_count: _Optional[int] = ...) -> None: ...
 
+class RemoveMessagesRequest(_message.Message):
+    __slots__ = ("session_id", "scope", "last", "all")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    last: int
+    all: bool
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., last: _Optional[int] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class RemoveMessagesResponse(_message.Message):
+    __slots__ = ("removed", "log_messages", "state")
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    LOG_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    removed: _containers.RepeatedCompositeFieldContainer[StoredMessage]
+    log_messages: int
+    state: SessionState
+    def __init__(self, removed: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., log_messages: _Optional[int] = ..., state: _Optional[_Union[SessionState, str]] = ...) -> None: ...
+
 class Episode(_message.Message):
     __slots__ = ("episode_id", "session_id", "scope", "started_at", "ended_at", "flushed_at", "expires_at", "message_count", "first_seq", "last_seq", "end_reason", "consolidation")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -54,6 +54,11 @@ class MemoryServiceStub:
                 request_serializer=strata_dot_v1_dot_memory__pb2.EndSessionRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_memory__pb2.EndSessionResponse.FromString,
                 _registered_method=True)
+        self.RemoveMessages = channel.unary_unary(
+                '/strata.v1.MemoryService/RemoveMessages',
+                request_serializer=strata_dot_v1_dot_memory__pb2.RemoveMessagesRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.RemoveMessagesResponse.FromString,
+                _registered_method=True)
         self.ListEpisodes = channel.unary_unary(
                 '/strata.v1.MemoryService/ListEpisodes',
                 request_serializer=strata_dot_v1_dot_memory__pb2.ListEpisodesRequest.SerializeToString,
@@ -116,6 +121,13 @@ class MemoryServiceServicer:
 
     def EndSession(self, request, context):
         """Flushes the session to the journal as one episode.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMessages(self, request, context):
+        """Removes the newest messages of an open session, or all of them; durable before it returns.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -190,6 +202,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.EndSession,
                     request_deserializer=strata_dot_v1_dot_memory__pb2.EndSessionRequest.FromString,
                     response_serializer=strata_dot_v1_dot_memory__pb2.EndSessionResponse.SerializeToString,
+            ),
+            'RemoveMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMessages,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.RemoveMessagesRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.RemoveMessagesResponse.SerializeToString,
             ),
             'ListEpisodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListEpisodes,
@@ -335,6 +352,33 @@ class MemoryService:
             '/strata.v1.MemoryService/EndSession',
             strata_dot_v1_dot_memory__pb2.EndSessionRequest.SerializeToString,
             strata_dot_v1_dot_memory__pb2.EndSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/RemoveMessages',
+            strata_dot_v1_dot_memory__pb2.RemoveMessagesRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.RemoveMessagesResponse.FromString,
             options,
             channel_credentials,
             insecure,
