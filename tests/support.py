@@ -34,6 +34,17 @@ def wait_until(predicate: Callable[[], object], timeout: float = 180, what: str 
         time.sleep(0.1)
 
 
+def wait_indexed(client: MemoryClient, timeout: float = 60) -> None:
+    """Wait until the daemon's model is loaded and the weaver has indexed every ended
+    episode (Recall finds them from then on)."""
+
+    def indexed() -> bool:
+        status = client.weaver_status()
+        return status.embedding_ready and not status.unindexed
+
+    wait_until(indexed, timeout, "for the weaver to index every episode")
+
+
 class ThreadDaemon:
     """A real daemon (gRPC server on a loopback port) served from a background thread."""
 
