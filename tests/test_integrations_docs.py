@@ -1,0 +1,82 @@
+"""The snippets of docs/integrations.md run, as written, against a real daemon (a ``stratad``
+subprocess), with a loopback server speaking the OpenAI API where a snippet calls a model."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon.client import MemoryClient
+from tests.llm_server import FakeOpenAI
+from tests.support import ROOT, ProcessDaemon, daemon_env, wait_until
+
+pytestmark = pytest.mark.slow
+DOC = (ROOT / "docs" / "integrations.md").read_text()
+
+
+def snippet(heading: str) -> str:
+    """The python snippet of the section whose heading starts with ``heading``."""
+    section = DOC.split(f"\n## {heading}", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    return code
+
+
+@pytest.fixture
+def stratad(spawn, tmp_path: Path) -> ProcessDaemon:
+    proc = spawn(tmp_path / "data")
+    with MemoryClient(proc.address) as c:
+        wait_until(lambda: c.health() == "SERVING", what="for the model to load")
+    return proc
+
+
+@pytest.fixture
+def model() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+def run(code: str, proc: ProcessDaemon, tmp_path: Path, fake: FakeOpenAI) -> str:
+    env = daemon_env(tmp_path / "unused") | {
+        "STRATA_ADDRESS": proc.address,
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_BASE": fake.base_url,
+        "OPENAI_AGENTS_DISABLE_TRACING": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out.stdout
+
+
+def test_the_openai_agents_snippet_runs(stratad, model, tmp_path):
+    model.reply_text("Noted: Lisbon.")
+    out = run(snippet("OpenAI Agents SDK"), stratad, tmp_path, model)
+    assert "Noted: Lisbon." in out
+    assert "'content': 'I just moved to Lisbon.'" in out
+    with MemoryClient(stratad.address) as c:
+        window = c.get_working_memory("conversation-7", user_id="alice").messages
+    # pop_item took the assistant's answer out of the daemon too
+    assert [m.message.content for m in window] == ["I just moved to Lisbon."]
+
+
+def test_the_google_adk_snippet_runs(stratad, model, tmp_path):
+    model.reply_text("Noted, you live in Lisbon now.")
+    out = run(snippet("Google ADK"), stratad, tmp_path, model)
+    assert "Noted, you live in Lisbon now." in out
+    assert "I moved to Lisbon in May." in out.split("Noted, you live in Lisbon now.", 1)[1]
+    with MemoryClient(stratad.address) as c:
+        (episode,) = c.list_episodes(user_id="alice").episodes
+    assert episode.scope.agent_id == "travel" and episode.message_count == 2
