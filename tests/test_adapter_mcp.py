@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import grpc
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
@@ -418,30 +417,41 @@ def test_the_process_exits_non_zero_on_a_bad_configuration(tmp_path: Path) -> No
     assert "--forward-token" in start("--help").stdout
 
 
-def snippets() -> dict[str, dict[str, Any]]:
-    """The JSON client configurations of docs/integrations_mcp.md, by the file they go in."""
+def snippets() -> list[tuple[str, dict[str, Any]]]:
+    """The JSON client configurations of docs/integrations_mcp.md, each with the file it goes
+    in: the last `*.json` file named before the block."""
     text = (ROOT / "docs" / "integrations_mcp.md").read_text()
-    found = {}
-    for name, block in re.findall(r"`([^`\s]+\.json)`[^`]*?```json\n(.*?)```", text, re.S):
-        found[name] = json.loads(block)
+    found = []
+    for block in re.finditer(r"```json\n(.*?)```", text, re.S):
+        named = re.findall(r"`([^`\s]*\.json)`", text[: block.start()])
+        found.append((named[-1].removeprefix("~/"), json.loads(block.group(1))))
     return found
 
 
 def test_docs_client_configurations_name_a_command_the_cli_accepts() -> None:
     configs = snippets()
-    assert {"claude_desktop_config.json", ".cursor/mcp.json"} <= configs.keys()
+    assert {"claude_desktop_config.json", ".cursor/mcp.json"} <= {name for name, _ in configs}
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["strata-mcp"] == "daemon.adapters.mcp_server:main"
-    for name, config in configs.items():
+    http = parse_config(["--transport", "http", "--user-id", "u"], {})
+    for name, config in configs:
         for server in config["mcpServers"].values():
+            if "url" in server:  # a server started with --transport http and the defaults
+                assert server["url"] == f"http://{http.host}:{http.port}/mcp", name
+                continue
             assert server["command"] == "strata-mcp", name
             parsed = parse_config(server["args"], server.get("env", {}))
             assert parsed.user_id and parsed.transport == "stdio", name
+            assert set(server.get("env", {})) <= {
+                "STRATA_ADDRESS", "STRATA_TOKEN", "STRATA_TOKEN_FILE", "STRATA_TLS_CA",
+                "STRATA_TLS_CERT", "STRATA_TLS_KEY", "STRATA_MCP_USER_ID", "STRATA_MCP_AGENT_ID",
+            }, name  # fmt: skip
 
 
 @pytest.mark.slow
 def test_the_claude_desktop_configuration_starts(daemon: ThreadDaemon) -> None:
-    [server] = snippets()["claude_desktop_config.json"]["mcpServers"].values()
+    [config] = [c for name, c in snippets() if name == "claude_desktop_config.json"]
+    [server] = config["mcpServers"].values()
     extra = {**server.get("env", {}), "STRATA_ADDRESS": daemon.address}
 
     async def body() -> None:
