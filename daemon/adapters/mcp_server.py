@@ -25,8 +25,8 @@ Whose memory: the user id never comes from the model. No tool has a user id argu
 
 ``GetEpisode`` and ``Forget`` by ids take no scope in the daemon's API, and a daemon without
 tokens checks no tenant: so ``get_episode`` answers NOT_FOUND for an episode of another user
-(or agent), and ``forget`` first checks that each id is the user's (``get_episode`` or
-``get_sources``), skipping the others as the daemon skips another tenant's ids.
+(or agent), and ``forget`` by ids first looks each id up for the user (GetEpisode, or GetNode
+within the user's scope) and skips the others, as the daemon skips another tenant's ids.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from daemon.adapters import mcp_tools
 from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient
+from daemon.pb import memory_pb2 as pb
 
 USER_ENV = "STRATA_MCP_USER_ID"
 AGENT_ENV = "STRATA_MCP_AGENT_ID"
@@ -172,6 +173,11 @@ class Caller:
         """The keyword arguments naming the scope in the client's calls."""
         return {"user_id": self.user_id, "agent_id": self.agent_id}
 
+    def owns(self, scope: pb.Scope) -> bool:
+        """Whether something stored under ``scope`` is this caller's user's (and agent's)."""
+        agent = self.agent_id
+        return scope.user_id == self.user_id and (not agent or scope.agent_id == agent)
+
 
 class Backend:
     """The connection to stratad, the user of each call and the errors of the tools."""
@@ -247,6 +253,22 @@ class Backend:
             if exc.code == grpc.StatusCode.NOT_FOUND:
                 return None
             raise
+
+    async def own_ids(
+        self, caller: Caller, episode_ids: list[str], memory_ids: list[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """The episode and memory ids that are the caller's, and the others (unknown or of
+        another user or agent), looked up by GetEpisode and by GetNode within the scope."""
+        own_eps: list[str] = []
+        own_mems: list[str] = []
+        others: list[str] = []
+        for eid in episode_ids:
+            got = await self.run_or_none(caller.client.get_episode, eid, page_size=1)
+            (own_eps if got and caller.owns(got.episode.scope) else others).append(eid)
+        for mid in memory_ids:
+            node = await self.run_or_none(caller.client.get_node, mid, **caller.scope)
+            (own_mems if node is not None else others).append(mid)
+        return own_eps, own_mems, others
 
     def not_found(self, what: str) -> DaemonError:
         return DaemonError(grpc.StatusCode.NOT_FOUND, f"NOT_FOUND: {what}")

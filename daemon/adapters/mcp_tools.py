@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from daemon.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
-    from daemon.adapters.mcp_server import Backend, Caller
+    from daemon.adapters.mcp_server import Backend
 
 Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile"]
 Kinds = Annotated[
@@ -231,24 +231,21 @@ def _lines(messages: list[StoredMessage]) -> list[str]:
     ]
 
 
-def _owned(caller: Caller, scope: pb.Scope) -> bool:
-    return scope.user_id == caller.user_id and (
-        not caller.agent_id or scope.agent_id == caller.agent_id
-    )
-
-
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
 def register(server: MCPServer[Any], backend: Backend) -> None:
     """Add Strata's tools to ``server``; every call goes through ``backend``."""
 
-    @server.tool(annotations=ToolAnnotations(idempotent_hint=True, open_world_hint=False))
+    @server.tool(annotations=WRITE)
     async def remember(
         session_id: SessionId,
         content: Annotated[str, Field(description="The message's text.")],
         ctx: Context,
-        role: Literal["user", "assistant", "system", "tool"] = "user",
+        role: Annotated[
+            Literal["user", "assistant", "system", "tool"], Field(description="Who wrote it.")
+        ] = "user",
         speaker: Annotated[str | None, Field(description="Who said it, e.g. 'Alice'.")] = None,
         metadata: Annotated[
             dict[str, str] | None, Field(description="Strings kept with the message.")
@@ -273,7 +270,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
             f"Stored message #{r.seq} of session {session_id}{dup}.",
         )
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    @server.tool(annotations=WRITE)
     async def end_session(session_id: SessionId, ctx: Context) -> Annotated[CallToolResult, Ended]:
         """End a conversation: its messages become an episode of the journal, which the weaver
         indexes within seconds, so that recall and pack find it. Call it when a conversation
@@ -346,9 +343,9 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         ctx: Context,
         start: Start = None,
         end: End = None,
-        page_size: Annotated[int, Field(ge=1, le=1000)] = 20,
+        page_size: Annotated[int, Field(ge=1, le=1000, description="Episodes per page.")] = 20,
         page_token: Annotated[str, Field(description="next_page_token of the last page.")] = "",
-        newest_first: bool = True,
+        newest_first: Annotated[bool, Field(description="Newest first, else oldest.")] = True,
     ) -> Annotated[CallToolResult, Episodes]:
         """List the user's past conversations (episodes) by start time, a page at a time:
         ids, session ids, times and message counts. Read one with get_episode."""
@@ -368,9 +365,9 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
 
     @server.tool(annotations=READ_ONLY)
     async def get_episode(
-        episode_id: Annotated[str, Field(min_length=1)],
+        episode_id: Annotated[str, Field(min_length=1, description="The episode's id.")],
         ctx: Context,
-        page_size: Annotated[int, Field(ge=1, le=1000)] = 100,
+        page_size: Annotated[int, Field(ge=1, le=1000, description="Messages per page.")] = 100,
         page_token: Annotated[str, Field(description="next_page_token of the last page.")] = "",
     ) -> Annotated[CallToolResult, EpisodeMessages]:
         """Read one past conversation (an episode from list_episodes, or a hit's episode_id):
@@ -379,7 +376,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         r = await backend.run(
             c.client.get_episode, episode_id, page_size=page_size, page_token=page_token
         )
-        if not _owned(c, r.episode.scope):  # the daemon checks tenants only with tokens
+        if not c.owns(r.episode.scope):  # the daemon checks tenants only with tokens
             raise backend.not_found(f"episode {episode_id!r} not found")
         ep = _episode(r.episode)
         msgs = [_message(m) for m in r.messages]
@@ -424,16 +421,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         eps, mems = list(episode_ids or ()), list(memory_ids or ())
         skipped: list[str] = []
         if not everything:  # only the user's own ids: the daemon checks them with tokens only
-            owned = [await backend.run_or_none(c.client.get_episode, e, page_size=1) for e in eps]
-            skipped = [
-                e
-                for e, got in zip(eps, owned, strict=True)
-                if not got or not _owned(c, got.episode.scope)
-            ]
-            found = [await backend.run_or_none(c.client.get_node, m, **c.scope) for m in mems]
-            skipped += [m for m, got in zip(mems, found, strict=True) if got is None]
-            eps = [e for e in eps if e not in skipped]
-            mems = [m for m in mems if m not in skipped]
+            eps, mems, skipped = await backend.own_ids(c, eps, mems)
         counts = {f.name: 0 for f in pb.ForgetResponse.DESCRIPTOR.fields}
         if eps or mems or not skipped:  # nothing asked at all: the daemon says what is wrong
             user, agent = (c.user_id, c.agent_id) if everything else ("", "")
