@@ -313,7 +313,7 @@ async def serve_http(server: MCPServer[Any], config: Config) -> None:
     if config.forward_token:
         app = RequireBearer(app)
     host = f"[{config.host}]" if ":" in config.host else config.host
-    print(f"strata-mcp: serving http://{host}:{config.port}/mcp", file=sys.stderr, flush=True)
+    print(f"strata-mcp: starting on http://{host}:{config.port}/mcp", file=sys.stderr, flush=True)
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
     await uvicorn.Server(uv).serve()
 
