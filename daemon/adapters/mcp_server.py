@@ -1,0 +1,340 @@
+"""``strata-mcp``: a running ``stratad`` behind the Model Context Protocol (stdio, HTTP).
+
+Needs the ``[mcp]`` extra (the official ``mcp`` SDK, version 2). The server talks to the
+daemon only through :class:`daemon.client.MemoryClient`, with the client's connection
+settings: ``--address`` (else ``STRATA_ADDRESS``, else 127.0.0.1:50051), ``STRATA_TOKEN`` or
+``STRATA_TOKEN_FILE``, ``STRATA_TLS_CA``, ``STRATA_TLS_CERT`` and ``STRATA_TLS_KEY``. The tools
+(:mod:`daemon.adapters.mcp_tools`) only map arguments and results; a daemon error becomes a
+tool error reading ``CODE: message`` (``INVALID_ARGUMENT: k must be ...``), and a daemon that
+does not answer becomes ``cannot reach stratad at ADDRESS``.
+
+Whose memory: the user id never comes from the model. No tool has a user id argument:
+
+- By default (stdio, and HTTP) every call acts for the configured user, ``--user-id`` (or
+  ``STRATA_MCP_USER_ID``; required), and agent, ``--agent-id`` (or ``STRATA_MCP_AGENT_ID``;
+  optional: empty means every agent of the user for reads and forget), with the server's own
+  token (``STRATA_TOKEN``). Over HTTP whoever reaches the port acts as that user, so the
+  server listens on loopback only; an ``X-Strata-User-Id`` header is refused.
+- ``--forward-token`` (HTTP only) serves several users: every HTTP request must carry
+  ``Authorization: Bearer <a stratad token>`` (401 otherwise), which the server forwards to
+  stratad for that request's calls, so the daemon's rights and tenant checks apply. The user
+  is the request's ``X-Strata-User-Id`` header, else ``--user-id``; a token that may not act
+  for that user gets ``PERMISSION_DENIED``. The daemon must authenticate tokens: before the
+  first forwarded call the server checks that stratad refuses a made-up token, and refuses to
+  serve otherwise. This mode may listen beyond loopback (put TLS in front of it).
+
+``GetEpisode`` and ``Forget`` by ids take no scope in the daemon's API, and a daemon without
+tokens checks no tenant: so ``get_episode`` answers NOT_FOUND for an episode of another user
+(or agent), and ``forget`` by ids first looks each id up for the user (GetEpisode, or GetNode
+within the user's scope) and skips the others, as the daemon skips another tenant's ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import grpc
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from daemon.adapters import mcp_tools
+from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient
+from daemon.pb import memory_pb2 as pb
+
+USER_ENV = "STRATA_MCP_USER_ID"
+AGENT_ENV = "STRATA_MCP_AGENT_ID"
+USER_HEADER = "X-Strata-User-Id"
+PROBE_TOKEN = "strata-mcp-probe-not-a-token"
+MAX_FORWARDED_CLIENTS = 64
+INSTRUCTIONS = (
+    "Strata is the user's long-term memory. Before answering anything that may depend on "
+    "earlier conversations, call pack with the question and read its block. Store the turns "
+    "worth keeping with remember (one session_id per conversation) and call end_session when "
+    "the conversation is over. The user is fixed by the server: never pass a user id."
+)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    transport: str
+    host: str
+    port: int
+    address: str
+    user_id: str
+    agent_id: str
+    forward_token: bool
+    timeout: float
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1 to 65535): {text!r}")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="strata-mcp",
+        description="Serve a running stratad's memory to MCP clients (Claude Desktop, Claude "
+        "Code, Cursor, agent frameworks) over stdio or streamable HTTP.",
+        epilog=f"The connection to stratad: --address, {ADDRESS_ENV}, STRATA_TOKEN or "
+        "STRATA_TOKEN_FILE, STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY. The user id "
+        "never comes from the model; see docs/integrations.md.",
+    )
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                   help="stdio (default: the MCP client starts this process) or HTTP")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on")
+    p.add_argument("--port", type=_port, default=8765, help="HTTP: the port (default 8765)")
+    p.add_argument("--address", help=f"stratad's address (default: ${ADDRESS_ENV}, else "
+                   f"{DEFAULT_ADDRESS})")  # fmt: skip
+    p.add_argument("--user-id", help=f"the user whose memory this is (default: ${USER_ENV})")
+    p.add_argument("--agent-id", help=f"the agent within the user (default: ${AGENT_ENV})")
+    p.add_argument("--forward-token", action="store_true",
+                   help="HTTP: forward each request's 'Authorization: Bearer' token to "
+                   f"stratad; the user is its {USER_HEADER} header, else --user-id")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds per call to stratad (default 10)")  # fmt: skip
+    return p
+
+
+def parse_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """The configuration from ``argv`` and ``environ``; exits 2 with a message on a bad one."""
+    env = os.environ if environ is None else environ
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    config = Config(
+        transport=a.transport,
+        host=a.host,
+        port=a.port,
+        address=a.address or env.get(ADDRESS_ENV) or DEFAULT_ADDRESS,
+        user_id=a.user_id or env.get(USER_ENV, ""),
+        agent_id=a.agent_id or env.get(AGENT_ENV, ""),
+        forward_token=a.forward_token,
+        timeout=a.timeout,
+    )
+    if config.forward_token and config.transport != "http":
+        parser.error("--forward-token needs --transport http")
+    if not config.user_id and not config.forward_token:
+        parser.error(f"a user id is required: --user-id or {USER_ENV} (never from the model)")
+    if config.transport == "http" and not config.forward_token and not _loopback(config.host):
+        parser.error(f"--host {config.host} is not loopback: without --forward-token anyone "
+                     "who reaches the port would act as the configured user")  # fmt: skip
+    if not config.timeout > 0:
+        parser.error("--timeout must be positive")
+    return config
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bearer(headers: Headers) -> str:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+class DaemonError(ToolError):
+    """A call to stratad failed: the tool's error, reading ``CODE: message``."""
+
+    def __init__(self, code: grpc.StatusCode, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a tool call acts for: the client to use (its token) and the user's scope."""
+
+    client: MemoryClient
+    user_id: str
+    agent_id: str
+
+    @property
+    def scope(self) -> dict[str, str]:
+        """The keyword arguments naming the scope in the client's calls."""
+        return {"user_id": self.user_id, "agent_id": self.agent_id}
+
+    def owns(self, scope: pb.Scope) -> bool:
+        """Whether something stored under ``scope`` is this caller's user's (and agent's)."""
+        agent = self.agent_id
+        return scope.user_id == self.user_id and (not agent or scope.agent_id == agent)
+
+
+class Backend:
+    """The connection to stratad, the user of each call and the errors of the tools."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._client = MemoryClient(config.address, timeout=config.timeout)
+        self._forwarded: OrderedDict[str, MemoryClient] = OrderedDict()
+        self._authenticates = False
+
+    def close(self) -> None:
+        self._client.close()
+        for client in self._forwarded.values():
+            client.close()
+
+    async def caller(self, ctx: Context) -> Caller:
+        """The client and user of this call (the module docstring says which)."""
+        request = ctx.request_context.request  # the HTTP request; None on stdio
+        headers = request.headers if request is not None else Headers()
+        header_user = headers.get(USER_HEADER, "")
+        c = self.config
+        if not c.forward_token:
+            if header_user:
+                raise ToolError(f"the {USER_HEADER} header needs a server run with --forward-token")
+            return Caller(self._client, c.user_id, c.agent_id)
+        token = _bearer(headers)
+        if not token:
+            raise ToolError("this server needs 'Authorization: Bearer <stratad token>'")
+        if not (header_user or c.user_id):
+            raise ToolError(f"no user id: send the {USER_HEADER} header")
+        await self._check_authenticates()
+        client = self._forwarded.pop(token, None)
+        if client is None:  # the oldest is dropped (its channel closes once unused)
+            client = MemoryClient(c.address, timeout=c.timeout, token=token)
+            if len(self._forwarded) >= MAX_FORWARDED_CLIENTS:
+                self._forwarded.popitem(last=False)
+        self._forwarded[token] = client
+        return Caller(client, header_user or c.user_id, c.agent_id)
+
+    async def _check_authenticates(self) -> None:
+        if self._authenticates:
+            return
+        with MemoryClient(self.config.address, timeout=5, token=PROBE_TOKEN) as probe:
+            try:
+                await self.run(probe.stats)
+            except DaemonError as exc:
+                if exc.code != grpc.StatusCode.UNAUTHENTICATED:
+                    raise
+                self._authenticates = True
+                return
+        raise ToolError(
+            f"stratad at {self.config.address} accepts any token (no [[auth.tokens]]), so "
+            "forwarding tokens would authenticate nobody: refusing to serve (--forward-token)"
+        )
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, a blocking client call, in a worker thread; a daemon error
+        raises :class:`DaemonError`."""
+        try:
+            return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+        except grpc.RpcError as exc:
+            code, details = exc.code(), exc.details()
+        if code == grpc.StatusCode.UNAVAILABLE and not await self._reachable():
+            text = f"cannot reach stratad at {self.config.address}: {details}"
+            raise DaemonError(code, text) from None
+        raise DaemonError(code, f"{code.name}: {details}") from None
+
+    async def run_or_none(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """As :meth:`run`, but None for NOT_FOUND."""
+        try:
+            return await self.run(fn, *args, **kwargs)
+        except DaemonError as exc:
+            if exc.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    async def own_ids(
+        self, caller: Caller, episode_ids: list[str], memory_ids: list[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """The episode and memory ids that are the caller's, and the others (unknown or of
+        another user or agent), looked up by GetEpisode and by GetNode within the scope."""
+        own_eps: list[str] = []
+        own_mems: list[str] = []
+        others: list[str] = []
+        for eid in episode_ids:
+            got = await self.run_or_none(caller.client.get_episode, eid, page_size=1)
+            (own_eps if got and caller.owns(got.episode.scope) else others).append(eid)
+        for mid in memory_ids:
+            node = await self.run_or_none(caller.client.get_node, mid, **caller.scope)
+            (own_mems if node is not None else others).append(mid)
+        return own_eps, own_mems, others
+
+    def not_found(self, what: str) -> DaemonError:
+        return DaemonError(grpc.StatusCode.NOT_FOUND, f"NOT_FOUND: {what}")
+
+    async def _reachable(self) -> bool:
+        """Whether stratad answers its health service (open: no token needed)."""
+        try:
+            await anyio.to_thread.run_sync(partial(self._client.health, timeout=3))
+        except grpc.RpcError:
+            return False
+        return True
+
+
+class RequireBearer:
+    """ASGI middleware for --forward-token: an HTTP request without a bearer token is 401."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _bearer(Headers(scope=scope)):
+            response = JSONResponse(
+                {"error": "invalid_token", "error_description": "Authorization: Bearer <token>"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def build_server(backend: Backend) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp_tools.register(server, backend)
+    return server
+
+
+async def serve_http(server: MCPServer[Any], config: Config) -> None:
+    import uvicorn
+
+    app: ASGIApp = server.streamable_http_app(host=config.host)
+    if config.forward_token:
+        app = RequireBearer(app)
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    print(f"strata-mcp: starting on http://{host}:{config.port}/mcp", file=sys.stderr, flush=True)
+    uv = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
+    await uvicorn.Server(uv).serve()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    config = parse_config(argv)
+    try:
+        backend = Backend(config)
+    except (OSError, ValueError) as exc:  # a token file or certificate that cannot be read
+        sys.exit(f"strata-mcp: cannot set up the connection to stratad: {exc}")
+    server = build_server(backend)
+    try:
+        if config.transport == "stdio":
+            server.run("stdio")
+        else:
+            anyio.run(serve_http, server, config)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        backend.close()
+
+
+if __name__ == "__main__":
+    main()

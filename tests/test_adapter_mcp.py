@@ -1,0 +1,460 @@
+"""strata-mcp (daemon/adapters/mcp_server.py) through the MCP SDK's own clients, over stdio and
+streamable HTTP, against real daemons: the tools, their errors, whose memory they act on, the
+CLI and the client configurations of docs/integrations_mcp.md."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError
+
+from daemon.adapters.mcp_server import Backend, build_parser, parse_config
+from daemon.auth import token_hash
+from daemon.settings import Settings
+from tests.support import MODEL_CACHE, ROOT, ThreadDaemon, wait_until
+
+MODULE = ["-m", "daemon.adapters.mcp_server"]
+TOOLS = {
+    "remember", "end_session", "recall", "pack", "list_episodes", "get_episode", "get_sources",
+    "forget", "weaver_status",
+}  # fmt: skip
+MAX_K = 50  # the daemons' recall.max_k: below the tool's own bound (100)
+TOKENS = {"alice": "tok-mcp-alice", "ops": "tok-mcp-ops"}
+
+
+def settings(data_dir: Path, **overrides: Any) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        listen="127.0.0.1:0",
+        shutdown_grace_seconds=2.0,
+        embedding={"cache_dir": MODEL_CACHE},
+        weaver={"interval_seconds": 3600},  # indexing only: no consolidation run
+        recall={"max_k": MAX_K},
+        **overrides,
+    )
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadDaemon]:
+    d = ThreadDaemon(settings(tmp_path_factory.mktemp("mcp") / "data"))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def env(address: str, **extra: str) -> dict[str, str]:
+    return {"PYTHONPATH": str(ROOT), "STRATA_ADDRESS": address, "HF_HUB_OFFLINE": "1", **extra}
+
+
+@asynccontextmanager
+async def stdio(address: str, *args: str, **extra: str) -> AsyncIterator[ClientSession]:
+    """A session with ``strata-mcp ARGS`` started by the SDK's stdio client."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[*MODULE, *args], env=env(address, **extra), cwd=ROOT
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http(url: str, **headers: str) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **args: Any) -> Any:
+    """The tool's structured result; fails on a tool error."""
+    result = await session.call_tool(tool, args)
+    assert not result.is_error, result.content
+    assert result.content and result.content[0].type == "text" and result.content[0].text
+    return result.structured_content
+
+
+async def error(session: ClientSession, tool: str, **args: Any) -> str:
+    """The text of the tool error the call must give."""
+    result = await session.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    text = result.content[0].text
+    assert isinstance(text, str)
+    return text
+
+
+async def wait_indexed(session: ClientSession) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        status = await call(session, "weaver_status")
+        if not status["unindexed"] and status["embedding_ready"]:
+            return
+        assert time.monotonic() < deadline, f"not indexed: {status}"
+        await anyio.sleep(0.1)
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(body)
+
+
+@pytest.mark.slow
+def test_stdio_end_to_end(daemon: ThreadDaemon) -> None:
+    async def body() -> None:
+        async with stdio(daemon.address, "--user-id", "alice") as s:
+            tools = (await s.list_tools()).tools
+            assert {t.name for t in tools} == TOOLS
+            for t in tools:
+                assert t.description and len(t.description) > 60, t.name
+                assert "user_id" not in json.dumps(t.input_schema), t.name
+                assert t.output_schema, t.name
+                for name, prop in t.input_schema.get("properties", {}).items():
+                    assert prop.get("description"), (t.name, name)
+            described = {t.name: t.description or "" for t in tools}
+            assert "does not wait" in described["remember"]
+            assert "before answering" in described["pack"]
+
+            said = [
+                ("I moved to Lisbon last spring and my cat is called Miso.", "user", "Alice"),
+                ("Lisbon is lovely. How is Miso settling in?", "assistant", ""),
+                ("He sleeps on the balcony all day.", "user", "Alice"),
+            ]
+            for i, (text, role, who) in enumerate(said, 1):
+                args = {"role": role, "message_id": f"m{i}", "metadata": {"n": str(i)}}
+                r = await call(s, "remember", session_id="chat-1", content=text, speaker=who,
+                               **args)  # fmt: skip
+                assert r == {"session_id": "chat-1", "seq": i, "duplicate": False}
+            again = await call(s, "remember", session_id="chat-1", content="x", message_id="m1")
+            assert (again["seq"], again["duplicate"]) == (1, True)
+            ended = await call(s, "end_session", session_id="chat-1")
+            assert ended["message_count"] == 3
+            episode = ended["episode_id"]
+            await wait_indexed(s)
+
+            found = await call(s, "recall", query="What is the name of my cat?", k=5)
+            hit = next(h for h in found["hits"] if "Miso" in h["text"] and h["sources"])
+            assert hit["kind"] in {"episode_turn", "episode_chunk"} and hit["score"] > 0
+            assert hit["episode_id"] == episode and hit["session_id"] == "chat-1"
+            source = next(src for src in hit["sources"] if src["seq"] == 1)
+            assert (source["session_id"], source["speaker"]) == ("chat-1", "Alice")
+            assert source["message_id"] == "m1" and source["metadata"] == {"n": "1"}
+            assert source["created_at"] and source["episode_id"] == episode
+            text = (await s.call_tool("recall", {"query": "my cat", "k": 3})).content[0].text
+            assert "Miso" in text and "id " in text
+
+            packed = await call(s, "pack", query="What is my cat called?", max_tokens=300)
+            assert "Miso" in packed["text"] and 0 < packed["tokens"] <= 300
+            assert packed["items"] and all(i["sources"] for i in packed["items"])
+
+            listed = await call(s, "list_episodes")
+            assert [e["episode_id"] for e in listed["episodes"]] == [episode]
+            assert listed["episodes"][0]["message_count"] == 3
+            read = await call(s, "get_episode", episode_id=episode, page_size=2)
+            assert [m["content"] for m in read["messages"]] == [said[0][0], said[1][0]]
+            assert [m["role"] for m in read["messages"]] == ["user", "assistant"]
+            assert read["messages"][0]["speaker"] == "Alice" and read["next_page_token"]
+            rest = await call(s, "get_episode", episode_id=episode,
+                              page_token=read["next_page_token"])  # fmt: skip
+            assert [m["seq"] for m in rest["messages"]] == [3]
+
+            sources = await call(s, "get_sources", id=hit["id"])
+            assert sources["node"]["id"] == hit["id"]
+            assert sources["episode"]["episode_id"] == episode
+            assert said[0][0] in [m["content"] for m in sources["messages"]]
+
+            gone = await call(s, "forget", episode_ids=[episode])
+            assert gone["counts"]["episodes"] == 1 and gone["counts"]["episode_messages"] == 3
+            assert gone["skipped_ids"] == []
+            after = await call(s, "recall", query="What is the name of my cat?", k=5)
+            assert not any("Miso" in h["text"] for h in after["hits"])
+            assert (await call(s, "list_episodes"))["episodes"] == []
+
+    run(body)
+
+
+@pytest.mark.slow
+def test_daemon_errors_become_tool_errors(daemon: ThreadDaemon) -> None:
+    async def body() -> None:
+        async with stdio(daemon.address, "--user-id", "bob") as s:
+            text = await error(s, "recall", query="anything", k=MAX_K + 10)
+            assert f"INVALID_ARGUMENT: k must be between 1 and {MAX_K}" in text
+            assert "less than or equal to 100" in await error(s, "recall", query="q", k=101)
+            text = await error(s, "forget")  # neither ids nor everything=true
+            assert "INVALID_ARGUMENT: exactly one of scope, episode_ids or memory_ids" in text
+            assert "INVALID_ARGUMENT" in await error(s, "get_sources", id="no such id")
+            text = await error(s, "get_episode", episode_id="0" * 32)
+            assert text.endswith(f"NOT_FOUND: episode {'0' * 32!r} not found")
+            text = await error(s, "end_session", session_id="never-seen")
+            assert "NOT_FOUND" in text
+        with socket.socket() as sock:  # a port nobody listens on
+            sock.bind(("127.0.0.1", 0))
+            down = f"127.0.0.1:{sock.getsockname()[1]}"
+            async with stdio(down, "--user-id", "bob") as s:
+                text = await error(s, "remember", session_id="s", content="hello")
+                assert f"cannot reach stratad at {down}" in text
+                assert f"cannot reach stratad at {down}" in await error(s, "weaver_status")
+                assert {t.name for t in (await s.list_tools()).tools} == TOOLS  # still serving
+
+    run(body)
+
+
+@pytest.mark.slow
+def test_each_server_acts_for_its_configured_user_only(daemon: ThreadDaemon) -> None:
+    async def body() -> None:
+        async with (
+            stdio(daemon.address, "--user-id", "carol") as carol,
+            stdio(daemon.address, STRATA_MCP_USER_ID="dave") as dave,
+        ):
+            await call(dave, "remember", session_id="s", content="My locker code is 4711.")
+            # A user_id argument is not in the schema: ignored, so this is carol's own message.
+            await call(carol, "remember", session_id="s", content="Locker 9 is mine.",
+                       user_id="dave")  # fmt: skip
+            dave_episode = (await call(dave, "end_session", session_id="s"))["episode_id"]
+            await call(carol, "end_session", session_id="s")  # the same session id: her own
+            await wait_indexed(dave)
+
+            theirs = await call(dave, "recall", query="What is the locker code?", k=10)
+            texts = [h["text"] for h in theirs["hits"]]
+            assert any("4711" in t for t in texts) and not any("Locker 9" in t for t in texts)
+            dave_hit = next(h for h in theirs["hits"] if "4711" in h["text"])
+            mine = await call(carol, "recall", query="What is the locker code?", k=10)
+            assert mine["hits"] and not any("4711" in h["text"] for h in mine["hits"])
+            assert "4711" not in (await call(carol, "pack", query="locker code"))["text"]
+            listed = (await call(carol, "list_episodes"))["episodes"]
+            assert dave_episode not in [e["episode_id"] for e in listed] and len(listed) == 1
+            assert "NOT_FOUND" in await error(carol, "get_episode", episode_id=dave_episode)
+            assert "NOT_FOUND" in await error(carol, "get_sources", id=dave_hit["id"])
+            gone = await call(carol, "forget", episode_ids=[dave_episode],
+                              memory_ids=[dave_hit["id"]])  # fmt: skip
+            assert gone["skipped_ids"] == [dave_episode, dave_hit["id"]]
+            assert not any(gone["counts"].values())
+            still = await call(dave, "recall", query="What is the locker code?", k=10)
+            assert any("4711" in h["text"] for h in still["hits"])
+
+    run(body)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start ``strata-mcp --transport http`` subprocesses; returns their URLs."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(address: str, *args: str) -> str:
+        port = free_port()
+        log = open(tmp_path / f"mcp-{port}.log", "wb")  # noqa: SIM115 - the process keeps it
+        proc = subprocess.Popen(
+            [sys.executable, *MODULE, "--transport", "http", "--port", str(port), *args],
+            env=env(address), cwd=ROOT, stdout=log, stderr=log,
+        )  # fmt: skip
+        procs.append(proc)
+
+        def listening() -> bool:
+            assert proc.poll() is None, (tmp_path / f"mcp-{port}.log").read_text()
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(listening, timeout=30, what="for strata-mcp to listen")
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_streamable_http_for_the_configured_user(daemon: ThreadDaemon, http_server: Any) -> None:
+    url = http_server(daemon.address, "--user-id", "erin")
+
+    async def body() -> None:
+        async with http(url) as s:
+            assert {t.name for t in (await s.list_tools()).tools} == TOOLS
+            r = await call(s, "remember", session_id="web", content="I prefer window seats.")
+            assert r["seq"] == 1
+            assert (await call(s, "end_session", session_id="web"))["message_count"] == 1
+            [episode] = (await call(s, "list_episodes"))["episodes"]
+            assert episode["session_id"] == "web"
+        async with http(url, **{"X-Strata-User-Id": "alice"}) as s:  # not without tokens
+            assert "--forward-token" in await error(s, "list_episodes")
+
+    run(body)
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[ThreadDaemon]:
+    tokens = [
+        {"name": "alice", "sha256": token_hash(TOKENS["alice"]), "tenants": ["alice"],
+         "rights": ["append", "recall", "forget"]},
+        {"name": "ops", "sha256": token_hash(TOKENS["ops"]), "tenants": ["*"], "rights": ["admin"]},
+    ]  # fmt: skip
+    d = ThreadDaemon(settings(tmp_path / "secured", auth={"tokens": tokens}))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.slow
+def test_streamable_http_forwards_each_requests_token(
+    secured: ThreadDaemon, http_server: Any
+) -> None:
+    url = http_server(secured.address, "--forward-token")
+
+    def bearer(name: str, user: str | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {TOKENS.get(name, name)}"}
+        return headers | ({"X-Strata-User-Id": user} if user else {})
+
+    async def body() -> None:
+        async with httpx2.AsyncClient() as client:  # no token: refused before MCP
+            r = await client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+        async with http(url, **bearer("alice", "alice")) as s:
+            assert (await call(s, "remember", session_id="s", content="hi"))["seq"] == 1
+            assert (await call(s, "end_session", session_id="s"))["message_count"] == 1
+            [episode] = (await call(s, "list_episodes"))["episodes"]
+            assert "PERMISSION_DENIED" in await error(s, "weaver_status")  # no admin right
+        async with http(url, **bearer("alice", "bob")) as s:  # her token, another user
+            text = await error(s, "remember", session_id="s", content="hi")
+            assert text.endswith("PERMISSION_DENIED: this token may not act for user_id 'bob'")
+        async with http(url, **bearer("ops", "alice")) as s:
+            assert (await call(s, "get_episode", episode_id=episode["episode_id"]))["messages"]
+        async with http(url, **bearer("alice")) as s:
+            assert "no user id" in await error(s, "list_episodes")
+        async with http(url, **bearer("not-a-token", "alice")) as s:
+            assert "UNAUTHENTICATED" in await error(s, "list_episodes")
+
+    run(body)
+
+
+def test_forward_token_refuses_a_daemon_that_accepts_any_token(daemon: ThreadDaemon) -> None:
+    config = parse_config(
+        ["--transport", "http", "--forward-token", "--address", daemon.address], environ={}
+    )
+    backend = Backend(config)
+    try:
+        with pytest.raises(ToolError) as refused:
+            anyio.run(backend._check_authenticates)  # what the first forwarded call does
+        assert "accepts any token" in str(refused.value)
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "message"),
+    [
+        ([], {}, "a user id is required"),
+        (["--port", "70000", "--user-id", "a"], {}, "not a TCP port"),
+        (["--port", "http", "--user-id", "a"], {}, "not a TCP port"),
+        (["--transport", "http", "--host", "0.0.0.0", "--user-id", "a"], {}, "not loopback"),
+        (["--forward-token", "--user-id", "a"], {}, "--forward-token needs --transport http"),
+        (["--transport", "sse", "--user-id", "a"], {}, "invalid choice"),
+        (["--timeout", "0", "--user-id", "a"], {}, "--timeout must be positive"),
+    ],
+)
+def test_a_bad_configuration_is_refused(
+    args: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_config(args, environ)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_configuration_from_the_environment() -> None:
+    environ = {"STRATA_MCP_USER_ID": "u", "STRATA_MCP_AGENT_ID": "a", "STRATA_ADDRESS": "h:1"}
+    c = parse_config([], environ)
+    assert (c.transport, c.user_id, c.agent_id, c.address) == ("stdio", "u", "a", "h:1")
+    c = parse_config(["--user-id", "v", "--address", "k:2", "--transport", "http"], environ)
+    assert (c.user_id, c.address, c.host, c.port) == ("v", "k:2", "127.0.0.1", 8765)
+    assert parse_config(["--transport", "http", "--forward-token", "--host", "0.0.0.0"], {})
+    text = build_parser().format_help()
+    for flag in ("--transport", "--host", "--port", "--address", "--user-id", "--agent-id"):
+        assert flag in text
+
+
+@pytest.mark.slow
+def test_the_process_exits_non_zero_on_a_bad_configuration(tmp_path: Path) -> None:
+    def start(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *MODULE, *args], env=env("127.0.0.1:1", **extra), cwd=ROOT,
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    done = start()
+    assert done.returncode == 2 and "a user id is required" in done.stderr
+    done = start("--user-id", "a", STRATA_TOKEN_FILE=str(tmp_path / "missing"))
+    assert done.returncode == 1 and "cannot set up the connection to stratad" in done.stderr
+    assert "--forward-token" in start("--help").stdout
+
+
+def snippets() -> list[tuple[str, dict[str, Any]]]:
+    """The JSON client configurations of docs/integrations_mcp.md, each with the file it goes
+    in: the last `*.json` file named before the block."""
+    text = (ROOT / "docs" / "integrations_mcp.md").read_text()
+    found = []
+    for block in re.finditer(r"```json\n(.*?)```", text, re.S):
+        named = re.findall(r"`([^`\s]*\.json)`", text[: block.start()])
+        found.append((named[-1].removeprefix("~/"), json.loads(block.group(1))))
+    return found
+
+
+def test_docs_client_configurations_name_a_command_the_cli_accepts() -> None:
+    configs = snippets()
+    assert {"claude_desktop_config.json", ".cursor/mcp.json"} <= {name for name, _ in configs}
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["strata-mcp"] == "daemon.adapters.mcp_server:main"
+    http = parse_config(["--transport", "http", "--user-id", "u"], {})
+    for name, config in configs:
+        for server in config["mcpServers"].values():
+            if "url" in server:  # a server started with --transport http and the defaults
+                assert server["url"] == f"http://{http.host}:{http.port}/mcp", name
+                continue
+            assert server["command"] == "strata-mcp", name
+            parsed = parse_config(server["args"], server.get("env", {}))
+            assert parsed.user_id and parsed.transport == "stdio", name
+            assert set(server.get("env", {})) <= {
+                "STRATA_ADDRESS", "STRATA_TOKEN", "STRATA_TOKEN_FILE", "STRATA_TLS_CA",
+                "STRATA_TLS_CERT", "STRATA_TLS_KEY", "STRATA_MCP_USER_ID", "STRATA_MCP_AGENT_ID",
+            }, name  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_claude_desktop_configuration_starts(daemon: ThreadDaemon) -> None:
+    [config] = [c for name, c in snippets() if name == "claude_desktop_config.json"]
+    [server] = config["mcpServers"].values()
+    extra = {**server.get("env", {}), "STRATA_ADDRESS": daemon.address}
+
+    async def body() -> None:
+        async with stdio(daemon.address, *server["args"], **extra) as s:
+            assert {t.name for t in (await s.list_tools()).tools} == TOOLS
+            assert (await call(s, "list_episodes"))["episodes"] == []
+
+    run(body)
