@@ -1,6 +1,6 @@
 """strata-mcp (daemon/adapters/mcp_server.py) through the MCP SDK's own clients, over stdio and
 streamable HTTP, against real daemons: the tools, their errors, whose memory they act on, the
-CLI and the client configurations of docs/integrations_mcp.md."""
+CLI and the client configurations of docs/integrations.md."""
 
 from __future__ import annotations
 
@@ -416,9 +416,9 @@ def test_the_process_exits_non_zero_on_a_bad_configuration(tmp_path: Path) -> No
 
 
 def snippets() -> list[tuple[str, dict[str, Any]]]:
-    """The JSON client configurations of docs/integrations_mcp.md, each with the file it goes
+    """The JSON client configurations of docs/integrations.md, each with the file it goes
     in: the last `*.json` file named before the block."""
-    text = (ROOT / "docs" / "integrations_mcp.md").read_text()
+    text = (ROOT / "docs" / "integrations.md").read_text()
     found = []
     for block in re.finditer(r"```json\n(.*?)```", text, re.S):
         named = re.findall(r"`([^`\s]*\.json)`", text[: block.start()])
