@@ -6,10 +6,8 @@ maintenance job in order, so Tier 3 writes never race each other.
 - ``request_run`` queues a consolidation run (stage 2 over pending episodes, after indexing any
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
   whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`.
-- ``request_optimize`` starts the vector store's index build and flush on a thread of its own,
-  unless one is running: it neither waits behind index jobs (under a backlog it never ran)
-  nor holds them up (the embedded store builds in a child process and records the writes
-  made meanwhile: :mod:`tiers.vectors.edge_generations`).
+- ``request_optimize`` starts the vector store's index build on a thread of its own
+  (:mod:`weaver.optimizer`).
 
 A run, its progress events and its report are in :mod:`weaver.run`.
 """
@@ -30,12 +28,12 @@ from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
-from tiers.vectors import IndexBuildCancelled
 from weaver.backoff import Backoff
 from weaver.consolidate import Consolidator
 from weaver.errors import ExtractionDeferred
 from weaver.extractors import Extractor
 from weaver.index import Indexer
+from weaver.optimizer import IndexBuilds
 from weaver.run import ANY_SCOPE, Progress, Run, RunReport
 
 log = logging.getLogger("strata.weaver")
@@ -52,7 +50,7 @@ INDEX_BACKOFF = (1.0, 60.0)
 Job = tuple[str, Any]
 
 
-class Weaver:
+class Weaver(IndexBuilds):
     def __init__(
         self,
         journal: Journal,
@@ -77,10 +75,7 @@ class Weaver:
         self.running: Run | None = None
         self.last_run: RunReport | None = None
         self.last_error = ""
-        self.points_since_optimize = 0
-        self._index_lost = False  # set by index_lost(): the next build runs regardless
-        self._optimizer: threading.Thread | None = None
-        self._optimizer_lock = threading.Lock()
+        self._init_builds()
         # Observers (metrics): called on the worker thread; an exception in one is logged.
         self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, points, s
         self.on_run: list[Callable[[RunReport], None]] = []
@@ -178,18 +173,6 @@ class Weaver:
         backlog = [p.episode_id for p in self._journal.unindexed()]
         if backlog and not self._stopping.is_set():
             self._jobs.put(("index", backlog))
-
-    def request_optimize(self) -> None:
-        """Build the vector index in the background, unless a build is running."""
-        with self._optimizer_lock:
-            if self._stopping.is_set():
-                return
-            if self._optimizer is not None and self._optimizer.is_alive():
-                return
-            self._optimizer = threading.Thread(
-                target=self._optimize, name="vectors-optimize", daemon=True
-            )
-            self._optimizer.start()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
@@ -418,40 +401,3 @@ class Weaver:
             },
         )
         return f"next try in {delay:g} s"
-
-    def index_lost(self) -> None:
-        """The vector store was rewritten without its index (a Forget's purge): the next
-        scheduled build runs even if no point was written since."""
-        self._index_lost = True
-
-    def _optimize(self) -> None:
-        new_points = self.points_since_optimize
-        lost, self._index_lost = self._index_lost, False
-        if not (new_points or lost) or not self._semantic.ready:
-            self._index_lost = self._index_lost or lost
-            return
-        began = time.monotonic()
-        try:
-            _embedder, vectors = self._semantic.wait_ready(0)
-            vectors.optimize()
-            vectors.flush()
-        except IndexBuildCancelled as exc:  # a purge rewrote the store: build again later
-            self._index_lost = True
-            log.info("vectors.build_cancelled", extra={"fields": {"reason": str(exc)}})
-            return
-        except Exception as exc:
-            if not self._stopping.is_set():
-                self.last_error = f"optimize: {exc}"
-                log.exception("weaver.job_failed", extra={"fields": {"job": "optimize"}})
-            return
-        # Points written during the build count towards the next one.
-        self.points_since_optimize -= new_points
-        log.info(
-            "vectors.optimized",
-            extra={
-                "fields": {
-                    "new_points": new_points,
-                    "ms": round((time.monotonic() - began) * 1000, 1),
-                }
-            },
-        )
