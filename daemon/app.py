@@ -44,6 +44,7 @@ from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
+from tiers.documents import DocumentStore
 from tiers.embedding import Embedder, EmbeddingService, SentenceTransformerEmbedder
 from tiers.embedding_priority import PriorityEmbedder
 from tiers.forget import Forgetter
@@ -57,7 +58,7 @@ from tiers.working import STATE_CFS, WorkingMemory
 from weaver.consolidate import Consolidator, redact_record
 from weaver.extractors import Extractor
 from weaver.extractors.local import LocalExtractor
-from weaver.index import Indexer
+from weaver.index import DocumentIndexer, Indexer
 from weaver.rebuild import Rebuilder, RebuildReport
 from weaver.runner import Weaver
 
@@ -94,6 +95,7 @@ class Daemon:
         self.weaver: Weaver | None = None
         self.rebuilder: Rebuilder | None = None
         self.forgetter: Forgetter | None = None
+        self.documents: DocumentStore | None = None
         self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
@@ -128,6 +130,7 @@ class Daemon:
         )
         self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
         self.engine = self._recall_engine(self.semantic)
+        self.documents = DocumentStore(self.state)
         self.forgetter = Forgetter(
             self.working,
             self.journal,
@@ -136,6 +139,7 @@ class Daemon:
             self.semantic,
             self.engine.scope_caches(),
             redact_record,
+            self.documents,
         )
         semantic = self.semantic
         local = LocalExtractor(
@@ -153,7 +157,10 @@ class Daemon:
             wait_for_llm=s.llm.on_failure == "wait",
         )
         # Rebuild never extracts, so it works with the weaver disabled too.
-        self.rebuilder = Rebuilder(self.journal, self.state, self.semantic, indexer, consolidator)
+        documents = DocumentIndexer(self.documents, self.semantic)
+        self.rebuilder = Rebuilder(
+            self.journal, self.state, self.semantic, indexer, consolidator, documents
+        )
         if s.weaver.enabled:
             self.weaver = Weaver(
                 self.journal,
@@ -162,9 +169,11 @@ class Daemon:
                 consolidator,
                 next_run=self._next_consolidation,
                 llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
+                documents=documents,
             )
             weaver = self.weaver
             self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+            self.documents.on_put.append(weaver.notify_documents)
             self.forgetter.purger.on_purged.append(weaver.index_lost)
 
     def _recall_engine(self, semantic: SemanticStore) -> RecallEngine:
@@ -325,6 +334,7 @@ class Daemon:
                 self.semantic,
                 self.engine,
                 self.forgetter,
+                self.documents,
             ),
             WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
             AdminService(

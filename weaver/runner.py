@@ -6,6 +6,8 @@ maintenance job in order, so Tier 3 writes never race each other.
 - ``request_run`` queues a consolidation run (stage 2 over pending episodes, after indexing any
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
   whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`.
+- ``notify_documents`` (called when a keyed document is put) queues the indexing of the
+  documents marked unindexed, a batch per job (:class:`weaver.index.DocumentIndexer`).
 - ``request_optimize`` starts the vector store's index build on a thread of its own
   (:mod:`weaver.optimizer`).
 
@@ -32,7 +34,7 @@ from weaver.backoff import Backoff
 from weaver.consolidate import Consolidator
 from weaver.errors import ExtractionDeferred
 from weaver.extractors import Extractor
-from weaver.index import Indexer
+from weaver.index import DocumentIndexer, Indexer
 from weaver.optimizer import IndexBuilds
 from weaver.run import ANY_SCOPE, Progress, Run, RunReport
 
@@ -59,8 +61,10 @@ class Weaver(IndexBuilds):
         consolidator: Consolidator,
         next_run: Callable[[], float | None] = lambda: None,
         llm_backoff: tuple[float, float] = (30.0, 1800.0),
+        documents: DocumentIndexer | None = None,
     ) -> None:
         self._journal = journal
+        self._documents = documents
         # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
         # pause is over, then one run; a failed index stage retries the same way.
         self.llm_backoff = Backoff(*llm_backoff, retry=self._retry_run)
@@ -116,6 +120,8 @@ class Weaver(IndexBuilds):
         backlog = [p.episode_id for p in self._journal.unindexed()]
         if backlog:
             self._jobs.put(("index", backlog))
+        if self.unindexed_documents():  # put before a stop or a crash
+            self.notify_documents()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the episode at hand, then stop (idempotent). Queued work stays marked in
@@ -136,6 +142,14 @@ class Weaver(IndexBuilds):
 
     def notify_flushed(self, episode_id: str) -> None:
         self._jobs.put(("index", [episode_id]))
+
+    def notify_documents(self) -> None:
+        """Documents were put: index the marked ones (one job in line is enough)."""
+        if self._documents is not None and not self._queued("documents"):
+            self._jobs.put(("documents", None))
+
+    def unindexed_documents(self) -> int:
+        return 0 if self._documents is None else self._documents.documents.unindexed_count()
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         run = Run(uuid.uuid4().hex[:12], episode_ids, scope)
@@ -173,6 +187,8 @@ class Weaver(IndexBuilds):
         backlog = [p.episode_id for p in self._journal.unindexed()]
         if backlog and not self._stopping.is_set():
             self._jobs.put(("index", backlog))
+        if self.unindexed_documents() and not self._stopping.is_set():
+            self.notify_documents()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
@@ -193,6 +209,8 @@ class Weaver(IndexBuilds):
             try:
                 if kind == "index":
                     self._index_batch(list(arg))
+                elif kind == "documents":
+                    self._index_documents()
                 elif kind == "run":
                     self._run(arg)
                 elif kind == "call":
@@ -205,7 +223,7 @@ class Weaver(IndexBuilds):
             except Exception as exc:  # a job must never kill the worker
                 self.last_error = f"{kind}: {exc}"
                 log.exception("weaver.job_failed", extra={"fields": {"job": kind}})
-                if kind == "index":
+                if kind in ("index", "documents"):
                     self._index_failed(exc)
 
     def _index_all(self, episode_ids: list[str]) -> int:
@@ -255,6 +273,21 @@ class Weaver(IndexBuilds):
             },
         )
         return result.points
+
+    def _index_documents(self) -> None:
+        assert self._documents is not None
+        began = time.monotonic()
+        result = self._documents.index()
+        if result.more:  # the rest after what is in line now
+            self._jobs.put(("documents", None))
+        if self.index_backoff.failures:
+            self.index_backoff.succeeded()
+            self._retry_index()
+        self.points_since_optimize += result.points
+        self._notify(self.on_indexed, 0, result.points, time.monotonic() - began)
+        ms = round((time.monotonic() - began) * 1000, 1)
+        fields = {"documents": result.documents, "points": result.points, "ms": ms}
+        log.info("weaver.documents_indexed", extra={"fields": fields})
 
     def _run(self, run: Run) -> None:
         report = RunReport(run.run_id, started_at=time.time())
