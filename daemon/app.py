@@ -347,7 +347,13 @@ class Daemon:
                 self._rebuild,
                 s.limits,
                 transfer_sources(
-                    self.state, self.journal, self.working, semantic, self.weaver, s.data_dir
+                    self.state,
+                    self.journal,
+                    self.working,
+                    semantic,
+                    self.weaver,
+                    s.data_dir,
+                    self.documents,
                 ),
             ),
             metrics_interceptor,

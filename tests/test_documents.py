@@ -19,6 +19,7 @@ from tests.support import ThreadDaemon, wait_until
 from tiers.documents import document_id
 from tiers.records import Scope
 from tiers.tombstones import is_forgotten
+from tiers.vectors import PointFilter
 from weaver.index import DocumentIndexer
 
 QUIET = {"interval_seconds": 3600}
@@ -423,3 +424,87 @@ def test_timestamps_are_the_daemons_clock(client: MemoryClient):
     after = dt.datetime.now(dt.UTC)
     assert before - dt.timedelta(seconds=1) <= doc.created_at.ToDatetime(dt.UTC) <= after
 
+
+def _exported(c: MemoryClient, user: str, agent: str = "") -> bytes:
+    return b"".join(ch.data for ch in c.export(user, agent_id=agent, timeout=120))
+
+
+def _records(data: bytes, kind: str) -> list[dict[str, Any]]:
+    return [r for r in map(json.loads, data.splitlines()) if r["type"] == kind]
+
+
+@pytest.mark.slow
+def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
+    a = start_daemon(weaver=QUIET)
+    b = start_daemon(data_dir=tmp_path / "target", weaver=QUIET)
+    a.daemon.semantic.wait_ready(120)
+    with a.client(timeout=120) as ca, b.client(timeout=120) as cb:
+        one = ca.put_document(
+            ["n"], "one", "Alice keeps bees.", value='{"hives": 3}', user_id="alice"
+        )
+        ca.put_document(["n", "deep"], "two", "Alice rows on Sundays.", user_id="alice")
+        ca.put_document(["n"], "gone", "Alice's old locker code.", user_id="alice")
+        ca.put_document(["n"], "coach", "Coach: more squats.", user_id="alice", agent_id="coach")
+        ca.put_document(["n"], "bob", "Bob keeps goats.", user_id="bob")
+        assert ca.delete_document(["n"], "gone", user_id="alice").deleted
+        wait_until(lambda: ca.weaver_status().unindexed == 0, 30, "for the documents")
+        data = _exported(ca, "alice")
+        docs = _records(data, "document")
+        assert [(r["agent_id"], r["namespace"], r["key"]) for r in docs] == [
+            ("", ["n"], "one"),
+            ("", ["n", "deep"], "two"),
+            ("coach", ["n"], "coach"),
+        ]
+        assert docs[0] == {
+            "type": "document",
+            "id": one.document.id,
+            "user_id": "alice",
+            "agent_id": "",
+            "namespace": ["n"],
+            "key": "one",
+            "text": "Alice keeps bees.",
+            "value": '{"hives": 3}',
+            "created_at_us": one.document.created_at.ToMicroseconds(),
+            "updated_at_us": one.document.updated_at.ToMicroseconds(),
+        }
+        assert not _records(data, "point") or all(
+            r["kind"] != "document" for r in _records(data, "point")
+        )
+        (footer,) = _records(data, "footer")
+        assert footer["records"]["document"] == 3 and "document" not in footer["kinds"]
+        assert [r["key"] for r in _records(_exported(ca, "alice", "coach"), "document")] == [
+            "coach"
+        ]
+        assert b"Bob keeps goats" not in data and b"old locker" not in data
+
+        response = cb.import_([data[i : i + 100] for i in range(0, len(data), 100)])
+        assert response.read.records["document"] == response.written.records["document"] == 3
+        for agent in ("", "coach"):  # the same documents: times, values and ids
+            want = list(ca.iter_documents(user_id="alice", agent_id=agent))
+            assert list(cb.iter_documents(user_id="alice", agent_id=agent)) == want
+        # Recallable at once: the import wrote their points.
+        hits = cb.recall("bees", user_id="alice", kinds=["document"], k=1).hits
+        assert [h.id for h in hits] == [one.document.id]
+        again = cb.import_([data])  # twice: nothing duplicated
+        assert again.written.records["document"] == 3
+        assert len(list(cb.iter_documents(user_id="alice"))) == 2
+        assert cb.weaver_status().unindexed == 0
+
+        # A bad document record is refused with its line, and nothing is written.
+        lines = data.splitlines(keepends=True)
+        i = next(n for n, line in enumerate(lines) if b'"type":"document"' in line)
+        bad = json.loads(lines[i]) | {"value": "{oops"}
+        lines[i] = json.dumps(bad).encode() + b"\n"
+        got, details = code(lambda: cb.import_([b"".join(lines)]))
+        assert got == INVALID and details.startswith(f"line {i + 1}: value is not valid JSON")
+
+        # Rebuild writes the documents' points again from their records.
+        _embedder, vectors = b.daemon.semantic.wait_ready(0)
+        documents = PointFilter(user_id="alice", kinds=("document",))
+        vectors.delete(documents)
+        assert not cb.recall("bees", user_id="alice", kinds=["document"]).hits
+        report = cb.rebuild("alice")
+        assert report.vector_points >= 3 and vectors.count(documents) == 3
+        assert [h.id for h in cb.recall("bees", user_id="alice", kinds=["document"], k=1).hits] == [
+            one.document.id
+        ]

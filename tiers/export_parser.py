@@ -18,10 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from tiers import export_fields as fields
+from tiers.documents import Document
 from tiers.errors import InvalidExport
 from tiers.export import (
     FORMAT,
     MAX_LINE_BYTES,
+    POINT_KINDS,
     TYPES,
     VERSION,
     EpisodeRecord,
@@ -35,7 +37,7 @@ from tiers.export import (
 from tiers.export_fields import Bad
 from tiers.graph import Edge
 from tiers.records import ROLES, Episode, Scope, StoredMessage, ToolCall
-from tiers.vectors import KINDS, MemoryPoint
+from tiers.vectors import MemoryPoint
 
 
 class ExportParser:
@@ -61,6 +63,7 @@ class ExportParser:
         self._parent: tuple[str, str, int, int] | None = None  # type, id, left, next seq
         self._episodes: set[str] = set()
         self._sessions: set[str] = set()
+        self._documents: set[bytes] = set()
 
     def feed(self, raw: bytes) -> Record:
         self.lines += 1
@@ -251,6 +254,47 @@ class ExportParser:
             metadata=metadata,
         )
 
+    def _read_document(self, d: dict[str, Any]) -> Document:
+        lim = self.limits
+        labels = d.get("namespace")
+        if not isinstance(labels, list) or len(labels) > lim.max_namespace_labels:
+            raise Bad(
+                f"namespace must be a list of at most {lim.max_namespace_labels} labels"
+                " (limits.max_namespace_labels)"
+            )
+        namespace = tuple(
+            self._id({f"namespace[{i}]": label}, f"namespace[{i}]")
+            for i, label in enumerate(labels)
+        )
+        text = fields.string(d, "text")
+        value = fields.string(d, "value", empty=True)
+        if not text.strip():
+            raise Bad("text must not be only white space")
+        if len(text.encode()) + len(value.encode()) > lim.max_document_bytes:
+            raise Bad(
+                f"text and value are over limits.max_message_bytes ({lim.max_document_bytes})"
+            )
+        if value:
+            try:
+                json.loads(value)
+            except ValueError:
+                raise Bad("value is not valid JSON") from None
+        doc = Document(
+            self._scope(d),
+            namespace,
+            self._id(d, "key"),
+            text,
+            value,
+            fields.micros(d, "created_at_us"),
+            fields.micros(d, "updated_at_us"),
+        )
+        if doc.updated_at_us < doc.created_at_us:
+            raise Bad("updated_at_us is before created_at_us")
+        if doc.storage_key in self._documents:
+            raise Bad(f"document {doc.key!r} of namespace {list(namespace)} appears twice")
+        self._documents.add(doc.storage_key)
+        return doc
+
     def _read_extraction(self, d: dict[str, Any]) -> ExtractionRecord:
         eid = fields.episode_id(d, "episode_id")
         scope = self._scope(d)
@@ -264,8 +308,8 @@ class ExportParser:
 
     def _read_point(self, d: dict[str, Any]) -> MemoryPoint:
         kind = fields.string(d, "kind")
-        if kind not in KINDS:
-            raise Bad(f"point kind {kind!r} is not one of {', '.join(KINDS)}")
+        if kind not in POINT_KINDS:
+            raise Bad(f"point kind {kind!r} is not one of {', '.join(POINT_KINDS)}")
         self.kinds[kind] += 1
         return MemoryPoint(
             id=fields.uuid_str(d, "id"),
