@@ -2,12 +2,12 @@
 maintenance job in order, so Tier 3 writes never race each other.
 
 - ``notify_flushed`` (called when a session ends) queues the episode for stage 1; queued index
-  jobs are drained into one batch.
+  jobs are drained into one batch (:mod:`weaver.index_jobs`).
 - ``request_run`` queues a consolidation run (stage 2 over pending episodes, after indexing any
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
   whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`.
 - ``notify_documents`` (called when a keyed document is put) queues the indexing of the
-  documents marked unindexed, a batch per job (:class:`weaver.index.DocumentIndexer`).
+  documents marked unindexed, a batch per job (:mod:`weaver.index_jobs`).
 - ``request_optimize`` starts the vector store's index build on a thread of its own
   (:mod:`weaver.optimizer`).
 
@@ -35,6 +35,7 @@ from weaver.consolidate import Consolidator
 from weaver.errors import ExtractionDeferred
 from weaver.extractors import Extractor
 from weaver.index import DocumentIndexer, Indexer
+from weaver.index_jobs import INDEX_BACKOFF, IndexJobs
 from weaver.optimizer import IndexBuilds
 from weaver.run import ANY_SCOPE, Progress, Run, RunReport
 
@@ -42,17 +43,13 @@ log = logging.getLogger("strata.weaver")
 T = TypeVar("T")
 # A run that wrote at least this many points builds the vector index right after it.
 OPTIMIZE_AFTER_POINTS = 10_000
-# Episodes per index job (one embedding batch): bounds how long a job, and so a shutdown, takes.
-MAX_INDEX_BATCH = 16
-# The pause after a failed index stage (Tier 3 refused the chunks): first, longest.
-INDEX_BACKOFF = (1.0, 60.0)
 
 
 # ("index", [episode ids]) | ("run", Run) | ("call", (fn, Future))
 Job = tuple[str, Any]
 
 
-class Weaver(IndexBuilds):
+class Weaver(IndexJobs, IndexBuilds):
     def __init__(
         self,
         journal: Journal,
@@ -140,17 +137,6 @@ class Weaver(IndexBuilds):
                 log.warning("weaver.stop_waiting", extra={"fields": {"waited_s": timeout}})
                 self._thread.join()
 
-    def notify_flushed(self, episode_id: str) -> None:
-        self._jobs.put(("index", [episode_id]))
-
-    def notify_documents(self) -> None:
-        """Documents were put: index the marked ones (one job in line is enough)."""
-        if self._documents is not None and not self._queued("documents"):
-            self._jobs.put(("documents", None))
-
-    def unindexed_documents(self) -> int:
-        return 0 if self._documents is None else self._documents.documents.unindexed_count()
-
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         run = Run(uuid.uuid4().hex[:12], episode_ids, scope)
         run.publish(Progress("queued", 0, 0))
@@ -168,27 +154,9 @@ class Weaver(IndexBuilds):
         if self.running is None and not self._queued("run"):
             self.request_run()
 
-    def _queued(self, kind: str) -> bool:
-        """Whether a job of ``kind`` waits in line. Under sustained load the line always holds
-        index jobs: they must not hold back the scheduled run (found by ``make bench-load``)."""
-        with self._jobs.mutex:
-            return any(job is not None and job[0] == kind for job in self._jobs.queue)
-
-    def _next_is_index(self) -> bool:
-        with self._jobs.mutex:
-            head = self._jobs.queue[0] if self._jobs.queue else None
-        return head is not None and head[0] == "index"
-
     def _retry_run(self) -> None:
         if not self._stopping.is_set():
             self.request_run()
-
-    def _retry_index(self) -> None:
-        backlog = [p.episode_id for p in self._journal.unindexed()]
-        if backlog and not self._stopping.is_set():
-            self._jobs.put(("index", backlog))
-        if self.unindexed_documents() and not self._stopping.is_set():
-            self.notify_documents()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
@@ -225,69 +193,6 @@ class Weaver(IndexBuilds):
                 log.exception("weaver.job_failed", extra={"fields": {"job": kind}})
                 if kind in ("index", "documents"):
                     self._index_failed(exc)
-
-    def _index_all(self, episode_ids: list[str]) -> int:
-        """Index these episodes, MAX_INDEX_BATCH at a time (a stop ends it between batches)."""
-        chunks = 0
-        for i in range(0, len(episode_ids), MAX_INDEX_BATCH):
-            if self._stopping.is_set():
-                break
-            chunks += self._index_batch(episode_ids[i : i + MAX_INDEX_BATCH], drain=False)
-        return chunks
-
-    def _index_batch(self, episode_ids: list[str], drain: bool = True) -> int:
-        # Drain the other queued index jobs into this batch: one embedding call for all, up
-        # to MAX_INDEX_BATCH episodes so that one job stays short (shutdown waits for it).
-        # Only index jobs at the head of the line: a run or a stop keeps its place (putting
-        # it back at the end let a stream of index jobs defer a run for ever). This thread is
-        # the only consumer, so the head it saw is the job it gets.
-        while drain and len(episode_ids) < MAX_INDEX_BATCH and self._next_is_index():
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            assert job is not None
-            episode_ids += job[1]
-        if len(episode_ids) > MAX_INDEX_BATCH:  # the rest: back in line, as one job
-            self._jobs.put(("index", episode_ids[MAX_INDEX_BATCH:]))
-            episode_ids = episode_ids[:MAX_INDEX_BATCH]
-        todo = {p.episode_id for p in self._journal.unindexed()}
-        batch = [eid for eid in dict.fromkeys(episode_ids) if eid in todo]
-        if not batch:
-            return 0
-        began = time.monotonic()
-        result = self._indexer.index(batch)
-        if self.index_backoff.failures:  # Tier 3 works again: what failed before goes now
-            self.index_backoff.succeeded()
-            self._retry_index()
-        self.points_since_optimize += result.points
-        self._notify(self.on_indexed, result.episodes, result.points, time.monotonic() - began)
-        log.info(
-            "weaver.indexed",
-            extra={
-                "fields": {
-                    "episodes": result.episodes,
-                    "points": result.points,
-                    "ms": round((time.monotonic() - began) * 1000, 1),
-                }
-            },
-        )
-        return result.points
-
-    def _index_documents(self) -> None:
-        assert self._documents is not None
-        began = time.monotonic()
-        result = self._documents.index()
-        if result.more:  # the rest after what is in line now
-            self._jobs.put(("documents", None))
-        if self.index_backoff.failures:
-            self.index_backoff.succeeded()
-            self._retry_index()
-        self.points_since_optimize += result.points
-        self._notify(self.on_indexed, 0, result.points, time.monotonic() - began)
-        ms = round((time.monotonic() - began) * 1000, 1)
-        fields = {"documents": result.documents, "points": result.points, "ms": ms}
-        log.info("weaver.documents_indexed", extra={"fields": fields})
 
     def _run(self, run: Run) -> None:
         report = RunReport(run.run_id, started_at=time.time())
@@ -420,17 +325,3 @@ class Weaver(IndexBuilds):
                     }
                 },
             )
-
-    def _index_failed(self, exc: Exception) -> str:
-        delay = self.index_backoff.failed()
-        log.warning(
-            "weaver.index_backoff",
-            extra={
-                "fields": {
-                    "seconds": delay,
-                    "failures": self.index_backoff.failures,
-                    "error": str(exc),
-                }
-            },
-        )
-        return f"next try in {delay:g} s"
