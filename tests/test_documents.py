@@ -21,6 +21,7 @@ from tiers.records import Scope
 from tiers.tombstones import is_forgotten
 from tiers.vectors import PointFilter
 from weaver.index import DocumentIndexer
+from weaver.markdown_tree import write_tree
 
 QUIET = {"interval_seconds": 3600}
 NOTE = "Alice's favourite colour is teal, like the sea at Sounion."
@@ -476,6 +477,14 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
             "coach"
         ]
         assert b"Bob keeps goats" not in data and b"old locker" not in data
+
+        # weaverctl's readable tree lists them too.
+        (tmp_path / "alice.jsonl").write_bytes(data)
+        write_tree(tmp_path / "alice.jsonl", tmp_path / "tree")
+        page = (tmp_path / "tree" / "documents.md").read_text()
+        assert "## `n` / `deep` · `two`" in page and "> Alice rows on Sundays." in page
+        assert '```json\n{"hives": 3}\n```' in page and "agent `coach`" in page
+        assert "](documents.md)" in (tmp_path / "tree" / "index.md").read_text()
 
         response = cb.import_([data[i : i + 100] for i in range(0, len(data), 100)])
         assert response.read.records["document"] == response.written.records["document"] == 3
