@@ -235,6 +235,10 @@ def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_
             packed.text
         )
         assert [i.id for i in packed.items] == [doc.id]
+        capped = c.pack(
+            "favourite colour", user_id="alice", max_tokens=200, per_kind_caps={"document": 0}
+        )
+        assert doc.id not in [i.id for i in capped.items]
         node = c.get_node(doc.id, user_id="alice")
         assert node.node.id == doc.id and node.node.kind == "document" and node.node.text == NOTE
         assert not node.messages and not node.HasField("episode") and not node.journal_expired
@@ -517,3 +521,11 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         assert [h.id for h in cb.recall("bees", user_id="alice", kinds=["document"], k=1).hits] == [
             one.document.id
         ]
+
+
+def test_document_is_a_kind_of_recipes(make_settings):
+    recipe = {"kinds": ["document", "fact"], "kind_weights": {"document": 2.0}}
+    settings = make_settings(recall={"recipes": {"notes": recipe}})
+    assert settings.recall.recipes["notes"].kind_weights == {"document": 2.0}
+    with pytest.raises(ValueError, match="documents"):
+        make_settings(recall={"kinds": ["documents"]})
