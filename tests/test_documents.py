@@ -376,8 +376,12 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
         assert c.recall(secret, user_id="alice", kinds=["document"]).hits  # fills the cache
 
         # By id: the document's record and point.
+        data = d.settings.data_dir
+        assert any(p.startswith("state/") for p in _on_disk(data, [secret]))
         r = c.forget(memory_ids=[mine.document.id])
         assert (r.documents, r.vector_points) == (1, 1) and r.cache_entries >= 1
+        # RocksDB's files hold none of it when Forget returns (the vector store's follow).
+        assert all(p.startswith("vectors/") for p in _on_disk(data, [secret]))
         assert code(lambda: c.get_document(["n"], "a", user_id="alice"))[0] == (
             grpc.StatusCode.NOT_FOUND
         )
@@ -394,7 +398,6 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
         assert c.recall(bob_word, user_id="bob", kinds=["document"]).hits
         assert is_forgotten(d.daemon.state, memory_id=coach.document.id)
         # No byte of the forgotten texts is left in the data directory; Bob's is there.
-        data = d.settings.data_dir
         _gone_within(data, [secret, coach_secret, "Alice likes tea"])
         assert _on_disk(data, [bob_word])
 

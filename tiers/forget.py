@@ -289,7 +289,9 @@ class Forgetter:
         if not earlier and not any(getattr(counts, name) for name in counts.__dataclass_fields__):
             self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
         else:
-            counts.purge_ms = self.purger.purge_stores()
+            # Keyed documents alone (DeleteDocument): only their column families to compact.
+            alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
+            counts.purge_ms = self.purger.purge_stores(DOCUMENT_CFS if alone else ())
             self.purger.request()
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
