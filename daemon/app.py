@@ -29,6 +29,14 @@ from grpc_health.v1 import health_pb2
 
 from daemon import gc_pauses
 from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
+from daemon.components import (
+    embedding_client,
+    embedding_description,
+    litellm_embedder,
+    llm_extractor,
+    local_embedder,
+    recall_engine,
+)
 from daemon.export_rpcs import transfer_sources
 from daemon.memory_service import MemoryService
 from daemon.metrics import Metrics
@@ -36,15 +44,10 @@ from daemon.scheduler import build_scheduler, next_consolidation
 from daemon.security_settings import read_secret_file
 from daemon.server import SERVICES, HealthServicer, bind, build_server
 from daemon.settings import Settings, is_loopback
-from daemon.settings_sections import EmbeddingSettings
 from daemon.weaver_service import WeaverService
-from recall import Channel, Reranker
-from recall.cache import SemanticCache
-from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
-from recall.graph_channel import GraphChannel
-from recall.rerank import LLMReranker, LocalReranker
-from tiers.embedding import Embedder, EmbeddingService, SentenceTransformerEmbedder
+from tiers.documents import DocumentStore
+from tiers.embedding import Embedder, EmbeddingService
 from tiers.embedding_priority import PriorityEmbedder
 from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
@@ -55,9 +58,8 @@ from tiers.session import WindowLimits
 from tiers.vectors import VectorStore
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.consolidate import Consolidator, redact_record
-from weaver.extractors import Extractor
 from weaver.extractors.local import LocalExtractor
-from weaver.index import Indexer
+from weaver.index import DocumentIndexer, Indexer
 from weaver.rebuild import Rebuilder, RebuildReport
 from weaver.runner import Weaver
 
@@ -68,13 +70,6 @@ PURGER_JOIN_SECONDS = 65.0
 
 def _fields(**fields: Any) -> dict[str, Any]:
     return {"fields": fields}
-
-
-def embedding_description(e: EmbeddingSettings) -> str:
-    """How logs, errors and ``weaverctl status`` name the embedding model."""
-    if e.provider == "litellm":
-        return f"litellm:{e.model} at {e.api_base}" if e.api_base else f"litellm:{e.model}"
-    return f"{e.model} ({e.backend})"
 
 
 class Daemon:
@@ -94,6 +89,7 @@ class Daemon:
         self.weaver: Weaver | None = None
         self.rebuilder: Rebuilder | None = None
         self.forgetter: Forgetter | None = None
+        self.documents: DocumentStore | None = None
         self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
@@ -127,7 +123,8 @@ class Daemon:
             ),
         )
         self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
-        self.engine = self._recall_engine(self.semantic)
+        self.engine = recall_engine(s, self.semantic)
+        self.documents = DocumentStore(self.state)
         self.forgetter = Forgetter(
             self.working,
             self.journal,
@@ -136,6 +133,7 @@ class Daemon:
             self.semantic,
             self.engine.scope_caches(),
             redact_record,
+            self.documents,
         )
         semantic = self.semantic
         local = LocalExtractor(
@@ -147,13 +145,16 @@ class Daemon:
             self.journal,
             self.state,
             self.semantic,
-            (self._llm_extractor() if s.weaver.enabled else None) or local,
+            (llm_extractor(s.llm) if s.weaver.enabled else None) or local,
             local,
             set(s.weaver.functional_predicates),
             wait_for_llm=s.llm.on_failure == "wait",
         )
         # Rebuild never extracts, so it works with the weaver disabled too.
-        self.rebuilder = Rebuilder(self.journal, self.state, self.semantic, indexer, consolidator)
+        documents = DocumentIndexer(self.documents, self.semantic)
+        self.rebuilder = Rebuilder(
+            self.journal, self.state, self.semantic, indexer, consolidator, documents
+        )
         if s.weaver.enabled:
             self.weaver = Weaver(
                 self.journal,
@@ -162,85 +163,25 @@ class Daemon:
                 consolidator,
                 next_run=self._next_consolidation,
                 llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
+                documents=documents,
             )
             weaver = self.weaver
             self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+            self.documents.on_put.append(weaver.notify_documents)
             self.forgetter.purger.on_purged.append(weaver.index_lost)
 
-    def _recall_engine(self, semantic: SemanticStore) -> RecallEngine:
-        s = self.settings
-        rerankers: dict[str, Reranker] = {
-            "local": LocalReranker(
-                lambda texts: semantic.embeddings.wait().encode_documents(texts),
-                stored=lambda ids: semantic.wait_ready(0)[1].dense(ids),
-            )
-        }
-        model = s.recall.rerank_model or s.llm.model
-        if model:
-            rerankers["llm"] = LLMReranker(
-                model=model,
-                api_base=s.llm.api_base or None,
-                api_key_env=s.llm.api_key_env or None,
-                api_key_file=s.llm.api_key_file,
-                timeout_seconds=s.recall.rerank_timeout_seconds,
-            )
-        cache = None
-        if s.recall.cache_ttl_seconds > 0:
-            cache = SemanticCache(
-                s.recall.cache_ttl_seconds, s.recall.cache_size, s.recall.cache_similarity
-            )
-            semantic.on_write.append(cache.invalidate)
-        channels: dict[str, Channel] = {
-            "vector": VectorChannel(semantic),
-            "keyword": KeywordChannel(semantic),
-            "graph": GraphChannel(semantic),
-        }
-        return RecallEngine(semantic, channels, rerankers, cache)
-
     def _embedding_service(self) -> EmbeddingService:
-        e = self.settings.embedding
-        if e.provider == "litellm":
-            self.embedding_client = ModelClient(
-                model=e.model,
-                api_base=e.api_base or None,
-                api_key_env=e.api_key_env or None,
-                api_key_file=e.api_key_file,
-                timeout_seconds=e.timeout_seconds,
-                max_retries=e.max_retries,
-                batch_size=e.batch_size,
-                name=f"embedding {embedding_description(e)}",
-            )
-            return EmbeddingService(
-                lambda: PriorityEmbedder(self._litellm_embedder()), embedding_description(e)
-            )
-        models = e.cache_dir or self.settings.data_dir / "models"
-        return EmbeddingService(
+        e, data_dir = self.settings.embedding, self.settings.data_dir
+        client = embedding_client(e) if e.provider == "litellm" else None
+        self.embedding_client = client
+
+        def load() -> Embedder:
             # Queries first: the weaver's documents wait while a query is being embedded.
-            lambda: PriorityEmbedder(
-                SentenceTransformerEmbedder(
-                    e.model,
-                    backend=e.backend,
-                    threads=e.threads,
-                    batch_size=e.batch_size,
-                    cache_dir=models,
-                )
-            ),
-            embedding_description(e),
-        )
+            if client is not None:
+                return PriorityEmbedder(litellm_embedder(e, client))
+            return PriorityEmbedder(local_embedder(e, data_dir))
 
-    def _litellm_embedder(self) -> Embedder:
-        """The remote embedder; with ``embedding.dim = 0`` this asks the endpoint for the
-        vector size, and the loader retries it while the endpoint is down."""
-        from tiers.embedding_litellm import LiteLLMEmbedder
-
-        e = self.settings.embedding
-        assert self.embedding_client is not None
-        return LiteLLMEmbedder(
-            self.embedding_client,
-            dim=e.dim,
-            query_prefix=e.query_prefix,
-            document_prefix=e.document_prefix,
-        )
+        return EmbeddingService(load, embedding_description(e))
 
     def _open_vectors(self) -> VectorStore:
         s = self.settings
@@ -254,21 +195,6 @@ class Daemon:
         from tiers.vectors.edge import EdgeVectorStore
 
         return EdgeVectorStore(edge_store_path(s.data_dir))
-
-    def _llm_extractor(self) -> Extractor | None:
-        llm = self.settings.llm
-        if not llm.model:
-            return None
-        from weaver.extractors.llm import LLMExtractor
-
-        return LLMExtractor(
-            model=llm.model,
-            api_base=llm.api_base or None,
-            api_key_env=llm.api_key_env or None,
-            api_key_file=llm.api_key_file,
-            timeout_seconds=llm.timeout_seconds,
-            max_retries=llm.max_retries,
-        )
 
     async def _rebuild(self, user_id: str) -> RebuildReport:
         """On the weaver's worker when there is one, so no consolidation run interleaves."""
@@ -325,6 +251,7 @@ class Daemon:
                 self.semantic,
                 self.engine,
                 self.forgetter,
+                self.documents,
             ),
             WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
             AdminService(
@@ -337,7 +264,13 @@ class Daemon:
                 self._rebuild,
                 s.limits,
                 transfer_sources(
-                    self.state, self.journal, self.working, semantic, self.weaver, s.data_dir
+                    self.state,
+                    self.journal,
+                    self.working,
+                    semantic,
+                    self.weaver,
+                    s.data_dir,
+                    self.documents,
                 ),
             ),
             metrics_interceptor,

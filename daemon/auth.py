@@ -36,10 +36,29 @@ log = logging.getLogger("strata.auth")
 
 _MEMORY = "/strata.v1.MemoryService/"
 RIGHTS_BY_METHOD: dict[str, str] = {
-    **{_MEMORY + m: "append" for m in ("Append", "AppendBatch", "EndSession", "RemoveMessages")},
+    **{
+        _MEMORY + m: "append"
+        for m in (
+            "Append",
+            "AppendBatch",
+            "EndSession",
+            "RemoveMessages",
+            "PutDocument",
+            "DeleteDocument",
+        )
+    },
     **{
         _MEMORY + m: "recall"
-        for m in ("GetWorkingMemory", "ListEpisodes", "GetEpisode", "Recall", "Pack", "GetNode")
+        for m in (
+            "GetWorkingMemory",
+            "ListEpisodes",
+            "GetEpisode",
+            "Recall",
+            "Pack",
+            "GetNode",
+            "GetDocument",
+            "ListDocuments",
+        )
     },
     _MEMORY + "Forget": "forget",
     _MEMORY + "Stats": "admin",

@@ -6,6 +6,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from daemon.pb import memory_pb2 as pb
 from daemon.validation import ROLE_NAMES
+from tiers.documents import Document
 from tiers.records import Episode, Scope, StoredMessage
 
 _ROLES = {name: value for value, name in ROLE_NAMES.items()}
@@ -62,4 +63,17 @@ def episode(value: Episode, expires_at_us: int, pending: bool) -> pb.Episode:
         consolidation=(
             pb.CONSOLIDATION_STATE_PENDING if pending else pb.CONSOLIDATION_STATE_CONSOLIDATED
         ),
+    )
+
+
+def document(value: Document) -> pb.Document:
+    return pb.Document(
+        scope=scope(value.scope),
+        namespace=list(value.namespace),
+        key=value.key,
+        text=value.text,
+        value=value.value,
+        created_at=timestamp(value.created_at_us),
+        updated_at=timestamp(value.updated_at_us),
+        id=value.id,
     )

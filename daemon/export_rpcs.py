@@ -40,6 +40,7 @@ from daemon.errors import (
 )
 from daemon.pb import admin_pb2 as pb
 from daemon.settings_sections import LimitsSettings
+from tiers.documents import DocumentStore
 from tiers.errors import InvalidExport
 from tiers.export import MAX_LINE_BYTES, Limits, Record
 from tiers.export_parser import ExportParser
@@ -78,6 +79,7 @@ def transfer_sources(
     semantic: SemanticStore,
     weaver: Weaver | None,
     data_dir: Path,
+    documents: DocumentStore | None = None,
 ) -> TransferSources:
     """Export and Import over a daemon's stores."""
 
@@ -87,8 +89,8 @@ def transfer_sources(
                 weaver.notify_flushed(eid)
 
     return TransferSources(
-        exporter=Exporter(state, journal, semantic, working.write_lock, record_to_json),
-        importer=Importer(state, journal, working, semantic, record_from_json),
+        exporter=Exporter(state, journal, semantic, working.write_lock, record_to_json, documents),
+        importer=Importer(state, journal, working, semantic, record_from_json, documents),
         semantic=semantic,
         spool_dir=data_dir,
         check_extraction=record_from_json,
@@ -102,6 +104,8 @@ def _limits(limits: LimitsSettings) -> Limits:
         max_session_id_bytes=limits.max_session_id_bytes,
         max_content_bytes=limits.max_content_bytes,
         max_metadata_entries=limits.max_metadata_entries,
+        max_namespace_labels=limits.max_namespace_labels,
+        max_document_bytes=limits.max_message_bytes,
     )
 
 
@@ -228,7 +232,7 @@ def _check(parser: ExportParser, spool: IO[bytes], lines: bytes) -> None:
 def _records(spool: IO[bytes], user_id: str) -> Iterator[Record]:
     """The spooled file, parsed again (it was checked whole already)."""
     spool.seek(0)
-    parser = ExportParser(user_id, Limits(2**31, 2**31, 2**31, 2**31))
+    parser = ExportParser(user_id, Limits(*[2**31] * 6))
     for line in spool:
         yield parser.feed(line)
 

@@ -71,6 +71,7 @@ def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
         graph_nodes=counts.graph_nodes,
         cache_entries=counts.cache_entries,
         facts_restored=counts.facts_restored,
+        documents=counts.documents,
     )
 
 

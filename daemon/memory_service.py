@@ -1,4 +1,5 @@
-"""``strata.v1.MemoryService``: the agent-facing RPCs over Tier 1 and Tier 2."""
+"""``strata.v1.MemoryService``: the agent-facing RPCs over Tier 1 and Tier 2 (Recall, Forget
+and the keyed documents are mixed in from ``recall_rpcs``, ``forget_rpcs``, ``document_rpcs``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import grpc
 
 from daemon import auth, convert
 from daemon import validation as check
+from daemon.document_rpcs import DocumentRPCs
 from daemon.errors import rpc
 from daemon.forget_rpcs import ForgetRPCs
 from daemon.pb import memory_pb2 as pb
@@ -18,6 +20,7 @@ from daemon.pb import memory_pb2_grpc
 from daemon.recall_rpcs import RecallRPCs
 from daemon.settings import Settings
 from recall.engine import RecallEngine
+from tiers.documents import DocumentStore
 from tiers.errors import EpisodeNotFound
 from tiers.forget import Forgetter
 from tiers.journal import Journal
@@ -31,7 +34,7 @@ VERSION = "0.1.0"
 EPISODE_PAGE_BYTES = 16 * 1024 * 1024
 
 
-class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceServicer):
+class MemoryService(RecallRPCs, ForgetRPCs, DocumentRPCs, memory_pb2_grpc.MemoryServiceServicer):
     def __init__(
         self,
         settings: Settings,
@@ -41,6 +44,7 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         semantic: SemanticStore | None = None,
         engine: RecallEngine | None = None,
         forgetter: Forgetter | None = None,
+        documents: DocumentStore | None = None,
     ) -> None:
         self._limits = settings.limits
         self._recall_settings = settings.recall
@@ -50,6 +54,7 @@ class MemoryService(RecallRPCs, ForgetRPCs, memory_pb2_grpc.MemoryServiceService
         self._semantic = semantic
         self._engine = engine
         self._forgetter = forgetter
+        self._documents = documents
         self._started = time.monotonic()
 
     @rpc

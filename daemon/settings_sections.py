@@ -218,7 +218,7 @@ class LLMSettings(_Section):
 
 
 # A Tier 3 point kind (tiers.vectors.KINDS).
-Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile"]
+Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
 
 
 class Recipe(_Section):
@@ -330,6 +330,9 @@ class LimitsSettings(_Section):
         description="gRPC max receive message size: a larger request is RESOURCE_EXHAUSTED.",
     )
     max_page_size: int = Field(1000, ge=1, description="Items in one page of a listing.")
+    max_namespace_labels: int = Field(
+        8, ge=1, description="Labels of a keyed document's namespace (each at most max_id_bytes)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LimitsSettings:

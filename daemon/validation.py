@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -66,6 +67,45 @@ def scope(value: pb.Scope, limits: LimitsSettings, field: str = "scope") -> Scop
         _check_id(f"{field}.user_id", value.user_id, limits.max_id_bytes, required=False),
         _check_id(f"{field}.agent_id", value.agent_id, limits.max_id_bytes, required=False),
     )
+
+
+def namespace(
+    values: Sequence[str], limits: LimitsSettings, field: str = "namespace"
+) -> tuple[str, ...]:
+    """A keyed document's namespace (or a prefix of one): at most
+    limits.max_namespace_labels labels, each non-empty, without control characters."""
+    if len(values) > limits.max_namespace_labels:
+        raise InvalidArgument(
+            f"{field} has {len(values)} labels; the limit is {limits.max_namespace_labels}"
+            " (limits.max_namespace_labels)"
+        )
+    for i, label in enumerate(values):
+        if not label:
+            raise InvalidArgument(f"{field}[{i}] is empty; a namespace label must not be")
+        _check_id(f"{field}[{i}]", label, limits.max_id_bytes, required=True)
+    return tuple(values)
+
+
+def document_key(value: str, limits: LimitsSettings) -> str:
+    return _check_id("key", value, limits.max_id_bytes, required=True)
+
+
+def document_content(text: str, value: str, limits: LimitsSettings) -> None:
+    """A keyed document's text (required: what Recall indexes) and optional JSON value,
+    together at most limits.max_message_bytes."""
+    size = len(text.encode()) + len(value.encode())
+    if size > limits.max_message_bytes:
+        raise ResourceExhausted(
+            f"text and value are {size} bytes; the limit is {limits.max_message_bytes}"
+            " (limits.max_message_bytes)"
+        )
+    if not text.strip():
+        raise InvalidArgument("text is required (not only white space): it is what Recall indexes")
+    if value:
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise InvalidArgument(f"value is not valid JSON: {exc}") from None
 
 
 def timestamp_us(value: Timestamp, field: str) -> int:

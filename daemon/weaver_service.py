@@ -106,7 +106,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
         response = pb.WeaverStatusResponse(
             running=weaver.running is not None,
             pending=len(pending),
-            unindexed=len(self._journal.unindexed()),
+            unindexed=len(self._journal.unindexed()) + weaver.unindexed_documents(),
             last_error=weaver.last_error,
             pending_near_expiry=near,
             extractor=weaver.extractor_name,

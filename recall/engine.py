@@ -27,7 +27,7 @@ from tiers.batcher import Batcher
 from tiers.embedding import Embedder
 from tiers.forget import ScopeCache
 from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint
+from tiers.vectors import MemoryPoint, source_key
 
 if TYPE_CHECKING:
     from recall.cache import SemanticCache
@@ -278,7 +278,7 @@ def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
     text. Candidates must be sorted best first."""
     kept: list[tuple[Candidate, set[tuple[str, int]]]] = []
     for candidate in candidates:
-        keys = {(s.session_id, s.seq) for s in candidate.point.sources}
+        keys = {source_key(candidate.point, s) for s in candidate.point.sources}
         for better, better_keys in kept:
             if keys and keys <= better_keys:
                 better.merged_ids.append(candidate.point.id)

@@ -18,18 +18,14 @@ from dataclasses import replace
 
 from recall import Candidate
 from recall.fusion import rrf
-from tiers.vectors import MemoryPoint, PointFilter, Source, VectorStore, admits, turn_point_id
+from tiers.vectors import MemoryPoint, PointFilter, VectorStore, admits, source_key, turn_point_id
 
-Key = tuple[str, int]  # (session_id, seq)
-
-
-def key(source: Source) -> Key:
-    return (source.session_id, source.seq)
+Key = tuple[str, int]  # (session_id, seq); a keyed document's own (tiers.vectors.source_key)
 
 
 def flatten(points: Sequence[MemoryPoint]) -> list[Key]:
     """The messages the points cite, in order, each once."""
-    return list(dict.fromkeys(key(s) for p in points for s in p.sources))
+    return list(dict.fromkeys(source_key(p, s) for p in points for s in p.sources))
 
 
 def fuse_messages(
@@ -58,9 +54,9 @@ def message_hits(
     within: dict[Key, Candidate] = {}
     for c in candidates:
         if len(c.point.sources) == 1:
-            alone.setdefault(key(c.point.sources[0]), c)
+            alone.setdefault(source_key(c.point, c.point.sources[0]), c)
         for s in c.point.sources:
-            within.setdefault(key(s), c)
+            within.setdefault(source_key(c.point, s), c)
     wanted = [m for m, _ in order[:k] if m not in alone and m in within]
     turns_ok = not flt.kinds or "episode_turn" in flt.kinds
     turns = _turn_points(vectors, flt, [(m, within[m]) for m in wanted]) if turns_ok else {}
@@ -83,7 +79,7 @@ def message_hits(
         if hit.point.id in used:
             continue
         used.add(hit.point.id)
-        covered.update(key(s) for s in hit.point.sources)
+        covered.update(source_key(hit.point, s) for s in hit.point.sources)
         out.append(replace(hit, score=score))
     return out
 
@@ -96,7 +92,7 @@ def _turn_points(
     ids: dict[str, Key] = {}
     for message, holder in holders:
         for s in holder.point.sources:
-            if key(s) == message and s.text:
+            if source_key(holder.point, s) == message and s.text:
                 ids[turn_point_id(holder.point.scope, s)] = message
     if not ids:
         return {}

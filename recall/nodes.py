@@ -4,6 +4,8 @@ The messages come from the journal while it has the episode; after the journal e
 expired they come from Tier 3, whose chunk points keep each source message's text, speaker
 and time. A memory citing several sessions (an entity profile) has no one episode: its
 messages are its sources' own texts, in the order of its sources (each names its session).
+A keyed document (``tiers.documents``) comes from no conversation: the node alone, no episode
+and no messages.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Sco
         or (scope.agent_id and point.scope.agent_id != scope.agent_id)
     ):
         raise NodeNotFound(f"memory {node_id!r} not found")
+    if point.kind == "document":
+        return NodeView(point, None, [], False)
     if len({s.session_id for s in point.sources}) > 1:
         return NodeView(point, None, [_message(s) for s in point.sources if s.text], False)
     seqs = sorted({s.seq for s in point.sources})

@@ -1,8 +1,9 @@
 """Pack: the best memories for a query within a token budget, formatted for a prompt.
 
-Each item is one line block: ``[kind · date · speaker] text``; a superseded fact says since
-when it no longer holds. Items are taken in rank order while they fit; one that does not fit
-is skipped and smaller ones after it may still fit. Tokens are counted as everywhere in Strata
+Each item is one line block: ``[kind · date · speaker] text`` (a keyed document:
+``[document · date · namespace/key] text``); a superseded fact says since when it no longer
+holds. Items are taken in rank order while they fit; one that does not fit is skipped and
+smaller ones after it may still fit. Tokens are counted as everywhere in Strata
 (:mod:`tiers.tokens`), and the block never exceeds the budget.
 """
 
@@ -49,6 +50,8 @@ def format_item(c: Candidate) -> str:
     speakers = list(dict.fromkeys(s.speaker for s in p.sources if s.speaker))
     if p.kind == "fact" and speakers:
         parts.append(speakers[0])
+    if p.kind == "document":  # its namespace and key, as a path
+        parts.append("/".join([*p.attrs.get("namespace", []), p.attrs.get("key", "")]))
     text = p.text
     if p.valid_to_us is not None:
         text += f" (no longer true since {_date(p.valid_to_us)})"

@@ -18,7 +18,7 @@ import pytest
 
 from daemon.client import message
 from tests.support import ProcessDaemon, ThreadDaemon
-from weaver.runner import MAX_INDEX_BATCH
+from weaver.index_jobs import MAX_INDEX_BATCH
 
 TURNS = [
     "I moved to Lisbon last spring and I still love the light in the evenings.",

@@ -39,6 +39,10 @@ class EpisodeNotFound(TierError, NotFound):
     """No such episode in the journal, or it has expired."""
 
 
+class DocumentNotFound(TierError, NotFound):
+    """No keyed document of this scope, namespace and key."""
+
+
 class InvalidExport(TierError, InvalidArgument):
     """An export file (``tiers.export``) that cannot be imported: not JSON Lines, an unknown
     format version, a record of another scope, a missing or wrong field. The message names

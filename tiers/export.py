@@ -13,11 +13,15 @@ epoch (UTC, fields ending in ``_us``). In file order:
 - ``message``: one stored message of the record before it (``episode_id`` or ``session_id``):
   ``seq``, ``role``, ``content``, ``name``, ``tool_call``, ``message_id``, ``metadata``,
   ``created_at_us``, ``received_at_us``, ``tokens``;
+- ``document``: a keyed document (``tiers.documents``): scope, ``namespace`` (its labels),
+  ``key``, ``text``, ``value``, ``created_at_us``, ``updated_at_us`` and its point ``id``
+  (derived from scope, namespace and key; an importer derives it again and indexes the text);
 - ``extraction``: an episode's stored consolidation record (summary, facts, triplets and the
   turns' provenance), so a rebuild or a resumed run derives the same points;
 - ``point``: a Tier 3 memory without its vectors (the payload of ``tiers.vectors``: ``id``,
-  ``kind``, ``text``, scope, ``episode_id``, ``session_id``, ``sources``, ``created_at_us``,
-  ``valid_from_us``, ``valid_to_us``, ``extractor``, ``attrs``);
+  ``kind`` (never ``document``: a document's point comes from its record), ``text``, scope,
+  ``episode_id``, ``session_id``, ``sources``, ``created_at_us``, ``valid_from_us``,
+  ``valid_to_us``, ``extractor``, ``attrs``);
 - ``edge``: a fact-graph edge (``subject``, ``predicate``, ``object``, ``fact_text``,
   ``episode_id``, ``sources``, validity, ``confidence``, ``extractor``, ``attrs``);
 - ``footer`` (last line): ``records``, the count of each record type, and ``kinds``, of
@@ -38,13 +42,16 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.documents import KIND as DOCUMENT
+from tiers.documents import Document
 from tiers.graph import Edge
 from tiers.records import Episode, Scope, StoredMessage
 from tiers.vectors import KINDS, MemoryPoint, Source
 
 FORMAT = "strata-memory-export"
 VERSION = 1
-TYPES = ("session", "episode", "message", "extraction", "point", "edge")
+TYPES = ("session", "episode", "message", "document", "extraction", "point", "edge")
+POINT_KINDS = tuple(k for k in KINDS if k != DOCUMENT)  # the kinds of ``point`` records
 EPISODE_ID = re.compile(r"[0-9a-f]{32}")
 # Timestamp's range (0001-01-01 .. 9999-12-31), in microseconds.
 MIN_US, MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
@@ -59,6 +66,8 @@ class Limits:
     max_session_id_bytes: int = 256
     max_content_bytes: int = 65_536
     max_metadata_entries: int = 64
+    max_namespace_labels: int = 8
+    max_document_bytes: int = 131_072  # text and value (limits.max_message_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +189,20 @@ def message(m: StoredMessage, *, episode_id: str = "", session_id: str = "") -> 
     }
 
 
+def document(doc: Document) -> dict[str, Any]:
+    return {
+        "type": "document",
+        "id": doc.id,
+        **_scope(doc.scope),
+        "namespace": list(doc.namespace),
+        "key": doc.key,
+        "text": doc.text,
+        "value": doc.value,
+        "created_at_us": doc.created_at_us,
+        "updated_at_us": doc.updated_at_us,
+    }
+
+
 def extraction(episode_id: str, scope: Scope, doc: dict[str, Any]) -> dict[str, Any]:
     return {"type": "extraction", "episode_id": episode_id, **_scope(scope), **doc}
 
@@ -226,7 +249,7 @@ def footer(counts: Counter[str], kinds: Counter[str]) -> dict[str, Any]:
     return {
         "type": "footer",
         "records": {t: counts[t] for t in TYPES},
-        "kinds": {k: kinds[k] for k in KINDS if kinds[k]},
+        "kinds": {k: kinds[k] for k in POINT_KINDS if kinds[k]},
     }
 
 

@@ -17,13 +17,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from tiers import export_fields as fields
+from tiers.documents import Document
 from tiers.errors import InvalidExport
 from tiers.export import (
-    EPISODE_ID,
     FORMAT,
     MAX_LINE_BYTES,
-    MAX_US,
-    MIN_US,
+    POINT_KINDS,
     TYPES,
     VERSION,
     EpisodeRecord,
@@ -34,13 +34,10 @@ from tiers.export import (
     Record,
     SessionRecord,
 )
+from tiers.export_fields import Bad
 from tiers.graph import Edge
 from tiers.records import ROLES, Episode, Scope, StoredMessage, ToolCall
-from tiers.vectors import KINDS, MemoryPoint, Source, canonical_id
-
-
-class _Bad(ValueError):
-    """A field problem; :class:`ExportParser` adds the line number."""
+from tiers.vectors import MemoryPoint
 
 
 class ExportParser:
@@ -66,12 +63,13 @@ class ExportParser:
         self._parent: tuple[str, str, int, int] | None = None  # type, id, left, next seq
         self._episodes: set[str] = set()
         self._sessions: set[str] = set()
+        self._documents: set[bytes] = set()
 
     def feed(self, raw: bytes) -> Record:
         self.lines += 1
         try:
             return self._record(raw)
-        except _Bad as exc:
+        except Bad as exc:
             raise InvalidExport(f"line {self.lines}: {exc}") from None
 
     def finish(self) -> None:
@@ -85,29 +83,29 @@ class ExportParser:
 
     def _record(self, raw: bytes) -> Record:
         if self._footer_line:
-            raise _Bad(f"nothing may follow the footer (line {self._footer_line})")
+            raise Bad(f"nothing may follow the footer (line {self._footer_line})")
         if len(raw) > MAX_LINE_BYTES:
-            raise _Bad(f"the line is {len(raw)} bytes; the limit is {MAX_LINE_BYTES}")
+            raise Bad(f"the line is {len(raw)} bytes; the limit is {MAX_LINE_BYTES}")
         try:
-            doc = json.loads(raw, parse_constant=_no_constant)
+            doc = json.loads(raw, parse_constant=fields.no_constant)
         except ValueError as exc:
-            raise _Bad(f"not a JSON object ({exc}); an export is JSON Lines") from None
+            raise Bad(f"not a JSON object ({exc}); an export is JSON Lines") from None
         if not isinstance(doc, dict):
-            raise _Bad("not a JSON object; every line of an export is one")
+            raise Bad("not a JSON object; every line of an export is one")
         kind = doc.get("type")
         if self.header is None:
             if kind != "header":
-                raise _Bad("the first line must be the header ({'type': 'header', ...})")
+                raise Bad("the first line must be the header ({'type': 'header', ...})")
             return Record(self.lines, "header", self._read_header(doc))
         if self._parent is not None and kind != "message":
             ptype, pid, left, _seq = self._parent
-            raise _Bad(f"{ptype} {pid!r} announced {left} more message records")
+            raise Bad(f"{ptype} {pid!r} announced {left} more message records")
         if kind == "header":
-            raise _Bad("a second header")
+            raise Bad("a second header")
         if kind == "footer":
             return Record(self.lines, "footer", self._read_footer(doc))
         if kind not in TYPES:
-            raise _Bad(f"unknown record type {kind!r}; known: {', '.join(TYPES)}")
+            raise Bad(f"unknown record type {kind!r}; known: {', '.join(TYPES)}")
         value = getattr(self, f"_read_{kind}")(doc)
         self.counts[kind] += 1
         return Record(self.lines, kind, value)
@@ -115,30 +113,35 @@ class ExportParser:
     # -- records ---------------------------------------------------------------------------------
     def _read_header(self, d: dict[str, Any]) -> Header:
         if d.get("format") != FORMAT:
-            raise _Bad(f"format is {d.get('format')!r}, not a Strata export ({FORMAT!r})")
+            raise Bad(f"format is {d.get('format')!r}, not a Strata export ({FORMAT!r})")
         version = d.get("version")
         if version != VERSION:
-            raise _Bad(f"format version {version!r} is not supported (this daemon reads {VERSION})")
+            raise Bad(f"format version {version!r} is not supported (this daemon reads {VERSION})")
         scope_doc = d.get("scope")
         if not isinstance(scope_doc, dict):
-            raise _Bad("header.scope must be an object with user_id and agent_id")
+            raise Bad("header.scope must be an object with user_id and agent_id")
         scope = Scope(self._id(scope_doc, "user_id"), self._id(scope_doc, "agent_id", empty=True))
         if self.user_id and scope.user_id != self.user_id:
-            raise _Bad(
+            raise Bad(
                 f"the file holds user_id {scope.user_id!r}, not {self.user_id!r} as requested; "
                 "an import never moves memory to another user"
             )
         self.user_id = scope.user_id
-        self.header = Header(scope, _str(d, "model"), _int(d, "dim", 0), _time(d, "exported_at_us"))
+        self.header = Header(
+            scope,
+            fields.string(d, "model"),
+            fields.integer(d, "dim", 0),
+            fields.micros(d, "exported_at_us"),
+        )
         return self.header
 
     def _read_footer(self, d: dict[str, Any]) -> Counter[str]:
         records = d.get("records")
         if not isinstance(records, dict):
-            raise _Bad("footer.records must be an object of counts per record type")
+            raise Bad("footer.records must be an object of counts per record type")
         for kind in TYPES:
             if records.get(kind, 0) != self.counts[kind]:
-                raise _Bad(
+                raise Bad(
                     f"the footer counts {records.get(kind, 0)} {kind} records, the file has "
                     f"{self.counts[kind]}"
                 )
@@ -149,249 +152,206 @@ class ExportParser:
         assert self.header is not None
         scope = Scope(self._id(d, "user_id"), self._id(d, "agent_id", empty=True))
         if scope.user_id != self.user_id:
-            raise _Bad(f"a record of user_id {scope.user_id!r} in an export of {self.user_id!r}")
+            raise Bad(f"a record of user_id {scope.user_id!r} in an export of {self.user_id!r}")
         want = self.header.scope.agent_id
         if want and scope.agent_id != want:
-            raise _Bad(f"a record of agent_id {scope.agent_id!r} in an export of agent {want!r}")
+            raise Bad(f"a record of agent_id {scope.agent_id!r} in an export of agent {want!r}")
         return scope
 
     def _read_session(self, d: dict[str, Any]) -> SessionRecord:
         sid = self._id(d, "session_id", limit=self.limits.max_session_id_bytes)
         if sid in self._sessions:
-            raise _Bad(f"session {sid!r} appears twice")
+            raise Bad(f"session {sid!r} appears twice")
         self._sessions.add(sid)
         record = SessionRecord(
             sid,
             self._scope(d),
-            _int(d, "generation", 0),
-            _int(d, "next_seq", 1),
-            _bool(d, "open"),
-            _int(d, "messages", 0),
-            _time(d, "last_active_us"),
+            fields.integer(d, "generation", 0),
+            fields.integer(d, "next_seq", 1),
+            fields.boolean(d, "open"),
+            fields.integer(d, "messages", 0),
+            fields.micros(d, "last_active_us"),
         )
         if record.open and record.messages:
             if record.messages >= record.next_seq or record.generation < 1:
-                raise _Bad("an open session's messages, generation and next_seq disagree")
+                raise Bad("an open session's messages, generation and next_seq disagree")
             first = record.next_seq - record.messages
             self._parent = ("session", sid, record.messages, first)
         elif record.messages:
-            raise _Bad("only an open session carries messages")
+            raise Bad("only an open session carries messages")
         return record
 
     def _read_episode(self, d: dict[str, Any]) -> EpisodeRecord:
-        eid = _episode_id(d, "episode_id")
+        eid = fields.episode_id(d, "episode_id")
         if eid in self._episodes:
-            raise _Bad(f"episode {eid!r} appears twice")
+            raise Bad(f"episode {eid!r} appears twice")
         self._episodes.add(eid)
         e = Episode(
             episode_id=eid,
             session_id=self._id(d, "session_id", limit=self.limits.max_session_id_bytes),
             scope=self._scope(d),
-            started_at_us=_time(d, "started_at_us"),
-            ended_at_us=_time(d, "ended_at_us"),
-            flushed_at_us=_time(d, "flushed_at_us"),
-            message_count=_int(d, "message_count", 1),
-            first_seq=_int(d, "first_seq", 1),
-            last_seq=_int(d, "last_seq", 1),
-            end_reason=_str(d, "end_reason"),
+            started_at_us=fields.micros(d, "started_at_us"),
+            ended_at_us=fields.micros(d, "ended_at_us"),
+            flushed_at_us=fields.micros(d, "flushed_at_us"),
+            message_count=fields.integer(d, "message_count", 1),
+            first_seq=fields.integer(d, "first_seq", 1),
+            last_seq=fields.integer(d, "last_seq", 1),
+            end_reason=fields.string(d, "end_reason"),
         )
         if e.last_seq - e.first_seq + 1 < e.message_count:
-            raise _Bad("message_count does not fit between first_seq and last_seq")
+            raise Bad("message_count does not fit between first_seq and last_seq")
         self._parent = ("episode", eid, e.message_count, e.first_seq)
-        return EpisodeRecord(e, _bool(d, "indexed"), _bool(d, "consolidated"))
+        return EpisodeRecord(e, fields.boolean(d, "indexed"), fields.boolean(d, "consolidated"))
 
     def _read_message(self, d: dict[str, Any]) -> MessageRecord:
         if self._parent is None:
-            raise _Bad("a message record must follow its episode or session record")
+            raise Bad("a message record must follow its episode or session record")
         ptype, pid, left, next_seq = self._parent
         key = f"{ptype}_id"
         if d.get(key) != pid:
-            raise _Bad(f"a message of {d.get(key)!r} where one of {ptype} {pid!r} was due")
+            raise Bad(f"a message of {d.get(key)!r} where one of {ptype} {pid!r} was due")
         m = self._stored_message(d)
         contiguous = ptype == "session"  # an open log has no gaps; an episode may skip seqs
         if m.seq < next_seq or (contiguous and m.seq != next_seq):
-            raise _Bad(f"message seq {m.seq} is out of order (expected {next_seq})")
+            raise Bad(f"message seq {m.seq} is out of order (expected {next_seq})")
         self._parent = (ptype, pid, left - 1, m.seq + 1) if left > 1 else None
         return MessageRecord(ptype, pid, m)
 
     def _stored_message(self, d: dict[str, Any]) -> StoredMessage:
         lim = self.limits
-        role = _str(d, "role")
+        role = fields.string(d, "role")
         if role not in ROLES:
-            raise _Bad(f"role {role!r} is not one of {', '.join(ROLES)}")
-        content = _str(d, "content", empty=True)
+            raise Bad(f"role {role!r} is not one of {', '.join(ROLES)}")
+        content = fields.string(d, "content", empty=True)
         if len(content.encode()) > lim.max_content_bytes:
-            raise _Bad(f"content is over limits.max_content_bytes ({lim.max_content_bytes})")
+            raise Bad(f"content is over limits.max_content_bytes ({lim.max_content_bytes})")
         tool_call = None
         tc = d.get("tool_call")
         if tc is not None:
             if not isinstance(tc, dict):
-                raise _Bad("tool_call must be null or an object with name and arguments")
-            arguments = _str(tc, "arguments", empty=True)
+                raise Bad("tool_call must be null or an object with name and arguments")
+            arguments = fields.string(tc, "arguments", empty=True)
             try:
                 json.loads(arguments or "null")
             except ValueError:
-                raise _Bad("tool_call.arguments is not valid JSON") from None
+                raise Bad("tool_call.arguments is not valid JSON") from None
             tool_call = ToolCall(self._id(tc, "name"), arguments)
         if not content and tool_call is None:
-            raise _Bad("content may be empty only with a tool_call")
-        metadata = _str_map(d, "metadata")
+            raise Bad("content may be empty only with a tool_call")
+        metadata = fields.str_map(d, "metadata")
         if len(metadata) > lim.max_metadata_entries:
-            raise _Bad(f"metadata is over limits.max_metadata_entries ({lim.max_metadata_entries})")
+            raise Bad(f"metadata is over limits.max_metadata_entries ({lim.max_metadata_entries})")
         return StoredMessage(
-            seq=_int(d, "seq", 1),
+            seq=fields.integer(d, "seq", 1),
             role=role,
             content=content,
-            created_at_us=_time(d, "created_at_us"),
-            received_at_us=_time(d, "received_at_us"),
-            tokens=_int(d, "tokens", 0),
+            created_at_us=fields.micros(d, "created_at_us"),
+            received_at_us=fields.micros(d, "received_at_us"),
+            tokens=fields.integer(d, "tokens", 0),
             name=self._id(d, "name", empty=True),
             tool_call=tool_call,
             message_id=self._id(d, "message_id", empty=True),
             metadata=metadata,
         )
 
+    def _read_document(self, d: dict[str, Any]) -> Document:
+        lim = self.limits
+        labels = d.get("namespace")
+        if not isinstance(labels, list) or len(labels) > lim.max_namespace_labels:
+            raise Bad(
+                f"namespace must be a list of at most {lim.max_namespace_labels} labels"
+                " (limits.max_namespace_labels)"
+            )
+        namespace = tuple(
+            self._id({f"namespace[{i}]": label}, f"namespace[{i}]")
+            for i, label in enumerate(labels)
+        )
+        text = fields.string(d, "text")
+        value = fields.string(d, "value", empty=True)
+        if not text.strip():
+            raise Bad("text must not be only white space")
+        if len(text.encode()) + len(value.encode()) > lim.max_document_bytes:
+            raise Bad(
+                f"text and value are over limits.max_message_bytes ({lim.max_document_bytes})"
+            )
+        if value:
+            try:
+                json.loads(value)
+            except ValueError:
+                raise Bad("value is not valid JSON") from None
+        doc = Document(
+            self._scope(d),
+            namespace,
+            self._id(d, "key"),
+            text,
+            value,
+            fields.micros(d, "created_at_us"),
+            fields.micros(d, "updated_at_us"),
+        )
+        if doc.updated_at_us < doc.created_at_us:
+            raise Bad("updated_at_us is before created_at_us")
+        if doc.storage_key in self._documents:
+            raise Bad(f"document {doc.key!r} of namespace {list(namespace)} appears twice")
+        self._documents.add(doc.storage_key)
+        return doc
+
     def _read_extraction(self, d: dict[str, Any]) -> ExtractionRecord:
-        eid = _episode_id(d, "episode_id")
+        eid = fields.episode_id(d, "episode_id")
         scope = self._scope(d)
         doc = {k: v for k, v in d.items() if k not in ("type", "episode_id", "user_id", "agent_id")}
         if self._check_extraction is not None:
             try:
                 self._check_extraction(eid, scope, doc)
             except (KeyError, TypeError, ValueError) as exc:
-                raise _Bad(f"extraction of episode {eid}: {type(exc).__name__}: {exc}") from None
+                raise Bad(f"extraction of episode {eid}: {type(exc).__name__}: {exc}") from None
         return ExtractionRecord(eid, scope, doc)
 
     def _read_point(self, d: dict[str, Any]) -> MemoryPoint:
-        kind = _str(d, "kind")
-        if kind not in KINDS:
-            raise _Bad(f"point kind {kind!r} is not one of {', '.join(KINDS)}")
+        kind = fields.string(d, "kind")
+        if kind not in POINT_KINDS:
+            raise Bad(f"point kind {kind!r} is not one of {', '.join(POINT_KINDS)}")
         self.kinds[kind] += 1
         return MemoryPoint(
-            id=_uuid(d, "id"),
+            id=fields.uuid_str(d, "id"),
             kind=kind,
-            text=_str(d, "text", empty=True),
+            text=fields.string(d, "text", empty=True),
             scope=self._scope(d),
-            episode_id=_str(d, "episode_id", empty=True),
-            session_id=_str(d, "session_id", empty=True),
-            sources=_sources(d),
-            created_at_us=_time(d, "created_at_us"),
-            extractor=_str(d, "extractor", empty=True),
-            valid_from_us=_time(d, "valid_from_us", optional=True),
-            valid_to_us=_time(d, "valid_to_us", optional=True),
-            attrs=_object(d, "attrs"),
+            episode_id=fields.string(d, "episode_id", empty=True),
+            session_id=fields.string(d, "session_id", empty=True),
+            sources=fields.sources(d),
+            created_at_us=fields.micros(d, "created_at_us"),
+            extractor=fields.string(d, "extractor", empty=True),
+            valid_from_us=fields.micros(d, "valid_from_us", optional=True),
+            valid_to_us=fields.micros(d, "valid_to_us", optional=True),
+            attrs=fields.mapping(d, "attrs"),
         )
 
     def _read_edge(self, d: dict[str, Any]) -> Edge:
         confidence = d.get("confidence")
         if isinstance(confidence, bool) or not isinstance(confidence, int | float):
-            raise _Bad("confidence must be a number")
+            raise Bad("confidence must be a number")
         return Edge(
-            id=_uuid(d, "id"),
+            id=fields.uuid_str(d, "id"),
             scope=self._scope(d),
-            subject=_str(d, "subject"),
-            predicate=_str(d, "predicate"),
-            object=_str(d, "object"),
-            fact_text=_str(d, "fact_text", empty=True),
-            episode_id=_str(d, "episode_id", empty=True),
-            sources=_sources(d),
-            created_at_us=_time(d, "created_at_us"),
-            valid_from_us=_time(d, "valid_from_us"),
-            valid_to_us=_time(d, "valid_to_us", optional=True),
+            subject=fields.string(d, "subject"),
+            predicate=fields.string(d, "predicate"),
+            object=fields.string(d, "object"),
+            fact_text=fields.string(d, "fact_text", empty=True),
+            episode_id=fields.string(d, "episode_id", empty=True),
+            sources=fields.sources(d),
+            created_at_us=fields.micros(d, "created_at_us"),
+            valid_from_us=fields.micros(d, "valid_from_us"),
+            valid_to_us=fields.micros(d, "valid_to_us", optional=True),
             confidence=float(confidence),
-            extractor=_str(d, "extractor", empty=True),
-            attrs=_str_map(d, "attrs"),
+            extractor=fields.string(d, "extractor", empty=True),
+            attrs=fields.str_map(d, "attrs"),
         )
 
     def _id(self, d: dict[str, Any], key: str, *, empty: bool = False, limit: int = 0) -> str:
-        value = _str(d, key, empty=empty)
+        value = fields.string(d, key, empty=empty)
         limit = limit or self.limits.max_id_bytes
         if len(value.encode()) > limit:
-            raise _Bad(f"{key} is longer than {limit} bytes")
+            raise Bad(f"{key} is longer than {limit} bytes")
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-            raise _Bad(f"{key} must not contain control characters")
+            raise Bad(f"{key} must not contain control characters")
         return value
-
-
-# -- field readers -------------------------------------------------------------------------------
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _str(d: dict[str, Any], key: str, *, empty: bool = False) -> str:
-    value = d.get(key)
-    if not isinstance(value, str):
-        raise _Bad(f"{key} must be a string")
-    if not value and not empty:
-        raise _Bad(f"{key} must not be empty")
-    return value
-
-
-def _int(d: dict[str, Any], key: str, low: int) -> int:
-    value = d.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
-        raise _Bad(f"{key} must be an integer of at least {low}")
-    return value
-
-
-def _bool(d: dict[str, Any], key: str) -> bool:
-    value = d.get(key)
-    if not isinstance(value, bool):
-        raise _Bad(f"{key} must be true or false")
-    return value
-
-
-def _time(d: dict[str, Any], key: str, *, optional: bool = False) -> Any:
-    value = d.get(key)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not MIN_US <= value <= MAX_US:
-        raise _Bad(f"{key} must be a time in microseconds since the epoch (an integer)")
-    return value
-
-
-def _episode_id(d: dict[str, Any], key: str) -> str:
-    value = d.get(key)
-    if not isinstance(value, str) or not EPISODE_ID.fullmatch(value):
-        raise _Bad(f"{key} must be 32 lowercase hex characters")
-    return value
-
-
-def _uuid(d: dict[str, Any], key: str) -> str:
-    value = d.get(key)
-    if not isinstance(value, str) or canonical_id(value) != value:
-        raise _Bad(f"{key} must be a UUID in canonical form")
-    return value
-
-
-def _object(d: dict[str, Any], key: str) -> dict[str, Any]:
-    value = d.get(key)
-    if not isinstance(value, dict):
-        raise _Bad(f"{key} must be an object")
-    return value
-
-
-def _str_map(d: dict[str, Any], key: str) -> dict[str, str]:
-    value = _object(d, key)
-    if not all(isinstance(v, str) for v in value.values()):
-        raise _Bad(f"{key} must map strings to strings")
-    return value
-
-
-def _sources(d: dict[str, Any]) -> list[Source]:
-    value = d.get("sources")
-    if not isinstance(value, list) or not all(isinstance(s, dict) for s in value):
-        raise _Bad("sources must be a list of objects")
-    return [
-        Source(
-            session_id=_str(s, "session_id", empty=True),
-            seq=_int(s, "seq", 0),
-            message_id=_str(s, "message_id", empty=True),
-            metadata=_str_map(s, "metadata"),
-            speaker=_str(s, "speaker", empty=True),
-            created_at_us=_time(s, "created_at_us"),
-            text=_str(s, "text", empty=True),
-            role=_str(s, "role", empty=True),
-        )
-        for s in value
-    ]

@@ -6,8 +6,10 @@ lock while it reads the scope's sessions, their open logs and the list of its ep
 every session is in the file either open (with its log) or as the episode it ended as, never
 both and never neither. Then, in this order: the header, the episodes (oldest first, each with
 its messages and whether it was indexed and consolidated), the sessions (open ones with their
-logs), the stored consolidation records, the Tier 3 points of every kind (without vectors:
-the importing daemon embeds them with its own model) and the graph edges, the footer.
+logs), the keyed documents (by scope, namespace and key), the stored consolidation records,
+the Tier 3 points of every kind (without vectors: the importing daemon embeds them with its
+own model; a document's point is not one of them, its record is) and the graph edges, the
+footer.
 
 Forgotten episodes and memories (:mod:`tiers.tombstones`) are never written; another user's
 data never is either (every read is filtered by the scope, and every record is checked
@@ -25,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from tiers import export
+from tiers.documents import DocumentStore
 from tiers.export import SessionRecord
 from tiers.forget import EXTRACTIONS_CF
 from tiers.graph import Edge
@@ -33,7 +36,7 @@ from tiers.records import Episode, Scope, StoredMessage
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
 from tiers.session import Session, SessionKey
-from tiers.vectors import KINDS, PointFilter
+from tiers.vectors import PointFilter
 
 # A stored consolidation record -> its scope (None when it has no provenance) and JSON form
 # (weaver.extraction_json.record_to_json: the weaver owns the record's layout).
@@ -59,12 +62,14 @@ class Exporter:
         semantic: SemanticStore,
         working_lock: AbstractContextManager[object],
         extraction_json: ExtractionToJSON,
+        documents: DocumentStore | None = None,
     ) -> None:
         self._state = state
         self._journal = journal
         self._semantic = semantic
         self._working_lock = working_lock
         self._extraction_json = extraction_json
+        self._documents = documents
 
     def write(
         self, out: IO[bytes], scope: Scope, progress: Progress | None = None
@@ -88,10 +93,14 @@ class Exporter:
                 writer.put(export.session(record), "session")
                 for message in log:
                     writer.put(export.message(message, session_id=record.session_id), "message")
+            if self._documents is not None:
+                for document in self._documents.of_scope(scope):
+                    if not self._semantic.tombstones.memory(document.id):
+                        writer.put(export.document(document), "document")
             for eid, owner, doc in self._extractions(scope, exported):
                 writer.put(export.extraction(eid, owner, doc), "extraction")
             tombstones = self._semantic.tombstones
-            for kind in KINDS:
+            for kind in export.POINT_KINDS:
                 flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, kinds=(kind,))
                 points = tombstones.keep(vectors.scroll(flt, _ALL))
                 for p in sorted(points, key=lambda p: (p.created_at_us, p.id)):
@@ -99,7 +108,7 @@ class Exporter:
                         writer.put(export.point(p), "point", f"point:{kind}")
             for edge in sorted(tombstones.keep(self._edges(scope)), key=_edge_order):
                 writer.put(export.edge(edge), "edge")
-        kinds = Counter({k: writer.counts[f"point:{k}"] for k in KINDS})
+        kinds = Counter({k: writer.counts[f"point:{k}"] for k in export.POINT_KINDS})
         writer.put(export.footer(writer.counts, kinds))
         return ExportSummary(writer.counts, writer.bytes, time.monotonic() - began)
 

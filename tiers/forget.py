@@ -9,7 +9,8 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
    job that read the data before the Forget cannot write it back afterwards;
 2. Tier 1: the scope's open sessions (window, durable log, idempotency keys);
 3. Tier 2: the episodes' headers, messages and index entries;
-4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions;
+4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; keyed
+   documents (``tiers.documents``: their records, marks and ids, in the tombstones' batch);
 5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
    store and in-memory graph) and nodes left without edges; then the owners' entity
    profiles are rebuilt from the facts that remain (``tiers.profiles``), so no profile
@@ -28,14 +29,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from tiers.documents import DOCUMENT_CFS, Document, DocumentStore
 from tiers.graph import Edge, normalize
 from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
 from tiers.purge import Purger
 from tiers.records import Episode, Scope, time_key, unpack
-from tiers.rocks import RocksStore
+from tiers.rocks import Batch, RocksStore
 from tiers.semantic import SemanticStore
 from tiers.tombstones import Tombstones
 from tiers.vectors import MemoryPoint, PointFilter, VectorStore
@@ -44,7 +47,15 @@ from tiers.working import WorkingMemory
 log = logging.getLogger("strata.forget")
 EXTRACTIONS_CF = "extractions"  # weaver.consolidate's, named here to keep tiers below weaver
 GRAPH_CF = "graph_edges"
-STATE_CFS_TOUCHED = ("log", "msgids", PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF, GRAPH_CF)
+STATE_CFS_TOUCHED = (
+    "log",
+    "msgids",
+    PENDING_CF,
+    UNINDEXED_CF,
+    EXTRACTIONS_CF,
+    GRAPH_CF,
+    *DOCUMENT_CFS,
+)
 JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
 # Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
 READY_TIMEOUT = 60.0
@@ -103,6 +114,7 @@ class ForgetCounts:
     cache_entries: int = 0
     profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
     facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
+    documents: int = 0  # keyed documents (their points are in vector_points)
     purge_ms: float = 0.0  # making RocksDB's deletes physical (tiers.purge; vectors: after)
 
 
@@ -120,6 +132,7 @@ class Forgetter:
         semantic: SemanticStore,
         caches: Sequence[ScopeCache] = (),
         redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None,
+        documents: DocumentStore | None = None,
     ) -> None:
         self._working = working
         self._journal = journal
@@ -130,6 +143,7 @@ class Forgetter:
         # Rewrites an episode's stored extraction without what forgotten memories were made
         # from (weaver.consolidate.redact_record): the weaver owns that record's format.
         self._redact_record = redact_record
+        self._documents = documents
         self.purger = Purger(state, journal_store, semantic, STATE_CFS_TOUCHED, JOURNAL_CFS_TOUCHED)
 
     @property
@@ -157,6 +171,9 @@ class Forgetter:
             for mid in target.memory_ids:
                 edge = self._semantic.graph.get(mid)
                 owner = found.get(mid) or (edge.scope if edge is not None else None)
+                if owner is None and self._documents is not None:  # a document not indexed yet
+                    doc = self._documents.find(mid)
+                    owner = doc.scope if doc is not None else None
                 if owner is not None:
                     plan.memory_ids.add(mid)
                     plan.owner_of[mid] = owner
@@ -224,8 +241,12 @@ class Forgetter:
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
-            Tombstones.add(batch, episodes, sorted(plan.memory_ids))
-            mark, earlier = self.purger.write_marked(batch)
+            with self._documents_lock():  # no put between the tombstones and the deletes
+                docs = self._forget_documents(batch, plan)
+                memories = plan.memory_ids | {d.id for d in docs}
+                Tombstones.add(batch, episodes, sorted(memories))
+                mark, earlier = self.purger.write_marked(batch)
+            counts.documents = len(docs)
             removed: list[Edge] = []
             if scope is not None:
                 dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
@@ -255,7 +276,8 @@ class Forgetter:
                 counts.vector_points += vectors.delete(PointFilter(ids=ids))
                 self._remove_edges(list(ids), counts, removed)
             counts.facts_restored = self._restore_superseded(removed, vectors)
-            if scope is None:  # a scope's own Forget deleted its profiles with its points
+            # A scope's own Forget deleted its profiles with its points; documents are in none.
+            if scope is None and (episodes or plan.memory_ids - {d.id for d in docs}):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
                     written, deleted = self._semantic.refresh_profiles(owner)
                     counts.profiles_rewritten += written
@@ -267,10 +289,22 @@ class Forgetter:
         if not earlier and not any(getattr(counts, name) for name in counts.__dataclass_fields__):
             self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
         else:
-            counts.purge_ms = self.purger.purge_stores()
+            # Keyed documents alone (DeleteDocument): only their column families to compact.
+            alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
+            counts.purge_ms = self.purger.purge_stores(DOCUMENT_CFS if alone else ())
             self.purger.request()
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
+
+    def _documents_lock(self) -> AbstractContextManager[object]:
+        return self._documents.lock if self._documents is not None else nullcontext()
+
+    def _forget_documents(self, batch: Batch, plan: ForgetPlan) -> list[Document]:
+        """The keyed documents of the plan's scope and among its memory ids, their deletes
+        added to ``batch``. Their points go with the scope's points or the ids' points."""
+        if self._documents is None:
+            return []
+        return self._documents.forget_into(batch, plan.target.scope, plan.memory_ids)
 
     def _redact(self, points: list[MemoryPoint]) -> int:
         """Rewrite the stored extractions that the forgotten ``points`` were made from."""

@@ -20,6 +20,8 @@ written from a file that is invalid anywhere), then calls :meth:`Importer.check`
     seqs, event times, names, tool calls, message ids and metadata (``received_at`` becomes
     the import's time); a session open here at the same generation gets only the messages it
     lacks;
+  * keyed documents (``tiers.documents``) with their times, replacing this daemon's document
+    of the same scope, namespace and key, and their points written at once (embedded here);
   * stored consolidation records, as the file has them;
   * points through ``SemanticStore.write`` (tombstones, embedding with this daemon's model:
     the file has no vectors, keyword vectors, upsert, caches), in batches under
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tiers.documents import Document, DocumentStore
 from tiers.errors import ImportConflict
 from tiers.export import EpisodeRecord, ExtractionRecord, MessageRecord, Record, SessionRecord
 from tiers.forget import EXTRACTIONS_CF
@@ -76,12 +79,14 @@ class Importer:
         working: WorkingMemory,
         semantic: SemanticStore,
         extraction_bytes: ExtractionFromJSON,
+        documents: DocumentStore | None = None,
     ) -> None:
         self._state = state
         self._journal = journal
         self._working = working
         self._semantic = semantic
         self._extraction_bytes = extraction_bytes
+        self._documents = documents
 
     # -- check -------------------------------------------------------------------------------
     def check(self, records: Iterable[Record]) -> None:
@@ -143,6 +148,7 @@ class Importer:
         began = time.monotonic()
         report = ImportReport()
         points: list[MemoryPoint] = []
+        documents: list[Document] = []
         edges: list[Edge] = []
         for parent, messages in _grouped(records):
             kind = parent.type
@@ -152,6 +158,11 @@ class Importer:
                 self._session(parent.value, messages, report)
             elif kind == "extraction":
                 self._extraction(parent.value, report)
+            elif kind == "document":
+                documents.append(parent.value)
+                if len(documents) >= POINT_BATCH:
+                    self._write_documents(documents, report)
+                    documents = []
             elif kind == "point":
                 points.append(parent.value)
                 if len(points) >= POINT_BATCH:
@@ -163,6 +174,7 @@ class Importer:
                     self._edges(edges, report)
                     edges = []
         self._points(points, report)
+        self._write_documents(documents, report)
         self._edges(edges, report)
         report.seconds = time.monotonic() - began
         return report
@@ -255,6 +267,21 @@ class Importer:
         report.written["point"] += len(written)
         report.written.update(f"point:{p.kind}" for p in written)
         report.skipped_forgotten += len(points) - len(written)
+
+    def _write_documents(self, docs: list[Document], report: ImportReport) -> None:
+        """Store the documents (forgotten ones skipped), then write their points."""
+        if not docs:
+            return
+        if self._documents is None:
+            raise ImportConflict("this daemon has no document store; nothing was imported")
+        with self._semantic.write_lock:
+            kept = [d for d in docs if not self._semantic.tombstones.memory(d.id)]
+            for doc in kept:
+                self._documents.restore(doc)  # marked: indexed again after a crash
+            self._semantic.write([d.point() for d in kept])  # embedded here
+            self._documents.mark_indexed(kept)
+        report.written["document"] += len(kept)
+        report.skipped_forgotten += len(docs) - len(kept)
 
     def _edges(self, edges: list[Edge], report: ImportReport) -> None:
         if not edges:

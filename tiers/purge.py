@@ -85,11 +85,14 @@ class Purger:
         return busy or self._state.get(TOMBSTONES_CF, PURGE_KEY) is not None
 
     # -- purging ---------------------------------------------------------------------------
-    def purge_stores(self) -> float:
-        """The RocksDB part (module doc); returns the ms it took. Raises StoreUnavailable."""
+    def purge_stores(self, state_only: Sequence[str] = ()) -> float:
+        """The RocksDB part (module doc); returns the ms it took. ``state_only``: the deletes
+        were in these column families of the state store alone (keyed documents), so only
+        they are compacted. Raises StoreUnavailable."""
         began = time.perf_counter()
-        self._state.purge(self._state_cfs)
-        self._jstore.purge(self._journal_cfs)
+        self._state.purge(state_only or self._state_cfs)
+        if not state_only:
+            self._jstore.purge(self._journal_cfs)
         return round((time.perf_counter() - began) * 1000, 1)
 
     def request(self) -> None:

@@ -14,7 +14,9 @@ Key layout of the state store (column family ``forgotten``, no TTL)::
 
 Point ids are deterministic (a hash of scope, kind, text and sources), so a forgotten memory
 that a resumed run or a rebuild derives again from a stored extraction has the same id and is
-skipped. Tombstones hold ids only, no content, and are never deleted.
+skipped. Tombstones hold ids only, no content, and are never deleted, but one: a keyed
+document's id is derived from its key (``tiers.documents``), and a put of that key after a
+delete is a new document, so the put clears the id's tombstone (:meth:`Tombstones.clear`).
 """
 
 from __future__ import annotations
@@ -88,3 +90,11 @@ class Tombstones:
             batch.put(TOMBSTONES_CF, _EPISODE + eid.encode(), stamp)
         for mid in memory_ids:
             batch.put(TOMBSTONES_CF, _MEMORY + mid.encode(), stamp)
+
+    @staticmethod
+    def clear(state: RocksStore, batch: Batch, memory_ids: Iterable[str]) -> None:
+        """Add to a batch of ``state`` the deletes of these memories' tombstones (a keyed
+        document put again after its delete: the writer holds the documents' lock)."""
+        for mid in memory_ids:
+            if is_forgotten(state, memory_id=mid):
+                batch.delete(TOMBSTONES_CF, _MEMORY + mid.encode())

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from daemon.errors import InvalidArgument
+from tiers.documents import DOCUMENT_CFS
 from tiers.errors import (
     ScopeMismatch,
     SessionEnded,
@@ -75,6 +76,7 @@ STATE_CFS = [
     "extractions",
     "graph_edges",
     "forgotten",  # tiers.tombstones
+    *DOCUMENT_CFS,
 ]
 
 

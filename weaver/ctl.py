@@ -139,7 +139,8 @@ def _render_forget(d: dict[str, Any]) -> str:
         f"messages), {d.get('episodes', '0')} episodes ({d.get('episodeMessages', '0')} "
         f"messages), {d.get('consolidationRecords', '0')} consolidation records, "
         f"{d.get('vectorPoints', '0')} vector points, {d.get('graphEdges', '0')} graph edges, "
-        f"{d.get('graphNodes', '0')} graph nodes, {d.get('cacheEntries', '0')} cache entries"
+        f"{d.get('graphNodes', '0')} graph nodes, {d.get('cacheEntries', '0')} cache entries, "
+        f"{d.get('documents', '0')} documents"
     )
 
 

@@ -6,6 +6,11 @@ batch across the episodes at hand and upserted with full provenance. A chunk giv
 neighbours' context; a turn point lets a hit cite exactly the turn that matched. Point ids
 are deterministic, so indexing an episode again (after a crash) overwrites the same points.
 An episode's ``unindexed`` mark is removed only once its points are durable.
+
+Keyed documents (:mod:`tiers.documents`) are indexed here too (:class:`DocumentIndexer`): one
+``document`` point per document put since it was last indexed, its id derived from its key,
+written only if the record is still what was embedded (a document replaced meanwhile keeps
+its mark and is indexed again; one deleted meanwhile is not written back).
 """
 
 from __future__ import annotations
@@ -14,13 +19,17 @@ import logging
 from dataclasses import dataclass, replace
 
 from daemon.settings_sections import WeaverSettings
+from tiers.documents import Document, DocumentStore
 from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
+from tiers.records import Scope
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, point_id
 from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
 
 log = logging.getLogger("strata.weaver")
+# Documents per index job (one embedding batch), as MAX_INDEX_BATCH is for episodes.
+MAX_DOCUMENT_BATCH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +93,52 @@ class Indexer:
                 extra={"fields": {"episode_id": eid, "detail": "expired before indexing"}},
             )
         return IndexResult(len(done), len(points), missing)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentIndexResult:
+    documents: int
+    points: int
+    more: bool  # documents are still waiting (beyond this batch)
+
+
+class DocumentIndexer:
+    def __init__(self, documents: DocumentStore, semantic: SemanticStore) -> None:
+        self.documents = documents
+        self._semantic = semantic
+
+    def index(self, limit: int = MAX_DOCUMENT_BATCH) -> DocumentIndexResult:
+        """Index up to ``limit`` documents marked unindexed. Raises when Tier 3 is
+        unavailable (the marks stay)."""
+        pending = self.documents.unindexed(limit + 1)
+        more = len(pending) > limit
+        pending = pending[:limit]
+        return DocumentIndexResult(len(pending), self.write(pending), more)
+
+    def reindex(self, user_id: str = "") -> int:
+        """Write the points of every document (one user's, or all): a rebuild. Returns the
+        points written."""
+        docs = self.documents.of_scope(Scope(user_id)) if user_id else self.documents.all()
+        batch: list[Document] = []
+        points = 0
+        for doc in docs:
+            batch.append(doc)
+            if len(batch) >= MAX_DOCUMENT_BATCH:
+                points += self.write(batch)
+                batch = []
+        return points + self.write(batch)
+
+    def write(self, docs: list[Document]) -> int:
+        """Embed ``docs`` and write the points of those still stored as they are, then clear
+        their marks. Returns the points written."""
+        if not docs:
+            return 0
+        embedder, _vectors = self._semantic.wait_ready(timeout=None)
+        points = [d.point() for d in docs]
+        dense = embedder.encode_documents([p.text for p in points])  # outside the lock
+        by_id = {p.id: replace(p, dense=vec.tolist()) for p, vec in zip(points, dense, strict=True)}
+        with self._semantic.write_lock:  # no Forget between the check and the write
+            current = self.documents.current(docs)
+            written = self._semantic.write([by_id[d.id] for d in current])
+            self.documents.mark_indexed(current)
+        return len(written)

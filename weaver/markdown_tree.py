@@ -8,6 +8,7 @@
     DIR/entities/<name>.md       one per entity: its profiles, its facts (validity, superseded),
                                  each fact linking to its source messages' episode file
     DIR/sessions/<name>.md       one per open session: its messages
+    DIR/documents.md             the keyed documents: namespace, key, scope, text, value
 
 Links are relative and only point at files of the tree: a fact whose episode has left the
 journal (so is not in the export) says so instead of linking. The file is read twice (facts
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from tiers.documents import Document
 from tiers.export import EpisodeRecord, Header, MessageRecord, Record, SessionRecord
 from tiers.export_parser import ExportParser
 from tiers.records import StoredMessage
@@ -44,6 +46,7 @@ class _Index:
     facts: list[MemoryPoint] = field(default_factory=list)
     profiles: list[MemoryPoint] = field(default_factory=list)
     sessions: list[SessionRecord] = field(default_factory=list)
+    documents: list[Document] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,9 @@ def write_tree(jsonl: Path, out: Path) -> TreeSummary:
     entities = _entities(index)
     for name, (profiles, facts) in entities.items():
         _write(out / "entities" / _file(name), _entity(index, name, profiles, facts))
+    if index.documents:
+        _write(out / "documents.md", _documents(index.documents))
+        files += 1
     _write(out / "index.md", _index(index, sorted(entities)))
     live = sum(1 for s in index.sessions if s.open)
     return TreeSummary(files + len(entities) + 1, len(index.episodes), len(entities), live)
@@ -102,6 +108,8 @@ def _learn(index: _Index, r: Record) -> None:
         index.facts.append(r.value)
     elif r.type == "point" and r.value.kind == "profile":
         index.profiles.append(r.value)
+    elif r.type == "document":
+        index.documents.append(r.value)
     if r.type not in ("header", "footer"):
         index.counts[r.type] += 1
 
@@ -250,6 +258,9 @@ def _index(index: _Index, entities: list[str]) -> str:
         )
     lines += ["", "## Entities", ""]
     lines += [f"- [{_link_text(name)}](entities/{_file(name)})" for name in entities]
+    if index.documents:
+        lines += ["", "## Documents", ""]
+        lines.append(f"- [{_n(len(index.documents), 'keyed document')}](documents.md)")
     open_sessions = [s for s in index.sessions if s.open]
     if open_sessions:
         lines += ["", "## Open sessions", ""]
@@ -257,6 +268,26 @@ def _index(index: _Index, entities: list[str]) -> str:
             link = f"[{_link_text(s.session_id)}](sessions/{_file(s.session_id)})"
             lines.append(f"- {link}: {_n(s.messages, 'message')}")
     return "\n".join([*lines, ""])
+
+
+def _documents(docs: list[Document]) -> str:
+    lines = ["# Keyed documents", "", "[All memory](index.md)", ""]
+    for d in docs:
+        path = " / ".join(f"`{_link_text(label)}`" for label in d.namespace) or "(no namespace)"
+        agent = f", agent `{d.scope.agent_id}`" if d.scope.agent_id else ""
+        lines += [
+            f"## {path} · `{_link_text(d.key)}`",
+            "",
+            f"- user `{d.scope.user_id}`{agent}; created {_when(d.created_at_us)}, "
+            f"updated {_when(d.updated_at_us)}; id `{d.id}`",
+            "",
+            _quote(d.text),
+            "",
+        ]
+        if d.value:  # a fence longer than any run of backticks in the value
+            fence = "`" * max(3, 1 + max(map(len, re.findall("`+", d.value)), default=0))
+            lines += [f"{fence}json", d.value, fence, ""]
+    return "\n".join(lines)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ Where each episode's projections come from:
   chunk points cannot be re-derived: existing ones are kept as they are.
 - records written before records kept provenance, whose journal entry has expired, cannot be
   replayed; they are counted (``skipped``) and logged.
+- keyed documents (:mod:`tiers.documents`): their points are written again from their records
+  (same ids, the records' texts), after the episodes'.
 
 Strategy: *delete, then re-derive*. The projections of every episode about to be re-derived
 are deleted first (its points by episode id, chunks only when the journal still has the turns;
@@ -40,7 +42,7 @@ from tiers.vectors import PointFilter
 from weaver.consolidate import EXTRACTIONS_CF, Consolidator, decode_record
 from weaver.episodes import load_episode
 from weaver.extractors import EpisodeInput, Extraction
-from weaver.index import Indexer
+from weaver.index import DocumentIndexer, Indexer
 
 log = logging.getLogger("strata.weaver")
 BATCH = 64  # episodes per index call (one embedding batch)
@@ -65,8 +67,10 @@ class Rebuilder:
         semantic: SemanticStore,
         indexer: Indexer,
         consolidator: Consolidator,
+        documents: DocumentIndexer | None = None,
     ) -> None:
         self._journal = journal
+        self._documents = documents
         self._state = state
         self._semantic = semantic
         self._indexer = indexer
@@ -112,6 +116,8 @@ class Rebuilder:
                 self._consolidator.store_provenance(episode)
                 self._project(episode, decode_record(raw)[0], report)
             report.vector_points += self._consolidator.refresh_profiles()
+            if self._documents is not None:
+                report.vector_points += self._documents.reindex(user_id)
         report.seconds = round(time.monotonic() - began, 3)
         log.info(
             "weaver.rebuilt",

@@ -2,14 +2,14 @@
 maintenance job in order, so Tier 3 writes never race each other.
 
 - ``notify_flushed`` (called when a session ends) queues the episode for stage 1; queued index
-  jobs are drained into one batch.
+  jobs are drained into one batch (:mod:`weaver.index_jobs`).
 - ``request_run`` queues a consolidation run (stage 2 over pending episodes, after indexing any
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
   whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`.
-- ``request_optimize`` starts the vector store's index build and flush on a thread of its own,
-  unless one is running: it neither waits behind index jobs (under a backlog it never ran)
-  nor holds them up (the embedded store builds in a child process and records the writes
-  made meanwhile: :mod:`tiers.vectors.edge_generations`).
+- ``notify_documents`` (called when a keyed document is put) queues the indexing of the
+  documents marked unindexed, a batch per job (:mod:`weaver.index_jobs`).
+- ``request_optimize`` starts the vector store's index build on a thread of its own
+  (:mod:`weaver.optimizer`).
 
 A run, its progress events and its report are in :mod:`weaver.run`.
 """
@@ -30,29 +30,26 @@ from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
-from tiers.vectors import IndexBuildCancelled
 from weaver.backoff import Backoff
 from weaver.consolidate import Consolidator
 from weaver.errors import ExtractionDeferred
 from weaver.extractors import Extractor
-from weaver.index import Indexer
+from weaver.index import DocumentIndexer, Indexer
+from weaver.index_jobs import INDEX_BACKOFF, IndexJobs
+from weaver.optimizer import IndexBuilds
 from weaver.run import ANY_SCOPE, Progress, Run, RunReport
 
 log = logging.getLogger("strata.weaver")
 T = TypeVar("T")
 # A run that wrote at least this many points builds the vector index right after it.
 OPTIMIZE_AFTER_POINTS = 10_000
-# Episodes per index job (one embedding batch): bounds how long a job, and so a shutdown, takes.
-MAX_INDEX_BATCH = 16
-# The pause after a failed index stage (Tier 3 refused the chunks): first, longest.
-INDEX_BACKOFF = (1.0, 60.0)
 
 
 # ("index", [episode ids]) | ("run", Run) | ("call", (fn, Future))
 Job = tuple[str, Any]
 
 
-class Weaver:
+class Weaver(IndexJobs, IndexBuilds):
     def __init__(
         self,
         journal: Journal,
@@ -61,8 +58,10 @@ class Weaver:
         consolidator: Consolidator,
         next_run: Callable[[], float | None] = lambda: None,
         llm_backoff: tuple[float, float] = (30.0, 1800.0),
+        documents: DocumentIndexer | None = None,
     ) -> None:
         self._journal = journal
+        self._documents = documents
         # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
         # pause is over, then one run; a failed index stage retries the same way.
         self.llm_backoff = Backoff(*llm_backoff, retry=self._retry_run)
@@ -77,10 +76,7 @@ class Weaver:
         self.running: Run | None = None
         self.last_run: RunReport | None = None
         self.last_error = ""
-        self.points_since_optimize = 0
-        self._index_lost = False  # set by index_lost(): the next build runs regardless
-        self._optimizer: threading.Thread | None = None
-        self._optimizer_lock = threading.Lock()
+        self._init_builds()
         # Observers (metrics): called on the worker thread; an exception in one is logged.
         self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, points, s
         self.on_run: list[Callable[[RunReport], None]] = []
@@ -121,6 +117,8 @@ class Weaver:
         backlog = [p.episode_id for p in self._journal.unindexed()]
         if backlog:
             self._jobs.put(("index", backlog))
+        if self.unindexed_documents():  # put before a stop or a crash
+            self.notify_documents()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the episode at hand, then stop (idempotent). Queued work stays marked in
@@ -139,9 +137,6 @@ class Weaver:
                 log.warning("weaver.stop_waiting", extra={"fields": {"waited_s": timeout}})
                 self._thread.join()
 
-    def notify_flushed(self, episode_id: str) -> None:
-        self._jobs.put(("index", [episode_id]))
-
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         run = Run(uuid.uuid4().hex[:12], episode_ids, scope)
         run.publish(Progress("queued", 0, 0))
@@ -159,37 +154,9 @@ class Weaver:
         if self.running is None and not self._queued("run"):
             self.request_run()
 
-    def _queued(self, kind: str) -> bool:
-        """Whether a job of ``kind`` waits in line. Under sustained load the line always holds
-        index jobs: they must not hold back the scheduled run (found by ``make bench-load``)."""
-        with self._jobs.mutex:
-            return any(job is not None and job[0] == kind for job in self._jobs.queue)
-
-    def _next_is_index(self) -> bool:
-        with self._jobs.mutex:
-            head = self._jobs.queue[0] if self._jobs.queue else None
-        return head is not None and head[0] == "index"
-
     def _retry_run(self) -> None:
         if not self._stopping.is_set():
             self.request_run()
-
-    def _retry_index(self) -> None:
-        backlog = [p.episode_id for p in self._journal.unindexed()]
-        if backlog and not self._stopping.is_set():
-            self._jobs.put(("index", backlog))
-
-    def request_optimize(self) -> None:
-        """Build the vector index in the background, unless a build is running."""
-        with self._optimizer_lock:
-            if self._stopping.is_set():
-                return
-            if self._optimizer is not None and self._optimizer.is_alive():
-                return
-            self._optimizer = threading.Thread(
-                target=self._optimize, name="vectors-optimize", daemon=True
-            )
-            self._optimizer.start()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker, between other jobs (never during a run): e.g. a rebuild."""
@@ -210,6 +177,8 @@ class Weaver:
             try:
                 if kind == "index":
                     self._index_batch(list(arg))
+                elif kind == "documents":
+                    self._index_documents()
                 elif kind == "run":
                     self._run(arg)
                 elif kind == "call":
@@ -222,56 +191,8 @@ class Weaver:
             except Exception as exc:  # a job must never kill the worker
                 self.last_error = f"{kind}: {exc}"
                 log.exception("weaver.job_failed", extra={"fields": {"job": kind}})
-                if kind == "index":
+                if kind in ("index", "documents"):
                     self._index_failed(exc)
-
-    def _index_all(self, episode_ids: list[str]) -> int:
-        """Index these episodes, MAX_INDEX_BATCH at a time (a stop ends it between batches)."""
-        chunks = 0
-        for i in range(0, len(episode_ids), MAX_INDEX_BATCH):
-            if self._stopping.is_set():
-                break
-            chunks += self._index_batch(episode_ids[i : i + MAX_INDEX_BATCH], drain=False)
-        return chunks
-
-    def _index_batch(self, episode_ids: list[str], drain: bool = True) -> int:
-        # Drain the other queued index jobs into this batch: one embedding call for all, up
-        # to MAX_INDEX_BATCH episodes so that one job stays short (shutdown waits for it).
-        # Only index jobs at the head of the line: a run or a stop keeps its place (putting
-        # it back at the end let a stream of index jobs defer a run for ever). This thread is
-        # the only consumer, so the head it saw is the job it gets.
-        while drain and len(episode_ids) < MAX_INDEX_BATCH and self._next_is_index():
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            assert job is not None
-            episode_ids += job[1]
-        if len(episode_ids) > MAX_INDEX_BATCH:  # the rest: back in line, as one job
-            self._jobs.put(("index", episode_ids[MAX_INDEX_BATCH:]))
-            episode_ids = episode_ids[:MAX_INDEX_BATCH]
-        todo = {p.episode_id for p in self._journal.unindexed()}
-        batch = [eid for eid in dict.fromkeys(episode_ids) if eid in todo]
-        if not batch:
-            return 0
-        began = time.monotonic()
-        result = self._indexer.index(batch)
-        if self.index_backoff.failures:  # Tier 3 works again: what failed before goes now
-            self.index_backoff.succeeded()
-            self._retry_index()
-        self.points_since_optimize += result.points
-        self._notify(self.on_indexed, result.episodes, result.points, time.monotonic() - began)
-        log.info(
-            "weaver.indexed",
-            extra={
-                "fields": {
-                    "episodes": result.episodes,
-                    "points": result.points,
-                    "ms": round((time.monotonic() - began) * 1000, 1),
-                }
-            },
-        )
-        return result.points
 
     def _run(self, run: Run) -> None:
         report = RunReport(run.run_id, started_at=time.time())
@@ -404,54 +325,3 @@ class Weaver:
                     }
                 },
             )
-
-    def _index_failed(self, exc: Exception) -> str:
-        delay = self.index_backoff.failed()
-        log.warning(
-            "weaver.index_backoff",
-            extra={
-                "fields": {
-                    "seconds": delay,
-                    "failures": self.index_backoff.failures,
-                    "error": str(exc),
-                }
-            },
-        )
-        return f"next try in {delay:g} s"
-
-    def index_lost(self) -> None:
-        """The vector store was rewritten without its index (a Forget's purge): the next
-        scheduled build runs even if no point was written since."""
-        self._index_lost = True
-
-    def _optimize(self) -> None:
-        new_points = self.points_since_optimize
-        lost, self._index_lost = self._index_lost, False
-        if not (new_points or lost) or not self._semantic.ready:
-            self._index_lost = self._index_lost or lost
-            return
-        began = time.monotonic()
-        try:
-            _embedder, vectors = self._semantic.wait_ready(0)
-            vectors.optimize()
-            vectors.flush()
-        except IndexBuildCancelled as exc:  # a purge rewrote the store: build again later
-            self._index_lost = True
-            log.info("vectors.build_cancelled", extra={"fields": {"reason": str(exc)}})
-            return
-        except Exception as exc:
-            if not self._stopping.is_set():
-                self.last_error = f"optimize: {exc}"
-                log.exception("weaver.job_failed", extra={"fields": {"job": "optimize"}})
-            return
-        # Points written during the build count towards the next one.
-        self.points_since_optimize -= new_points
-        log.info(
-            "vectors.optimized",
-            extra={
-                "fields": {
-                    "new_points": new_points,
-                    "ms": round((time.monotonic() - began) * 1000, 1),
-                }
-            },
-        )

@@ -13,11 +13,14 @@ from daemon.client.requests import (
     BaseClient,
     Timeish,
     default_address,
+    document_request,
     end_session_request,
     forget_request,
+    list_documents_request,
     list_request,
     message,
     pack_request,
+    put_document_request,
     recall_request,
     remove_messages_request,
     working_memory_request,
@@ -258,6 +261,89 @@ class AsyncMemoryClient(BaseClient):
         req = forget_request(user_id, agent_id, episode_ids, memory_ids)
         response: pb.ForgetResponse = await self._memory.Forget(req, timeout=self._t(timeout))
         return response
+
+    async def put_document(
+        self,
+        namespace: str | Iterable[str],
+        key: str,
+        text: str,
+        *,
+        value: str = "",
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> pb.PutDocumentResponse:
+        """Create or replace the document ``key`` of ``namespace`` (its labels; a string is
+        one label) in the scope of ``user_id`` and ``agent_id``: ``text`` is what Recall
+        finds, ``value`` an optional JSON document returned unchanged. Durable on return;
+        recallable (kind "document") once the weaver has indexed it, within seconds."""
+        req = put_document_request(namespace, key, text, value, user_id, agent_id)
+        response: pb.PutDocumentResponse = await self._memory.PutDocument(
+            req, timeout=self._t(timeout)
+        )
+        return response
+
+    async def get_document(
+        self,
+        namespace: str | Iterable[str],
+        key: str,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> pb.GetDocumentResponse:
+        """The document, or ``grpc.RpcError`` NOT_FOUND."""
+        req = document_request(pb.GetDocumentRequest, namespace, key, user_id, agent_id)
+        response: pb.GetDocumentResponse = await self._memory.GetDocument(
+            req, timeout=self._t(timeout)
+        )
+        return response
+
+    async def delete_document(
+        self,
+        namespace: str | Iterable[str],
+        key: str,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        timeout: float | None = None,
+    ) -> pb.DeleteDocumentResponse:
+        """Delete the document everywhere (as Forget does); ``deleted`` is false when there
+        was none."""
+        req = document_request(pb.DeleteDocumentRequest, namespace, key, user_id, agent_id)
+        response: pb.DeleteDocumentResponse = await self._memory.DeleteDocument(
+            req, timeout=self._t(timeout)
+        )
+        return response
+
+    async def list_documents(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        namespace_prefix: str | Iterable[str] = (),
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+    ) -> pb.ListDocumentsResponse:
+        """A page of the documents of exactly this scope (an empty ``agent_id``: those put
+        without an agent) under ``namespace_prefix``, by namespace then key."""
+        req = list_documents_request(user_id, agent_id, namespace_prefix, page_size, page_token)
+        response: pb.ListDocumentsResponse = await self._memory.ListDocuments(
+            req, timeout=self._t(timeout)
+        )
+        return response
+
+    async def iter_documents(self, **kwargs: Any) -> AsyncIterator[pb.Document]:
+        """Every document matching :meth:`list_documents`' filters, page after page."""
+        token = ""
+        while True:
+            page = await self.list_documents(page_token=token, **kwargs)
+            for document in page.documents:
+                yield document
+            token = page.next_page_token
+            if not token:
+                return
 
     async def get_node(
         self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None

@@ -74,6 +74,50 @@ def forget_request(
     return req
 
 
+def labels(namespace: str | Iterable[str]) -> list[str]:
+    """A namespace as its labels; a string alone is one label (not its characters)."""
+    return [namespace] if isinstance(namespace, str) else list(namespace)
+
+
+DocumentRef = pb.GetDocumentRequest | pb.DeleteDocumentRequest
+
+
+def document_request(
+    kind: type[DocumentRef], namespace: str | Iterable[str], key: str, user_id: str, agent_id: str
+) -> Any:
+    """A GetDocumentRequest or DeleteDocumentRequest."""
+    return kind(
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id), namespace=labels(namespace), key=key
+    )
+
+
+def put_document_request(
+    namespace: str | Iterable[str], key: str, text: str, value: str, user_id: str, agent_id: str
+) -> pb.PutDocumentRequest:
+    return pb.PutDocumentRequest(
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        namespace=labels(namespace),
+        key=key,
+        text=text,
+        value=value,
+    )
+
+
+def list_documents_request(
+    user_id: str,
+    agent_id: str,
+    namespace_prefix: str | Iterable[str],
+    page_size: int,
+    page_token: str,
+) -> pb.ListDocumentsRequest:
+    return pb.ListDocumentsRequest(
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        namespace_prefix=labels(namespace_prefix),
+        page_size=page_size,
+        page_token=page_token,
+    )
+
+
 # Bytes per ImportChunk: well under the daemon's limits.max_request_bytes (8 MiB by default).
 IMPORT_CHUNK_BYTES = 1024 * 1024
 

@@ -546,7 +546,7 @@ class ForgetRequest(_message.Message):
     def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., episode_ids: _Optional[_Iterable[str]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
-    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored")
+    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored", "documents")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -557,6 +557,7 @@ class ForgetResponse(_message.Message):
     GRAPH_NODES_FIELD_NUMBER: _ClassVar[int]
     CACHE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     FACTS_RESTORED_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     sessions: int
     session_messages: int
     episodes: int
@@ -567,4 +568,99 @@ class ForgetResponse(_message.Message):
     graph_nodes: int
     cache_entries: int
     facts_restored: int
-    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ...) -> None: ...
+    documents: int
+    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ..., documents: _Optional[int] = ...) -> None: ...
+
+class Document(_message.Message):
+    __slots__ = ("scope", "namespace", "key", "text", "value", "created_at", "updated_at", "id")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    namespace: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    text: str
+    value: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    id: str
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., value: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., id: _Optional[str] = ...) -> None: ...
+
+class PutDocumentRequest(_message.Message):
+    __slots__ = ("scope", "namespace", "key", "text", "value")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    namespace: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    text: str
+    value: str
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., text: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class PutDocumentResponse(_message.Message):
+    __slots__ = ("document", "created")
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    document: Document
+    created: bool
+    def __init__(self, document: _Optional[_Union[Document, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetDocumentRequest(_message.Message):
+    __slots__ = ("scope", "namespace", "key")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    namespace: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class GetDocumentResponse(_message.Message):
+    __slots__ = ("document",)
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    document: Document
+    def __init__(self, document: _Optional[_Union[Document, _Mapping]] = ...) -> None: ...
+
+class DeleteDocumentRequest(_message.Message):
+    __slots__ = ("scope", "namespace", "key")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    namespace: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., namespace: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: bool
+    def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
+
+class ListDocumentsRequest(_message.Message):
+    __slots__ = ("scope", "namespace_prefix", "page_size", "page_token")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    namespace_prefix: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., namespace_prefix: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsResponse(_message.Message):
+    __slots__ = ("documents", "next_page_token")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[Document]
+    next_page_token: str
+    def __init__(self, documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

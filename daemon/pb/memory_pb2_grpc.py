@@ -94,6 +94,26 @@ class MemoryServiceStub:
                 request_serializer=strata_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_memory__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.PutDocument = channel.unary_unary(
+                '/strata.v1.MemoryService/PutDocument',
+                request_serializer=strata_dot_v1_dot_memory__pb2.PutDocumentRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.PutDocumentResponse.FromString,
+                _registered_method=True)
+        self.GetDocument = channel.unary_unary(
+                '/strata.v1.MemoryService/GetDocument',
+                request_serializer=strata_dot_v1_dot_memory__pb2.GetDocumentRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.GetDocumentResponse.FromString,
+                _registered_method=True)
+        self.DeleteDocument = channel.unary_unary(
+                '/strata.v1.MemoryService/DeleteDocument',
+                request_serializer=strata_dot_v1_dot_memory__pb2.DeleteDocumentRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.DeleteDocumentResponse.FromString,
+                _registered_method=True)
+        self.ListDocuments = channel.unary_unary(
+                '/strata.v1.MemoryService/ListDocuments',
+                request_serializer=strata_dot_v1_dot_memory__pb2.ListDocumentsRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.ListDocumentsResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -180,6 +200,36 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutDocument(self, request, context):
+        """Creates or replaces a keyed document; durable before it returns (indexed for Recall by
+        the weaver within seconds). Needs the "append" right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDocument(self, request, context):
+        """NOT_FOUND when the scope has no document of this namespace and key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteDocument(self, request, context):
+        """Deletes a document everywhere (its record, its Tier 3 point, the recall cache), as Forget
+        does; deleting an absent one is not an error. Needs the "append" right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDocuments(self, request, context):
+        """A scope's documents, by namespace then key, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -242,6 +292,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=strata_dot_v1_dot_memory__pb2.ForgetRequest.FromString,
                     response_serializer=strata_dot_v1_dot_memory__pb2.ForgetResponse.SerializeToString,
+            ),
+            'PutDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutDocument,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.PutDocumentRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.PutDocumentResponse.SerializeToString,
+            ),
+            'GetDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDocument,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.GetDocumentRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.GetDocumentResponse.SerializeToString,
+            ),
+            'DeleteDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDocument,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.DeleteDocumentRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.DeleteDocumentResponse.SerializeToString,
+            ),
+            'ListDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDocuments,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.ListDocumentsRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.ListDocumentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -568,6 +638,114 @@ class MemoryService:
             '/strata.v1.MemoryService/Forget',
             strata_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
             strata_dot_v1_dot_memory__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/PutDocument',
+            strata_dot_v1_dot_memory__pb2.PutDocumentRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.PutDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/GetDocument',
+            strata_dot_v1_dot_memory__pb2.GetDocumentRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.GetDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/DeleteDocument',
+            strata_dot_v1_dot_memory__pb2.DeleteDocumentRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.DeleteDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/ListDocuments',
+            strata_dot_v1_dot_memory__pb2.ListDocumentsRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.ListDocumentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

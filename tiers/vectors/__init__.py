@@ -25,7 +25,7 @@ from daemon.errors import FailedPrecondition, Unavailable
 from tiers.errors import TierError
 from tiers.records import Scope
 
-KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile")
+KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "document")
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
@@ -69,8 +69,8 @@ class SparseVector:
 
 @dataclass(frozen=True, slots=True)
 class MemoryPoint:
-    """A memory in Tier 3: an episode chunk or turn, an episode summary, an atomic fact or an
-    entity profile (tiers.profiles)."""
+    """A memory in Tier 3: an episode chunk or turn, an episode summary, an atomic fact, an
+    entity profile (tiers.profiles) or a keyed document (tiers.documents)."""
 
     id: str  # a UUID string; see point_id()
     kind: str  # one of KINDS
@@ -166,6 +166,15 @@ def point_id(scope: Scope, kind: str, text: str, sources: Sequence[Source]) -> s
     for s in sources:
         h.update(f"{s.session_id}\x00{s.seq}\x00".encode())
     return str(uuid.UUID(bytes=h.digest()[:16]))
+
+
+def source_key(point: MemoryPoint, source: Source) -> tuple[str, int]:
+    """The message a source names, as ``(session_id, seq)``. A keyed document's one source
+    names no message: the document stands for itself, keyed by its id (NUL first: no
+    session id holds a control character)."""
+    if point.kind == "document":
+        return ("\x00" + point.id, 0)
+    return (source.session_id, source.seq)
 
 
 def message_line(speaker: str, text: str) -> str:

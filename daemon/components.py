@@ -1,0 +1,106 @@
+"""The parts the daemon builds from its settings: the recall engine with its channels,
+rerankers and cache, the embedders, and the LLM extractor (:class:`daemon.app.Daemon` wires
+them to the stores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from daemon.settings import Settings
+from daemon.settings_sections import EmbeddingSettings, LLMSettings
+from recall import Channel, Reranker
+from recall.cache import SemanticCache
+from recall.channels import KeywordChannel, VectorChannel
+from recall.engine import RecallEngine
+from recall.graph_channel import GraphChannel
+from recall.rerank import LLMReranker, LocalReranker
+from tiers.embedding import Embedder, SentenceTransformerEmbedder
+from tiers.models import ModelClient
+from tiers.semantic import SemanticStore
+from weaver.extractors import Extractor
+
+
+def embedding_description(e: EmbeddingSettings) -> str:
+    """How logs, errors and ``weaverctl status`` name the embedding model."""
+    if e.provider == "litellm":
+        return f"litellm:{e.model} at {e.api_base}" if e.api_base else f"litellm:{e.model}"
+    return f"{e.model} ({e.backend})"
+
+
+def recall_engine(s: Settings, semantic: SemanticStore) -> RecallEngine:
+    rerankers: dict[str, Reranker] = {
+        "local": LocalReranker(
+            lambda texts: semantic.embeddings.wait().encode_documents(texts),
+            stored=lambda ids: semantic.wait_ready(0)[1].dense(ids),
+        )
+    }
+    model = s.recall.rerank_model or s.llm.model
+    if model:
+        rerankers["llm"] = LLMReranker(
+            model=model,
+            api_base=s.llm.api_base or None,
+            api_key_env=s.llm.api_key_env or None,
+            api_key_file=s.llm.api_key_file,
+            timeout_seconds=s.recall.rerank_timeout_seconds,
+        )
+    cache = None
+    if s.recall.cache_ttl_seconds > 0:
+        cache = SemanticCache(
+            s.recall.cache_ttl_seconds, s.recall.cache_size, s.recall.cache_similarity
+        )
+        semantic.on_write.append(cache.invalidate)
+    channels: dict[str, Channel] = {
+        "vector": VectorChannel(semantic),
+        "keyword": KeywordChannel(semantic),
+        "graph": GraphChannel(semantic),
+    }
+    return RecallEngine(semantic, channels, rerankers, cache)
+
+
+def embedding_client(e: EmbeddingSettings) -> ModelClient:
+    """The model client of ``embedding.provider = "litellm"``."""
+    return ModelClient(
+        model=e.model,
+        api_base=e.api_base or None,
+        api_key_env=e.api_key_env or None,
+        api_key_file=e.api_key_file,
+        timeout_seconds=e.timeout_seconds,
+        max_retries=e.max_retries,
+        batch_size=e.batch_size,
+        name=f"embedding {embedding_description(e)}",
+    )
+
+
+def litellm_embedder(e: EmbeddingSettings, client: ModelClient) -> Embedder:
+    """The remote embedder; with ``embedding.dim = 0`` this asks the endpoint for the vector
+    size, and the loader retries it while the endpoint is down."""
+    from tiers.embedding_litellm import LiteLLMEmbedder
+
+    return LiteLLMEmbedder(
+        client, dim=e.dim, query_prefix=e.query_prefix, document_prefix=e.document_prefix
+    )
+
+
+def local_embedder(e: EmbeddingSettings, data_dir: Path) -> Embedder:
+    return SentenceTransformerEmbedder(
+        e.model,
+        backend=e.backend,
+        threads=e.threads,
+        batch_size=e.batch_size,
+        cache_dir=e.cache_dir or data_dir / "models",
+    )
+
+
+def llm_extractor(llm: LLMSettings) -> Extractor | None:
+    if not llm.model:
+        return None
+    from weaver.extractors.llm import LLMExtractor
+
+    return LLMExtractor(
+        model=llm.model,
+        api_base=llm.api_base or None,
+        api_key_env=llm.api_key_env or None,
+        api_key_file=llm.api_key_file,
+        timeout_seconds=llm.timeout_seconds,
+        max_retries=llm.max_retries,
+    )
