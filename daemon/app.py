@@ -376,12 +376,13 @@ class Daemon:
             self.engine.close()
         lock = self.working.write_lock if self.working is not None else contextlib.nullcontext()
         with lock:
+            if self.forgetter is not None:
+                self.forgetter.purger.close()  # first: the purge the next line ends is no error
             if self.semantic is not None:
                 self.semantic.close()  # ends a purge in progress (its child is killed)
-            if self.forgetter is not None:
-                self.forgetter.purger.close()
-                if not self.forgetter.purger.join(PURGER_JOIN_SECONDS):
-                    log.error("forget.purger_stuck", extra=_fields(seconds=PURGER_JOIN_SECONDS))
+            purger = self.forgetter.purger if self.forgetter is not None else None
+            if purger is not None and not purger.join(PURGER_JOIN_SECONDS):
+                log.error("forget.purger_stuck", extra=_fields(seconds=PURGER_JOIN_SECONDS))
             for store in (self.journal_store, self.state):
                 if store is not None:
                     try:

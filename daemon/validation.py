@@ -91,16 +91,21 @@ def document_key(value: str, limits: LimitsSettings) -> str:
 
 
 def document_content(text: str, value: str, limits: LimitsSettings) -> None:
-    """A keyed document's text (required: what Recall indexes) and optional JSON value,
-    together at most limits.max_message_bytes."""
+    """A keyed document's text (what Recall indexes; empty: the document is not recalled)
+    and JSON value (required without text), together at most limits.max_message_bytes."""
     size = len(text.encode()) + len(value.encode())
     if size > limits.max_message_bytes:
         raise ResourceExhausted(
             f"text and value are {size} bytes; the limit is {limits.max_message_bytes}"
             " (limits.max_message_bytes)"
         )
-    if not text.strip():
-        raise InvalidArgument("text is required (not only white space): it is what Recall indexes")
+    if text and not text.strip():
+        raise InvalidArgument(
+            "text is only white space: give the text Recall indexes, or none (the document is"
+            " then not recalled)"
+        )
+    if not text and not value:
+        raise InvalidArgument("a document needs text (what Recall indexes) or a value, or both")
     if value:
         try:
             json.loads(value)

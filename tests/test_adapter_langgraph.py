@@ -59,10 +59,10 @@ def _scenario(s: BaseStore) -> list[Any]:
 
     out.append(search(("alice",)))
     out.append(search(("alice", "memories")))
-    out.append(search(("alice",), filter={"since": {"$gte": 2015, "$lt": 2024}}))
+    out.append(search(("alice", "memories"), filter={"since": {"$gte": 2015, "$lt": 2024}}))
     out.append(search(("alice",), filter={"nested": {"level": 2}}))
     out.append(search(("alice",), filter={"tags": ["a"]}))
-    out.append(search(("alice",), filter={"since": {"$ne": 2015}}))
+    out.append(search(("alice", "memories"), filter={"since": {"$ne": 2015}}))
     out.append(search(("bob",)))
     out.append(len(s.search(("alice",), limit=1)))
     out.append(len(s.search(("alice",), limit=2, offset=2)))
@@ -92,9 +92,7 @@ def test_search_by_query_uses_recall(daemon, store):
     assert all(h.namespace == ns for h in hits)  # the other namespace is not in the prefix
     assert "secret" not in {h.key for h in store.search(ns, query="safe code Lisbon")}
     assert store.get(ns, "secret").value["text"].startswith("Carol's safe code")  # type: ignore[union-attr]
-    assert [h.key for h in store.search(ns, query="peanuts", filter={"kind": "health"})] == [
-        "food"
-    ]
+    assert [h.key for h in store.search(ns, query="peanuts", filter={"kind": "health"})] == ["food"]
     # Replacing an item changes what is found; deleting it removes it.
     store.put(ns, "home", {"text": "Carol moved to Tokyo"})
     store.delete(ns, "food")

@@ -94,6 +94,30 @@ def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_
         )
 
 
+def test_a_document_without_text_is_got_but_not_recalled(start_daemon):
+    d = start_daemon(weaver=QUIET)
+    d.daemon.semantic.wait_ready(120)
+    with d.client(timeout=60) as c:
+
+        def documents(query: str) -> list[str]:
+            return [h.id for h in c.recall(query, user_id="alice", kinds=["document"]).hits]
+
+        quiet = c.put_document(["n"], "q", "", value='{"code": 1234}', user_id="alice").document
+        loud = c.put_document(["n"], "l", "Alice keeps a violet umbrella.", user_id="alice")
+        wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the weaver")
+        assert documents("violet umbrella") == [loud.document.id]
+        assert c.get_document(["n"], "q", user_id="alice").document.value == '{"code": 1234}'
+        # Put again without text: got and listed, but its point leaves Tier 3.
+        c.put_document(["n"], "l", "", value='{"umbrella": "violet"}', user_id="alice")
+        wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the weaver")
+        assert documents("violet umbrella") == []
+        assert d.daemon.semantic.wait_ready(5)[1].get([loud.document.id, quiet.id]) == []
+        assert [x.key for x in c.list_documents(user_id="alice").documents] == ["l", "q"]
+        # ...and with text again, recalled again.
+        c.put_document(["n"], "l", "Alice lost the violet umbrella.", user_id="alice")
+        wait_until(lambda: documents("violet umbrella"), 15, "for the text put again")
+
+
 def test_a_document_deleted_or_replaced_while_being_indexed_never_comes_back(start_daemon):
     """The indexer read the document, then a delete (or a replace) ran before it wrote: what
     it read is never written (the indexer is driven by hand: the weaver is off)."""

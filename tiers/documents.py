@@ -117,6 +117,11 @@ class Document:
         d = unpack(raw)
         return cls(scope, namespace, name, d["t"], d["v"], d["c"], d["u"])
 
+    @property
+    def recalled(self) -> bool:
+        """Whether Recall finds it: a document put without text is only got and listed."""
+        return bool(self.text)
+
     def point(self) -> MemoryPoint:
         """Its Tier 3 point: the text, and one source naming the document (no session, no
         message: ``metadata`` holds the namespace, as a JSON list, and the key)."""

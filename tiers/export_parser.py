@@ -266,10 +266,10 @@ class ExportParser:
             self._id({f"namespace[{i}]": label}, f"namespace[{i}]")
             for i, label in enumerate(labels)
         )
-        text = fields.string(d, "text")
+        text = fields.string(d, "text", empty=True)
         value = fields.string(d, "value", empty=True)
-        if not text.strip():
-            raise Bad("text must not be only white space")
+        if (text and not text.strip()) or not (text or value):
+            raise Bad("text must not be only white space, and a document needs text or value")
         if len(text.encode()) + len(value.encode()) > lim.max_document_bytes:
             raise Bad(
                 f"text and value are over limits.max_message_bytes ({lim.max_document_bytes})"

@@ -278,7 +278,7 @@ class Importer:
             kept = [d for d in docs if not self._semantic.tombstones.memory(d.id)]
             for doc in kept:
                 self._documents.restore(doc)  # marked: indexed again after a crash
-            self._semantic.write([d.point() for d in kept])  # embedded here
+            self._semantic.write([d.point() for d in kept if d.recalled])  # embedded here
             self._documents.mark_indexed(kept)
         report.written["document"] += len(kept)
         report.skipped_forgotten += len(docs) - len(kept)

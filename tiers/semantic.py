@@ -1,7 +1,8 @@
 """Tier 3 as one object: the embedding model, the vector store and the fact graph.
 
 Points enter Tier 3 through one door, :meth:`SemanticStore.write` (tombstones, vectors,
-upsert, cache notification, in that order), edges given whole (an import's) through
+upsert, cache notification, in that order), and leave it, short of a Forget, through
+:meth:`SemanticStore.remove`; edges given whole (an import's) through
 :meth:`SemanticStore.add_edges`, and a scope's entity profiles are brought up to date with
 its facts by :meth:`SemanticStore.refresh_profiles`.
 
@@ -86,6 +87,20 @@ class SemanticStore:
         vectors.upsert(kept)
         self.notify_write({p.scope.user_id for p in kept})
         return kept
+
+    def remove(self, ids: Sequence[str], user_ids: set[str]) -> int:
+        """Take points out of Tier 3 by id, with no tombstone (what they came from stays and
+        may be written again: a document put again without text), and tell the scopes'
+        caches. Returns the points removed. The caller holds :attr:`write_lock`. Raises
+        EmbeddingUnavailable, VectorStoreUnavailable. Forgetting goes through
+        :mod:`tiers.forget` instead."""
+        if not ids:
+            return 0
+        _embedder, vectors = self.wait_ready(timeout=None)
+        removed = vectors.delete(PointFilter(ids=tuple(ids)))
+        if removed:
+            self.notify_write(user_ids)
+        return removed
 
     def add_edges(self, edges: Sequence[Edge]) -> list[Edge]:
         """Write graph edges as they are (an import's), the graph's door beside

@@ -134,11 +134,14 @@ class DocumentIndexer:
         if not docs:
             return 0
         embedder, _vectors = self._semantic.wait_ready(timeout=None)
-        points = [d.point() for d in docs]
+        points = [d.point() for d in docs if d.recalled]
         dense = embedder.encode_documents([p.text for p in points])  # outside the lock
         by_id = {p.id: replace(p, dense=vec.tolist()) for p, vec in zip(points, dense, strict=True)}
         with self._semantic.write_lock:  # no Forget between the check and the write
             current = self.documents.current(docs)
-            written = self._semantic.write([by_id[d.id] for d in current])
+            written = self._semantic.write([by_id[d.id] for d in current if d.recalled])
+            # A document put again without text is no longer recalled: its point goes.
+            silent = [d for d in current if not d.recalled]
+            self._semantic.remove([d.id for d in silent], {d.scope.user_id for d in silent})
             self.documents.mark_indexed(current)
         return len(written)

@@ -41,6 +41,7 @@ import asyncio
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -57,12 +58,18 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
 )
-from langgraph.store.base.embed import get_text_at_path, tokenize_path
+from langgraph.store.base.embed import get_text_at_path
 
 from daemon.client import MemoryClient
 from daemon.pb import memory_pb2 as pb
 
 KIND = "document"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    user: str
+    agent: str
 
 
 class StrataStore(BaseStore):
@@ -139,14 +146,13 @@ class StrataStore(BaseStore):
             )
         return namespace[self.user_index]
 
-    def _scope(self, namespace: tuple[str, ...], what: str) -> dict[str, str]:
-        return {"user_id": self._user(namespace, what), "agent_id": self.agent_id}
+    def _scope(self, namespace: tuple[str, ...], what: str) -> Scope:
+        return Scope(self._user(namespace, what), self.agent_id)
 
     def _get(self, op: GetOp) -> Item | None:
         try:
-            got = self._client.get_document(
-                op.namespace, op.key, **self._scope(op.namespace, "namespace")
-            )
+            s = self._scope(op.namespace, "namespace")
+            got = self._client.get_document(op.namespace, op.key, user_id=s.user, agent_id=s.agent)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.NOT_FOUND:
                 return None
@@ -154,23 +160,29 @@ class StrataStore(BaseStore):
         return _item(got.document)
 
     def _put(self, op: PutOp) -> None:
-        scope = self._scope(op.namespace, "namespace")
+        s = self._scope(op.namespace, "namespace")
         if op.value is None:
-            self._client.delete_document(op.namespace, op.key, **scope)
+            self._client.delete_document(op.namespace, op.key, user_id=s.user, agent_id=s.agent)
             return
-        text = "" if op.index is False else self._text(op.value, op.index or self.index_fields)
+        value = dict(op.value)
+        text = "" if op.index is False else self._text(value, op.index or self.index_fields)
         self._client.put_document(
-            op.namespace, op.key, text, value=json.dumps(op.value), **scope
+            op.namespace, op.key, text, value=json.dumps(value), user_id=s.user, agent_id=s.agent
         )
 
     @staticmethod
     def _text(value: dict[str, Any], fields: list[str]) -> str:
+        """One ``field: text`` line per text the field paths select (``$``: each top-level
+        field of the value)."""
         lines: list[str] = []
         for field in fields:
-            for text in get_text_at_path(value, tokenize_path(field)):
+            if field == "$":
+                lines.extend(f"{k}: {_plain_text(v)}" for k, v in value.items())
+                continue
+            for text in get_text_at_path(value, field):
                 if text.strip():
-                    lines.append(text if field == "$" else f"{field}: {text}")
-        return "\n".join(lines)
+                    lines.append(f"{field}: {text}")
+        return "\n".join(line for line in lines if line.strip())
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         scope = self._scope(op.namespace_prefix, "namespace prefix")
@@ -184,18 +196,18 @@ class StrataStore(BaseStore):
                 break
         return found[op.offset : wanted]
 
-    def _candidates(
-        self, op: SearchOp, scope: dict[str, str]
-    ) -> Iterator[tuple[Item, float | None]]:
+    def _candidates(self, op: SearchOp, s: Scope) -> Iterator[tuple[Item, float | None]]:
         prefix = op.namespace_prefix
         if not op.query:
-            for doc in self._client.iter_documents(namespace_prefix=prefix, **scope):
+            for doc in self._client.iter_documents(
+                namespace_prefix=prefix, user_id=s.user, agent_id=s.agent
+            ):
                 yield _item(doc), None
             return
         k = min(self.max_k, max(10, 4 * (op.offset + op.limit)))
-        hits = self._client.recall(op.query, k=k, kinds=[KIND], **scope).hits
+        hits = self._client.recall(op.query, k=k, kinds=[KIND], user_id=s.user, agent_id=s.agent)
         seen: set[str] = set()
-        for hit in hits:
+        for hit in hits.hits:
             if hit.id in seen:
                 continue
             seen.add(hit.id)
@@ -203,7 +215,9 @@ class StrataStore(BaseStore):
             if where is None or where[0][: len(prefix)] != prefix:
                 continue
             try:
-                got = self._client.get_document(where[0], where[1], **scope)
+                got = self._client.get_document(
+                    where[0], where[1], user_id=s.user, agent_id=s.agent
+                )
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.NOT_FOUND:  # deleted since it was indexed
                     continue
@@ -212,12 +226,15 @@ class StrataStore(BaseStore):
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix = _concrete_prefix(op.match_conditions)
-        scope = self._scope(prefix, "namespace listing (a prefix condition)")
+        s = self._scope(prefix, "namespace listing (a prefix condition)")
         spaces = {
             tuple(doc.namespace)
-            for doc in self._client.iter_documents(namespace_prefix=prefix, **scope)
+            for doc in self._client.iter_documents(
+                namespace_prefix=prefix, user_id=s.user, agent_id=s.agent
+            )
         }
-        chosen = [ns for ns in spaces if all(_condition(c, ns) for c in op.match_conditions)]
+        conditions = op.match_conditions or ()
+        chosen = [ns for ns in spaces if all(_condition(c, ns) for c in conditions)]
         if op.max_depth is not None:
             chosen = list({ns[: op.max_depth] for ns in chosen})
         return sorted(chosen)[op.offset : op.offset + op.limit]
@@ -226,6 +243,10 @@ class StrataStore(BaseStore):
 # -- mapping ------------------------------------------------------------------------------
 def _time(ts: Any) -> dt.datetime:
     return ts.ToDatetime(dt.UTC) if ts.ByteSize() else dt.datetime.fromtimestamp(0, dt.UTC)
+
+
+def _plain_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _item(doc: pb.Document) -> Item:
