@@ -31,8 +31,8 @@ from tests.support import MODEL_CACHE, ROOT, ThreadDaemon, wait_until
 
 MODULE = ["-m", "daemon.adapters.mcp_server"]
 TOOLS = {
-    "remember", "end_session", "recall", "pack", "list_episodes", "get_episode", "get_sources",
-    "forget", "weaver_status",
+    "remember", "note", "end_session", "recall", "pack", "list_episodes", "get_episode",
+    "get_sources", "forget", "weaver_status",
 }  # fmt: skip
 MAX_K = 50  # the daemons' recall.max_k: below the tool's own bound (100)
 TOKENS = {"alice": "tok-mcp-alice", "ops": "tok-mcp-ops"}
@@ -186,6 +186,22 @@ def test_stdio_end_to_end(daemon: ThreadDaemon) -> None:
             after = await call(s, "recall", query="What is the name of my cat?", k=5)
             assert not any("Miso" in h["text"] for h in after["hits"])
             assert (await call(s, "list_episodes"))["episodes"] == []
+
+            # Notes: keyed documents, replaced by key, recalled, forgotten by their id.
+            kept = await call(s, "note", text="Alice prefers metric units.", key="units")
+            assert kept["created"] and kept["key"] == "units"
+            again = await call(s, "note", text="Alice prefers imperial units now.", key="units")
+            assert not again["created"] and again["id"] == kept["id"]
+            fresh = await call(s, "note", text="Alice is vegetarian.")
+            assert fresh["created"] and len(fresh["key"]) == 32
+            await wait_indexed(s)
+            notes = await call(s, "recall", query="Which units does Alice like?",
+                               kinds=["document"])  # fmt: skip
+            assert notes["hits"][0]["id"] == kept["id"]
+            assert notes["hits"][0]["text"] == "Alice prefers imperial units now."
+            await call(s, "forget", memory_ids=[kept["id"]])
+            left = await call(s, "recall", query="units", kinds=["document"])
+            assert kept["id"] not in [h["id"] for h in left["hits"]]
 
     run(body)
 

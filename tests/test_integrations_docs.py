@@ -80,3 +80,11 @@ def test_the_google_adk_snippet_runs(stratad, model, tmp_path):
     with MemoryClient(stratad.address) as c:
         (episode,) = c.list_episodes(user_id="alice").episodes
     assert episode.scope.agent_id == "travel" and episode.message_count == 2
+
+
+def test_the_langgraph_snippet_runs(stratad, model, tmp_path):
+    out = run(snippet("LangGraph"), stratad, tmp_path, model)
+    lines = out.splitlines()
+    assert lines[0] == "{'text': 'I moved to Lisbon in May.'}"
+    assert lines[1].startswith("('alice', 'facts') home {'text': 'I moved to Lisbon in May.'}")
+    assert lines[-1] == "[('alice', 'facts')]"

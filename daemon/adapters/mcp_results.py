@@ -14,13 +14,13 @@ from pydantic import BaseModel, Field
 
 from daemon.pb import memory_pb2 as pb
 
-Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile"]
+Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
 Kinds = Annotated[
     list[Kind] | None,
     Field(
         description="Only these kinds of memory (default: all). episode_chunk and episode_turn "
         "are passages of past conversations, summary a conversation's summary, fact an atomic "
-        "fact, profile what is known about one entity."
+        "fact, profile what is known about one entity, document a note kept with note."
     ),
 ]
 Start = Annotated[
@@ -95,6 +95,12 @@ class Remembered(BaseModel):
     session_id: str
     seq: int
     duplicate: bool = Field(description="The message_id was stored before; nothing was added.")
+
+
+class Noted(BaseModel):
+    key: str
+    id: str = Field(description="The note's memory id, as recall's hits and forget name it.")
+    created: bool = Field(description="False: a note of this key was replaced.")
 
 
 class Ended(BaseModel):

@@ -8,6 +8,7 @@ plus readable text. No tool takes a user id: the caller (``Backend.caller``) sup
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from google.protobuf.json_format import MessageToDict
@@ -30,6 +31,7 @@ from daemon.adapters.mcp_results import (
     IdList,
     Kind,
     Kinds,
+    Noted,
     Packed,
     PackItem,
     Query,
@@ -48,6 +50,8 @@ from daemon.adapters.mcp_results import (
     tool_result,
 )
 
+# The namespace of the notes the note tool keeps (keyed documents).
+NOTES = ("notes",)
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -85,6 +89,31 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         return tool_result(
             Remembered(session_id=session_id, seq=r.seq, duplicate=r.duplicate),
             f"Stored message #{r.seq} of session {session_id}{dup}.",
+        )
+
+    @server.tool(annotations=WRITE)
+    async def note(
+        text: Annotated[str, Field(min_length=1, description="The note, in plain words.")],
+        ctx: Context,
+        key: Annotated[
+            str | None,
+            Field(
+                description="A name for the note, e.g. 'diet'; a note of the same key is "
+                "replaced. Default: a new key."
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, Noted]:
+        """Keep a note in the user's long-term memory: a standing fact, preference or
+        instruction worth recalling in later conversations ("prefers metric units"). Use a
+        key to keep one current version (writing the key again replaces the note). Stored
+        durably at once; recall and pack find it (kind document) within seconds."""
+        c = await backend.caller(ctx)
+        name = key or uuid.uuid4().hex
+        r = await backend.run(c.client.put_document, NOTES, name, text, **c.scope)
+        did = "Kept" if r.created else "Replaced"
+        return tool_result(
+            Noted(key=name, id=r.document.id, created=r.created),
+            f"{did} note {name!r} (memory id {r.document.id}).",
         )
 
     @server.tool(annotations=WRITE)
