@@ -1,11 +1,12 @@
 """Keyed documents: durable records put, got and deleted by (scope, namespace, key).
 
 A document is a client's note or store item (a LangGraph ``BaseStore`` item, an MCP
-"remember" note): ``text``, what Recall indexes, and an optional JSON ``value`` returned
-unchanged. It lives in the state store (no TTL), written with one batch (with ``fsync`` when
-``sync`` is on) before the put returns; the weaver indexes it into Tier 3 within seconds as
-one point of kind ``"document"`` (:mod:`weaver.index`), whose id is derived from scope,
-namespace and key (:func:`document_id`), so a replace overwrites the same point.
+note): ``text``, what Recall indexes (empty: the document is not recalled, only got and
+listed), and a JSON ``value`` returned unchanged. It lives in the state store (no TTL),
+written with one batch (with ``fsync`` when ``sync`` is on) before the put returns; the
+weaver indexes it into Tier 3 within seconds as one point of kind ``"document"``
+(:mod:`weaver.index`), whose id is derived from scope, namespace and key
+(:func:`document_id`), so a replace overwrites the same point.
 
 Key layout of the state store (``<data_dir>/state``)::
 
