@@ -316,6 +316,17 @@ class WorkingMemory:
             )
         return users[0]
 
+    def _named(
+        self, session_id: str, user_id: str, allowed: Callable[[str], bool] | None
+    ) -> tuple[str, Session | None]:
+        """The user of the session a call names (:meth:`resolve`) and the session if it is
+        open (None: it has ended). Raises SessionNotFound, AmbiguousSession."""
+        user = self.resolve(session_id, user_id, allowed)
+        session = self._live.get((user, session_id))
+        if session is None and not self._exists(user, session_id):
+            raise SessionNotFound(f"session {session_id!r} not found")
+        return user, session
+
     def _exists(self, user_id: str, session_id: str) -> bool:
         return (user_id, session_id) in self._live or self._state.get(
             "sessions", SessionKey(user_id, session_id).key()
@@ -403,11 +414,8 @@ class WorkingMemory:
         named as for :meth:`resolve`. Raises SessionNotFound, AmbiguousSession,
         StoreUnavailable."""
         with self._lock:
-            user = self.resolve(session_id, user_id, allowed)
-            session = self._live.get((user, session_id))
+            user, session = self._named(session_id, user_id, allowed)
             if session is None:
-                if not self._exists(user, session_id):
-                    raise SessionNotFound(f"session {session_id!r} not found")
                 return RemoveResult([], 0, False)
             prefix = session.ref.prefix()
             removed: list[StoredMessage] = []
@@ -451,11 +459,8 @@ class WorkingMemory:
 
         Raises SessionNotFound, AmbiguousSession, SessionEnded, StoreUnavailable."""
         with self._lock:
-            user = self.resolve(session_id, user_id, allowed)
-            session = self._live.get((user, session_id))
+            _user, session = self._named(session_id, user_id, allowed)
             if session is None:
-                if not self._exists(user, session_id):
-                    raise SessionNotFound(f"session {session_id!r} not found")
                 raise SessionEnded(
                     f"session {session_id!r} has already ended and has had no message since"
                 )

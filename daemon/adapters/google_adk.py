@@ -33,25 +33,23 @@ event loop.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from daemon.adapters.connection import Connection
 from daemon.client import MemoryClient, message
 from daemon.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
     from google.adk.sessions.session import Session
-
-T = TypeVar("T")
 
 
 class StrataMemoryService(BaseMemoryService):
@@ -62,15 +60,12 @@ class StrataMemoryService(BaseMemoryService):
         by :meth:`close`); without one, a client is made from ``client_args`` (``address``,
         ``token``, ``ca_file``..., each defaulting to the environment)."""
         self.k = k
-        self._owned = client is None
-        self._client = client if client is not None else MemoryClient(**client_args)
+        self._daemon = Connection(client, client_args)
+        self._client = self._daemon.client
+        self._call = self._daemon.call
 
     def close(self) -> None:
-        if self._owned:
-            self._client.close()
-
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        self._daemon.close()
 
     async def add_session_to_memory(self, session: Session) -> None:
         await self._call(self._add_session, session)

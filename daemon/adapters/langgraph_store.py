@@ -37,7 +37,6 @@ The async methods run the blocking client in a worker thread.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
@@ -60,6 +59,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path
 
+from daemon.adapters.connection import Connection
 from daemon.client import MemoryClient
 from daemon.pb import memory_pb2 as pb
 
@@ -102,12 +102,11 @@ class StrataStore(BaseStore):
         self.agent_id = agent_id
         self.index_fields = index_fields or ["$"]
         self.max_k = max_k
-        self._owned = client is None
-        self._client = client if client is not None else MemoryClient(**client_args)
+        self._daemon = Connection(client, client_args)
+        self._client = self._daemon.client
 
     def close(self) -> None:
-        if self._owned:
-            self._client.close()
+        self._daemon.close()
 
     def __enter__(self) -> StrataStore:
         return self
@@ -133,7 +132,7 @@ class StrataStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await asyncio.to_thread(self.batch, list(ops))
+        return await self._daemon.call(self.batch, list(ops))
 
     # -- operations ----------------------------------------------------------------------
     def _user(self, namespace: tuple[str, ...], what: str) -> str:

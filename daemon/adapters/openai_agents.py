@@ -33,21 +33,19 @@ any event loop (``asyncio.run`` twice, a framework's own loop).
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
+from daemon.adapters.connection import Connection
 from daemon.client import MemoryClient, message
 from daemon.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
-T = TypeVar("T")
 # The metadata key holding an item's JSON.
 ITEM_KEY = "openai_agents.item"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -85,15 +83,12 @@ class StrataSession:
         self.session_settings = session_settings
         self.user_id = user_id
         self.agent_id = agent_id
-        self._owned = client is None
-        self._client = client if client is not None else MemoryClient(**client_args)
+        self._daemon = Connection(client, client_args)
+        self._client = self._daemon.client
+        self._call = self._daemon.call
 
     def close(self) -> None:
-        if self._owned:
-            self._client.close()
-
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        self._daemon.close()
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The newest ``limit`` items of the window (None: ``session_settings.limit``, or the
