@@ -149,6 +149,7 @@ class Daemon:
             local,
             set(s.weaver.functional_predicates),
             wait_for_llm=s.llm.on_failure == "wait",
+            tool_text=indexer.tool_text,
         )
         # Rebuild never extracts, so it works with the weaver disabled too.
         documents = DocumentIndexer(self.documents, self.semantic)

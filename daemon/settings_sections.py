@@ -164,6 +164,23 @@ class WeaverSettings(_Section):
             "turn that matched."
         ),
     )
+    tool_call_max_tokens: int = Field(
+        48,
+        ge=1,
+        description=(
+            "Tokens of a tool call's arguments kept in the text the weaver indexes and extracts "
+            'from, as in: assistant called search_flights(to="JFK"). The rest is cut, marked ….'
+        ),
+    )
+    tool_result_max_tokens: int = Field(
+        120,
+        ge=1,
+        description=(
+            "Tokens of a tool's result (a ROLE_TOOL message) kept in the text the weaver "
+            "indexes and extracts from, as in: search_flights returned: {...}. The rest is cut, "
+            "marked …."
+        ),
+    )
     summary_turns: int = Field(4, ge=1, description="Turns in a local extractive summary.")
     functional_predicates: list[str] = Field(
         ["lives_in", "works_at", "job_title", "married_to", "age", "relationship_status"],

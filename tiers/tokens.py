@@ -16,3 +16,13 @@ _TOKEN = re.compile(r"\w{1,10}|[^\w\s]")
 
 def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
+
+
+def truncate_tokens(text: str, max_tokens: int) -> tuple[str, bool]:
+    """``text`` up to the end of its first ``max_tokens`` tokens (as :func:`count_tokens`
+    counts them; a run of more than 10 letters may be cut inside), and whether anything was
+    cut off."""
+    for i, match in enumerate(_TOKEN.finditer(text)):
+        if i == max_tokens:
+            return text[: match.start()].rstrip(), True
+    return text, False

@@ -32,6 +32,7 @@ from tiers.vectors import MemoryPoint, Source, VectorStore, point_id
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
+from weaver.turn_text import ToolText
 
 log = logging.getLogger("strata.weaver")
 EXTRACTIONS_CF = "extractions"
@@ -59,10 +60,13 @@ class Consolidator:
         functional_predicates: set[str],
         *,
         wait_for_llm: bool = False,
+        tool_text: ToolText | None = None,
     ) -> None:
         # wait_for_llm (llm.on_failure = "wait"): an episode the LLM fails stays pending
         # (ExtractionDeferred) unless it is close to expiry; otherwise the fallback does it.
         self.wait_for_llm = wait_for_llm
+        # How tool calls and results read in the turns: the indexer's (Indexer.tool_text).
+        self.tool_text = tool_text or ToolText()
         self._journal = journal
         self._state = state
         self._semantic = semantic
@@ -122,7 +126,7 @@ class Consolidator:
         tombstones = self._semantic.tombstones
         if tombstones.episode(episode_id):
             return EpisodeOutcome(forgotten=True)
-        episode = load_episode(self._journal, episode_id)
+        episode = load_episode(self._journal, episode_id, self.tool_text)
         outcome = EpisodeOutcome()
         extraction = self._extract(episode, outcome, near_expiry)
         with self._semantic.write_lock:

@@ -10,10 +10,14 @@ from tiers.records import StoredMessage
 from tiers.tokens import count_tokens
 from tiers.vectors import Source, message_line
 from weaver.extractors import EpisodeInput, Turn
+from weaver.turn_text import ToolText, turn_text
 
 
-def load_episode(journal: Journal, episode_id: str) -> EpisodeInput:
-    """The episode's turns from the journal. Raises EpisodeNotFound (unknown or expired)."""
+def load_episode(journal: Journal, episode_id: str, bounds: ToolText | None = None) -> EpisodeInput:
+    """The episode's turns from the journal, one per message with content or a tool call,
+    its text rendered by :func:`weaver.turn_text.turn_text` within ``bounds`` (the defaults
+    of the settings when not given). Raises EpisodeNotFound (unknown or expired)."""
+    bounds = bounds or ToolText()
     episode = journal.get(episode_id)
     messages: list[StoredMessage] = []
     while len(messages) < episode.message_count:
@@ -29,13 +33,14 @@ def load_episode(journal: Journal, episode_id: str) -> EpisodeInput:
             seq=m.seq,
             speaker=m.name or m.role,
             role=m.role,
-            text=m.content,
+            text=text,
             created_at_us=m.created_at_us,
             message_id=m.message_id,
             metadata=m.metadata,
+            tool_call=m.tool_call.name if m.tool_call is not None else "",
         )
-        for m in messages
-        if m.content
+        for m, text in ((m, turn_text(m, bounds)) for m in messages)
+        if text
     ]
     return EpisodeInput(episode.episode_id, episode.session_id, episode.scope, turns)
 
@@ -68,9 +73,13 @@ def latest(episode: EpisodeInput, seqs: Iterable[int]) -> int:
 
 def chunk(episode: EpisodeInput, turns: int, overlap: int, max_tokens: int) -> list[list[Turn]]:
     """Windows of up to ``turns`` consecutive turns, ``overlap`` shared with the next window,
-    cut short where the text would pass ``max_tokens`` (a longer single turn stands alone)."""
+    cut short where the text would pass ``max_tokens`` (a longer single turn stands alone).
+    A window does not end between a tool call and the tool results right after it unless
+    they start the window: it ends before the call instead, and the next window starts there
+    (or earlier, by ``overlap``), so a call and its result share a window where sizes allow."""
     out: list[list[Turn]] = []
     start = 0
+    covered = 0  # the turns before this one are in a window already
     items = episode.turns
     while start < len(items):
         window: list[Turn] = []
@@ -81,11 +90,27 @@ def chunk(episode: EpisodeInput, turns: int, overlap: int, max_tokens: int) -> l
                 break
             window.append(turn)
             tokens += cost
+        end = start + len(window)
+        if end < len(items) and _answers(items[end - 1], items[end]):
+            first = end - 1  # back to the call whose results the cut would separate from it
+            while first > start and _answers(items[first - 1], items[first]):
+                first -= 1
+            if first > start:
+                if first <= covered:  # what precedes the call is in the last window
+                    start = first
+                    continue
+                window = window[: first - start]
         out.append(window)
-        if start + len(window) >= len(items):
+        covered = start + len(window)
+        if covered >= len(items):
             break
         start += max(1, len(window) - overlap)
     return out
+
+
+def _answers(before: Turn, turn: Turn) -> bool:
+    """``turn`` is a tool's result right after a tool call or another result."""
+    return turn.role == "tool" and (bool(before.tool_call) or before.role == "tool")
 
 
 def chunk_text(window: list[Turn]) -> str:

@@ -26,6 +26,7 @@ from tiers.records import Scope
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, point_id
 from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
+from weaver.turn_text import ToolText
 
 log = logging.getLogger("strata.weaver")
 # Documents per index job (one embedding batch), as MAX_INDEX_BATCH is for episodes.
@@ -44,6 +45,9 @@ class Indexer:
         self._journal = journal
         self._semantic = semantic
         self._settings = settings
+        # How tool calls and results read in the turns; the consolidator and a rebuild get
+        # the same (app.py), so every point cites the same text for a message.
+        self.tool_text = ToolText(settings.tool_call_max_tokens, settings.tool_result_max_tokens)
 
     def index(self, episode_ids: list[str]) -> IndexResult:
         """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable."""
@@ -54,7 +58,7 @@ class Indexer:
         missing: list[str] = []
         for eid in episode_ids:
             try:
-                episode = load_episode(self._journal, eid)
+                episode = load_episode(self._journal, eid, self.tool_text)
             except EpisodeNotFound:
                 missing.append(eid)
                 continue

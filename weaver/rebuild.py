@@ -110,7 +110,7 @@ class Rebuilder:
                 if raw is None:
                     continue  # not consolidated yet: the weaver will
                 try:
-                    episode = load_episode(self._journal, eid)
+                    episode = load_episode(self._journal, eid, self._consolidator.tool_text)
                 except EpisodeNotFound:
                     continue  # expired during the rebuild
                 self._consolidator.store_provenance(episode)

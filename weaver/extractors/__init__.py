@@ -30,6 +30,7 @@ class Turn:
     created_at_us: int  # event time, microseconds since the epoch (UTC)
     message_id: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    tool_call: str = ""  # the tool the message calls (its text says so: weaver.turn_text)
 
 
 @dataclass(frozen=True, slots=True)
