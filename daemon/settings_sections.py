@@ -165,7 +165,7 @@ class WeaverSettings(_Section):
         ),
     )
     tool_call_max_tokens: int = Field(
-        48,
+        64,
         ge=1,
         description=(
             "Tokens of a tool call's arguments kept in the text the weaver indexes and extracts "
@@ -173,7 +173,7 @@ class WeaverSettings(_Section):
         ),
     )
     tool_result_max_tokens: int = Field(
-        120,
+        100,
         ge=1,
         description=(
             "Tokens of a tool's result (a ROLE_TOOL message) kept in the text the weaver "

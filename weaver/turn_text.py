@@ -33,10 +33,12 @@ CUT = "…"
 @dataclass(frozen=True, slots=True)
 class ToolText:
     """The bounds of the rendering (``weaver.tool_call_max_tokens`` and
-    ``weaver.tool_result_max_tokens``; the defaults are theirs)."""
+    ``weaver.tool_result_max_tokens``; the defaults are theirs). At these defaults a call and
+    its result both cut at their bounds still fit one chunk of ``weaver.chunk_max_tokens``'
+    default (200) together, for tool names of a few words."""
 
-    call_tokens: int = 48  # a tool call's rendered arguments
-    result_tokens: int = 120  # a tool's result
+    call_tokens: int = 64  # a tool call's rendered arguments
+    result_tokens: int = 100  # a tool's result
 
 
 def turn_text(message: StoredMessage, bounds: ToolText) -> str:
