@@ -169,7 +169,8 @@ class WeaverSettings(_Section):
         ge=1,
         description=(
             "Tokens of a tool call's arguments kept in the text the weaver indexes and extracts "
-            'from, as in: assistant called search_flights(to="JFK"). The rest is cut, marked ….'
+            'from (assistant called search_flights(to="JFK")); longer arguments are cut and end '
+            "in an ellipsis."
         ),
     )
     tool_result_max_tokens: int = Field(
@@ -177,8 +178,8 @@ class WeaverSettings(_Section):
         ge=1,
         description=(
             "Tokens of a tool's result (a ROLE_TOOL message) kept in the text the weaver "
-            "indexes and extracts from, as in: search_flights returned: {...}. The rest is cut, "
-            "marked …."
+            "indexes and extracts from (search_flights returned: ...); a longer result is cut "
+            "and ends in an ellipsis."
         ),
     )
     summary_turns: int = Field(4, ge=1, description="Turns in a local extractive summary.")
