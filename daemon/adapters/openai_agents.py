@@ -154,16 +154,10 @@ def message_of(item: TResponseInputItem | dict[str, Any]) -> pb.Message:
     if kind == "function_call":
         name, arguments = str(data.get("name", "")), str(data.get("arguments", ""))
         if name and _is_json(arguments):
-            return message(
-                "", "assistant", name=kind, tool_call=(name, arguments), metadata=metadata
-            )
-        return message(
-            f"[{kind} {name}] {arguments}".strip(), "assistant", name=kind, metadata=metadata
-        )
-    if kind in _OUTPUTS:
-        return message(
-            _text(data.get("output")) or f"[{kind}]", "tool", name=kind, metadata=metadata
-        )
+            return message("", "assistant", tool_call=(name, arguments), metadata=metadata)
+        return message(f"[{kind} {name}] {arguments}".strip(), "assistant", metadata=metadata)
+    if kind in _OUTPUTS:  # no speaker name: indexed as "tool returned: ..."
+        return message(_text(data.get("output")) or f"[{kind}]", "tool", metadata=metadata)
     # Reasoning, hosted tool calls, references...: their readable text, or their type.
     text = _text(data.get("summary")) or _text(data.get("content")) or _text(data.get("output"))
     return message(text or f"[{kind}]", "assistant", name=kind, metadata=metadata)
