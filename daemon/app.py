@@ -281,6 +281,8 @@ class Daemon:
                     self.weaver,
                     s.data_dir,
                     self.documents,
+                    self.anchors,
+                    self.pins,
                 ),
             ),
             metrics_interceptor,
