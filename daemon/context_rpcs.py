@@ -289,6 +289,10 @@ class ContextRPCs:
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetContextResponse:
+        """The session's anchor, its scope's pins, its window and the memories recalled for
+        the request's query or, without one, for the window's last user message and the
+        names its last ``context.query_turns`` messages mention (:mod:`recall.context`),
+        within ``max_tokens``. Recall runs on the engine as for Pack."""
         began = time.perf_counter()
         sid = check.session_id(request.session_id, self._limits)
         budget = self._budget(request)

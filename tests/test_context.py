@@ -22,7 +22,7 @@ from tiers import export
 from tiers.export import SessionRecord
 from tiers.records import Scope, StoredMessage
 from tiers.tokens import count_tokens
-from tiers.vectors import MemoryPoint, Source
+from tiers.vectors import MemoryPoint, PointFilter, Source
 
 pytestmark = pytest.mark.slow
 TOKENS = {"ops": "tok-ctx-ops", "alice": "tok-ctx-alice", "bob": "tok-ctx-bob", "ro": "tok-ctx-ro"}
@@ -337,3 +337,22 @@ def test_forget_removes_anchors_and_pins(ops):
     assert (everything.anchors, everything.pins) == (1, 2)
     assert code(lambda: ops.get_anchor("s2", user_id="ivan"))[0] == grpc.StatusCode.NOT_FOUND
     assert ops.get_context("s2", 2000, user_id="ivan").text == ""
+
+
+def test_a_pin_whose_memory_is_gone_is_skipped_and_deleted_but_not_during_a_rebuild(daemon, ops):
+    turn = history(ops, "jo")
+    ops.append("s", "Hi", user_id="jo")
+    ops.pin_memory(turn, user_id="jo")
+    pins = daemon.daemon.pins
+    semantic = daemon.daemon.semantic
+    assert pins is not None and semantic is not None
+    _embedder, vectors = semantic.wait_ready(0)
+    # The point leaves Tier 3 the way a rebuild takes it out before writing it again: while a
+    # writer holds Tier 3's write lock, the pin is only skipped.
+    with semantic.write_lock:
+        vectors.delete(PointFilter(ids=(turn,)))
+        assert not [m for m in ops.get_context("s", 500, user_id="jo").memories if m.pinned]
+        assert pins.get(Scope("jo"), turn) is not None
+    # With no writer, gone is gone: the pin is deleted.
+    assert not [m for m in ops.get_context("s", 500, user_id="jo").memories if m.pinned]
+    assert pins.get(Scope("jo"), turn) is None
