@@ -46,12 +46,14 @@ from daemon.server import SERVICES, HealthServicer, bind, build_server
 from daemon.settings import Settings, is_loopback
 from daemon.weaver_service import WeaverService
 from recall.engine import RecallEngine
+from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
 from tiers.embedding import Embedder, EmbeddingService
 from tiers.embedding_priority import PriorityEmbedder
 from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.models import ModelClient
+from tiers.pins import PinStore
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
@@ -90,6 +92,8 @@ class Daemon:
         self.rebuilder: Rebuilder | None = None
         self.forgetter: Forgetter | None = None
         self.documents: DocumentStore | None = None
+        self.anchors: AnchorStore | None = None
+        self.pins: PinStore | None = None
         self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
@@ -125,6 +129,8 @@ class Daemon:
         self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
         self.engine = recall_engine(s, self.semantic)
         self.documents = DocumentStore(self.state)
+        self.anchors = AnchorStore(self.state)
+        self.pins = PinStore(self.state)
         self.forgetter = Forgetter(
             self.working,
             self.journal,
@@ -134,6 +140,8 @@ class Daemon:
             self.engine.scope_caches(),
             redact_record,
             self.documents,
+            self.anchors,
+            self.pins,
         )
         semantic = self.semantic
         local = LocalExtractor(
@@ -253,6 +261,8 @@ class Daemon:
                 self.engine,
                 self.forgetter,
                 self.documents,
+                self.anchors,
+                self.pins,
             ),
             WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
             AdminService(
@@ -272,6 +282,8 @@ class Daemon:
                     self.weaver,
                     s.data_dir,
                     self.documents,
+                    self.anchors,
+                    self.pins,
                 ),
             ),
             metrics_interceptor,

@@ -45,6 +45,8 @@ RIGHTS_BY_METHOD: dict[str, str] = {
             "RemoveMessages",
             "PutDocument",
             "DeleteDocument",
+            "SetAnchor",
+            "PinMemory",
         )
     },
     **{
@@ -58,6 +60,8 @@ RIGHTS_BY_METHOD: dict[str, str] = {
             "GetNode",
             "GetDocument",
             "ListDocuments",
+            "GetContext",
+            "GetAnchor",
         )
     },
     _MEMORY + "Forget": "forget",

@@ -40,6 +40,7 @@ from daemon.errors import (
 )
 from daemon.pb import admin_pb2 as pb
 from daemon.settings_sections import LimitsSettings
+from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
 from tiers.errors import InvalidExport
 from tiers.export import MAX_LINE_BYTES, Limits, Record
@@ -47,6 +48,7 @@ from tiers.export_parser import ExportParser
 from tiers.exporter import Exporter
 from tiers.importer import Importer, ImportReport
 from tiers.journal import Journal
+from tiers.pins import PinStore
 from tiers.records import Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
@@ -80,6 +82,8 @@ def transfer_sources(
     weaver: Weaver | None,
     data_dir: Path,
     documents: DocumentStore | None = None,
+    anchors: AnchorStore | None = None,
+    pins: PinStore | None = None,
 ) -> TransferSources:
     """Export and Import over a daemon's stores."""
 
@@ -89,8 +93,12 @@ def transfer_sources(
                 weaver.notify_flushed(eid)
 
     return TransferSources(
-        exporter=Exporter(state, journal, semantic, working.write_lock, record_to_json, documents),
-        importer=Importer(state, journal, working, semantic, record_from_json, documents),
+        exporter=Exporter(
+            state, journal, semantic, working.write_lock, record_to_json, documents, anchors, pins
+        ),
+        importer=Importer(
+            state, journal, working, semantic, record_from_json, documents, anchors, pins
+        ),
         semantic=semantic,
         spool_dir=data_dir,
         check_extraction=record_from_json,
@@ -106,6 +114,7 @@ def _limits(limits: LimitsSettings) -> Limits:
         max_metadata_entries=limits.max_metadata_entries,
         max_namespace_labels=limits.max_namespace_labels,
         max_document_bytes=limits.max_message_bytes,
+        max_anchor_bytes=limits.max_anchor_bytes,
     )
 
 
@@ -232,7 +241,7 @@ def _check(parser: ExportParser, spool: IO[bytes], lines: bytes) -> None:
 def _records(spool: IO[bytes], user_id: str) -> Iterator[Record]:
     """The spooled file, parsed again (it was checked whole already)."""
     spool.seek(0)
-    parser = ExportParser(user_id, Limits(*[2**31] * 6))
+    parser = ExportParser(user_id, Limits(*[2**31] * 7))
     for line in spool:
         yield parser.feed(line)
 

@@ -72,6 +72,8 @@ def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
         cache_entries=counts.cache_entries,
         facts_restored=counts.facts_restored,
         documents=counts.documents,
+        anchors=counts.anchors,
+        pins=counts.pins,
     )
 
 

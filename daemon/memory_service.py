@@ -1,5 +1,6 @@
-"""``strata.v1.MemoryService``: the agent-facing RPCs over Tier 1 and Tier 2 (Recall, Forget
-and the keyed documents are mixed in from ``recall_rpcs``, ``forget_rpcs``, ``document_rpcs``)."""
+"""``strata.v1.MemoryService``: the agent-facing RPCs over Tier 1 and Tier 2 (Recall, Forget,
+the keyed documents and the context are mixed in from ``recall_rpcs``, ``forget_rpcs``,
+``document_rpcs`` and ``context_rpcs``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import grpc
 
 from daemon import auth, convert
 from daemon import validation as check
+from daemon.context_rpcs import ContextRPCs
 from daemon.document_rpcs import DocumentRPCs
 from daemon.errors import rpc
 from daemon.forget_rpcs import ForgetRPCs
@@ -20,10 +22,12 @@ from daemon.pb import memory_pb2_grpc
 from daemon.recall_rpcs import RecallRPCs
 from daemon.settings import Settings
 from recall.engine import RecallEngine
+from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
 from tiers.errors import EpisodeNotFound
 from tiers.forget import Forgetter
 from tiers.journal import Journal
+from tiers.pins import PinStore
 from tiers.records import Episode, Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
@@ -34,7 +38,9 @@ VERSION = "0.1.0"
 EPISODE_PAGE_BYTES = 16 * 1024 * 1024
 
 
-class MemoryService(RecallRPCs, ForgetRPCs, DocumentRPCs, memory_pb2_grpc.MemoryServiceServicer):
+class MemoryService(
+    RecallRPCs, ForgetRPCs, DocumentRPCs, ContextRPCs, memory_pb2_grpc.MemoryServiceServicer
+):
     def __init__(
         self,
         settings: Settings,
@@ -45,9 +51,12 @@ class MemoryService(RecallRPCs, ForgetRPCs, DocumentRPCs, memory_pb2_grpc.Memory
         engine: RecallEngine | None = None,
         forgetter: Forgetter | None = None,
         documents: DocumentStore | None = None,
+        anchors: AnchorStore | None = None,
+        pins: PinStore | None = None,
     ) -> None:
         self._limits = settings.limits
         self._recall_settings = settings.recall
+        self._context_settings = settings.context
         self._working = working
         self._journal = journal
         self._state = state
@@ -55,6 +64,8 @@ class MemoryService(RecallRPCs, ForgetRPCs, DocumentRPCs, memory_pb2_grpc.Memory
         self._engine = engine
         self._forgetter = forgetter
         self._documents = documents
+        self._anchors = anchors
+        self._pins = pins
         self._started = time.monotonic()
 
     @rpc

@@ -27,7 +27,7 @@ MAX_PACK_TOKENS = 200_000
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
-def _sources(point: MemoryPoint) -> list[pb.Source]:
+def source_pbs(point: MemoryPoint) -> list[pb.Source]:
     return [
         pb.Source(
             session_id=s.session_id,
@@ -50,7 +50,7 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
         text=p.text,
         score=c.score,
         created_at=convert.timestamp(p.created_at_us),
-        sources=_sources(p),
+        sources=source_pbs(p),
         superseded=c.superseded,
         episode_id=p.episode_id,
         session_id=p.session_id,
@@ -211,7 +211,7 @@ class RecallRPCs:
                     kind=i.candidate.point.kind,
                     text=i.text,
                     tokens=i.tokens,
-                    sources=_sources(i.candidate.point),
+                    sources=source_pbs(i.candidate.point),
                     created_at=convert.timestamp(i.candidate.point.created_at_us),
                     superseded=i.candidate.superseded,
                 )

@@ -3,7 +3,8 @@
 Nested sections use ``__`` in environment variables: ``[journal] ttl_seconds`` in TOML is
 ``STRATA_JOURNAL__TTL_SECONDS`` in the environment. ``docs/configuration.md`` lists every
 setting; ``deploy/strata.example.toml`` is a commented example. The sections are in
-:mod:`daemon.settings_sections` (and ``[auth]``, ``[tls]`` in :mod:`daemon.security_settings`).
+:mod:`daemon.settings_sections` (and ``[auth]``, ``[tls]`` in :mod:`daemon.security_settings`,
+``[context]`` in :mod:`daemon.context_settings`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from daemon.context_settings import ContextSettings
 from daemon.errors import ConfigError
 from daemon.security_settings import AuthSettings, TLSSettings
 from daemon.settings_sections import (
@@ -82,6 +84,7 @@ class Settings(BaseSettings):
     weaver: WeaverSettings = WeaverSettings()
     llm: LLMSettings = LLMSettings()
     recall: RecallSettings = RecallSettings()
+    context: ContextSettings = ContextSettings()
     limits: LimitsSettings = LimitsSettings()
     metrics: MetricsSettings = MetricsSettings()
     auth: AuthSettings = AuthSettings()

@@ -1,6 +1,6 @@
 """The sections of the settings: ``[working_memory]``, ``[journal]``, ``[embedding]``,
 ``[vectors]``, ``[weaver]``, ``[llm]``, ``[recall]`` (with its recipes), ``[limits]`` and
-``[metrics]``.
+``[metrics]``; ``[context]`` is in :mod:`daemon.context_settings`.
 
 They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
 settings and loads them all; ``[auth]`` and ``[tls]`` are in :mod:`daemon.security_settings`.
@@ -350,6 +350,10 @@ class LimitsSettings(_Section):
     max_page_size: int = Field(1000, ge=1, description="Items in one page of a listing.")
     max_namespace_labels: int = Field(
         8, ge=1, description="Labels of a keyed document's namespace (each at most max_id_bytes)."
+    )
+    max_anchor_bytes: int = Field(4096, ge=1, description="UTF-8 bytes of a session anchor.")
+    max_pins: int = Field(
+        200, ge=1, description="Pinned memories of one scope (a user, or a user's agent)."
     )
 
     @model_validator(mode="after")

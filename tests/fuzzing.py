@@ -197,7 +197,14 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "RunNow": {"episode_ids": [Pooled("episode_id", 0)]},
     "Export": {"user_id": Pooled("user_id", 0)},
     "Import": {"user_id": "fuzz-import", "data": EMPTY_EXPORT},
-}
+    "GetContext": {
+        "session_id": Pooled("session_id", 0), "scope": _SCOPE, "max_tokens": 300,
+        "window_share": 0.5, "per_kind_caps": {"fact": 2}, "explain": True,
+    },
+    "SetAnchor": {"session_id": Pooled("session_id", 0), "scope": _SCOPE, "text": "Next: X."},
+    "GetAnchor": {"session_id": Pooled("session_id", 0), "scope": _SCOPE},
+    "PinMemory": {"scope": _SCOPE, "memory_id": Pooled("id", 0), "pinned": True},
+}  # fmt: skip
 
 
 def mutated(desc: Descriptor, template: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:

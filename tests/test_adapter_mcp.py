@@ -32,7 +32,7 @@ from tests.support import MODEL_CACHE, ROOT, ThreadDaemon, wait_until
 MODULE = ["-m", "daemon.adapters.mcp_server"]
 TOOLS = {
     "remember", "note", "end_session", "recall", "pack", "list_episodes", "get_episode",
-    "get_sources", "forget", "weaver_status",
+    "get_sources", "forget", "weaver_status", "get_context", "set_anchor", "pin",
 }  # fmt: skip
 MAX_K = 50  # the daemons' recall.max_k: below the tool's own bound (100)
 TOKENS = {"alice": "tok-mcp-alice", "ops": "tok-mcp-ops"}
@@ -130,7 +130,8 @@ def test_stdio_end_to_end(daemon: ThreadDaemon) -> None:
                     assert prop.get("description"), (t.name, name)
             described = {t.name: t.description or "" for t in tools}
             assert "does not wait" in described["remember"]
-            assert "before answering" in described["pack"]
+            assert "before answering in a conversation" in described["get_context"]
+            assert "before answering" not in described["pack"]  # for questions outside one
 
             said = [
                 ("I moved to Lisbon last spring and my cat is called Miso.", "user", "Alice"),
@@ -202,6 +203,44 @@ def test_stdio_end_to_end(daemon: ThreadDaemon) -> None:
             await call(s, "forget", memory_ids=[kept["id"]])
             left = await call(s, "recall", query="units", kinds=["document"])
             assert kept["id"] not in [h["id"] for h in left["hits"]]
+
+    run(body)
+
+
+@pytest.mark.slow
+def test_the_context_tools(daemon: ThreadDaemon) -> None:
+    async def body() -> None:
+        async with stdio(daemon.address, "--user-id", "kim") as s:
+            await call(s, "remember", session_id="kim-old", content="My dog Bruno loves the "
+                       "beach in Nazaré.", speaker="Kim")  # fmt: skip
+            await call(s, "end_session", session_id="kim-old")
+            await wait_indexed(s)
+            hit = (await call(s, "recall", query="dog Bruno beach", k=3))["hits"][0]["id"]
+            question = "Who can look after my dog next week?"
+            await call(s, "remember", session_id="kim-chat", content=question, speaker="Kim")
+            anchored = await call(s, "set_anchor", session_id="kim-chat",
+                                  text="Task: find a dog sitter. Next: ask for dates.")  # fmt: skip
+            assert anchored == {"session_id": "kim-chat", "cleared": False, "replaced": False}
+            assert await call(s, "pin", id=hit) == {"id": hit, "pinned": True, "changed": True}
+
+            ctx = await call(s, "get_context", session_id="kim-chat", max_tokens=400)
+            assert ctx["anchor"] == "Task: find a dog sitter. Next: ask for dates."
+            assert (ctx["state"], ctx["query"]) == ("open", question)
+            assert ctx["memories"][0]["id"] == hit and ctx["memories"][0]["pinned"]
+            assert ctx["memories"][0]["sources"][0]["session_id"] == "kim-old"
+            assert [m["content"] for m in ctx["messages"]] == [question]
+            assert 0 < ctx["tokens"] <= 400 and ctx["text"].startswith("Session anchor")
+            args = {"session_id": "kim-chat", "max_tokens": 400}
+            block = (await s.call_tool("get_context", args)).content[0]
+            assert block.type == "text" and block.text == ctx["text"]  # the readable text
+
+            unpinned = await call(s, "pin", id=hit, pinned=False)
+            assert (unpinned["pinned"], unpinned["changed"]) == (False, True)
+            cleared = await call(s, "set_anchor", session_id="kim-chat", text="")
+            assert cleared["cleared"] and cleared["replaced"]
+            after = await call(s, "get_context", session_id="kim-chat", max_tokens=400)
+            assert after["anchor"] is None and not any(m["pinned"] for m in after["memories"])
+            assert "NOT_FOUND" in await error(s, "pin", id="00000000-0000-4000-8000-000000000000")
 
     run(body)
 

@@ -1,5 +1,6 @@
-"""The snippets of docs/integrations.md run, as written, against a real daemon (a ``stratad``
-subprocess), with a loopback server speaking the OpenAI API where a snippet calls a model."""
+"""The snippets of docs/integrations.md (and the agent loop of docs/api.md) run, as written,
+against a real daemon (a ``stratad`` subprocess), with a loopback server speaking the OpenAI
+API where a snippet calls a model."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from tests.support import ROOT, ProcessDaemon, daemon_env, wait_until
 
 pytestmark = pytest.mark.slow
 DOC = (ROOT / "docs" / "integrations.md").read_text()
+API_DOC = (ROOT / "docs" / "api.md").read_text()
 
 
-def snippet(heading: str) -> str:
+def snippet(heading: str, doc: str = DOC, level: str = "##") -> str:
     """The python snippet of the section whose heading starts with ``heading``."""
-    section = DOC.split(f"\n## {heading}", 1)[1].split("\n## ", 1)[0]
+    section = doc.split(f"\n{level} {heading}", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     return code
 
@@ -48,6 +50,7 @@ def run(code: str, proc: ProcessDaemon, tmp_path: Path, fake: FakeOpenAI) -> str
         "OPENAI_API_BASE": fake.base_url,
         "OPENAI_AGENTS_DISABLE_TRACING": "1",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": str(ROOT),  # this checkout's code, whatever the environment installed
     }
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -88,3 +91,26 @@ def test_the_langgraph_snippet_runs(stratad, model, tmp_path):
     assert lines[0] == "{'text': 'I moved to Lisbon in May.'}"
     assert lines[1].startswith("('alice', 'facts') home {'text': 'I moved to Lisbon in May.'}")
     assert lines[-1] == "[('alice', 'facts')]"
+
+
+def test_the_agent_loop_of_the_api_doc_runs(stratad, model, tmp_path):
+    model.reply_text("Your sister Ana lives in Porto, near the river.")
+    out = run(snippet("An agent loop", API_DOC, "###"), stratad, tmp_path, model)
+    (request,) = model.requests  # one turn: one model call
+    system, user = request["messages"]
+    assert user == {"role": "user", "content": "Where does my sister live?"}
+    block = system["content"].split("\n\n", 1)[1]
+    assert block.startswith("Session anchor (updated ")
+    assert "Task: plan Alice's move to Porto. Next: find a flat." in block
+    assert "\n\nFrom memory:\n[conversation · " in block
+    assert "Alice: My sister Ana lives in Porto, near the river." in block
+    assert block.endswith("Alice: Where does my sister live?")
+    printed = out.splitlines()
+    assert printed[0] == "Your sister Ana lives in Porto, near the river."
+    assert printed[-1].endswith("] Assistant: Your sister Ana lives in Porto, near the river.")
+    with MemoryClient(stratad.address) as c:
+        window = c.get_working_memory("move-planning", user_id="alice").messages
+    assert [m.message.content for m in window] == [
+        "Where does my sister live?",
+        "Your sister Ana lives in Porto, near the river.",
+    ]

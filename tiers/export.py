@@ -16,6 +16,10 @@ epoch (UTC, fields ending in ``_us``). In file order:
 - ``document``: a keyed document (``tiers.documents``): scope, ``namespace`` (its labels),
   ``key``, ``text``, ``value``, ``created_at_us``, ``updated_at_us`` and its point ``id``
   (derived from scope, namespace and key; an importer derives it again and indexes the text);
+- ``anchor``: a session's anchor (``tiers.anchors``): scope, ``session_id``, ``text``,
+  ``updated_at_us``;
+- ``pin``: a pinned memory (``tiers.pins``): scope (an empty ``agent_id``: the user's own
+  pin), ``memory_id``, ``pinned_at_us``;
 - ``extraction``: an episode's stored consolidation record (summary, facts, triplets and the
   turns' provenance), so a rebuild or a resumed run derives the same points;
 - ``point``: a Tier 3 memory without its vectors (the payload of ``tiers.vectors``: ``id``,
@@ -42,15 +46,19 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.anchors import Anchor
 from tiers.documents import KIND as DOCUMENT
 from tiers.documents import Document
 from tiers.graph import Edge
+from tiers.pins import Pin
 from tiers.records import Episode, Scope, StoredMessage
 from tiers.vectors import KINDS, MemoryPoint, Source
 
 FORMAT = "strata-memory-export"
 VERSION = 1
-TYPES = ("session", "episode", "message", "document", "extraction", "point", "edge")
+TYPES = (
+    "session", "episode", "message", "document", "anchor", "pin", "extraction", "point", "edge"
+)  # fmt: skip
 POINT_KINDS = tuple(k for k in KINDS if k != DOCUMENT)  # the kinds of ``point`` records
 EPISODE_ID = re.compile(r"[0-9a-f]{32}")
 # Timestamp's range (0001-01-01 .. 9999-12-31), in microseconds.
@@ -68,6 +76,7 @@ class Limits:
     max_metadata_entries: int = 64
     max_namespace_labels: int = 8
     max_document_bytes: int = 131_072  # text and value (limits.max_message_bytes)
+    max_anchor_bytes: int = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +210,21 @@ def document(doc: Document) -> dict[str, Any]:
         "created_at_us": doc.created_at_us,
         "updated_at_us": doc.updated_at_us,
     }
+
+
+def anchor(a: Anchor) -> dict[str, Any]:
+    return {
+        "type": "anchor",
+        "session_id": a.session_id,
+        **_scope(a.scope),
+        "text": a.text,
+        "updated_at_us": a.updated_at_us,
+    }
+
+
+def pin(p: Pin) -> dict[str, Any]:
+    scope = _scope(p.scope)
+    return {"type": "pin", **scope, "memory_id": p.memory_id, "pinned_at_us": p.pinned_at_us}
 
 
 def extraction(episode_id: str, scope: Scope, doc: dict[str, Any]) -> dict[str, Any]:

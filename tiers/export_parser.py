@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tiers import export_fields as fields
+from tiers.anchors import Anchor
 from tiers.documents import Document
 from tiers.errors import InvalidExport
 from tiers.export import (
@@ -36,6 +37,7 @@ from tiers.export import (
 )
 from tiers.export_fields import Bad
 from tiers.graph import Edge
+from tiers.pins import Pin
 from tiers.records import ROLES, Episode, Scope, StoredMessage, ToolCall
 from tiers.vectors import MemoryPoint
 
@@ -64,6 +66,7 @@ class ExportParser:
         self._episodes: set[str] = set()
         self._sessions: set[str] = set()
         self._documents: set[bytes] = set()
+        self._keys: set[tuple[str, ...]] = set()  # anchors' and pins'
 
     def feed(self, raw: bytes) -> Record:
         self.lines += 1
@@ -294,6 +297,25 @@ class ExportParser:
             raise Bad(f"document {doc.key!r} of namespace {list(namespace)} appears twice")
         self._documents.add(doc.storage_key)
         return doc
+
+    def _read_anchor(self, d: dict[str, Any]) -> Anchor:
+        sid = self._id(d, "session_id", limit=self.limits.max_session_id_bytes)
+        text = fields.string(d, "text")
+        if len(text.encode()) > self.limits.max_anchor_bytes:
+            raise Bad(f"text is over limits.max_anchor_bytes ({self.limits.max_anchor_bytes})")
+        anchor = Anchor(sid, self._scope(d), text, fields.micros(d, "updated_at_us"))
+        self._once(("anchor", sid), f"the anchor of session {sid!r}")
+        return anchor
+
+    def _read_pin(self, d: dict[str, Any]) -> Pin:
+        pin = Pin(self._scope(d), fields.uuid_str(d, "memory_id"), fields.micros(d, "pinned_at_us"))
+        self._once(("pin", pin.scope.agent_id, pin.memory_id), f"the pin of {pin.memory_id}")
+        return pin
+
+    def _once(self, key: tuple[str, ...], what: str) -> None:
+        if key in self._keys:
+            raise Bad(f"{what} appears twice")
+        self._keys.add(key)
 
     def _read_extraction(self, d: dict[str, Any]) -> ExtractionRecord:
         eid = fields.episode_id(d, "episode_id")

@@ -6,7 +6,8 @@ lock while it reads the scope's sessions, their open logs and the list of its ep
 every session is in the file either open (with its log) or as the episode it ended as, never
 both and never neither. Then, in this order: the header, the episodes (oldest first, each with
 its messages and whether it was indexed and consolidated), the sessions (open ones with their
-logs), the keyed documents (by scope, namespace and key), the stored consolidation records,
+logs), the keyed documents (by scope, namespace and key), the session anchors and the pins
+(of forgotten memories: none), the stored consolidation records,
 the Tier 3 points of every kind (without vectors: the importing daemon embeds them with its
 own model; a document's point is not one of them, its record is) and the graph edges, the
 footer.
@@ -27,11 +28,13 @@ from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from tiers import export
+from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
 from tiers.export import SessionRecord
 from tiers.forget import EXTRACTIONS_CF
 from tiers.graph import Edge
 from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
+from tiers.pins import PinStore
 from tiers.records import Episode, Scope, StoredMessage
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
@@ -63,6 +66,8 @@ class Exporter:
         working_lock: AbstractContextManager[object],
         extraction_json: ExtractionToJSON,
         documents: DocumentStore | None = None,
+        anchors: AnchorStore | None = None,
+        pins: PinStore | None = None,
     ) -> None:
         self._state = state
         self._journal = journal
@@ -70,6 +75,8 @@ class Exporter:
         self._working_lock = working_lock
         self._extraction_json = extraction_json
         self._documents = documents
+        self._anchors = anchors
+        self._pins = pins
 
     def write(
         self, out: IO[bytes], scope: Scope, progress: Progress | None = None
@@ -97,6 +104,11 @@ class Exporter:
                 for document in self._documents.of_scope(scope):
                     if not self._semantic.tombstones.memory(document.id):
                         writer.put(export.document(document), "document")
+            for anchor in self._anchors.of_scope(scope) if self._anchors is not None else ():
+                writer.put(export.anchor(anchor), "anchor")
+            for pin in self._pins.of_scope(scope) if self._pins is not None else ():
+                if not self._semantic.tombstones.memory(pin.memory_id):
+                    writer.put(export.pin(pin), "pin")
             for eid, owner, doc in self._extractions(scope, exported):
                 writer.put(export.extraction(eid, owner, doc), "extraction")
             tombstones = self._semantic.tombstones

@@ -10,7 +10,9 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
 2. Tier 1: the scope's open sessions (window, durable log, idempotency keys);
 3. Tier 2: the episodes' headers, messages and index entries;
 4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; keyed
-   documents (``tiers.documents``: their records, marks and ids, in the tombstones' batch);
+   documents (``tiers.documents``: their records, marks and ids), session anchors (a
+   scope's: ``tiers.anchors``) and pins (a scope's, and those of the forgotten memory ids:
+   ``tiers.pins``), all in the tombstones' batch;
 5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
    store and in-memory graph) and nodes left without edges; then the owners' entity
    profiles are rebuilt from the facts that remain (``tiers.profiles``), so no profile
@@ -30,14 +32,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
+from tiers.anchors import ANCHOR_CFS, AnchorStore
 from tiers.documents import DOCUMENT_CFS, Document, DocumentStore
+from tiers.forget_plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
 from tiers.graph import Edge, normalize
 from tiers.journal import PENDING_CF, UNINDEXED_CF, Journal
+from tiers.pins import PIN_CFS, PinStore
 from tiers.purge import Purger
-from tiers.records import Episode, Scope, time_key, unpack
+from tiers.records import Scope, time_key, unpack
 from tiers.rocks import Batch, RocksStore
 from tiers.semantic import SemanticStore
 from tiers.tombstones import Tombstones
@@ -55,67 +58,13 @@ STATE_CFS_TOUCHED = (
     EXTRACTIONS_CF,
     GRAPH_CF,
     *DOCUMENT_CFS,
+    *ANCHOR_CFS,
+    *PIN_CFS,
 )
 JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
 # Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
 READY_TIMEOUT = 60.0
 _SCROLL_ALL = 10_000_000
-
-
-@runtime_checkable
-class ScopeCache(Protocol):
-    """A cache holding a user's recall data (semantic cache, graph channel indexes)."""
-
-    def forget_scope(self, user_id: str) -> int:
-        """Drop what the cache holds for ``user_id``; returns how many entries."""
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetTarget:
-    """Exactly one of: a scope (``user_id``, optionally ``agent_id``), episode ids, memory
-    ids. Validated by the caller."""
-
-    scope: Scope | None = None
-    episode_ids: tuple[str, ...] = ()
-    memory_ids: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class ForgetPlan:
-    target: ForgetTarget
-    episode_ids: set[str] = field(default_factory=set)
-    memory_ids: set[str] = field(default_factory=set)  # only for a memory-id forget
-    # Every scope whose data the plan deletes (for a tenant check before run()).
-    owners: set[Scope] = field(default_factory=set)
-    owner_of: dict[str, Scope] = field(default_factory=dict)  # named episode or memory id
-    headers: dict[str, Episode] = field(default_factory=dict)
-
-    def keep_only(self, allowed: Callable[[Scope], bool]) -> None:
-        """Leave out the named ids whose owner is not ``allowed`` (as if unknown)."""
-        for item, owner in list(self.owner_of.items()):
-            if not allowed(owner):
-                del self.owner_of[item]
-                self.episode_ids.discard(item)
-                self.memory_ids.discard(item)
-        if self.target.scope is None:
-            self.owners = set(self.owner_of.values())
-
-
-@dataclass(slots=True)
-class ForgetCounts:
-    sessions: int = 0
-    session_messages: int = 0
-    episodes: int = 0
-    episode_messages: int = 0
-    consolidation_records: int = 0
-    vector_points: int = 0
-    graph_edges: int = 0
-    graph_nodes: int = 0
-    cache_entries: int = 0
-    profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
-    facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
-    documents: int = 0  # keyed documents (their points are in vector_points)
-    purge_ms: float = 0.0  # making RocksDB's deletes physical (tiers.purge; vectors: after)
 
 
 def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
@@ -133,6 +82,8 @@ class Forgetter:
         caches: Sequence[ScopeCache] = (),
         redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None,
         documents: DocumentStore | None = None,
+        anchors: AnchorStore | None = None,
+        pins: PinStore | None = None,
     ) -> None:
         self._working = working
         self._journal = journal
@@ -144,6 +95,8 @@ class Forgetter:
         # from (weaver.consolidate.redact_record): the weaver owns that record's format.
         self._redact_record = redact_record
         self._documents = documents
+        self._anchors = anchors
+        self._pins = pins
         self.purger = Purger(state, journal_store, semantic, STATE_CFS_TOUCHED, JOURNAL_CFS_TOUCHED)
 
     @property
@@ -244,6 +197,10 @@ class Forgetter:
             with self._documents_lock():  # no put between the tombstones and the deletes
                 docs = self._forget_documents(batch, plan)
                 memories = plan.memory_ids | {d.id for d in docs}
+                if self._anchors is not None:
+                    counts.anchors = self._anchors.forget_into(batch, scope)
+                if self._pins is not None:
+                    counts.pins = self._pins.forget_into(batch, scope, sorted(memories))
                 Tombstones.add(batch, episodes, sorted(memories))
                 mark, earlier = self.purger.write_marked(batch)
             counts.documents = len(docs)
@@ -289,9 +246,10 @@ class Forgetter:
         if not earlier and not any(getattr(counts, name) for name in counts.__dataclass_fields__):
             self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
         else:
-            # Keyed documents alone (DeleteDocument): only their column families to compact.
+            # Keyed documents alone (DeleteDocument): only their column families (and their
+            # pins') to compact.
             alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
-            counts.purge_ms = self.purger.purge_stores(DOCUMENT_CFS if alone else ())
+            counts.purge_ms = self.purger.purge_stores(DOCUMENT_CFS + PIN_CFS if alone else ())
             self.purger.request()
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts

@@ -22,6 +22,8 @@ written from a file that is invalid anywhere), then calls :meth:`Importer.check`
     lacks;
   * keyed documents (``tiers.documents``) with their times, replacing this daemon's document
     of the same scope, namespace and key, and their points written at once (embedded here);
+  * session anchors and pins with their times (``tiers.anchors``, ``tiers.pins``), replacing
+    this daemon's anchor of the same session (a pin of a memory forgotten here is skipped);
   * stored consolidation records, as the file has them;
   * points through ``SemanticStore.write`` (tombstones, embedding with this daemon's model:
     the file has no vectors, keyword vectors, upsert, caches), in batches under
@@ -41,12 +43,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tiers.anchors import Anchor, AnchorStore
 from tiers.documents import Document, DocumentStore
 from tiers.errors import ImportConflict
 from tiers.export import EpisodeRecord, ExtractionRecord, MessageRecord, Record, SessionRecord
 from tiers.forget import EXTRACTIONS_CF
 from tiers.graph import Edge
 from tiers.journal import Journal
+from tiers.pins import Pin, PinStore
 from tiers.records import Message, Scope, StoredMessage
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
@@ -80,6 +84,8 @@ class Importer:
         semantic: SemanticStore,
         extraction_bytes: ExtractionFromJSON,
         documents: DocumentStore | None = None,
+        anchors: AnchorStore | None = None,
+        pins: PinStore | None = None,
     ) -> None:
         self._state = state
         self._journal = journal
@@ -87,6 +93,8 @@ class Importer:
         self._semantic = semantic
         self._extraction_bytes = extraction_bytes
         self._documents = documents
+        self._anchors = anchors
+        self._pins = pins
 
     # -- check -------------------------------------------------------------------------------
     def check(self, records: Iterable[Record]) -> None:
@@ -163,6 +171,8 @@ class Importer:
                 if len(documents) >= POINT_BATCH:
                     self._write_documents(documents, report)
                     documents = []
+            elif kind in ("anchor", "pin"):
+                self._mark(kind, parent.value, report)
             elif kind == "point":
                 points.append(parent.value)
                 if len(points) >= POINT_BATCH:
@@ -258,6 +268,21 @@ class Importer:
             batch.put(EXTRACTIONS_CF, rec.episode_id.encode(), value)
             self._state.write(batch)
         report.written["extraction"] += 1
+
+    def _mark(self, kind: str, value: Anchor | Pin, report: ImportReport) -> None:
+        """Write an anchor or a pin as the file has it (a pin of a memory this daemon has
+        forgotten is skipped)."""
+        if isinstance(value, Anchor) and self._anchors is not None:
+            self._anchors.restore(value)
+        elif isinstance(value, Pin) and self._pins is not None:
+            with self._semantic.write_lock:  # the tombstone check and the write, not split
+                if self._semantic.tombstones.memory(value.memory_id):
+                    report.skipped_forgotten += 1
+                    return
+                self._pins.restore(value)
+        else:
+            raise ImportConflict(f"this daemon does not store {kind}s; nothing was imported")
+        report.written[kind] += 1
 
     def _points(self, points: list[MemoryPoint], report: ImportReport) -> None:
         if not points:

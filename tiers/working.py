@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from daemon.errors import InvalidArgument
+from tiers.anchors import ANCHOR_CFS
 from tiers.documents import DOCUMENT_CFS
 from tiers.errors import (
     ScopeMismatch,
@@ -50,6 +51,7 @@ from tiers.errors import (
     TierError,
 )
 from tiers.journal import Journal
+from tiers.pins import PIN_CFS
 from tiers.records import Episode, Message, Scope, StoredMessage, u64
 from tiers.rocks import RocksStore
 from tiers.session import (
@@ -77,6 +79,8 @@ STATE_CFS = [
     "graph_edges",
     "forgotten",  # tiers.tombstones
     *DOCUMENT_CFS,
+    *ANCHOR_CFS,  # tiers.anchors
+    *PIN_CFS,  # tiers.pins
 ]
 
 

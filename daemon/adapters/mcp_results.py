@@ -121,6 +121,33 @@ class Packed(BaseModel):
     degraded_channels: list[str]
 
 
+class ContextMemory(PackItem):
+    pinned: bool = Field(description="Pinned by the user (the block's Pinned section).")
+
+
+class Context(BaseModel):
+    text: str = Field(description="The block to read before answering.")
+    tokens: int
+    query: str = Field(description="What was recalled for (formulated from the conversation).")
+    state: str = Field(description="open, ended, or unspecified (a session never seen).")
+    anchor: str | None = Field(description="The session's anchor, when it is in the block.")
+    messages: list[StoredMessage] = Field(description="The latest messages, oldest first.")
+    memories: list[ContextMemory] = Field(description="The pinned and recalled memories.")
+    degraded_channels: list[str]
+
+
+class Anchored(BaseModel):
+    session_id: str
+    cleared: bool = Field(description="True: the text was empty and the anchor is gone.")
+    replaced: bool = Field(description="True: the session had an anchor before.")
+
+
+class PinResult(BaseModel):
+    id: str
+    pinned: bool
+    changed: bool = Field(description="False: it was so already.")
+
+
 class Episodes(BaseModel):
     episodes: list[Episode]
     next_page_token: str
@@ -183,7 +210,7 @@ def enum_name(name: str, prefix: str) -> str:
     return name.removeprefix(prefix).lower()
 
 
-def sources_of(memory: pb.Hit | pb.PackItem) -> list[Source]:
+def sources_of(memory: pb.Hit | pb.PackItem | pb.ContextItem) -> list[Source]:
     return [from_proto(s, Source) for s in memory.sources]
 
 

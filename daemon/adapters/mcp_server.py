@@ -4,9 +4,10 @@ Needs the ``[mcp]`` extra (the official ``mcp`` SDK, version 2). The server talk
 daemon only through :class:`daemon.client.MemoryClient`, with the client's connection
 settings: ``--address`` (else ``STRATA_ADDRESS``, else 127.0.0.1:50051), ``STRATA_TOKEN`` or
 ``STRATA_TOKEN_FILE``, ``STRATA_TLS_CA``, ``STRATA_TLS_CERT`` and ``STRATA_TLS_KEY``. The tools
-(:mod:`daemon.adapters.mcp_tools`) only map arguments and results; a daemon error becomes a
-tool error reading ``CODE: message`` (``INVALID_ARGUMENT: k must be ...``), and a daemon that
-does not answer becomes ``cannot reach stratad at ADDRESS``.
+(:mod:`daemon.adapters.mcp_tools`, :mod:`daemon.adapters.mcp_context_tools`) only map
+arguments and results; a daemon error becomes a tool error reading ``CODE: message``
+(``INVALID_ARGUMENT: k must be ...``), and a daemon that does not answer becomes ``cannot
+reach stratad at ADDRESS``.
 
 Whose memory: the user id never comes from the model. No tool has a user id argument:
 
@@ -50,7 +51,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from daemon.adapters import mcp_tools
+from daemon.adapters import mcp_context_tools, mcp_tools
 from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient
 from daemon.pb import memory_pb2 as pb
 
@@ -60,10 +61,11 @@ USER_HEADER = "X-Strata-User-Id"
 PROBE_TOKEN = "strata-mcp-probe-not-a-token"
 MAX_FORWARDED_CLIENTS = 64
 INSTRUCTIONS = (
-    "Strata is the user's long-term memory. Before answering anything that may depend on "
-    "earlier conversations, call pack with the question and read its block. Store the turns "
-    "worth keeping with remember (one session_id per conversation) and call end_session when "
-    "the conversation is over. The user is fixed by the server: never pass a user id."
+    "Strata is the user's long-term memory. In a conversation, store each turn with remember "
+    "(one session_id per conversation) and call get_context before answering: read its "
+    "block. For a question outside any conversation, call pack with the question. Call "
+    "end_session when the conversation is over. The user is fixed by the server: never pass "
+    "a user id."
 )
 T = TypeVar("T")
 
@@ -303,6 +305,7 @@ class RequireBearer:
 def build_server(backend: Backend) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
     mcp_tools.register(server, backend)
+    mcp_context_tools.register(server, backend)
     return server
 
 

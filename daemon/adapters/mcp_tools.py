@@ -169,11 +169,11 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         start: Start = None,
         end: End = None,
     ) -> Annotated[CallToolResult, Packed]:
-        """Call this before answering a question that may depend on what the user said
-        before (their preferences, facts about them, earlier conversations): it returns the
-        most relevant memories as one text block ready to read as context, never over
-        max_tokens, each line "[kind · date · speaker] text", plus the items with their ids
-        and sources."""
+        """For an explicit question outside a conversation (no session): the memories most
+        relevant to query (the user's preferences, facts about them, earlier conversations)
+        as one text block ready to read as context, never over max_tokens, each line
+        "[kind · date · speaker] text", plus the items with their ids and sources. In a
+        conversation, call get_context instead."""
         c = await backend.caller(ctx)
         r = await backend.run(
             c.client.pack, query, max_tokens=max_tokens, per_kind_caps=per_kind_caps,

@@ -8,9 +8,9 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 
 from daemon.client.channel import PathLike, aio_channel, connection
+from daemon.client.context import AsyncContextMethods
 from daemon.client.requests import (
     CHANNEL_OPTIONS,
-    BaseClient,
     Timeish,
     default_address,
     document_request,
@@ -29,7 +29,7 @@ from daemon.pb import admin_pb2
 from daemon.pb import memory_pb2 as pb
 
 
-class AsyncMemoryClient(BaseClient):
+class AsyncMemoryClient(AsyncContextMethods):
     """asyncio client (``grpc.aio``), with the same methods as :class:`MemoryClient`."""
 
     def __init__(

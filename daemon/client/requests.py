@@ -235,6 +235,48 @@ def remove_messages_request(
     )
 
 
+def get_context_request(
+    session_id: str,
+    max_tokens: int,
+    query: str | None,
+    user_id: str,
+    agent_id: str,
+    per_kind_caps: Mapping[str, int] | None,
+    window_share: float | None,
+    kinds: Iterable[str],
+    recipe: str,
+    explain: bool,
+) -> pb.GetContextRequest:
+    req = pb.GetContextRequest(
+        session_id=session_id,
+        max_tokens=max_tokens,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        per_kind_caps=dict(per_kind_caps or {}),
+        kinds=list(kinds),
+        recipe=recipe,
+        explain=explain,
+    )
+    if query is not None:
+        req.query = query
+    if window_share is not None:
+        req.window_share = window_share
+    return req
+
+
+def set_anchor_request(
+    session_id: str, text: str, user_id: str, agent_id: str
+) -> pb.SetAnchorRequest:
+    return pb.SetAnchorRequest(
+        session_id=session_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id), text=text
+    )
+
+
+def pin_request(memory_id: str, pinned: bool, user_id: str, agent_id: str) -> pb.PinMemoryRequest:
+    return pb.PinMemoryRequest(
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id), memory_id=memory_id, pinned=pinned
+    )
+
+
 def default_address() -> str:
     """``$STRATA_ADDRESS``, or the daemon's default listen address."""
     return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS

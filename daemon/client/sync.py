@@ -8,9 +8,9 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 
 from daemon.client.channel import PathLike, connection, sync_channel
+from daemon.client.context import ContextMethods
 from daemon.client.requests import (
     CHANNEL_OPTIONS,
-    BaseClient,
     Timeish,
     default_address,
     document_request,
@@ -30,7 +30,7 @@ from daemon.pb import admin_pb2, weaver_pb2
 from daemon.pb import memory_pb2 as pb
 
 
-class MemoryClient(BaseClient):
+class MemoryClient(ContextMethods):
     """Blocking client. Use as a context manager, or call :meth:`close`."""
 
     def __init__(

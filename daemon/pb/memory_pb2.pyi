@@ -546,7 +546,7 @@ class ForgetRequest(_message.Message):
     def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., episode_ids: _Optional[_Iterable[str]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
-    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored", "documents")
+    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored", "documents", "anchors", "pins")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -558,6 +558,8 @@ class ForgetResponse(_message.Message):
     CACHE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     FACTS_RESTORED_FIELD_NUMBER: _ClassVar[int]
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ANCHORS_FIELD_NUMBER: _ClassVar[int]
+    PINS_FIELD_NUMBER: _ClassVar[int]
     sessions: int
     session_messages: int
     episodes: int
@@ -569,7 +571,9 @@ class ForgetResponse(_message.Message):
     cache_entries: int
     facts_restored: int
     documents: int
-    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ..., documents: _Optional[int] = ...) -> None: ...
+    anchors: int
+    pins: int
+    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ..., documents: _Optional[int] = ..., anchors: _Optional[int] = ..., pins: _Optional[int] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ("scope", "namespace", "key", "text", "value", "created_at", "updated_at", "id")
@@ -664,3 +668,156 @@ class ListDocumentsResponse(_message.Message):
     documents: _containers.RepeatedCompositeFieldContainer[Document]
     next_page_token: str
     def __init__(self, documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SessionAnchor(_message.Message):
+    __slots__ = ("session_id", "scope", "text", "updated_at")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    text: str
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., text: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SetAnchorRequest(_message.Message):
+    __slots__ = ("session_id", "scope", "text")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    text: str
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., text: _Optional[str] = ...) -> None: ...
+
+class SetAnchorResponse(_message.Message):
+    __slots__ = ("anchor", "replaced")
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    anchor: SessionAnchor
+    replaced: bool
+    def __init__(self, anchor: _Optional[_Union[SessionAnchor, _Mapping]] = ..., replaced: _Optional[bool] = ...) -> None: ...
+
+class GetAnchorRequest(_message.Message):
+    __slots__ = ("session_id", "scope")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    scope: Scope
+    def __init__(self, session_id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ...) -> None: ...
+
+class GetAnchorResponse(_message.Message):
+    __slots__ = ("anchor",)
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    anchor: SessionAnchor
+    def __init__(self, anchor: _Optional[_Union[SessionAnchor, _Mapping]] = ...) -> None: ...
+
+class PinMemoryRequest(_message.Message):
+    __slots__ = ("scope", "memory_id", "pinned")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    memory_id: str
+    pinned: bool
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., memory_id: _Optional[str] = ..., pinned: _Optional[bool] = ...) -> None: ...
+
+class PinMemoryResponse(_message.Message):
+    __slots__ = ("pinned", "changed")
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    pinned: bool
+    changed: bool
+    def __init__(self, pinned: _Optional[bool] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class GetContextRequest(_message.Message):
+    __slots__ = ("session_id", "max_tokens", "query", "scope", "per_kind_caps", "window_share", "kinds", "recipe", "explain")
+    class PerKindCapsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PER_KIND_CAPS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SHARE_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    RECIPE_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    max_tokens: int
+    query: str
+    scope: Scope
+    per_kind_caps: _containers.ScalarMap[str, int]
+    window_share: float
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    recipe: str
+    explain: bool
+    def __init__(self, session_id: _Optional[str] = ..., max_tokens: _Optional[int] = ..., query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., window_share: _Optional[float] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ..., explain: _Optional[bool] = ...) -> None: ...
+
+class ContextItem(_message.Message):
+    __slots__ = ("id", "kind", "text", "tokens", "sources", "created_at", "superseded", "pinned", "why", "explanation")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    text: str
+    tokens: int
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    created_at: _timestamp_pb2.Timestamp
+    superseded: bool
+    pinned: bool
+    why: str
+    explanation: Explanation
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[bool] = ..., pinned: _Optional[bool] = ..., why: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ...) -> None: ...
+
+class ContextDrop(_message.Message):
+    __slots__ = ("id", "kind", "tokens", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    tokens: int
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., tokens: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class GetContextResponse(_message.Message):
+    __slots__ = ("text", "tokens", "messages", "memories", "query", "anchor", "state", "dropped", "scope", "degraded_channels", "timings")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    tokens: int
+    messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
+    memories: _containers.RepeatedCompositeFieldContainer[ContextItem]
+    query: str
+    anchor: SessionAnchor
+    state: SessionState
+    dropped: _containers.RepeatedCompositeFieldContainer[ContextDrop]
+    scope: Scope
+    degraded_channels: _containers.RepeatedScalarFieldContainer[str]
+    timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., query: _Optional[str] = ..., anchor: _Optional[_Union[SessionAnchor, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., dropped: _Optional[_Iterable[_Union[ContextDrop, _Mapping]]] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., degraded_channels: _Optional[_Iterable[str]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ...) -> None: ...

@@ -114,6 +114,26 @@ class MemoryServiceStub:
                 request_serializer=strata_dot_v1_dot_memory__pb2.ListDocumentsRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_memory__pb2.ListDocumentsResponse.FromString,
                 _registered_method=True)
+        self.GetContext = channel.unary_unary(
+                '/strata.v1.MemoryService/GetContext',
+                request_serializer=strata_dot_v1_dot_memory__pb2.GetContextRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.GetContextResponse.FromString,
+                _registered_method=True)
+        self.SetAnchor = channel.unary_unary(
+                '/strata.v1.MemoryService/SetAnchor',
+                request_serializer=strata_dot_v1_dot_memory__pb2.SetAnchorRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.SetAnchorResponse.FromString,
+                _registered_method=True)
+        self.GetAnchor = channel.unary_unary(
+                '/strata.v1.MemoryService/GetAnchor',
+                request_serializer=strata_dot_v1_dot_memory__pb2.GetAnchorRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.GetAnchorResponse.FromString,
+                _registered_method=True)
+        self.PinMemory = channel.unary_unary(
+                '/strata.v1.MemoryService/PinMemory',
+                request_serializer=strata_dot_v1_dot_memory__pb2.PinMemoryRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.PinMemoryResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -230,6 +250,38 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetContext(self, request, context):
+        """What the agent puts before its next model call, within one token budget: the session's
+        anchor, the scope's pinned memories, then the window and the memories recalled for the
+        conversation, rendered as one block and as structured items. Needs the "recall" right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetAnchor(self, request, context):
+        """Sets (replaces) or clears a session's anchor; durable before it returns. Needs the
+        "append" right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAnchor(self, request, context):
+        """A session's anchor; NOT_FOUND when it has none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PinMemory(self, request, context):
+        """Pins or unpins a Tier 3 memory in a scope: GetContext puts the scope's pinned memories
+        first. Durable before it returns. Needs the "append" right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -312,6 +364,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListDocuments,
                     request_deserializer=strata_dot_v1_dot_memory__pb2.ListDocumentsRequest.FromString,
                     response_serializer=strata_dot_v1_dot_memory__pb2.ListDocumentsResponse.SerializeToString,
+            ),
+            'GetContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContext,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.GetContextRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.GetContextResponse.SerializeToString,
+            ),
+            'SetAnchor': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetAnchor,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.SetAnchorRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.SetAnchorResponse.SerializeToString,
+            ),
+            'GetAnchor': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAnchor,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.GetAnchorRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.GetAnchorResponse.SerializeToString,
+            ),
+            'PinMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinMemory,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.PinMemoryRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.PinMemoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -746,6 +818,114 @@ class MemoryService:
             '/strata.v1.MemoryService/ListDocuments',
             strata_dot_v1_dot_memory__pb2.ListDocumentsRequest.SerializeToString,
             strata_dot_v1_dot_memory__pb2.ListDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/GetContext',
+            strata_dot_v1_dot_memory__pb2.GetContextRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.GetContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetAnchor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/SetAnchor',
+            strata_dot_v1_dot_memory__pb2.SetAnchorRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.SetAnchorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAnchor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/GetAnchor',
+            strata_dot_v1_dot_memory__pb2.GetAnchorRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.GetAnchorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PinMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.v1.MemoryService/PinMemory',
+            strata_dot_v1_dot_memory__pb2.PinMemoryRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.PinMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
