@@ -9,9 +9,10 @@ Run as ``python -m tests.bench.locomo [--fixed-evidence] [--conversations N] [--
    then ``EndSession``), then one ``RunNow`` (consolidation), until nothing is left unindexed
    or pending.
 2. Every question with gold evidence is asked of every configuration (``Recall``, k = 50, all
-   configurations in turn per question, so load hits them alike), and of ``Pack`` at three
-   token budgets. Hits map to LoCoMo turn ids through their sources' metadata
-   (:mod:`tests.bench.locomo_metrics`).
+   configurations in turn per question, so load hits them alike), of ``Pack`` at four token
+   budgets, and of ``GetContext`` in context mode (:mod:`tests.bench.locomo_context`: the
+   question alone in a new session, no query, 1,500 tokens). Hits map to LoCoMo turn ids
+   through their sources' metadata (:mod:`tests.bench.locomo_metrics`).
 3. Configurations (``--skip KEY`` leaves one out): ``bm25`` and ``dense`` (one channel over
    the raw chunks), ``full`` (the default recipe), ``no_<channel>`` for each channel of the
    recipe (``with_<channel>`` at weight 1 for one it leaves out), ``chunks`` (all the recipe's
@@ -38,6 +39,7 @@ from daemon.client import MemoryClient, message
 from daemon.settings_sections import RecallSettings, WeaverSettings
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
+from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
 from tests.bench.locomo_report import DOCS, render, write_docs
 from tiers.records import Scope
@@ -46,7 +48,7 @@ from weaver.episodes import chunk
 from weaver.extractors import EpisodeInput, Turn
 
 K = 50
-BUDGETS = (500, 1000, 2000)
+BUDGETS = (500, 1000, 1500, 2000)
 CHANNELS = ("vector", "keyword", "graph")
 INDEX_KINDS = ("episode_chunk", "episode_turn")
 WARMUP_QUERIES = 5
@@ -205,6 +207,7 @@ def evaluate(
     stages: list[dict[str, float]] = []
     pack_rows: dict[int, list[tuple[int, dict[str, float]]]] = {b: [] for b in BUDGETS}
     pack_size: dict[int, list[tuple[int, int]]] = {b: [] for b in BUDGETS}
+    context = ContextMode()
     per_question: dict[str, dict[str, list[str]]] = {}
     total = sum(len(c.questions) for c in conversations)
     done = 0
@@ -228,6 +231,9 @@ def evaluate(
                 score = {"recall": m.coverage(found, q.evidence)}
                 pack_rows[budget].append((q.category, score))
                 pack_size[budget].append((len(packed.items), packed.tokens))
+                if budget == CONTEXT_BUDGET:
+                    context.pack_by_conv.setdefault(conv.user_id, []).append(score["recall"])
+            context.ask(client, conv.user_id, q.qid, q.text, q.category, q.evidence)
             done += 1
             if done % 100 == 0 or done == total:
                 r10 = m.by_category(rows["full"])["overall"]["r@10"]
@@ -256,6 +262,7 @@ def evaluate(
         "configs": results,
         "stages": m.stage_timings(stages),
         "pack": pack,
+        "context": context.report(),
         "per_question": per_question,
     }
 

@@ -155,6 +155,25 @@ def render(res: dict[str, Any], markdown: bool) -> str:
             for b, v in res["pack"].items()
         ],
     )
+    if "context" in res:
+        ctx = res["context"]
+        lat = ctx["latency"]
+        add(
+            f"GetContext, no query, {ctx['budget']} tokens (a new session holding the question):"
+            " % of gold turn ids among the memories' sources, beside Pack at the same budget:",
+            ["call", "tokens used", "p50 ms", "p95 ms", *cats],
+            [
+                ["GetContext", ctx["tokens"], lat["p50_ms"], lat["p95_ms"],
+                 *(ctx["scores"][c]["recall"] for c in cats)],
+                ["Pack", res["pack"][str(ctx["budget"])]["tokens"], "", "",
+                 *(res["pack"][str(ctx["budget"])]["scores"][c]["recall"] for c in cats)],
+            ],
+        )  # fmt: skip
+        add(
+            "Each conversation held out (nothing in GetContext was tuned on the split):",
+            ["conversation", "GetContext", "Pack"],
+            [[u, v["context"], v["pack"]] for u, v in ctx["per_conversation"].items()],
+        )
     add(
         "Server-side stages of the full system's Recall (ms):",
         ["stage", "requests", "mean", "p50"],
