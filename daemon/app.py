@@ -46,6 +46,7 @@ from daemon.server import SERVICES, HealthServicer, bind, build_server
 from daemon.settings import Settings, is_loopback
 from daemon.weaver_service import WeaverService
 from recall.engine import RecallEngine
+from tiers.access import AccessCounts
 from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
 from tiers.embedding import Embedder, EmbeddingService
@@ -94,6 +95,7 @@ class Daemon:
         self.documents: DocumentStore | None = None
         self.anchors: AnchorStore | None = None
         self.pins: PinStore | None = None
+        self.access: AccessCounts | None = None
         self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
@@ -127,10 +129,11 @@ class Daemon:
             ),
         )
         self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
-        self.engine = recall_engine(s, self.semantic)
         self.documents = DocumentStore(self.state)
         self.anchors = AnchorStore(self.state)
         self.pins = PinStore(self.state)
+        self.access = AccessCounts(self.state)
+        self.engine = recall_engine(s, self.semantic, self.access)
         self.forgetter = Forgetter(
             self.working,
             self.journal,
@@ -142,6 +145,7 @@ class Daemon:
             self.documents,
             self.anchors,
             self.pins,
+            self.access,
         )
         semantic = self.semantic
         local = LocalExtractor(
@@ -263,6 +267,7 @@ class Daemon:
                 self.documents,
                 self.anchors,
                 self.pins,
+                self.access,
             ),
             WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
             AdminService(

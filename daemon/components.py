@@ -14,6 +14,7 @@ from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
+from tiers.access import AccessCounts
 from tiers.embedding import Embedder, SentenceTransformerEmbedder
 from tiers.models import ModelClient
 from tiers.semantic import SemanticStore
@@ -27,7 +28,9 @@ def embedding_description(e: EmbeddingSettings) -> str:
     return f"{e.model} ({e.backend})"
 
 
-def recall_engine(s: Settings, semantic: SemanticStore) -> RecallEngine:
+def recall_engine(
+    s: Settings, semantic: SemanticStore, access: AccessCounts | None = None
+) -> RecallEngine:
     rerankers: dict[str, Reranker] = {
         "local": LocalReranker(
             lambda texts: semantic.embeddings.wait().encode_documents(texts),
@@ -54,7 +57,7 @@ def recall_engine(s: Settings, semantic: SemanticStore) -> RecallEngine:
         "keyword": KeywordChannel(semantic),
         "graph": GraphChannel(semantic),
     }
-    return RecallEngine(semantic, channels, rerankers, cache)
+    return RecallEngine(semantic, channels, rerankers, cache, access=access)
 
 
 def embedding_client(e: EmbeddingSettings) -> ModelClient:

@@ -27,11 +27,12 @@ from daemon import validation as check
 from daemon.context_settings import ContextSettings
 from daemon.errors import InvalidArgument, NotFound, ResourceExhausted, Unavailable, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.recall_rpcs import MAX_PACK_TOKENS, hit_pb, source_pbs
+from daemon.recall_rpcs import MAX_PACK_TOKENS, hit_pb, record_access, source_pbs
 from daemon.settings_sections import LimitsSettings, RecallSettings
 from recall import Candidate, Query
 from recall.context import Budget, Context, Pinned, assemble, formulate_query
 from recall.engine import RecallEngine, RecallResult
+from tiers.access import AccessCounts
 from tiers.anchors import Anchor, AnchorStore
 from tiers.documents import DocumentStore
 from tiers.errors import ScopeMismatch, SessionNotFound
@@ -91,6 +92,7 @@ class ContextRPCs:
     _documents: DocumentStore | None
     _anchors: AnchorStore | None
     _pins: PinStore | None
+    _access: AccessCounts | None
 
     # -- naming ------------------------------------------------------------------------------
     def _session(self, sid: str, scope: pb.Scope) -> tuple[Scope, WindowView | None]:
@@ -308,6 +310,7 @@ class ContextRPCs:
         why = _recall_reasons(result.hits) if request.explain else {}
         window = view.messages if view is not None else []
         ctx = assemble(budget, sid, anchor, pinned, window, result.hits, why)
+        await record_access(self._access, [m.candidate for m in ctx.memories])
         timings = [pb.StageTiming(stage=k, ms=v) for k, v in result.timings.items()]
         timings.append(pb.StageTiming(stage="context", ms=(time.perf_counter() - began) * 1000))
         state = pb.SESSION_STATE_UNSPECIFIED

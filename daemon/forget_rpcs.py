@@ -74,6 +74,7 @@ def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
         documents=counts.documents,
         anchors=counts.anchors,
         pins=counts.pins,
+        access_counts=counts.access_counts,
     )
 
 

@@ -22,6 +22,7 @@ from daemon.pb import memory_pb2_grpc
 from daemon.recall_rpcs import RecallRPCs
 from daemon.settings import Settings
 from recall.engine import RecallEngine
+from tiers.access import AccessCounts
 from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
 from tiers.errors import EpisodeNotFound
@@ -53,6 +54,7 @@ class MemoryService(
         documents: DocumentStore | None = None,
         anchors: AnchorStore | None = None,
         pins: PinStore | None = None,
+        access: AccessCounts | None = None,
     ) -> None:
         self._limits = settings.limits
         self._recall_settings = settings.recall
@@ -66,6 +68,7 @@ class MemoryService(
         self._documents = documents
         self._anchors = anchors
         self._pins = pins
+        self._access = access
         self._started = time.monotonic()
 
     @rpc

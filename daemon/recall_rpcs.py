@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Sequence
 
@@ -17,6 +18,8 @@ from recall import CHANNELS, Candidate, Query
 from recall.engine import RecallEngine, RecallResult
 from recall.nodes import NodeNotFound, get_node
 from recall.pack import pack
+from tiers.access import AccessCounts, Accessed
+from tiers.errors import StoreUnavailable
 from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
@@ -25,6 +28,27 @@ from tiers.vectors import KINDS, MemoryPoint
 RERANKERS = ("", "none", "llm", "local")
 MAX_PACK_TOKENS = 200_000
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+log = logging.getLogger("strata.recall")
+
+
+async def record_access(access: AccessCounts | None, handed: Sequence[Candidate]) -> None:
+    """Count the memories Pack or GetContext handed to an agent (:mod:`tiers.access`): each
+    one, the hits merged into it (the same sources) and the hit that brought a message's
+    point in (``found_via``); all of the same episode. A store that cannot be written is
+    logged, and the answer goes out all the same."""
+    if access is None or not handed:
+        return
+    accessed = []
+    for c in handed:
+        p = c.point
+        accessed.append(Accessed(p.id, p.scope, p.episode_id))
+        for other in (c.found_via, *c.merged_ids):
+            if other:
+                accessed.append(Accessed(other, p.scope, p.episode_id))
+    try:
+        await asyncio.to_thread(access.record, accessed)
+    except StoreUnavailable as exc:
+        log.warning("recall.access_not_counted", extra={"fields": {"error": str(exc)}})
 
 
 def source_pbs(point: MemoryPoint) -> list[pb.Source]:
@@ -75,6 +99,8 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
                 superseded_factor=c.superseded_factor,
                 recency_factor=c.recency_factor,
                 kind_factor=c.kind_factor,
+                accesses=c.accesses,
+                importance_factor=c.importance_factor,
                 found_via=c.found_via,
                 merged_ids=c.merged_ids,
                 rerank=c.rerank_note,
@@ -96,6 +122,7 @@ class RecallRPCs:
     _recall_settings: RecallSettings
     _engine: RecallEngine | None
     _semantic: SemanticStore | None
+    _access: AccessCounts | None
 
     def _query(
         self,
@@ -202,6 +229,7 @@ class RecallRPCs:
         )
         result = await asyncio.wrap_future(self._require_engine().submit(query))
         packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps), result.degraded)
+        await record_access(self._access, [i.candidate for i in packed.items])
         return pb.PackResponse(
             text=packed.text,
             tokens=packed.tokens,

@@ -237,6 +237,8 @@ class LLMSettings(_Section):
 
 # A Tier 3 point kind (tiers.vectors.KINDS).
 Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
+# A fact's category (weaver.categories.CATEGORIES).
+Category = Literal["preference", "instruction", "correction"]
 
 
 class Recipe(_Section):
@@ -266,6 +268,23 @@ class Recipe(_Section):
     )
     recency_half_life_days: float = Field(
         0.0, ge=0, description="Recency decay by event time (0: off)."
+    )
+    reinforcement: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "Access reinforcement: each time Pack or GetContext handed a memory to an agent "
+            "(not Recall) lengthens its recency half-life by this fraction, "
+            "half-life x (1 + reinforcement x accesses); needs recency_half_life_days "
+            "(0: off)."
+        ),
+    )
+    importance_weights: dict[Category, float] = Field(
+        {},
+        description=(
+            'Score multiplier per fact category ("preference", "instruction", '
+            '"correction"; missing: 1), set by the weaver on the facts it extracts.'
+        ),
     )
     mmr_lambda: float = Field(
         1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
@@ -300,12 +319,12 @@ class Recipe(_Section):
     rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
     rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
 
-    @field_validator("kind_weights")
+    @field_validator("kind_weights", "importance_weights")
     @classmethod
     def _non_negative(cls, value: dict[str, float]) -> dict[str, float]:
         bad = [k for k, w in value.items() if not w >= 0]
         if bad:
-            raise ValueError(f"kind weights must be >= 0 (got {', '.join(bad)})")
+            raise ValueError(f"weights must be >= 0 (got {', '.join(bad)})")
         return value
 
 

@@ -82,6 +82,8 @@ class Candidate:
     superseded_factor: float = 1.0
     recency_factor: float = 1.0
     kind_factor: float = 1.0
+    importance_factor: float = 1.0  # the recipe's weight for a fact's category
+    accesses: int = 0  # tiers.access: Pack and GetContext hand-outs (read with reinforcement)
     found_via: str = ""  # per_message: the id of the hit that brought this message's point
     merged_ids: list[str] = field(default_factory=list)
     rerank_note: str = ""

@@ -23,6 +23,7 @@ from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFail
 from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
+from tiers.access import AccessCounts
 from tiers.batcher import Batcher
 from tiers.embedding import Embedder
 from tiers.forget import ScopeCache
@@ -55,8 +56,10 @@ class RecallEngine:
         rerankers: Mapping[str, Reranker],
         cache: SemanticCache | None = None,
         clock: Callable[[], float] = time.time,
+        access: AccessCounts | None = None,
     ) -> None:
         self.cache = cache
+        self._access = access
         self._semantic = semantic
         self._channels = dict(channels)
         self._rerankers = dict(rerankers)
@@ -217,19 +220,31 @@ class RecallEngine:
         return {n: results[n] for n in names if n in results}, degraded
 
     def _adjust(self, candidates: list[Candidate], query: Query) -> None:
-        """Superseded facts sink; the recipe's weight per kind; an optional recency decay by
-        event time."""
-        half_life = query.recipe.recency_half_life_days
-        kind_weights = query.recipe.kind_weights
+        """Superseded facts sink; the recipe's weight per kind and per fact category; an
+        optional recency decay by event time, slowed by access reinforcement."""
+        recipe = query.recipe
+        half_life = recipe.recency_half_life_days
+        kind_weights = recipe.kind_weights
+        importance = recipe.importance_weights
         now_us = self._clock() * 1_000_000
+        accesses: dict[str, int] = {}
+        if half_life > 0 and recipe.reinforcement > 0 and self._access is not None:
+            accesses = self._access.counts([(c.point.scope, c.point.id) for c in candidates])
         for c in candidates:
             c.kind_factor = kind_weights.get(c.point.kind, 1.0)  # type: ignore[call-overload]
+            category = c.point.attrs.get("category")
+            if category:
+                c.importance_factor = importance.get(category, 1.0)
             if c.superseded:
-                c.superseded_factor = query.recipe.superseded_factor
+                c.superseded_factor = recipe.superseded_factor
             if half_life > 0:
+                c.accesses = accesses.get(c.point.id, 0)
+                life = half_life * (1.0 + recipe.reinforcement * c.accesses)
                 age_days = max(0.0, (now_us - c.point.created_at_us) / 86_400e6)
-                c.recency_factor = math.pow(0.5, age_days / half_life)
-            c.score = c.fused * c.superseded_factor * c.recency_factor * c.kind_factor
+                c.recency_factor = math.pow(0.5, age_days / life)
+            c.score = (
+                c.fused * c.superseded_factor * c.recency_factor * c.kind_factor
+            ) * c.importance_factor
         candidates.sort(key=lambda c: (-c.score, c.superseded, c.point.id))
 
     def _diversify(self, candidates: list[Candidate], query: Query) -> list[Candidate]:

@@ -12,7 +12,8 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
 4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; keyed
    documents (``tiers.documents``: their records, marks and ids), session anchors (a
    scope's: ``tiers.anchors``) and pins (a scope's, and those of the forgotten memory ids:
-   ``tiers.pins``), all in the tombstones' batch;
+   ``tiers.pins``) and access counts (``tiers.access``: the scope's, and those of the forgotten
+   episodes and memories), all in the tombstones' batch;
 5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
    store and in-memory graph) and nodes left without edges; then the owners' entity
    profiles are rebuilt from the facts that remain (``tiers.profiles``), so no profile
@@ -33,6 +34,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
+from tiers.access import ACCESS_CFS, AccessCounts
 from tiers.anchors import ANCHOR_CFS, AnchorStore
 from tiers.documents import DOCUMENT_CFS, Document, DocumentStore
 from tiers.forget_plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
@@ -60,6 +62,7 @@ STATE_CFS_TOUCHED = (
     *DOCUMENT_CFS,
     *ANCHOR_CFS,
     *PIN_CFS,
+    *ACCESS_CFS,
 )
 JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
 # Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
@@ -84,6 +87,7 @@ class Forgetter:
         documents: DocumentStore | None = None,
         anchors: AnchorStore | None = None,
         pins: PinStore | None = None,
+        access: AccessCounts | None = None,
     ) -> None:
         self._working = working
         self._journal = journal
@@ -97,6 +101,7 @@ class Forgetter:
         self._documents = documents
         self._anchors = anchors
         self._pins = pins
+        self._access = access
         self.purger = Purger(state, journal_store, semantic, STATE_CFS_TOUCHED, JOURNAL_CFS_TOUCHED)
 
     @property
@@ -194,13 +199,22 @@ class Forgetter:
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
-            with self._documents_lock():  # no put between the tombstones and the deletes
+            # No put (a document, an access count) between the tombstones and the deletes.
+            with self._documents_lock(), self._access_lock():
                 docs = self._forget_documents(batch, plan)
                 memories = plan.memory_ids | {d.id for d in docs}
                 if self._anchors is not None:
                     counts.anchors = self._anchors.forget_into(batch, scope)
                 if self._pins is not None:
                     counts.pins = self._pins.forget_into(batch, scope, sorted(memories))
+                if self._access is not None:
+                    counts.access_counts = self._access.forget_into(
+                        batch,
+                        scope,
+                        [(plan.owner_of[e], e) for e in episodes if e in plan.owner_of],
+                        [(plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of]
+                        + [(d.scope, d.id) for d in docs],
+                    )
                 Tombstones.add(batch, episodes, sorted(memories))
                 mark, earlier = self.purger.write_marked(batch)
             counts.documents = len(docs)
@@ -249,13 +263,17 @@ class Forgetter:
             # Keyed documents alone (DeleteDocument): only their column families (and their
             # pins') to compact.
             alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
-            counts.purge_ms = self.purger.purge_stores(DOCUMENT_CFS + PIN_CFS if alone else ())
+            alone_cfs = DOCUMENT_CFS + PIN_CFS + ACCESS_CFS
+            counts.purge_ms = self.purger.purge_stores(alone_cfs if alone else ())
             self.purger.request()
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
 
     def _documents_lock(self) -> AbstractContextManager[object]:
         return self._documents.lock if self._documents is not None else nullcontext()
+
+    def _access_lock(self) -> AbstractContextManager[object]:
+        return self._access.lock if self._access is not None else nullcontext()
 
     def _forget_documents(self, batch: Batch, plan: ForgetPlan) -> list[Document]:
         """The keyed documents of the plan's scope and among its memory ids, their deletes

@@ -67,4 +67,5 @@ class ForgetCounts:
     documents: int = 0  # keyed documents (their points are in vector_points)
     anchors: int = 0  # session anchors (tiers.anchors)
     pins: int = 0  # pins (tiers.pins), of the scope or of the forgotten memory ids
+    access_counts: int = 0  # access counts (tiers.access) of the forgotten memories
     purge_ms: float = 0.0  # making RocksDB's deletes physical (tiers.purge; vectors: after)

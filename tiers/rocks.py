@@ -11,6 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any, cast
 
 from rocksdict import (
     AccessType,
@@ -98,6 +99,13 @@ class RocksStore:
     def get(self, cf: str, key: bytes) -> bytes | None:
         value: bytes | None = self._cfs[cf].get(key)
         return value
+
+    def get_many(self, cf: str, keys: list[bytes]) -> list[bytes | None]:
+        """The values of ``keys`` (None where absent), in one multi-get."""
+        if not keys:
+            return []
+        values = cast(list[bytes | None], self._cfs[cf].get(cast(Any, keys)))
+        return values
 
     def scan(
         self, cf: str, start: bytes, end: bytes | None = None, *, reverse: bool = False

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from daemon.errors import InvalidArgument
+from tiers.access import ACCESS_CFS
 from tiers.anchors import ANCHOR_CFS
 from tiers.documents import DOCUMENT_CFS
 from tiers.errors import (
@@ -81,6 +82,7 @@ STATE_CFS = [
     *DOCUMENT_CFS,
     *ANCHOR_CFS,  # tiers.anchors
     *PIN_CFS,  # tiers.pins
+    *ACCESS_CFS,  # tiers.access
 ]
 
 

@@ -29,6 +29,7 @@ from tiers.records import Scope, pack, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, Source, VectorStore, point_id
+from weaver.categories import categorize
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
@@ -205,6 +206,9 @@ class Consolidator:
         if fact is not None:
             valid_from = fact.valid_from_us if fact.valid_from_us is not None else created
             attrs["confidence"] = fact.confidence
+            category = categorize(text)
+            if category:
+                attrs["category"] = category
             if fact.triplet is not None:
                 attrs.update(
                     subject=fact.triplet.subject,

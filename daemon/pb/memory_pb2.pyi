@@ -363,7 +363,7 @@ class ChannelRank(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., rank: _Optional[int] = ..., score: _Optional[float] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score", "kind_factor", "found_via")
+    __slots__ = ("channels", "fused", "superseded_factor", "recency_factor", "merged_ids", "rerank", "rerank_score", "kind_factor", "found_via", "accesses", "importance_factor")
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
     FUSED_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -373,6 +373,8 @@ class Explanation(_message.Message):
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
     KIND_FACTOR_FIELD_NUMBER: _ClassVar[int]
     FOUND_VIA_FIELD_NUMBER: _ClassVar[int]
+    ACCESSES_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FACTOR_FIELD_NUMBER: _ClassVar[int]
     channels: _containers.RepeatedCompositeFieldContainer[ChannelRank]
     fused: float
     superseded_factor: float
@@ -382,7 +384,9 @@ class Explanation(_message.Message):
     rerank_score: float
     kind_factor: float
     found_via: str
-    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ..., kind_factor: _Optional[float] = ..., found_via: _Optional[str] = ...) -> None: ...
+    accesses: int
+    importance_factor: float
+    def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ..., kind_factor: _Optional[float] = ..., found_via: _Optional[str] = ..., accesses: _Optional[int] = ..., importance_factor: _Optional[float] = ...) -> None: ...
 
 class Hit(_message.Message):
     __slots__ = ("id", "kind", "text", "score", "created_at", "sources", "superseded", "valid_from", "valid_to", "episode_id", "session_id", "explanation")
@@ -546,7 +550,7 @@ class ForgetRequest(_message.Message):
     def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., episode_ids: _Optional[_Iterable[str]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
-    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored", "documents", "anchors", "pins")
+    __slots__ = ("sessions", "session_messages", "episodes", "episode_messages", "consolidation_records", "vector_points", "graph_edges", "graph_nodes", "cache_entries", "facts_restored", "documents", "anchors", "pins", "access_counts")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SESSION_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -560,6 +564,7 @@ class ForgetResponse(_message.Message):
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     ANCHORS_FIELD_NUMBER: _ClassVar[int]
     PINS_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_COUNTS_FIELD_NUMBER: _ClassVar[int]
     sessions: int
     session_messages: int
     episodes: int
@@ -573,7 +578,8 @@ class ForgetResponse(_message.Message):
     documents: int
     anchors: int
     pins: int
-    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ..., documents: _Optional[int] = ..., anchors: _Optional[int] = ..., pins: _Optional[int] = ...) -> None: ...
+    access_counts: int
+    def __init__(self, sessions: _Optional[int] = ..., session_messages: _Optional[int] = ..., episodes: _Optional[int] = ..., episode_messages: _Optional[int] = ..., consolidation_records: _Optional[int] = ..., vector_points: _Optional[int] = ..., graph_edges: _Optional[int] = ..., graph_nodes: _Optional[int] = ..., cache_entries: _Optional[int] = ..., facts_restored: _Optional[int] = ..., documents: _Optional[int] = ..., anchors: _Optional[int] = ..., pins: _Optional[int] = ..., access_counts: _Optional[int] = ...) -> None: ...
 
 class Document(_message.Message):
     __slots__ = ("scope", "namespace", "key", "text", "value", "created_at", "updated_at", "id")
