@@ -19,6 +19,7 @@ import asyncio
 import datetime as dt
 import re
 import time
+from concurrent.futures import Future
 
 import grpc
 
@@ -301,18 +302,35 @@ class ContextRPCs:
         scope, view = self._session(sid, request.scope)
         text = self._query_text(request, view)
         query = self._recall_query(request, text, scope)
-        anchor = self._anchor_store().get(scope.user_id, sid)
-        pinned = await asyncio.to_thread(self._pinned, scope)
-        result = RecallResult([])
+        session_ms = _ms(began)
+        # Recall runs on the engine's threads while the anchor and the pins are read.
+        recalled: Future[RecallResult] | None = None
         if text.strip():
             assert self._engine is not None
-            result = await asyncio.wrap_future(self._engine.submit(query))
+            recalled = self._engine.submit(query)
+        t = time.perf_counter()
+        anchor = self._anchor_store().get(scope.user_id, sid)
+        pinned = await asyncio.to_thread(self._pinned, scope)
+        pins_ms = _ms(t)
+        result = RecallResult([])
+        if recalled is not None:
+            result = await asyncio.wrap_future(recalled)
+        t = time.perf_counter()
         why = _recall_reasons(result.hits) if request.explain else {}
         window = view.messages if view is not None else []
         ctx = assemble(budget, sid, anchor, pinned, window, result.hits, why)
+        assemble_ms = _ms(t)
+        t = time.perf_counter()
         await record_access(self._access, [m.candidate for m in ctx.memories])
-        timings = [pb.StageTiming(stage=k, ms=v) for k, v in result.timings.items()]
-        timings.append(pb.StageTiming(stage="context", ms=(time.perf_counter() - began) * 1000))
+        stages = {
+            **result.timings,
+            "session": session_ms,
+            "pins": pins_ms,
+            "assemble": assemble_ms,
+            "count": _ms(t),
+            "context": _ms(began),
+        }
+        timings = [pb.StageTiming(stage=k, ms=v) for k, v in stages.items()]
         state = pb.SESSION_STATE_UNSPECIFIED
         if view is not None:
             state = pb.SESSION_STATE_OPEN if view.open else pb.SESSION_STATE_ENDED
@@ -335,6 +353,10 @@ class ContextRPCs:
                 for d in ctx.dropped
             )
         return response
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)
 
 
 def _recall_reasons(hits: list[Candidate]) -> dict[str, str]:
