@@ -35,7 +35,8 @@ from daemon.llm import LLMTotals
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from recall.engine import RecallEngine, RecallResult
+    from recall.engine import RecallEngine
+    from recall.result import RecallResult
     from tiers.journal import Journal
     from tiers.semantic import SemanticStore
     from tiers.working import WorkingMemory
