@@ -3,7 +3,8 @@
 Start-up: data directory, state store, journal store, working-memory recovery, metrics
 endpoint (when enabled), gRPC server (memory, admin, health, reflection: :mod:`daemon.server`),
 scheduler (:mod:`daemon.scheduler`). The server accepts appends as soon as the stores are open;
-nothing slow is on that path.
+nothing slow is on that path. What is opened and how the parts are wired to each other is
+:mod:`daemon.wiring` (:class:`~daemon.wiring.DaemonParts`, which :class:`Daemon` extends).
 
 Health: every named service is SERVING as soon as the server runs (appends are served); the
 overall status ("") is NOT_SERVING until Tier 3 (embedding model and vector store) is open,
@@ -24,47 +25,14 @@ import time
 from typing import Any
 
 import grpc
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from grpc_health.v1 import health_pb2
 
 from daemon import gc_pauses
-from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
-from daemon.components import (
-    embedding_client,
-    embedding_description,
-    litellm_embedder,
-    llm_extractor,
-    local_embedder,
-    recall_engine,
-)
-from daemon.export_rpcs import transfer_sources
-from daemon.memory_service import MemoryService
 from daemon.metrics import Metrics
-from daemon.scheduler import build_scheduler, next_consolidation
-from daemon.security_settings import read_secret_file
-from daemon.server import SERVICES, HealthServicer, bind, build_server
+from daemon.scheduler import build_scheduler
+from daemon.server import SERVICES, HealthServicer, bind
 from daemon.settings import Settings, is_loopback
-from daemon.weaver_service import WeaverService
-from recall.engine import RecallEngine
-from tiers.access import AccessCounts
-from tiers.anchors import AnchorStore
-from tiers.documents import DocumentStore
-from tiers.embedding import Embedder, EmbeddingService
-from tiers.embedding_priority import PriorityEmbedder
-from tiers.forget import Forgetter
-from tiers.journal import JOURNAL_CFS, Journal
-from tiers.models import ModelClient
-from tiers.pins import PinStore
-from tiers.rocks import RocksStore
-from tiers.semantic import SemanticStore, edge_store_path
-from tiers.session import WindowLimits
-from tiers.vectors import VectorStore
-from tiers.working import STATE_CFS, WorkingMemory
-from weaver.consolidate import Consolidator, redact_record
-from weaver.extractors.local import LocalExtractor
-from weaver.index import DocumentIndexer, Indexer
-from weaver.rebuild import Rebuilder, RebuildReport
-from weaver.runner import Weaver
+from daemon.wiring import DaemonParts
 
 log = logging.getLogger("strata.daemon")
 # A purge ends once the vector store is closed; its thread may be waiting for Tier 3 first.
@@ -75,31 +43,16 @@ def _fields(**fields: Any) -> dict[str, Any]:
     return {"fields": fields}
 
 
-class Daemon:
+class Daemon(DaemonParts):
     def __init__(self, settings: Settings, *, freeze_gc: bool = False) -> None:
         """``freeze_gc``: once Tier 3 is open, freeze what the process holds out of later
         garbage collections (:func:`daemon.gc_pauses.freeze`); for the ``stratad`` process,
         not for a daemon embedded in another program (its objects would be frozen too)."""
-        self.settings = settings
+        super().__init__(settings)
         self._freeze_gc = freeze_gc
         self.address: str | None = None
-        self.state: RocksStore | None = None
-        self.journal_store: RocksStore | None = None
-        self.working: WorkingMemory | None = None
-        self.journal: Journal | None = None
-        self.semantic: SemanticStore | None = None
-        self.engine: RecallEngine | None = None
-        self.weaver: Weaver | None = None
-        self.rebuilder: Rebuilder | None = None
-        self.forgetter: Forgetter | None = None
-        self.documents: DocumentStore | None = None
-        self.anchors: AnchorStore | None = None
-        self.pins: PinStore | None = None
-        self.access: AccessCounts | None = None
-        self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._server: grpc.aio.Server | None = None
         self._health: HealthServicer | None = None
-        self._scheduler: AsyncIOScheduler | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self.metrics: Metrics | None = Metrics() if settings.metrics.enabled else None
@@ -108,118 +61,6 @@ class Daemon:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- start -----------------------------------------------------------------------------
-    def open_stores(self) -> None:
-        s = self.settings
-        s.data_dir.mkdir(parents=True, exist_ok=True)
-        self.state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
-        self.journal_store = RocksStore(
-            s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
-        )
-        self.journal = Journal(self.journal_store, self.state, s.journal.ttl_seconds)
-        wm = s.working_memory
-        self.working = WorkingMemory(
-            self.state,
-            self.journal,
-            WindowLimits(
-                max_messages=wm.max_messages,
-                max_tokens=wm.max_tokens,
-                idle_timeout_seconds=wm.idle_timeout_seconds,
-                max_sessions=wm.max_sessions,
-                max_log_messages=wm.max_log_messages,
-            ),
-        )
-        self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
-        self.documents = DocumentStore(self.state)
-        self.anchors = AnchorStore(self.state)
-        self.pins = PinStore(self.state)
-        self.access = AccessCounts(self.state)
-        self.engine = recall_engine(s, self.semantic, self.access)
-        self.forgetter = Forgetter(
-            self.working,
-            self.journal,
-            self.journal_store,
-            self.state,
-            self.semantic,
-            self.engine.scope_caches(),
-            redact_record,
-            self.documents,
-            self.anchors,
-            self.pins,
-            self.access,
-        )
-        semantic = self.semantic
-        local = LocalExtractor(
-            embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
-            summary_turns=s.weaver.summary_turns,
-        )
-        indexer = Indexer(self.journal, self.semantic, s.weaver)
-        consolidator = Consolidator(
-            self.journal,
-            self.state,
-            self.semantic,
-            (llm_extractor(s.llm) if s.weaver.enabled else None) or local,
-            local,
-            set(s.weaver.functional_predicates),
-            wait_for_llm=s.llm.on_failure == "wait",
-            tool_text=indexer.tool_text,
-        )
-        # Rebuild never extracts, so it works with the weaver disabled too.
-        documents = DocumentIndexer(self.documents, self.semantic)
-        self.rebuilder = Rebuilder(
-            self.journal, self.state, self.semantic, indexer, consolidator, documents
-        )
-        if s.weaver.enabled:
-            self.weaver = Weaver(
-                self.journal,
-                self.semantic,
-                indexer,
-                consolidator,
-                next_run=self._next_consolidation,
-                llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
-                documents=documents,
-            )
-            weaver = self.weaver
-            self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
-            self.documents.on_put.append(weaver.notify_documents)
-            self.forgetter.purger.on_purged.append(weaver.index_lost)
-
-    def _embedding_service(self) -> EmbeddingService:
-        e, data_dir = self.settings.embedding, self.settings.data_dir
-        client = embedding_client(e) if e.provider == "litellm" else None
-        self.embedding_client = client
-
-        def load() -> Embedder:
-            # Queries first: the weaver's documents wait while a query is being embedded.
-            if client is not None:
-                return PriorityEmbedder(litellm_embedder(e, client))
-            return PriorityEmbedder(local_embedder(e, data_dir))
-
-        return EmbeddingService(load, embedding_description(e))
-
-    def _open_vectors(self) -> VectorStore:
-        s = self.settings
-        if s.qdrant_url:
-            from tiers.vectors.qdrant import QdrantVectorStore
-
-            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
-            if s.qdrant_api_key_file is not None:
-                key = read_secret_file(s.qdrant_api_key_file)
-            return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
-        from tiers.vectors.edge import EdgeVectorStore
-
-        return EdgeVectorStore(edge_store_path(s.data_dir))
-
-    async def _rebuild(self, user_id: str) -> RebuildReport:
-        """On the weaver's worker when there is one, so no consolidation run interleaves."""
-        rebuilder = self.rebuilder
-        assert rebuilder is not None
-        if self.weaver is not None:
-            return await asyncio.wrap_future(self.weaver.submit(lambda: rebuilder.rebuild(user_id)))
-        return await asyncio.to_thread(rebuilder.rebuild, user_id)
-
-    def _next_consolidation(self) -> float | None:
-        return next_consolidation(self._scheduler)
-
     async def start(self) -> str:
         """Open everything and serve; returns the bound address (host:port)."""
         started = time.monotonic()
@@ -251,48 +92,7 @@ class Daemon:
             except OSError:
                 self._close_stores()
                 raise
-        semantic = self.semantic
-        assert semantic is not None
-        external = external_vectors(s)
-        server, self._health = build_server(
-            s,
-            MemoryService(
-                s,
-                self.working,
-                self.journal,
-                self.state,
-                self.semantic,
-                self.engine,
-                self.forgetter,
-                self.documents,
-                self.anchors,
-                self.pins,
-                self.access,
-            ),
-            WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
-            AdminService(
-                BackupSources(
-                    {"state": self.state, "journal": self.journal_store},
-                    semantic.write_lock,  # Tier 3 writers first, then appends
-                    self.working.write_lock,
-                    lambda: backup_vectors(semantic, external),
-                ),
-                self._rebuild,
-                s.limits,
-                transfer_sources(
-                    self.state,
-                    self.journal,
-                    self.working,
-                    semantic,
-                    self.weaver,
-                    s.data_dir,
-                    self.documents,
-                    self.anchors,
-                    self.pins,
-                ),
-            ),
-            metrics_interceptor,
-        )
+        server, self._health = self._build_server(metrics_interceptor)
         self.address = bind(server, s)
         self._server = server
         await server.start()

@@ -32,7 +32,8 @@ from daemon.recall_rpcs import MAX_PACK_TOKENS, hit_pb, record_access, source_pb
 from daemon.settings_sections import LimitsSettings, RecallSettings
 from recall import Candidate, Query
 from recall.context import Budget, Context, Pinned, assemble, formulate_query
-from recall.engine import RecallEngine, RecallResult
+from recall.engine import RecallEngine
+from recall.result import RecallResult
 from tiers.access import AccessCounts
 from tiers.anchors import Anchor, AnchorStore
 from tiers.documents import DocumentStore

@@ -2,8 +2,8 @@
 
 Three sources feed it:
 
-- :class:`RpcMetricsInterceptor`, a gRPC server interceptor: every RPC by service, method and
-  status code, with its latency;
+- :class:`~daemon.rpc_metrics.RpcMetricsInterceptor`, a gRPC server interceptor
+  (:mod:`daemon.rpc_metrics`): every RPC by service, method and status code, with its latency;
 - observers the weaver and the recall engine call (``Weaver.on_indexed``, ``Weaver.on_run``,
   ``RecallEngine.on_result``): runs, their durations and what they produced, recall stage
   timings;
@@ -17,25 +17,23 @@ the process-wide default), so several daemons in one process each count their ow
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from daemon.llm import LLMTotals
+from daemon.rpc_metrics import RpcMetricsInterceptor
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from recall.engine import RecallEngine, RecallResult
+    from recall.engine import RecallEngine
+    from recall.result import RecallResult
     from tiers.journal import Journal
     from tiers.semantic import SemanticStore
     from tiers.working import WorkingMemory
@@ -48,12 +46,6 @@ log = logging.getLogger("strata.metrics")
 RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 RECALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 RUN_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-
-
-def split_method(full: str) -> tuple[str, str]:
-    """``/strata.v1.MemoryService/Append`` -> (``strata.v1.MemoryService``, ``Append``)."""
-    service, _, method = full.lstrip("/").rpartition("/")
-    return service or "unknown", method or full
 
 
 class Metrics:
@@ -135,7 +127,7 @@ class Metrics:
 
     # -- wiring ----------------------------------------------------------------------------
     def interceptor(self) -> RpcMetricsInterceptor:
-        return RpcMetricsInterceptor(self)
+        return RpcMetricsInterceptor(self.rpc_requests, self.rpc_seconds)
 
     def observe(
         self,
@@ -294,115 +286,3 @@ class _StateCollector(Collector):
                 "Episodes the LLM could not extract after its retries.",
                 value=totals["extract"].failed_extractions,
             )
-
-
-class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts and times every RPC; the status code is the one the handler ended with."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:  # unknown method: gRPC answers UNIMPLEMENTED itself
-            return handler
-        service, method = split_method(handler_call_details.method)
-        record = self._recorder(service, method)
-        for attr in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
-            behavior = getattr(handler, attr)
-            if behavior is not None:
-                wrapped = _wrap(behavior, record)
-                if wrapped is not None:
-                    return handler._replace(**{attr: wrapped})
-        return handler
-
-    def _recorder(self, service: str, method: str) -> Callable[[grpc.StatusCode, float], None]:
-        m = self._metrics
-
-        def record(code: grpc.StatusCode, seconds: float) -> None:
-            m.rpc_requests.labels(service, method, code.name).inc()
-            m.rpc_seconds.labels(service, method, code.name).observe(seconds)
-
-        return record
-
-
-def _code(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.StatusCode:
-    code = context.code()
-    if isinstance(code, grpc.StatusCode) and (code is not grpc.StatusCode.OK or exc is None):
-        return code
-    if exc is None:
-        return grpc.StatusCode.OK
-    if isinstance(exc, grpc.aio.AbortError):  # aborted without a code we could read
-        return grpc.StatusCode.UNKNOWN
-    if isinstance(exc, asyncio.CancelledError | GeneratorExit):  # the client went away
-        return grpc.StatusCode.CANCELLED
-    return grpc.StatusCode.UNKNOWN
-
-
-class _RecordingContext:
-    """The handler's context, but ``abort`` records the code first: gRPC sends the status to
-    the client inside ``abort``, so recording after it would let a client that scrapes right
-    after its error reply see the old count."""
-
-    def __init__(
-        self,
-        context: grpc.aio.ServicerContext,
-        record: Callable[[grpc.StatusCode, float], None],
-        began: float,
-    ) -> None:
-        self._context = context
-        self._record = record
-        self._began = began
-        self.recorded = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._context, name)
-
-    async def abort(self, code: grpc.StatusCode, details: str = "", *args: Any) -> NoReturn:
-        self.done(code)
-        await self._context.abort(code, details, *args)
-        raise AssertionError("unreachable: abort raises")  # pragma: no cover
-
-    def done(self, code: grpc.StatusCode) -> None:
-        if not self.recorded:
-            self.recorded = True
-            self._record(code, time.perf_counter() - self._began)
-
-
-def _wrap(
-    behavior: Callable[..., Any], record: Callable[[grpc.StatusCode, float], None]
-) -> Callable[..., Any] | None:
-    """The same kind of callable as ``behavior`` (grpc.aio dispatches on the kind). The code is
-    recorded before the reply leaves: at ``abort``, or before the handler's result is returned
-    (a unary reply, or a stream's trailing status, is sent after that)."""
-    if inspect.iscoroutinefunction(behavior):
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            ctx = _RecordingContext(context, record, time.perf_counter())
-            try:
-                result = await behavior(request, ctx)
-            except BaseException as exc:
-                ctx.done(_code(context, exc))
-                raise
-            ctx.done(_code(context, None))
-            return result
-
-        return unary
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            ctx = _RecordingContext(context, record, time.perf_counter())
-            try:
-                async for item in behavior(request, ctx):
-                    yield item
-            except BaseException as exc:
-                ctx.done(_code(context, exc))
-                raise
-            ctx.done(_code(context, None))
-
-        return stream
-    return None  # a synchronous handler (none of ours): not timed

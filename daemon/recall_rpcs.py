@@ -15,9 +15,10 @@ from daemon.errors import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.settings_sections import LimitsSettings, RecallSettings
 from recall import CHANNELS, Candidate, Query
-from recall.engine import RecallEngine, RecallResult
+from recall.engine import RecallEngine
 from recall.nodes import NodeNotFound, get_node
 from recall.pack import pack
+from recall.result import RecallResult
 from tiers.access import AccessCounts, Accessed
 from tiers.errors import StoreUnavailable
 from tiers.journal import Journal

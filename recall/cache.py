@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recall.engine import RecallResult
+from recall.result import RecallResult
 
 
 @dataclass(slots=True)

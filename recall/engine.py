@@ -14,15 +14,16 @@ import re
 import time
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 import numpy as np
 
 from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
+from recall.cache import SemanticCache
 from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
+from recall.result import RecallResult
 from tiers.access import AccessCounts
 from tiers.batcher import Batcher
 from tiers.embedding import Embedder
@@ -30,22 +31,9 @@ from tiers.forget import ScopeCache
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, source_key
 
-if TYPE_CHECKING:
-    from recall.cache import SemanticCache
-
 log = logging.getLogger("strata.recall")
 _WORD = re.compile(r"\w+")
 REQUEST_THREADS = 8
-
-
-@dataclass(slots=True)
-class RecallResult:
-    hits: list[Candidate]
-    timings: dict[str, float] = field(default_factory=dict)
-    rerank: str = "none"
-    rerank_note: str = ""
-    degraded: list[str] = field(default_factory=list)
-    cached: bool = False
 
 
 class RecallEngine:

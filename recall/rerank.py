@@ -29,7 +29,8 @@ import numpy as np
 from daemon.llm import escape_data
 from recall import Candidate, QueryContext, RerankFailed
 from tiers.errors import ModelError
-from tiers.models import LLMTotals, ModelClient, RetryReply
+from tiers.model_retry import RetryReply
+from tiers.models import LLMTotals, ModelClient
 
 # -- local -----------------------------------------------------------------------------------
 

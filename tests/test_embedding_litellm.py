@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from daemon.app import embedding_description
+from daemon.components import embedding_description
 from daemon.settings_sections import EmbeddingSettings
 from tests.llm_server import FakeOpenAI, Reply
 from tiers.embedding import EmbeddingService, EmbeddingUnavailable

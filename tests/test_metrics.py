@@ -233,7 +233,7 @@ def test_health_stays_not_serving_when_the_model_fails_to_load(start_daemon: Any
 def test_an_aborted_rpc_is_counted_before_its_status_is_sent() -> None:
     """gRPC sends the status inside ``context.abort``: the count must already be there, or a
     client that scrapes right after its error reply can see the old count (it did, under load)."""
-    from daemon.metrics import _wrap
+    from daemon.rpc_metrics import _wrap
 
     events: list[str] = []
 

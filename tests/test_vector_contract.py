@@ -34,7 +34,8 @@ from tiers.vectors import (
 )
 from tiers.vectors.bm25 import KeywordEncoder
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore
-from tiers.vectors.qdrant import META_ID, QdrantVectorStore
+from tiers.vectors.qdrant import QdrantVectorStore
+from tiers.vectors.qdrant_collection import META_ID
 
 DIM = 16
 MODEL = "test-model-a"

@@ -6,13 +6,10 @@ the LLM reranker) and embeddings (:mod:`tiers.embedding_litellm`).
 - the API key: from an environment variable, or from a file read on every call (a rotated key
   is picked up); a self-hosted server (``api_base``) without a key gets a placeholder, since
   OpenAI-style clients insist on one. The key never appears in ``repr`` or in an error.
-- the timeout of each request, and the retries: timeouts, 408, 429, 5xx and connection errors
-  are retried after a backoff (exponential with "equal jitter", capped; a ``Retry-After`` or
-  ``retry-after-ms`` header is honoured, capped too); any other error (400, 401, 403, 404,
-  context window exceeded...) fails at once. A caller may also reject a reply
-  (:class:`RetryReply`): it is retried at once, possibly with changed arguments. At most
-  ``max_retries + 1`` requests are sent per call. ``litellm`` and the OpenAI SDK retry on
-  their own by default: both are switched off, the retries here are the only ones.
+- the timeout of each request, and the retries (which failures, how long a pause:
+  :mod:`tiers.model_retry`). At most ``max_retries + 1`` requests are sent per call.
+  ``litellm`` and the OpenAI SDK retry on their own by default: both are switched off, the
+  retries here are the only ones.
 - the errors: :class:`tiers.errors.ModelUnavailable` (the endpoint is down, slow or
   overloaded: gRPC UNAVAILABLE) and :class:`tiers.errors.ModelRequestFailed` (it refused the
   request or its replies were unusable: FAILED_PRECONDITION), each naming the model, the
@@ -26,7 +23,6 @@ fetch the model cost map from the network.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
 import random as _random
@@ -38,23 +34,25 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from tiers.errors import ModelRequestFailed, ModelUnavailable
+from tiers.model_retry import (
+    MAX_BACKOFF_SECONDS,
+    RetryReply,
+    backoff,
+    is_transient,
+    retry_after,
+    status_of,
+)
 
 __all__ = [
     "CallStats",
     "LLMTotals",
     "ModelClient",
-    "RetryReply",
     "import_litellm",
-    "is_transient",
     "read_secret_file",
-    "retry_after",
-    "status_of",
 ]
 
 log = logging.getLogger("strata.models")
 T = TypeVar("T")
-
-MAX_BACKOFF_SECONDS = 30.0
 
 _lock = threading.Lock()
 _litellm: Any = None
@@ -105,73 +103,6 @@ class CallStats:
     failures: list[str] = field(default_factory=list)  # cause of each failed attempt
     slept_seconds: float = 0.0  # total backoff
     ok: bool = False
-
-
-class RetryReply(Exception):
-    """Raised by a reply check: the reply is unusable, try again at once (no backoff), with
-    ``changes`` applied to the request's arguments (e.g. a larger ``max_tokens``)."""
-
-    def __init__(self, cause: str, **changes: Any) -> None:
-        super().__init__(cause)
-        self.cause = cause
-        self.changes = changes
-
-
-def status_of(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-_TRANSIENT_NAMES = (
-    "Timeout",
-    "RateLimitError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-    "APIConnectionError",
-)
-
-
-def is_transient(exc: BaseException, litellm: Any) -> bool:
-    """Timeouts, rate limits, 5xx and connection errors: worth another try after a pause."""
-    status = status_of(exc)
-    if status is not None:
-        return status in (408, 429) or status >= 500
-    types = tuple(
-        t
-        for t in (getattr(litellm, name, None) for name in _TRANSIENT_NAMES)
-        if isinstance(t, type)
-    )
-    return isinstance(exc, (*types, TimeoutError, ConnectionError))
-
-
-def retry_after(exc: BaseException) -> float | None:
-    """Seconds asked for by ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
-
-    litellm puts the provider's response headers on ``exc.litellm_response_headers``
-    (``exc.response.headers`` is empty for OpenAI-compatible providers)."""
-    for source in (
-        getattr(exc, "litellm_response_headers", None),
-        getattr(getattr(exc, "response", None), "headers", None),
-        getattr(exc, "headers", None),
-    ):
-        if source is None or not hasattr(source, "get"):
-            continue
-        try:
-            ms = source.get("retry-after-ms")
-            if ms is not None:
-                return max(0.0, float(ms) / 1000.0)
-            value = source.get("retry-after")
-            if value is None:
-                continue
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                when = email.utils.parsedate_to_datetime(str(value))
-                return max(0.0, when.timestamp() - time.time())
-        except (TypeError, ValueError, OverflowError):
-            continue
-    return None
 
 
 def short(text: str, limit: int = 300) -> str:
@@ -268,12 +199,6 @@ class ModelClient:
         with self._lock:
             for name, delta in deltas.items():
                 setattr(self.totals, name, getattr(self.totals, name) + delta)
-
-    def backoff(self, failures: int) -> float:
-        """The pause after the ``failures``-th transient failure (1-based): exponential with
-        "equal jitter" (between half and all of ``backoff * 2**(n-1)``), capped."""
-        ceiling = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (failures - 1))
-        return ceiling / 2 + self._random() * ceiling / 2
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -380,7 +305,9 @@ class ModelClient:
                 )
                 if attempt < total:
                     transient += 1
-                    delay = self.backoff(transient)
+                    delay = backoff(
+                        transient, self.backoff_seconds, self.max_backoff_seconds, self._random
+                    )
                     hinted = retry_after(exc)
                     if hinted is not None:
                         delay = min(hinted, self.max_backoff_seconds)

@@ -11,23 +11,13 @@ user does reveals another's session ids. Calls name a session by its id and, whe
 knows it, its user; without a user, the session id must belong to exactly one user
 (:class:`AmbiguousSession` otherwise).
 
-Key layout of the state store (``<data_dir>/state``), ``K`` = ``0x01 <session_id> 0x00
-<user_id>`` (:class:`tiers.session.SessionKey`)::
+A session that ends keeps its meta, so a second ``end_session`` is told it ended already; a
+later append reopens it as a new *generation* whose log becomes a new episode.
 
-    sessions  K                       -> meta: scope, generation, next seq, ...
-    open      K                       -> b""   (the sessions that are open)
-    log       K 0x00 <seq:u64>        -> StoredMessage (msgpack)
-    msgids    K 0x00 <message_id>     -> <seq:u64>  (idempotency, open session)
-    pending   <episode_id>            -> see tiers.journal
-
-Ids contain no control characters (the daemon validates this). A session that ends keeps its
-meta, so a second ``end_session`` is told it ended already; a later append reopens it as a new
-*generation* whose log becomes a new episode. Episode ids are derived from (user, session,
-generation), so a flush interrupted by a crash and redone writes the same episode again, never
-a second one. Stores of the old layout (global session ids) are moved at start-up
-(:mod:`tiers.session_migration`).
-
-The daemon calls it from its event loop; a lock guards it for the scheduler's threads. A
+This module keeps the live sessions, their windows, their naming, and decides when a session
+ends (client, idle, capacity, rollover). What is durable, the state store's key layout, the
+recovery at start-up and the flush of a log into an episode, is :mod:`tiers.session_log`. The
+daemon calls it from its event loop; a lock guards it for the scheduler's threads. A
 session's record and window, and the values taken and returned here, are in
 :mod:`tiers.session`.
 """
@@ -48,12 +38,11 @@ from tiers.errors import (
     ScopeMismatch,
     SessionEnded,
     SessionNotFound,
-    StoreUnavailable,
     TierError,
 )
 from tiers.journal import Journal
 from tiers.pins import PIN_CFS
-from tiers.records import Episode, Message, Scope, StoredMessage, u64
+from tiers.records import Message, Scope, StoredMessage
 from tiers.rocks import RocksStore
 from tiers.session import (
     AppendResult,
@@ -64,10 +53,8 @@ from tiers.session import (
     WindowLimits,
     WindowView,
     WorkingMemoryStats,
-    message_tokens,
-    users_prefix,
 )
-from tiers.session_migration import migrate
+from tiers.session_log import SessionLog
 
 STATE_CFS = [
     "sessions",
@@ -102,8 +89,7 @@ class WorkingMemory:
         limits: WindowLimits,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._state = state
-        self._journal = journal
+        self._log = SessionLog(state, journal)
         self.limits = limits
         self._clock = clock
         # By (user_id, session_id), least recently active first.
@@ -123,31 +109,20 @@ class WorkingMemory:
 
         Finishes flushes that a crash interrupted, and flushes the least recently active
         sessions beyond ``max_sessions``. Returns those flushes."""
-        ended: list[EndResult] = []
         with self._lock:
-            migrate(self._state)
-            sessions: list[Session] = []
-            for key, _ in list(self._state.scan("open", b"")):
-                raw = self._state.get("sessions", key)
-                if raw is None:
-                    continue
-                session, _ = Session.from_meta(SessionKey.parse(key).session_id, raw)
-                episode = self._journal.find(session.episode_id())
-                if episode is not None:
-                    # The episode reached the journal but the state commit did not: finish it.
-                    self._commit_end(session, episode)
-                    ended.append(
-                        EndResult(
-                            session.session_id,
-                            episode.episode_id,
-                            episode.message_count,
-                            episode.end_reason,
-                            session.scope.user_id,
-                        )
-                    )
-                    continue
+            sessions, finished = self._log.recover()
+            ended = [
+                EndResult(
+                    session.session_id,
+                    episode.episode_id,
+                    episode.message_count,
+                    episode.end_reason,
+                    session.scope.user_id,
+                )
+                for session, episode in finished
+            ]
+            for session in sessions:
                 self._load_window(session)
-                sessions.append(session)
             sessions.sort(key=lambda s: s.last_active_us)
             self._live = OrderedDict(((s.scope.user_id, s.session_id), s) for s in sessions)
             while len(self._live) > self.limits.max_sessions:
@@ -155,19 +130,9 @@ class WorkingMemory:
         return ended
 
     def _load_window(self, session: Session) -> None:
-        newest: list[StoredMessage] = []
-        tokens = 0
-        for _key, value in self._state.scan_prefix("log", session.ref.prefix(), reverse=True):
-            message = StoredMessage.decode(value)
-            if newest and (
-                len(newest) >= self.limits.max_messages
-                or tokens + message.tokens > self.limits.max_tokens
-            ):
-                break
-            newest.append(message)
-            tokens += message.tokens
-        session.window = deque(reversed(newest))
-        session.window_tokens = tokens
+        newest = self._log.newest(session, self.limits)
+        session.window = deque(newest)
+        session.window_tokens = sum(m.tokens for m in newest)
 
     # -- appending -------------------------------------------------------------------------
     def append(
@@ -206,41 +171,7 @@ class WorkingMemory:
             elif scope != Scope("") and scope != session.scope:
                 raise ScopeMismatch(_mismatch(session_id))
 
-            prefix = session.ref.prefix()
-            batch = self._state.batch()
-            results: list[AppendResult] = []
-            stored: list[StoredMessage] = []
-            ids_in_request: dict[str, int] = {}
-            for message in messages:
-                if message.message_id:
-                    prior = ids_in_request.get(message.message_id)
-                    if prior is None:
-                        raw = self._state.get("msgids", prefix + message.message_id.encode())
-                        prior = int.from_bytes(raw, "big") if raw is not None else None
-                    if prior is not None:
-                        results.append(AppendResult(prior, True))
-                        continue
-                seq = session.next_seq + len(stored)
-                record = StoredMessage(
-                    seq=seq,
-                    role=message.role,
-                    content=message.content,
-                    created_at_us=message.created_at_us
-                    if message.created_at_us is not None
-                    else now,
-                    received_at_us=now,
-                    tokens=message_tokens(message),
-                    name=message.name,
-                    tool_call=message.tool_call,
-                    message_id=message.message_id,
-                    metadata=message.metadata,
-                )
-                batch.put("log", prefix + u64(seq), record.encode())
-                if message.message_id:
-                    batch.put("msgids", prefix + message.message_id.encode(), u64(seq))
-                    ids_in_request[message.message_id] = seq
-                stored.append(record)
-                results.append(AppendResult(seq, False))
+            results, stored = self._log.new_records(session, messages, now)
             if not stored:
                 if not opening:
                     self._live.move_to_end((user, session_id))
@@ -249,22 +180,13 @@ class WorkingMemory:
             if opening:
                 while len(self._live) >= self.limits.max_sessions:
                     self._end(next(iter(self._live.values())), "capacity")
-            updated = Session(
-                session_id,
-                session.scope,
-                session.generation,
-                session.next_seq + len(stored),
-                session.log_count + len(stored),
-                now,
-                session.window,
-                session.window_tokens,
-                session.legacy_ids,
+            updated = replace(
+                session,
+                next_seq=session.next_seq + len(stored),
+                log_count=session.log_count + len(stored),
+                last_active_us=now,
             )
-            key = updated.ref.key()
-            batch.put("sessions", key, updated.meta(True))
-            if opening:
-                batch.put("open", key, b"")
-            self._state.write(batch)  # raises StoreUnavailable: nothing changed in memory
+            self._log.append(updated, stored, opening)  # StoreUnavailable: nothing changed
 
             for record in stored:
                 updated.push(record, self.limits)
@@ -277,8 +199,8 @@ class WorkingMemory:
     def _opening(self, ref: SessionKey, scope: Scope, now: int) -> Session:
         """The session an append to a session that is not live will open (not yet stored)."""
         session_id = ref.session_id
-        raw = self._state.get("sessions", ref.key())
-        if raw is None:
+        previous = self._log.record(ref)
+        if previous is None:
             if not scope.user_id:
                 raise ScopeRequired(
                     f"scope.user_id is required on the first message of session {session_id!r}"
@@ -286,7 +208,6 @@ class WorkingMemory:
             return Session(
                 session_id, scope, generation=1, next_seq=1, log_count=0, last_active_us=now
             )
-        previous, _ = Session.from_meta(session_id, raw)
         if scope != Scope("") and scope != previous.scope:
             raise ScopeMismatch(_mismatch(session_id))
         return Session(
@@ -309,10 +230,7 @@ class WorkingMemory:
         if user_id:
             return user_id
         with self._lock:
-            users = [
-                SessionKey.parse(key).user_id
-                for key, _ in self._state.scan_prefix("sessions", users_prefix(session_id))
-            ]
+            users = self._log.users(session_id)
         users = [u for u in users if allowed is None or allowed(u)]
         if not users:
             raise SessionNotFound(f"session {session_id!r} not found")
@@ -334,9 +252,9 @@ class WorkingMemory:
         return user, session
 
     def _exists(self, user_id: str, session_id: str) -> bool:
-        return (user_id, session_id) in self._live or self._state.get(
-            "sessions", SessionKey(user_id, session_id).key()
-        ) is not None
+        return (user_id, session_id) in self._live or self._log.exists(
+            SessionKey(user_id, session_id)
+        )
 
     # -- reading ---------------------------------------------------------------------------
     def window(
@@ -355,10 +273,9 @@ class WorkingMemory:
             user = self.resolve(session_id, user_id, allowed)
             session = self._live.get((user, session_id))
             if session is None:
-                raw = self._state.get("sessions", SessionKey(user, session_id).key())
-                if raw is None:
+                ended = self._log.record(SessionKey(user, session_id))
+                if ended is None:
                     raise SessionNotFound(f"session {session_id!r} not found")
-                ended, _ = Session.from_meta(session_id, raw)
                 return WindowView(session_id, ended.scope, False, [], 0, 0)
             limit_messages = max_messages or self.limits.max_messages
             limit_tokens = max_tokens or self.limits.max_tokens
@@ -391,13 +308,7 @@ class WorkingMemory:
                 for s in self._live.values()
                 if s.scope.user_id == user_id and (not agent_id or s.scope.agent_id == agent_id)
             ]
-            batch = self._state.batch()
-            for s in dropped:
-                batch.delete_prefix("log", s.ref.prefix())
-                batch.delete_prefix("msgids", s.ref.prefix())
-                batch.delete("open", s.ref.key())
-                batch.put("sessions", s.ref.key(), replace(s, log_count=0).meta(False))
-            self._state.write(batch)
+            self._log.drop(dropped)
             for s in dropped:
                 self._live.pop((s.scope.user_id, s.session_id), None)
             return [(s.session_id, s.log_count) for s in dropped]
@@ -423,26 +334,10 @@ class WorkingMemory:
             user, session = self._named(session_id, user_id, allowed)
             if session is None:
                 return RemoveResult([], 0, False)
-            prefix = session.ref.prefix()
-            removed: list[StoredMessage] = []
-            for _key, value in self._state.scan_prefix("log", prefix, reverse=True):
-                if count is not None and len(removed) >= count:
-                    break
-                removed.append(StoredMessage.decode(value))
-            removed.reverse()
+            removed = self._log.last(session, count)
             left = session.log_count - len(removed)
             updated = replace(session, log_count=left, last_active_us=self._now_us())
-            batch = self._state.batch()
-            for message in removed:
-                batch.delete("log", prefix + u64(message.seq))
-                if message.message_id:
-                    batch.delete("msgids", prefix + message.message_id.encode())
-            if left > 0:
-                batch.put("sessions", updated.ref.key(), updated.meta(True))
-            else:
-                batch.delete("open", updated.ref.key())
-                batch.put("sessions", updated.ref.key(), updated.meta(False))
-            self._state.write(batch)  # raises StoreUnavailable: nothing changed in memory
+            self._log.remove(updated, removed)  # raises StoreUnavailable: nothing changed
             if left > 0:
                 self._load_window(updated)
                 self._live[(user, session_id)] = updated
@@ -485,55 +380,18 @@ class WorkingMemory:
         return ended
 
     def _end(self, session: Session, reason: str) -> EndResult:
-        messages = [
-            StoredMessage.decode(v)
-            for _k, v in self._state.scan_prefix("log", session.ref.prefix())
-        ]
-        times = [m.created_at_us for m in messages]
-        episode = Episode(
-            episode_id=session.episode_id(),
-            session_id=session.session_id,
-            scope=session.scope,
-            started_at_us=min(times),
-            ended_at_us=max(times),
-            flushed_at_us=self._now_us(),
-            message_count=len(messages),
-            first_seq=messages[0].seq,
-            last_seq=messages[-1].seq,
-            end_reason=reason,
-        )
-        self._journal.write_episode(episode, messages)
-        try:
-            self._commit_end(session, episode)
-        except StoreUnavailable as exc:
-            # The state store refused the end (disk full...): take the episode back out of the
-            # journal, so the refused end does not happen at the next start after all.
-            try:
-                self._journal.delete_episode(episode)
-            except StoreUnavailable:
-                raise StoreUnavailable(
-                    f"{exc}; the episode is in the journal already, so the session will end "
-                    "when the daemon next starts"
-                ) from exc
-            raise
+        episode = self._log.flush(session, reason, self._now_us())
+        self._live.pop((session.scope.user_id, session.session_id), None)
         result = EndResult(
-            session.session_id, episode.episode_id, len(messages), reason, session.scope.user_id
+            session.session_id,
+            episode.episode_id,
+            episode.message_count,
+            reason,
+            session.scope.user_id,
         )
         for listener in self.on_flush:
             listener(result)
         return result
-
-    def _commit_end(self, session: Session, episode: Episode) -> None:
-        key = session.ref.key()
-        prefix = session.ref.prefix()
-        batch = self._state.batch()
-        batch.delete_prefix("log", prefix)
-        batch.delete_prefix("msgids", prefix)
-        batch.delete("open", key)
-        batch.put("sessions", key, session.meta(False))
-        self._journal.mark_pending(batch, episode)
-        self._state.write(batch)
-        self._live.pop((session.scope.user_id, session.session_id), None)
 
 
 def _mismatch(session_id: str) -> str:

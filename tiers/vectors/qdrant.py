@@ -2,11 +2,8 @@
 ``:memory:`` mode (for tests; it brute-forces every query and ignores payload indexes).
 
 One collection (:data:`~tiers.vectors.COLLECTION` by default) with the same layout and payload
-schema as :mod:`tiers.vectors.edge`. The collection config records the vector size; the
-embedding model is recorded in a reserved *metadata point* (id :data:`META_ID`, payload
-``{"kind": "_meta", "model", "dim"}``, a unit dense vector and no user). Every filter this
-module builds excludes it, even the empty one, so it never shows in searches, scrolls,
-counts or deletes.
+schema as :mod:`tiers.vectors.edge`; the embedding model is recorded in a reserved metadata
+point, which no search, scroll, count or delete sees (:mod:`tiers.vectors.qdrant_collection`).
 
 Every write waits for the server to apply it (``wait=True``). ``optimize()`` and ``flush()``
 do nothing: the server optimizes and persists in the background. Writes are serialized by a
@@ -18,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -37,56 +33,14 @@ from tiers.vectors import (
     VectorStoreUnavailable,
     canonical_id,
 )
-
-META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
-META_KIND = "_meta"
-
-_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
-    "kind": models.PayloadSchemaType.KEYWORD,
-    # Every search is filtered by user: the server co-locates a tenant's points.
-    "user_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-    "agent_id": models.PayloadSchemaType.KEYWORD,
-    "episode_id": models.PayloadSchemaType.KEYWORD,
-    "session_id": models.PayloadSchemaType.KEYWORD,
-    "created_at": models.PayloadSchemaType.INTEGER,
-    "superseded": models.PayloadSchemaType.BOOL,
-}
-
-_NOT_META = models.FieldCondition(key="kind", match=models.MatchValue(value=META_KIND))
-
-
-def build_filter(flt: PointFilter) -> models.Filter:
-    """The Qdrant filter for ``flt``; it always excludes the metadata point."""
-    must: list[models.Condition] = []
-    if flt.user_id:
-        must.append(
-            models.FieldCondition(key="user_id", match=models.MatchValue(value=flt.user_id))
-        )
-    if flt.agent_id:
-        must.append(
-            models.FieldCondition(key="agent_id", match=models.MatchValue(value=flt.agent_id))
-        )
-    if flt.kinds:
-        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=list(flt.kinds))))
-    if flt.episode_ids:
-        must.append(
-            models.FieldCondition(
-                key="episode_id", match=models.MatchAny(any=list(flt.episode_ids))
-            )
-        )
-    if flt.created_from_us is not None or flt.created_to_us is not None:
-        must.append(
-            models.FieldCondition(
-                key="created_at",
-                range=models.Range(gte=flt.created_from_us, lt=flt.created_to_us),
-            )
-        )
-    if not flt.include_superseded:
-        must.append(models.FieldCondition(key="superseded", match=models.MatchValue(value=False)))
-    if flt.ids:
-        wanted = [i for i in map(canonical_id, flt.ids) if i is not None and i != META_ID]
-        must.append(models.HasIdCondition(has_id=list(wanted)))
-    return models.Filter(must=must or None, must_not=[_NOT_META])
+from tiers.vectors.qdrant_collection import (
+    META_ID,
+    build_filter,
+    create_collection,
+    read_meta,
+    to_point,
+    write_meta,
+)
 
 
 def _require_scope(flt: PointFilter) -> None:
@@ -139,16 +93,16 @@ class QdrantVectorStore:
                 return
             with self._errors("ensure"):
                 if not self.client.collection_exists(self.collection):
-                    self._create(model, dim)
+                    create_collection(self.client, self.collection, model, dim)
                 params = self.client.get_collection(self.collection).config.params
-                meta = self._read_meta()
+                meta = read_meta(self.client, self.collection)
                 vectors = params.vectors if isinstance(params.vectors, dict) else {}
                 dense = vectors.get(DENSE)
                 sparse = (params.sparse_vectors or {}).get(SPARSE)
                 if meta is None and dense is not None and sparse is not None:
                     empty = self.client.count(self.collection, exact=True).count == 0
                     if empty and dense.size == dim:  # created, but the meta point never made it
-                        self._write_meta(model, dim)
+                        write_meta(self.client, self.collection, model, dim)
                         meta = {"model": model, "dim": dim}
             if (
                 dense is None
@@ -194,7 +148,7 @@ class QdrantVectorStore:
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         if not points:
             return
-        structs = [_point(p) for p in points]
+        structs = [to_point(p) for p in points]
         with self._lock, self._errors("upsert"):
             self._check_open()
             self.client.upsert(self.collection, points=structs, wait=True)
@@ -319,43 +273,6 @@ class QdrantVectorStore:
             if s.payload is not None
         ]
 
-    def _create(self, model: str, dim: int) -> None:
-        dense = models.VectorParams(size=dim, distance=models.Distance.COSINE)
-        sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
-        try:
-            self.client.create_collection(
-                self.collection,
-                vectors_config={DENSE: dense},
-                sparse_vectors_config={SPARSE: sparse},
-            )
-        except Exception:
-            if self.client.collection_exists(self.collection):
-                return  # another process created it first: ensure() checks it
-            raise
-        with warnings.catch_warnings():
-            # Local mode warns that payload indexes have no effect there.
-            warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
-            for name, schema in _PAYLOAD_INDEXES.items():
-                self.client.create_payload_index(
-                    self.collection, name, field_schema=schema, wait=True
-                )
-        self._write_meta(model, dim)
-
-    def _write_meta(self, model: str, dim: int) -> None:
-        unit = [1.0] + [0.0] * (dim - 1)  # cosine rejects (or cannot rank) a zero vector
-        point = models.PointStruct(
-            id=META_ID,
-            vector={DENSE: unit},
-            payload={"kind": META_KIND, "model": model, "dim": dim},
-        )
-        self.client.upsert(self.collection, points=[point], wait=True)
-
-    def _read_meta(self) -> dict[str, Any] | None:
-        records = self.client.retrieve(self.collection, ids=[META_ID], with_payload=True)
-        if not records or not records[0].payload:
-            return None
-        return records[0].payload
-
     def _check(self, have_model: str, have_dim: int, model: str, dim: int) -> None:
         if (have_model, have_dim) != (model, dim):
             raise VectorStoreMismatch(
@@ -389,14 +306,3 @@ class QdrantVectorStore:
             raise VectorStoreUnavailable(
                 f"vector store {what} failed on {self._where()}: {exc}"
             ) from exc
-
-
-def _point(p: MemoryPoint) -> models.PointStruct:
-    if p.dense is None:
-        raise ValueError(f"memory point {p.id} has no dense vector")
-    vector: dict[str, models.Vector] = {DENSE: [float(x) for x in p.dense]}
-    if p.sparse is not None:
-        vector[SPARSE] = models.SparseVector(
-            indices=list(p.sparse.indices), values=list(p.sparse.values)
-        )
-    return models.PointStruct(id=p.id, vector=vector, payload=p.payload())

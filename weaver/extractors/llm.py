@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from tiers.errors import ModelError
-from tiers.models import MAX_BACKOFF_SECONDS, CallStats, LLMTotals, ModelClient, RetryReply, short
+from tiers.model_retry import MAX_BACKOFF_SECONDS, RetryReply
+from tiers.models import CallStats, LLMTotals, ModelClient, short
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.extractors.llm_reply import InvalidReply, build_messages, parse_reply

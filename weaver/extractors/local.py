@@ -4,12 +4,9 @@
   or of TF-IDF vectors without an embedder), picked with diversity (MMR) and framed with who
   and when.
 - Facts: informative declarative sentences, rewritten to stand alone: "I"/"my"/"you"/"we"
-  become names (with the verb agreeing: "I love" -> "Caroline loves") and relative dates
-  become absolute ones (:mod:`weaver.extractors.dates`). "you" is resolved only when the
-  episode has exactly two speakers (else such sentences are dropped). "we"/"us" is "Caroline
-  and Melanie" when the sentence says so ("we should", "let's", "since we last talked",
-  "both of us"); otherwise "Caroline and others", and "our" is "Caroline's", since in chats
-  "we" is mostly the speaker's family or friends.
+  become names (:mod:`weaver.extractors.speakers`; a sentence with a "you" that cannot be
+  resolved is dropped) and relative dates become absolute ones
+  (:mod:`weaver.extractors.dates`).
 - Third persons: a clause-initial he/she/his/her becomes the person the conversation last
   named (:mod:`weaver.extractors.pronouns`).
 - Triplets: pattern rules over the rewritten sentence (:mod:`weaver.extractors.rules`).
@@ -30,10 +27,10 @@ from weaver.extractors import EpisodeInput, Extraction, Fact, Turn
 from weaver.extractors.dates import anchor_dates, day_text
 from weaver.extractors.pronouns import ThirdPersons
 from weaver.extractors.rules import extract_triplet, word_set
+from weaver.extractors.speakers import SECOND_PERSON, SpeakerResolver, display
 
 Embed = Callable[[list[str]], np.ndarray]
 
-_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "model"})
 _SKIP_ROLES = frozenset({"system", "tool"})
 _PHOTO = re.compile(r"\s*\[shares? (?:an? )?(?:photo|image|picture|pic) of ([^\]]*)\]", re.I)
 _CAPTION_LEAD = re.compile(r"^(?:(?:a|an) (?:photo|photography|image|picture) of\s+)+", re.I)
@@ -41,8 +38,6 @@ _SPLIT = re.compile(
     r"(?<=[.!?])\s+|\n+|\s+[-\u2013\u2014]+\s+|--+|;\s+|(?<=[a-z])-\s+|"
     r"(?<=[a-z])\s*[\u2013\u2014]\s*(?=[a-zA-Z])"
 )
-_PLURAL_BEFORE = re.compile(r"(?:\b[A-Z][a-z]+|'s [a-z]+|\bfriends?|\bfamily) (?:and|or|&) $")
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[^A-Za-z]+")
 _LEADIN = (
     r"hey|hi|hello|wow|whoa|woah|oh my|oh no|oh|ah|aw+|ooh|yeah|yes|yep|yup|no|nope|ok|okay|"
     r"well|so|lol|haha+|omg|thanks|thank you|sure|totally|absolutely|definitely|cool|great|"
@@ -65,16 +60,6 @@ _REACTION = re.compile(r"^(?:that|this|it|sounds|it sounds|here's|here is|check 
                        r"take a look)\b(?:'s)?", re.I)  # fmt: skip
 _FIRST = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|me|my|mine|myself|we|we're|we've|we'll|we'd|"
                     r"us|our|ours|ourselves|let's)\b", re.I)  # fmt: skip
-_SECOND = re.compile(r"\b(?:you|you're|you've|you'll|you'd|your|yours|yourself|yourselves|"
-                     r"ya|u|y'all)\b", re.I)  # fmt: skip
-_JOINT = re.compile(
-    r"\b(?:let's|we both|both of us|each other|you and (?:i|me)|me and you|you guys and|"
-    r"we (?:should|could|can|must|need to|ought to|have to|'ll have to|gotta)|"
-    r"(?:since|when) we (?:last )?(?:chatted|talked|spoke|met|caught up|hung out)|"
-    r"we last (?:chatted|talked|spoke|met|caught up|hung out)|"
-    r"our (?:chats?|talks?|conversations?|friendship))\b",
-    re.I,
-)
 _SUBJECTLESS = re.compile(
     r"^(?:(?P<am>(?:gonna|going to)(?! be\b)|planning|thinking|hoping|working on|trying|"
     r"looking forward)|"
@@ -82,42 +67,6 @@ _SUBJECTLESS = re.compile(
     r"bought|made|lost|tried|visited|painted|watched|saw|met|spent)|got into|loved|"
     r"can't wait to))\b",
     re.I,
-)
-_ADVERBS = word_set(
-    "also really just always never still usually often sometimes totally definitely actually "
-    "absolutely truly recently finally even already only kinda sorta personally mostly "
-    "generally rarely seriously honestly certainly probably currently now simply def "
-    "genuinely especially literally both all once first too so"
-)
-_LY_VERBS = word_set("apply reply rely supply fly multiply imply comply ally bully tally")
-_ED_VERBS = word_set("need feed bleed breed succeed proceed exceed speed embed")
-_PAST = word_set(
-    "was were went saw got made took thought felt found knew gave came became began bought "
-    "brought caught taught told said heard held kept left lost met paid ran sat sent spent "
-    "stood won wrote drove ate drank swam sang spoke chose broke forgot grew threw flew fell "
-    "wore woke rode built learnt meant slept understood did had could would should might must "
-    "may can will shall cannot can't couldn't won't wouldn't shouldn't didn't wasn't weren't "
-    "mustn't read put set hit cut let quit hurt cost spread bet burst shut split began dug "
-    "fought hung led lit sold shot shook sought stuck struck swore swept swung tore wept "
-    "wound used gotten been done gone seen taken given known shown grown drawn drew"
-)
-_THIRD = {"am": "is", "are": "is", "have": "has", "haven't": "hasn't", "do": "does",
-          "don't": "doesn't", "go": "goes", "were": "was", "aren't": "isn't",
-          "weren't": "wasn't", "ain't": "isn't", "wanna": "wants to", "gotta": "has to",
-          "'m": "is", "gonna": "is gonna"}  # fmt: skip
-_COMMON_VERBS = word_set(
-    "love like enjoy want need know think feel make go get say see look seem live work have "
-    "take do play paint write run try keep help hope plan mean deserve inspire care bring "
-    "find show give put believe remember understand teach learn study use spend sound create "
-    "share support stay start continue listen watch travel visit volunteer cook bake dance "
-    "sing swim hike practice collect own prefer hate miss wish worry agree always never "
-    "should"
-)
-_OBJ_BEFORE = word_set(
-    "make made makes let lets help helps helped helping see saw watch want wants wanted hear "
-    "heard got get tell told ask asked thank love loved need needs for to with at from about "
-    "by of on in like than as give gave show showed taught teach bring brought remind reminds "
-    "reminded inspire inspires inspired encourage encouraged"
 )
 _STOP = word_set(
     "a an the and or but so of to in on at for with from by about as into like than that this "
@@ -156,104 +105,6 @@ def _utc_date(us: int) -> date:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC).date()
 
 
-def _display(speaker: str) -> str:
-    return f"the {speaker.lower()}" if speaker.lower() in _ROLES else speaker
-
-
-def _third(verb: str) -> str:
-    low = verb.lower()
-    if low in _THIRD:
-        return _THIRD[low]
-    past_ed = low.endswith("ed") and low not in _ED_VERBS
-    if low in _PAST or past_ed or low.endswith("n't") or not low.replace("'", "").isalpha():
-        return verb
-    if re.search(r"(?:s|sh|ch|x|z|o)$", low):
-        return verb + "es"
-    if re.search(r"[^aeiou]y$", low):
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-class _Resolver:
-    """Rewrites first- and second-person references of one turn's sentences as names."""
-
-    def __init__(self, speaker: str, speakers: list[str]) -> None:
-        self.me = _display(speaker)
-        others = [s for s in speakers if s != speaker]
-        self.you = _display(others[0]) if len(speakers) == 2 and others else None
-        self.both = f"{self.me} and {self.you}" if self.you else None
-
-    def resolvable(self, sentence: str) -> bool:
-        return self.you is not None or not _SECOND.search(sentence)
-
-    def __call__(self, sentence: str) -> str:
-        parts = re.split(r'("[^"]*")', sentence)  # quoted text stays as written
-        return "".join(p if i % 2 else self._resolve(p) for i, p in enumerate(parts))
-
-    def _resolve(self, sentence: str) -> str:
-        group = self.both if self.both and _JOINT.search(sentence) else f"{self.me} and others"
-        group_poss = f"{group}'s" if group == self.both else f"{self.me}'s"
-        tokens = _WORD.findall(sentence)
-        out: list[str] = []
-        conj: str | None = None  # "i": the next verb agrees with a name; "you": only known verbs
-        for i, tok in enumerate(tokens):
-            if not tok[0].isalpha():
-                if tok.strip():
-                    conj = None
-                out.append(tok)
-                continue
-            low = tok.lower()
-            if conj and (low in _ADVERBS or (low.endswith("ly") and low not in _LY_VERBS)):
-                out.append(tok)
-                continue
-            if conj:
-                known = low in _THIRD or low in _COMMON_VERBS
-                out.append(_third(tok) if conj == "i" or known else tok)
-                conj = None
-                continue
-            nxt = tokens[i + 2].lower() if i + 2 < len(tokens) and tokens[i + 1] == " " else ""
-            prev = tokens[i - 2].lower() if i >= 2 and tokens[i - 1] == " " else ""
-            had = "had" if nxt in ("been", "never", "already", "just", "done", "seen") else "would"
-            rep: str | None = None
-            if low == "i":  # "Mel and I love": no agreement with a plural subject
-                plural = _PLURAL_BEFORE.search("".join(out))
-                rep, conj = self.me, None if plural else "i"
-            elif low in ("i'm", "im"):
-                rep = f"{self.me} is"
-            elif low == "i've":
-                rep = f"{self.me} has"
-            elif low == "i'll":
-                rep = f"{self.me} will"
-            elif low == "i'd":
-                rep = f"{self.me} {had}"
-            elif low == "me":
-                rep = self.me
-            elif low == "myself":  # "I painted it myself": the name is there already
-                rep = "themself" if self.me in "".join(out) else self.me
-            elif low in ("my", "mine"):
-                rep = f"{self.me}'s"
-            elif low in ("we", "us", "ourselves"):
-                rep = group
-            elif low in ("we're", "we've", "we'll", "we'd"):
-                verb = {"re": "are", "ve": "have", "ll": "will", "d": had}[low.split("'")[1]]
-                rep = f"{group} {verb}"
-            elif low in ("our", "ours"):
-                rep = group_poss
-            elif low == "let's":
-                rep = f"{group} plan to"
-            elif self.you and low in ("you", "yourself", "ya", "u"):
-                rep = self.you
-                if low == "you" and prev not in _OBJ_BEFORE:
-                    conj = "you"
-            elif self.you and low in ("your", "yours"):
-                rep = f"{self.you}'s"
-            elif self.you and low in ("you're", "you've", "you'll", "you'd"):
-                verb = {"re": "is", "ve": "has", "ll": "will", "d": had}[low.split("'")[1]]
-                rep = f"{self.you} {verb}"
-            out.append(tok if rep is None else rep)
-        return "".join(out)
-
-
 def _clean_sentence(sentence: str, vocatives: str) -> str:
     lead = re.compile(rf"^(?:(?:{_LEADIN})\b(?:\s+(?:so much|a lot))?|{vocatives})"
                       rf"(?:\s*[,!.…]+\s*|\s+(?=(?:{vocatives})\b)|\s*$)", re.I)  # fmt: skip
@@ -283,7 +134,7 @@ def _informative(sentence: str, names: set[str]) -> bool:
         return False
     named = any(re.search(rf"\b{re.escape(n)}\b", sentence, re.I) for n in names)
     proper = bool(re.search(r"(?<![.!?] )\b[A-Z][a-z]+", sentence[1:]))
-    return first or named or proper or bool(_SECOND.search(sentence))
+    return first or named or proper or bool(SECOND_PERSON.search(sentence))
 
 
 def _finish(text: str) -> str:
@@ -314,7 +165,7 @@ class LocalExtractor:
         seen: set[str] = set()
         people = ThirdPersons(speakers)
         for turn in turns:
-            people.next_turn(_display(turn.speaker))
+            people.next_turn(display(turn.speaker))
             for fact in self._turn_facts(turn, speakers, people):
                 key = " ".join(re.findall(r"[a-z0-9]+", fact.text.lower()))
                 if key not in seen:
@@ -328,7 +179,7 @@ class LocalExtractor:
         text = text.replace("\u201c", '"').replace("\u201d", '"')
         captions = [_CAPTION_LEAD.sub("", c).strip(" .") for c in _PHOTO.findall(text)]
         text = _PHOTO.sub("", text)
-        resolve = _Resolver(turn.speaker, speakers)
+        resolve = SpeakerResolver(turn.speaker, speakers)
         names = {n.lower() for n in speakers}
         vocatives = _vocatives(speakers)
         today = _utc_date(turn.created_at_us)
@@ -345,13 +196,13 @@ class LocalExtractor:
             valid_from = turn.created_at_us
             if start is not None and start <= today:
                 valid_from = _midnight_us(start)
-            triplet = extract_triplet(resolved, {_display(s) for s in speakers})
-            second_only = not _FIRST.search(sentence) and bool(_SECOND.search(sentence))
+            triplet = extract_triplet(resolved, {display(s) for s in speakers})
+            second_only = not _FIRST.search(sentence) and bool(SECOND_PERSON.search(sentence))
             out.append(Fact(_finish(resolved), [turn.seq], triplet, valid_from,
                             0.8 if second_only else 1.0))  # fmt: skip
         for caption in captions:
             if caption:
-                text = f"{_display(turn.speaker)} shared a photo of {caption}"
+                text = f"{display(turn.speaker)} shared a photo of {caption}"
                 out.append(Fact(_finish(text), [turn.seq], None, turn.created_at_us, 0.6))
         return out
 
@@ -398,7 +249,7 @@ class LocalExtractor:
             score[picked] = -np.inf
             picked.append(int(np.argmax(score)))
         picked.sort()
-        who = [_display(s) for s in speakers]
+        who = [display(s) for s in speakers]
         names = who[0] if len(who) == 1 else ", ".join(who[:-1]) + " and " + who[-1]
         days = [_utc_date(t.created_at_us) for t in turns]
         first, last = min(days), max(days)
@@ -406,7 +257,7 @@ class LocalExtractor:
         if last != first:
             when = f"from {day_text(first)} to {day_text(last)}"
         head = f"Conversation {'with' if len(who) == 1 else 'between'} {names} {when}."
-        body = [f"{_display(turns[i].speaker)}: {_trim(texts[i] or turns[i].text)}" for i in picked]
+        body = [f"{display(turns[i].speaker)}: {_trim(texts[i] or turns[i].text)}" for i in picked]
         return _finish_summary(" ".join([head, *body])), [turns[i].seq for i in picked]
 
 

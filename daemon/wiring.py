@@ -1,0 +1,237 @@
+"""The daemon's parts wired together: the stores opened on the data directory, Tier 3 with
+its embedder and vector store, the recall engine, Forget, the extractors, the weaver, and the
+gRPC services over them.
+
+The parts that depend on settings alone are built by :mod:`daemon.components`; this module
+connects them to the stores and to each other (the weaver hears of ended sessions, new
+documents and purges). :class:`daemon.app.Daemon` extends :class:`DaemonParts` with the
+lifecycle: start, health, and shutdown in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
+from daemon.components import (
+    embedding_client,
+    embedding_description,
+    litellm_embedder,
+    llm_extractor,
+    local_embedder,
+    recall_engine,
+)
+from daemon.export_rpcs import transfer_sources
+from daemon.memory_service import MemoryService
+from daemon.scheduler import next_consolidation
+from daemon.security_settings import read_secret_file
+from daemon.server import HealthServicer, build_server
+from daemon.settings import Settings
+from daemon.weaver_service import WeaverService
+from recall.engine import RecallEngine
+from tiers.access import AccessCounts
+from tiers.anchors import AnchorStore
+from tiers.documents import DocumentStore
+from tiers.embedding import Embedder, EmbeddingService
+from tiers.embedding_priority import PriorityEmbedder
+from tiers.forget import Forgetter
+from tiers.journal import JOURNAL_CFS, Journal
+from tiers.models import ModelClient
+from tiers.pins import PinStore
+from tiers.rocks import RocksStore
+from tiers.semantic import SemanticStore, edge_store_path
+from tiers.session import WindowLimits
+from tiers.vectors import VectorStore
+from tiers.working import STATE_CFS, WorkingMemory
+from weaver.consolidate import Consolidator, redact_record
+from weaver.extractors.local import LocalExtractor
+from weaver.index import DocumentIndexer, Indexer
+from weaver.rebuild import Rebuilder, RebuildReport
+from weaver.runner import Weaver
+
+
+class DaemonParts:
+    """The daemon's stores, engines and services (None until :meth:`open_stores`)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.state: RocksStore | None = None
+        self.journal_store: RocksStore | None = None
+        self.working: WorkingMemory | None = None
+        self.journal: Journal | None = None
+        self.semantic: SemanticStore | None = None
+        self.engine: RecallEngine | None = None
+        self.weaver: Weaver | None = None
+        self.rebuilder: Rebuilder | None = None
+        self.forgetter: Forgetter | None = None
+        self.documents: DocumentStore | None = None
+        self.anchors: AnchorStore | None = None
+        self.pins: PinStore | None = None
+        self.access: AccessCounts | None = None
+        self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
+        self._scheduler: AsyncIOScheduler | None = None  # built at start: the weaver's next run
+
+    def open_stores(self) -> None:
+        s = self.settings
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        self.state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
+        self.journal_store = RocksStore(
+            s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
+        )
+        self.journal = Journal(self.journal_store, self.state, s.journal.ttl_seconds)
+        wm = s.working_memory
+        self.working = WorkingMemory(
+            self.state,
+            self.journal,
+            WindowLimits(
+                max_messages=wm.max_messages,
+                max_tokens=wm.max_tokens,
+                idle_timeout_seconds=wm.idle_timeout_seconds,
+                max_sessions=wm.max_sessions,
+                max_log_messages=wm.max_log_messages,
+            ),
+        )
+        self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
+        self.documents = DocumentStore(self.state)
+        self.anchors = AnchorStore(self.state)
+        self.pins = PinStore(self.state)
+        self.access = AccessCounts(self.state)
+        self.engine = recall_engine(s, self.semantic, self.access)
+        self.forgetter = Forgetter(
+            self.working,
+            self.journal,
+            self.journal_store,
+            self.state,
+            self.semantic,
+            self.engine.scope_caches(),
+            redact_record,
+            self.documents,
+            self.anchors,
+            self.pins,
+            self.access,
+        )
+        semantic = self.semantic
+        local = LocalExtractor(
+            embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
+            summary_turns=s.weaver.summary_turns,
+        )
+        indexer = Indexer(self.journal, self.semantic, s.weaver)
+        consolidator = Consolidator(
+            self.journal,
+            self.state,
+            self.semantic,
+            (llm_extractor(s.llm) if s.weaver.enabled else None) or local,
+            local,
+            set(s.weaver.functional_predicates),
+            wait_for_llm=s.llm.on_failure == "wait",
+            tool_text=indexer.tool_text,
+        )
+        # Rebuild never extracts, so it works with the weaver disabled too.
+        documents = DocumentIndexer(self.documents, self.semantic)
+        self.rebuilder = Rebuilder(
+            self.journal, self.state, self.semantic, indexer, consolidator, documents
+        )
+        if s.weaver.enabled:
+            self.weaver = Weaver(
+                self.journal,
+                self.semantic,
+                indexer,
+                consolidator,
+                next_run=self._next_consolidation,
+                llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
+                documents=documents,
+            )
+            weaver = self.weaver
+            self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+            self.documents.on_put.append(weaver.notify_documents)
+            self.forgetter.purger.on_purged.append(weaver.index_lost)
+
+    def _embedding_service(self) -> EmbeddingService:
+        e, data_dir = self.settings.embedding, self.settings.data_dir
+        client = embedding_client(e) if e.provider == "litellm" else None
+        self.embedding_client = client
+
+        def load() -> Embedder:
+            # Queries first: the weaver's documents wait while a query is being embedded.
+            if client is not None:
+                return PriorityEmbedder(litellm_embedder(e, client))
+            return PriorityEmbedder(local_embedder(e, data_dir))
+
+        return EmbeddingService(load, embedding_description(e))
+
+    def _open_vectors(self) -> VectorStore:
+        s = self.settings
+        if s.qdrant_url:
+            from tiers.vectors.qdrant import QdrantVectorStore
+
+            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+            if s.qdrant_api_key_file is not None:
+                key = read_secret_file(s.qdrant_api_key_file)
+            return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
+        from tiers.vectors.edge import EdgeVectorStore
+
+        return EdgeVectorStore(edge_store_path(s.data_dir))
+
+    async def _rebuild(self, user_id: str) -> RebuildReport:
+        """On the weaver's worker when there is one, so no consolidation run interleaves."""
+        rebuilder = self.rebuilder
+        assert rebuilder is not None
+        if self.weaver is not None:
+            return await asyncio.wrap_future(self.weaver.submit(lambda: rebuilder.rebuild(user_id)))
+        return await asyncio.to_thread(rebuilder.rebuild, user_id)
+
+    def _next_consolidation(self) -> float | None:
+        return next_consolidation(self._scheduler)
+
+    def _build_server(
+        self, metrics_interceptor: grpc.aio.ServerInterceptor | None
+    ) -> tuple[grpc.aio.Server, HealthServicer]:
+        """The gRPC server with the memory, weaver and admin services over the open stores
+        (not bound yet)."""
+        s = self.settings
+        assert self.working and self.journal and self.state and self.journal_store
+        semantic = self.semantic
+        assert semantic is not None
+        external = external_vectors(s)
+        return build_server(
+            s,
+            MemoryService(
+                s,
+                self.working,
+                self.journal,
+                self.state,
+                self.semantic,
+                self.engine,
+                self.forgetter,
+                self.documents,
+                self.anchors,
+                self.pins,
+                self.access,
+            ),
+            WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
+            AdminService(
+                BackupSources(
+                    {"state": self.state, "journal": self.journal_store},
+                    semantic.write_lock,  # Tier 3 writers first, then appends
+                    self.working.write_lock,
+                    lambda: backup_vectors(semantic, external),
+                ),
+                self._rebuild,
+                s.limits,
+                transfer_sources(
+                    self.state,
+                    self.journal,
+                    self.working,
+                    semantic,
+                    self.weaver,
+                    s.data_dir,
+                    self.documents,
+                    self.anchors,
+                    self.pins,
+                ),
+            ),
+            metrics_interceptor,
+        )
