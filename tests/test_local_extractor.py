@@ -4,25 +4,22 @@ and a run over the LoCoMo dev conversations (skipped when ``../shared`` is absen
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import time
 from datetime import UTC, date, datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.bench import locomo_data
 from tiers.records import Scope
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Fact, Turn
 from weaver.extractors.dates import anchor_dates
 from weaver.extractors.local import LocalExtractor
-
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
 
 
 def us(d: date, hour: int = 12) -> int:
@@ -459,45 +456,40 @@ def _timed(fn: Any) -> float:
 
 
 @cache
-def _locomo() -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = json.loads(LOCOMO.read_text())
-    return data
+def _locomo() -> locomo_data.Dataset:
+    return locomo_data.load()
 
 
 @pytest.fixture
-def locomo() -> list[dict[str, Any]]:
-    if not LOCOMO.exists():
-        missing = f"LoCoMo data not found at {LOCOMO} (the shared data beside the checkout)"
+def locomo() -> locomo_data.Dataset:
+    if (missing := locomo_data.missing()) is not None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"{missing}: CI always has ../shared, so these tests must run")
         pytest.skip(missing)
     return _locomo()
 
 
-def session_episode(sample: dict[str, Any], n: int) -> EpisodeInput:
-    conv = sample["conversation"]
-    when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
-    base = int(when.replace(tzinfo=UTC).timestamp()) * 1_000_000
+def session_episode(conv: locomo_data.Conversation, session: locomo_data.Session) -> EpisodeInput:
+    n = session.number
+    base = int(session.started_at.timestamp()) * 1_000_000
     turns = []
-    for i, t in enumerate(conv[f"session_{n}"], start=1):
-        assert t["dia_id"] == f"D{n}:{i}"
-        text = t["text"]
-        if t.get("blip_caption"):
-            text += f" [shares a photo of {t['blip_caption']}]"
-        turns.append(Turn(i, t["speaker"], "user", text, base + i))
-    return EpisodeInput(f"{sample['sample_id']}-{n}", f"session_{n}", Scope("locomo"), turns)
+    for i, t in enumerate(session.turns, start=1):
+        assert t.dia_id == f"D{n}:{i}"
+        turns.append(Turn(i, t.speaker, "user", t.text, base + i))
+    return EpisodeInput(f"{conv.sample_id}-{n}", f"session_{n}", Scope("locomo"), turns)
 
 
-def conv26(locomo: list[dict[str, Any]], n: int) -> Extraction:
-    [sample] = [s for s in locomo if s["sample_id"] == "conv-26"]
-    return LocalExtractor().extract(session_episode(sample, n))
+def conv26(locomo: locomo_data.Dataset, n: int) -> Extraction:
+    [conv] = [c for c in locomo.conversations if c.sample_id == "conv-26"]
+    [session] = [s for s in conv.sessions if s.number == n]
+    return LocalExtractor().extract(session_episode(conv, session))
 
 
 def facts_of(x: Extraction, seq: int) -> list[Fact]:
     return [f for f in x.facts if f.source_seqs == [seq]]
 
 
-def test_locomo_support_group_yesterday(locomo: list[dict[str, Any]]) -> None:
+def test_locomo_support_group_yesterday(locomo: locomo_data.Dataset) -> None:
     # D1:3, 8 May 2023, Caroline: "I went to a LGBTQ support group yesterday and it was so
     # powerful."
     [fact] = [f for f in facts_of(conv26(locomo, 1), 3) if "support group" in f.text]
@@ -508,7 +500,7 @@ def test_locomo_support_group_yesterday(locomo: list[dict[str, Any]]) -> None:
     assert fact.triplet.object == "LGBTQ support group"
 
 
-def test_locomo_known_turns(locomo: list[dict[str, Any]]) -> None:
+def test_locomo_known_turns(locomo: locomo_data.Dataset) -> None:
     s1 = conv26(locomo, 1)
     # D1:14 Melanie: "Yeah, I painted that lake sunrise last year! It's special to me."
     assert texts(facts_of(s1, 14)) == ["Melanie painted that lake sunrise in 2022."]
@@ -552,17 +544,14 @@ def test_locomo_known_turns(locomo: list[dict[str, Any]]) -> None:
     )
 
 
-def test_locomo_all_sessions(locomo: list[dict[str, Any]]) -> None:
+def test_locomo_all_sessions(locomo: locomo_data.Dataset) -> None:
     extractor = LocalExtractor()
     sessions = turns = facts = triplets = 0
     elapsed = 0.0
     predicates: dict[str, int] = {}
-    for sample in locomo:
-        numbers = sorted(
-            int(k.split("_")[1]) for k in sample["conversation"] if re.fullmatch(r"session_\d+", k)
-        )
-        for n in numbers:
-            ep = session_episode(sample, n)
+    for conv in locomo.conversations:
+        for session in conv.sessions:
+            ep = session_episode(conv, session)
             start = time.perf_counter()
             x = extractor.extract(ep)
             elapsed += time.perf_counter() - start
