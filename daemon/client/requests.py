@@ -1,7 +1,9 @@
 """What both clients share: addresses, and one builder per request (and reader per reply, where
 the clients return less than the reply).
 
-Each client method builds its request here, then calls the stub (blocking or awaited).
+Every request the two clients both send is built here (one of a single field or none where it
+is sent), and every reply they both post-process is read here: a client method only calls the
+stub, blocking or awaited.
 """
 
 from __future__ import annotations
