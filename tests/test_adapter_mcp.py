@@ -1,6 +1,7 @@
 """strata-mcp (daemon/adapters/mcp_server.py) through the MCP SDK's own clients, over stdio and
-streamable HTTP, against real daemons: the tools, their errors, whose memory they act on, the
-CLI and the client configurations of docs/integrations.md."""
+streamable HTTP, against real daemons: the tools, their errors, whose memory they act on, and
+the client configurations of docs/integrations.md (the CLI's own checks:
+``tests/test_adapter_mcp_config.py``)."""
 
 from __future__ import annotations
 
@@ -9,45 +10,38 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import tomllib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.exceptions import ToolError
 
-from daemon.adapters.mcp_server import Backend, build_parser, parse_config
+from daemon.adapters.mcp_server import Backend, parse_config
 from daemon.auth import token_hash
-from daemon.settings import Settings
-from tests.support import MODEL_CACHE, ROOT, ThreadDaemon, wait_until
+from tests.mcp_sessions import (
+    MAX_K,
+    MODULE,
+    call,
+    env,
+    error,
+    free_port,
+    http,
+    run,
+    settings,
+    stdio,
+    wait_indexed,
+)
+from tests.support import ROOT, ThreadDaemon, wait_until
 
-MODULE = ["-m", "daemon.adapters.mcp_server"]
 TOOLS = {
     "remember", "note", "end_session", "recall", "pack", "list_episodes", "get_episode",
     "get_sources", "forget", "weaver_status", "get_context", "set_anchor", "pin",
 }  # fmt: skip
-MAX_K = 50  # the daemons' recall.max_k: below the tool's own bound (100)
 TOKENS = {"alice": "tok-mcp-alice", "ops": "tok-mcp-ops"}
-
-
-def settings(data_dir: Path, **overrides: Any) -> Settings:
-    return Settings(
-        data_dir=data_dir,
-        listen="127.0.0.1:0",
-        shutdown_grace_seconds=2.0,
-        embedding={"cache_dir": MODEL_CACHE},
-        weaver={"interval_seconds": 3600},  # indexing only: no consolidation run
-        recall={"max_k": MAX_K},
-        **overrides,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -57,63 +51,6 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadDaemon]:
         yield d
     finally:
         d.stop()
-
-
-def env(address: str, **extra: str) -> dict[str, str]:
-    return {"PYTHONPATH": str(ROOT), "STRATA_ADDRESS": address, "HF_HUB_OFFLINE": "1", **extra}
-
-
-@asynccontextmanager
-async def stdio(address: str, *args: str, **extra: str) -> AsyncIterator[ClientSession]:
-    """A session with ``strata-mcp ARGS`` started by the SDK's stdio client."""
-    params = StdioServerParameters(
-        command=sys.executable, args=[*MODULE, *args], env=env(address, **extra), cwd=ROOT
-    )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
-
-
-@asynccontextmanager
-async def http(url: str, **headers: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as client,
-        streamable_http_client(url, http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-async def call(session: ClientSession, tool: str, **args: Any) -> Any:
-    """The tool's structured result; fails on a tool error."""
-    result = await session.call_tool(tool, args)
-    assert not result.is_error, result.content
-    assert result.content and result.content[0].type == "text" and result.content[0].text
-    return result.structured_content
-
-
-async def error(session: ClientSession, tool: str, **args: Any) -> str:
-    """The text of the tool error the call must give."""
-    result = await session.call_tool(tool, args)
-    assert result.is_error, result.structured_content
-    text = result.content[0].text
-    assert isinstance(text, str)
-    return text
-
-
-async def wait_indexed(session: ClientSession) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        status = await call(session, "weaver_status")
-        if not status["unindexed"] and status["embedding_ready"]:
-            return
-        assert time.monotonic() < deadline, f"not indexed: {status}"
-        await anyio.sleep(0.1)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    anyio.run(body)
 
 
 @pytest.mark.slow
@@ -307,13 +244,6 @@ def test_each_server_acts_for_its_configured_user_only(daemon: ThreadDaemon) -> 
     run(body)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Start ``strata-mcp --transport http`` subprocesses; returns their URLs."""
@@ -421,53 +351,6 @@ def test_forward_token_refuses_a_daemon_that_accepts_any_token(daemon: ThreadDae
         assert "accepts any token" in str(refused.value)
     finally:
         backend.close()
-
-
-@pytest.mark.parametrize(
-    ("args", "environ", "message"),
-    [
-        ([], {}, "a user id is required"),
-        (["--port", "70000", "--user-id", "a"], {}, "not a TCP port"),
-        (["--port", "http", "--user-id", "a"], {}, "not a TCP port"),
-        (["--transport", "http", "--host", "0.0.0.0", "--user-id", "a"], {}, "not loopback"),
-        (["--forward-token", "--user-id", "a"], {}, "--forward-token needs --transport http"),
-        (["--transport", "sse", "--user-id", "a"], {}, "invalid choice"),
-        (["--timeout", "0", "--user-id", "a"], {}, "--timeout must be positive"),
-    ],
-)
-def test_a_bad_configuration_is_refused(
-    args: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        parse_config(args, environ)
-    assert exited.value.code == 2 and message in capsys.readouterr().err
-
-
-def test_configuration_from_the_environment() -> None:
-    environ = {"STRATA_MCP_USER_ID": "u", "STRATA_MCP_AGENT_ID": "a", "STRATA_ADDRESS": "h:1"}
-    c = parse_config([], environ)
-    assert (c.transport, c.user_id, c.agent_id, c.address) == ("stdio", "u", "a", "h:1")
-    c = parse_config(["--user-id", "v", "--address", "k:2", "--transport", "http"], environ)
-    assert (c.user_id, c.address, c.host, c.port) == ("v", "k:2", "127.0.0.1", 8765)
-    assert parse_config(["--transport", "http", "--forward-token", "--host", "0.0.0.0"], {})
-    text = build_parser().format_help()
-    for flag in ("--transport", "--host", "--port", "--address", "--user-id", "--agent-id"):
-        assert flag in text
-
-
-@pytest.mark.slow
-def test_the_process_exits_non_zero_on_a_bad_configuration(tmp_path: Path) -> None:
-    def start(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, *MODULE, *args], env=env("127.0.0.1:1", **extra), cwd=ROOT,
-            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    done = start()
-    assert done.returncode == 2 and "a user id is required" in done.stderr
-    done = start("--user-id", "a", STRATA_TOKEN_FILE=str(tmp_path / "missing"))
-    assert done.returncode == 1 and "cannot set up the connection to stratad" in done.stderr
-    assert "--forward-token" in start("--help").stdout
 
 
 def snippets() -> list[tuple[str, dict[str, Any]]]:

@@ -12,9 +12,9 @@ import pytest
 
 from daemon.client import MemoryClient
 from daemon.pb import memory_pb2 as pb
+from tests.forgetting import _gone_within, _on_disk
 from tests.support import wait_until
 from tests.test_documents import INVALID, NOTE, QUIET, code
-from tests.test_forget import _gone_within, _on_disk
 from tiers.tombstones import is_forgotten
 from tiers.vectors import PointFilter
 from weaver.index import DocumentIndexer

@@ -1,11 +1,10 @@
 """Export and Import of a user's memory between real daemons (RocksDB, embedded Qdrant, the
-real embedding model): a round trip gives the same recall, episodes and open sessions; an
-export holds one tenant and nothing forgotten; the Markdown tree's links resolve; bad files
-are refused with their line; tokens bound both; points are embedded again by another model."""
+real embedding model): a round trip gives the same recall, episodes and open sessions; the
+Markdown tree's links resolve; bad files are refused with their line; tokens bound both; points
+are embedded again by another model. What an export holds: ``tests/test_export_tenancy.py``."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -19,8 +18,9 @@ import grpc
 import pytest
 
 from daemon.auth import token_hash
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient
 from daemon.settings import Settings
+from tests.exporting import BOB_ONLY, QUIET, code, exported, fill, indexed, records, user_points
 from tests.llm_server import FakeOpenAI
 from tests.support import MODEL_CACHE, ThreadDaemon, wait_until
 from tiers.records import episode_id_for
@@ -28,8 +28,6 @@ from tiers.vectors import PointFilter
 from weaver import ctl
 
 pytestmark = pytest.mark.slow
-QUIET = {"interval_seconds": 3600}  # no scheduled consolidation during a test
-MAY, JUNE = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC), dt.datetime(2023, 6, 9, tzinfo=dt.UTC)
 QUERIES = [
     "Where did Caroline move?",
     "What is the name of Melanie's puppy?",
@@ -38,136 +36,10 @@ QUERIES = [
     "Where does Caroline work?",
     "What is the cat called?",
 ]
-ALICE_ONLY = "Zanzibar-4471"  # in alice's data only: never in bob's export
-BOB_ONLY = "Quokka-9183"
-
-
-def talk(
-    c: MemoryClient,
-    user: str,
-    sid: str,
-    when: dt.datetime,
-    turns: list[tuple[str, str]],
-    *,
-    agent: str = "",
-    end: bool = True,
-) -> str:
-    c.append_batch(
-        sid,
-        [
-            message(
-                text,
-                name=who,
-                created_at=when + dt.timedelta(minutes=i),
-                message_id=f"{sid}-{when:%m%d}-{i}",
-                metadata={"dia_id": f"D{i + 1}"},
-            )
-            for i, (who, text) in enumerate(turns)
-        ],
-        user_id=user,
-        agent_id=agent,
-    )
-    return c.end_session(sid).episode_id if end else ""
-
-
-def fill(c: MemoryClient) -> dict[str, str]:
-    """Two users' LoCoMo-like conversations, consolidated; alice keeps two open sessions (one
-    the second generation of an ended one) and one episode indexed but not consolidated."""
-    ep = {
-        "s1": talk(
-            c,
-            "alice",
-            "alice-s1",
-            MAY,
-            [
-                ("Caroline", "I went to an LGBTQ support group yesterday and it was powerful."),
-                ("Melanie", "That's great! I just adopted a puppy named Bolt."),
-                ("Caroline", "I moved to Berlin last week for a new job."),
-                ("Melanie", "I love painting landscapes on weekends."),
-            ],
-        ),
-        "s2": talk(
-            c,
-            "alice",
-            "alice-s2",
-            MAY + dt.timedelta(days=17),
-            [
-                ("Melanie", "I took my kids camping at the lake last weekend."),
-                ("Caroline", f"I work at Acme as a counselor, badge {ALICE_ONLY}."),
-                ("Melanie", "Our cat Luna loves the garden."),
-                ("Caroline", "I am researching adoption agencies."),
-            ],
-        ),
-        "chat1": talk(
-            c, "alice", "chat", JUNE, [("Caroline", "I started pottery classes this week.")]
-        ),
-        "coach": talk(
-            c,
-            "alice",
-            "alice-coach",
-            JUNE,
-            [("Caroline", "My goal is to run a marathon in October.")],
-            agent="coach",
-        ),
-        "bob": talk(
-            c,
-            "bob",
-            "bob-s1",
-            MAY,
-            [
-                ("Bob", "I moved to Berlin last week for a new job."),
-                ("Jon", f"I adopted a puppy named Bolt, tag {BOB_ONLY}."),
-            ],
-        ),
-    }
-    wait_until(lambda: indexed(c), 180, "for the episodes to be indexed")
-    report = list(c.run_weaver())[-1].report
-    assert report.ok and report.facts >= 4 and report.triplets >= 1, report
-    ep["late"] = talk(
-        c, "alice", "alice-late", JUNE, [("Melanie", "We painted a sunset together today.")]
-    )
-    wait_until(lambda: indexed(c), 60, "for the late episode to be indexed")
-    talk(c, "alice", "chat", JUNE, [("Caroline", "Pottery is going well.")], end=False)
-    c.append_batch(
-        "alice-open",
-        [
-            message("Remind me about the adoption agency call.", name="Caroline"),
-            message("", role="assistant", tool_call=("remind", '{"when": "friday"}')),
-            message("Done: Friday.", role="tool", message_id="t-1", metadata={"k": "v"}),
-        ],
-        user_id="alice",
-    )
-    return ep
-
-
-def indexed(c: MemoryClient) -> bool:
-    status = c.weaver_status()
-    return status.embedding_ready and not status.unindexed
-
-
-def exported(c: MemoryClient, user: str, agent: str = "") -> bytes:
-    chunks = list(c.export(user, agent_id=agent, timeout=120))
-    assert chunks[-1].done and not any(ch.done for ch in chunks[:-1])
-    return b"".join(ch.data for ch in chunks)
-
-
-def records(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in data.splitlines()]
 
 
 def hits(c: MemoryClient, user: str, query: str) -> list[tuple[str, float]]:
     return [(h.id, h.score) for h in c.recall(query, user_id=user, k=10).hits]
-
-
-def user_points(d: ThreadDaemon, user: str) -> dict[str, str]:
-    _embedder, vectors = d.daemon.semantic.wait_ready(60)
-    return {p.id: p.kind for p in vectors.scroll(PointFilter(user_id=user), 100_000)}
-
-
-def code(call: Any) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value.code(), info.value.details() or ""
 
 
 def settings(root: Path, **overrides: Any) -> Settings:
@@ -257,50 +129,6 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
         assert user_points(target, "alice") == before
         assert len(list(cb.iter_episodes(user_id="alice"))) == 6
         assert len(cb.get_working_memory("alice-open").messages) == 3
-
-
-def test_an_export_holds_one_tenant_and_nothing_forgotten(start_daemon):
-    d = start_daemon(weaver=QUIET)
-    with d.client(timeout=120) as c:
-        episodes = fill(c)
-        before = exported(c, "alice")
-        fact = next(
-            r
-            for r in records(before)
-            if r["type"] == "point" and r["kind"] == "fact" and r["episode_id"] == episodes["s1"]
-        )
-        assert c.forget(episode_ids=[episodes["s2"]]).episodes == 1
-        assert c.forget(memory_ids=[fact["id"]]).vector_points >= 1  # and a profile citing it
-        data = exported(c, "alice")
-        text = data.decode()
-        assert BOB_ONLY in source_text(c, "bob") and BOB_ONLY not in text
-        assert ALICE_ONLY in before.decode() and ALICE_ONLY not in text  # s2 was forgotten
-        for r in records(data)[1:-1]:
-            assert r.get("user_id", "alice") == "alice", r  # messages: their parent's
-        assert episodes["s2"] not in text and fact["id"] not in text
-        assert episodes["bob"] not in text
-        # One agent: only its data.
-        coach = records(exported(c, "alice", "coach"))
-        assert coach[0]["scope"] == {"user_id": "alice", "agent_id": "coach"}
-        assert {r.get("agent_id", "coach") for r in coach[1:-1]} == {"coach"}
-        assert any(r["type"] == "episode" for r in coach)
-        # Importing the older export here: what was forgotten stays forgotten.
-        response = c.import_([before])
-        forgotten = [
-            r["id"]
-            for r in records(before)
-            if r["type"] == "point" and r["episode_id"] == episodes["s2"]
-        ]
-        # the episode, its extraction, its points, the fact
-        assert response.skipped_forgotten >= 2 + len(forgotten) + 1
-        assert code(lambda: c.get_episode(episodes["s2"]))[0] == grpc.StatusCode.NOT_FOUND
-        points = user_points(d, "alice")
-        assert forgotten and fact["id"] not in points
-        assert not set(forgotten) & set(points)
-
-
-def source_text(c: MemoryClient, user: str) -> str:
-    return exported(c, user).decode()
 
 
 def test_weaverctl_export_writes_a_markdown_tree_whose_links_resolve(

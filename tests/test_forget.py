@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -13,47 +12,18 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from tests.forgetting import MAY, QUIET, SECRET, consolidate, talk, texts
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import wait_until
 from tests.weaving import EchoLLM, tier3, turns_in
 from tiers.backup import restore_backup
 from tiers.records import Scope
-from tiers.tombstones import PURGE_KEY, TOMBSTONES_CF, is_forgotten
+from tiers.tombstones import is_forgotten
 from tiers.vectors import PointFilter
 from weaver import ctl
 from weaver.consolidate import EXTRACTIONS_CF
 
 pytestmark = pytest.mark.slow
-QUIET = {"interval_seconds": 3600}
-MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 ALICE, BOB = Scope("alice"), Scope("bob")
-SECRET = "Zebra-7781-Quartz"
-
-
-def talk(
-    c: MemoryClient, user: str, sid: str, *turns: str, agent: str = "", end: bool = True
-) -> str:
-    c.append_batch(
-        sid,
-        [
-            message(text, name=("Alice", "Bob")[i % 2], created_at=MAY, message_id=f"{sid}-{i}")
-            for i, text in enumerate(turns)
-        ],
-        user_id=user,
-        agent_id=agent,
-    )
-    return c.end_session(sid, user_id=user).episode_id if end else ""
-
-
-def consolidate(c: MemoryClient) -> None:
-    report = list(c.run_weaver())[-1].report
-    assert report.ok, report.error
-
-
-def texts(c: MemoryClient, user: str, query: str, **kwargs: Any) -> list[tuple[str, str, str]]:
-    hits = c.recall(query, user_id=user, k=50, **kwargs).hits
-    return [(h.id, h.episode_id, h.text) for h in hits]
 
 
 def code(call: Any) -> grpc.StatusCode:
@@ -227,133 +197,6 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
         assert is_forgotten(state, episode_id=gone)
 
 
-def _on_disk(root: Path, needles: list[str]) -> dict[str, list[str]]:
-    """Every file under ``root`` that holds one of ``needles``, with the ones it holds."""
-    found: dict[str, list[str]] = {}
-    for folder, _dirs, files in os.walk(root):  # files a purge removes meanwhile are skipped
-        for name in files:
-            path = Path(folder) / name
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            hits = [n for n in needles if n.encode() in data]
-            if hits:
-                found[str(path.relative_to(root))] = hits
-    return found
-
-
-PURGE_BOUND = 60.0  # docs/operations.md, Forget: the bytes leave the disk within this
-
-
-def _gone_within(root: Path, needles: list[str], seconds: float = PURGE_BOUND) -> None:
-    """Every byte of ``needles`` leaves the files under ``root`` within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while left := _on_disk(root, needles):
-        assert time.monotonic() < deadline, f"still on disk after {seconds:g} s: {left}"
-        time.sleep(0.2)
-
-
-def _reversing_llm(request: Any) -> Reply:
-    """Facts whose text is only in Tier 3 and the stored extraction: the turn reversed."""
-    turns = turns_in(request)
-    return Reply.json(
-        {
-            "summary": f"{turns[0]['speaker']} talked about {len(turns)} things.",
-            "summary_source_seqs": [turns[0]["seq"]],
-            "facts": [
-                {
-                    "text": f"{t['speaker']} noted {t['text'][::-1]}",
-                    "source_seqs": [t["seq"]],
-                    "triplet": {
-                        "subject": t["speaker"],
-                        "predicate": "noted",
-                        "object": t["text"][::-1],
-                    },
-                }
-                for t in turns
-            ],
-        }
-    )
-
-
-def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
-    """By episode ids, by memory ids and by scope: no byte of the forgotten text is left in
-    any file of the data dir, also after a SIGKILL right after Forget returns and a restart;
-    the other tenant's data is intact."""
-    by_episode, by_memory, by_scope, still_open, bobs = (
-        "Quokkaword1101",
-        "Narwhalword2202",
-        "Axolotlword3303",
-        "Pangolinword4404",
-        "Okapiword5505",
-    )
-    data = tmp_path / "data"
-    with FakeOpenAI(responder=_reversing_llm) as fake:
-        settings = {
-            "weaver__interval_seconds": "3600",
-            "llm__model": "openai/test",
-            "llm__api_base": fake.base_url,
-        }
-        d = spawn(data, **settings)
-        with d.client(60) as c:
-            episode = talk(c, "alice", "s1", f"My code word is {by_episode}.", "Noted.")
-            talk(c, "alice", "s2", f"My pet is called {by_memory}.", "Cute.")
-            talk(c, "alice", "s3", f"I collect {by_scope} stamps.", "Nice.")
-            talk(c, "bob", "s1", f"I collect {bobs} coins.", "Cool.")  # same session id
-            consolidate(c)
-            talk(c, "alice", "s4", f"Remind me about {still_open}.", end=False)
-            everything = [by_episode, by_memory, by_scope, still_open, bobs]
-            reversed_ = [w[::-1] for w in everything if w != still_open]  # consolidated
-            before = _on_disk(data, everything + reversed_)
-            assert {w for hits in before.values() for w in hits} == set(everything + reversed_)
-
-            r = c.forget(episode_ids=[episode])
-            assert r.episodes == 1 and r.vector_points >= 4
-            # RocksDB's part is done when Forget returns; the vector store's follows at once.
-            assert not any(
-                not p.startswith("vectors/") for p in _on_disk(data, [by_episode, by_episode[::-1]])
-            )
-            _gone_within(data, [by_episode, by_episode[::-1]])
-
-            (fact,) = [
-                h
-                for h in c.recall(by_memory[::-1], user_id="alice", k=50, kinds=["fact"]).hits
-                if by_memory[::-1] in h.text
-            ]
-            r = c.forget(memory_ids=[fact.id])
-            assert r.vector_points == 1 and r.graph_edges == 1 and r.consolidation_records == 1
-            # The fact's own text is gone; the message it came from is not forgotten.
-            _gone_within(data, [by_memory[::-1]])
-            assert any(p.startswith("journal/") for p in _on_disk(data, [by_memory]))
-
-            r = c.forget(user_id="alice")
-            assert r.sessions == 1 and r.episodes == 2
-        d.kill()  # SIGKILL right after Forget returned: the vector store's purge is cut short
-        gone = [w for w in everything + reversed_ if w not in (bobs, bobs[::-1])]
-        assert not any(not p.startswith("vectors/") for p in _on_disk(data, gone))
-        d = spawn(data, **settings)
-        with d.client(60) as c:
-            deadline = time.monotonic() + 120
-            while True:  # until Tier 3 is open again
-                try:
-                    texts(c, "bob", bobs)
-                    break
-                except grpc.RpcError as exc:
-                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
-                    assert time.monotonic() < deadline
-                    time.sleep(0.2)
-            _gone_within(data, gone)  # the purge was finished at the start
-            assert any(bobs in t for _i, _e, t in texts(c, "bob", f"{bobs} coins"))
-            assert texts(c, "alice", f"{by_scope} stamps {by_memory} {by_episode}") == []
-            assert c.get_working_memory("s4", user_id="alice").messages == []
-            on_disk = _on_disk(data, [bobs, bobs[::-1]])
-            assert any(p.startswith("journal/") for p in on_disk)
-            assert any(p.startswith("vectors/") for p in on_disk)
-        assert d.terminate() == 0
-    assert not any(w in d.log_path.read_text() for w in gone)  # nor in our own log
-
-
 def _lives_in_llm(request: Any) -> Reply:
     """One fact per turn: "<speaker> lives in <last word>" (a functional predicate)."""
     turns = turns_in(request)
@@ -439,43 +282,3 @@ def _without_marks(state: Any, episode_id: str) -> Any:
     for cf in ("pending", "unindexed"):
         batch.delete(cf, episode_id.encode())
     return batch
-
-
-def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path):
-    data = tmp_path / "data"
-    d = spawn(data, weaver__interval_seconds="3600")
-    with d.client(60) as c:
-        gone = talk(c, "alice", "p1", f"My locker code is {SECRET}.", "Noted.")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 120, "indexed")
-    assert d.terminate() == 0
-    # What a crash after the deletes and before the purge leaves: the mark, deleted points
-    # whose bytes are still in the engine's files.
-    with tier3(data) as (state, _journal, vectors):
-        assert vectors.delete(PointFilter(episode_ids=(gone,))) >= 1
-        batch = state.batch()
-        batch.put(TOMBSTONES_CF, PURGE_KEY, b"\x00" * 8)
-        state.write(batch)
-    assert any(p.startswith("vectors/") for p in _on_disk(data, [SECRET]))
-    d = spawn(data, weaver__interval_seconds="3600")
-    with d.client(60):
-        wait_until(lambda: "event=forget.purged" in d.log(), 120, "the purge")
-        assert "event=forget.purge_resumed" in d.log()
-        assert not any(p.startswith("vectors/") for p in _on_disk(data, [SECRET]))
-    assert d.terminate() == 0
-    with tier3(data) as (state, _journal, _vectors):
-        assert state.get(TOMBSTONES_CF, PURGE_KEY) is None
-
-
-def test_a_stop_during_a_purge_is_clean_and_the_next_start_finishes_it(start_daemon, tmp_path):
-    for attempt in range(3):  # the stop lands at another point of the purge each time
-        daemon = start_daemon(weaver=QUIET)
-        with daemon.client() as c:
-            gone = talk(c, "alice", f"stop{attempt}", f"Code {SECRET}{attempt}.", "Noted.")
-            wait_until(lambda: c.weaver_status().unindexed == 0, 120, "indexed")
-            assert c.forget(episode_ids=[gone]).episodes == 1
-        daemon.stop()  # most likely while the vector store's purge runs
-    daemon = start_daemon(weaver=QUIET)
-    daemon.daemon.semantic.wait_ready(120)
-    purger = daemon.daemon.forgetter.purger  # type: ignore[union-attr]
-    wait_until(lambda: not purger.pending, 120, "the resumed purge")
-    assert _on_disk(tmp_path / "data", [SECRET]) == {}

@@ -4,88 +4,23 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import jsonschema
 import pytest
 
+from tests.llm_extraction import EPISODE, VALID, episode, us
 from tests.llm_server import FakeOpenAI, Reply
 from tiers.records import Scope
 from weaver.errors import ExtractionFailed
-from weaver.extractors import EpisodeInput, Turn
+from weaver.extractors import EpisodeInput
 from weaver.extractors.llm import LLMExtractor
-from weaver.extractors.llm_reply import (
-    DATA_CLOSE,
-    DATA_OPEN,
-    MAX_FACTS,
-    REPLY_SCHEMA,
-    SYSTEM_PROMPT,
-    InvalidReply,
-    parse_reply,
-    snake_case,
-)
+from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT
 
 KEY_ENV = "TEST_LLM_API_KEY"
 KEY = "sk-test-0123456789-secret"
-T0 = datetime(2024, 5, 8, 14, 3, 0, tzinfo=UTC)
-
-
-def us(dt: datetime) -> int:
-    return int(dt.timestamp()) * 1_000_000
-
-
-def episode(*texts: tuple[str, str]) -> EpisodeInput:
-    turns = [
-        Turn(
-            seq=i,
-            speaker=speaker,
-            role="user" if i % 2 == 0 else "assistant",
-            text=text,
-            created_at_us=us(T0) + i * 60_000_000,
-        )
-        for i, (speaker, text) in enumerate(texts)
-    ]
-    return EpisodeInput("ep-1", "sess-1", Scope("u1"), turns)
-
-
-EPISODE = episode(
-    ("Alice", "I moved to Lisbon yesterday."),
-    ("Bob", "Nice! Are you still at Acme?"),
-    ("Alice", "Yes, I'm a data engineer there. My cat Miso loves the new flat."),
-)
-
-VALID: dict[str, Any] = {
-    "summary": "On 2024-05-08 Alice told Bob she moved to Lisbon and still works at Acme.",
-    "summary_source_seqs": [0, 2, 99],
-    "facts": [
-        {
-            "text": "Alice moved to Lisbon on 2024-05-07.",
-            "source_seqs": [0],
-            "triplet": {"subject": "Alice", "predicate": "livesIn", "object": "Lisbon"},
-            "valid_from": "2024-05-07",
-            "confidence": 0.9,
-        },
-        {
-            "text": "Alice works at Acme as a data engineer.",
-            "source_seqs": [2, 1, 2],
-            "triplet": {"subject": " Alice ", "predicate": "Works At", "object": "Acme"},
-            "valid_from": "2024-05-08T14:05:00Z",
-        },
-        {
-            "text": "Alice has a cat named Miso.",
-            "source_seqs": [2],
-            "triplet": {"subject": "Alice", "predicate": "has-pet", "object": "Miso"},
-            "valid_from": "unknown",
-            "confidence": 1,
-        },
-        {"text": "Alice started at Acme in 2023.", "source_seqs": [2], "valid_from": "2023"},
-    ],
-}
 
 
 @pytest.fixture
@@ -461,131 +396,3 @@ def test_injection_stays_inside_the_data_block_and_injected_reply_is_rejected(
     assert lines[0] == "[" and lines[-1] == "]" and len(lines) == 5
     assert [json.loads(line.rstrip(","))["seq"] for line in lines[1:-1]] == [0, 1, 2]
     assert "<|im_start|>" not in user and "\\u003c|im_start|\\u003e" in user
-
-
-def test_system_prompt_tells_the_model_the_data_is_not_instructions():
-    assert DATA_OPEN in SYSTEM_PROMPT and DATA_CLOSE in SYSTEM_PROMPT
-    assert "contains no instructions" in SYSTEM_PROMPT
-    assert '"ignore previous instructions"' in SYSTEM_PROMPT
-    for needle in ("yesterday", "last year", "next month", "snake_case", "lives_in", "has_pet"):
-        assert needle in SYSTEM_PROMPT
-
-
-# -- validation (no server) -----------------------------------------------------------------
-
-
-def test_prompt_schema_agrees_with_the_validator():
-    jsonschema.validate(VALID | {"facts": VALID["facts"][3:]}, REPLY_SCHEMA)
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"summary": "pwned"}, REPLY_SCHEMA)
-    with pytest.raises(InvalidReply):
-        parse_reply(json.dumps({"summary": "pwned"}), EPISODE, "llm:x")
-
-
-def _fact(**overrides: Any) -> dict[str, Any]:
-    return {"text": "Alice likes tea.", "source_seqs": [0]} | overrides
-
-
-@pytest.mark.parametrize(
-    ("reply", "reason"),
-    [
-        ("", "empty"),
-        ("[1, 2]", "JSON list, not an object"),
-        ('{"summary": "x"', "not valid JSON"),
-        ({"summary": "  ", "summary_source_seqs": [], "facts": []}, "summary"),
-        ({"summary": "x", "facts": []}, "summary_source_seqs"),
-        ({"summary": "x", "summary_source_seqs": ["0"], "facts": []}, "summary_source_seqs.0"),
-        ({"summary": "x", "summary_source_seqs": [], "facts": {}}, "facts"),
-        ({"summary": "x", "summary_source_seqs": [], "facts": [_fact(text=" ")]}, "text"),
-        ({"summary": "x", "summary_source_seqs": [], "facts": [_fact(source_seqs=[])]}, "seqs"),
-        (
-            {"summary": "x", "summary_source_seqs": [], "facts": [_fact(source_seqs=[True])]},
-            "source_seqs.0",
-        ),
-        (
-            {"summary": "x", "summary_source_seqs": [], "facts": [_fact(confidence=1.5)]},
-            "confidence",
-        ),
-        (
-            {
-                "summary": "x",
-                "summary_source_seqs": [],
-                "facts": [_fact(triplet={"subject": "A", "predicate": "!!", "object": "B"})],
-            },
-            "predicate",
-        ),
-        (
-            {
-                "summary": "x",
-                "summary_source_seqs": [],
-                "facts": [_fact(triplet={"subject": "A", "object": "B"})],
-            },
-            "triplet.predicate",
-        ),
-        (
-            {"summary": "x", "summary_source_seqs": [], "facts": [_fact()] * (MAX_FACTS + 1)},
-            "facts",
-        ),
-    ],
-)
-def test_parse_reply_rejects(reply: Any, reason: str):
-    content = reply if isinstance(reply, str) else json.dumps(reply)
-    with pytest.raises(InvalidReply, match=reason):
-        parse_reply(content, EPISODE, "llm:x")
-
-
-def test_parse_reply_accepts_empty_facts_and_ignores_unknown_keys():
-    content = json.dumps({"summary": "Hi.", "summary_source_seqs": [1], "facts": [], "note": 1})
-    extraction, dropped = parse_reply(content, EPISODE, "llm:x")
-    assert (extraction.facts, extraction.summary_source_seqs, dropped) == ([], [1], 0)
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ("livesIn", "lives_in"),
-        ("Lives In", "lives_in"),
-        ("works-at", "works_at"),
-        ("  has__pet ", "has_pet"),
-        ("jobTitle2", "job_title2"),
-        ("HAS", "has"),
-    ],
-)
-def test_snake_case(raw: str, expected: str):
-    assert snake_case(raw) == expected
-
-
-def test_constructor_rejects_nonsense():
-    with pytest.raises(ValueError):
-        LLMExtractor(model="openai/x", max_retries=-1)
-    with pytest.raises(ValueError):
-        LLMExtractor(model="openai/x", timeout_seconds=0)
-
-
-# -- the fake server itself -----------------------------------------------------------------
-
-
-def test_fake_server_closes_promptly_while_a_handler_hangs():
-    outcome: list[str] = []
-
-    def client(url: str) -> None:
-        req = urllib.request.Request(url, data=b"{}", method="POST")
-        try:
-            urllib.request.urlopen(req, timeout=10).read()
-            outcome.append("answered")
-        except Exception as exc:
-            outcome.append(type(exc).__name__)
-
-    fake = FakeOpenAI()
-    fake.hang(30)
-    thread = threading.Thread(target=client, args=(fake.base_url + "/chat/completions",))
-    thread.start()
-    deadline = time.monotonic() + 5
-    while not fake.requests and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(fake.requests) == 1
-    started = time.monotonic()
-    fake.close()
-    assert time.monotonic() - started < 2
-    thread.join(5)
-    assert outcome and outcome[0] != "answered"

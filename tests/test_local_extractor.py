@@ -1,58 +1,23 @@
-"""The local extractor: speaker resolution, date anchoring, triplet rules, filtering, summary,
-and a run over the LoCoMo dev conversations (skipped when ``../shared`` is absent)."""
+"""The local extractor: speaker resolution, triplet rules, filtering, summary. Date anchoring is
+in ``test_local_extractor_dates.py``, the run over the LoCoMo dev conversations in
+``test_local_extractor_locomo.py``."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 import time
-from datetime import UTC, date, datetime
-from functools import cache
-from pathlib import Path
+from datetime import date
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.local_extraction import episode, extract, said, texts, us
 from tiers.records import Scope
 from weaver.errors import ExtractionFailed
-from weaver.extractors import EpisodeInput, Extraction, Fact, Turn
-from weaver.extractors.dates import anchor_dates
+from weaver.extractors import EpisodeInput, Turn
 from weaver.extractors.local import LocalExtractor
-
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
-
-
-def us(d: date, hour: int = 12) -> int:
-    return int(datetime(d.year, d.month, d.day, hour, tzinfo=UTC).timestamp()) * 1_000_000
-
-
-def episode(*turns: tuple[str, str], on: date = date(2024, 3, 1)) -> EpisodeInput:
-    return EpisodeInput(
-        "ep-1",
-        "s-1",
-        Scope("u"),
-        [Turn(i + 1, who, "user", text, us(on) + i) for i, (who, text) in enumerate(turns)],
-    )
-
-
-def extract(*turns: tuple[str, str], on: date = date(2024, 3, 1)) -> Extraction:
-    return LocalExtractor().extract(episode(*turns, on=on))
-
-
-def said(text: str, by: str = "Caroline", on: date = date(2024, 3, 1)) -> list[Fact]:
-    """The facts of one turn in a two-person chat (the other person only greets)."""
-    other = "Melanie" if by == "Caroline" else "Caroline"
-    facts = extract((other, "Hey! Good to see you!"), (by, text), on=on).facts
-    assert all(f.source_seqs == [2] for f in facts)
-    return facts
-
-
-def texts(facts: list[Fact]) -> list[str]:
-    return [f.text for f in facts]
-
 
 # -- speaker resolution -----------------------------------------------------------------------
 
@@ -136,107 +101,6 @@ def test_role_speakers_read_as_the_user_and_the_assistant() -> None:
         "Berlin",
     )
     assert x.summary.startswith("Conversation between the user and the assistant on 1 March 2024.")
-
-
-# -- dates --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "today", "expected", "start"),
-    [
-        ("I went yesterday", date(2024, 3, 1), "I went on 29 February 2024", date(2024, 2, 29)),
-        ("I rest today", date(2024, 3, 1), "I rest on 1 March 2024", date(2024, 3, 1)),
-        (
-            "a gig tonight",
-            date(2024, 3, 1),
-            "a gig on the evening of 1 March 2024",
-            date(2024, 3, 1),
-        ),
-        ("I fly tomorrow", date(2023, 12, 31), "I fly on 1 January 2024", date(2024, 1, 1)),
-        ("I slept badly last night", date(2024, 1, 1), "on the night of 31 December 2023", None),
-        ("I ran this morning", date(2024, 1, 1), "I ran on the morning of 1 January 2024", None),
-        ("the day before yesterday", date(2024, 3, 1), "On 28 February 2024", date(2024, 2, 28)),
-        ("it broke last week", date(2024, 1, 3), "in the week before 3 January 2024", None),
-        ("busy this week", date(2024, 1, 3), "in the week of 3 January 2024", date(2024, 1, 1)),
-        ("I travel next week", date(2023, 12, 28), "in the week after 28 December 2023", None),
-        # 2 October 2023 is a Monday
-        ("I hiked last weekend", date(2023, 10, 2), "weekend of 30 September-1 October 2023", None),
-        ("this past weekend", date(2023, 10, 2), "weekend of 30 September-1 October 2023", None),
-        ("I camped two weekends ago", date(2023, 10, 2), "weekend of 23-24 September 2023", None),
-        # 28 February 2024 is a Wednesday: "this weekend" is the coming one when planned...
-        ("I will hike this weekend", date(2024, 2, 28), "on the weekend of 2-3 March 2024", None),
-        # ... and the past one when told in the past tense
-        ("this weekend I went out", date(2024, 2, 28), "On the weekend of 24-25 February", None),
-        ("I quit last month", date(2024, 1, 15), "I quit in December 2023", date(2023, 12, 1)),
-        ("my show is next month", date(2023, 12, 10), "my show is in January 2024", None),
-        ("busy this month", date(2024, 2, 10), "busy in February 2024", None),
-        ("I graduated last year", date(2024, 1, 5), "I graduated in 2023", date(2023, 1, 1)),
-        ("I retire next year", date(2024, 1, 5), "I retire in 2025", date(2025, 1, 1)),
-        ("it opened this year", date(2024, 1, 5), "it opened in 2024", date(2024, 1, 1)),
-        ("I left 3 days ago", date(2024, 3, 2), "I left on 28 February 2024", date(2024, 2, 28)),
-        ("I met her two weeks ago", date(2024, 1, 10), "around 27 December 2023", None),
-        ("I moved a few months ago", date(2024, 1, 31), "I moved around October 2023", None),
-        ("I started five years ago", date(2023, 8, 28), "I started around 2018", None),
-        ("I started a year ago", date(2024, 2, 29), "I started around 2023", date(2023, 2, 28)),
-        # 22 October 2023 is a Sunday, 2 January 2024 a Tuesday
-        ("I passed last Friday", date(2023, 10, 22), "I passed on 20 October 2023", None),
-        ("Last Fri I took my kids", date(2023, 10, 22), "On 20 October 2023 I took", None),
-        ("I went out on Friday", date(2024, 1, 2), "on 29 December 2023", date(2023, 12, 29)),
-        ("I will go out on Friday", date(2024, 1, 2), "on 5 January 2024", date(2024, 1, 5)),
-        ("see you next Monday", date(2024, 1, 2), "on 8 January 2024", date(2024, 1, 8)),
-        ("I ran last Tuesday", date(2024, 1, 2), "on 26 December 2023", date(2023, 12, 26)),
-        ("on Friday night we danced", date(2024, 1, 2), "On the night of 29 December 2023", None),
-        ("I swam a lot last summer", date(2023, 8, 20), "in summer 2022", date(2022, 6, 1)),
-        ("Last night was amazing", date(2024, 1, 1), "The night of 31 December 2023 was", None),
-        ("Yesterday was fun", date(2024, 3, 1), "29 February 2024 was fun", None),
-        ("since last year", date(2024, 1, 5), "since 2023", None),
-        ("I loved yesterday's game", date(2024, 3, 1), "loved the 29 February 2024 game", None),
-        # a month without its year: the most recent one, the coming one in the future tense
-        ("I ran a marathon in March", date(2023, 5, 8), "in March 2023", date(2023, 3, 1)),
-        ("we met in October", date(2023, 5, 8), "we met in October 2022", date(2022, 10, 1)),
-        ("I will visit in June", date(2023, 5, 8), "visit in June 2023", date(2023, 6, 1)),
-        ("I'll move in January", date(2023, 5, 8), "in January 2024", date(2024, 1, 1)),
-        ("I quit last May", date(2023, 5, 8), "I quit in May 2022", date(2022, 5, 1)),
-        ("next May we travel", date(2023, 5, 8), "In May 2024 we travel", date(2024, 5, 1)),
-        ("painting since early April", date(2023, 5, 8), "since early April 2023", None),
-        ("busy this July", date(2023, 5, 8), "busy in July 2023", date(2023, 7, 1)),
-    ],
-)
-def test_relative_dates_are_anchored(
-    text: str, today: date, expected: str, start: date | None
-) -> None:
-    out, first = anchor_dates(text, today)
-    assert expected in out, out
-    assert first is not None
-    if start is not None:
-        assert first == start
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "I swim every Friday",
-        "in today's world it is hard",
-        "over the past year",
-        "See you then",
-        "it happened in March 2022",  # a year already
-        "on March 5, we met",
-        "that in may be true",  # the verb
-    ],
-)
-def test_phrases_that_are_not_anchored(text: str) -> None:
-    assert anchor_dates(text, date(2024, 1, 2)) == (text, None)
-
-
-def test_fact_dates_and_valid_from() -> None:
-    [past] = said("I went to a pottery workshop yesterday.")
-    assert past.text == "Caroline went to a pottery workshop on 29 February 2024."
-    assert past.valid_from_us == us(date(2024, 2, 29), hour=0)
-    [plan] = said("I'm flying to Rome tomorrow.")
-    assert plan.text == "Caroline is flying to Rome on 2 March 2024."
-    assert plan.valid_from_us == us(date(2024, 3, 1)) + 1  # a plan holds from when it is told
-    [plain] = said("I collect vintage cameras from flea markets.")
-    assert plain.valid_from_us == us(date(2024, 3, 1)) + 1
 
 
 # -- triplets -----------------------------------------------------------------------------------
@@ -453,145 +317,3 @@ def _timed(fn: Any) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-# -- LoCoMo ---------------------------------------------------------------------------------------
-
-
-@cache
-def _locomo() -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = json.loads(LOCOMO.read_text())
-    return data
-
-
-@pytest.fixture
-def locomo() -> list[dict[str, Any]]:
-    if not LOCOMO.exists():
-        missing = f"LoCoMo data not found at {LOCOMO} (the shared data beside the checkout)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{missing}: CI always has ../shared, so these tests must run")
-        pytest.skip(missing)
-    return _locomo()
-
-
-def session_episode(sample: dict[str, Any], n: int) -> EpisodeInput:
-    conv = sample["conversation"]
-    when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
-    base = int(when.replace(tzinfo=UTC).timestamp()) * 1_000_000
-    turns = []
-    for i, t in enumerate(conv[f"session_{n}"], start=1):
-        assert t["dia_id"] == f"D{n}:{i}"
-        text = t["text"]
-        if t.get("blip_caption"):
-            text += f" [shares a photo of {t['blip_caption']}]"
-        turns.append(Turn(i, t["speaker"], "user", text, base + i))
-    return EpisodeInput(f"{sample['sample_id']}-{n}", f"session_{n}", Scope("locomo"), turns)
-
-
-def conv26(locomo: list[dict[str, Any]], n: int) -> Extraction:
-    [sample] = [s for s in locomo if s["sample_id"] == "conv-26"]
-    return LocalExtractor().extract(session_episode(sample, n))
-
-
-def facts_of(x: Extraction, seq: int) -> list[Fact]:
-    return [f for f in x.facts if f.source_seqs == [seq]]
-
-
-def test_locomo_support_group_yesterday(locomo: list[dict[str, Any]]) -> None:
-    # D1:3, 8 May 2023, Caroline: "I went to a LGBTQ support group yesterday and it was so
-    # powerful."
-    [fact] = [f for f in facts_of(conv26(locomo, 1), 3) if "support group" in f.text]
-    assert fact.text.startswith("Caroline went to a LGBTQ support group on 7 May 2023")
-    assert fact.valid_from_us == us(date(2023, 5, 7), hour=0)
-    assert fact.triplet is not None
-    assert (fact.triplet.subject, fact.triplet.predicate) == ("Caroline", "went_to")
-    assert fact.triplet.object == "LGBTQ support group"
-
-
-def test_locomo_known_turns(locomo: list[dict[str, Any]]) -> None:
-    s1 = conv26(locomo, 1)
-    # D1:14 Melanie: "Yeah, I painted that lake sunrise last year! It's special to me."
-    assert texts(facts_of(s1, 14)) == ["Melanie painted that lake sunrise in 2022."]
-    assert facts_of(s1, 14)[0].valid_from_us == us(date(2022, 1, 1), hour=0)
-    # D1:16 Melanie: "... Painting's a fun way to express my feelings and get creative. ..."
-    assert "Painting's a fun way to express Melanie's feelings and get creative." in texts(
-        facts_of(s1, 16)
-    )
-    # D1:11 Caroline: "I'm keen on counseling or working in mental health - I'd love to ..."
-    d11 = facts_of(s1, 11)
-    assert texts(d11) == [
-        "Caroline is keen on counseling or working in mental health.",
-        "Caroline would love to support those with similar issues.",
-    ]
-    assert [f.triplet.predicate if f.triplet else None for f in d11] == ["plans_to", "plans_to"]
-    # D2:1 (Thursday 25 May 2023) Melanie: "I ran a charity race for mental health last Saturday"
-    assert "Melanie ran a charity race for mental health on 20 May 2023." in texts(
-        facts_of(conv26(locomo, 2), 1)
-    )
-    # D3:14 Melanie: "I'm lucky to have my husband and kids; they keep me motivated."
-    [husband] = [f for f in facts_of(conv26(locomo, 3), 14) if "husband" in f.text]
-    assert husband.text == "Melanie is lucky to have Melanie's husband and kids."
-    assert husband.triplet is not None
-    assert (husband.triplet.subject, husband.triplet.predicate) == ("Melanie", "has")
-    # D9:6 Caroline: "I mentor a transgender teen just like me."
-    assert "Caroline mentors a transgender teen just like Caroline." in texts(
-        facts_of(conv26(locomo, 9), 6)
-    )
-    # D13:4 Melanie: "... they're good- we got another cat named Bailey too."
-    [cat] = [f for f in facts_of(conv26(locomo, 13), 4) if "Bailey" in f.text]
-    assert cat.triplet is not None
-    assert (cat.triplet.subject, cat.triplet.predicate, cat.triplet.object) == (
-        "Melanie",
-        "has_pet",
-        "cat named Bailey",
-    )
-    # D19:1 (Sunday 22 October 2023) Caroline: "I passed the adoption agency interviews last
-    # Friday!"
-    assert "Caroline passed the adoption agency interviews on 20 October 2023." in texts(
-        facts_of(conv26(locomo, 19), 1)
-    )
-
-
-def test_locomo_all_sessions(locomo: list[dict[str, Any]]) -> None:
-    extractor = LocalExtractor()
-    sessions = turns = facts = triplets = 0
-    elapsed = 0.0
-    predicates: dict[str, int] = {}
-    for sample in locomo:
-        numbers = sorted(
-            int(k.split("_")[1]) for k in sample["conversation"] if re.fullmatch(r"session_\d+", k)
-        )
-        for n in numbers:
-            ep = session_episode(sample, n)
-            start = time.perf_counter()
-            x = extractor.extract(ep)
-            elapsed += time.perf_counter() - start
-            seqs = {t.seq for t in ep.turns}
-            sessions += 1
-            turns += len(ep.turns)
-            facts += len(x.facts)
-            assert x.summary.startswith("Conversation between ")
-            assert 0 < len(x.summary_source_seqs) <= 4
-            assert set(x.summary_source_seqs) <= seqs
-            assert len({f.text for f in x.facts}) == len(x.facts)
-            for f in x.facts:
-                assert len(f.source_seqs) == 1 and f.source_seqs[0] in seqs
-                assert f.valid_from_us is not None and f.text.endswith(".")
-                unquoted = re.sub(r'"[^"]*"', "", f.text)
-                assert not unquoted.startswith("I "), f.text
-                assert not re.search(r" (?:I|my|me|I'm|I've)[ ,.]", unquoted), f.text
-                if f.triplet:
-                    triplets += 1
-                    predicates[f.triplet.predicate] = predicates.get(f.triplet.predicate, 0) + 1
-                    assert f.triplet.subject and f.triplet.object
-                    assert re.fullmatch(r"[a-z]+(?:_[a-z]+)*", f.triplet.predicate)
-    assert sessions == 128 and turns == 2760
-    assert 0.8 < facts / turns < 2.5
-    assert triplets > 150
-    per_episode_ms = elapsed * 1000 / sessions
-    assert per_episode_ms < 50
-    print(
-        f"\nLoCoMo: {sessions} sessions, {turns} turns, {facts} facts ({facts / turns:.2f}/turn), "
-        f"{triplets} triplets, {per_episode_ms:.1f} ms/episode"
-    )
-    print("predicates:", dict(sorted(predicates.items(), key=lambda kv: -kv[1])))

@@ -2,53 +2,60 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
+import grpc
 from grpc_health.v1 import health_pb2
 
-from daemon.client.channel import PathLike, aio_channel, connection
+from daemon.client.base import CHANNEL_OPTIONS
+from daemon.client.channel import Connection, aio_channel
 from daemon.client.context import AsyncContextMethods
 from daemon.client.requests import (
-    CHANNEL_OPTIONS,
     Timeish,
-    default_address,
+    append_batch_request,
+    append_request,
+    append_results,
     document_request,
     end_session_request,
+    episode_request,
     forget_request,
     list_documents_request,
     list_request,
-    message,
+    node_request,
     pack_request,
     put_document_request,
     recall_request,
     remove_messages_request,
+    serving_status,
     working_memory_request,
 )
 from daemon.pb import admin_pb2
 from daemon.pb import memory_pb2 as pb
 
+T = TypeVar("T")
+
+
+async def _pages(
+    page: Callable[[str], Awaitable[Any]], items: Callable[[Any], Iterable[T]]
+) -> AsyncIterator[T]:
+    """The ``items`` of ``await page(token)``, page after page, until a page has no next
+    token."""
+    token = ""
+    while True:
+        reply = await page(token)
+        for item in items(reply):
+            yield item
+        token = reply.next_page_token
+        if not token:
+            return
+
 
 class AsyncMemoryClient(AsyncContextMethods):
     """asyncio client (``grpc.aio``), with the same methods as :class:`MemoryClient`."""
 
-    def __init__(
-        self,
-        address: str | None = None,
-        *,
-        timeout: float = 10.0,
-        token: str | None = None,
-        token_file: PathLike | None = None,
-        ca_file: PathLike | None = None,
-        cert_file: PathLike | None = None,
-        key_file: PathLike | None = None,
-    ) -> None:
-        """``token``: the bearer token; ``ca_file``: TLS with this CA; ``cert_file`` and
-        ``key_file``: a client certificate. None: from the environment (STRATA_TOKEN,
-        STRATA_TOKEN_FILE, STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY)."""
-        conn = connection(token, token_file, ca_file, cert_file, key_file)
-        channel = aio_channel(address or default_address(), conn, CHANNEL_OPTIONS)
-        super().__init__(channel, timeout)
+    def _open_channel(self, address: str, conn: Connection) -> grpc.aio.Channel:
+        return aio_channel(address, conn, CHANNEL_OPTIONS)
 
     async def __aenter__(self) -> AsyncMemoryClient:
         return self
@@ -70,13 +77,8 @@ class AsyncMemoryClient(AsyncContextMethods):
         timeout: float | None = None,
         **fields: Any,
     ) -> pb.AppendResponse:
-        req = pb.AppendRequest(
-            session_id=session_id,
-            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
-            message=message(content, role, **fields),
-        )
-        response: pb.AppendResponse = await self._memory.Append(req, timeout=self._t(timeout))
-        return response
+        req = append_request(session_id, content, role, user_id, agent_id, fields)
+        return await self._memory.Append(req, timeout=self._t(timeout))
 
     async def append_batch(
         self,
@@ -87,13 +89,8 @@ class AsyncMemoryClient(AsyncContextMethods):
         agent_id: str = "",
         timeout: float | None = None,
     ) -> list[pb.AppendResponse]:
-        req = pb.AppendBatchRequest(
-            session_id=session_id,
-            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
-            messages=list(messages),
-        )
-        response = await self._memory.AppendBatch(req, timeout=self._t(timeout))
-        return list(response.results)
+        req = append_batch_request(session_id, messages, user_id, agent_id)
+        return append_results(await self._memory.AppendBatch(req, timeout=self._t(timeout)))
 
     async def get_working_memory(
         self,
@@ -106,19 +103,17 @@ class AsyncMemoryClient(AsyncContextMethods):
     ) -> pb.GetWorkingMemoryResponse:
         """The session's window. Sessions are per user: ``user_id`` names the session's user
         when several users (of the token's tenants) have a session of this id."""
-        response: pb.GetWorkingMemoryResponse = await self._memory.GetWorkingMemory(
+        return await self._memory.GetWorkingMemory(
             working_memory_request(session_id, max_messages, max_tokens, user_id),
             timeout=self._t(timeout),
         )
-        return response
 
     async def end_session(
         self, session_id: str, *, user_id: str = "", timeout: float | None = None
     ) -> pb.EndSessionResponse:
-        response: pb.EndSessionResponse = await self._memory.EndSession(
+        return await self._memory.EndSession(
             end_session_request(session_id, user_id), timeout=self._t(timeout)
         )
-        return response
 
     async def remove_messages(
         self,
@@ -131,10 +126,9 @@ class AsyncMemoryClient(AsyncContextMethods):
     ) -> pb.RemoveMessagesResponse:
         """Take the newest ``last`` messages (or ``all``) out of the open session, durably;
         returns them, oldest first. A session left empty ends, with no episode."""
-        response: pb.RemoveMessagesResponse = await self._memory.RemoveMessages(
+        return await self._memory.RemoveMessages(
             remove_messages_request(session_id, last, all, user_id), timeout=self._t(timeout)
         )
-        return response
 
     async def list_episodes(
         self,
@@ -149,20 +143,13 @@ class AsyncMemoryClient(AsyncContextMethods):
         timeout: float | None = None,
     ) -> pb.ListEpisodesResponse:
         req = list_request(user_id, agent_id, start, end, page_size, page_token, newest_first)
-        response: pb.ListEpisodesResponse = await self._memory.ListEpisodes(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.ListEpisodes(req, timeout=self._t(timeout))
 
     async def iter_episodes(self, **kwargs: Any) -> AsyncIterator[pb.Episode]:
-        token = ""
-        while True:
-            page = await self.list_episodes(page_token=token, **kwargs)
-            for episode in page.episodes:
-                yield episode
-            token = page.next_page_token
-            if not token:
-                return
+        async for episode in _pages(
+            lambda token: self.list_episodes(page_token=token, **kwargs), lambda p: p.episodes
+        ):
+            yield episode
 
     async def get_episode(
         self,
@@ -172,37 +159,27 @@ class AsyncMemoryClient(AsyncContextMethods):
         page_token: str = "",
         timeout: float | None = None,
     ) -> pb.GetEpisodeResponse:
-        req = pb.GetEpisodeRequest(
-            episode_id=episode_id, page_size=page_size, page_token=page_token
-        )
-        response: pb.GetEpisodeResponse = await self._memory.GetEpisode(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        req = episode_request(episode_id, page_size, page_token)
+        return await self._memory.GetEpisode(req, timeout=self._t(timeout))
 
     async def stats(self, *, timeout: float | None = None) -> pb.StatsResponse:
-        response: pb.StatsResponse = await self._memory.Stats(
-            pb.StatsRequest(), timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.Stats(pb.StatsRequest(), timeout=self._t(timeout))
 
     async def backup(
         self, destination: str, *, timeout: float | None = None
     ) -> admin_pb2.BackupResponse:
-        response: admin_pb2.BackupResponse = await self._admin.Backup(
+        return await self._admin.Backup(
             admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
         )
-        return response
 
     async def rebuild(
         self, user_id: str = "", *, timeout: float | None = None
     ) -> admin_pb2.RebuildResponse:
         """Re-derive Tier 3 (vector points, graph) from the journal and the stored
         consolidation records, for one user or (``user_id`` empty) every user."""
-        response: admin_pb2.RebuildResponse = await self._admin.Rebuild(
+        return await self._admin.Rebuild(
             admin_pb2.RebuildRequest(user_id=user_id), timeout=self._t(timeout)
         )
-        return response
 
     async def recall(
         self,
@@ -223,8 +200,7 @@ class AsyncMemoryClient(AsyncContextMethods):
         req = recall_request(
             query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
         )
-        response: pb.RecallResponse = await self._memory.Recall(req, timeout=self._t(timeout))
-        return response
+        return await self._memory.Recall(req, timeout=self._t(timeout))
 
     async def pack(
         self,
@@ -243,8 +219,7 @@ class AsyncMemoryClient(AsyncContextMethods):
         req = pack_request(
             query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
         )
-        response: pb.PackResponse = await self._memory.Pack(req, timeout=self._t(timeout))
-        return response
+        return await self._memory.Pack(req, timeout=self._t(timeout))
 
     async def forget(
         self,
@@ -259,8 +234,7 @@ class AsyncMemoryClient(AsyncContextMethods):
         episodes, or Tier 3 memories (hit ids); exactly one of the three. Returns the counts
         per tier."""
         req = forget_request(user_id, agent_id, episode_ids, memory_ids)
-        response: pb.ForgetResponse = await self._memory.Forget(req, timeout=self._t(timeout))
-        return response
+        return await self._memory.Forget(req, timeout=self._t(timeout))
 
     async def put_document(
         self,
@@ -278,10 +252,7 @@ class AsyncMemoryClient(AsyncContextMethods):
         finds, ``value`` an optional JSON document returned unchanged. Durable on return;
         recallable (kind "document") once the weaver has indexed it, within seconds."""
         req = put_document_request(namespace, key, text, value, user_id, agent_id)
-        response: pb.PutDocumentResponse = await self._memory.PutDocument(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.PutDocument(req, timeout=self._t(timeout))
 
     async def get_document(
         self,
@@ -294,10 +265,7 @@ class AsyncMemoryClient(AsyncContextMethods):
     ) -> pb.GetDocumentResponse:
         """The document, or ``grpc.RpcError`` NOT_FOUND."""
         req = document_request(pb.GetDocumentRequest, namespace, key, user_id, agent_id)
-        response: pb.GetDocumentResponse = await self._memory.GetDocument(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.GetDocument(req, timeout=self._t(timeout))
 
     async def delete_document(
         self,
@@ -311,10 +279,7 @@ class AsyncMemoryClient(AsyncContextMethods):
         """Delete the document everywhere (as Forget does); ``deleted`` is false when there
         was none."""
         req = document_request(pb.DeleteDocumentRequest, namespace, key, user_id, agent_id)
-        response: pb.DeleteDocumentResponse = await self._memory.DeleteDocument(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.DeleteDocument(req, timeout=self._t(timeout))
 
     async def list_documents(
         self,
@@ -329,31 +294,21 @@ class AsyncMemoryClient(AsyncContextMethods):
         """A page of the documents of exactly this scope (an empty ``agent_id``: those put
         without an agent) under ``namespace_prefix``, by namespace then key."""
         req = list_documents_request(user_id, agent_id, namespace_prefix, page_size, page_token)
-        response: pb.ListDocumentsResponse = await self._memory.ListDocuments(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.ListDocuments(req, timeout=self._t(timeout))
 
     async def iter_documents(self, **kwargs: Any) -> AsyncIterator[pb.Document]:
         """Every document matching :meth:`list_documents`' filters, page after page."""
-        token = ""
-        while True:
-            page = await self.list_documents(page_token=token, **kwargs)
-            for document in page.documents:
-                yield document
-            token = page.next_page_token
-            if not token:
-                return
+        async for document in _pages(
+            lambda token: self.list_documents(page_token=token, **kwargs), lambda p: p.documents
+        ):
+            yield document
 
     async def get_node(
         self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
     ) -> pb.GetNodeResponse:
-        req = pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
-        response: pb.GetNodeResponse = await self._memory.GetNode(req, timeout=self._t(timeout))
-        return response
+        req = node_request(node_id, user_id, agent_id)
+        return await self._memory.GetNode(req, timeout=self._t(timeout))
 
     async def health(self, service: str = "", *, timeout: float | None = None) -> str:
-        response = await self._health.Check(
-            health_pb2.HealthCheckRequest(service=service), timeout=self._t(timeout)
-        )
-        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+        req = health_pb2.HealthCheckRequest(service=service)
+        return serving_status(await self._health.Check(req, timeout=self._t(timeout)))

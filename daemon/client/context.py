@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from daemon.client.base import BaseClient
 from daemon.client.requests import (
-    BaseClient,
+    get_anchor_request,
     get_context_request,
     pin_request,
     set_anchor_request,
@@ -42,8 +43,7 @@ class ContextMethods(BaseClient):
             session_id, max_tokens, query, user_id, agent_id, per_kind_caps, window_share,
             kinds, recipe, explain,
         )  # fmt: skip
-        response: pb.GetContextResponse = self._memory.GetContext(req, timeout=self._t(timeout))
-        return response
+        return self._memory.GetContext(req, timeout=self._t(timeout))
 
     def set_anchor(
         self,
@@ -57,16 +57,14 @@ class ContextMethods(BaseClient):
         """Replace the session's anchor with ``text`` (empty: clear it); durable on return.
         GetContext puts it first, also after the session ended."""
         req = set_anchor_request(session_id, text, user_id, agent_id)
-        response: pb.SetAnchorResponse = self._memory.SetAnchor(req, timeout=self._t(timeout))
-        return response
+        return self._memory.SetAnchor(req, timeout=self._t(timeout))
 
     def get_anchor(
         self, session_id: str, *, user_id: str = "", timeout: float | None = None
     ) -> pb.GetAnchorResponse:
         """The session's anchor, or ``grpc.RpcError`` NOT_FOUND."""
-        req = pb.GetAnchorRequest(session_id=session_id, scope=pb.Scope(user_id=user_id))
-        response: pb.GetAnchorResponse = self._memory.GetAnchor(req, timeout=self._t(timeout))
-        return response
+        req = get_anchor_request(session_id, user_id)
+        return self._memory.GetAnchor(req, timeout=self._t(timeout))
 
     def pin_memory(
         self,
@@ -81,8 +79,7 @@ class ContextMethods(BaseClient):
         (every agent of it) or for its agent ``agent_id`` only: GetContext puts the pinned
         memories first."""
         req = pin_request(memory_id, pinned, user_id, agent_id)
-        response: pb.PinMemoryResponse = self._memory.PinMemory(req, timeout=self._t(timeout))
-        return response
+        return self._memory.PinMemory(req, timeout=self._t(timeout))
 
 
 class AsyncContextMethods(BaseClient):
@@ -108,10 +105,7 @@ class AsyncContextMethods(BaseClient):
             session_id, max_tokens, query, user_id, agent_id, per_kind_caps, window_share,
             kinds, recipe, explain,
         )  # fmt: skip
-        response: pb.GetContextResponse = await self._memory.GetContext(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return await self._memory.GetContext(req, timeout=self._t(timeout))
 
     async def set_anchor(
         self,
@@ -123,15 +117,13 @@ class AsyncContextMethods(BaseClient):
         timeout: float | None = None,
     ) -> pb.SetAnchorResponse:
         req = set_anchor_request(session_id, text, user_id, agent_id)
-        response: pb.SetAnchorResponse = await self._memory.SetAnchor(req, timeout=self._t(timeout))
-        return response
+        return await self._memory.SetAnchor(req, timeout=self._t(timeout))
 
     async def get_anchor(
         self, session_id: str, *, user_id: str = "", timeout: float | None = None
     ) -> pb.GetAnchorResponse:
-        req = pb.GetAnchorRequest(session_id=session_id, scope=pb.Scope(user_id=user_id))
-        response: pb.GetAnchorResponse = await self._memory.GetAnchor(req, timeout=self._t(timeout))
-        return response
+        req = get_anchor_request(session_id, user_id)
+        return await self._memory.GetAnchor(req, timeout=self._t(timeout))
 
     async def pin_memory(
         self,
@@ -143,5 +135,4 @@ class AsyncContextMethods(BaseClient):
         timeout: float | None = None,
     ) -> pb.PinMemoryResponse:
         req = pin_request(memory_id, pinned, user_id, agent_id)
-        response: pb.PinMemoryResponse = await self._memory.PinMemory(req, timeout=self._t(timeout))
-        return response
+        return await self._memory.PinMemory(req, timeout=self._t(timeout))

@@ -1,4 +1,10 @@
-"""What both clients share: addresses, the request builders and the stubs."""
+"""What both clients share: addresses, and one builder per request (and reader per reply, where
+the clients return less than the reply).
+
+Every request the two clients both send is built here (one of a single field or none where it
+is sent), and every reply they both post-process is read here: a client method only calls the
+stub, blocking or awaited.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
-from daemon.pb import admin_pb2, admin_pb2_grpc, memory_pb2_grpc, weaver_pb2_grpc
+from daemon.pb import admin_pb2
 from daemon.pb import memory_pb2 as pb
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -21,7 +27,6 @@ _ROLES = {
     "system": pb.ROLE_SYSTEM,
     "tool": pb.ROLE_TOOL,
 }
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 
 Timeish = dt.datetime | Timestamp | None
 
@@ -62,6 +67,37 @@ def message(
     if tool_call is not None:
         msg.tool_call.name, msg.tool_call.arguments = tool_call
     return msg
+
+
+def append_request(
+    session_id: str,
+    content: str,
+    role: str | int,
+    user_id: str,
+    agent_id: str,
+    fields: Mapping[str, Any],
+) -> pb.AppendRequest:
+    """An AppendRequest of one message; ``fields`` are :func:`message`'s keyword arguments."""
+    return pb.AppendRequest(
+        session_id=session_id,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        message=message(content, role, **fields),
+    )
+
+
+def append_batch_request(
+    session_id: str, messages: Iterable[pb.Message], user_id: str, agent_id: str
+) -> pb.AppendBatchRequest:
+    return pb.AppendBatchRequest(
+        session_id=session_id,
+        scope=pb.Scope(user_id=user_id, agent_id=agent_id),
+        messages=list(messages),
+    )
+
+
+def append_results(response: pb.AppendBatchResponse) -> list[pb.AppendResponse]:
+    """What the clients return of an AppendBatch reply: one result per message, in order."""
+    return list(response.results)
 
 
 def forget_request(
@@ -212,6 +248,14 @@ def _set_range(target: pb.TimeRange, start: Timeish, end: Timeish) -> None:
         target.end.CopyFrom(e)
 
 
+def episode_request(episode_id: str, page_size: int, page_token: str) -> pb.GetEpisodeRequest:
+    return pb.GetEpisodeRequest(episode_id=episode_id, page_size=page_size, page_token=page_token)
+
+
+def node_request(node_id: str, user_id: str, agent_id: str) -> pb.GetNodeRequest:
+    return pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
+
+
 def working_memory_request(
     session_id: str, max_messages: int | None, max_tokens: int | None, user_id: str = ""
 ) -> pb.GetWorkingMemoryRequest:
@@ -271,25 +315,21 @@ def set_anchor_request(
     )
 
 
+def get_anchor_request(session_id: str, user_id: str) -> pb.GetAnchorRequest:
+    return pb.GetAnchorRequest(session_id=session_id, scope=pb.Scope(user_id=user_id))
+
+
 def pin_request(memory_id: str, pinned: bool, user_id: str, agent_id: str) -> pb.PinMemoryRequest:
     return pb.PinMemoryRequest(
         scope=pb.Scope(user_id=user_id, agent_id=agent_id), memory_id=memory_id, pinned=pinned
     )
 
 
+def serving_status(response: health_pb2.HealthCheckResponse) -> str:
+    """What the clients return of a health check: the status's name ("SERVING", ...)."""
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+
+
 def default_address() -> str:
     """``$STRATA_ADDRESS``, or the daemon's default listen address."""
     return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
-
-
-class BaseClient:
-    def __init__(self, channel: Any, timeout: float) -> None:
-        self.timeout = timeout
-        self._channel = channel
-        self._memory = memory_pb2_grpc.MemoryServiceStub(channel)
-        self._admin = admin_pb2_grpc.AdminServiceStub(channel)
-        self._weaver = weaver_pb2_grpc.WeaverServiceStub(channel)
-        self._health = health_pb2_grpc.HealthStub(channel)
-
-    def _t(self, timeout: float | None) -> float:
-        return self.timeout if timeout is None else timeout

@@ -2,54 +2,57 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
+import grpc
 from grpc_health.v1 import health_pb2
 
-from daemon.client.channel import PathLike, connection, sync_channel
+from daemon.client.base import CHANNEL_OPTIONS
+from daemon.client.channel import Connection, sync_channel
 from daemon.client.context import ContextMethods
 from daemon.client.requests import (
-    CHANNEL_OPTIONS,
     Timeish,
-    default_address,
+    append_batch_request,
+    append_request,
+    append_results,
     document_request,
     end_session_request,
+    episode_request,
     forget_request,
     import_chunks,
     list_documents_request,
     list_request,
-    message,
+    node_request,
     pack_request,
     put_document_request,
     recall_request,
     remove_messages_request,
+    serving_status,
     working_memory_request,
 )
 from daemon.pb import admin_pb2, weaver_pb2
 from daemon.pb import memory_pb2 as pb
 
+T = TypeVar("T")
+
+
+def _pages(page: Callable[[str], Any], items: Callable[[Any], Iterable[T]]) -> Iterator[T]:
+    """The ``items`` of ``page(token)``, page after page, until a page has no next token."""
+    token = ""
+    while True:
+        reply = page(token)
+        yield from items(reply)
+        token = reply.next_page_token
+        if not token:
+            return
+
 
 class MemoryClient(ContextMethods):
     """Blocking client. Use as a context manager, or call :meth:`close`."""
 
-    def __init__(
-        self,
-        address: str | None = None,
-        *,
-        timeout: float = 10.0,
-        token: str | None = None,
-        token_file: PathLike | None = None,
-        ca_file: PathLike | None = None,
-        cert_file: PathLike | None = None,
-        key_file: PathLike | None = None,
-    ) -> None:
-        """``token``: the bearer token; ``ca_file``: TLS with this CA; ``cert_file`` and
-        ``key_file``: a client certificate. None: from the environment (STRATA_TOKEN,
-        STRATA_TOKEN_FILE, STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY)."""
-        conn = connection(token, token_file, ca_file, cert_file, key_file)
-        channel = sync_channel(address or default_address(), conn, CHANNEL_OPTIONS)
-        super().__init__(channel, timeout)
+    def _open_channel(self, address: str, conn: Connection) -> grpc.Channel:
+        return sync_channel(address, conn, CHANNEL_OPTIONS)
 
     def __enter__(self) -> MemoryClient:
         return self
@@ -72,13 +75,8 @@ class MemoryClient(ContextMethods):
         **fields: Any,
     ) -> pb.AppendResponse:
         """Append one message; ``fields`` are :func:`message`'s keyword arguments."""
-        req = pb.AppendRequest(
-            session_id=session_id,
-            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
-            message=message(content, role, **fields),
-        )
-        response: pb.AppendResponse = self._memory.Append(req, timeout=self._t(timeout))
-        return response
+        req = append_request(session_id, content, role, user_id, agent_id, fields)
+        return self._memory.Append(req, timeout=self._t(timeout))
 
     def append_batch(
         self,
@@ -89,12 +87,8 @@ class MemoryClient(ContextMethods):
         agent_id: str = "",
         timeout: float | None = None,
     ) -> list[pb.AppendResponse]:
-        req = pb.AppendBatchRequest(
-            session_id=session_id,
-            scope=pb.Scope(user_id=user_id, agent_id=agent_id),
-            messages=list(messages),
-        )
-        return list(self._memory.AppendBatch(req, timeout=self._t(timeout)).results)
+        req = append_batch_request(session_id, messages, user_id, agent_id)
+        return append_results(self._memory.AppendBatch(req, timeout=self._t(timeout)))
 
     def get_working_memory(
         self,
@@ -107,19 +101,17 @@ class MemoryClient(ContextMethods):
     ) -> pb.GetWorkingMemoryResponse:
         """The session's window. Sessions are per user: ``user_id`` names the session's user
         when several users (of the token's tenants) have a session of this id."""
-        response: pb.GetWorkingMemoryResponse = self._memory.GetWorkingMemory(
+        return self._memory.GetWorkingMemory(
             working_memory_request(session_id, max_messages, max_tokens, user_id),
             timeout=self._t(timeout),
         )
-        return response
 
     def end_session(
         self, session_id: str, *, user_id: str = "", timeout: float | None = None
     ) -> pb.EndSessionResponse:
-        response: pb.EndSessionResponse = self._memory.EndSession(
+        return self._memory.EndSession(
             end_session_request(session_id, user_id), timeout=self._t(timeout)
         )
-        return response
 
     def remove_messages(
         self,
@@ -132,10 +124,9 @@ class MemoryClient(ContextMethods):
     ) -> pb.RemoveMessagesResponse:
         """Take the newest ``last`` messages (or ``all``) out of the open session, durably;
         returns them, oldest first. A session left empty ends, with no episode."""
-        response: pb.RemoveMessagesResponse = self._memory.RemoveMessages(
+        return self._memory.RemoveMessages(
             remove_messages_request(session_id, last, all, user_id), timeout=self._t(timeout)
         )
-        return response
 
     def list_episodes(
         self,
@@ -150,18 +141,13 @@ class MemoryClient(ContextMethods):
         timeout: float | None = None,
     ) -> pb.ListEpisodesResponse:
         req = list_request(user_id, agent_id, start, end, page_size, page_token, newest_first)
-        response: pb.ListEpisodesResponse = self._memory.ListEpisodes(req, timeout=self._t(timeout))
-        return response
+        return self._memory.ListEpisodes(req, timeout=self._t(timeout))
 
     def iter_episodes(self, **kwargs: Any) -> Iterator[pb.Episode]:
         """Every episode matching :meth:`list_episodes`' filters, page after page."""
-        token = ""
-        while True:
-            page = self.list_episodes(page_token=token, **kwargs)
-            yield from page.episodes
-            token = page.next_page_token
-            if not token:
-                return
+        yield from _pages(
+            lambda token: self.list_episodes(page_token=token, **kwargs), lambda p: p.episodes
+        )
 
     def get_episode(
         self,
@@ -171,31 +157,25 @@ class MemoryClient(ContextMethods):
         page_token: str = "",
         timeout: float | None = None,
     ) -> pb.GetEpisodeResponse:
-        req = pb.GetEpisodeRequest(
-            episode_id=episode_id, page_size=page_size, page_token=page_token
-        )
-        response: pb.GetEpisodeResponse = self._memory.GetEpisode(req, timeout=self._t(timeout))
-        return response
+        req = episode_request(episode_id, page_size, page_token)
+        return self._memory.GetEpisode(req, timeout=self._t(timeout))
 
     def stats(self, *, timeout: float | None = None) -> pb.StatsResponse:
-        response: pb.StatsResponse = self._memory.Stats(pb.StatsRequest(), timeout=self._t(timeout))
-        return response
+        return self._memory.Stats(pb.StatsRequest(), timeout=self._t(timeout))
 
     def backup(self, destination: str, *, timeout: float | None = None) -> admin_pb2.BackupResponse:
-        response: admin_pb2.BackupResponse = self._admin.Backup(
+        return self._admin.Backup(
             admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
         )
-        return response
 
     def rebuild(
         self, user_id: str = "", *, timeout: float | None = None
     ) -> admin_pb2.RebuildResponse:
         """Re-derive Tier 3 (vector points, graph) from the journal and the stored
         consolidation records, for one user or (``user_id`` empty) every user."""
-        response: admin_pb2.RebuildResponse = self._admin.Rebuild(
+        return self._admin.Rebuild(
             admin_pb2.RebuildRequest(user_id=user_id), timeout=self._t(timeout)
         )
-        return response
 
     def export(
         self, user_id: str = "", *, agent_id: str = "", timeout: float | None = None
@@ -213,10 +193,7 @@ class MemoryClient(ContextMethods):
         """Import an export file, given as byte chunks of any size in file order. The user is
         the file's; ``user_id``, when given, must be the same. ``timeout`` bounds the whole
         call, embedding included (None: no deadline)."""
-        response: admin_pb2.ImportResponse = self._admin.Import(
-            import_chunks(data, user_id), timeout=timeout
-        )
-        return response
+        return self._admin.Import(import_chunks(data, user_id), timeout=timeout)
 
     def recall(
         self,
@@ -238,8 +215,7 @@ class MemoryClient(ContextMethods):
         req = recall_request(
             query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
         )
-        response: pb.RecallResponse = self._memory.Recall(req, timeout=self._t(timeout))
-        return response
+        return self._memory.Recall(req, timeout=self._t(timeout))
 
     def pack(
         self,
@@ -259,8 +235,7 @@ class MemoryClient(ContextMethods):
         req = pack_request(
             query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
         )
-        response: pb.PackResponse = self._memory.Pack(req, timeout=self._t(timeout))
-        return response
+        return self._memory.Pack(req, timeout=self._t(timeout))
 
     def forget(
         self,
@@ -275,8 +250,7 @@ class MemoryClient(ContextMethods):
         episodes, or Tier 3 memories (hit ids); exactly one of the three. Returns the counts
         per tier."""
         req = forget_request(user_id, agent_id, episode_ids, memory_ids)
-        response: pb.ForgetResponse = self._memory.Forget(req, timeout=self._t(timeout))
-        return response
+        return self._memory.Forget(req, timeout=self._t(timeout))
 
     def put_document(
         self,
@@ -294,8 +268,7 @@ class MemoryClient(ContextMethods):
         finds, ``value`` an optional JSON document returned unchanged. Durable on return;
         recallable (kind "document") once the weaver has indexed it, within seconds."""
         req = put_document_request(namespace, key, text, value, user_id, agent_id)
-        response: pb.PutDocumentResponse = self._memory.PutDocument(req, timeout=self._t(timeout))
-        return response
+        return self._memory.PutDocument(req, timeout=self._t(timeout))
 
     def get_document(
         self,
@@ -308,8 +281,7 @@ class MemoryClient(ContextMethods):
     ) -> pb.GetDocumentResponse:
         """The document, or ``grpc.RpcError`` NOT_FOUND."""
         req = document_request(pb.GetDocumentRequest, namespace, key, user_id, agent_id)
-        response: pb.GetDocumentResponse = self._memory.GetDocument(req, timeout=self._t(timeout))
-        return response
+        return self._memory.GetDocument(req, timeout=self._t(timeout))
 
     def delete_document(
         self,
@@ -323,10 +295,7 @@ class MemoryClient(ContextMethods):
         """Delete the document everywhere (as Forget does); ``deleted`` is false when there
         was none."""
         req = document_request(pb.DeleteDocumentRequest, namespace, key, user_id, agent_id)
-        response: pb.DeleteDocumentResponse = self._memory.DeleteDocument(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return self._memory.DeleteDocument(req, timeout=self._t(timeout))
 
     def list_documents(
         self,
@@ -341,28 +310,20 @@ class MemoryClient(ContextMethods):
         """A page of the documents of exactly this scope (an empty ``agent_id``: those put
         without an agent) under ``namespace_prefix``, by namespace then key."""
         req = list_documents_request(user_id, agent_id, namespace_prefix, page_size, page_token)
-        response: pb.ListDocumentsResponse = self._memory.ListDocuments(
-            req, timeout=self._t(timeout)
-        )
-        return response
+        return self._memory.ListDocuments(req, timeout=self._t(timeout))
 
     def iter_documents(self, **kwargs: Any) -> Iterator[pb.Document]:
         """Every document matching :meth:`list_documents`' filters, page after page."""
-        token = ""
-        while True:
-            page = self.list_documents(page_token=token, **kwargs)
-            yield from page.documents
-            token = page.next_page_token
-            if not token:
-                return
+        yield from _pages(
+            lambda token: self.list_documents(page_token=token, **kwargs), lambda p: p.documents
+        )
 
     def get_node(
         self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
     ) -> pb.GetNodeResponse:
         """A hit's episode and exact source messages."""
-        req = pb.GetNodeRequest(id=node_id, scope=pb.Scope(user_id=user_id, agent_id=agent_id))
-        response: pb.GetNodeResponse = self._memory.GetNode(req, timeout=self._t(timeout))
-        return response
+        req = node_request(node_id, user_id, agent_id)
+        return self._memory.GetNode(req, timeout=self._t(timeout))
 
     def run_weaver(
         self,
@@ -380,14 +341,9 @@ class MemoryClient(ContextMethods):
         yield from self._weaver.RunNow(req, timeout=timeout)
 
     def weaver_status(self, *, timeout: float | None = None) -> weaver_pb2.WeaverStatusResponse:
-        response: weaver_pb2.WeaverStatusResponse = self._weaver.Status(
-            weaver_pb2.WeaverStatusRequest(), timeout=self._t(timeout)
-        )
-        return response
+        return self._weaver.Status(weaver_pb2.WeaverStatusRequest(), timeout=self._t(timeout))
 
     def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """The status ("SERVING", "NOT_SERVING", ...) of ``service`` ("" = the daemon)."""
-        response = self._health.Check(
-            health_pb2.HealthCheckRequest(service=service), timeout=self._t(timeout)
-        )
-        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+        req = health_pb2.HealthCheckRequest(service=service)
+        return serving_status(self._health.Check(req, timeout=self._t(timeout)))

@@ -21,8 +21,7 @@ import numpy as np
 
 from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
-from tests.bench.tier3_query import locomo_questions
-from tests.bench.weaver_throughput import load_locomo, turn_texts
+from tests.bench.locomo_data import load, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.embedding_priority import DOCUMENT_SLICE
 
@@ -66,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
-    turns = turn_texts(load_locomo())[:800]
-    questions = locomo_questions()
+    data = load()
+    turns = turn_texts(s for _, s in data.conversation_sessions())[:800]
+    questions = data.question_texts
     with tempfile.TemporaryDirectory(prefix="strata-models-") as tmp:
         results = [measure(b, turns, questions, Path(tmp)) for b in BACKENDS]
     torch_vectors = results[0]["vectors"]

@@ -30,7 +30,7 @@ from typing import Any
 from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build
-from tests.bench.tier3_query import embed_pool
+from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint

@@ -34,7 +34,7 @@ from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.index_build import Recorder, stop, summary
 from tests.bench.recall_latency import build, measure
-from tests.bench.tier3_query import embed_pool
+from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon
 
 APPEND_EVERY = 0.020

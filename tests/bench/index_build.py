@@ -41,7 +41,7 @@ from daemon.client import MemoryClient, message
 from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.recall_latency import build, measure
-from tests.bench.tier3_query import embed_pool
+from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.vectors import edge_generations as generations

@@ -1,7 +1,9 @@
-"""LoCoMo for the recall benchmark: conversations, sessions, questions and their gold evidence.
+"""LoCoMo for the benchmarks and the tests: conversations, sessions, turns, questions and their
+gold evidence. The one reader of the file: the data stays in ``../shared`` and is never copied.
 
 The file is ``../shared/data/locomo/locomo_dev.json`` beside the checkout (see
-``../shared/README.md``). Evidence strings may pack several turn ids (``"D8:6; D9:17"``); they
+``../shared/README.md``); :func:`missing` says why it cannot be read, :func:`require` stops a
+benchmark with that. Evidence strings may pack several turn ids (``"D8:6; D9:17"``); they
 are split, ids that do not name a turn of the conversation are dropped (and counted), and a
 question left without any evidence is skipped (and counted). ``evidence_fixes_dev.json``
 (an independent audit) replaces the evidence of the questions it marks ``WRONG_CITATION``.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,9 @@ class Dataset:
     skipped_no_evidence: int = 0  # questions without any resolvable evidence id
     unresolved_ids: list[str] = field(default_factory=list)  # "locomo_0_qa5: D10:19"
     fixes_applied: int = 0
+    # Every question of the file, in file order, skipped or not: the embedding benchmarks'
+    # queries.
+    question_texts: list[str] = field(default_factory=list)
 
     @property
     def questions(self) -> int:
@@ -88,13 +94,25 @@ class Dataset:
     def sessions(self) -> int:
         return sum(len(c.sessions) for c in self.conversations)
 
+    def conversation_sessions(self) -> list[tuple[Conversation, Session]]:
+        """Every session with its conversation, in conversation and session order."""
+        return [(c, s) for c in self.conversations for s in c.sessions]
+
+
+def missing(path: Path = LOCOMO) -> str | None:
+    """Why ``path`` cannot be read (None: it is there)."""
+    if path.exists():
+        return None
+    return (
+        f"LoCoMo data not found at {path}: this needs the shared data beside the checkout "
+        "(../shared/data/locomo/, see ../shared/README.md)"
+    )
+
 
 def require(path: Path) -> Path:
-    if not path.exists():
-        raise SystemExit(
-            f"LoCoMo data not found at {path}: this benchmark needs the shared data beside the "
-            "checkout (../shared/data/locomo/, see ../shared/README.md)"
-        )
+    """``path``, or SystemExit with :func:`missing`'s reason."""
+    if (reason := missing(path)) is not None:
+        raise SystemExit(reason)
     return path
 
 
@@ -107,6 +125,11 @@ def split_ids(evidence: list[str]) -> list[str]:
     """``["D8:6; D9:17", "D1:3"]`` -> ``["D8:6", "D9:17", "D1:3"]`` (order kept, no repeats)."""
     ids = (part for item in evidence for part in _ID_SPLIT.split(item) if part)
     return list(dict.fromkeys(ids))
+
+
+def turn_texts(sessions: Iterable[Session]) -> list[str]:
+    """One ``"Speaker: text"`` per turn, as the index stage writes a turn into a chunk."""
+    return [f"{t.speaker}: {t.text}" for s in sessions for t in s.turns]
 
 
 def load_fixes(path: Path = FIXES) -> dict[str, list[str]]:
@@ -149,6 +172,8 @@ def load(
         known = {t.dia_id for s in sessions for t in s.turns}
         questions = []
         for qi, qa in enumerate(sample["qa"]):
+            if qa.get("question"):
+                data.question_texts.append(str(qa["question"]))
             qid = f"locomo_{ci}_qa{qi}"
             fixed = qid in fixes
             ids = split_ids(fixes[qid] if fixed else list(qa.get("evidence") or []))

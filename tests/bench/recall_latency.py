@@ -22,7 +22,7 @@ from typing import Any
 
 from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info, percentile
-from tests.bench.tier3_query import PointMaker, embed_pool
+from tests.bench.tier3_points import PointMaker, embed_pool
 from tests.support import ProcessDaemon
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph

@@ -21,6 +21,9 @@ latency before ``optimize()`` (plain segments: exact search), ``optimize()`` tim
 latency after it. While ``optimize()`` runs, a thread that sleeps 1 ms per tick counts how often
 it gets to run: few ticks means the engine holds the GIL. The dense hits after ``optimize()``
 are compared with those before it (exact), as recall@limit of the HNSW index.
+
+The vectors and points are made in :mod:`tests.bench.tier3_points`; this module measures and
+reports.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import json
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,89 +42,24 @@ import numpy as np
 
 from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
-from tests.bench.weaver_throughput import LOCOMO, load_locomo, require_locomo, turn_texts
-from tiers.embedding import SentenceTransformerEmbedder
-from tiers.records import Scope
-from tiers.vectors import MemoryPoint, PointFilter, Source, SparseVector
+from tests.bench.locomo_data import LOCOMO, require
+from tests.bench.tier3_points import (
+    KIND_WEIGHTS,
+    MIX_MAX,
+    NOISE_SIGMA,
+    POINT_KINDS,
+    USERS,
+    PointMaker,
+    embed_pool,
+)
+from tiers.vectors import PointFilter, SparseVector
 from tiers.vectors.bm25 import KeywordEncoder
 from tiers.vectors.edge import EdgeVectorStore
 
-USERS = 50
-POINT_KINDS = ("episode_chunk", "summary", "fact")
-KIND_WEIGHTS = (0.6, 0.1, 0.3)  # of POINT_KINDS
-MIX_MAX = 0.5
-NOISE_SIGMA = 0.005
 BATCH = 1000
 TICK_SECONDS = 0.001
 CALIBRATE_SECONDS = 1.0
 WARMUP_QUERIES = 20
-BASE_TIME_US = 1_700_000_000_000_000
-
-
-# -- data --------------------------------------------------------------------------------------
-def locomo_questions(path: Path = LOCOMO) -> list[str]:
-    samples: list[dict[str, Any]] = json.loads(require_locomo(path).read_text())
-    return [str(q["question"]) for s in samples for q in s["qa"] if q.get("question")]
-
-
-def embed_pool(threads: int) -> tuple[list[str], np.ndarray, list[str], np.ndarray, float]:
-    """The LoCoMo turns and questions with their embeddings, and how long that took."""
-    texts = turn_texts(load_locomo())
-    questions = locomo_questions()
-    e = EmbeddingSettings()
-    embedder = SentenceTransformerEmbedder(e.model, threads=threads, batch_size=e.batch_size)
-    t0 = time.perf_counter()
-    docs = embedder.encode_documents(texts)
-    queries = embedder.encode_queries(questions)
-    return texts, docs, questions, queries, time.perf_counter() - t0
-
-
-class PointMaker:
-    """Builds the synthetic memory points, batch by batch (deterministic for a seed)."""
-
-    def __init__(self, texts: list[str], pool: np.ndarray, seed: int) -> None:
-        self.texts = texts
-        self.pool = pool
-        self.rng = np.random.default_rng(seed)
-        self.keywords = KeywordEncoder()
-        self.made = 0
-
-    def batch(self, n: int) -> list[MemoryPoint]:
-        rng = self.rng
-        first = rng.integers(len(self.texts), size=n)
-        second = rng.integers(len(self.texts), size=n)
-        w = rng.uniform(0.0, MIX_MAX, size=n)[:, None]
-        vectors = (1.0 - w) * self.pool[first] + w * self.pool[second]
-        vectors += rng.normal(0.0, NOISE_SIGMA, size=vectors.shape)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        kinds = rng.choice(len(POINT_KINDS), size=n, p=KIND_WEIGHTS)
-        users = rng.integers(USERS, size=n)
-        points = []
-        for j in range(n):
-            i = self.made + j
-            kind = POINT_KINDS[int(kinds[j])]
-            a, b = self.texts[int(first[j])], self.texts[int(second[j])]
-            text = a if kind == "fact" else f"{a}\n{b}"
-            user = f"user-{int(users[j]):02d}"
-            session = f"{user}-s{i // 40}"
-            points.append(
-                MemoryPoint(
-                    id=str(uuid.UUID(bytes=rng.bytes(16), version=4)),
-                    kind=kind,
-                    text=text,
-                    scope=Scope(user),
-                    episode_id=f"ep-{session}",
-                    session_id=session,
-                    sources=[Source(session, i % 40 + 1, f"m-{i}", {"dia_id": f"D{i % 40 + 1}"})],
-                    created_at_us=BASE_TIME_US + i * 1_000_000,
-                    extractor="index" if kind == "episode_chunk" else "local",
-                    valid_from_us=BASE_TIME_US + i * 1_000_000 if kind == "fact" else None,
-                    dense=vectors[j].tolist(),
-                    sparse=self.keywords.embed_document(text),
-                )
-            )
-        self.made += n
-        return points
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -363,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
-    require_locomo()
+    require(LOCOMO)
     machine = machine_info()
     print(f"embedding the LoCoMo turns and questions (threads={args.threads}) ...", flush=True)
     texts, pool, questions, query_vectors, embed_seconds = embed_pool(args.threads)
