@@ -25,8 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from daemon.errors import Unavailable
-from tiers.errors import EpisodeNotFound
+from tiers.errors import EpisodeNotFound, Unavailable
 from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
