@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from daemon.llm import escape_data
 from recall import Candidate, QueryContext, RerankFailed
 from tiers.errors import ModelError
 from tiers.models import LLMTotals, ModelClient, RetryReply
+from tiers.prompts import escape_data
 
 # -- local -----------------------------------------------------------------------------------
 
