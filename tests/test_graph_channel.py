@@ -16,11 +16,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from daemon.settings_sections import Recipe
 from recall import Query, QueryContext
 from recall.graph_channel import GraphChannel
 from recall.memory_graph import MemoryGraphs, build
 from recall.pagerank import personalized_pagerank
+from recall.recipe import Recipe
 from recall.words import mentions, names
 from tiers.embedding import EmbeddingService
 from tiers.graph import Edge

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.tier3_query import locomo_questions
 from tests.bench.weaver_throughput import load_locomo, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.embedding_priority import DOCUMENT_SLICE
+from tiers.settings import EmbeddingSettings
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 

@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.weaver_throughput import LOCOMO, load_locomo, require_locomo, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.records import Scope
+from tiers.settings import EmbeddingSettings
 from tiers.vectors import MemoryPoint, PointFilter, Source, SparseVector
 from tiers.vectors.bm25 import KeywordEncoder
 from tiers.vectors.edge import EdgeVectorStore

@@ -45,7 +45,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from daemon.client import MemoryClient, message
-from daemon.settings_sections import EmbeddingSettings, JournalSettings, WeaverSettings
 from tests.bench._daemon import cpu_seconds, format_machine, machine_info, running_daemon
 from tests.support import ROOT
 from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
@@ -54,11 +53,13 @@ from tiers.records import Message, Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
+from tiers.settings import EmbeddingSettings, JournalSettings
 from tiers.vectors.edge import EdgeVectorStore
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.episodes import chunk, chunk_text
 from weaver.extractors import EpisodeInput, Turn
 from weaver.index import Indexer
+from weaver.settings import WeaverSettings
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"
