@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
+from daemon import weaverctl as ctl
 from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI, Reply
 from tests.support import wait_until
@@ -21,7 +22,6 @@ from tiers.backup import restore_backup
 from tiers.records import Scope
 from tiers.tombstones import PURGE_KEY, TOMBSTONES_CF, is_forgotten
 from tiers.vectors import PointFilter
-from weaver import ctl
 from weaver.consolidate import EXTRACTIONS_CF
 
 pytestmark = pytest.mark.slow
