@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemon.settings import Settings
-from daemon.settings_sections import EmbeddingSettings, LLMSettings
 from recall import Channel, Reranker
 from recall.cache import SemanticCache
 from recall.channels import KeywordChannel, VectorChannel
@@ -18,7 +17,9 @@ from tiers.access import AccessCounts
 from tiers.embedding import Embedder, SentenceTransformerEmbedder
 from tiers.models import ModelClient
 from tiers.semantic import SemanticStore
+from tiers.settings import EmbeddingSettings
 from weaver.extractors import Extractor
+from weaver.settings import LLMSettings
 
 
 def embedding_description(e: EmbeddingSettings) -> str:

@@ -29,10 +29,11 @@ from daemon.context_settings import ContextSettings
 from daemon.errors import InvalidArgument, NotFound, ResourceExhausted, Unavailable, rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.recall_rpcs import MAX_PACK_TOKENS, hit_pb, record_access, source_pbs
-from daemon.settings_sections import LimitsSettings, RecallSettings
+from daemon.settings_sections import LimitsSettings
 from recall import Candidate, Query
 from recall.context import Budget, Context, Pinned, assemble, formulate_query
 from recall.engine import RecallEngine
+from recall.recipe import RecallSettings
 from recall.result import RecallResult
 from tiers.access import AccessCounts
 from tiers.anchors import Anchor, AnchorStore

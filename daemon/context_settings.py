@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from daemon.settings_sections import Kind
+from recall.recipe import Kind
 
 
 class ContextSettings(BaseModel):

@@ -36,7 +36,7 @@ def _helps(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, str]]:
 
 def cli_doc() -> str:
     from daemon.cli import build_parser as stratad
-    from weaver.ctl import build_parser as weaverctl
+    from daemon.weaverctl import build_parser as weaverctl
 
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal width
     lines = [

@@ -1,9 +1,11 @@
-"""The project's exception tree and its one mapping to gRPC status codes.
+"""The one mapping of the project's errors to gRPC status codes.
 
-``StrataError`` is the root. Each package adds its own subclasses (``tiers.errors``, ...) that
-also inherit one of the *kind* classes below; the kind decides the gRPC status code, in
-:func:`grpc_status` and nowhere else. The message of the exception is sent to the client, so
-it must say what was wrong and must not contain secrets.
+The exception tree is in :mod:`tiers.errors` (the lowest floor that raises it): ``StrataError``
+is the root, the *kind* classes (``InvalidArgument``, ``NotFound``, ...) sit under it, and each
+package adds its own subclasses that also inherit a kind. The kind decides the gRPC status
+code, in :func:`grpc_status` and nowhere else; the kinds are re-exported here for the daemon's
+code. The message of the exception is sent to the client, so it must say what was wrong and
+must not contain secrets.
 """
 
 from __future__ import annotations
@@ -15,46 +17,35 @@ from typing import Any, TypeVar
 
 import grpc
 
+from tiers.errors import (
+    AlreadyExists,
+    ConfigError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    StrataError,
+    Unauthenticated,
+    Unavailable,
+)
 
-class StrataError(Exception):
-    """Root of every error Strata raises on purpose."""
-
-
-class InvalidArgument(StrataError):
-    """The request is malformed regardless of the daemon's state."""
-
-
-class NotFound(StrataError):
-    """The thing the request names does not exist (or has expired)."""
-
-
-class AlreadyExists(StrataError):
-    """The request would create something that exists already."""
-
-
-class FailedPrecondition(StrataError):
-    """The request is well formed but conflicts with the current state."""
-
-
-class ResourceExhausted(StrataError):
-    """The request is over a size or capacity limit."""
-
-
-class Unavailable(StrataError):
-    """A store cannot take the request right now; nothing was acknowledged."""
-
-
-class Unauthenticated(StrataError):
-    """The call carries no valid credentials (a bearer token, when authentication is on)."""
-
-
-class PermissionDenied(StrataError):
-    """The caller is known but its token lacks the right or the tenant the call needs."""
-
-
-class ConfigError(StrataError):
-    """The configuration is invalid; the daemon refuses to start."""
-
+__all__ = [
+    "AlreadyExists",
+    "ConfigError",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "MalformedRequest",
+    "NotFound",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "StrataError",
+    "Unauthenticated",
+    "Unavailable",
+    "grpc_status",
+    "rpc",
+    "rpc_stream",
+]
 
 _CODES: tuple[tuple[type[StrataError], grpc.StatusCode], ...] = (
     (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),

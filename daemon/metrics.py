@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from daemon.llm import LLMTotals
 from daemon.rpc_metrics import RpcMetricsInterceptor
+from tiers.models import LLMTotals
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer

@@ -13,11 +13,12 @@ from daemon import auth, convert
 from daemon import validation as check
 from daemon.errors import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.settings_sections import LimitsSettings, RecallSettings
+from daemon.settings_sections import LimitsSettings
 from recall import CHANNELS, Candidate, Query
 from recall.engine import RecallEngine
 from recall.nodes import NodeNotFound, get_node
 from recall.pack import pack
+from recall.recipe import RecallSettings
 from recall.result import RecallResult
 from tiers.access import AccessCounts, Accessed
 from tiers.errors import StoreUnavailable

@@ -2,9 +2,12 @@
 
 Nested sections use ``__`` in environment variables: ``[journal] ttl_seconds`` in TOML is
 ``STRATA_JOURNAL__TTL_SECONDS`` in the environment. ``docs/configuration.md`` lists every
-setting; ``deploy/strata.example.toml`` is a commented example. The sections are in
-:mod:`daemon.settings_sections` (and ``[auth]``, ``[tls]`` in :mod:`daemon.security_settings`,
-``[context]`` in :mod:`daemon.context_settings`).
+setting; ``deploy/strata.example.toml`` is a commented example. This module composes the
+sections, each owned by the package that reads it: :mod:`tiers.settings` (``[working_memory]``,
+``[journal]``, ``[embedding]``, ``[vectors]``), :mod:`weaver.settings` (``[weaver]``,
+``[llm]``), :mod:`recall.recipe` (``[recall]``), and the daemon's own
+:mod:`daemon.settings_sections` (``[limits]``, ``[metrics]``), :mod:`daemon.context_settings`
+(``[context]``) and :mod:`daemon.security_settings` (``[auth]``, ``[tls]``).
 """
 
 from __future__ import annotations
@@ -25,18 +28,15 @@ from pydantic_settings import (
 from daemon.context_settings import ContextSettings
 from daemon.errors import ConfigError
 from daemon.security_settings import AuthSettings, TLSSettings
-from daemon.settings_sections import (
+from daemon.settings_sections import LimitsSettings, MetricsSettings, check_listen
+from recall.recipe import RecallSettings
+from tiers.settings import (
     EmbeddingSettings,
     JournalSettings,
-    LimitsSettings,
-    LLMSettings,
-    MetricsSettings,
-    RecallSettings,
     VectorsSettings,
-    WeaverSettings,
     WorkingMemorySettings,
-    check_listen,
 )
+from weaver.settings import LLMSettings, WeaverSettings
 
 ENV_PREFIX = "STRATA_"
 CONFIG_ENV = "STRATA_CONFIG"

@@ -17,8 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
-from daemon.errors import StrataError
-from daemon.settings_sections import Recipe
+from recall.recipe import Recipe
+from tiers.errors import StrataError
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint, PointFilter
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.errors import NotFound
-from tiers.errors import EpisodeNotFound, TierError
+from tiers.errors import EpisodeNotFound, NotFound, TierError
 from tiers.journal import Journal
 from tiers.records import Episode, Scope, StoredMessage
 from tiers.semantic import SemanticStore

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from daemon.llm import escape_data
 from recall import Candidate, QueryContext, RerankFailed
 from tiers.errors import ModelError
 from tiers.model_retry import RetryReply
 from tiers.models import LLMTotals, ModelClient
+from tiers.prompts import escape_data
 
 # -- local -----------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.settings_sections import Category
+from recall.recipe import Category
 from tiers.access import AccessCounts, Accessed
 from tiers.records import Scope
 from tiers.rocks import RocksStore

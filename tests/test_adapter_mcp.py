@@ -20,7 +20,8 @@ import httpx2
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from daemon.adapters.mcp_server import Backend, parse_config
+from daemon.adapters.mcp_backend import Backend
+from daemon.adapters.mcp_server import parse_config
 from daemon.auth import token_hash
 from tests.mcp_sessions import (
     MAX_K,

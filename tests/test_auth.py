@@ -217,7 +217,7 @@ def test_stratad_token_prints_a_working_token_and_its_entry(spawn, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(token.group(1) + "\n")
     env = daemon_env(tmp_path / "unused")
-    ctl = [sys.executable, "-m", "weaver.ctl", "--address", proc.address, "stats"]
+    ctl = [sys.executable, "-m", "daemon.weaverctl", "--address", proc.address, "stats"]
     run = subprocess.run(ctl, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and "UNAUTHENTICATED" in run.stderr
     env["STRATA_TOKEN_FILE"] = str(token_file)

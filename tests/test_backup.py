@@ -39,7 +39,7 @@ def run(
 
 def ctl(proc: ProcessDaemon, *args: str) -> subprocess.CompletedProcess[str]:
     env = daemon_env(ROOT / "unused") | {"STRATA_ADDRESS": proc.address}
-    return run(["weaver.ctl", "--timeout", "120", *args], env)
+    return run(["daemon.weaverctl", "--timeout", "120", *args], env)
 
 
 def wait_tier3(c: MemoryClient) -> None:
@@ -258,12 +258,12 @@ def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path):
 def test_every_weaverctl_command_has_help_and_json(spawn, tmp_path):
     env = daemon_env(tmp_path / "unused")
     commands = ["run-now", "status", "stats", "backup", "rebuild", "forget"]
-    top = run(["weaver.ctl", "--help"], env)
+    top = run(["daemon.weaverctl", "--help"], env)
     assert top.returncode == 0
     present = [name for name in commands if name in top.stdout]
     assert {"run-now", "status", "stats", "backup", "rebuild"} <= set(present)
     for name in present:
-        out = run(["weaver.ctl", name, "--help"], env)
+        out = run(["daemon.weaverctl", name, "--help"], env)
         assert out.returncode == 0 and "--json" in out.stdout, (name, out.stdout)
 
     proc = spawn(tmp_path / "data", **QUIET)
@@ -292,5 +292,5 @@ def test_every_weaverctl_command_has_help_and_json(spawn, tmp_path):
 
 def test_weaverctl_reports_an_unreachable_daemon(tmp_path):
     env = daemon_env(tmp_path / "x") | {"STRATA_ADDRESS": "127.0.0.1:1"}
-    out = run(["weaver.ctl", "--timeout", "2", "stats"], env)
+    out = run(["daemon.weaverctl", "--timeout", "2", "stats"], env)
     assert out.returncode == 3 and "UNAVAILABLE" in out.stderr

@@ -12,12 +12,12 @@ import pytest
 from pydantic import ValidationError
 
 from daemon.components import embedding_description
-from daemon.settings_sections import EmbeddingSettings
 from tests.llm_server import FakeOpenAI, Reply
 from tiers.embedding import EmbeddingService, EmbeddingUnavailable
 from tiers.embedding_litellm import PROBE_TEXT, LiteLLMEmbedder
 from tiers.errors import ModelRequestFailed, ModelUnavailable
 from tiers.models import ModelClient
+from tiers.settings import EmbeddingSettings
 
 
 def three_d(texts: list[str]) -> list[list[float]]:

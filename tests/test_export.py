@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
+from daemon import weaverctl as ctl
 from daemon.auth import token_hash
 from daemon.client import MemoryClient
 from daemon.settings import Settings
@@ -25,7 +26,6 @@ from tests.llm_server import FakeOpenAI
 from tests.support import MODEL_CACHE, ThreadDaemon, wait_until
 from tiers.records import episode_id_for
 from tiers.vectors import PointFilter
-from weaver import ctl
 
 pytestmark = pytest.mark.slow
 QUERIES = [

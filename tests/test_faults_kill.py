@@ -22,13 +22,13 @@ import grpc
 import pytest
 
 from daemon.client import MemoryClient, message
-from daemon.settings_sections import WeaverSettings
 from tests.llm_server import FakeOpenAI, Reply
 from tests.support import ProcessDaemon
 from tests.weaving import EchoLLM, all_points, stored_extraction_facts, tier3
 from tiers.graph.nxgraph import GRAPH_CF
 from tiers.vectors import point_id
 from weaver.episodes import chunk, chunk_text, load_episode, sources
+from weaver.settings import WeaverSettings
 
 pytestmark = pytest.mark.slow
 

@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
+from daemon import weaverctl as ctl
 from tests.forgetting import MAY, QUIET, SECRET, consolidate, talk, texts
 from tests.llm_server import FakeOpenAI, Reply
 from tests.weaving import EchoLLM, tier3, turns_in
@@ -19,7 +20,6 @@ from tiers.backup import restore_backup
 from tiers.records import Scope
 from tiers.tombstones import is_forgotten
 from tiers.vectors import PointFilter
-from weaver import ctl
 from weaver.consolidate import EXTRACTIONS_CF
 
 pytestmark = pytest.mark.slow

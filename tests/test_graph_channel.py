@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.settings_sections import Recipe
 from recall import Query, QueryContext
 from recall.graph_channel import GraphChannel
 from recall.memory_graph import MemoryGraphs, build
+from recall.recipe import Recipe
 from tiers.embedding import EmbeddingService
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.settings_sections import Recipe
 from recall import Candidate, Query, QueryContext, RerankFailed
+from recall.recipe import Recipe
 from recall.rerank import (
     DATA_CLOSE,
     DATA_OPEN,

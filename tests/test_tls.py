@@ -158,7 +158,7 @@ def test_client_certificates_are_required_with_a_client_ca(start_daemon, pki, mo
 
     assert asyncio.run(aio()) == 2
     out = subprocess.run(
-        [sys.executable, "-m", "weaver.ctl", "--address", daemon.address, "--json", "stats"],
+        [sys.executable, "-m", "daemon.weaverctl", "--address", daemon.address, "--json", "stats"],
         env=daemon_env(ROOT / "unused") | env,
         cwd=ROOT,
         capture_output=True,

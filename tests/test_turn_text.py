@@ -8,7 +8,6 @@ import random
 from itertools import pairwise
 from pathlib import Path
 
-from daemon.settings_sections import WeaverSettings
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.records import Message, Scope, StoredMessage, ToolCall
 from tiers.rocks import RocksStore
@@ -17,6 +16,7 @@ from tiers.tokens import count_tokens, truncate_tokens
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.episodes import chunk, chunk_text, load_episode, sources
 from weaver.extractors import EpisodeInput, Turn
+from weaver.settings import WeaverSettings
 from weaver.turn_text import ToolText, turn_text
 
 T0 = 1_714_000_000 * 1_000_000

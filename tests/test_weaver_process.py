@@ -21,7 +21,7 @@ QUIET = {"weaver__interval_seconds": "3600"}
 
 def weaverctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "weaver.ctl", "--address", address, *args],
+        [sys.executable, "-m", "daemon.weaverctl", "--address", address, *args],
         env=daemon_env(ROOT / "unused"),
         cwd=ROOT,
         capture_output=True,

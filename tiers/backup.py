@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from tiers.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from tiers.rocks import RocksStore
 
 MANIFEST = "manifest.json"

@@ -33,8 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from daemon.errors import Unavailable
-from tiers.errors import ModelUnavailable, TierError, one_line
+from tiers.errors import ModelUnavailable, TierError, Unavailable, one_line
 
 log = logging.getLogger("strata.embedding")
 # transformers builds models under a process-wide patch of torch (init_empty_weights): two

@@ -1,15 +1,55 @@
-"""Errors raised by the tiers. Each inherits a kind from :mod:`daemon.errors`, which decides
-its gRPC status code."""
+"""The project's exception tree: the root, the *kinds*, and the tiers' own errors.
+
+``StrataError`` is the root of every error Strata raises on purpose. The *kind* classes below
+it (``InvalidArgument``, ``NotFound``, ...) say what went wrong without naming a transport;
+each package adds its own subclasses (``TierError`` here, :mod:`weaver.errors`,
+``recall.RecallError``) that also inherit a kind, and :func:`daemon.errors.grpc_status` maps
+the kind to a gRPC status code. The kinds live here, on the lowest floor that raises them, so
+that no package imports ``daemon`` for them. The message of an exception is sent to the
+client, so it must say what was wrong and must not contain secrets.
+"""
 
 from __future__ import annotations
 
-from daemon.errors import (
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    StrataError,
-    Unavailable,
-)
+
+class StrataError(Exception):
+    """Root of every error Strata raises on purpose."""
+
+
+class InvalidArgument(StrataError):
+    """The request is malformed regardless of the daemon's state."""
+
+
+class NotFound(StrataError):
+    """The thing the request names does not exist (or has expired)."""
+
+
+class AlreadyExists(StrataError):
+    """The request would create something that exists already."""
+
+
+class FailedPrecondition(StrataError):
+    """The request is well formed but conflicts with the current state."""
+
+
+class ResourceExhausted(StrataError):
+    """The request is over a size or capacity limit."""
+
+
+class Unavailable(StrataError):
+    """A store cannot take the request right now; nothing was acknowledged."""
+
+
+class Unauthenticated(StrataError):
+    """The call carries no valid credentials (a bearer token, when authentication is on)."""
+
+
+class PermissionDenied(StrataError):
+    """The caller is known but its token lacks the right or the tenant the call needs."""
+
+
+class ConfigError(StrataError):
+    """The configuration is invalid; the daemon refuses to start."""
 
 
 def one_line(exc: BaseException) -> str:

@@ -29,8 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from daemon.errors import InvalidArgument
-from tiers.errors import EpisodeNotFound, TierError
+from tiers.errors import EpisodeNotFound, InvalidArgument, TierError
 from tiers.records import Episode, StoredMessage, pack, time_key, u64, unpack
 from tiers.rocks import Batch, RocksStore, prefix_end
 

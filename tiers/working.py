@@ -30,11 +30,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
 
-from daemon.errors import InvalidArgument
 from tiers.access import ACCESS_CFS
 from tiers.anchors import ANCHOR_CFS
 from tiers.documents import DOCUMENT_CFS
 from tiers.errors import (
+    InvalidArgument,
     ScopeMismatch,
     SessionEnded,
     SessionNotFound,

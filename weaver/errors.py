@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.errors import StrataError, Unavailable
+from tiers.errors import StrataError, Unavailable
 
 
 class WeaverError(StrataError):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from daemon.settings_sections import WeaverSettings
 from tiers.documents import Document, DocumentStore
 from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
@@ -26,6 +25,7 @@ from tiers.records import Scope
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, point_id
 from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
+from weaver.settings import WeaverSettings
 from weaver.turn_text import ToolText
 
 log = logging.getLogger("strata.weaver")

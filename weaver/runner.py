@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from daemon.errors import Unavailable
+from tiers.errors import Unavailable
 from tiers.journal import Journal
 from tiers.semantic import SemanticStore
 from weaver.backoff import Backoff

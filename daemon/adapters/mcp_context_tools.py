@@ -27,7 +27,7 @@ from daemon.adapters.mcp_tools import READ_ONLY, WRITE
 from daemon.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
-    from daemon.adapters.mcp_server import Backend
+    from daemon.adapters.mcp_backend import Backend
 
 
 def register(server: MCPServer[Any], backend: Backend) -> None:

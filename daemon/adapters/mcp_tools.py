@@ -19,7 +19,7 @@ from pydantic import Field
 from daemon.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
-    from daemon.adapters.mcp_server import Backend
+    from daemon.adapters.mcp_backend import Backend
 
 from daemon.adapters.mcp_results import (
     End,

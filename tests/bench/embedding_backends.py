@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.locomo_data import load, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.embedding_priority import DOCUMENT_SLICE
+from tiers.settings import EmbeddingSettings
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 

@@ -38,12 +38,12 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from daemon.client import MemoryClient, message
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.recall_latency import build, measure
 from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon
 from tiers.embedding import SentenceTransformerEmbedder
+from tiers.settings import EmbeddingSettings
 from tiers.vectors import edge_generations as generations
 
 APPEND_EVERY = 0.020

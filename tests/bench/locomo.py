@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient, message
-from daemon.settings_sections import RecallSettings, WeaverSettings
+from recall.recipe import RecallSettings
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
@@ -46,6 +46,7 @@ from tiers.records import Scope
 from tiers.vectors import KINDS
 from weaver.episodes import chunk
 from weaver.extractors import EpisodeInput, Turn
+from weaver.settings import WeaverSettings
 
 K = 50
 BUDGETS = (500, 1000, 1500, 2000)

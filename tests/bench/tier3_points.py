@@ -8,10 +8,10 @@ import uuid
 
 import numpy as np
 
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench.locomo_data import load, turn_texts
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.records import Scope
+from tiers.settings import EmbeddingSettings
 from tiers.vectors import MemoryPoint, Source
 from tiers.vectors.bm25 import KeywordEncoder
 

@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.locomo_data import LOCOMO, require
 from tests.bench.tier3_points import (
@@ -52,6 +51,7 @@ from tests.bench.tier3_points import (
     PointMaker,
     embed_pool,
 )
+from tiers.settings import EmbeddingSettings
 from tiers.vectors import PointFilter, SparseVector
 from tiers.vectors.bm25 import KeywordEncoder
 from tiers.vectors.edge import EdgeVectorStore

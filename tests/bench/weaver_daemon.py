@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.client import MemoryClient
-from daemon.settings_sections import EmbeddingSettings
 from tests.bench._daemon import cpu_seconds, running_daemon
 from tests.bench.weaver_inputs import LocomoSession, pb_messages
+from tiers.settings import EmbeddingSettings
 
 POLL_SECONDS = 0.05
 READY_TIMEOUT = 600.0

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from daemon.settings_sections import EmbeddingSettings, JournalSettings, WeaverSettings
 from tests.bench.locomo_data import turn_texts
 from tests.bench.weaver_inputs import LocomoSession, chunk_texts, journal_messages
 from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
@@ -23,9 +22,11 @@ from tiers.records import Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
+from tiers.settings import EmbeddingSettings, JournalSettings
 from tiers.vectors.edge import EdgeVectorStore
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.index import Indexer
+from weaver.settings import WeaverSettings
 
 T = TypeVar("T")
 

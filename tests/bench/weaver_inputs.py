@@ -11,11 +11,11 @@ import datetime as dt
 from typing import Any
 
 from daemon.client import message
-from daemon.settings_sections import WeaverSettings
 from tests.bench.locomo_data import Conversation, Session, load
 from tiers.records import Message, Scope
 from weaver.episodes import chunk, chunk_text
 from weaver.extractors import EpisodeInput, Turn
+from weaver.settings import WeaverSettings
 
 # A LoCoMo session with its conversation (which names its user and session ids).
 LocomoSession = tuple[Conversation, Session]

@@ -40,11 +40,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from daemon.settings_sections import EmbeddingSettings, WeaverSettings
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.weaver_daemon import through_daemon
 from tests.bench.weaver_in_process import index_in_process, raw_embedding
 from tests.bench.weaver_inputs import chunk_texts, locomo_sessions
+from tiers.settings import EmbeddingSettings
+from weaver.settings import WeaverSettings
 
 TARGET_RATIO = 0.8
 

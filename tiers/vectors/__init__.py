@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from daemon.errors import FailedPrecondition, Unavailable
-from tiers.errors import TierError
+from tiers.errors import FailedPrecondition, TierError, Unavailable
 from tiers.records import Scope
 
 KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "document")

@@ -33,7 +33,7 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
 
-from daemon.errors import StrataError
+from tiers.errors import StrataError
 from tiers.vectors import DENSE, SPARSE, MemoryPoint, VectorStoreMismatch, VectorStoreUnavailable
 
 if TYPE_CHECKING:

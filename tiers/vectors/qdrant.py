@@ -20,7 +20,7 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from daemon.errors import StrataError
+from tiers.errors import StrataError
 from tiers.vectors import (
     COLLECTION,
     DENSE,

@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from daemon.llm import escape_data
+from tiers.prompts import escape_data
 from weaver.extractors import EpisodeInput, Extraction, Fact, Triplet, Turn
 
 __all__ = [

