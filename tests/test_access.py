@@ -101,15 +101,6 @@ def test_a_forgotten_memory_or_episode_is_not_counted(state):
     assert access.counts([(ANN, "gone-memory"), (ANN, "m"), (ANN, "kept")]) == {"kept": 1}
 
 
-def test_restore_writes_a_count_as_it_is(state):
-    access = AccessCounts(state)
-    access.record([Accessed("m", ANN, "e")])
-    (count,) = access.of_scope(ANN)
-    other = AccessCounts(state)
-    other.restore(count)
-    assert other.counts([(ANN, "m")]) == {"m": 1}
-
-
 @pytest.mark.parametrize(
     ("text", "category"),
     [

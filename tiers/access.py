@@ -116,13 +116,6 @@ class AccessCounts:
         prefix = scope_prefix(scope) if scope.agent_id else scope.user_id.encode() + b"\x00"
         return [AccessCount.decode(k, v) for k, v in self._state.scan_prefix(ACCESS_CF, prefix)]
 
-    def restore(self, count: AccessCount) -> None:
-        """Write ``count`` as it is (an import)."""
-        batch = self._state.batch()
-        value = {"n": count.count, "t": count.last_us, "e": count.episode_id}
-        batch.put(ACCESS_CF, access_key(count.scope, count.memory_id), pack(value))
-        self._state.write(batch)
-
     def forget_into(
         self,
         batch: Batch,
