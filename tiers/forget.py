@@ -46,7 +46,7 @@ from tiers.records import Scope, time_key, unpack
 from tiers.rocks import Batch, RocksStore
 from tiers.semantic import SemanticStore
 from tiers.tombstones import Tombstones
-from tiers.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.vectors import MemoryPoint, PointFilter
 from tiers.working import WorkingMemory
 
 log = logging.getLogger("strata.forget")
@@ -224,15 +224,16 @@ class Forgetter:
                 counts.sessions = len(dropped)
                 counts.session_messages = sum(n for _sid, n in dropped)
             self._delete_episodes(episodes, plan, counts)
-            graph = self._semantic.graph
+            semantic, graph = self._semantic, self._semantic.graph
             if episodes:
-                counts.vector_points += vectors.delete(PointFilter(episode_ids=tuple(episodes)))
+                of_episodes = PointFilter(episode_ids=tuple(episodes))
+                counts.vector_points += semantic.delete(of_episodes, ())
                 wanted = set(episodes)
                 edge_ids = [e.id for e in graph.edges_where(lambda e: e.episode_id in wanted)]
                 self._remove_edges(edge_ids, counts, removed)
             if scope is not None:
-                counts.vector_points += vectors.delete(
-                    PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
+                counts.vector_points += semantic.delete(
+                    PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
                 )
                 edge_ids = [
                     e.id
@@ -244,9 +245,9 @@ class Forgetter:
             if plan.memory_ids:
                 ids = tuple(sorted(plan.memory_ids))
                 counts.consolidation_records += self._redact(vectors.get(list(ids)))
-                counts.vector_points += vectors.delete(PointFilter(ids=ids))
+                counts.vector_points += semantic.delete(PointFilter(ids=ids), ())
                 self._remove_edges(list(ids), counts, removed)
-            counts.facts_restored = self._restore_superseded(removed, vectors)
+            counts.facts_restored = self._restore_superseded(removed)
             # A scope's own Forget deleted its profiles with its points; documents are in none.
             if scope is None and (episodes or plan.memory_ids - {d.id for d in docs}):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
@@ -304,11 +305,11 @@ class Forgetter:
         graph = self._semantic.graph
         wanted = list(ids)
         removed.extend(e for e in map(graph.get, wanted) if e is not None)
-        edges, nodes = graph.remove_edges(wanted)
+        edges, nodes = self._semantic.remove_edges(wanted)
         counts.graph_edges += edges
         counts.graph_nodes += nodes
 
-    def _restore_superseded(self, removed: list[Edge], vectors: VectorStore) -> int:
+    def _restore_superseded(self, removed: list[Edge]) -> int:
         """Facts that a forgotten fact superseded: for each (scope, subject, predicate) that
         lost a fact, the remaining closed facts are closed at the earliest later fact of
         another value that remains, or made current again when none does (what supersession
@@ -331,9 +332,7 @@ class Forgetter:
                 valid_to = next(later, None)
                 if valid_to != edge.valid_to_us:
                     changed[edge.id] = valid_to
-        for edge_id, valid_to in changed.items():
-            graph.close_edges([edge_id], valid_to)
-            vectors.set_valid_to([edge_id], valid_to)
+        self._semantic.close_facts(changed, notify=False)  # the caches are emptied after
         return len(changed)
 
     def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:

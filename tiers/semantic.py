@@ -1,10 +1,21 @@
 """Tier 3 as one object: the embedding model, the vector store and the fact graph.
 
-Points enter Tier 3 through one door, :meth:`SemanticStore.write` (tombstones, vectors,
-upsert, cache notification, in that order), and leave it, short of a Forget, through
-:meth:`SemanticStore.remove`; edges given whole (an import's) through
-:meth:`SemanticStore.add_edges`, and a scope's entity profiles are brought up to date with
-its facts by :meth:`SemanticStore.refresh_profiles`.
+It is the one door into Tier 3: every writer (the weaver's indexing and consolidation, a
+rebuild, entity profiles, Forget, Import, keyed documents) changes vector points and graph
+edges through the methods here, never through the stores themselves:
+
+- :meth:`SemanticStore.write`: points in (tombstones, embedding, keyword vectors, upsert, cache
+  notification, in that order); :meth:`SemanticStore.embed` lets a writer embed before it
+  takes :attr:`SemanticStore.write_lock`, so a long embedding holds up no Forget;
+- :meth:`SemanticStore.add_edges`: graph edges in (tombstones, insert, cache notification);
+- :meth:`SemanticStore.close_facts`: a fact's validity end, in the graph and on its point;
+- :meth:`SemanticStore.delete`, :meth:`SemanticStore.remove_edges`,
+  :meth:`SemanticStore.remove_episode_edges`: points and edges out;
+- :meth:`SemanticStore.refresh_profiles`: a scope's entity profiles in line with its facts.
+
+Every writer holds :attr:`SemanticStore.write_lock` around a consistent step, so a Forget (which
+writes its tombstones under the same lock) never falls between a writer's tombstone check and
+its write: a forgotten id cannot come back through any of them.
 
 The graph opens at once (it lives in the state store). The vector store's size comes from the
 model, so it opens when the model has loaded, in the loader's background thread; until then
@@ -15,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,6 +78,19 @@ class SemanticStore:
             for listener in self.on_write:
                 listener(user_id)
 
+    def embed(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+        """The points, each without a dense vector given its document embedding. Needs no
+        lock: writers call it before taking :attr:`write_lock`. Raises
+        EmbeddingUnavailable."""
+        embedder, _vectors = self.wait_ready(timeout=None)
+        out = list(points)
+        bare = [i for i, p in enumerate(out) if p.dense is None]
+        if bare:
+            dense = embedder.encode_documents([out[i].text for i in bare])
+            for i, vec in zip(bare, dense, strict=True):
+                out[i] = replace(out[i], dense=vec.tolist())
+        return out
+
     def write(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
         """Write points to Tier 3, the one way in: forgotten ids and episodes are dropped
         (tombstones), points without a dense vector are embedded, every point gets its
@@ -74,44 +98,64 @@ class SemanticStore:
         written. The caller holds :attr:`write_lock` (the tombstone check and the upsert
         must not be split by a Forget). Raises EmbeddingUnavailable, VectorStoreUnavailable.
         """
-        embedder, vectors = self.wait_ready(timeout=None)
-        kept = self.tombstones.keep(list(points))
+        _embedder, vectors = self.wait_ready(timeout=None)
+        kept = self.embed(self.tombstones.keep(list(points)))
         if not kept:
             return []
-        bare = [i for i, p in enumerate(kept) if p.dense is None]
-        if bare:
-            dense = embedder.encode_documents([kept[i].text for i in bare])
-            for i, vec in zip(bare, dense, strict=True):
-                kept[i] = replace(kept[i], dense=vec.tolist())
         kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
         vectors.upsert(kept)
         self.notify_write({p.scope.user_id for p in kept})
         return kept
 
-    def remove(self, ids: Sequence[str], user_ids: set[str]) -> int:
-        """Take points out of Tier 3 by id, with no tombstone (what they came from stays and
-        may be written again: a document put again without text), and tell the scopes'
-        caches. Returns the points removed. The caller holds :attr:`write_lock`. Raises
-        EmbeddingUnavailable, VectorStoreUnavailable. Forgetting goes through
-        :mod:`tiers.forget` instead."""
-        if not ids:
-            return 0
+    def delete(self, flt: PointFilter, users: Iterable[str]) -> int:
+        """Take the points matching ``flt`` out of Tier 3 with no tombstone (Forget writes
+        its own first) and tell the caches of ``users`` (Forget, which empties and counts
+        the caches itself, passes none). Returns the points removed. The caller holds
+        :attr:`write_lock`. Raises EmbeddingUnavailable, VectorStoreUnavailable."""
         _embedder, vectors = self.wait_ready(timeout=None)
-        removed = vectors.delete(PointFilter(ids=tuple(ids)))
+        removed = vectors.delete(flt)
         if removed:
-            self.notify_write(user_ids)
+            self.notify_write(set(users))
         return removed
 
     def add_edges(self, edges: Sequence[Edge]) -> list[Edge]:
-        """Write graph edges as they are (an import's), the graph's door beside
-        :meth:`write`: edges of forgotten episodes or facts are dropped (tombstones), the rest
-        inserted or replaced by id, and the scopes' caches told. Returns the edges written.
-        The caller holds :attr:`write_lock`. Raises StoreUnavailable."""
+        """Write graph edges, the graph's door beside :meth:`write`: edges of forgotten
+        episodes or facts are dropped (tombstones), the rest inserted or replaced by id, and
+        the scopes' caches told. Returns the edges written. The caller holds
+        :attr:`write_lock`. Raises StoreUnavailable."""
         kept = self.tombstones.keep(list(edges))
         if kept:
             self.graph.add_edges(kept)
             self.notify_write({e.scope.user_id for e in kept})
         return kept
+
+    def close_facts(self, valid_to: Mapping[str, int | None], *, notify: bool = True) -> None:
+        """Set the end of validity of facts by id (None: current again), on their graph edge
+        and on their point together (supersession, and Forget undoing it). With ``notify``,
+        the scopes' caches are told (Forget tells them itself). The caller holds
+        :attr:`write_lock`. Raises StoreUnavailable, VectorStoreUnavailable."""
+        if not valid_to:
+            return
+        _embedder, vectors = self.wait_ready(timeout=None)
+        users = {e.scope.user_id for e in map(self.graph.get, valid_to) if e is not None}
+        for edge_id, end in valid_to.items():
+            self.graph.close_edges([edge_id], end)
+            vectors.set_valid_to([edge_id], end)
+        if notify:
+            self.notify_write(users)
+
+    def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
+        """Delete graph edges by id, and the nodes left without edges; returns (edges,
+        nodes) deleted. No cache is told: the only caller, Forget, empties them itself. The
+        caller holds :attr:`write_lock`. Raises StoreUnavailable."""
+        return self.graph.remove_edges(ids)
+
+    def remove_episode_edges(self, episode_ids: set[str], user_id: str = "") -> int:
+        """Delete the graph edges derived from these episodes (of ``user_id``, or of any
+        user), before they are derived again (a rebuild, whose writes tell the caches).
+        Returns the edges deleted. The caller holds :attr:`write_lock`. Raises
+        StoreUnavailable."""
+        return self.graph.remove_episodes(episode_ids, user_id)
 
     def refresh_profiles(self, scope: Scope) -> tuple[int, int]:
         """Bring the entity profiles of ``scope`` in line with its current facts
@@ -130,8 +174,7 @@ class SemanticStore:
         stale = sorted(set(old) - {p.id for p in new})
         written = self.write(changed) if changed else []
         if stale:
-            vectors.delete(PointFilter(ids=tuple(stale)))
-            self.notify_write({scope.user_id})
+            self.delete(PointFilter(ids=tuple(stale)), {scope.user_id})
         return len(written), len(stale)
 
     def start(self) -> None:

@@ -28,7 +28,7 @@ from tiers.journal import Journal
 from tiers.records import Scope, pack, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, Source, VectorStore, point_id
+from tiers.vectors import MemoryPoint, Source, point_id
 from weaver.categories import categorize
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
@@ -143,7 +143,7 @@ class Consolidator:
     ) -> EpisodeOutcome:
         """Steps 2-3: write an extraction's summary, facts and edges to Tier 3 (idempotent).
         A rebuild calls it with stored records, from the journal or from the record alone."""
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        self._semantic.wait_ready(timeout=None)
         outcome = outcome or EpisodeOutcome()
         points: list[MemoryPoint] = []
         if extraction.summary:
@@ -170,12 +170,11 @@ class Consolidator:
         outcome.facts = len(facts)
 
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
-        self._semantic.graph.add_edges(edges)
+        edges = self._semantic.add_edges(edges)
         outcome.triplets = len(edges)
-        outcome.superseded = self._supersede(edges, vectors)
+        outcome.superseded = self._supersede(edges)
         if facts or outcome.superseded:
             self._stale_profiles.add(episode.scope)
-        self._semantic.notify_write({episode.scope.user_id})
         return outcome
 
     def refresh_profiles(self) -> int:
@@ -229,7 +228,7 @@ class Consolidator:
             attrs=attrs,
         )
 
-    def _supersede(self, edges: list[Edge], vectors: VectorStore) -> int:
+    def _supersede(self, edges: list[Edge]) -> int:
         """Close the older of two current facts with the same subject and functional
         predicate but a different value. Returns how many facts were closed."""
         closed: dict[str, int] = {}
@@ -244,9 +243,7 @@ class Consolidator:
                 current = graph.get(older.id)
                 if current is not None and current.valid_to_us is None:
                     closed[older.id] = newer.valid_from_us
-        for edge_id, valid_to in closed.items():
-            graph.close_edges([edge_id], valid_to)
-            vectors.set_valid_to([edge_id], valid_to)
+        self._semantic.close_facts(closed)
         return len(closed)
 
 

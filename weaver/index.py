@@ -16,14 +16,14 @@ its mark and is indexed again; one deleted meanwhile is not written back).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tiers.documents import Document, DocumentStore
 from tiers.errors import EpisodeNotFound
 from tiers.journal import Journal
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, point_id
+from tiers.vectors import MemoryPoint, PointFilter, point_id
 from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
 from weaver.settings import WeaverSettings
 from weaver.turn_text import ToolText
@@ -51,7 +51,7 @@ class Indexer:
 
     def index(self, episode_ids: list[str]) -> IndexResult:
         """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable."""
-        embedder, _vectors = self._semantic.wait_ready(timeout=None)
+        self._semantic.wait_ready(timeout=None)  # unavailable: raise before reading anything
         s = self._settings
         points: list[MemoryPoint] = []
         done: list[str] = []
@@ -84,9 +84,7 @@ class Indexer:
                     )
                 )
             done.append(eid)
-        if points:  # outside the lock: the write below only adds keyword vectors
-            dense = embedder.encode_documents([p.text for p in points])
-            points = [replace(p, dense=vec.tolist()) for p, vec in zip(points, dense, strict=True)]
+        points = self._semantic.embed(points)  # outside the lock: the write adds keyword vectors
         with self._semantic.write_lock:  # points and marks together, for a backup
             points = self._semantic.write(points)  # never writes forgotten ones
             for eid in done + missing:
@@ -137,15 +135,15 @@ class DocumentIndexer:
         their marks. Returns the points written."""
         if not docs:
             return 0
-        embedder, _vectors = self._semantic.wait_ready(timeout=None)
-        points = [d.point() for d in docs if d.recalled]
-        dense = embedder.encode_documents([p.text for p in points])  # outside the lock
-        by_id = {p.id: replace(p, dense=vec.tolist()) for p, vec in zip(points, dense, strict=True)}
+        points = self._semantic.embed([d.point() for d in docs if d.recalled])  # outside the lock
+        by_id = {p.id: p for p in points}
         with self._semantic.write_lock:  # no Forget between the check and the write
             current = self.documents.current(docs)
             written = self._semantic.write([by_id[d.id] for d in current if d.recalled])
             # A document put again without text is no longer recalled: its point goes.
             silent = [d for d in current if not d.recalled]
-            self._semantic.remove([d.id for d in silent], {d.scope.user_id for d in silent})
+            if silent:
+                ids = tuple(d.id for d in silent)
+                self._semantic.delete(PointFilter(ids=ids), {d.scope.user_id for d in silent})
             self.documents.mark_indexed(current)
         return len(written)

@@ -81,22 +81,23 @@ class Rebuilder:
         """Rebuild one user's projections (every user's with ``user_id`` empty)."""
         began = time.monotonic()
         report = RebuildReport()
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
-        with self._semantic.write_lock:
+        semantic = self._semantic
+        semantic.wait_ready(timeout=None)
+        with semantic.write_lock:
             live = self._live_episodes(user_id)
             live_ids = {e.episode_id for e in live}
             replay = self._expired_records(user_id, live_ids, report)
 
+            users = {e.scope.user_id for e in live} | {ep.scope.user_id for _x, ep in replay}
             for batch in _batches(sorted(live_ids), DELETE_BATCH):
-                vectors.delete(PointFilter(user_id=user_id, episode_ids=tuple(batch)))
+                semantic.delete(PointFilter(user_id=user_id, episode_ids=tuple(batch)), users)
             replay_ids = [episode.episode_id for _extraction, episode in replay]
             for batch in _batches(replay_ids, DELETE_BATCH):
-                vectors.delete(
-                    PointFilter(
-                        user_id=user_id, kinds=("summary", "fact"), episode_ids=tuple(batch)
-                    )
+                summaries = PointFilter(
+                    user_id=user_id, kinds=("summary", "fact"), episode_ids=tuple(batch)
                 )
-            self._semantic.graph.remove_episodes(live_ids | set(replay_ids), user_id)
+                semantic.delete(summaries, users)
+            semantic.remove_episode_edges(live_ids | set(replay_ids), user_id)
 
             ordered = [e.episode_id for e in live]
             for batch in _batches(ordered, BATCH):
