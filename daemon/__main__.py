@@ -1,3 +1,5 @@
+"""``python -m daemon``: the same as ``stratad``."""
+
 import sys
 
 from daemon.cli import main

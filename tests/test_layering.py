@@ -11,6 +11,7 @@ And no module grows past :data:`MAX_LINES`.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,3 +202,15 @@ def test_no_module_is_over_the_line_limit():
                 sizes[where] = len(path.read_text().splitlines())
     over = sorted(f"{where}: {n} lines" for where, n in sizes.items() if n > MAX_LINES)
     assert not over, f"modules over {MAX_LINES} lines (split them):\n" + "\n".join(over)
+
+
+def test_the_floors_in_the_architecture_doc_are_these() -> None:
+    """docs/architecture.md's Packages table names, per package, exactly what it may import."""
+    doc = (ROOT / "docs" / "architecture.md").read_text().split("## Packages", 1)[1]
+    floors = {}
+    for line in doc.split("\n## ", 1)[0].splitlines():
+        if line.startswith("| `"):
+            package, floor = (c.strip() for c in line.strip("|").split("|")[:2])
+            floors[package.strip("`/")] = set(re.findall(r"`([a-z]+)`", floor))
+    for package, allowed in ALLOWED.items():
+        assert floors[package] == allowed - {package}, package
