@@ -5,6 +5,7 @@ them to the stores)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from daemon.settings import Settings
 from recall import Channel, Reranker
@@ -40,13 +41,17 @@ def recall_engine(
     }
     model = s.recall.rerank_model or s.llm.model
     if model:
-        rerankers["llm"] = LLMReranker(
+        # Recall is waiting: its own timeout, no retry, short pauses if retries are added.
+        client = llm_client(
+            s.llm,
             model=model,
-            api_base=s.llm.api_base or None,
-            api_key_env=s.llm.api_key_env or None,
-            api_key_file=s.llm.api_key_file,
             timeout_seconds=s.recall.rerank_timeout_seconds,
+            max_retries=0,
+            backoff_seconds=0.2,
+            max_backoff_seconds=1.0,
+            name=f"llm ({model})",
         )
+        rerankers["llm"] = LLMReranker(client)
     cache = None
     if s.recall.cache_ttl_seconds > 0:
         cache = SemanticCache(
@@ -100,11 +105,23 @@ def llm_extractor(llm: LLMSettings) -> Extractor | None:
         return None
     from weaver.extractors.llm import LLMExtractor
 
-    return LLMExtractor(
+    client = llm_client(
+        llm,
         model=llm.model,
+        timeout_seconds=llm.timeout_seconds,
+        max_retries=llm.max_retries,
+        name=f"llm:{llm.model}",
+    )
+    return LLMExtractor(client)
+
+
+def llm_client(llm: LLMSettings, *, model: str, **options: Any) -> ModelClient:
+    """A model client of the ``[llm]`` endpoint and key (the extractor's, the reranker's);
+    ``options`` are the caller's timeout, retries and name."""
+    return ModelClient(
+        model=model,
         api_base=llm.api_base or None,
         api_key_env=llm.api_key_env or None,
         api_key_file=llm.api_key_file,
-        timeout_seconds=llm.timeout_seconds,
-        max_retries=llm.max_retries,
+        **options,
     )

@@ -21,7 +21,6 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -289,39 +288,24 @@ class LLMReranker:
 
     def __init__(
         self,
+        client: ModelClient,
         *,
-        model: str,
-        api_base: str | None = None,
-        api_key_env: str | None = None,
-        api_key_file: Path | None = None,
-        timeout_seconds: float = 5.0,
         max_candidates: int = 30,
         max_text_chars: int = 500,
         max_tokens: int = 512,
-        max_retries: int = 0,
     ) -> None:
-        if not model or timeout_seconds <= 0 or min(max_candidates, max_text_chars, max_tokens) < 1:
-            raise ValueError("model, timeout_seconds, max_candidates/_text_chars/_tokens needed")
-        if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        self.client = ModelClient(
-            model=model,
-            api_base=api_base,
-            api_key_env=api_key_env,
-            api_key_file=api_key_file,
-            timeout_seconds=timeout_seconds,
-            max_retries=max_retries,
-            backoff_seconds=0.2,  # recall is waiting: short pauses (with retries configured)
-            max_backoff_seconds=1.0,
-            name=f"llm ({model})",
-        )
-        self.model = model
+        """``client`` sends the request (its key, timeout, retries and counters): Recall is
+        waiting, so give it a short timeout and short pauses."""
+        if min(max_candidates, max_text_chars, max_tokens) < 1:
+            raise ValueError("max_candidates, max_text_chars and max_tokens must be >= 1")
+        self.client = client
+        self.model = client.model
         self.max_candidates = max_candidates
         self.max_text_chars = max_text_chars
         self.max_tokens = max_tokens
 
-    def __repr__(self) -> str:  # the key never appears: only the variable's name
-        return f"LLMReranker(model={self.model!r}, api_base={self.client.api_base!r})"
+    def __repr__(self) -> str:  # the client's: the key never appears
+        return f"LLMReranker({self.client!r})"
 
     @property
     def totals(self) -> LLMTotals:

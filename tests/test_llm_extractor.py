@@ -13,6 +13,7 @@ import pytest
 
 from tests.llm_extraction import EPISODE, VALID, episode, us
 from tests.llm_server import FakeOpenAI, Reply
+from tiers.models import ModelClient
 from tiers.records import Scope
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput
@@ -53,7 +54,8 @@ def make(
             "random": random.Random(7).random,
         }
         kwargs.update(overrides)
-        return LLMExtractor(**kwargs)
+        own = {k: kwargs.pop(k) for k in ("max_tokens", "temperature") if k in kwargs}
+        return LLMExtractor(ModelClient(name=f"llm:{kwargs['model']}", **kwargs), **own)
 
     return make
 

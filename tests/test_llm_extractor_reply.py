@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from tests.llm_extraction import EPISODE, VALID
+from tiers.models import ModelClient
 from weaver.extractors.llm import LLMExtractor
 from weaver.extractors.llm_reply import (
     DATA_CLOSE,
@@ -116,6 +117,6 @@ def test_snake_case(raw: str, expected: str):
 
 def test_constructor_rejects_nonsense():
     with pytest.raises(ValueError):
-        LLMExtractor(model="openai/x", max_retries=-1)
+        LLMExtractor(ModelClient(model="openai/x"), max_tokens=0)
     with pytest.raises(ValueError):
-        LLMExtractor(model="openai/x", timeout_seconds=0)
+        LLMExtractor(ModelClient(model="openai/x"), temperature=3.0)

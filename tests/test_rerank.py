@@ -22,6 +22,7 @@ from recall.rerank import (
     query_terms,
 )
 from tests.llm_server import FakeOpenAI, free_port_refuses
+from tiers.models import ModelClient
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint
 
@@ -246,9 +247,17 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 def make_llm(fake: FakeOpenAI, **overrides: Any) -> LLMReranker:
-    kwargs: dict[str, Any] = {"model": "openai/test", "api_base": fake.base_url}
-    kwargs.update(overrides)
-    return LLMReranker(**kwargs)
+    return llm_reranker(api_base=fake.base_url, **overrides)
+
+
+def llm_reranker(**overrides: Any) -> LLMReranker:
+    """The LLM reranker with the daemon's client options (daemon/components.py)."""
+    kwargs: dict[str, Any] = {"model": "openai/test", "timeout_seconds": 5.0, "max_retries": 0}
+    kwargs.update(overrides, backoff_seconds=0.2, max_backoff_seconds=1.0)
+    own = {
+        k: kwargs.pop(k) for k in ("max_candidates", "max_text_chars", "max_tokens") if k in kwargs
+    }
+    return LLMReranker(ModelClient(name=f"llm ({kwargs['model']})", **kwargs), **own)
 
 
 def five() -> list[Candidate]:
@@ -325,11 +334,9 @@ def test_llm_timeout_fails_quickly(fake: FakeOpenAI) -> None:
 def test_llm_connection_refused_and_missing_key_fail() -> None:
     base = f"http://127.0.0.1:{free_port_refuses()}/v1"
     with pytest.raises(RerankFailed, match="Connection"):
-        LLMReranker(model="openai/test", api_base=base, timeout_seconds=2).rerank(ctx("q"), five())
+        llm_reranker(api_base=base, timeout_seconds=2).rerank(ctx("q"), five())
     with pytest.raises(RerankFailed, match="RERANK_UNSET_KEY"):
-        LLMReranker(model="openai/test", api_base=base, api_key_env="RERANK_UNSET_KEY").rerank(
-            ctx("q"), five()
-        )
+        llm_reranker(api_base=base, api_key_env="RERANK_UNSET_KEY").rerank(ctx("q"), five())
 
 
 def test_llm_injection_stays_inside_the_data_block(fake: FakeOpenAI) -> None:

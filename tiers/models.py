@@ -202,6 +202,17 @@ class ModelClient:
 
     # -- calls -------------------------------------------------------------------------------
 
+    def _request(self, api_key: str | None) -> dict[str, Any]:
+        """What every request sends besides its own arguments."""
+        return {
+            "model": self.model,
+            "api_base": self.api_base,
+            "api_key": api_key,
+            "timeout": self.timeout_seconds,
+            "num_retries": 0,  # litellm's own retries: off (ours are in _call)
+            "max_retries": 0,  # the OpenAI SDK's retries (2 by default): off
+        }
+
     def complete(
         self,
         check: Callable[[Any], T],
@@ -214,15 +225,7 @@ class ModelClient:
         filled in; ``check(response)`` gives the result or raises :class:`RetryReply`."""
 
         def send(litellm: Any, api_key: str | None, args: dict[str, Any]) -> Any:
-            return litellm.completion(
-                model=self.model,
-                api_base=self.api_base,
-                api_key=api_key,
-                timeout=self.timeout_seconds,
-                num_retries=0,  # litellm's own retries: off (ours are in _call)
-                max_retries=0,  # the OpenAI SDK's retries (2 by default): off
-                **args,
-            )
+            return litellm.completion(**self._request(api_key), **args)
 
         return self._call(send, check, what, stats or CallStats(), dict(kwargs))
 
@@ -233,15 +236,7 @@ class ModelClient:
         stats = stats or CallStats()
 
         def send(litellm: Any, api_key: str | None, args: dict[str, Any]) -> Any:
-            return litellm.embedding(
-                model=self.model,
-                api_base=self.api_base,
-                api_key=api_key,
-                timeout=self.timeout_seconds,
-                num_retries=0,
-                max_retries=0,
-                **args,
-            )
+            return litellm.embedding(**self._request(api_key), **args)
 
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):

@@ -20,16 +20,12 @@ the replies.
 from __future__ import annotations
 
 import logging
-import random as _random
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tiers.errors import ModelError
-from tiers.model_retry import MAX_BACKOFF_SECONDS, RetryReply
+from tiers.model_retry import RetryReply
 from tiers.models import CallStats, LLMTotals, ModelClient, short
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
@@ -54,50 +50,22 @@ class LLMExtractor:
     """:class:`weaver.extractors.Extractor` through the model client's chat completions."""
 
     def __init__(
-        self,
-        *,
-        model: str,
-        api_base: str | None = None,
-        api_key_env: str | None = None,
-        api_key_file: Path | None = None,
-        timeout_seconds: float = 30.0,
-        max_retries: int = 3,
-        backoff_seconds: float = 1.0,
-        max_backoff_seconds: float = MAX_BACKOFF_SECONDS,
-        max_tokens: int = 2048,
-        temperature: float = 0.0,
-        sleep: Callable[[float], None] = time.sleep,
-        random: Callable[[], float] = _random.random,
+        self, client: ModelClient, *, max_tokens: int = 2048, temperature: float = 0.0
     ) -> None:
+        """``client`` sends the requests (its key, timeout, retries and counters)."""
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         if not 0.0 <= temperature <= 2.0:
             raise ValueError("temperature must be in [0, 2]")
-        self.name = f"llm:{model}"
-        self.client = ModelClient(
-            model=model,
-            api_base=api_base,
-            api_key_env=api_key_env,
-            api_key_file=api_key_file,
-            timeout_seconds=timeout_seconds,
-            max_retries=max_retries,
-            backoff_seconds=backoff_seconds,
-            max_backoff_seconds=max_backoff_seconds,
-            name=self.name,
-            sleep=sleep,
-            random=random,
-        )
-        self.model = model
+        self.client = client
+        self.name = f"llm:{client.model}"
+        self.model = client.model
         self.max_tokens = max_tokens
         self.temperature = temperature
         self._local = threading.local()
 
-    def __repr__(self) -> str:  # the key never appears: only where it is kept
-        c = self.client
-        return (
-            f"LLMExtractor(model={c.model!r}, api_base={c.api_base!r}, "
-            f"api_key_env={c.api_key_env!r})"
-        )
+    def __repr__(self) -> str:  # the client's: the key never appears
+        return f"LLMExtractor({self.client!r})"
 
     @property
     def totals(self) -> LLMTotals:
