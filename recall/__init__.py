@@ -95,9 +95,17 @@ class Candidate:
 
 
 class Channel(Protocol):
-    """One way of finding memories. ``search`` returns (point, score) pairs, best first, all
-    inside the query's scope and filter; it raises on failure (the engine reports the
-    channel as degraded and goes on with the others)."""
+    """One way of finding memories. ``search`` returns at most ``limit`` (point, score)
+    pairs, best first (scores never increase; none for ``limit <= 0``, an empty scope or a
+    query it has nothing for), all inside the query's scope and filter: never another user's
+    point, nor another agent's when the scope names one.
+
+    ``search`` raises on failure (the engine reports the channel as degraded and goes on
+    with the others): :class:`tiers.embedding.EmbeddingUnavailable` while Tier 3 is starting
+    (or failed to), :class:`tiers.vectors.VectorStoreUnavailable` when the vector store fails
+    a read, and :class:`ValueError` for a query without a ``user_id`` (scope is a hard
+    filter). ``tests/contracts/test_channel_contract.py`` runs the contract against each
+    channel."""
 
     name: str
 
