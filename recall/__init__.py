@@ -113,7 +113,16 @@ class Channel(Protocol):
 
 
 class Reranker(Protocol):
-    """Orders candidates (best first); raises :class:`RerankFailed` when it cannot."""
+    """Orders candidates (best first): returns every candidate it was given, each once (the
+    same objects, with ``rerank_score`` and ``rerank_note`` set, the note starting with
+    ``"<name>: "``), and a new list (the caller's keeps its order). Candidates it cannot tell
+    apart, or leaves out of its ranking, follow in their given (fused) order; no candidates
+    give ``[]`` without a call to any model.
+
+    ``rerank`` raises :class:`RerankFailed` when it cannot order them (a model that is down,
+    slow or gives an unusable reply, vectors that cannot be read or computed; the cause is
+    its ``__cause__``): the engine keeps the fused order and says so.
+    ``tests/contracts/test_reranker_contract.py`` runs the contract against each reranker."""
 
     name: str
 
