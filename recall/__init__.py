@@ -95,9 +95,17 @@ class Candidate:
 
 
 class Channel(Protocol):
-    """One way of finding memories. ``search`` returns (point, score) pairs, best first, all
-    inside the query's scope and filter; it raises on failure (the engine reports the
-    channel as degraded and goes on with the others)."""
+    """One way of finding memories. ``search`` returns at most ``limit`` (point, score)
+    pairs, best first (scores never increase; none for ``limit <= 0``, an empty scope or a
+    query it has nothing for), all inside the query's scope and filter: never another user's
+    point, nor another agent's when the scope names one.
+
+    ``search`` raises on failure (the engine reports the channel as degraded and goes on
+    with the others): :class:`tiers.embedding.EmbeddingUnavailable` while Tier 3 is starting
+    (or failed to), :class:`tiers.vectors.VectorStoreUnavailable` when the vector store fails
+    a read, and :class:`ValueError` for a query without a ``user_id`` (scope is a hard
+    filter). ``tests/contracts/test_channel_contract.py`` runs the contract against each
+    channel."""
 
     name: str
 
@@ -105,7 +113,16 @@ class Channel(Protocol):
 
 
 class Reranker(Protocol):
-    """Orders candidates (best first); raises :class:`RerankFailed` when it cannot."""
+    """Orders candidates (best first): returns every candidate it was given, each once (the
+    same objects, with ``rerank_score`` and ``rerank_note`` set, the note starting with
+    ``"<name>: "``), and a new list (the caller's keeps its order). Candidates it cannot tell
+    apart, or leaves out of its ranking, follow in their given (fused) order; no candidates
+    give ``[]`` without a call to any model.
+
+    ``rerank`` raises :class:`RerankFailed` when it cannot order them (a model that is down,
+    slow or gives an unusable reply, vectors that cannot be read or computed; the cause is
+    its ``__cause__``): the engine keeps the fused order and says so.
+    ``tests/contracts/test_reranker_contract.py`` runs the contract against each reranker."""
 
     name: str
 

@@ -1,5 +1,6 @@
 """LiteLLMEmbedder (tiers.embedding_litellm) on a loopback OpenAI-compatible server, the
-loader's retry of the dimension probe, and the settings that choose the provider."""
+loader's retry of the dimension probe, and the settings that choose the provider. The
+Embedder contract (errors included) is in tests/contracts/test_embedder_contract.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from daemon.components import embedding_description
 from tests.llm_server import FakeOpenAI, Reply
 from tiers.embedding import EmbeddingService, EmbeddingUnavailable
 from tiers.embedding_litellm import PROBE_TEXT, LiteLLMEmbedder
-from tiers.errors import ModelRequestFailed, ModelUnavailable
+from tiers.errors import ModelRequestFailed
 from tiers.models import ModelClient
 from tiers.settings import EmbeddingSettings
 
@@ -71,15 +72,6 @@ def test_a_vector_size_other_than_dim_is_refused(fake: FakeOpenAI) -> None:
         embedder.encode_documents(["hello"])
 
 
-def test_endpoint_down_raises_unavailable_naming_the_endpoint(fake: FakeOpenAI) -> None:
-    embedder = LiteLLMEmbedder(client(fake, name="embedding litellm:openai/test"), dim=3)
-    fake.outage = Reply.error(503)
-    with pytest.raises(ModelUnavailable) as err:
-        embedder.encode_queries(["where?"])
-    assert str(err.value).startswith("embedding litellm:openai/test: embedding 1 text failed")
-    assert "ServiceUnavailableError 503" in str(err.value)
-
-
 def test_the_loader_retries_the_probe_while_the_endpoint_is_down(fake: FakeOpenAI) -> None:
     fake.outage = Reply.error(503)
     reasons: list[str] = []
@@ -103,17 +95,6 @@ def test_the_loader_retries_the_probe_while_the_endpoint_is_down(fake: FakeOpenA
     embedder = service.wait(30)
     assert embedder.dim == 3 and service.ready and service.error is None
     assert service.attempts >= 3
-
-
-def test_a_refused_probe_is_final(fake: FakeOpenAI) -> None:
-    fake.outage = Reply.error(401)
-    service = EmbeddingService(
-        lambda: LiteLLMEmbedder(client(fake)), "litellm:openai/test", retry=(0.05, 0.1)
-    )
-    service.start()
-    with pytest.raises(EmbeddingUnavailable, match=r"cannot load embedding model .*401"):
-        service.wait(30)
-    assert service.attempts == 1 and len(fake.requests) == 1
 
 
 def test_close_stops_the_retries(fake: FakeOpenAI) -> None:

@@ -14,9 +14,7 @@ import pytest
 from tests.llm_extraction import EPISODE, VALID, episode, us
 from tests.llm_server import FakeOpenAI, Reply
 from tiers.models import ModelClient
-from tiers.records import Scope
 from weaver.errors import ExtractionFailed
-from weaver.extractors import EpisodeInput
 from weaver.extractors.llm import LLMExtractor
 from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT
 
@@ -318,12 +316,6 @@ def test_missing_api_key_fails_without_a_request(
         ex.extract(EPISODE)
     assert fake.requests == []
     assert KEY_ENV in repr(ex) and KEY not in repr(ex)
-
-
-def test_empty_episode_fails_without_a_request(fake: FakeOpenAI, make: Callable[..., LLMExtractor]):
-    with pytest.raises(ExtractionFailed, match="no turns"):
-        make().extract(EpisodeInput("ep-0", "s", Scope("u1"), []))
-    assert fake.requests == []
 
 
 # -- unknown seqs ---------------------------------------------------------------------------

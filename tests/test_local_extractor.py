@@ -227,9 +227,8 @@ def test_photo_captions_become_facts_without_corrupting_the_text() -> None:
     assert facts[1].confidence < facts[0].confidence
 
 
-def test_empty_episode_fails_and_system_turns_are_ignored() -> None:
-    with pytest.raises(ExtractionFailed):
-        LocalExtractor().extract(EpisodeInput("e", "s", Scope("u"), []))
+def test_system_turns_are_ignored() -> None:
+    """(An empty episode fails too: tests/contracts/test_extractor_contract.py.)"""
     turns = [
         Turn(1, "system", "system", "I am a helpful assistant with my own rules.", us(date.today()))
     ]

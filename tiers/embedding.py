@@ -46,7 +46,19 @@ class EmbeddingUnavailable(TierError, Unavailable):
 
 
 class Embedder(Protocol):
-    """Encodes texts into L2-normalised float32 rows of ``dim`` columns."""
+    """Encodes texts into L2-normalised float32 rows of ``dim`` columns, one per text, in
+    order (however they are batched); no texts give a ``(0, dim)`` array without a call to
+    the model. ``model_name`` is what the vector store records.
+
+    Errors of ``encode_documents`` / ``encode_queries``: a model served elsewhere
+    (:class:`tiers.embedding_litellm.LiteLLMEmbedder`) raises
+    :class:`tiers.errors.ModelUnavailable` (an ``Unavailable``) when its endpoint is down,
+    slow or overloaded after the retries, and :class:`tiers.errors.ModelRequestFailed` (a
+    ``FailedPrecondition``) when the endpoint refuses the request or returns vectors of
+    another size. The local model raises nothing of its own once loaded. An embedder that has
+    not loaded is never handed out: :meth:`EmbeddingService.wait` raises
+    :class:`EmbeddingUnavailable` instead. ``tests/contracts/test_embedder_contract.py`` runs
+    the contract against each implementation."""
 
     model_name: str
     dim: int

