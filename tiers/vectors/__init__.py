@@ -10,7 +10,7 @@ layout and payload schema:
 - :class:`tiers.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant server
   or cluster by URL (or its ``:memory:`` mode in tests).
 
-``tests/test_vector_contract.py`` runs one contract suite against each.
+``tests/contracts/test_vector_store.py`` runs one contract suite against each.
 """
 
 from __future__ import annotations
