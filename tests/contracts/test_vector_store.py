@@ -41,6 +41,7 @@ from tests.contracts.vectors import (
     near,
     unit,
 )
+from tiers.errors import FailedPrecondition, Unavailable
 from tiers.records import Scope
 from tiers.vectors import (
     MemoryPoint,
@@ -470,3 +471,25 @@ def test_concurrent_writer_and_readers(store):
         t.join(timeout=60)
     assert errors == []
     assert store.count(alice()) == 120
+
+
+def test_errors_are_of_their_kinds_and_a_refused_write_writes_nothing(store, opened):
+    good = mem("a point with vectors")
+    no_dense = dataclasses.replace(mem("a point without a dense vector"), dense=None)
+    with pytest.raises(ValueError, match="dense"):
+        store.upsert([good, no_dense])
+    assert store.count(PointFilter()) == 0 and store.get([good.id]) == []
+    store.set_valid_to(["not-a-uuid", good.id], T0)  # ids that name no point are skipped
+    assert store.dense(["not-a-uuid", good.id]) == {}
+    with pytest.raises(ValueError, match="user_id"):
+        store.search_dense(list(unit(1)), PointFilter(kinds=("fact",)), limit=1)
+    with pytest.raises(VectorStoreMismatch) as mismatch:
+        opened.reopen(store).ensure("test-model-b", DIM)
+    assert isinstance(mismatch.value, FailedPrecondition)
+    fresh = opened.reopen(opened.stores[-1])
+    for call in (lambda: fresh.get([good.id]), lambda: fresh.upsert([good])):
+        with pytest.raises(VectorStoreUnavailable) as unavailable:
+            call()  # not ensured yet
+        assert isinstance(unavailable.value, Unavailable)
+    fresh.close()
+    fresh.close()  # idempotent, and a closed store's close raises nothing
