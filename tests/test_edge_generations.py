@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_vector_contract import DIM, MODEL, T0, alice, ids, mem, unit
+from tests.contracts.vectors import DIM, MODEL, T0, alice, ids, mem, unit
 from tiers.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore

@@ -1,4 +1,5 @@
-"""Tier 1 on real RocksDB stores in tmp_path, without the gRPC layer."""
+"""Tier 1 on real RocksDB stores in tmp_path, without the gRPC layer: a flush that a crash
+cut short. The working memory's contract is the suite ``tests/contracts/test_working_memory.py``."""
 
 from __future__ import annotations
 
@@ -7,45 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tiers.errors import ScopeMismatch, SessionEnded, SessionNotFound
-from tiers.journal import JOURNAL_CFS, Journal
+from tests.contracts.stores import Clock, Tiers
+from tiers.errors import SessionEnded
 from tiers.records import Episode, Message, Scope, episode_id_for
-from tiers.rocks import RocksStore
 from tiers.session import WindowLimits
-from tiers.working import STATE_CFS, AmbiguousSession, ScopeRequired, WorkingMemory
 
 ALICE = Scope("alice", "agent-1")
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Tiers:
-    """State store + journal + working memory, reopenable like a restarted daemon."""
-
-    def __init__(self, path: Path, limits: WindowLimits, clock: Clock) -> None:
-        self.path, self.limits, self.clock = path, limits, clock
-        self.open()
-
-    def open(self) -> None:
-        self.state = RocksStore(self.path / "state", STATE_CFS)
-        self.jstore = RocksStore(self.path / "journal", JOURNAL_CFS, ttl_seconds=3600)
-        self.journal = Journal(self.jstore, self.state, 3600, clock=self.clock)
-        self.wm = WorkingMemory(self.state, self.journal, self.limits, clock=self.clock)
-        self.recovered = self.wm.recover()
-
-    def close(self) -> None:
-        self.jstore.close()
-        self.state.close()
-
-    def reopen(self) -> None:
-        self.close()
-        self.open()
 
 
 @pytest.fixture
@@ -64,157 +32,6 @@ def make_tiers(tmp_path: Path) -> Iterator[Callable[..., Tiers]]:
 
 def msg(text: str, **kw: object) -> Message:
     return Message(role="user", content=text, **kw)  # type: ignore[arg-type]
-
-
-def test_window_is_bounded_by_messages_and_the_log_keeps_everything(make_tiers):
-    t = make_tiers(max_messages=3)
-    for i in range(10):
-        t.wm.append("s", ALICE, [msg(f"message {i}")])
-    view = t.wm.window("s")
-    assert [m.content for m in view.messages] == ["message 7", "message 8", "message 9"]
-    assert view.log_messages == 10
-    ended = t.wm.end_session("s")
-    assert ended.message_count == 10
-    assert [m.content for m in t.journal.messages(ended.episode_id)] == [
-        f"message {i}" for i in range(10)
-    ]
-
-
-def test_window_is_bounded_by_tokens(make_tiers):
-    t = make_tiers(max_tokens=8)
-    t.wm.append("s", ALICE, [msg("one two three four"), msg("five six seven"), msg("eight nine")])
-    view = t.wm.window("s")
-    assert [m.content for m in view.messages] == ["five six seven", "eight nine"]
-    assert view.total_tokens == 5
-    # A read budget tighter than the window
-    assert [m.content for m in t.wm.window("s", max_tokens=2).messages] == ["eight nine"]
-    assert [m.content for m in t.wm.window("s", max_messages=1).messages] == ["eight nine"]
-    assert t.wm.window("s", max_tokens=1).messages == []
-
-
-def test_message_id_is_an_idempotency_key(make_tiers):
-    t = make_tiers()
-    first = t.wm.append("s", ALICE, [msg("hi", message_id="m-1")])
-    again = t.wm.append("s", ALICE, [msg("hi", message_id="m-1"), msg("new", message_id="m-2")])
-    assert first[0].duplicate is False
-    assert (again[0].seq, again[0].duplicate) == (first[0].seq, True)
-    assert again[1].duplicate is False
-    # the same id twice in one batch stores one message
-    twice = t.wm.append("s", ALICE, [msg("x", message_id="m-3"), msg("x", message_id="m-3")])
-    assert twice[0].seq == twice[1].seq and twice[1].duplicate
-    assert t.wm.window("s").log_messages == 3
-
-
-def test_scope_is_fixed_by_the_first_message(make_tiers):
-    t = make_tiers()
-    with pytest.raises(ScopeRequired):
-        t.wm.append("s", Scope(""), [msg("who am I")])
-    t.wm.append("s", ALICE, [msg("hi")])
-    t.wm.append("s", Scope(""), [msg("empty scope inherits")])
-    with pytest.raises(ScopeMismatch):
-        t.wm.append("s", Scope("alice", "agent-2"), [msg("another agent")])
-    t.wm.end_session("s")
-    with pytest.raises(ScopeMismatch):  # reopening keeps the scope too
-        t.wm.append("s", Scope("alice"), [msg("still another agent")])
-    assert t.wm.window("s").log_messages == 0
-
-
-def test_sessions_are_per_user(make_tiers):
-    t = make_tiers()
-    t.wm.append("s", ALICE, [msg("alice one"), msg("alice two")])
-    t.wm.append("s", Scope("bob", "agent-1"), [msg("bob one")])  # another session
-    t.wm.append("s", Scope(""), [msg("bob two")], user_id="bob")  # the caller's user
-    assert [m.content for m in t.wm.window("s", user_id="alice").messages] == [
-        "alice one",
-        "alice two",
-    ]
-    bob = t.wm.window("s", user_id="bob")
-    assert [m.content for m in bob.messages] == ["bob one", "bob two"]
-    assert bob.scope == Scope("bob", "agent-1")
-    with pytest.raises(AmbiguousSession, match=r"name scope\.user_id"):
-        t.wm.window("s")
-    with pytest.raises(AmbiguousSession):
-        t.wm.append("s", Scope(""), [msg("whose?")])
-    # Among the users a caller may see, one is found.
-    assert t.wm.window("s", allowed=lambda u: u == "bob").scope.user_id == "bob"
-    with pytest.raises(SessionNotFound):
-        t.wm.window("s", allowed=lambda u: u == "carol")
-    a = t.wm.end_session("s", user_id="alice")
-    b = t.wm.end_session("s", user_id="bob")
-    assert a.episode_id != b.episode_id and (a.user_id, b.user_id) == ("alice", "bob")
-    assert t.journal.get(a.episode_id).scope == ALICE
-    assert [m.content for m in t.journal.messages(b.episode_id)] == ["bob one", "bob two"]
-    with pytest.raises(SessionEnded):
-        t.wm.end_session("s", user_id="alice")
-    assert t.wm.window("s", user_id="alice").open is False
-
-
-def test_end_session_errors_and_reopening(make_tiers):
-    t = make_tiers()
-    with pytest.raises(SessionNotFound):
-        t.wm.end_session("nope")
-    t.wm.append("s", ALICE, [msg("a"), msg("b")])
-    first = t.wm.end_session("s")
-    with pytest.raises(SessionEnded):
-        t.wm.end_session("s")
-    assert t.wm.window("s").open is False
-    t.wm.append("s", ALICE, [msg("c")])
-    second = t.wm.end_session("s")
-    assert second.episode_id != first.episode_id
-    assert [m.seq for m in t.journal.messages(second.episode_id)] == [3]
-    assert t.journal.is_pending(first.episode_id) and t.journal.is_pending(second.episode_id)
-
-
-def test_idle_sessions_are_ended(make_tiers):
-    clock = Clock()
-    t = make_tiers(clock, idle_timeout_seconds=60)
-    t.wm.append("old", ALICE, [msg("a")])
-    clock.now += 50
-    t.wm.append("young", ALICE, [msg("b")])
-    clock.now += 20
-    ended = t.wm.end_idle()
-    assert [(e.session_id, e.reason) for e in ended] == [("old", "idle")]
-    assert t.wm.stats().live_sessions == 1
-    assert t.journal.get(ended[0].episode_id).end_reason == "idle"
-
-
-def test_live_sessions_are_bounded_least_recently_used_first(make_tiers):
-    clock = Clock()
-    t = make_tiers(clock, max_sessions=3)
-    for sid in ("a", "b", "c"):
-        clock.now += 1
-        t.wm.append(sid, ALICE, [msg(sid)])
-    clock.now += 1
-    t.wm.append("a", ALICE, [msg("a again")])  # b is now the least recently active
-    t.wm.append("d", ALICE, [msg("d")])
-    assert t.wm.stats().live_sessions == 3
-    with pytest.raises(SessionEnded):
-        t.wm.end_session("b")
-    page = t.journal.list(user_id="alice")
-    assert [(e.session_id, e.end_reason) for e in page.episodes] == [("b", "capacity")]
-
-
-def test_a_long_session_rolls_over_into_episodes(make_tiers):
-    t = make_tiers(max_log_messages=4)
-    for i in range(10):
-        t.wm.append("s", ALICE, [msg(str(i))])
-    episodes = t.journal.list(user_id="alice").episodes
-    assert [e.message_count for e in episodes] == [4, 4]
-    assert {e.end_reason for e in episodes} == {"rollover"}
-    assert t.wm.window("s").log_messages == 2
-    assert t.wm.end_session("s").message_count == 2
-
-
-def test_open_sessions_survive_a_restart(make_tiers):
-    t = make_tiers(max_messages=2)
-    t.wm.append("s", ALICE, [msg("a", message_id="x"), msg("b"), msg("c")])
-    t.reopen()
-    view = t.wm.window("s")
-    assert [m.content for m in view.messages] == ["b", "c"]
-    assert view.log_messages == 3
-    assert t.wm.append("s", ALICE, [msg("a", message_id="x")])[0].duplicate
-    assert t.wm.append("s", ALICE, [msg("d")])[0].seq == 4
-    assert t.wm.end_session("s").message_count == 4
 
 
 def test_a_flush_interrupted_after_the_journal_write_is_finished_at_recovery(make_tiers):
@@ -245,50 +62,3 @@ def test_a_flush_interrupted_after_the_journal_write_is_finished_at_recovery(mak
     assert [e.episode_id for e in t.journal.list().episodes] == [eid]
     with pytest.raises(SessionEnded):
         t.wm.end_session("s")
-
-
-def test_removing_the_newest_messages_is_durable_and_the_episode_leaves_them_out(make_tiers):
-    clock = Clock()
-    t = make_tiers(clock, max_messages=2, idle_timeout_seconds=60)
-    t.wm.append("s", ALICE, [msg("a"), msg("b", message_id="id-b"), msg("c"), msg("d")])
-    with pytest.raises(SessionNotFound):
-        t.wm.remove_last("nope", 1)
-    popped = t.wm.remove_last("s", 2)
-    assert [m.content for m in popped.removed] == ["c", "d"]
-    assert (popped.log_messages, popped.open) == (2, True)
-    # The window refills from the log: what the removal uncovered is back in it.
-    assert [m.content for m in t.wm.window("s").messages] == ["a", "b"]
-    t.reopen()  # durable: a restart sees the removal
-    assert [m.content for m in t.wm.window("s").messages] == ["a", "b"]
-    removed_b = t.wm.remove_last("s", 1)
-    assert [m.seq for m in removed_b.removed] == [2]
-    # A removed message's id may be appended again; seqs are never reused.
-    again = t.wm.append("s", ALICE, [msg("b again", message_id="id-b")])[0]
-    assert (again.seq, again.duplicate) == (5, False)
-    # The idle flush writes what is left, not what was removed.
-    clock.now += 120
-    (ended,) = t.wm.end_idle()
-    assert [(m.seq, m.content) for m in t.journal.messages(ended.episode_id)] == [
-        (1, "a"),
-        (5, "b again"),
-    ]
-    # An ended session has nothing to remove: its messages are an episode.
-    assert t.wm.remove_last("s", None) == type(popped)([], 0, False)
-
-
-def test_removing_every_message_closes_the_session_without_an_episode(make_tiers):
-    t = make_tiers()
-    t.wm.append("s", ALICE, [msg("a"), msg("b")])
-    t.wm.append("s", Scope("bob"), [msg("bob's")])  # another user's session of the same id
-    cleared = t.wm.remove_last("s", None, user_id="alice")
-    assert [m.content for m in cleared.removed] == ["a", "b"] and not cleared.open
-    assert t.wm.window("s", user_id="alice").open is False
-    assert t.wm.stats().live_sessions == 1  # bob's
-    assert t.journal.list(user_id="alice").episodes == []
-    t.reopen()
-    assert t.wm.window("s", user_id="alice").open is False
-    # The next append opens the session again; its episode holds only the new message.
-    t.wm.append("s", Scope(""), [msg("fresh start")], user_id="alice")
-    ended = t.wm.end_session("s", user_id="alice")
-    assert [m.content for m in t.journal.messages(ended.episode_id)] == ["fresh start"]
-    assert [m.content for m in t.wm.window("s", user_id="bob").messages] == ["bob's"]

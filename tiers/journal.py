@@ -59,7 +59,16 @@ class EpisodePage:
 
 
 class Journal:
-    """The journal store plus the consolidation state kept in the (no-TTL) state store."""
+    """The journal store plus the consolidation state kept in the (no-TTL) state store.
+
+    Errors: every write (:meth:`write_episode`, :meth:`delete_episode`, :meth:`set_marks`,
+    :meth:`mark_indexed`, :meth:`mark_consolidated`) raises
+    :class:`~tiers.errors.StoreUnavailable` when its store refuses it, and then stores
+    nothing. :meth:`get` raises :class:`~tiers.errors.EpisodeNotFound` (a ``NotFound``) for
+    an episode never written, deleted or expired; :meth:`list` raises
+    :class:`InvalidPageToken` (an ``InvalidArgument``) for a token it did not issue for this
+    listing. The other reads raise nothing of their own: an unknown id reads as ``None`` or
+    empty. ``tests/contracts/test_journal.py`` is the contract."""
 
     def __init__(
         self,

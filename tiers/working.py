@@ -9,17 +9,14 @@ becomes one episode in the journal.
 Sessions are per user: the same session id under two users is two sessions, and nothing one
 user does reveals another's session ids. Calls name a session by its id and, when the caller
 knows it, its user; without a user, the session id must belong to exactly one user
-(:class:`AmbiguousSession` otherwise).
+(:class:`AmbiguousSession` otherwise). A session that ends keeps its meta, so a second
+``end_session`` is told it ended already; a later append reopens it as a new *generation* whose
+log becomes a new episode.
 
-A session that ends keeps its meta, so a second ``end_session`` is told it ended already; a
-later append reopens it as a new *generation* whose log becomes a new episode.
-
-This module keeps the live sessions, their windows, their naming, and decides when a session
-ends (client, idle, capacity, rollover). What is durable, the state store's key layout, the
-recovery at start-up and the flush of a log into an episode, is :mod:`tiers.session_log`. The
-daemon calls it from its event loop; a lock guards it for the scheduler's threads. A
-session's record and window, and the values taken and returned here, are in
-:mod:`tiers.session`.
+This module keeps the live sessions, their windows and naming, and decides when a session ends
+(client, idle, capacity, rollover); what is durable (key layout, recovery, the flush of a log
+into an episode) is :mod:`tiers.session_log`, the records and values :mod:`tiers.session`. The
+daemon calls it from its event loop; a lock guards it for the scheduler's threads.
 """
 
 from __future__ import annotations
@@ -82,6 +79,11 @@ class AmbiguousSession(TierError, InvalidArgument):
 
 
 class WorkingMemory:
+    """Errors (:mod:`tiers.errors` kinds): ScopeRequired and AmbiguousSession (InvalidArgument),
+    ScopeMismatch and SessionEnded (FailedPrecondition), SessionNotFound (NotFound), as each
+    method's docstring says; and StoreUnavailable from every method that writes (all but
+    :meth:`resolve`, :meth:`window`, :meth:`stats`) when a write is refused: it changed nothing."""
+
     def __init__(
         self,
         state: RocksStore,

@@ -9,9 +9,9 @@ server graph database can implement :class:`GraphStore` without touching the wea
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tiers.records import Scope
 from tiers.vectors import Source
@@ -49,18 +49,36 @@ class Edge:
         return self.valid_to_us is None
 
 
+@runtime_checkable
 class GraphStore(Protocol):
-    """The graph seam. Writes are durable before they return; reads never cross scopes."""
+    """The graph seam. Writes are durable before they return; reads never cross scopes (but
+    :meth:`edges_where`, :meth:`get` and :meth:`counts`, which the daemon's own maintenance
+    uses, see every scope).
+
+    Errors: a write (:meth:`add_edges`, :meth:`close_edges`, :meth:`remove_edges`,
+    :meth:`remove_episodes`) that its store refuses raises
+    :class:`~tiers.errors.StoreUnavailable` (an ``Unavailable``), and then nothing changed,
+    for reads either. Reads raise nothing of their own: an unknown id, entity or scope is
+    ``None`` or empty, and unknown ids are skipped by every write.
+    ``tests/contracts/test_graph_store.py`` runs the contract against each implementation."""
 
     def add_edges(self, edges: Sequence[Edge]) -> None:
-        """Insert or replace edges by id (idempotent)."""
+        """Insert or replace edges by id (idempotent). Raises StoreUnavailable."""
+
+    def get(self, edge_id: str) -> Edge | None:
+        """The edge of this id (any scope), or None."""
 
     def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
-        """Set ``valid_to`` of these edges (supersession); nothing is deleted."""
+        """Set ``valid_to`` of these edges (supersession; ``None`` makes them current again);
+        nothing is deleted. Raises StoreUnavailable."""
 
     def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
         """Delete these edges (Forget) and the nodes left without an edge; returns how many
-        (edges, nodes). Unknown ids are skipped."""
+        (edges, nodes). Unknown ids are skipped. Raises StoreUnavailable."""
+
+    def remove_episodes(self, episode_ids: set[str], user_id: str = "") -> int:
+        """Delete every edge derived from these episodes (of ``user_id``, or of every user)
+        and the nodes left without an edge; returns how many edges. Raises StoreUnavailable."""
 
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
         """Every edge (current or closed) from the entity ``subject`` with ``predicate``."""
@@ -68,10 +86,14 @@ class GraphStore(Protocol):
     def edges_of(self, scope: Scope, entity: str) -> list[Edge]:
         """Every edge touching ``entity`` (either end) in ``scope``."""
 
+    def edges_where(self, keep: Callable[[Edge], bool]) -> list[Edge]:
+        """Every edge (any scope) for which ``keep`` is true."""
+
     def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
-        """(normalized name, aliases) of every entity in ``scope``."""
+        """(normalized name, sorted aliases) of every entity in ``scope``."""
 
     def counts(self) -> tuple[int, int]:
         """(entities, edges) over all scopes."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the graph holds (its store's owner closes the store)."""

@@ -10,7 +10,7 @@ layout and payload schema:
 - :class:`tiers.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant server
   or cluster by URL (or its ``:memory:`` mode in tests).
 
-``tests/test_vector_contract.py`` runs one contract suite against each.
+``tests/contracts/test_vector_store.py`` runs one contract suite against each.
 """
 
 from __future__ import annotations
@@ -227,7 +227,16 @@ class Hit:
 
 @runtime_checkable
 class VectorStore(Protocol):
-    """The vector store seam. Every method may raise :class:`VectorStoreUnavailable`."""
+    """The vector store seam.
+
+    Errors: every method may raise :class:`VectorStoreUnavailable` (an ``Unavailable``) when
+    the engine or server fails, and every method but :meth:`close` when the store is closed
+    or :meth:`ensure` has not been called yet. Besides, :meth:`ensure` raises
+    :class:`VectorStoreMismatch` (a ``FailedPrecondition``); :meth:`upsert` raises
+    ``ValueError`` for a point without a ``dense`` vector, and the searches for a filter
+    without ``user_id``, before anything is read or written; :meth:`optimize` may raise
+    :class:`IndexBuildCancelled` (a :class:`VectorStoreUnavailable`). Ids that are not UUIDs,
+    or name no point, are skipped by the reads and writes that take ids."""
 
     def ensure(self, model: str, dim: int) -> None:
         """Create the collection (dense ``dim`` cosine + sparse IDF, payload indexes) or check
@@ -235,13 +244,16 @@ class VectorStore(Protocol):
         ``model`` or ``dim``. Must be called before anything else."""
 
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
-        """Insert or replace points (each with ``dense`` and ``sparse``); durable on return."""
+        """Insert or replace points (each with ``dense`` and ``sparse``); durable on return.
+        Raises ``ValueError`` (nothing written) for a point without ``dense``."""
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
-        """Nearest by cosine, best first, only points matching ``flt``."""
+        """Nearest by cosine, best first, only points matching ``flt``. Raises ``ValueError``
+        when ``flt`` has no ``user_id`` (scope is a hard filter)."""
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
-        """Best BM25 (sparse dot product with IDF) first, only points matching ``flt``."""
+        """Best BM25 (sparse dot product with IDF) first, only points matching ``flt``. Raises
+        ``ValueError`` when ``flt`` has no ``user_id``."""
 
     def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
         """The points that exist among ``ids`` (without vectors), in the order of ``ids``."""
@@ -264,7 +276,8 @@ class VectorStore(Protocol):
         """Exact count of the matching points."""
 
     def optimize(self) -> None:
-        """Build indexes (HNSW) for fast queries; may take seconds on large stores."""
+        """Build indexes (HNSW) for fast queries; may take seconds on large stores. Raises
+        :class:`IndexBuildCancelled` when a purge runs meanwhile (a later call starts afresh)."""
 
     def purge(self) -> None:
         """Remove from the store's files every byte of the points deleted so far (Forget's

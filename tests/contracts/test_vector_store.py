@@ -3,12 +3,13 @@
 It runs against the embedded engine (qdrant-edge, in tmp_path), qdrant-client's ``:memory:``
 mode and, when ``QDRANT_URL`` is set (``QDRANT_API_KEY`` optional), a real Qdrant server in a
 throwaway collection. Vectors are seeded random unit vectors: no embedding model is loaded.
+The storages and the data helpers are in :mod:`tests.contracts.vectors`; what only one
+implementation does is in ``tests/test_vector_stores.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import threading
 import uuid
@@ -18,107 +19,42 @@ from typing import Any
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
 
+from tests.contracts.vectors import (
+    ALICE,
+    BACKENDS,
+    BOB,
+    DIM,
+    KEYWORDS,
+    MIN_US,
+    MODEL,
+    T0,
+    Backend,
+    EdgeBackend,
+    MemoryBackend,
+    Opened,
+    ServerBackend,
+    alice,
+    bare,
+    ids,
+    mem,
+    near,
+    unit,
+)
+from tiers.errors import FailedPrecondition, Unavailable
 from tiers.records import Scope
 from tiers.vectors import (
-    Hit,
     MemoryPoint,
     PointFilter,
     Source,
-    SparseVector,
     VectorStore,
     VectorStoreMismatch,
     VectorStoreUnavailable,
     point_id,
 )
-from tiers.vectors.bm25 import KeywordEncoder
-from tiers.vectors.edge import SIDECAR, EdgeVectorStore
-from tiers.vectors.qdrant import QdrantVectorStore
 from tiers.vectors.qdrant_collection import META_ID
 
-DIM = 16
-MODEL = "test-model-a"
-T0 = 1_700_000_000 * 1_000_000  # microseconds
-MIN_US = 60 * 1_000_000
-ALICE = Scope("alice", "assistant")
-BOB = Scope("bob", "assistant")
-KEYWORDS = KeywordEncoder()
-
-
-# -- backends ----------------------------------------------------------------------------------
-
-
-class Backend:
-    """Opens stores over one storage: ``reopen`` gives a new store object on the same data."""
-
-    name = ""
-
-    def open(self) -> VectorStore:
-        raise NotImplementedError
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        raise NotImplementedError
-
-    def cleanup(self) -> None:
-        pass
-
-
-class EdgeBackend(Backend):
-    name = "edge"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def open(self) -> VectorStore:
-        return EdgeVectorStore(self.path)
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        store.close()  # the shard is locked while open
-        return self.open()
-
-
-class MemoryBackend(Backend):
-    name = "memory"
-
-    def __init__(self) -> None:
-        self.client = QdrantClient(":memory:")
-
-    def open(self) -> VectorStore:
-        return QdrantVectorStore(self.client)
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        return self.open()  # another store on the same client and collection
-
-    def cleanup(self) -> None:
-        self.client.close()
-
-
-class ServerBackend(Backend):
-    name = "server"
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.api_key = os.environ.get("QDRANT_API_KEY")
-        self.collection = f"strata_test_{uuid.uuid4().hex[:12]}"
-
-    def open(self) -> VectorStore:
-        return QdrantVectorStore.from_url(self.url, self.api_key, collection=self.collection)
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        store.close()
-        return self.open()
-
-    def cleanup(self) -> None:
-        client = QdrantClient(url=self.url, api_key=self.api_key)
-        try:
-            client.delete_collection(self.collection)
-        finally:
-            client.close()
-
-
-# A real server joins the suite only where one is configured (none can run on CI here).
-BACKENDS = ["edge", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
+# -- fixtures ----------------------------------------------------------------------------------
 
 
 @pytest.fixture(params=BACKENDS)
@@ -134,24 +70,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     b.cleanup()
 
 
-class Opened:
-    """Every store a test opened, closed at teardown (close is idempotent)."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.stores: list[VectorStore] = []
-
-    def open(self) -> VectorStore:
-        store = self.backend.open()
-        self.stores.append(store)
-        return store
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        new = self.backend.reopen(store)
-        self.stores.append(new)
-        return new
-
-
 @pytest.fixture
 def opened(backend: Backend) -> Iterator[Opened]:
     o = Opened(backend)
@@ -165,67 +83,6 @@ def store(opened: Opened) -> VectorStore:
     s = opened.open()
     s.ensure(MODEL, DIM)
     return s
-
-
-# -- data --------------------------------------------------------------------------------------
-
-
-def unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(DIM)
-    return v / np.linalg.norm(v)
-
-
-def near(base: np.ndarray, angle: float, seed: int) -> list[float]:
-    """A unit vector at ``angle`` (radians) from the unit vector ``base``: its cosine
-    similarity to ``base`` is exactly ``cos(angle)``, so ranks are known in advance."""
-    other = unit(seed)
-    other = other - (other @ base) * base
-    other /= np.linalg.norm(other)
-    v = np.cos(angle) * base + np.sin(angle) * other
-    return [float(x) for x in v]
-
-
-def mem(
-    text: str,
-    *,
-    scope: Scope = ALICE,
-    kind: str = "fact",
-    episode: str = "ep-1",
-    session: str = "chat-1",
-    seq: int = 1,
-    created: int = T0,
-    dense: list[float] | None = None,
-    seed: int = 0,
-    **extra: Any,
-) -> MemoryPoint:
-    sources = [Source(session, seq, f"m-{seq}")]
-    return MemoryPoint(
-        id=point_id(scope, kind, text, sources),
-        kind=kind,
-        text=text,
-        scope=scope,
-        episode_id=episode,
-        session_id=session,
-        sources=sources,
-        created_at_us=created,
-        extractor="index",
-        dense=dense if dense is not None else [float(x) for x in unit(seed)],
-        sparse=KEYWORDS.embed_document(text),
-        **extra,
-    )
-
-
-def bare(p: MemoryPoint) -> MemoryPoint:
-    """The point as reads return it: without vectors."""
-    return dataclasses.replace(p, dense=None, sparse=None)
-
-
-def ids(hits: list[Hit] | list[MemoryPoint]) -> list[str]:
-    return [h.point.id if isinstance(h, Hit) else h.id for h in hits]
-
-
-def alice(**kw: Any) -> PointFilter:
-    return PointFilter(user_id="alice", **kw)
 
 
 # -- the contract ------------------------------------------------------------------------------
@@ -616,78 +473,23 @@ def test_concurrent_writer_and_readers(store):
     assert store.count(alice()) == 120
 
 
-# -- implementation specifics ------------------------------------------------------------------
-
-
-def test_edge_sidecar_and_lock(tmp_path):
-    path = tmp_path / "vectors"
-    first = EdgeVectorStore(path)
-    first.ensure(MODEL, DIM)
-    try:
-        assert json.loads((path / SIDECAR).read_text()) == {
-            "model": MODEL,
-            "dim": DIM,
-            "format": 1,
-        }
-        second = EdgeVectorStore(path)
-        with pytest.raises(VectorStoreUnavailable, match="in use"):
-            second.ensure(MODEL, DIM)
-        second.close()
-    finally:
-        first.close()
-
-    (path / SIDECAR).unlink()
-    with pytest.raises(VectorStoreMismatch, match="unknown"):
-        EdgeVectorStore(path).ensure(MODEL, DIM)
-
-
-def test_edge_reports_a_tampered_sidecar(tmp_path):
-    path = tmp_path / "vectors"
-    first = EdgeVectorStore(path)
-    first.ensure(MODEL, DIM)
-    first.close()
-    (path / SIDECAR).write_text('{"format": 2}')
-    with pytest.raises(VectorStoreMismatch, match="format 2"):
-        EdgeVectorStore(path).ensure(MODEL, DIM)
-    # a sidecar that lies about the size: the engine's own check catches it
-    (path / SIDECAR).write_text(json.dumps({"model": MODEL, "dim": 2 * DIM, "format": 1}))
-    with pytest.raises(VectorStoreMismatch, match="expected vector size 32, but got 16"):
-        EdgeVectorStore(path).ensure(MODEL, 2 * DIM)
-    (path / SIDECAR).write_text(json.dumps({"model": MODEL, "dim": DIM, "format": 1}))
-    again = EdgeVectorStore(path)
-    again.ensure(MODEL, DIM)  # a failed load left the shard unlocked
-    again.close()
-
-
-def test_qdrant_adopts_an_empty_collection_without_metadata():
-    client = QdrantClient(":memory:")
-    first = QdrantVectorStore(client, "c")
-    first.ensure(MODEL, DIM)
-    first.upsert([mem("x")])
-    client.delete("c", points_selector=[META_ID])
-    with pytest.raises(VectorStoreMismatch, match="unknown"):
-        QdrantVectorStore(client, "c").ensure(MODEL, DIM)
-    first.delete(PointFilter())
-    QdrantVectorStore(client, "c").ensure("other-model", DIM)  # empty: adopted
-    with pytest.raises(VectorStoreMismatch, match="other-model"):
-        QdrantVectorStore(client, "c").ensure(MODEL, DIM)
-    client.close()
-
-
-# -- the keyword encoder -----------------------------------------------------------------------
-
-
-def test_keyword_encoder():
-    doc = KEYWORDS.embed_document("Alice likes green tea, green tea!")
-    assert isinstance(doc, SparseVector) and len(doc.indices) == len(doc.values) == 4
-    assert all(type(i) is int for i in doc.indices) and all(type(v) is float for v in doc.values)
-    weights = dict(zip(doc.indices, doc.values, strict=True))
-    green = KEYWORDS.embed_query("GREEN").indices[0]
-    alice_ = KEYWORDS.embed_query("alice").indices[0]
-    assert weights[green] > weights[alice_] > 0  # term frequency counts
-    query = KEYWORDS.embed_query("liking the teas")  # stemmed, stop words dropped
-    assert set(query.indices) <= set(doc.indices) and len(query.indices) == 2
-    assert query.values == [1.0, 1.0]
-    for empty in ("", "   ", "the and of it", "!!! ..."):
-        assert KEYWORDS.embed_document(empty) == SparseVector([], [])
-        assert KEYWORDS.embed_query(empty) == SparseVector([], [])
+def test_errors_are_of_their_kinds_and_a_refused_write_writes_nothing(store, opened):
+    good = mem("a point with vectors")
+    no_dense = dataclasses.replace(mem("a point without a dense vector"), dense=None)
+    with pytest.raises(ValueError, match="dense"):
+        store.upsert([good, no_dense])
+    assert store.count(PointFilter()) == 0 and store.get([good.id]) == []
+    store.set_valid_to(["not-a-uuid", good.id], T0)  # ids that name no point are skipped
+    assert store.dense(["not-a-uuid", good.id]) == {}
+    with pytest.raises(ValueError, match="user_id"):
+        store.search_dense(list(unit(1)), PointFilter(kinds=("fact",)), limit=1)
+    with pytest.raises(VectorStoreMismatch) as mismatch:
+        opened.reopen(store).ensure("test-model-b", DIM)
+    assert isinstance(mismatch.value, FailedPrecondition)
+    fresh = opened.reopen(opened.stores[-1])
+    for call in (lambda: fresh.get([good.id]), lambda: fresh.upsert([good])):
+        with pytest.raises(VectorStoreUnavailable) as unavailable:
+            call()  # not ensured yet
+        assert isinstance(unavailable.value, Unavailable)
+    fresh.close()
+    fresh.close()  # idempotent, and a closed store's close raises nothing

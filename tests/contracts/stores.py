@@ -1,0 +1,78 @@
+"""Shared parts of the contract suites of the RocksDB tiers (graph, journal, working memory):
+a settable clock, the stores of a daemon's data directory reopenable like a restarted daemon,
+and a disk that is full for the length of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from tiers.journal import JOURNAL_CFS, Journal
+from tiers.rocks import RocksStore
+from tiers.session import WindowLimits
+from tiers.working import STATE_CFS, WorkingMemory
+
+JOURNAL_TTL_SECONDS = 3600
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Tiers:
+    """State store + journal + working memory, reopenable like a restarted daemon."""
+
+    def __init__(self, path: Path, limits: WindowLimits, clock: Clock) -> None:
+        self.path, self.limits, self.clock = path, limits, clock
+        self.open()
+
+    def open(self) -> None:
+        self.state = RocksStore(self.path / "state", STATE_CFS)
+        self.jstore = RocksStore(
+            self.path / "journal", JOURNAL_CFS, ttl_seconds=JOURNAL_TTL_SECONDS
+        )
+        self.journal = Journal(self.jstore, self.state, JOURNAL_TTL_SECONDS, clock=self.clock)
+        self.wm = WorkingMemory(self.state, self.journal, self.limits, clock=self.clock)
+        self.recovered = self.wm.recover()
+
+    def close(self) -> None:
+        self.jstore.close()
+        self.state.close()
+
+    def reopen(self) -> None:
+        self.close()
+        self.open()
+
+
+@contextlib.contextmanager
+def full_disk(limit_bytes: int = 64 * 1024) -> Iterator[None]:
+    """No file of this process may grow past ``limit_bytes`` inside the block: the kernel
+    refuses the write with EFBIG ("File too large"), as a full disk refuses it (ENOSPC).
+    RocksDB then refuses every later write of that store, and its ``close`` fails, until the
+    process ends (so a test that fills the disk does not reopen that store)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills us
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def close_broken(*stores: RocksStore) -> None:
+    """Close stores that a full disk broke: their ``close`` raises RocksDB's write error."""
+    for store in stores:
+        with contextlib.suppress(Exception):
+            store.close()
+
+
+BIG = "x" * (128 * 1024)  # past any limit full_disk sets by default

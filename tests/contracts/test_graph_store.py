@@ -1,0 +1,246 @@
+"""Tier 3's fact graph: one contract suite for every GraphStore implementation (today
+``tiers.graph.nxgraph.NetworkXGraph``, a networkx graph kept in a real RocksDB state store in
+tmp_path). Entity names are normalized (``tests/test_graph.py`` tests :func:`normalize`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.contracts.stores import BIG, close_broken, full_disk
+from tiers.errors import StoreUnavailable, Unavailable
+from tiers.graph import Edge, GraphStore
+from tiers.graph.nxgraph import NetworkXGraph
+from tiers.records import Scope
+from tiers.rocks import RocksStore
+from tiers.vectors import Source
+from tiers.working import STATE_CFS
+
+A, B = Scope("alice"), Scope("bob")
+EP1, EP2 = "1" * 32, "2" * 32
+
+
+class Graphs:
+    """Opens a graph over one storage; ``reopen`` is a restarted daemon's graph."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state = RocksStore(path / "state", STATE_CFS)
+        self.graph: GraphStore = NetworkXGraph(self.state)
+
+    def reopen(self) -> GraphStore:
+        self.graph.close()
+        self.state.close()
+        self.state = RocksStore(self.path / "state", STATE_CFS)
+        self.graph = NetworkXGraph(self.state)
+        return self.graph
+
+    def and_reopened(self) -> Iterator[GraphStore]:
+        """The graph, then the graph of a restarted daemon."""
+        yield self.graph
+        yield self.reopen()
+
+    def close(self) -> None:
+        self.graph.close()
+        close_broken(self.state)
+
+
+@pytest.fixture(params=["networkx"])
+def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Graphs]:
+    graphs = Graphs(tmp_path)
+    yield graphs
+    graphs.close()
+
+
+def edge(
+    edge_id: str,
+    scope: Scope,
+    s: str,
+    p: str,
+    o: str,
+    valid_from: int = 1,
+    *,
+    episode: str = "e" * 32,
+    text: str = "",
+) -> Edge:
+    return Edge(
+        id=edge_id,
+        scope=scope,
+        subject=s,
+        predicate=p,
+        object=o,
+        fact_text=text or f"{s} {p} {o}",
+        episode_id=episode,
+        sources=[Source("s1", 3, "m3", {"dia_id": "D1:3"})],
+        created_at_us=valid_from,
+        valid_from_us=valid_from,
+    )
+
+
+def objects(edges: list[Edge]) -> list[str]:
+    return sorted(e.object for e in edges)
+
+
+def test_is_a_graph_store(impl):
+    assert isinstance(impl.graph, GraphStore)
+    assert impl.graph.counts() == (0, 0)
+    assert impl.graph.entities(A) == [] and impl.graph.get("nothing") is None
+
+
+def test_edges_are_durable_scoped_and_closable(impl):
+    graph = impl.graph
+    graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris", 10),
+            edge("2", A, "alice", "works_at", "The Acme Corp", 10),
+            edge("3", B, "Alice", "lives_in", "Rome", 10),  # another tenant's Alice
+        ]
+    )
+    graph.add_edges([edge("1", A, "Alice", "lives_in", "Paris", 10)])  # idempotent
+    assert graph.counts() == (5, 3)
+    assert [e.object for e in graph.edges_about(A, "ALICE", "lives_in")] == ["Paris"]
+    assert [e.object for e in graph.edges_about(B, "Alice", "lives_in")] == ["Rome"]
+    assert {e.id for e in graph.edges_of(A, "acme corp")} == {"2"}
+    names = dict(graph.entities(A))
+    assert names["alice"] == ["Alice", "alice"] and "rome" not in names
+
+    graph.close_edges(["1"], 99)
+    reopened = impl.reopen()  # rebuilt from RocksDB, not from a pickle
+    assert reopened.counts() == (5, 3)
+    (paris,) = reopened.edges_about(A, "Alice", "lives_in")
+    assert paris.valid_to_us == 99 and not paris.current
+    assert paris.sources[0].metadata == {"dia_id": "D1:3"}
+    assert reopened.get("3") is not None and reopened.get("3").valid_to_us is None  # type: ignore[union-attr]
+
+
+def test_add_edges_replaces_by_id(impl):
+    graph = impl.graph
+    graph.add_edges([])  # nothing to do
+    graph.add_edges([edge("1", A, "Alice", "lives_in", "Paris", 10)])
+    moved = edge("1", A, "Alice", "lives_in", "Lyon", 20, episode=EP2)
+    graph.add_edges([moved])
+    for g in impl.and_reopened():
+        assert g.get("1") == moved
+        assert g.edges_about(A, "alice", "lives_in") == [moved]
+        assert g.edges_of(A, "Paris") == [] and g.edges_of(A, "lyon") == [moved]
+        assert g.counts()[1] == 1
+        assert g.edges_where(lambda e: True) == [moved]
+
+
+def test_reads_find_entities_by_normalized_name_at_either_end(impl):
+    graph = impl.graph
+    likes = edge("1", A, "Alice", "likes", "the Jazz", 1)
+    loved = edge("2", A, "Bob", "likes", "jazz!", 2)
+    works = edge("3", A, "Alice", "works_at", "Acme", 3)
+    graph.add_edges([likes, loved, works])
+    assert objects(graph.edges_about(A, "  alice ", "likes")) == ["the Jazz"]
+    assert graph.edges_about(A, "Alice", "hates") == []
+    assert graph.edges_about(A, "Jazz", "likes") == []  # edges leave their subject
+    assert graph.edges_about(A, "Carol", "likes") == []
+    assert sorted(e.id for e in graph.edges_of(A, "JAZZ")) == ["1", "2"]
+    assert sorted(e.id for e in graph.edges_of(A, "alice")) == ["1", "3"]
+    assert graph.edges_of(A, "carol") == []
+    assert sorted(graph.entities(A)) == [
+        ("acme", ["Acme"]),
+        ("alice", ["Alice"]),
+        ("bob", ["Bob"]),
+        ("jazz", ["jazz!", "the Jazz"]),
+    ]
+    assert graph.counts() == (4, 3)
+    assert [e.id for e in graph.edges_where(lambda e: e.predicate == "likes")] in (
+        ["1", "2"],
+        ["2", "1"],
+    )
+    assert graph.get("2") == loved and graph.get("4") is None
+
+
+def test_close_edges_sets_valid_to_and_deletes_nothing(impl):
+    graph = impl.graph
+    graph.add_edges([edge("1", A, "Alice", "lives_in", "Paris"), edge("2", A, "Alice", "x", "y")])
+    graph.close_edges(["1", "unknown"], 50)  # an unknown id is skipped
+    graph.close_edges([], 60)
+    assert graph.get("1").valid_to_us == 50  # type: ignore[union-attr]
+    assert graph.get("2").current and graph.get("unknown") is None  # type: ignore[union-attr]
+    assert graph.counts() == (3, 2)
+    graph.close_edges(["1"], 70)  # the latest time wins
+    assert impl.reopen().get("1").valid_to_us == 70  # type: ignore[union-attr]
+    impl.graph.close_edges(["1"], None)  # current again
+    assert impl.graph.get("1") == edge("1", A, "Alice", "lives_in", "Paris")
+    assert impl.reopen().get("1").current  # type: ignore[union-attr]
+
+
+def test_remove_edges_counts_what_it_removed_and_drops_orphan_nodes(impl):
+    graph = impl.graph
+    graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris"),
+            edge("2", A, "alice", "works_at", "Acme"),
+            edge("3", A, "ALICE", "likes", "Paris"),
+        ]
+    )
+    assert graph.remove_edges(["nope"]) == (0, 0) and graph.remove_edges([]) == (0, 0)
+    assert graph.remove_edges(["2", "2", "nope"]) == (1, 1)  # acme is left without an edge
+    assert graph.get("2") is None
+    # Alice stays (two edges), without the surface form only the removed edge had.
+    assert sorted(graph.entities(A)) == [("alice", ["ALICE", "Alice"]), ("paris", ["Paris"])]
+    assert graph.remove_edges(["1", "3"]) == (2, 2)
+    assert graph.counts() == (0, 0) and graph.entities(A) == []
+    graph.add_edges([edge("4", A, "Bob", "knows", "Carol")])
+    assert impl.reopen().counts() == (2, 1)
+    assert impl.graph.get("1") is None and impl.graph.edges_of(A, "Alice") == []
+
+
+def test_remove_episodes_by_user_or_everywhere(impl):
+    graph = impl.graph
+    graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris", episode=EP1),
+            edge("2", A, "Alice", "works_at", "Acme", episode=EP2),
+            edge("3", B, "Bob", "lives_in", "Rome", episode=EP1),
+            edge("4", Scope("alice", "planner"), "Alice", "owns", "a cat", episode=EP1),
+        ]
+    )
+    assert graph.remove_episodes(set()) == 0 and graph.remove_episodes({"f" * 32}) == 0
+    assert graph.remove_episodes({EP1}, user_id="alice") == 2  # both of alice's agents
+    assert sorted(e.id for e in graph.edges_where(lambda e: True)) == ["2", "3"]
+    assert dict(graph.entities(A)) == {"alice": ["Alice"], "acme": ["Acme"]}
+    assert graph.entities(Scope("alice", "planner")) == []
+    assert graph.remove_episodes({EP1, EP2}) == 2  # every user
+    assert graph.counts() == (0, 0)
+    assert impl.reopen().counts() == (0, 0)
+
+
+def test_scopes_never_share_an_entity(impl):
+    graph = impl.graph
+    scopes = [Scope("alice", "a1"), Scope("alice", "a2"), Scope("bob", "a1"), Scope("alice")]
+    graph.add_edges(
+        [edge(str(i), scope, "Alice", "lives_in", f"City {i}") for i, scope in enumerate(scopes)]
+    )
+    for g in impl.and_reopened():
+        for i, scope in enumerate(scopes):
+            assert objects(g.edges_about(scope, "Alice", "lives_in")) == [f"City {i}"]
+            assert [e.id for e in g.edges_of(scope, f"city {i}")] == [str(i)]
+            assert sorted(g.entities(scope)) == [("alice", ["Alice"]), (f"city {i}", [f"City {i}"])]
+        assert g.edges_of(Scope("carol"), "Alice") == []
+        assert g.counts() == (8, 4)
+
+
+def test_a_refused_write_raises_store_unavailable_and_changes_nothing(impl):
+    graph = impl.graph
+    kept = edge("1", A, "Alice", "lives_in", "Paris", episode=EP1)
+    graph.add_edges([kept])
+    with full_disk(), pytest.raises(StoreUnavailable) as info:
+        graph.add_edges([edge("2", A, "Alice", "wrote", "a novel", text=BIG)])
+    assert isinstance(info.value, Unavailable) and "File too large" in str(info.value)
+    assert graph.get("2") is None and graph.counts() == (2, 1)
+    # The store refuses every later write (until a restart): still nothing changes.
+    with pytest.raises(StoreUnavailable):
+        graph.close_edges(["1"], 5)
+    with pytest.raises(StoreUnavailable):
+        graph.remove_edges(["1"])
+    with pytest.raises(StoreUnavailable):
+        graph.remove_episodes({EP1})
+    assert graph.get("1") == kept and graph.edges_about(A, "Alice", "lives_in") == [kept]
+    assert graph.counts() == (2, 1)

@@ -1,0 +1,243 @@
+"""Tier 2's episodic journal: the contract of :class:`tiers.journal.Journal`, on real RocksDB
+stores in tmp_path (a TTL journal store and the no-TTL state store for the marks). Its clock is
+set by hand, so expiry needs no sleep; RocksDB's own TTL compaction, which needs real seconds
+to pass, is ``tests/test_journal.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.contracts.stores import BIG, Clock, close_broken, full_disk
+from tiers.errors import EpisodeNotFound, InvalidArgument, NotFound, StoreUnavailable
+from tiers.journal import JOURNAL_CFS, InvalidPageToken, Journal, PendingEpisode
+from tiers.records import Episode, Scope, StoredMessage, episode_id_for
+from tiers.rocks import RocksStore
+from tiers.working import STATE_CFS
+
+DAY_US = 86_400 * 1_000_000
+T0 = 1_700_000_000 * 1_000_000
+TTL = 3600
+
+
+class Journals:
+    """A journal on its two stores, reopenable like a restarted daemon's."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.clock = Clock()
+        self.open()
+
+    def open(self) -> None:
+        self.state = RocksStore(self.path / "state", STATE_CFS)
+        self.jstore = RocksStore(self.path / "journal", JOURNAL_CFS, ttl_seconds=TTL)
+        self.journal = Journal(self.jstore, self.state, TTL, clock=self.clock)
+
+    def reopen(self) -> Journal:
+        self.jstore.close()
+        self.state.close()
+        self.open()
+        return self.journal
+
+    def and_reopened(self) -> Iterator[Journal]:
+        """The journal, then the journal of a restarted daemon."""
+        yield self.journal
+        yield self.reopen()
+
+    def now_us(self) -> int:
+        return int(self.clock() * 1_000_000)
+
+    def write(
+        self, sid: str, user: str, agent: str, day: int, n: int = 2, content: str = ""
+    ) -> Episode:
+        """A session's episode of ``n`` messages, written and marked pending as a flush does."""
+        messages = [
+            StoredMessage(
+                seq=i + 1,
+                role="user",
+                content=content or f"{sid} message {i}",
+                created_at_us=T0 + day * DAY_US + i,
+                received_at_us=T0 + day * DAY_US + i,
+                tokens=3,
+                message_id=f"{sid}-{i}",
+            )
+            for i in range(n)
+        ]
+        episode = Episode(
+            episode_id_for(sid, 1, user),
+            sid,
+            Scope(user, agent),
+            messages[0].created_at_us,
+            messages[-1].created_at_us,
+            self.now_us(),
+            n,
+            1,
+            n,
+            "client",
+        )
+        self.journal.write_episode(episode, messages)
+        batch = self.state.batch()
+        Journal.mark_pending(batch, episode)
+        self.state.write(batch)
+        return episode
+
+
+@pytest.fixture(params=["rocksdb"])
+def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journals]:
+    journals = Journals(tmp_path)
+    yield journals
+    close_broken(journals.jstore, journals.state)
+
+
+def test_listing_filters_pages_and_orders(impl):
+    journal = impl.journal
+    ids = {}
+    for day in range(6):
+        ids[day] = impl.write(f"a{day}", "alice", "x" if day % 2 else "y", day).episode_id
+    impl.write("b0", "bob", "x", 3)
+
+    everything = journal.list(page_size=100).episodes
+    assert len(everything) == 7
+    assert [e.started_at_us for e in everything] == sorted(e.started_at_us for e in everything)
+
+    alice = journal.list(user_id="alice", page_size=100).episodes
+    assert [e.episode_id for e in alice] == [ids[d] for d in range(6)]
+    assert [e.episode_id for e in journal.list(user_id="alice", agent_id="x").episodes] == [
+        ids[1],
+        ids[3],
+        ids[5],
+    ]
+    window = journal.list(user_id="alice", start_us=T0 + 2 * DAY_US, end_us=T0 + 4 * DAY_US)
+    assert [e.episode_id for e in window.episodes] == [ids[2], ids[3]]
+    newest = journal.list(user_id="alice", newest_first=True, page_size=2)
+    assert [e.episode_id for e in newest.episodes] == [ids[5], ids[4]]
+
+    # paging forwards and backwards visits every episode once
+    for newest_first in (False, True):
+        seen, token = [], ""
+        while True:
+            page = journal.list(
+                user_id="alice", page_size=4, page_token=token, newest_first=newest_first
+            )
+            seen += [e.episode_id for e in page.episodes]
+            token = page.next_page_token
+            if not token:
+                break
+        expected = [ids[d] for d in range(6)]
+        assert seen == (expected[::-1] if newest_first else expected)
+
+    bob_token = journal.list(page_size=1).next_page_token
+    with pytest.raises(InvalidPageToken):
+        journal.list(user_id="zed", page_token=bob_token)
+    with pytest.raises(InvalidPageToken):
+        journal.list(page_token="!!not base64!!")
+
+
+def test_an_episode_reads_back_whole_and_survives_a_restart(impl):
+    episode = impl.write("s", "alice", "agent", 0, n=5)
+    eid = episode.episode_id
+    for journal in impl.and_reopened():
+        assert journal.get(eid) == episode and journal.find(eid) == episode
+        assert [m.content for m in journal.messages(eid)] == [f"s message {i}" for i in range(5)]
+        assert [m.seq for m in journal.messages(eid, after_seq=2)] == [3, 4, 5]
+        assert [m.seq for m in journal.messages(eid, after_seq=1, limit=2)] == [2, 3]
+        assert journal.messages(eid, after_seq=5) == []
+        assert journal.messages("f" * 32) == []
+        assert journal.count() == 1
+        assert journal.expires_at_us(episode) == impl.now_us() + TTL * 1_000_000
+    impl.journal.compact()  # nothing has expired: nothing goes
+    assert impl.journal.get(eid) == episode and impl.journal.size_bytes() > 0
+
+
+def test_writing_an_episode_again_is_idempotent_and_delete_undoes_it(impl):
+    first = impl.write("s", "alice", "", 1, n=3)
+    again = impl.write("s", "alice", "", 1, n=3)
+    assert again == first
+    journal = impl.journal
+    assert journal.count() == 1 and len(journal.list().episodes) == 1
+    assert len(journal.messages(first.episode_id)) == 3
+    journal.delete_episode(first)
+    for j in impl.and_reopened():
+        assert j.find(first.episode_id) is None and j.count() == 0
+        assert j.messages(first.episode_id) == [] and j.list(user_id="alice").episodes == []
+        with pytest.raises(EpisodeNotFound):
+            j.get(first.episode_id)
+
+
+def test_unknown_and_expired_episodes_are_not_found(impl):
+    with pytest.raises(EpisodeNotFound, match="not found") as info:
+        impl.journal.get("f" * 32)
+    assert isinstance(info.value, NotFound)
+    assert impl.journal.find("f" * 32) is None
+    old = impl.write("old", "alice", "", 0)
+    impl.clock.now += TTL - 1
+    young = impl.write("young", "alice", "", 1)
+    assert impl.journal.count() == 2
+    impl.clock.now += 1  # the old episode's TTL is up
+    with pytest.raises(EpisodeNotFound, match="expired"):
+        impl.journal.get(old.episode_id)
+    assert impl.journal.get(young.episode_id) == young
+    assert [e.episode_id for e in impl.journal.list().episodes] == [young.episode_id]
+    assert [e.episode_id for e in impl.journal.list(user_id="alice").episodes] == [young.episode_id]
+    assert impl.journal.count() == 1
+    assert impl.journal.find(old.episode_id) == old  # crash recovery still sees it
+
+
+def test_page_tokens_are_invalid_arguments(impl):
+    impl.write("a", "alice", "", 0)
+    impl.write("b", "alice", "", 1)
+    token = impl.journal.list(page_size=1).next_page_token
+    assert token
+    with pytest.raises(InvalidArgument):  # a token of another listing's range
+        impl.journal.list(start_us=T0 + 5 * DAY_US, page_token=token)
+    with pytest.raises(InvalidPageToken, match="not a token"):
+        impl.journal.list(page_token="abcde")
+    assert len(impl.reopen().list(page_token=token).episodes) == 1  # tokens outlive a restart
+
+
+def test_consolidation_marks_are_durable_and_outlive_the_episode(impl):
+    a = impl.write("a", "alice", "x", 0)
+    impl.clock.now += 10
+    b = impl.write("b", "bob", "", 1)
+    mark_a = PendingEpisode(a.episode_id, a.flushed_at_us, "alice", "x", "a")
+    mark_b = PendingEpisode(b.episode_id, b.flushed_at_us, "bob", "", "b")
+    journal = impl.journal
+    assert journal.pending() == journal.unindexed() == [mark_a, mark_b]  # oldest flush first
+    assert journal.pending_count() == 2 and journal.is_pending(a.episode_id)
+
+    journal.mark_indexed(a.episode_id)
+    journal.mark_consolidated(b.episode_id)
+    journal.mark_indexed("f" * 32)  # an unknown id: nothing to do
+    journal = impl.reopen()
+    assert journal.unindexed() == [mark_b] and journal.pending() == [mark_a]
+    assert not journal.is_pending(b.episode_id) and journal.pending_count() == 1
+
+    journal.set_marks(b, indexed=False, consolidated=False)
+    assert journal.pending() == [mark_a, mark_b] and journal.unindexed() == [mark_b]
+    journal.set_marks(a, indexed=True, consolidated=True)
+    assert journal.pending() == journal.unindexed() == [mark_b]
+
+    # Marks live in the state store: an expired episode keeps its mark.
+    impl.clock.now += TTL - 5
+    assert journal.near_expiry() == [mark_b]  # less than a tenth of its TTL left
+    # Of the episodes given, those with no time left: a's has expired.
+    assert journal.near_expiry([mark_a, mark_b], fraction=0.0) == [mark_a]
+    impl.clock.now += 10
+    assert journal.count() == 0 and journal.pending() == [mark_b]
+    assert journal.near_expiry(fraction=0.0) == [mark_b]
+
+
+def test_a_refused_write_raises_store_unavailable_and_stores_nothing(impl):
+    kept = impl.write("kept", "alice", "", 0)
+    with full_disk(), pytest.raises(StoreUnavailable, match="File too large"):
+        impl.write("big", "alice", "", 1, content=BIG)
+    assert impl.journal.count() == 1 and impl.journal.pending_count() == 1
+    with pytest.raises(EpisodeNotFound):
+        impl.journal.get(episode_id_for("big", 1, "alice"))
+    assert impl.journal.messages(episode_id_for("big", 1, "alice")) == []
+    assert impl.journal.get(kept.episode_id) == kept
+    with pytest.raises(StoreUnavailable):  # the journal store refuses every later write
+        impl.journal.delete_episode(kept)
+    assert impl.journal.get(kept.episode_id) == kept

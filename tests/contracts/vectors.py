@@ -1,0 +1,183 @@
+"""Shared parts of the vector store contract suite (``tests/contracts/test_vector_store.py``):
+the storages a store opens on, and the points the tests write. Vectors are seeded random unit
+vectors: no embedding model is loaded. ``tests/test_edge_generations.py`` uses the data helpers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+
+from tiers.records import Scope
+from tiers.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, point_id
+from tiers.vectors.bm25 import KeywordEncoder
+from tiers.vectors.edge import EdgeVectorStore
+from tiers.vectors.qdrant import QdrantVectorStore
+
+DIM = 16
+MODEL = "test-model-a"
+T0 = 1_700_000_000 * 1_000_000  # microseconds
+MIN_US = 60 * 1_000_000
+ALICE = Scope("alice", "assistant")
+BOB = Scope("bob", "assistant")
+KEYWORDS = KeywordEncoder()
+
+
+# -- backends ----------------------------------------------------------------------------------
+
+
+class Backend:
+    """Opens stores over one storage: ``reopen`` gives a new store object on the same data."""
+
+    name = ""
+
+    def open(self) -> VectorStore:
+        raise NotImplementedError
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        pass
+
+
+class EdgeBackend(Backend):
+    name = "edge"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def open(self) -> VectorStore:
+        return EdgeVectorStore(self.path)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        store.close()  # the shard is locked while open
+        return self.open()
+
+
+class MemoryBackend(Backend):
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.client = QdrantClient(":memory:")
+
+    def open(self) -> VectorStore:
+        return QdrantVectorStore(self.client)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        return self.open()  # another store on the same client and collection
+
+    def cleanup(self) -> None:
+        self.client.close()
+
+
+class ServerBackend(Backend):
+    name = "server"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.api_key = os.environ.get("QDRANT_API_KEY")
+        self.collection = f"strata_test_{uuid.uuid4().hex[:12]}"
+
+    def open(self) -> VectorStore:
+        return QdrantVectorStore.from_url(self.url, self.api_key, collection=self.collection)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        store.close()
+        return self.open()
+
+    def cleanup(self) -> None:
+        client = QdrantClient(url=self.url, api_key=self.api_key)
+        try:
+            client.delete_collection(self.collection)
+        finally:
+            client.close()
+
+
+# A real server joins the suite only where one is configured (none can run on CI here).
+BACKENDS = ["edge", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
+
+
+class Opened:
+    """Every store a test opened, closed at teardown (close is idempotent)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.stores: list[VectorStore] = []
+
+    def open(self) -> VectorStore:
+        store = self.backend.open()
+        self.stores.append(store)
+        return store
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        new = self.backend.reopen(store)
+        self.stores.append(new)
+        return new
+
+
+# -- data --------------------------------------------------------------------------------------
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM)
+    return v / np.linalg.norm(v)
+
+
+def near(base: np.ndarray, angle: float, seed: int) -> list[float]:
+    """A unit vector at ``angle`` (radians) from the unit vector ``base``: its cosine
+    similarity to ``base`` is exactly ``cos(angle)``, so ranks are known in advance."""
+    other = unit(seed)
+    other = other - (other @ base) * base
+    other /= np.linalg.norm(other)
+    v = np.cos(angle) * base + np.sin(angle) * other
+    return [float(x) for x in v]
+
+
+def mem(
+    text: str,
+    *,
+    scope: Scope = ALICE,
+    kind: str = "fact",
+    episode: str = "ep-1",
+    session: str = "chat-1",
+    seq: int = 1,
+    created: int = T0,
+    dense: list[float] | None = None,
+    seed: int = 0,
+    **extra: Any,
+) -> MemoryPoint:
+    sources = [Source(session, seq, f"m-{seq}")]
+    return MemoryPoint(
+        id=point_id(scope, kind, text, sources),
+        kind=kind,
+        text=text,
+        scope=scope,
+        episode_id=episode,
+        session_id=session,
+        sources=sources,
+        created_at_us=created,
+        extractor="index",
+        dense=dense if dense is not None else [float(x) for x in unit(seed)],
+        sparse=KEYWORDS.embed_document(text),
+        **extra,
+    )
+
+
+def bare(p: MemoryPoint) -> MemoryPoint:
+    """The point as reads return it: without vectors."""
+    return dataclasses.replace(p, dense=None, sparse=None)
+
+
+def ids(hits: list[Hit] | list[MemoryPoint]) -> list[str]:
+    return [h.point.id if isinstance(h, Hit) else h.id for h in hits]
+
+
+def alice(**kw: Any) -> PointFilter:
+    return PointFilter(user_id="alice", **kw)
