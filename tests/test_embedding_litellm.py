@@ -1,6 +1,6 @@
 """LiteLLMEmbedder (tiers.embedding_litellm) on a loopback OpenAI-compatible server, the
 loader's retry of the dimension probe, and the settings that choose the provider. The
-Embedder contract (errors included) is in tests/contracts/test_embedder_contract.py."""
+Embedder contract (errors included) is in tests/contracts/test_embedder.py."""
 
 from __future__ import annotations
 

@@ -228,7 +228,7 @@ def test_photo_captions_become_facts_without_corrupting_the_text() -> None:
 
 
 def test_system_turns_are_ignored() -> None:
-    """(An empty episode fails too: tests/contracts/test_extractor_contract.py.)"""
+    """(An empty episode fails too: tests/contracts/test_extractor.py.)"""
     turns = [
         Turn(1, "system", "system", "I am a helpful assistant with my own rules.", us(date.today()))
     ]

@@ -14,10 +14,14 @@ from tiers.records import Episode, Scope
 
 @runtime_checkable
 class ScopeCache(Protocol):
-    """A cache holding a user's recall data (semantic cache, graph channel indexes)."""
+    """A cache holding a user's recall data (semantic cache, graph channel indexes).
+    Contract suite: ``tests/contracts/test_scope_cache.py``.
+
+    Errors: none. A cache lives in memory; dropping entries cannot fail."""
 
     def forget_scope(self, user_id: str) -> int:
-        """Drop what the cache holds for ``user_id``; returns how many entries."""
+        """Drop what the cache holds for ``user_id`` (every agent's), and nothing of another
+        user; returns how many entries were dropped (0 for a user it holds nothing of)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""What the model and recall contract suites share (``tests/contracts/test_embedder_contract.py``,
-``test_extractor_contract.py``, ``test_channel_contract.py``, ``test_reranker_contract.py``):
+"""What the model and recall contract suites share (``tests/contracts/test_embedder.py``,
+``test_extractor.py``, ``test_channel.py``, ``test_reranker.py``):
 the real all-MiniLM model, loaded once per test process, and a loopback OpenAI-compatible
 server whose ``/v1/embeddings`` answers with that model's vectors."""
 
