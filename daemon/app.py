@@ -32,7 +32,7 @@ from daemon.metrics import Metrics
 from daemon.scheduler import build_scheduler
 from daemon.server import SERVICES, HealthServicer, bind
 from daemon.settings import Settings, is_loopback
-from daemon.wiring import DaemonParts
+from daemon.wiring import DaemonParts, Factories
 
 log = logging.getLogger("strata.daemon")
 # A purge ends once the vector store is closed; its thread may be waiting for Tier 3 first.
@@ -44,11 +44,18 @@ def _fields(**fields: Any) -> dict[str, Any]:
 
 
 class Daemon(DaemonParts):
-    def __init__(self, settings: Settings, *, freeze_gc: bool = False) -> None:
+    def __init__(
+        self, settings: Settings, *, freeze_gc: bool = False, factories: Factories | None = None
+    ) -> None:
         """``freeze_gc``: once Tier 3 is open, freeze what the process holds out of later
         garbage collections (:func:`daemon.gc_pauses.freeze`); for the ``stratad`` process,
-        not for a daemon embedded in another program (its objects would be frozen too)."""
-        super().__init__(settings)
+        not for a daemon embedded in another program (its objects would be frozen too).
+
+        ``factories``: how the vector store and the embedding service are made
+        (:class:`~daemon.wiring.Factories`; by default, as the settings name them). The hook
+        for tests and for a program that embeds the daemon with another vector store, e.g.
+        ``Daemon(settings, factories=Factories(open_vectors=lambda s: MyStore(s.data_dir)))``."""
+        super().__init__(settings, factories)
         self._freeze_gc = freeze_gc
         self.address: str | None = None
         self._server: grpc.aio.Server | None = None

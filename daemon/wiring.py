@@ -6,11 +6,17 @@ The parts that depend on settings alone are built by :mod:`daemon.components`; t
 connects them to the stores and to each other (the weaver hears of ended sessions, new
 documents and purges). :class:`daemon.app.Daemon` extends :class:`DaemonParts` with the
 lifecycle: start, health, and shutdown in order.
+
+The two parts that reach past the data directory's stores, the vector store and the embedding
+model, are made by :class:`Factories`: the daemon's public hook to make them otherwise (in
+tests, or when a program embeds the daemon with another vector store).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -53,11 +59,67 @@ from weaver.rebuild import Rebuilder, RebuildReport
 from weaver.runner import Weaver
 
 
-class DaemonParts:
-    """The daemon's stores, engines and services (None until :meth:`open_stores`)."""
+def configured_vectors(settings: Settings) -> VectorStore:
+    """The vector store the settings name: the Qdrant server at ``qdrant_url``, else the
+    embedded engine under the data directory."""
+    s = settings
+    if s.qdrant_url:
+        from tiers.vectors.qdrant import QdrantVectorStore
 
-    def __init__(self, settings: Settings) -> None:
+        key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+        if s.qdrant_api_key_file is not None:
+            key = read_secret_file(s.qdrant_api_key_file)
+        return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
+    from tiers.vectors.edge import EdgeVectorStore
+
+    return EdgeVectorStore(edge_store_path(s.data_dir))
+
+
+def configured_embedder(settings: Settings, client: ModelClient | None) -> Embedder:
+    """Load the embedding model the settings name (slow: on the loader thread); queries go
+    first, the weaver's documents wait while a query is being embedded. ``client``: the model
+    client of ``embedding.provider = "litellm"``, None for a local model."""
+    e = settings.embedding
+    if client is not None:
+        return PriorityEmbedder(litellm_embedder(e, client))
+    return PriorityEmbedder(local_embedder(e, settings.data_dir))
+
+
+def configured_embeddings(settings: Settings, client: ModelClient | None) -> EmbeddingService:
+    """The embedding model the settings name, loaded in the background by
+    :func:`configured_embedder`."""
+    return EmbeddingService(
+        lambda: configured_embedder(settings, client), embedding_description(settings.embedding)
+    )
+
+
+@dataclass(frozen=True)
+class Factories:
+    """How a daemon makes its vector store and its embedding service; the defaults make what
+    the settings name (what ``stratad`` runs). Pass others as ``Daemon(settings,
+    factories=...)`` to put another :class:`~tiers.vectors.VectorStore` implementation under
+    Tier 3, or in tests (a store that fails on cue, a model load held back).
+
+    - ``open_vectors(settings)``: called once, on the Tier 3 loader thread after the model has
+      loaded; what it raises makes Tier 3 fail to open (health stays NOT_SERVING).
+    - ``embedding_service(settings, client)``: called once, when the stores open; ``client``
+      is the model client of ``embedding.provider = "litellm"`` (which the metrics observe),
+      None otherwise. The service loads the model in the background (:class:`EmbeddingService`).
+    """
+
+    open_vectors: Callable[[Settings], VectorStore] = configured_vectors
+    embedding_service: Callable[[Settings, ModelClient | None], EmbeddingService] = (
+        configured_embeddings
+    )
+
+
+class DaemonParts:
+    """The daemon's stores, engines and services (None until :meth:`open_stores`), the
+    vector store and embedding service made by ``factories`` (default :class:`Factories`)."""
+
+    def __init__(self, settings: Settings, factories: Factories | None = None) -> None:
         self.settings = settings
+        self.factories = factories if factories is not None else Factories()
         self.state: RocksStore | None = None
         self.journal_store: RocksStore | None = None
         self.working: WorkingMemory | None = None
@@ -94,7 +156,13 @@ class DaemonParts:
                 max_log_messages=wm.max_log_messages,
             ),
         )
-        self.semantic = SemanticStore(self.state, self._embedding_service(), self._open_vectors)
+        e, make = s.embedding, self.factories
+        self.embedding_client = embedding_client(e) if e.provider == "litellm" else None
+        self.semantic = SemanticStore(
+            self.state,
+            make.embedding_service(s, self.embedding_client),
+            lambda: make.open_vectors(s),
+        )
         self.documents = DocumentStore(self.state)
         self.anchors = AnchorStore(self.state)
         self.pins = PinStore(self.state)
@@ -148,32 +216,6 @@ class DaemonParts:
             self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
             self.documents.on_put.append(weaver.notify_documents)
             self.forgetter.purger.on_purged.append(weaver.index_lost)
-
-    def _embedding_service(self) -> EmbeddingService:
-        e, data_dir = self.settings.embedding, self.settings.data_dir
-        client = embedding_client(e) if e.provider == "litellm" else None
-        self.embedding_client = client
-
-        def load() -> Embedder:
-            # Queries first: the weaver's documents wait while a query is being embedded.
-            if client is not None:
-                return PriorityEmbedder(litellm_embedder(e, client))
-            return PriorityEmbedder(local_embedder(e, data_dir))
-
-        return EmbeddingService(load, embedding_description(e))
-
-    def _open_vectors(self) -> VectorStore:
-        s = self.settings
-        if s.qdrant_url:
-            from tiers.vectors.qdrant import QdrantVectorStore
-
-            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
-            if s.qdrant_api_key_file is not None:
-                key = read_secret_file(s.qdrant_api_key_file)
-            return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
-        from tiers.vectors.edge import EdgeVectorStore
-
-        return EdgeVectorStore(edge_store_path(s.data_dir))
 
     async def _rebuild(self, user_id: str) -> RebuildReport:
         """On the weaver's worker when there is one, so no consolidation run interleaves."""
