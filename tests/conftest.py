@@ -9,6 +9,7 @@ import pytest
 
 from daemon.client import MemoryClient
 from daemon.settings import Settings
+from daemon.wiring import Factories
 from tests.support import MODEL_CACHE, ProcessDaemon, ThreadDaemon
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,8 +39,10 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
 def start_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[..., ThreadDaemon]]:
     started: list[ThreadDaemon] = []
 
-    def start(**overrides: Any) -> ThreadDaemon:
-        daemon = ThreadDaemon(make_settings(**overrides))
+    def start(*, factories: Factories | None = None, **overrides: Any) -> ThreadDaemon:
+        """A daemon with ``make_settings(**overrides)``; ``factories``: see
+        :class:`daemon.wiring.Factories`."""
+        daemon = ThreadDaemon(make_settings(**overrides), factories=factories)
         started.append(daemon)
         return daemon
 

@@ -1,4 +1,5 @@
-"""Test support: a daemon in this process (on its own event-loop thread) or in a subprocess."""
+"""Daemons for tests: one in this process (on its own event-loop thread) or ``stratad`` in a
+subprocess, the environment of such a subprocess, and ``weaverctl`` against a daemon."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,42 +17,24 @@ from typing import Any, TypeVar
 from daemon.app import Daemon
 from daemon.client import MemoryClient
 from daemon.settings import Settings
+from daemon.wiring import Factories
+from tests.support.polling import wait_until
+from tests.support.settings import MODEL_CACHE
 
 T = TypeVar("T")
-ROOT = Path(__file__).resolve().parent.parent
-# The ONNX export of the model, made once and shared by the tests' daemons (an export costs
-# about 3 s and 170 MB; concurrent exports are safe: tiers.embedding).
-MODEL_CACHE = Path(tempfile.gettempdir()) / f"strata-test-models-{os.getuid()}"
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 180, what: str = "") -> None:
-    """Poll ``predicate`` every 0.1 s until it is true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting {what}".strip()
-        time.sleep(0.1)
-
-
-def wait_indexed(client: MemoryClient, timeout: float = 60) -> None:
-    """Wait until the daemon's model is loaded and the weaver has indexed every ended
-    episode (Recall finds them from then on)."""
-
-    def indexed() -> bool:
-        status = client.weaver_status()
-        return status.embedding_ready and not status.unindexed
-
-    wait_until(indexed, timeout, "for the weaver to index every episode")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ThreadDaemon:
-    """A real daemon (gRPC server on a loopback port) served from a background thread."""
+    """A real daemon (gRPC server on a loopback port) served from a background thread;
+    ``factories``: :class:`daemon.wiring.Factories` for its vector store and embedding service."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, factories: Factories | None = None) -> None:
         self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.daemon = Daemon(settings)
+        self.daemon = Daemon(settings, factories=factories)
         self.address = self.call(self.daemon.start())
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
@@ -99,14 +80,17 @@ class ProcessDaemon:
             stderr=self._log,
             preexec_fn=preexec_fn,  # e.g. resource limits for fault tests
         )
-        deadline = time.monotonic() + 30
-        while not self.ready_file.exists():
+
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"stratad exited with {self.proc.returncode}: {self.log()}")
-            if time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError(f"stratad did not become ready: {self.log()}")
-            time.sleep(0.02)
+            return self.ready_file.exists()
+
+        try:
+            wait_until(ready, 30, "for stratad's ready file", interval=0.02)
+        except AssertionError:
+            self.proc.kill()
+            raise RuntimeError(f"stratad did not become ready: {self.log()}") from None
         info = json.loads(self.ready_file.read_text())
         self.address: str = info["address"]
         self.pid: int = info["pid"]
@@ -135,3 +119,15 @@ class ProcessDaemon:
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def weaverctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``weaverctl --address ADDRESS ARGS`` (text output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.weaverctl", "--address", address, *args],
+        env=daemon_env(ROOT / "unused"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
