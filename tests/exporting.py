@@ -1,6 +1,6 @@
 """What the export tests write and read (``tests/test_export*.py``): two users' LoCoMo-like
 conversations filled into a daemon and consolidated, exports and their records, the points of a
-user, and the status of a refused call."""
+user."""
 
 from __future__ import annotations
 
@@ -8,14 +8,10 @@ import datetime as dt
 import json
 from typing import Any
 
-import grpc
-import pytest
-
 from daemon.client import MemoryClient, message
-from tests.support import ThreadDaemon, wait_until
+from tests.support import ThreadDaemon, wait_indexed
 from tiers.vectors import PointFilter
 
-QUIET = {"interval_seconds": 3600}  # no scheduled consolidation during a test
 MAY, JUNE = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC), dt.datetime(2023, 6, 9, tzinfo=dt.UTC)
 ALICE_ONLY = "Zanzibar-4471"  # in alice's data only: never in bob's export
 BOB_ONLY = "Quokka-9183"
@@ -99,13 +95,13 @@ def fill(c: MemoryClient) -> dict[str, str]:
             ],
         ),
     }
-    wait_until(lambda: indexed(c), 180, "for the episodes to be indexed")
+    wait_indexed(c, 180)
     report = list(c.run_weaver())[-1].report
     assert report.ok and report.facts >= 4 and report.triplets >= 1, report
     ep["late"] = talk(
         c, "alice", "alice-late", JUNE, [("Melanie", "We painted a sunset together today.")]
     )
-    wait_until(lambda: indexed(c), 60, "for the late episode to be indexed")
+    wait_indexed(c, 60)
     talk(c, "alice", "chat", JUNE, [("Caroline", "Pottery is going well.")], end=False)
     c.append_batch(
         "alice-open",
@@ -117,11 +113,6 @@ def fill(c: MemoryClient) -> dict[str, str]:
         user_id="alice",
     )
     return ep
-
-
-def indexed(c: MemoryClient) -> bool:
-    status = c.weaver_status()
-    return status.embedding_ready and not status.unindexed
 
 
 def exported(c: MemoryClient, user: str, agent: str = "") -> bytes:
@@ -137,9 +128,3 @@ def records(data: bytes) -> list[dict[str, Any]]:
 def user_points(d: ThreadDaemon, user: str) -> dict[str, str]:
     _embedder, vectors = d.daemon.semantic.wait_ready(60)
     return {p.id: p.kind for p in vectors.scroll(PointFilter(user_id=user), 100_000)}
-
-
-def code(call: Any) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value.code(), info.value.details() or ""

@@ -14,18 +14,11 @@ import pytest
 
 from daemon.auth import token_hash
 from daemon.client import AsyncMemoryClient, MemoryClient
-from tests.support import ThreadDaemon
+from tests.support import QUIET, ThreadDaemon, code
 from tiers.documents import document_id
 from tiers.records import Scope
 
-QUIET = {"interval_seconds": 3600}
 NOTE = "Alice's favourite colour is teal, like the sea at Sounion."
-
-
-def code(call: Any) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value.code(), info.value.details() or ""
 
 
 def keys(docs: Any) -> list[tuple[list[str], str]]:

@@ -13,14 +13,14 @@ import pytest
 from daemon.client import MemoryClient
 from daemon.pb import memory_pb2 as pb
 from tests.forgetting import _gone_within, _on_disk
-from tests.support import wait_until
-from tests.test_documents import INVALID, NOTE, QUIET, code
+from tests.support import QUIET, code, wait_until
 from tiers.tombstones import is_forgotten
 from tiers.vectors import PointFilter
 from weaver.index import DocumentIndexer
 from weaver.markdown_tree import write_tree
 
 pytestmark = pytest.mark.slow
+NOTE = "Alice's favourite colour is teal, like the sea at Sounion."
 
 
 def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_delete(
@@ -299,7 +299,9 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         bad = json.loads(lines[i]) | {"value": "{oops"}
         lines[i] = json.dumps(bad).encode() + b"\n"
         got, details = code(lambda: cb.import_([b"".join(lines)]))
-        assert got == INVALID and details.startswith(f"line {i + 1}: value is not valid JSON")
+        assert got == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(
+            f"line {i + 1}: value is not valid JSON"
+        )
 
         # Rebuild writes the documents' points again from their records.
         _embedder, vectors = b.daemon.semantic.wait_ready(0)

@@ -10,8 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from daemon.client import message
 from daemon.server import REASON_KEY
-from tests.support import wait_until
-from tests.test_weaver_process import QUIET, weaverctl
+from tests.support import QUIET_ENV, wait_until, weaverctl
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +18,10 @@ pytestmark = pytest.mark.slow
 def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
     models = tmp_path / "models"  # not the tests' shared cache: the export is made here
     proc = spawn(
-        tmp_path / "data", **QUIET, embedding__backend="onnx-int8", embedding__cache_dir=str(models)
+        tmp_path / "data",
+        **QUIET_ENV,
+        embedding__backend="onnx-int8",
+        embedding__cache_dir=str(models),
     )
     with proc.client(timeout=30) as c:
         c.append_batch(
@@ -42,7 +44,7 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
 
     # Switching the back-end on this data dir is refused, in one line that says what to do;
     # appends are still served, and nothing is lost.
-    proc = spawn(tmp_path / "data", **QUIET, embedding__backend="torch")
+    proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__backend="torch")
     with proc.client(timeout=30) as c:
         wait_until(lambda: c.weaver_status().tier3_error != "")
         reason = c.weaver_status().tier3_error
@@ -54,7 +56,7 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
 
     # Doing what it says: the vectors moved aside, a rebuild from the journal.
     (tmp_path / "data" / "vectors").rename(tmp_path / "vectors.int8")
-    proc = spawn(tmp_path / "data", **QUIET, embedding__backend="torch")
+    proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__backend="torch")
     with proc.client(timeout=30) as c:
         wait_until(lambda: c.health() == "SERVING")
         assert weaverctl(proc.address, "rebuild").returncode == 0
@@ -64,7 +66,7 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
 
 
 def test_a_model_that_cannot_load_is_explained_in_one_line(spawn, tmp_path):
-    proc = spawn(tmp_path / "data", **QUIET, embedding__model=str(tmp_path / "no-such-model"))
+    proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__model=str(tmp_path / "no-such-model"))
     with proc.client() as c:
         wait_until(lambda: c.weaver_status().tier3_error != "")
         reason = c.weaver_status().tier3_error

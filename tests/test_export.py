@@ -21,9 +21,9 @@ from daemon import weaverctl as ctl
 from daemon.auth import token_hash
 from daemon.client import MemoryClient
 from daemon.settings import Settings
-from tests.exporting import BOB_ONLY, QUIET, code, exported, fill, indexed, records, user_points
+from tests.exporting import BOB_ONLY, exported, fill, records, user_points
 from tests.llm_server import FakeOpenAI
-from tests.support import MODEL_CACHE, ThreadDaemon, wait_until
+from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, code, wait_indexed, wait_until
 from tiers.records import episode_id_for
 from tiers.vectors import PointFilter
 
@@ -122,7 +122,7 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
         assert ended.episode_id == episode_id_for("chat", 2, "alice") != source.episodes["chat1"]
         assert cb.get_episode(source.episodes["chat1"]) == ca.get_episode(source.episodes["chat1"])
         # Importing again duplicates nothing: same points, episodes, open session window.
-        wait_until(lambda: indexed(cb), 60, "for the new episode to be indexed")
+        wait_indexed(cb, 60)
         before = user_points(target, "alice")
         again = cb.import_([source.alice])
         assert again.sessions_skipped == 1  # "chat" ended here since the first import
@@ -260,7 +260,7 @@ def test_an_unindexed_episode_is_indexed_after_import_with_the_same_ids(
         assert c.import_([data]).written.records["point"] == (
             sum(r["type"] == "point" for r in rs) - len(derived)
         )
-        wait_until(lambda: indexed(c), 60, "for the imported episode to be indexed")
+        wait_indexed(c, 60)
     assert derived and set(user_points(target, "alice")) == {
         r["id"] for r in rs if r["type"] == "point"
     }

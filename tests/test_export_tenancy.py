@@ -7,7 +7,8 @@ import grpc
 import pytest
 
 from daemon.client import MemoryClient
-from tests.exporting import ALICE_ONLY, BOB_ONLY, QUIET, code, exported, fill, records, user_points
+from tests.exporting import ALICE_ONLY, BOB_ONLY, exported, fill, records, user_points
+from tests.support import QUIET, code
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from daemon.client import MemoryClient, message
 from daemon.server import REASON_KEY
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import wait_until
-from tests.test_weaver_process import QUIET
+from tests.support import QUIET_ENV, wait_until
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.semantic import edge_store_path
 from tiers.vectors import VectorStoreMismatch
@@ -41,7 +40,7 @@ def endpoint(minilm: SentenceTransformerEmbedder) -> Iterator[FakeOpenAI]:
 
 def remote(fake: FakeOpenAI, **extra: str) -> dict[str, str]:
     return {
-        **QUIET,
+        **QUIET_ENV,
         "embedding__provider": "litellm",
         "embedding__model": MODEL,
         "embedding__api_base": fake.base_url,

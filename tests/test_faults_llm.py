@@ -11,8 +11,8 @@ import pytest
 
 from daemon.client import MemoryClient
 from tests.llm_server import FakeOpenAI, Reply, free_port_refuses
-from tests.test_weaver import MAY, QUIET, conversation, run, wait_for
-from tests.weaving import EchoLLM
+from tests.support import MAY, QUIET, wait_until
+from tests.weaving import EchoLLM, conversation, run
 from tiers.vectors import PointFilter
 
 MODEL = "openai/test"
@@ -55,7 +55,7 @@ def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
     daemon.daemon.semantic.wait_ready(120)
     with daemon.client() as c:
         ids = three_episodes(c)
-        wait_for(lambda: c.weaver_status().unindexed == 0)
+        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
         report = run(c)
         # Connection refused: the first episode's attempts fail, the others are not tried.
         assert not report.ok and report.episodes == 0 and report.fallbacks == 0
@@ -66,7 +66,7 @@ def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
         # The weaver retries by itself, pausing twice as long each time, up to the cap.
         delays = []
         for n in range(1, 5):
-            wait_for(lambda n=n: f"(backoff {n})" in c.weaver_status().last_error, 10)
+            wait_until(lambda n=n: f"(backoff {n})" in c.weaver_status().last_error, 10)
             status = c.weaver_status()
             delays.append(status.last_error.split("next try in ")[1].split(" s")[0])
             assert status.pending == 3 and status.last_run.episodes == 0
@@ -81,7 +81,7 @@ def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
         echo = EchoLLM()
         with FakeOpenAI(responder=echo, port=port):
             # Pending reaches 0 before the run ends (profiles): wait for its report too.
-            wait_for(lambda: (s := c.weaver_status()).pending == 0 and not s.running, 20)
+            wait_until(lambda: (s := c.weaver_status()).pending == 0 and not s.running, 20)
             status = c.weaver_status()
             assert status.last_run.ok and status.last_run.episodes == 3
             assert weaver.llm_backoff.failures == 0
@@ -127,7 +127,7 @@ def test_an_episode_close_to_expiry_goes_to_the_local_extractor(start_daemon):
     daemon.daemon.semantic.wait_ready(120)
     with daemon.client() as c:
         old = conversation(c, "old", MAY, "I moved to Lisbon.", "Nice.")
-        wait_for(lambda: c.weaver_status().unindexed == 0)
+        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
         # 28 of the journal's 30 days later (the clocks are the seams for time)...
         real = journal._clock
         journal._clock = daemon.daemon.working._clock = lambda: real() + 28 * 86_400

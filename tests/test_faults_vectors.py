@@ -5,12 +5,15 @@ answer from the channels that work, naming the failed ones."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from daemon.app import Daemon
-from tests.test_weaver import MAY, QUIET, conversation, run, wait_for
+from daemon.settings import Settings
+from daemon.wiring import Factories, configured_vectors
+from tests.support import MAY, QUIET, wait_until
+from tests.weaving import conversation, run
 from tiers.graph.nxgraph import GRAPH_CF
 from tiers.vectors import (
     Hit,
@@ -88,18 +91,25 @@ class FlakyVectors:
         self.inner.close()
 
 
+@dataclass
+class Flaky:
+    """Daemons started with ``factories`` open their vector store through FlakyVectors
+    (``made``, in the order they opened)."""
+
+    made: list[FlakyVectors] = field(default_factory=list)
+
+    def open_vectors(self, settings: Settings) -> VectorStore:
+        self.made.append(FlakyVectors(configured_vectors(settings)))
+        return self.made[-1]
+
+    @property
+    def factories(self) -> Factories:
+        return Factories(open_vectors=self.open_vectors)
+
+
 @pytest.fixture
-def flaky(monkeypatch: pytest.MonkeyPatch) -> list[FlakyVectors]:
-    """Daemons started in the test open their vector store through FlakyVectors."""
-    made: list[FlakyVectors] = []
-    real = Daemon._open_vectors
-
-    def open_vectors(self: Daemon) -> VectorStore:
-        made.append(FlakyVectors(real(self)))
-        return made[-1]
-
-    monkeypatch.setattr(Daemon, "_open_vectors", open_vectors)
-    return made
+def flaky() -> Flaky:
+    return Flaky()
 
 
 def points(daemon: Any, kind: str) -> list[MemoryPoint]:
@@ -112,22 +122,22 @@ TURNS = [f"Turn {i}: I planted {i + 3} tomato plants in the garden." for i in ra
 
 
 def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, flaky):
-    daemon = start_daemon(weaver=QUIET)
+    daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
     daemon.daemon.semantic.wait_ready(120)
-    store = flaky[0]
+    store = flaky.made[0]
     weaver = daemon.daemon.weaver
     journal = daemon.daemon.journal
     with daemon.client() as c:
         # Index stage: the first batch stores 2 chunks, then the store fails.
         store.upsert_budget = 2
         ids = [conversation(c, f"s{i}", MAY, *TURNS) for i in range(2)]
-        wait_for(lambda: weaver.index_backoff.failures >= 1, 30)
+        wait_until(lambda: weaver.index_backoff.failures >= 1, 30)
         assert "injected fault" in c.weaver_status().last_error
         assert c.weaver_status().unindexed == 2  # both stay unindexed
         # Appends go on meanwhile.
         assert c.append("s-live", "still writing", user_id="alice").seq == 1
         store.upsert_budget = None  # the store is back: the retry (after 1 s) indexes all
-        wait_for(lambda: c.weaver_status().unindexed == 0, 30)
+        wait_until(lambda: c.weaver_status().unindexed == 0, 30)
         assert weaver.index_backoff.failures == 0
         chunks = points(daemon, "episode_chunk")
         expected = set()
@@ -158,12 +168,12 @@ def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, fl
 
 
 def test_recall_and_pack_answer_from_the_channels_that_work(start_daemon, flaky):
-    daemon = start_daemon(weaver=QUIET)
+    daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
     daemon.daemon.semantic.wait_ready(120)
-    store = flaky[0]
+    store = flaky.made[0]
     with daemon.client() as c:
         conversation(c, "s1", MAY, "I planted tomatoes in the garden.", "How many?")
-        wait_for(lambda: c.weaver_status().unindexed == 0, 30)
+        wait_until(lambda: c.weaver_status().unindexed == 0, 30)
         healthy = c.recall("tomatoes garden", user_id="alice", k=3)
         assert healthy.hits and list(healthy.degraded_channels) == []
 

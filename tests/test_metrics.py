@@ -13,13 +13,15 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.app import Daemon
 from daemon.client import MemoryClient, message
+from daemon.components import embedding_description
+from daemon.settings import Settings
+from daemon.wiring import Factories, configured_embedder
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import ThreadDaemon, wait_until
-from tests.test_weaver import MAY, QUIET, conversation, run
-from tests.weaving import EchoLLM
+from tests.support import MAY, QUIET, ThreadDaemon, wait_until
+from tests.weaving import EchoLLM, conversation, run
 from tiers.embedding import EmbeddingService, EmbeddingUnavailable
+from tiers.models import ModelClient
 
 METRICS = {"enabled": True, "listen": "127.0.0.1:0"}
 MEMORY = "strata.v1.MemoryService"
@@ -43,10 +45,7 @@ class Scrape:
 
 
 def wait_ready(client: MemoryClient, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while client.health() != "SERVING":
-        assert time.monotonic() < deadline, "the daemon never became ready"
-        time.sleep(0.05)
+    wait_until(lambda: client.health() == "SERVING", timeout, "for the daemon to be ready")
 
 
 def test_rpcs_state_weaver_and_recall_move_their_series(start_daemon: Any) -> None:
@@ -188,22 +187,21 @@ def test_each_daemon_counts_its_own_and_metrics_are_off_by_default(start_daemon:
         urllib.request.urlopen(f"http://{address}/metrics", timeout=2)
 
 
-def _gated(gate: threading.Event, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hold the embedding model's load until ``gate`` is set."""
-    original = Daemon._embedding_service
+def gated(gate: threading.Event) -> Factories:
+    """Factories whose embedding model's load waits until ``gate`` is set."""
 
-    def gated(self: Daemon) -> EmbeddingService:
-        real = original(self)
-        factory = real._factory
-        return EmbeddingService(lambda: gate.wait(60) and factory(), real.description)
+    def embedding_service(settings: Settings, client: ModelClient | None) -> EmbeddingService:
+        def load() -> Any:
+            return gate.wait(60) and configured_embedder(settings, client)
 
-    monkeypatch.setattr(Daemon, "_embedding_service", gated)
+        return EmbeddingService(load, embedding_description(settings.embedding))
+
+    return Factories(embedding_service=embedding_service)
 
 
-def test_health_is_serving_only_once_tier3_is_open(start_daemon: Any, monkeypatch) -> None:
+def test_health_is_serving_only_once_tier3_is_open(start_daemon: Any) -> None:
     gate = threading.Event()
-    _gated(gate, monkeypatch)
-    daemon = start_daemon(metrics=METRICS)
+    daemon = start_daemon(metrics=METRICS, factories=gated(gate))
     with daemon.client() as c:
         assert c.health() == "NOT_SERVING"
         assert c.health(MEMORY) == "SERVING"  # appends are served before readiness

@@ -7,7 +7,8 @@ import datetime as dt
 
 import pytest
 
-from tests.test_weaver import QUIET, conversation, run
+from tests.support import QUIET
+from tests.weaving import conversation, run
 from tiers.profiles import MAX_FACTS, build_profiles, profile_id, topics_of
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint, PointFilter, Source

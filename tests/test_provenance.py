@@ -8,7 +8,7 @@ import pytest
 from recall import Candidate
 from recall.provenance import order_sources, source_scores
 from recall.recipe import Recipe
-from tests.test_recall_api import MAY, QUIET, consolidate, talk, wait_indexed
+from tests.support import MAY, QUIET, consolidate, talk, wait_indexed
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint, Source
 

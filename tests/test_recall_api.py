@@ -8,43 +8,11 @@ import time
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI, Reply
+from tests.support import MAY, QUIET, consolidate, talk, wait_indexed, wait_until
 from tiers.tokens import count_tokens
 
 pytestmark = pytest.mark.slow
-QUIET = {"interval_seconds": 3600}
-MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
-
-
-def talk(c: MemoryClient, user: str, sid: str, when: dt.datetime, *turns: str) -> str:
-    c.append_batch(
-        sid,
-        [
-            message(
-                text,
-                name=("Alice", "Bob")[i % 2],
-                created_at=when,
-                message_id=f"{sid}-{i}",
-                metadata={"dia_id": f"{sid}:{i}", "user": user},
-            )
-            for i, text in enumerate(turns)
-        ],
-        user_id=user,
-    )
-    return c.end_session(sid).episode_id
-
-
-def consolidate(c: MemoryClient) -> None:
-    report = list(c.run_weaver())[-1].report
-    assert report.ok, report.error
-
-
-def wait_indexed(c: MemoryClient, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while c.weaver_status().unindexed or not c.weaver_status().embedding_ready:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -241,10 +209,7 @@ def test_recall_works_while_the_weaver_runs(start_daemon):
             wait_indexed(c)
             runner = threading.Thread(target=lambda: list(c.run_weaver()))
             runner.start()
-            deadline = time.monotonic() + 10
-            while not c.weaver_status().running:
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
+            wait_until(lambda: c.weaver_status().running, 10, "for the run", interval=0.02)
             latencies = []
             while c.weaver_status().running:
                 began = time.monotonic()

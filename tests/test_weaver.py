@@ -7,50 +7,14 @@ import time
 
 import pytest
 
-from daemon.client import MemoryClient, message
-from daemon.pb import weaver_pb2
 from tests.llm_server import FakeOpenAI, Reply
-from tests.weaving import EchoLLM
+from tests.support import MAY, QUIET, wait_until
+from tests.weaving import EchoLLM, conversation, run
 from tiers.records import Scope
 from tiers.vectors import PointFilter
 
 pytestmark = pytest.mark.slow
 ALICE = Scope("alice")
-MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
-QUIET = {"interval_seconds": 3600}  # no scheduled run during a test
-
-
-def run(client: MemoryClient, **kwargs: object) -> weaver_pb2.RunReport:
-    events = list(client.run_weaver(**kwargs))  # type: ignore[arg-type]
-    assert events[-1].HasField("report")
-    assert all(e.HasField("progress") for e in events[:-1])
-    return events[-1].report
-
-
-def conversation(client: MemoryClient, session_id: str, when: dt.datetime, *turns: str) -> str:
-    speakers = ("Alice", "Bob")
-    client.append_batch(
-        session_id,
-        [
-            message(
-                text,
-                name=speakers[i % 2],
-                created_at=when,
-                message_id=f"{session_id}-{i}",
-                metadata={"dia_id": f"{session_id}:{i}"},
-            )
-            for i, text in enumerate(turns)
-        ],
-        user_id="alice",
-    )
-    return client.end_session(session_id).episode_id
-
-
-def wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon):
@@ -68,7 +32,7 @@ def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon
             "She is ginger and very loud.",
             "Ha, like my old cat.",
         )
-        wait_for(lambda: vectors.count(chunks) > 0, timeout=10)
+        wait_until(lambda: vectors.count(chunks) > 0, 10)
         assert time.monotonic() - began < 5
         points = vectors.scroll(chunks)
         assert {p.episode_id for p in points} == {eid}
@@ -221,17 +185,17 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
     turns = PointFilter(user_id="alice", kinds=("episode_turn",))
     with daemon.client() as c:
         first = conversation(c, "s1", MAY, "I adopted a cat called Miso.", "What colour?")
-        wait_for(lambda: c.weaver_status().unindexed == 0)
+        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
         weaver.request_optimize()
-        wait_for(lambda: vectors._child is not None)  # the build has started
+        wait_until(lambda: vectors._child is not None, 60)  # the build has started
         building = weaver._optimizer
         weaver.request_optimize()  # one build at a time: this one starts nothing
         assert weaver._optimizer is building
         second = conversation(c, "s2", MAY, "Miso learned to open doors.", "Clever cat!")
-        wait_for(lambda: c.weaver_status().unindexed == 0)  # indexed while the build runs
+        wait_until(lambda: c.weaver_status().unindexed == 0, 60)  # indexed while the build runs
         assert vectors.builds == 0 and vectors._child is not None
         gate.touch()
-        wait_for(lambda: vectors.builds == 1)
+        wait_until(lambda: vectors.builds == 1, 60)
         assert {p.episode_id for p in vectors.scroll(turns)} == {first, second}
         hits = c.recall("What can Miso do?", user_id="alice", k=3).hits
         assert hits and "open doors" in hits[0].text

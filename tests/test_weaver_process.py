@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
 from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import ROOT, daemon_env
+from tests.support import QUIET_ENV, wait_until, weaverctl
 from tests.weaving import EchoLLM, all_points, stored_extraction_facts, tier3
 
 pytestmark = pytest.mark.slow
-QUIET = {"weaver__interval_seconds": "3600"}
-
-
-def weaverctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.weaverctl", "--address", address, *args],
-        env=daemon_env(ROOT / "unused"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 def episodes(c: MemoryClient, n: int, turns: int = 3) -> list[str]:
@@ -51,7 +37,7 @@ def episodes(c: MemoryClient, n: int, turns: int = 3) -> list[str]:
 
 
 def test_weaverctl_run_now_and_status_end_to_end(spawn, tmp_path):
-    proc = spawn(tmp_path / "data", **QUIET)
+    proc = spawn(tmp_path / "data", **QUIET_ENV)
     with proc.client() as c:
         # The model is still loading (importing it alone takes seconds): appends are served.
         assert c.weaver_status().embedding_ready is False
@@ -74,7 +60,7 @@ def test_weaverctl_run_now_and_status_end_to_end(spawn, tmp_path):
 
 
 def test_an_episode_expired_before_consolidation_fails_the_run_once(spawn, tmp_path):
-    proc = spawn(tmp_path / "data", **QUIET, journal__ttl_seconds="1")
+    proc = spawn(tmp_path / "data", **QUIET_ENV, journal__ttl_seconds="1")
     with proc.client() as c:
         episodes(c, 1)
     time.sleep(1.2)  # the journal entry expires; the consolidation state does not
@@ -93,19 +79,16 @@ def test_sigkill_during_a_run_resumes_with_no_duplicates_and_no_losses(spawn, tm
     n = 12
     with FakeOpenAI(responder=lambda req: Reply.hang(0.3, then=echo(req))) as fake:
         llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(tmp_path / "data", **QUIET, **llm)
+        proc = spawn(tmp_path / "data", **QUIET_ENV, **llm)
         with proc.client() as c:
             ids = episodes(c, n)
         assert weaverctl(proc.address, "run-now", "--no-wait").returncode == 0
-        deadline = time.monotonic() + 120
-        while echo.calls < 4:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(lambda: echo.calls >= 4, 120, "for the run's fourth call", interval=0.02)
         proc.kill()  # in the middle of the run
         asked_before = echo.calls
 
         fake.responder = echo  # fast now
-        proc = spawn(tmp_path / "data", **QUIET, **llm)
+        proc = spawn(tmp_path / "data", **QUIET_ENV, **llm)
         out = weaverctl(proc.address, "run-now")
         assert out.returncode == 0, out.stdout + out.stderr
         assert proc.terminate() == 0

@@ -1,8 +1,10 @@
-"""Helpers for the weaver's tests: an LLM stand-in that answers from the prompt it gets, and
-direct reads of a stopped daemon's Tier 3."""
+"""Helpers for the weaver's tests: a conversation of alice's written through a client, a weaver
+run and its report, an LLM stand-in that answers from the prompt it gets, and direct reads of
+a stopped daemon's Tier 3."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Iterator
@@ -10,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from daemon.client import MemoryClient, message
+from daemon.pb import weaver_pb2
 from tests.llm_server import Reply
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
@@ -18,6 +22,34 @@ from tiers.vectors.edge import EdgeVectorStore
 from tiers.working import STATE_CFS
 from weaver.consolidate import EXTRACTIONS_CF, decode_extraction
 from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN
+
+
+def run(client: MemoryClient, **kwargs: object) -> weaver_pb2.RunReport:
+    """A weaver run now (RunNow): its progress events, then its report."""
+    events = list(client.run_weaver(**kwargs))  # type: ignore[arg-type]
+    assert events[-1].HasField("report")
+    assert all(e.HasField("progress") for e in events[:-1])
+    return events[-1].report
+
+
+def conversation(client: MemoryClient, session_id: str, when: dt.datetime, *turns: str) -> str:
+    """One ended session of alice's: ``turns`` said by Alice and Bob in turn at ``when``."""
+    speakers = ("Alice", "Bob")
+    client.append_batch(
+        session_id,
+        [
+            message(
+                text,
+                name=speakers[i % 2],
+                created_at=when,
+                message_id=f"{session_id}-{i}",
+                metadata={"dia_id": f"{session_id}:{i}"},
+            )
+            for i, text in enumerate(turns)
+        ],
+        user_id="alice",
+    )
+    return client.end_session(session_id).episode_id
 
 
 def turns_in(request: Any) -> list[dict[str, Any]]:
