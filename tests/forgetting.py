@@ -1,19 +1,16 @@
 """What the forget tests share (``tests/test_forget*.py``, ``tests/test_documents_tier3.py``):
-conversations written and consolidated through a client, recall texts, and the files under a
-data dir that still hold given words."""
+conversations written through a client, recall texts, and the files under a data dir that
+still hold given words."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient, message
+from tests.support import MAY, wait_until
 
-QUIET = {"interval_seconds": 3600}
-MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 SECRET = "Zebra-7781-Quartz"
 
 
@@ -30,11 +27,6 @@ def talk(
         agent_id=agent,
     )
     return c.end_session(sid, user_id=user).episode_id if end else ""
-
-
-def consolidate(c: MemoryClient) -> None:
-    report = list(c.run_weaver())[-1].report
-    assert report.ok, report.error
 
 
 def texts(c: MemoryClient, user: str, query: str, **kwargs: Any) -> list[tuple[str, str, str]]:
@@ -63,7 +55,14 @@ PURGE_BOUND = 60.0  # docs/operations.md, Forget: the bytes leave the disk withi
 
 def _gone_within(root: Path, needles: list[str], seconds: float = PURGE_BOUND) -> None:
     """Every byte of ``needles`` leaves the files under ``root`` within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while left := _on_disk(root, needles):
-        assert time.monotonic() < deadline, f"still on disk after {seconds:g} s: {left}"
-        time.sleep(0.2)
+    left: dict[str, list[str]] = {}
+
+    def gone() -> bool:
+        left.clear()
+        left.update(_on_disk(root, needles))
+        return not left
+
+    try:
+        wait_until(gone, seconds, interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"still on disk after {seconds:g} s: {left}") from None

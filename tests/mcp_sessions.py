@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,8 +17,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from daemon.client import MemoryClient
 from daemon.settings import Settings
-from tests.support import MODEL_CACHE, ROOT
+from tests.support import MODEL_CACHE, QUIET, ROOT, wait_indexed
 
 MODULE = ["-m", "daemon.adapters.mcp_server"]
 MAX_K = 50  # the daemons' recall.max_k: below the tool's own bound (100)
@@ -31,7 +31,7 @@ def settings(data_dir: Path, **overrides: Any) -> Settings:
         listen="127.0.0.1:0",
         shutdown_grace_seconds=2.0,
         embedding={"cache_dir": MODEL_CACHE},
-        weaver={"interval_seconds": 3600},  # indexing only: no consolidation run
+        weaver=QUIET,  # indexing only: no consolidation run
         recall={"max_k": MAX_K},
         **overrides,
     )
@@ -80,14 +80,14 @@ async def error(session: ClientSession, tool: str, **args: Any) -> str:
     return text
 
 
-async def wait_indexed(session: ClientSession) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        status = await call(session, "weaver_status")
-        if not status["unindexed"] and status["embedding_ready"]:
-            return
-        assert time.monotonic() < deadline, f"not indexed: {status}"
-        await anyio.sleep(0.1)
+async def indexed(session: ClientSession, address: str) -> None:
+    """Wait until the daemon at ``address`` has indexed every ended episode
+    (:func:`tests.support.wait_indexed`, off the event loop); then the session's
+    ``weaver_status`` tool must say so too."""
+    with MemoryClient(address) as client:
+        await anyio.to_thread.run_sync(lambda: wait_indexed(client, 90))
+    status = await call(session, "weaver_status")
+    assert not status["unindexed"] and status["embedding_ready"], status
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:

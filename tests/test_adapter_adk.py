@@ -18,7 +18,7 @@ from pydantic import Field
 
 from daemon.adapters.google_adk import StrataMemoryService
 from daemon.client import MemoryClient
-from tests.support import wait_indexed
+from tests.support import QUIET, wait_indexed
 
 pytestmark = pytest.mark.slow
 APP = "travel"
@@ -48,7 +48,7 @@ async def _turn(runner: Runner, user: str, session_id: str, text: str) -> None:
 
 @pytest.fixture
 def daemon(start_daemon):
-    d = start_daemon(weaver={"interval_seconds": 3600})
+    d = start_daemon(weaver=QUIET)
     d.daemon.semantic.wait_ready(120)
     return d
 

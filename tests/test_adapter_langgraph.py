@@ -13,14 +13,14 @@ from langgraph.store.memory import InMemoryStore
 
 from daemon.adapters.langgraph_store import StrataStore
 from daemon.client import MemoryClient
-from tests.support import wait_indexed
+from tests.support import QUIET, wait_indexed
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def daemon(start_daemon):
-    d = start_daemon(weaver={"interval_seconds": 3600})
+    d = start_daemon(weaver=QUIET)
     d.daemon.semantic.wait_ready(120)
     return d
 

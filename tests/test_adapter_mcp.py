@@ -31,10 +31,10 @@ from tests.mcp_sessions import (
     error,
     free_port,
     http,
+    indexed,
     run,
     settings,
     stdio,
-    wait_indexed,
 )
 from tests.support import ROOT, ThreadDaemon, wait_until
 
@@ -86,7 +86,7 @@ def test_stdio_end_to_end(daemon: ThreadDaemon) -> None:
             ended = await call(s, "end_session", session_id="chat-1")
             assert ended["message_count"] == 3
             episode = ended["episode_id"]
-            await wait_indexed(s)
+            await indexed(s, daemon.address)
 
             found = await call(s, "recall", query="What is the name of my cat?", k=5)
             hit = next(h for h in found["hits"] if "Miso" in h["text"] and h["sources"])
@@ -133,7 +133,7 @@ def test_stdio_end_to_end(daemon: ThreadDaemon) -> None:
             assert not again["created"] and again["id"] == kept["id"]
             fresh = await call(s, "note", text="Alice is vegetarian.")
             assert fresh["created"] and len(fresh["key"]) == 32
-            await wait_indexed(s)
+            await indexed(s, daemon.address)
             notes = await call(s, "recall", query="Which units does Alice like?",
                                kinds=["document"])  # fmt: skip
             assert notes["hits"][0]["id"] == kept["id"]
@@ -152,7 +152,7 @@ def test_the_context_tools(daemon: ThreadDaemon) -> None:
             await call(s, "remember", session_id="kim-old", content="My dog Bruno loves the "
                        "beach in Nazaré.", speaker="Kim")  # fmt: skip
             await call(s, "end_session", session_id="kim-old")
-            await wait_indexed(s)
+            await indexed(s, daemon.address)
             hit = (await call(s, "recall", query="dog Bruno beach", k=3))["hits"][0]["id"]
             question = "Who can look after my dog next week?"
             await call(s, "remember", session_id="kim-chat", content=question, speaker="Kim")
@@ -222,7 +222,7 @@ def test_each_server_acts_for_its_configured_user_only(daemon: ThreadDaemon) -> 
                        user_id="dave")  # fmt: skip
             dave_episode = (await call(dave, "end_session", session_id="s"))["episode_id"]
             await call(carol, "end_session", session_id="s")  # the same session id: her own
-            await wait_indexed(dave)
+            await indexed(dave, daemon.address)
 
             theirs = await call(dave, "recall", query="What is the locker code?", k=10)
             texts = [h["text"] for h in theirs["hits"]]

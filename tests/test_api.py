@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 
 import grpc
 import pytest
@@ -13,6 +12,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from daemon.client import AsyncMemoryClient, MemoryClient, message
 from daemon.pb import memory_pb2 as pb
 from daemon.pb import memory_pb2_grpc
+from tests.support import wait_until
 
 
 def test_append_window_end_list_and_get(client: MemoryClient):
@@ -153,10 +153,7 @@ def test_stats(client: MemoryClient):
 def test_health_and_reflection(daemon, client: MemoryClient):
     assert client.health("strata.v1.MemoryService") == "SERVING"  # at once: appends work
     daemon.daemon.semantic.wait_ready(120)  # "" turns SERVING once Tier 3 is open
-    deadline = time.monotonic() + 10
-    while client.health() != "SERVING":
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: client.health() == "SERVING", 10, "for health SERVING", interval=0.02)
     with grpc.insecure_channel(daemon.address) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         request = reflection_pb2.ServerReflectionRequest(list_services="")

@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from daemon.client import MemoryClient, message
 from daemon.errors import ConfigError
 from daemon.settings import Settings, load_settings
 from tests.llm_server import FakeOpenAI
-from tests.support import ROOT, daemon_env
+from tests.support import QUIET, QUIET_ENV, ROOT, daemon_env, wait_until
 from tests.weaving import EchoLLM
 
 TOKENS = {
@@ -48,7 +47,7 @@ def code(call: Any) -> grpc.StatusCode:
 
 @pytest.fixture
 def secured(start_daemon):
-    return start_daemon(auth={"tokens": entries()}, weaver={"interval_seconds": 3600})
+    return start_daemon(auth={"tokens": entries()}, weaver=QUIET)
 
 
 def as_(daemon: Any, name: str | None) -> MemoryClient:
@@ -261,13 +260,6 @@ class BrokenQdrant:
         self._server.server_close()
 
 
-def _wait(predicate: Any, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_secrets_from_files_are_used_and_never_logged(spawn, tmp_path: Path):
     client_token = "tok-" + "s3cret-client-token"
@@ -288,12 +280,12 @@ def test_secrets_from_files_are_used_and_never_logged(spawn, tmp_path: Path):
             llm__model="openai/test",
             llm__api_base=fake.base_url,
             llm__api_key_file=str(tmp_path / "llm.key"),
-            weaver__interval_seconds="3600",
+            **QUIET_ENV,
         )
         with MemoryClient(proc.address, token=client_token, timeout=120) as c:
             c.append_batch("s", [message("Alice lives in Paris.", name="Alice")], user_id="alice")
             c.end_session("s")
-            _wait(lambda: c.weaver_status().embedding_ready)
+            wait_until(lambda: c.weaver_status().embedding_ready, 60)
             report = list(c.run_weaver())[-1].report
             assert report.ok and report.llm_calls == 1
         assert fake.headers[0].get("Authorization") == f"Bearer {llm_key}"
@@ -309,7 +301,7 @@ def test_secrets_from_files_are_used_and_never_logged(spawn, tmp_path: Path):
             qdrant_api_key_file=str(tmp_path / "qdrant.key"),
         )
         with MemoryClient(proc.address, token=client_token) as c:
-            _wait(lambda: qdrant.keys and "level=error" in proc.log(), 60)
+            wait_until(lambda: qdrant.keys and "level=error" in proc.log(), 60)
             assert c.health() == "NOT_SERVING"
         assert set(qdrant.keys) == {qdrant_key}
         assert proc.terminate() == 0

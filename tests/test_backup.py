@@ -15,11 +15,10 @@ import pytest
 
 from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI
-from tests.support import ROOT, ProcessDaemon, daemon_env
+from tests.support import QUIET_ENV, ROOT, ProcessDaemon, daemon_env, wait_indexed, wait_until
 from tests.weaving import EchoLLM
 
 pytestmark = pytest.mark.slow
-QUIET = {"weaver__interval_seconds": "3600"}
 CHANNELS = ("vector", "keyword", "graph")
 QUERY = "What did Alice say about the apples at the market?"
 
@@ -43,17 +42,7 @@ def ctl(proc: ProcessDaemon, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def wait_tier3(c: MemoryClient) -> None:
-    deadline = time.monotonic() + 90
-    while not c.weaver_status().embedding_ready:
-        assert time.monotonic() < deadline, "Tier 3 did not open"
-        time.sleep(0.1)
-
-
-def wait_indexed(c: MemoryClient) -> None:
-    deadline = time.monotonic() + 60
-    while c.weaver_status().unindexed:
-        assert time.monotonic() < deadline, "the ended sessions were not indexed"
-        time.sleep(0.05)
+    wait_until(lambda: c.weaver_status().embedding_ready, 90, "for Tier 3 to open")
 
 
 def episodes(c: MemoryClient, user: str, n: int, first: int = 0) -> list[str]:
@@ -94,7 +83,7 @@ def test_backup_while_running_and_restore(spawn, tmp_path):
     echo = EchoLLM()
     with FakeOpenAI(responder=echo) as fake:
         llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(tmp_path / "live", **QUIET, **llm)
+        proc = spawn(tmp_path / "live", **QUIET_ENV, **llm)
         with proc.client(timeout=120) as c:
             wait_tier3(c)
             done = episodes(c, "alice", 2)
@@ -129,7 +118,7 @@ def test_backup_while_running_and_restore(spawn, tmp_path):
     refused = run(["daemon", "restore", str(tmp_path / "bk")], daemon_env(fresh))
     assert refused.returncode == 1 and "not empty" in refused.stderr
 
-    proc = spawn(fresh, **QUIET)  # no LLM configured: nothing can be re-extracted
+    proc = spawn(fresh, **QUIET_ENV)  # no LLM configured: nothing can be re-extracted
     with proc.client(timeout=60) as c:
         wm = c.get_working_memory("open")
         assert [m.message.content for m in wm.messages] == [f"new {i}" for i in range(3)]
@@ -174,7 +163,7 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path):
     data = tmp_path / "data"
     with FakeOpenAI(responder=echo) as fake:
         llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(data, **QUIET, **llm)
+        proc = spawn(data, **QUIET_ENV, **llm)
         with proc.client(timeout=120) as c:
             wait_tier3(c)
             alice = episodes(c, "alice", 3)
@@ -195,7 +184,7 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path):
         assert proc.terminate() == 0
 
         shutil.rmtree(data / "vectors")
-        proc = spawn(data, **QUIET, **llm)
+        proc = spawn(data, **QUIET_ENV, **llm)
         with proc.client(timeout=120) as c:
             wait_tier3(c)
             assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
@@ -225,7 +214,7 @@ def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path):
     data = tmp_path / "data"
     with FakeOpenAI(responder=echo) as fake:
         llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(data, **QUIET, **llm)
+        proc = spawn(data, **QUIET_ENV, **llm)
         with proc.client(timeout=120) as c:
             wait_tier3(c)
             ids = episodes(c, "alice", 2)
@@ -238,7 +227,7 @@ def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path):
     shutil.rmtree(data / "vectors")
     time.sleep(1.1)
     # A one-second journal TTL: every episode has expired; the consolidation records have not.
-    proc = spawn(data, **QUIET, journal__ttl_seconds="1")
+    proc = spawn(data, **QUIET_ENV, journal__ttl_seconds="1")
     with proc.client(timeout=120) as c:
         with pytest.raises(grpc.RpcError) as gone:
             c.get_episode(ids[0])
@@ -266,7 +255,7 @@ def test_every_weaverctl_command_has_help_and_json(spawn, tmp_path):
         out = run(["daemon.weaverctl", name, "--help"], env)
         assert out.returncode == 0 and "--json" in out.stdout, (name, out.stdout)
 
-    proc = spawn(tmp_path / "data", **QUIET)
+    proc = spawn(tmp_path / "data", **QUIET_ENV)
     with proc.client(timeout=120) as c:
         wait_tier3(c)
         episodes(c, "alice", 1)

@@ -4,11 +4,11 @@ callers, errors reach every caller of the failed call."""
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.support import wait_until
 from tiers.batcher import Batcher
 
 
@@ -36,10 +36,8 @@ def test_callers_arriving_during_a_call_share_the_next_one() -> None:
         head = pool.submit(b, 0)
         assert first_started.wait(10)
         rest = [pool.submit(b, i) for i in range(1, 8)]
-        deadline = time.monotonic() + 10
-        while len(b._waiting) < 7:  # all seven wait behind the call in progress
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        # all seven wait behind the call in progress
+        wait_until(lambda: len(b._waiting) >= 7, 10, "for 7 callers", interval=0.01)
         release.set()
         assert head.result(10) == "r0"
         assert [f.result(10) for f in rest] == [f"r{i}" for i in range(1, 8)]
@@ -79,10 +77,7 @@ def test_a_wrong_number_of_results_is_an_error_not_a_mix_up() -> None:
         head = pool.submit(b, 0)
         assert first_started.wait(10)
         pair = [pool.submit(b, 1), pool.submit(b, 2)]
-        deadline = time.monotonic() + 10
-        while len(b._waiting) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: len(b._waiting) >= 2, 10, "for 2 callers", interval=0.01)
         release.set()
         assert head.result(10) == 0  # a call of one item is fine
         for f in pair:  # the call of two is refused for both callers

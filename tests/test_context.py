@@ -17,7 +17,7 @@ from daemon.auth import token_hash
 from daemon.client import MemoryClient, message
 from daemon.pb import memory_pb2 as pb
 from daemon.settings import Settings
-from tests.support import MODEL_CACHE, ThreadDaemon, wait_indexed
+from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, wait_indexed
 from tiers import export
 from tiers.export import SessionRecord
 from tiers.records import Scope, StoredMessage
@@ -52,7 +52,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadDaemon]:
         listen="127.0.0.1:0",
         shutdown_grace_seconds=2.0,
         embedding={"cache_dir": MODEL_CACHE},
-        weaver={"interval_seconds": 3600},  # indexing only
+        weaver=QUIET,  # indexing only
         auth={
             "tokens": [
                 _token("ops", ["*"], ["admin"]),

@@ -9,7 +9,7 @@ import pytest
 
 from daemon.client import MemoryClient, message
 from daemon.pb import memory_pb2 as pb
-from tests.support import wait_indexed, wait_until
+from tests.support import QUIET_ENV, wait_indexed, wait_until
 
 pytestmark = pytest.mark.slow
 # An export written before anchors and pins: its footer counts neither.
@@ -30,7 +30,7 @@ def ready(c: MemoryClient) -> None:
 
 
 def test_anchor_and_pin_survive_a_kill_the_end_of_the_session_and_an_export(spawn, tmp_path):
-    first = spawn(tmp_path / "a", weaver__interval_seconds="3600")
+    first = spawn(tmp_path / "a", **QUIET_ENV)
     with first.client(timeout=60) as c:
         ready(c)
         c.append("before", "My sister Ana lives in Porto.", user_id="alice", name="Alice")
@@ -46,7 +46,7 @@ def test_anchor_and_pin_survive_a_kill_the_end_of_the_session_and_an_export(spaw
         c.pin_memory(hit.id, user_id="alice")
     first.kill()  # SIGKILL: both were durable when their calls returned
 
-    again = spawn(tmp_path / "a", weaver__interval_seconds="3600")
+    again = spawn(tmp_path / "a", **QUIET_ENV)
     with again.client(timeout=60) as c:
         ready(c)
         ctx = c.get_context("move", 500, user_id="alice")
@@ -69,7 +69,7 @@ def test_anchor_and_pin_survive_a_kill_the_end_of_the_session_and_an_export(spaw
     assert records[-1]["records"]["anchor"] == 1 and records[-1]["records"]["pin"] == 1
     again.terminate()
 
-    other = spawn(tmp_path / "b", weaver__interval_seconds="3600")
+    other = spawn(tmp_path / "b", **QUIET_ENV)
     with other.client(timeout=60) as c:
         ready(c)
         assert c.import_([OLDER]).user_id == "zoe"  # a file of before anchors and pins

@@ -136,9 +136,7 @@ def test_health_goes_not_serving_and_a_second_signal_forces_the_exit(spawn, tmp_
     wait_until(lambda: "SERVING" in statuses, 240, "for health SERVING")
     proc.signal(signal.SIGTERM)
     # The open Watch stream keeps the graceful stop waiting (grace is 30 s)...
-    deadline = time.monotonic() + 5
-    while statuses[-1:] != ["NOT_SERVING"] and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: statuses[-1:] == ["NOT_SERVING"], 5, "for NOT_SERVING", interval=0.02)
     assert "SERVING" in statuses and "NOT_SERVING" in statuses[statuses.index("SERVING") :]
     assert proc.proc.poll() is None
     # ...and a second signal forces the exit.

@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,11 +53,10 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:
 
 
 def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+    """tests.support.wait_until, polling every 10 ms for up to DEADLINE seconds."""
+    from tests.support import wait_until
+
+    wait_until(condition, DEADLINE, f"for {what}", interval=0.01)
 
 
 def points(n: int, start: int = 0, seed: int = 0) -> list[MemoryPoint]:

@@ -14,7 +14,6 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 
 from daemon.client import MemoryClient, message
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import ProcessDaemon
+from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tests.weaving import EchoLLM, all_points, stored_extraction_facts, tier3
 from tiers.graph.nxgraph import GRAPH_CF
 from tiers.vectors import point_id
@@ -36,7 +35,6 @@ SEED = int(os.environ.get("FAULT_SEED", "20261122"))
 APPEND_TRIALS = 14
 WEAVER_TRIALS = 6  # index and consolidation, alternating
 WRITERS = 3
-QUIET = {"weaver__interval_seconds": "3600"}
 # The whole open log of a session fits in its window, so GetWorkingMemory shows all of it.
 NO_WEAVER = {
     "weaver__enabled": "false",
@@ -184,13 +182,6 @@ def _episodes(c: MemoryClient, prefix: str, n: int, turns: int, day: int) -> lis
     return ids
 
 
-def _wait(c: MemoryClient, done: Callable[[], bool], what: str, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def _expected_chunks(data: Path, episode_ids: list[str]) -> dict[str, set[str]]:
     """The chunk point ids a clean index of each episode gives (from the journal)."""
     s = WeaverSettings()
@@ -218,9 +209,9 @@ def test_sigkill_during_indexing_and_consolidation(spawn, tmp_path):
         llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
 
         def start() -> ProcessDaemon:
-            proc = spawn(data, **QUIET, **llm)
+            proc = spawn(data, **QUIET_ENV, **llm)
             with proc.client() as c:
-                _wait(c, lambda: c.weaver_status().embedding_ready, "the model")
+                wait_until(lambda: c.weaver_status().embedding_ready, 120, "for the model")
             return proc
 
         proc = start()
@@ -238,7 +229,7 @@ def test_sigkill_during_indexing_and_consolidation(spawn, tmp_path):
                     events = c.run_weaver(timeout=1)
                     next(events)  # queued
                     events.close()  # the run goes on
-                    _wait(c, lambda: echo.calls > asked, "the first LLM call")  # noqa: B023
+                    wait_until(lambda: echo.calls > asked, 120, "for the first LLM call")  # noqa: B023
                     kill_after = rng.uniform(0.0, 0.6)
                     stage = "consolidation"
                 status = c.weaver_status()
@@ -251,7 +242,7 @@ def test_sigkill_during_indexing_and_consolidation(spawn, tmp_path):
             proc = start()
 
         with proc.client() as c:
-            _wait(c, lambda: c.weaver_status().unindexed == 0, "the index backlog")
+            wait_until(lambda: c.weaver_status().unindexed == 0, 120, "for the index backlog")
             report = next(e.report for e in c.run_weaver(timeout=120) if e.HasField("report"))
             assert report.ok, report
             assert c.weaver_status().pending == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,9 @@ import grpc
 import pytest
 
 from daemon import weaverctl as ctl
-from tests.forgetting import MAY, QUIET, SECRET, consolidate, talk, texts
+from tests.forgetting import SECRET, talk, texts
 from tests.llm_server import FakeOpenAI, Reply
+from tests.support import MAY, QUIET, consolidate, wait_until
 from tests.weaving import EchoLLM, tier3, turns_in
 from tiers.backup import restore_backup
 from tiers.records import Scope
@@ -163,10 +163,8 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
         with daemon.client() as c:
             gone = talk(c, "alice", "s1", f"My locker code is {SECRET}.", "Noted.")
             kept = talk(c, "bob", "s2", "I like jazz.")
-            deadline = time.monotonic() + 60
-            while c.weaver_status().unindexed:  # the chunks are in the vector store
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            # the chunks are in the vector store
+            wait_until(lambda: not c.weaver_status().unindexed, 60, "for the index stage")
             c.backup(str(tmp_path / "before"))
             assert _raw_bytes(tmp_path / "before" / "journal", SECRET.encode())
             assert _raw_bytes(tmp_path / "before" / "vectors", SECRET.encode())  # its chunk

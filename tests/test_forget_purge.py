@@ -3,15 +3,14 @@ data dir, also after a SIGKILL, a crash before the purge or a stop during it."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import grpc
 import pytest
 
-from tests.forgetting import QUIET, SECRET, _gone_within, _on_disk, consolidate, talk, texts
+from tests.forgetting import SECRET, _gone_within, _on_disk, talk, texts
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import wait_until
+from tests.support import QUIET, QUIET_ENV, consolidate, wait_until
 from tests.weaving import tier3, turns_in
 from tiers.tombstones import PURGE_KEY, TOMBSTONES_CF
 from tiers.vectors import PointFilter
@@ -56,7 +55,7 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
     data = tmp_path / "data"
     with FakeOpenAI(responder=_reversing_llm) as fake:
         settings = {
-            "weaver__interval_seconds": "3600",
+            **QUIET_ENV,
             "llm__model": "openai/test",
             "llm__api_base": fake.base_url,
         }
@@ -99,15 +98,16 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
         assert not any(not p.startswith("vectors/") for p in _on_disk(data, gone))
         d = spawn(data, **settings)
         with d.client(60) as c:
-            deadline = time.monotonic() + 120
-            while True:  # until Tier 3 is open again
+
+            def tier3_open() -> bool:
                 try:
                     texts(c, "bob", bobs)
-                    break
                 except grpc.RpcError as exc:
                     assert exc.code() == grpc.StatusCode.UNAVAILABLE
-                    assert time.monotonic() < deadline
-                    time.sleep(0.2)
+                    return False
+                return True
+
+            wait_until(tier3_open, 120, "until Tier 3 is open again", interval=0.2)
             _gone_within(data, gone)  # the purge was finished at the start
             assert any(bobs in t for _i, _e, t in texts(c, "bob", f"{bobs} coins"))
             assert texts(c, "alice", f"{by_scope} stamps {by_memory} {by_episode}") == []
@@ -121,7 +121,7 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
 
 def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path):
     data = tmp_path / "data"
-    d = spawn(data, weaver__interval_seconds="3600")
+    d = spawn(data, **QUIET_ENV)
     with d.client(60) as c:
         gone = talk(c, "alice", "p1", f"My locker code is {SECRET}.", "Noted.")
         wait_until(lambda: c.weaver_status().unindexed == 0, 120, "indexed")
@@ -134,7 +134,7 @@ def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path
         batch.put(TOMBSTONES_CF, PURGE_KEY, b"\x00" * 8)
         state.write(batch)
     assert any(p.startswith("vectors/") for p in _on_disk(data, [SECRET]))
-    d = spawn(data, weaver__interval_seconds="3600")
+    d = spawn(data, **QUIET_ENV)
     with d.client(60):
         wait_until(lambda: "event=forget.purged" in d.log(), 120, "the purge")
         assert "event=forget.purge_resumed" in d.log()

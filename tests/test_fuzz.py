@@ -24,7 +24,6 @@ The number of cases per RPC and the status codes seen are printed at the end of 
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,12 +34,11 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from daemon.client import MemoryClient
 from daemon.pb import admin_pb2
 from daemon.settings import Settings
 from tests.fuzz_target import RPCS, SERVICES, Fuzz, Rpc
 from tests.fuzzing import TEMPLATES, Pooled, UnderTmp, fill, message_values, mutated
-from tests.support import ThreadDaemon
+from tests.support import QUIET, ThreadDaemon, wait_indexed
 
 FIELD_EXAMPLES = int(os.environ.get("STRATA_FUZZ_EXAMPLES", "80"))
 BYTES_EXAMPLES = max(1, FIELD_EXAMPLES // 2)
@@ -60,7 +58,7 @@ def fuzz(
             data_dir=root / "data",
             listen="127.0.0.1:0",
             shutdown_grace_seconds=2.0,
-            weaver={"interval_seconds": 3600},
+            weaver=QUIET,
         )
     )
     channel = grpc.insecure_channel(
@@ -115,19 +113,9 @@ def _seed(daemon: ThreadDaemon, state: Fuzz) -> None:
             c.append(sid, "My cat Miso likes the balcony.", user_id="fuzz-u1", name="Ana")
             state.pools["episode_id"].append(c.end_session(sid).episode_id)
         state.pools["session_id"].append("fuzz-seed-0")
-        _wait_indexed(c, 90)
+        wait_indexed(c, 90)
         for h in c.recall("Where does Ana live?", user_id="fuzz-u1", k=5).hits:
             state.pools["id"].append(h.id)
-
-
-def _wait_indexed(c: MemoryClient, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        status = c.weaver_status()
-        if status.embedding_ready and not status.unindexed:
-            return
-        time.sleep(0.2)
-    raise AssertionError("the seeded episodes were not indexed in time")
 
 
 def _resolver(fuzz: Fuzz) -> Callable[[Any], Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from daemon.client import MemoryClient, message
 from daemon.settings import Settings
 from recall import rerank
 from tests.llm_server import FakeOpenAI, Reply
-from tests.support import ThreadDaemon
+from tests.support import QUIET, ThreadDaemon, wait_indexed
 from weaver.extractors import llm_reply
 
 # Adversarial turns (speaker name, text): each tries another way out of the data block.
@@ -83,7 +82,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     "on_failure": "local",
                     "timeout_seconds": 10,
                 },
-                weaver={"interval_seconds": 3600},
+                weaver=QUIET,
                 # hits as points, so that a reranked order is the order of the hits
                 recall={"recipes": {"points": {"per_message": False}}},
             )
@@ -93,16 +92,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             yield box["w"]
         finally:
             daemon.stop()
-
-
-def _wait_indexed(c: MemoryClient) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        s = c.weaver_status()
-        if s.embedding_ready and not s.unindexed:
-            return
-        time.sleep(0.2)
-    raise AssertionError("not indexed in time")
 
 
 def _block(user: str, open_: str, close: str) -> tuple[str, str, str]:
@@ -141,7 +130,7 @@ def test_extractor_gets_the_conversation_as_data_and_hostile_replies_are_validat
         c.append("bob-chat", "My PIN is 4471 and I live in Oslo.", user_id="bob", name="Bob")
         alice_ep = c.end_session("alice-chat").episode_id
         c.end_session("bob-chat")
-        _wait_indexed(c)
+        wait_indexed(c, 120)
         atlantis_seq = len(ATTACKS) - 1
         world.extract_replies[:] = [
             # The model obeys the injection: off-schema JSON. Rejected, retried.

@@ -7,6 +7,7 @@ import time
 import urllib.request
 
 from tests.llm_server import FakeOpenAI
+from tests.support import wait_until
 
 
 def test_fake_server_closes_promptly_while_a_handler_hangs():
@@ -24,9 +25,7 @@ def test_fake_server_closes_promptly_while_a_handler_hangs():
     fake.hang(30)
     thread = threading.Thread(target=client, args=(fake.base_url + "/chat/completions",))
     thread.start()
-    deadline = time.monotonic() + 5
-    while not fake.requests and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: fake.requests, 5, "for the request", interval=0.01)
     assert len(fake.requests) == 1
     started = time.monotonic()
     fake.close()

@@ -12,14 +12,13 @@ import grpc
 import pytest
 
 from daemon.client import MemoryClient
-from tests.support import wait_until
+from tests.support import QUIET_ENV, wait_until
 from tiers.records import episode_id_for
 from tiers.rocks import RocksStore
 from tiers.working import STATE_CFS
 
 pytestmark = pytest.mark.slow
 ARCHIVE = Path(__file__).parent / "data" / "datadir-5d133c6.tar.xz"
-QUIET = {"weaver__interval_seconds": "3600"}
 
 
 def unpack(tmp_path: Path) -> Path:
@@ -56,7 +55,7 @@ def test_a_data_dir_of_the_previous_release_opens_and_migrates(spawn, tmp_path):
         episode_id_for("trip", 2),
     )
 
-    d = spawn(data, **QUIET)
+    d = spawn(data, **QUIET_ENV)
     with d.client(60) as c:
         wait_until(lambda: tier3_up(c), 120, "Tier 3 open")
         # Open sessions with their scope and window, and their idempotency keys.
@@ -97,7 +96,7 @@ def test_a_data_dir_of_the_previous_release_opens_and_migrates(spawn, tmp_path):
         )
     finally:
         state.close()
-    d = spawn(data, **QUIET)
+    d = spawn(data, **QUIET_ENV)
     with d.client(60) as c:
         assert contents(c, "open-a", "alice")[-1] == "She teaches piano."
         assert c.end_session("open-b").message_count == 1

@@ -15,7 +15,7 @@ import pytest
 from daemon.client import MemoryClient, message
 from daemon.pb import memory_pb2 as pb
 from daemon.settings import Settings
-from tests.support import MODEL_CACHE, ThreadDaemon, wait_indexed
+from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, wait_indexed
 
 pytestmark = pytest.mark.slow
 NOW = dt.datetime.now(dt.UTC)
@@ -36,7 +36,7 @@ def settings(data_dir: Path) -> Settings:
         listen="127.0.0.1:0",
         shutdown_grace_seconds=2.0,
         embedding={"cache_dir": MODEL_CACHE},
-        weaver={"interval_seconds": 3600},
+        weaver=QUIET,
         recall={"recipes": RECIPES},
     )
 

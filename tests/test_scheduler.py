@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import grpc
 import pytest
 
 from daemon.pb import memory_pb2 as pb
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
+from tests.support import wait_until
 
 
 @pytest.mark.slow
@@ -25,7 +16,7 @@ def test_idle_sessions_are_flushed_by_the_sweep(start_daemon):
     )
     with daemon.client() as c:
         c.append("forgotten", "nobody ends me", user_id="u")
-        wait_for(lambda: c.get_working_memory("forgotten").state == pb.SESSION_STATE_ENDED)
+        wait_until(lambda: c.get_working_memory("forgotten").state == pb.SESSION_STATE_ENDED, 10)
         (episode,) = c.list_episodes(user_id="u").episodes
         assert episode.end_reason == pb.END_REASON_IDLE and episode.message_count == 1
 
@@ -40,7 +31,7 @@ def test_scheduled_compaction_drops_expired_episodes(start_daemon):
         store = daemon.daemon.journal_store
         assert store is not None
         # RocksDB drops an entry once ts + ttl < now in whole seconds: within ~2.5 s here.
-        wait_for(lambda: store.get("episodes", eid.encode()) is None, timeout=8)
+        wait_until(lambda: store.get("episodes", eid.encode()) is None, 8)
         with pytest.raises(grpc.RpcError) as err:
             c.get_episode(eid)
         assert err.value.code() == grpc.StatusCode.NOT_FOUND

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from daemon.client import MemoryClient, message
-from tests.support import wait_indexed
+from tests.support import QUIET, wait_indexed
 from tiers.tokens import count_tokens
 
 pytestmark = pytest.mark.slow
@@ -80,7 +80,7 @@ def others(c: MemoryClient) -> None:
 
 @pytest.fixture
 def daemon(start_daemon):
-    d = start_daemon(weaver={"interval_seconds": 3600, "tool_result_max_tokens": RESULT_TOKENS})
+    d = start_daemon(weaver={**QUIET, "tool_result_max_tokens": RESULT_TOKENS})
     d.daemon.semantic.wait_ready(120)
     return d
 

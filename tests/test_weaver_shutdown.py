@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from daemon.client import message
-from tests.support import ProcessDaemon, ThreadDaemon
+from tests.support import QUIET, ProcessDaemon, ThreadDaemon, wait_until
 from weaver.index_jobs import MAX_INDEX_BATCH
 
 TURNS = [
@@ -36,16 +36,17 @@ def test_sigterm_during_an_index_backlog_waits_for_the_job_and_exits_0(
     sessions = 3 * MAX_INDEX_BATCH
     with proc.client(timeout=60) as c:
         deadline = time.monotonic() + 120
-        while not c.weaver_status().embedding_ready:
-            assert time.monotonic() < deadline, "the model did not load"
-            time.sleep(0.1)
+        wait_until(lambda: c.weaver_status().embedding_ready, 120, "for the model")
         for i in range(sessions):
             c.append_batch(f"s{i}", [message(t, name="Ana") for t in TURNS * 3], user_id="u1")
         for i in range(sessions):
             c.end_session(f"s{i}")
-        while "event=weaver.indexed" not in proc.log_path.read_text():
-            assert time.monotonic() < deadline, "nothing was indexed"
-            time.sleep(0.02)
+        wait_until(
+            lambda: "event=weaver.indexed" in proc.log_path.read_text(),
+            deadline - time.monotonic(),  # the model's wait and this one: 120 s in all
+            "for an index job",
+            interval=0.02,
+        )
     assert proc.terminate(120) == 0  # was -6 (SIGABRT) when a job outlived the grace
     log = proc.log_path.read_text()
     assert "terminate called" not in log
@@ -60,16 +61,14 @@ def test_index_jobs_in_line_do_not_hold_back_the_scheduled_run(
     """Under sustained load index jobs are always in line: the scheduled run was skipped
     ("queued already" meant "the line is not empty"), and a run drained along with index jobs
     went back to the end of the line. Both starved consolidation for the whole load run."""
-    daemon = start_daemon(weaver={"interval_seconds": 3600})
+    daemon = start_daemon(weaver=QUIET)
     weaver = daemon.daemon.weaver
     assert weaver is not None
     release = threading.Event()
     blocked = weaver.submit(lambda: release.wait(30))  # the worker is busy: the line waits
     try:
-        deadline = time.monotonic() + 60
-        while not weaver._jobs.empty():  # the worker took the blocking job
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        # the worker took the blocking job
+        wait_until(weaver._jobs.empty, 60, "for the worker", interval=0.01)
         weaver.notify_flushed("a" * 32)
         weaver.scheduled_run()
         weaver.scheduled_run()  # one queued run is enough
@@ -82,7 +81,4 @@ def test_index_jobs_in_line_do_not_hold_back_the_scheduled_run(
     finally:
         release.set()
     assert blocked.result(30) is True
-    deadline = time.monotonic() + 60
-    while weaver.last_run is None:
-        assert time.monotonic() < deadline, "the scheduled run never ran"
-        time.sleep(0.05)
+    wait_until(lambda: weaver.last_run is not None, 60, "for the scheduled run")

@@ -31,7 +31,7 @@ from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
-from tests.support import ProcessDaemon
+from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.records import Scope
 from tiers.vectors import MemoryPoint
 
@@ -82,12 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = Path(tmp) / "data"
         print(f"{args.points} points: building ...", flush=True)
         built = build(data_dir, args.points, texts, pool, optimize=False, remap=to_big_user)
-        proc = ProcessDaemon(data_dir, log_level="warning", weaver__interval_seconds="3600")
+        proc = ProcessDaemon(data_dir, log_level="warning", **QUIET_ENV)
         files: dict[str, bytes] = {}
         try:
             with proc.client(timeout=60) as c:
-                while not c.weaver_status().embedding_ready:
-                    time.sleep(0.1)
+                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
                 for user in (ORDINARY, BIG):
                     print(f"export {user} ...", flush=True)
                     files[user], figures = export(c, user)
@@ -116,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         target = ProcessDaemon(Path(tmp) / "fresh", log_level="warning")
         try:
             with MemoryClient(target.address, timeout=60) as c:
-                while not c.weaver_status().embedding_ready:
-                    time.sleep(0.1)
+                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
                 for user in (ORDINARY, BIG):
                     print(f"import {user} ...", flush=True)
                     began = time.perf_counter()

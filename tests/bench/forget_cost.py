@@ -35,7 +35,7 @@ from tests.bench._daemon import format_machine, machine_info
 from tests.bench.index_build import Recorder, stop, summary
 from tests.bench.recall_latency import build, measure
 from tests.bench.tier3_points import embed_pool
-from tests.support import ProcessDaemon
+from tests.support import ProcessDaemon, wait_until
 
 APPEND_EVERY = 0.020
 SETTLE = 3.0
@@ -64,8 +64,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
         try:
             address = proc.address
             with MemoryClient(address, timeout=120) as c:
-                while not c.weaver_status().embedding_ready:
-                    time.sleep(0.1)
+                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
                 for q in questions[:20]:
                     c.recall(q, user_id="user-10", k=10)
                 before = measure(address, questions, queries)
@@ -104,8 +103,12 @@ def run(size: int, queries: int) -> dict[str, Any]:
                     t0 = time.perf_counter()
                     r = c.forget(**kwargs)  # type: ignore[arg-type]
                     returned = time.perf_counter()
-                    while _count(proc, "forget.purged") == purged:  # the vector store's purge
-                        time.sleep(0.05)
+                    wait_until(  # the vector store's purge
+                        lambda: _count(proc, "forget.purged") != purged,  # noqa: B023
+                        600,
+                        "for the purge",
+                        interval=0.05,
+                    )
                     forgets.append(
                         {
                             "what": what,

@@ -41,7 +41,7 @@ from daemon.client import MemoryClient, message
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.recall_latency import build, measure
 from tests.bench.tier3_points import embed_pool
-from tests.support import ProcessDaemon
+from tests.support import ProcessDaemon, wait_until
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.settings import EmbeddingSettings
 from tiers.vectors import edge_generations as generations
@@ -190,8 +190,7 @@ def quiet_index_rate(texts: list[str], sessions: int) -> dict[str, Any]:
         proc = ProcessDaemon(Path(tmp) / "data", log_level="warning")
         try:
             with MemoryClient(proc.address, timeout=60) as c:
-                while not c.weaver_status().embedding_ready:
-                    time.sleep(0.1)
+                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
                 t0 = time.perf_counter()
                 for i in range(sessions):
                     c.append_batch(
@@ -201,8 +200,7 @@ def quiet_index_rate(texts: list[str], sessions: int) -> dict[str, Any]:
                     )
                     c.end_session(f"quiet-{i}")
                 ingest = time.perf_counter() - t0
-                while c.weaver_status().unindexed:
-                    time.sleep(0.05)
+                wait_until(lambda: not c.weaver_status().unindexed, 3600, "for the backlog")
                 seconds = time.perf_counter() - t0
         finally:
             proc.terminate()
@@ -232,8 +230,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
         try:
             address = proc.address
             with MemoryClient(address, timeout=60) as c:
-                while not c.weaver_status().embedding_ready:
-                    time.sleep(0.1)
+                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
                 for q in questions[:20]:  # warm-up: the graph channel's scopes, the model
                     c.recall(q, user_id="user-00", k=10)
             rng = random.Random(5)
@@ -285,10 +282,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
                         user_id=f"user-{i % 50:02d}",
                     )
                     c.end_session(f"backlog-{i}")
-            deadline = time.monotonic() + BUILD_DEADLINE
-            while not watcher.windows:
-                assert time.monotonic() < deadline, "no build finished"
-                time.sleep(0.05)
+            wait_until(lambda: watcher.windows, BUILD_DEADLINE, "for a build", interval=0.05)
             start, end = watcher.windows[0]
             time.sleep(AFTER_SWAP)
             watcher.stop.set()

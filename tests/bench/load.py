@@ -46,6 +46,7 @@ from tests.bench._daemon import (
     running_daemon,
 )
 from tests.bench.locomo_data import load
+from tests.support import wait_until
 
 RPCS = ("Append", "EndSession", "Recall", "Pack")
 P_RECALL, P_PACK = 0.2, 0.05
@@ -198,11 +199,7 @@ def run_load(
     settings = {"STRATA_WEAVER__INTERVAL_SECONDS": "10"}
     with running_daemon(settings) as daemon:
         with MemoryClient(daemon.address, timeout=30) as c:
-            deadline = time.monotonic() + 180
-            while not c.weaver_status().embedding_ready:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the embedding model did not load in 180 s")
-                time.sleep(0.2)
+            wait_until(lambda: c.weaver_status().embedding_ready, 180, "for the model")
         rss_start = rss_bytes(daemon.pid) / 2**20
         ctx = mp.get_context("spawn")
         barrier = ctx.Barrier(processes + 1)

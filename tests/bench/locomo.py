@@ -42,6 +42,7 @@ from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
 from tests.bench.locomo_report import DOCS, render, write_docs
+from tests.support import wait_until
 from tiers.records import Scope
 from tiers.vectors import KINDS
 from weaver.episodes import chunk
@@ -159,13 +160,17 @@ def ingest(client: MemoryClient, conversations: Sequence[Conversation]) -> dict[
             report = event.report
     if report is None:
         raise RuntimeError("RunNow ended without a report")
-    while True:
+
+    def settled() -> bool:
         status = client.weaver_status()
         if status.unindexed == 0 and status.pending == 0 and not status.running:
-            break
+            return True
         if status.last_error:
             raise RuntimeError(f"the weaver failed: {status.last_error}")
-        time.sleep(0.5)
+        return False
+
+    wait_until(settled, 24 * 3600, "for the weaver to finish", interval=0.5)
+    status = client.weaver_status()  # the model and extractor that did the work
     fields = ("episodes", "chunks", "summaries", "facts", "triplets", "failures", "seconds")
     out: dict[str, Any] = {f: getattr(report, f) for f in fields}
     out.update(

@@ -23,7 +23,7 @@ from typing import Any
 from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.tier3_points import PointMaker, embed_pool
-from tests.support import ProcessDaemon
+from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
@@ -147,13 +147,12 @@ def main(argv: list[str] | None = None) -> int:
                 proc = ProcessDaemon(
                     data,
                     log_level="warning",
-                    weaver__interval_seconds="3600",
+                    **QUIET_ENV,
                     embedding__backend=backend,
                 )
                 try:
                     with proc.client() as c:
-                        while not c.weaver_status().embedding_ready:
-                            time.sleep(0.1)
+                        wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
                     print(f"{size} points, {backend}: querying ...", flush=True)
                     figures = measure(proc.address, questions, args.queries)
                 finally:

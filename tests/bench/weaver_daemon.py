@@ -11,6 +11,7 @@ from typing import Any
 from daemon.client import MemoryClient
 from tests.bench._daemon import cpu_seconds, running_daemon
 from tests.bench.weaver_inputs import LocomoSession, pb_messages
+from tests.support import wait_until
 from tiers.settings import EmbeddingSettings
 
 POLL_SECONDS = 0.05
@@ -23,17 +24,20 @@ def _wait_for(
     client: MemoryClient, done: Callable[[Any], bool], timeout: float, what: str
 ) -> float:
     """Poll WeaverStatus every 50 ms until ``done(status)``; returns when it was seen."""
-    deadline = time.perf_counter() + timeout
-    while True:
+    seen: list[float] = []
+
+    def check() -> bool:
         status = client.weaver_status()
         now = time.perf_counter()
         if done(status):
-            return now
+            seen.append(now)
+            return True
         if status.last_error:
             raise RuntimeError(f"the weaver failed while waiting for {what}: {status.last_error}")
-        if now > deadline:
-            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(POLL_SECONDS)
+        return False
+
+    wait_until(check, timeout, f"for {what}", interval=POLL_SECONDS)
+    return seen[0]
 
 
 def _ingest(client: MemoryClient, session_id: str, user_id: str, msgs: list[Any]) -> str:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from daemon.client import MemoryClient, message
-from tests.support import ProcessDaemon
+from tests.support import QUIET_ENV, ProcessDaemon
 
 MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
@@ -44,7 +44,7 @@ def talk(
 def main(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    d = ProcessDaemon(root / "data", weaver__interval_seconds="3600")
+    d = ProcessDaemon(root / "data", **QUIET_ENV)
     with d.client(60) as c:
         talk(c, "alice", "trip", ["I moved to Lisbon in May.", "Lisbon is lovely in spring."])
         talk(c, "bob", "work", ["I work at Acme as a welder."])
