@@ -51,8 +51,9 @@ class Daemon(DaemonParts):
         garbage collections (:func:`daemon.gc_pauses.freeze`); for the ``stratad`` process,
         not for a daemon embedded in another program (its objects would be frozen too).
 
-        ``factories``: how the vector store and the embedding service are made
-        (:class:`~daemon.wiring.Factories`; by default, as the settings name them). The hook
+        ``factories``: how the vector store and the embedding service are made, and the clock
+        of the journal and working memory (:class:`~daemon.wiring.Factories`; by default, as
+        the settings name them, and the system clock). The hook
         for tests and for a program that embeds the daemon with another vector store, e.g.
         ``Daemon(settings, factories=Factories(open_vectors=lambda s: MyStore(s.data_dir)))``."""
         super().__init__(settings, factories)

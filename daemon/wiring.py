@@ -8,13 +8,15 @@ documents and purges). :class:`daemon.app.Daemon` extends :class:`DaemonParts` w
 lifecycle: start, health, and shutdown in order.
 
 The two parts that reach past the data directory's stores, the vector store and the embedding
-model, are made by :class:`Factories`: the daemon's public hook to make them otherwise (in
-tests, or when a program embeds the daemon with another vector store).
+model, are made by :class:`Factories`, which also holds the clock of the journal and working
+memory: the daemon's public hook to make them otherwise (in tests, or when a program embeds
+the daemon with another vector store).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -95,22 +97,26 @@ def configured_embeddings(settings: Settings, client: ModelClient | None) -> Emb
 
 @dataclass(frozen=True)
 class Factories:
-    """How a daemon makes its vector store and its embedding service; the defaults make what
-    the settings name (what ``stratad`` runs). Pass others as ``Daemon(settings,
-    factories=...)`` to put another :class:`~tiers.vectors.VectorStore` implementation under
-    Tier 3, or in tests (a store that fails on cue, a model load held back).
+    """How a daemon makes its vector store and its embedding service, and the clock its
+    journal and working memory read; the defaults make what the settings name, and the system
+    clock (what ``stratad`` runs). Pass others as ``Daemon(settings, factories=...)`` to put
+    another :class:`~tiers.vectors.VectorStore` implementation under Tier 3, or in tests (a
+    store that fails on cue, a model load held back, a clock days later).
 
     - ``open_vectors(settings)``: called once, on the Tier 3 loader thread after the model has
       loaded; what it raises makes Tier 3 fail to open (health stays NOT_SERVING).
     - ``embedding_service(settings, client)``: called once, when the stores open; ``client``
       is the model client of ``embedding.provider = "litellm"`` (which the metrics observe),
       None otherwise. The service loads the model in the background (:class:`EmbeddingService`).
+    - ``clock()``: the wall clock (seconds since the epoch) of the journal and working memory:
+      receive times, idle sessions, the journal's expiry. Tests move it (days later).
     """
 
     open_vectors: Callable[[Settings], VectorStore] = configured_vectors
     embedding_service: Callable[[Settings, ModelClient | None], EmbeddingService] = (
         configured_embeddings
     )
+    clock: Callable[[], float] = time.time
 
 
 class DaemonParts:
@@ -137,13 +143,13 @@ class DaemonParts:
         self._scheduler: AsyncIOScheduler | None = None  # built at start: the weaver's next run
 
     def open_stores(self) -> None:
-        s = self.settings
+        s, make = self.settings, self.factories
         s.data_dir.mkdir(parents=True, exist_ok=True)
         self.state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
         self.journal_store = RocksStore(
             s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
         )
-        self.journal = Journal(self.journal_store, self.state, s.journal.ttl_seconds)
+        self.journal = Journal(self.journal_store, self.state, s.journal.ttl_seconds, make.clock)
         wm = s.working_memory
         self.working = WorkingMemory(
             self.state,
@@ -155,8 +161,9 @@ class DaemonParts:
                 max_sessions=wm.max_sessions,
                 max_log_messages=wm.max_log_messages,
             ),
+            make.clock,
         )
-        e, make = s.embedding, self.factories
+        e = s.embedding
         self.embedding_client = embedding_client(e) if e.provider == "litellm" else None
         self.semantic = SemanticStore(
             self.state,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from daemon.client import MemoryClient
+from daemon.wiring import Factories
 from tests.llm_server import FakeOpenAI, Reply, free_port_refuses
 from tests.support import MAY, QUIET, wait_until
 from tests.weaving import EchoLLM, conversation, run
@@ -122,15 +123,19 @@ def test_a_slow_or_broken_llm_leaves_episodes_pending(start_daemon, fault):
 
 def test_an_episode_close_to_expiry_goes_to_the_local_extractor(start_daemon):
     port = free_port_refuses()
-    daemon = start_daemon(weaver=QUIET, llm=llm(f"http://127.0.0.1:{port}/v1", max_retries=0))
+    later = [0.0]  # seconds added to the daemon's clock (its journal's and working memory's)
+    daemon = start_daemon(
+        weaver=QUIET,
+        llm=llm(f"http://127.0.0.1:{port}/v1", max_retries=0),
+        factories=Factories(clock=lambda: time.time() + later[0]),
+    )
     journal = daemon.daemon.journal
     daemon.daemon.semantic.wait_ready(120)
     with daemon.client() as c:
         old = conversation(c, "old", MAY, "I moved to Lisbon.", "Nice.")
         wait_until(lambda: c.weaver_status().unindexed == 0, 60)
-        # 28 of the journal's 30 days later (the clocks are the seams for time)...
-        real = journal._clock
-        journal._clock = daemon.daemon.working._clock = lambda: real() + 28 * 86_400
+        # 28 of the journal's 30 days later (the clock is the seam for time)...
+        later[0] = 28 * 86_400
         assert c.weaver_status().pending_near_expiry == 1
         fresh = conversation(c, "fresh", MAY, "I moved to Porto.", "Nice.")
         report = run(c)
