@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.contracts.vectors import DIM, MODEL, T0, alice, ids, mem, unit
+from tests.support import wait_until
+from tests.support.builds import gated_child
 from tiers.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore
@@ -32,31 +34,6 @@ def store(path: Path) -> Iterator[EdgeVectorStore]:
     s.ensure(MODEL, DIM)
     yield s
     s.close()
-
-
-def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:
-    """The build's child waits until ``gate`` exists, then builds as usual."""
-    real = generations.child_command
-
-    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
-        if compact_into is not None:  # a purge's child runs as usual
-            return real(gen, compact_into)
-        wait = (
-            "import os, sys, time\n"
-            f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-            "from tiers.vectors.edge_generations import _build\n"
-            "sys.exit(_build(sys.argv[1]))\n"
-        )
-        return [sys.executable, "-c", wait, *real(gen)[-1:]]
-
-    monkeypatch.setattr(generations, "child_command", command)
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """tests.support.wait_until, polling every 10 ms for up to DEADLINE seconds."""
-    from tests.support import wait_until
-
-    wait_until(condition, DEADLINE, f"for {what}", interval=0.01)
 
 
 def points(n: int, start: int = 0, seed: int = 0) -> list[MemoryPoint]:
@@ -106,7 +83,7 @@ def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp
 
     thread = threading.Thread(target=build)
     thread.start()
-    wait_for(lambda: store._child is not None, "the build's child")
+    wait_until(lambda: store._child is not None, DEADLINE, "for the build's child", interval=0.01)
     # The live store serves reads and takes writes while the child builds.
     late = points(50, start=1000)
     store.upsert(late)
@@ -157,7 +134,7 @@ def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
     errors: list[BaseException] = []
     thread = threading.Thread(target=lambda: _catch(store.optimize, errors))
     thread.start()
-    wait_for(lambda: store._child is not None, "the build's child")
+    wait_until(lambda: store._child is not None, DEADLINE, "for the build's child", interval=0.01)
     store.close()
     thread.join(DEADLINE)
     assert not thread.is_alive()
@@ -240,7 +217,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     errors: list[BaseException] = []
     build = threading.Thread(target=lambda: _catch(store.optimize, errors))
     build.start()
-    wait_for(lambda: store._child is not None, "the build's child")
+    wait_until(lambda: store._child is not None, DEADLINE, "for the build's child", interval=0.01)
     query = [float(x) for x in unit(3)]
     before = ids(store.search_dense(query, alice(), limit=10))
     store.purge()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tests.exporting import exported
-from tests.forgetting import QUIET, SECRET, consolidate, talk, texts
-from tests.support import ThreadDaemon, wait_indexed
+from tests.forgetting import SECRET, talk, texts
+from tests.support import QUIET, ThreadDaemon, consolidate, wait_indexed
 from tiers.records import Scope
 from tiers.vectors import PointFilter
 

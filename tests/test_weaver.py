@@ -9,6 +9,7 @@ import pytest
 
 from tests.llm_server import FakeOpenAI, Reply
 from tests.support import MAY, QUIET, wait_until
+from tests.support.builds import gated_child
 from tests.weaving import EchoLLM, conversation, run
 from tiers.records import Scope
 from tiers.vectors import PointFilter
@@ -174,8 +175,6 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
 ):
     """The build neither waits behind index jobs nor holds them up (under a backlog it never
     ran before), and what is indexed during it is in the built copy."""
-    from tests.test_edge_generations import gated_child
-
     gate = tmp_path / "go"
     gated_child(monkeypatch, gate)  # the build's child waits until the test lets it go
     daemon = start_daemon(weaver=QUIET)

@@ -1,7 +1,9 @@
 """The tests' kit, each helper defined once: polling (:mod:`tests.support.polling`), daemons in
 this process or in a subprocess (:mod:`tests.support.daemons`), shared settings
-(:mod:`tests.support.settings`), a refused call's status (:mod:`tests.support.rpc`) and the
-conversations tests write and consolidate (:mod:`tests.support.conversations`)."""
+(:mod:`tests.support.settings`), a refused call's status (:mod:`tests.support.rpc`), the
+conversations tests write and consolidate (:mod:`tests.support.conversations`), and the
+embedded vector store's index build held back (:mod:`tests.support.builds`, imported from
+there)."""
 
 from tests.support.conversations import MAY, consolidate, talk
 from tests.support.daemons import ROOT, ProcessDaemon, ThreadDaemon, daemon_env, weaverctl
