@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint lock-check lock pytest bench bench-recall bench-load bench-build bench-forget protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall bench-load bench-build bench-forget protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ run: $(STAMP)
 	$(BIN)/stratad serve
 
 test: lock-check lint pytest
+
+# The unit and contract tests alone: no daemon, in this process or as a subprocess
+# (tests/support/tier.py). `make test` stays the full suite, and CI runs it.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest --fast
 
 # Fails when the lock no longer matches pyproject.toml or this venv, and says how to refresh it.
 lock-check: $(STAMP)

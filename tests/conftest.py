@@ -10,9 +10,35 @@ import pytest
 from daemon.client import MemoryClient
 from daemon.settings import Settings
 from daemon.wiring import Factories
-from tests.support import MODEL_CACHE, ProcessDaemon, ThreadDaemon
+from tests.support import MODEL_CACHE, ProcessDaemon, ThreadDaemon, tier
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier (make test-fast): no test marked slow or daemon, none with a "
+        "daemon fixture; a test that starts a daemon anyway fails (tests/support/tier.py)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fast"):
+        tier.enter_fast()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not tier.is_fast():
+        return
+    keep, left_out = [], []
+    for item in items:
+        daemon = tier.DAEMON_FIXTURES & set(getattr(item, "fixturenames", ()))
+        marked = item.get_closest_marker("slow") or item.get_closest_marker("daemon")
+        (left_out if daemon or marked else keep).append(item)
+    config.hook.pytest_deselected(items=left_out)
+    items[:] = keep
 
 
 @pytest.fixture(autouse=True)

@@ -141,6 +141,7 @@ def test_tenants_come_from_the_token(secured):
         assert run(episode_ids=[bob_episode])[-1].report.episodes == 1
 
 
+@pytest.mark.daemon
 def test_open_local_mode_is_loopback_only(make_settings, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="authentication is off"):
         make_settings(listen="0.0.0.0:0")

@@ -40,6 +40,8 @@ from tests.fuzz_target import RPCS, SERVICES, Fuzz, Rpc
 from tests.fuzzing import TEMPLATES, Pooled, UnderTmp, fill, message_values, mutated
 from tests.support import QUIET, ThreadDaemon, wait_indexed
 
+pytestmark = pytest.mark.daemon  # a daemon in this process (module fixtures)
+
 FIELD_EXAMPLES = int(os.environ.get("STRATA_FUZZ_EXAMPLES", "80"))
 BYTES_EXAMPLES = max(1, FIELD_EXAMPLES // 2)
 # Streaming runs (RunNow) wait for a consolidation run each: fewer of them.

@@ -20,6 +20,7 @@ from daemon.settings import Settings
 from daemon.wiring import Factories
 from tests.support.polling import wait_until
 from tests.support.settings import MODEL_CACHE
+from tests.support.tier import refuse_daemon
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,7 @@ class ThreadDaemon:
     ``factories``: :class:`daemon.wiring.Factories` for its vector store and embedding service."""
 
     def __init__(self, settings: Settings, *, factories: Factories | None = None) -> None:
+        refuse_daemon("a daemon in this process")
         self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -67,6 +69,7 @@ class ProcessDaemon:
     def __init__(
         self, data_dir: Path, preexec_fn: Callable[[], Any] | None = None, **settings: str
     ) -> None:
+        refuse_daemon("a stratad subprocess")
         self.data_dir = data_dir
         self.ready_file = data_dir.parent / f"{data_dir.name}.ready"
         self.ready_file.unlink(missing_ok=True)
