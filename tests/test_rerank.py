@@ -22,12 +22,11 @@ from recall.rerank import (
     query_terms,
 )
 from tests.llm_server import FakeOpenAI, free_port_refuses
+from tests.support.candidates import T0, cand
 from tiers.models import ModelClient
 from tiers.records import Scope
-from tiers.vectors import MemoryPoint
 
 DIM = 64
-T0 = 1_715_000_000 * 1_000_000  # 2024-05-06
 
 
 def hash_embed(texts: list[str]) -> np.ndarray:
@@ -46,34 +45,6 @@ def hash_embed(texts: list[str]) -> np.ndarray:
 def ctx(text: str) -> QueryContext:
     query = Query(text=text, scope=Scope("u1"), k=5, recipe=Recipe())
     return QueryContext(query=query, vector=hash_embed([text])[0])
-
-
-def cand(
-    pid: str,
-    text: str,
-    ranks: dict[str, int],
-    *,
-    kind: str = "fact",
-    created_at_us: int = T0,
-    valid_to_us: int | None = None,
-    dense: list[float] | None = None,
-    k: int = 60,
-) -> Candidate:
-    point = MemoryPoint(
-        id=pid,
-        kind=kind,
-        text=text,
-        scope=Scope("u1"),
-        episode_id="e1",
-        session_id="s1",
-        sources=[],
-        created_at_us=created_at_us,
-        extractor="local",
-        valid_to_us=valid_to_us,
-        dense=dense,
-    )
-    fused = sum(1.0 / (k + r) for r in ranks.values())
-    return Candidate(point=point, score=fused, fused=fused, ranks=dict(ranks))
 
 
 def ids(candidates: list[Candidate]) -> list[str]:

@@ -8,26 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.contracts.stores import Clock, Tiers
+from tests.contracts.stores import Tiers, tiers_maker
 from tiers.errors import SessionEnded
 from tiers.records import Episode, Message, Scope, episode_id_for
-from tiers.session import WindowLimits
 
 ALICE = Scope("alice", "agent-1")
 
 
 @pytest.fixture
 def make_tiers(tmp_path: Path) -> Iterator[Callable[..., Tiers]]:
-    made: list[Tiers] = []
-
-    def make(clock: Clock | None = None, **limits: float) -> Tiers:
-        t = Tiers(tmp_path / f"t{len(made)}", WindowLimits(**limits), clock or Clock())  # type: ignore[arg-type]
-        made.append(t)
-        return t
-
-    yield make
-    for t in made:
-        t.close()
+    with tiers_maker(tmp_path) as make:
+        yield make
 
 
 def msg(text: str, **kw: object) -> Message:

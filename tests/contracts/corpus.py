@@ -97,3 +97,13 @@ class Tier3:
 def ctx(text: str = QUESTION, scope: Scope = A, **filters: object) -> QueryContext:
     query = Query(text=text, scope=scope, k=10, recipe=Recipe(), **filters)  # type: ignore[arg-type]
     return QueryContext(query, minilm().encode_queries([text])[0])
+
+
+def filled(root: Path) -> Tier3:
+    """A started Tier 3 under ``root`` holding :func:`corpus`, written through the door."""
+    t = Tier3(root)
+    points, edges = corpus()
+    with t.semantic.write_lock:
+        t.semantic.write(points)
+        t.semantic.add_edges(edges)
+    return t

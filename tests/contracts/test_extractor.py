@@ -10,15 +10,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import pytest
 
-from tests.contracts.models_kit import minilm
+from tests.contracts.models_kit import loopback_client, minilm, unloaded_embed
 from tests.llm_extraction import EPISODE, episode
 from tests.llm_server import FakeOpenAI, Reply
-from tiers.embedding import EmbeddingService, EmbeddingUnavailable
+from tiers.embedding import EmbeddingUnavailable
 from tiers.errors import ModelUnavailable
-from tiers.models import ModelClient
 from tiers.records import Scope
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Triplet
@@ -77,7 +75,7 @@ def server() -> Iterator[FakeOpenAI]:
 def impl(request: pytest.FixtureRequest, server: FakeOpenAI) -> Impl:
     if request.param == "local":
         return Impl("local", LocalExtractor(embed=minilm().encode_documents), [])
-    llm = LLMExtractor(ModelClient(model="openai/test", api_base=server.base_url, max_retries=0))
+    llm = LLMExtractor(loopback_client(server))
     return Impl("llm", llm, server.requests)
 
 
@@ -137,16 +135,10 @@ def test_a_model_that_cannot_answer_fails_the_extraction(kind: str, server: Fake
     extractor: Extractor
     cause: type[Exception]
     if kind == "local":
-        unloaded = EmbeddingService(minilm, "not started")  # the daemon's embed, too early
-
-        def embed(texts: list[str]) -> np.ndarray:
-            return unloaded.wait(0).encode_documents(texts)
-
+        embed = unloaded_embed()  # the daemon's embed, too early
         extractor, cause = LocalExtractor(embed=embed), EmbeddingUnavailable
     else:
-        extractor = LLMExtractor(
-            ModelClient(model="openai/test", api_base=server.base_url, max_retries=0)
-        )
+        extractor = LLMExtractor(loopback_client(server))
         cause = ModelUnavailable
         server.outage = Reply.error(503)
     try:

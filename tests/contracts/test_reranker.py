@@ -10,23 +10,20 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pytest
 
 from recall import Candidate, Query, QueryContext, Reranker, RerankFailed
 from recall.recipe import Recipe
 from recall.rerank import DATA_CLOSE, DATA_OPEN, LLMReranker, LocalReranker
-from tests.contracts.models_kit import minilm
+from tests.contracts.models_kit import loopback_client, minilm, unloaded_embed
 from tests.llm_server import FakeOpenAI, Reply
-from tiers.embedding import EmbeddingService, EmbeddingUnavailable
+from tests.support.candidates import T0, cand
+from tiers.embedding import EmbeddingUnavailable
 from tiers.errors import ModelUnavailable
-from tiers.models import ModelClient
 from tiers.records import Scope
-from tiers.vectors import MemoryPoint
 
 IMPLEMENTATIONS = ["local", "llm"]
 DAY_US = 86_400 * 1_000_000
-T0 = 1_715_000_000 * 1_000_000  # 2024-05-06
 
 
 def words(text: str) -> set[str]:
@@ -54,30 +51,12 @@ def server() -> Iterator[FakeOpenAI]:
 def reranker(request: pytest.FixtureRequest, server: FakeOpenAI) -> Reranker:
     if request.param == "local":
         return LocalReranker(minilm().encode_documents)
-    return LLMReranker(ModelClient(model="openai/test", api_base=server.base_url, max_retries=0))
+    return LLMReranker(loopback_client(server))
 
 
 def ctx(text: str) -> QueryContext:
     query = Query(text=text, scope=Scope("u1"), k=5, recipe=Recipe())
     return QueryContext(query=query, vector=minilm().encode_queries([text])[0])
-
-
-def cand(
-    pid: str, text: str, ranks: dict[str, int], *, created_at_us: int = T0, k: int = 60
-) -> Candidate:
-    point = MemoryPoint(
-        id=pid,
-        kind="fact",
-        text=text,
-        scope=Scope("u1"),
-        episode_id="e1",
-        session_id="s1",
-        sources=[],
-        created_at_us=created_at_us,
-        extractor="local",
-    )
-    fused = sum(1.0 / (k + r) for r in ranks.values())
-    return Candidate(point=point, score=fused, fused=fused, ranks=dict(ranks))
 
 
 def ids(candidates: list[Candidate]) -> list[str]:
@@ -137,16 +116,10 @@ def test_a_model_that_cannot_answer_raises_rerank_failed(kind: str, server: Fake
     reranker: Reranker
     cause: type[Exception]
     if kind == "local":
-        unloaded = EmbeddingService(minilm, "not started")  # the daemon's embed, too early
-
-        def embed(texts: list[str]) -> np.ndarray:
-            return unloaded.wait(0).encode_documents(texts)
-
+        embed = unloaded_embed()  # the daemon's embed, too early
         reranker, cause = LocalReranker(embed), EmbeddingUnavailable
     else:
-        reranker = LLMReranker(
-            ModelClient(model="openai/test", api_base=server.base_url, max_retries=0)
-        )
+        reranker = LLMReranker(loopback_client(server))
         cause = ModelUnavailable
         server.outage = Reply.error(503)
     candidates = six()

@@ -13,7 +13,7 @@ import pytest
 from recall.cache import SemanticCache
 from recall.graph_channel import GraphChannel
 from recall.result import RecallResult
-from tests.contracts.corpus import A, B, Tier3, corpus, ctx
+from tests.contracts.corpus import A, B, ctx, filled
 from tiers.forget_plan import ScopeCache
 from tiers.semantic import SemanticStore
 
@@ -22,11 +22,7 @@ Filler = Callable[[str], None]  # fills the cache with a user's entries
 
 @pytest.fixture(scope="module")
 def tier3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SemanticStore]:
-    t = Tier3(tmp_path_factory.mktemp("corpus"))
-    points, edges = corpus()
-    with t.semantic.write_lock:
-        t.semantic.write(points)
-        t.semantic.add_edges(edges)
+    t = filled(tmp_path_factory.mktemp("corpus"))
     yield t.semantic
     t.close()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contracts.stores import BIG, Clock, Tiers, close_broken, full_disk
+from tests.contracts.stores import BIG, Clock, Tiers, full_disk, tiers_maker
 from tiers.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -29,16 +29,8 @@ ALICE = Scope("alice", "agent-1")
 @pytest.fixture(params=["rocksdb"])
 def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Tiers]]:
     """Makes working memories, each on its own stores: ``impl(clock, **limits)``."""
-    made: list[Tiers] = []
-
-    def make(clock: Clock | None = None, **limits: float) -> Tiers:
-        t = Tiers(tmp_path / f"t{len(made)}", WindowLimits(**limits), clock or Clock())  # type: ignore[arg-type]
-        made.append(t)
-        return t
-
-    yield make
-    for t in made:
-        close_broken(t.jstore, t.state)
+    with tiers_maker(tmp_path) as make:
+        yield make
 
 
 def msg(text: str, **kw: object) -> Message:
