@@ -214,3 +214,38 @@ def test_the_floors_in_the_architecture_doc_are_these() -> None:
             floors[package.strip("`/")] = set(re.findall(r"`([a-z]+)`", floor))
     for package, allowed in ALLOWED.items():
         assert floors[package] == allowed - {package}, package
+
+
+# One door into Tier 3 (tiers/semantic.py): the vector store's and the graph's write methods
+# are called there and inside their own packages, nowhere else.
+TIER3_DOOR = ("tiers/semantic.py", "tiers/vectors/", "tiers/graph/")
+ONLY_TIER3_WRITES = {"upsert", "set_valid_to", "close_edges", "remove_episodes"}
+STORE_WRITES = {"add_edges", "remove_edges", "delete"}  # SemanticStore has methods of these names
+
+
+def _tier3_writes(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr, receiver = node.func.attr, ast.unparse(node.func.value)
+            if attr in ONLY_TIER3_WRITES or (
+                attr in STORE_WRITES and receiver.endswith(("graph", "vectors"))
+            ):
+                yield node.lineno, f"{receiver}.{attr}"
+
+
+def test_tier3_is_written_through_one_door():
+    outside = [
+        f"{path.relative_to(ROOT)}:{line} {call}"
+        for path in MODULES.values()
+        if not path.relative_to(ROOT).as_posix().startswith(TIER3_DOOR)
+        for line, call in _tier3_writes(path)
+    ]
+    assert not outside, "write Tier 3 through tiers.semantic.SemanticStore:\n" + "\n".join(outside)
+
+
+def test_the_door_check_sees_a_write_past_the_door(tmp_path: Path):
+    module = tmp_path / "writer.py"
+    module.write_text(
+        "def f(s, v):\n    s.graph.add_edges([])\n    v.upsert([])\n    s.add_edges([])\n"
+    )
+    assert list(_tier3_writes(module)) == [(2, "s.graph.add_edges"), (3, "v.upsert")]
