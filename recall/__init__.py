@@ -104,7 +104,7 @@ class Channel(Protocol):
     with the others): :class:`tiers.embedding.EmbeddingUnavailable` while Tier 3 is starting
     (or failed to), :class:`tiers.vectors.VectorStoreUnavailable` when the vector store fails
     a read, and :class:`ValueError` for a query without a ``user_id`` (scope is a hard
-    filter). ``tests/contracts/test_channel_contract.py`` runs the contract against each
+    filter). ``tests/contracts/test_channel.py`` runs the contract against each
     channel."""
 
     name: str
@@ -122,7 +122,7 @@ class Reranker(Protocol):
     ``rerank`` raises :class:`RerankFailed` when it cannot order them (a model that is down,
     slow or gives an unusable reply, vectors that cannot be read or computed; the cause is
     its ``__cause__``): the engine keeps the fused order and says so.
-    ``tests/contracts/test_reranker_contract.py`` runs the contract against each reranker."""
+    ``tests/contracts/test_reranker.py`` runs the contract against each reranker."""
 
     name: str
 

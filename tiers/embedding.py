@@ -57,7 +57,7 @@ class Embedder(Protocol):
     ``FailedPrecondition``) when the endpoint refuses the request or returns vectors of
     another size. The local model raises nothing of its own once loaded. An embedder that has
     not loaded is never handed out: :meth:`EmbeddingService.wait` raises
-    :class:`EmbeddingUnavailable` instead. ``tests/contracts/test_embedder_contract.py`` runs
+    :class:`EmbeddingUnavailable` instead. ``tests/contracts/test_embedder.py`` runs
     the contract against each implementation."""
 
     model_name: str

@@ -82,7 +82,7 @@ class Extractor(Protocol):
     result: an episode with no turns (or, for the local extractor, no text), or a model that
     failed (the model's error, e.g. :class:`tiers.errors.ModelUnavailable` or
     :class:`tiers.embedding.EmbeddingUnavailable`, is its ``__cause__``); it never returns a
-    partial or unvalidated one. ``tests/contracts/test_extractor_contract.py`` runs the
+    partial or unvalidated one. ``tests/contracts/test_extractor.py`` runs the
     contract against each implementation."""
 
     name: str
