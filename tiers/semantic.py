@@ -111,7 +111,11 @@ class SemanticStore:
         """Take the points matching ``flt`` out of Tier 3 with no tombstone (Forget writes
         its own first) and tell the caches of ``users`` (Forget, which empties and counts
         the caches itself, passes none). Returns the points removed. The caller holds
-        :attr:`write_lock`. Raises EmbeddingUnavailable, VectorStoreUnavailable."""
+        :attr:`write_lock`. Raises EmbeddingUnavailable, VectorStoreUnavailable, and
+        ValueError for a filter that names no user, episode or id (it would match every
+        point)."""
+        if not (flt.user_id or flt.episode_ids or flt.ids):
+            raise ValueError("a Tier 3 delete names a user, episodes or point ids")
         _embedder, vectors = self.wait_ready(timeout=None)
         removed = vectors.delete(flt)
         if removed:
