@@ -220,7 +220,7 @@ def test_the_floors_in_the_architecture_doc_are_these() -> None:
 # are called there and inside their own packages, nowhere else.
 TIER3_DOOR = ("tiers/semantic.py", "tiers/vectors/", "tiers/graph/")
 ONLY_TIER3_WRITES = {"upsert", "set_valid_to", "close_edges", "remove_episodes"}
-STORE_WRITES = {"add_edges", "remove_edges", "delete"}  # SemanticStore has methods of these names
+STORE_WRITES = {"add_edges", "remove_edges", "delete"}  # SemanticStore has two of these names
 
 
 def _tier3_writes(path: Path) -> Iterator[tuple[int, str]]:

@@ -34,7 +34,7 @@ def test_forgotten_points_and_edges_are_dropped_at_the_door(tmp_path) -> None:
         t.state.write(batch)
         with semantic.write_lock:
             written = semantic.write(points)
-            added = semantic.add_edges(edges)
+            added = semantic.write_edges(edges)
         gone = {p.id for p in points if p.episode_id == "ep-s2"} | {fact.id}
         assert {p.id for p in written} == {p.id for p in points} - gone
         assert fact.id not in {e.id for e in added} and len(added) == len(edges) - 1

@@ -28,7 +28,7 @@ written from a file that is invalid anywhere), then calls :meth:`Importer.check`
   * points through ``SemanticStore.write`` (tombstones, embedding with this daemon's model:
     the file has no vectors, keyword vectors, upsert, caches), in batches under
     ``SemanticStore.write_lock``;
-  * graph edges through ``SemanticStore.add_edges``.
+  * graph edges through ``SemanticStore.write_edges``.
 
 Ids are the file's, so importing a file twice overwrites what the first import wrote and
 duplicates nothing. What this daemon's tombstones name is skipped and counted. Raises
@@ -312,7 +312,7 @@ class Importer:
         if not edges:
             return
         with self._semantic.write_lock:
-            written = self._semantic.add_edges(edges)
+            written = self._semantic.write_edges(edges)
         report.written["edge"] += len(written)
         report.skipped_forgotten += len(edges) - len(written)
 

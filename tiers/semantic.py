@@ -7,7 +7,7 @@ edges through the methods here, never through the stores themselves:
 - :meth:`SemanticStore.write`: points in (tombstones, embedding, keyword vectors, upsert, cache
   notification, in that order); :meth:`SemanticStore.embed` lets a writer embed before it
   takes :attr:`SemanticStore.write_lock`, so a long embedding holds up no Forget;
-- :meth:`SemanticStore.add_edges`: graph edges in (tombstones, insert, cache notification);
+- :meth:`SemanticStore.write_edges`: graph edges in (tombstones, insert, cache notification);
 - :meth:`SemanticStore.close_facts`: a fact's validity end, in the graph and on its point;
 - :meth:`SemanticStore.delete`, :meth:`SemanticStore.remove_edges`,
   :meth:`SemanticStore.remove_episode_edges`: points and edges out;
@@ -122,7 +122,7 @@ class SemanticStore:
             self.notify_write(set(users))
         return removed
 
-    def add_edges(self, edges: Sequence[Edge]) -> list[Edge]:
+    def write_edges(self, edges: Sequence[Edge]) -> list[Edge]:
         """Write graph edges, the graph's door beside :meth:`write`: edges of forgotten
         episodes or facts are dropped (tombstones), the rest inserted or replaced by id, and
         the scopes' caches told. Returns the edges written. The caller holds

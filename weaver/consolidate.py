@@ -170,7 +170,7 @@ class Consolidator:
         outcome.facts = len(facts)
 
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
-        edges = self._semantic.add_edges(edges)
+        edges = self._semantic.write_edges(edges)
         outcome.triplets = len(edges)
         outcome.superseded = self._supersede(edges)
         if facts or outcome.superseded:

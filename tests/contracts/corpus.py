@@ -105,5 +105,5 @@ def filled(root: Path) -> Tier3:
     points, edges = corpus()
     with t.semantic.write_lock:
         t.semantic.write(points)
-        t.semantic.add_edges(edges)
+        t.semantic.write_edges(edges)
     return t
