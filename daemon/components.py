@@ -90,7 +90,7 @@ def litellm_embedder(e: EmbeddingSettings, client: ModelClient) -> Embedder:
     )
 
 
-def local_embedder(e: EmbeddingSettings, data_dir: Path) -> Embedder:
+def local_embedder(e: EmbeddingSettings, data_dir: Path) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(
         e.model,
         backend=e.backend,

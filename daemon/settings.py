@@ -34,6 +34,7 @@ from tiers.settings import (
     EmbeddingSettings,
     JournalSettings,
     VectorsSettings,
+    WorkersSettings,
     WorkingMemorySettings,
 )
 from weaver.settings import LLMSettings, WeaverSettings
@@ -80,6 +81,7 @@ class Settings(BaseSettings):
     working_memory: WorkingMemorySettings = WorkingMemorySettings()
     journal: JournalSettings = JournalSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
+    workers: WorkersSettings = WorkersSettings()
     vectors: VectorsSettings = VectorsSettings()
     weaver: WeaverSettings = WeaverSettings()
     llm: LLMSettings = LLMSettings()

@@ -16,6 +16,7 @@ the daemon with another vector store).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,12 +54,16 @@ from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
 from tiers.vectors import VectorStore
+from tiers.workers.embedder import start_background
+from tiers.workers.pool import WorkerUnavailable
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.consolidate import Consolidator, redact_record
 from weaver.extractors.local import LocalExtractor
 from weaver.index import DocumentIndexer, Indexer
 from weaver.rebuild import Rebuilder, RebuildReport
 from weaver.runner import Weaver
+
+log = logging.getLogger("strata.daemon")
 
 
 def configured_vectors(settings: Settings) -> VectorStore:
@@ -78,13 +83,31 @@ def configured_vectors(settings: Settings) -> VectorStore:
 
 
 def configured_embedder(settings: Settings, client: ModelClient | None) -> Embedder:
-    """Load the embedding model the settings name (slow: on the loader thread); queries go
-    first, the weaver's documents wait while a query is being embedded. ``client``: the model
-    client of ``embedding.provider = "litellm"``, None for a local model."""
+    """Load the embedding model the settings name (slow: on the loader thread). A local model
+    embeds queries in this process and documents in ``workers.count`` worker processes at a
+    lower CPU priority (:mod:`tiers.workers`); with no workers, or when they cannot start,
+    in this process, the weaver's documents waiting while a query is being embedded.
+    ``client``: the model client of ``embedding.provider = "litellm"``, None for a local
+    model."""
     e = settings.embedding
     if client is not None:
         return PriorityEmbedder(litellm_embedder(e, client))
-    return PriorityEmbedder(local_embedder(e, settings.data_dir))
+    local = local_embedder(e, settings.data_dir)
+    w = settings.workers
+    if w.count:
+        try:
+            return start_background(local, local.worker_spec(w.threads), count=w.count, nice=w.nice)
+        except WorkerUnavailable as exc:
+            log.error(
+                "workers.disabled",
+                extra={
+                    "fields": {
+                        "error": str(exc),
+                        "detail": "documents are embedded in the daemon's process",
+                    }
+                },
+            )
+    return PriorityEmbedder(local)
 
 
 def configured_embeddings(settings: Settings, client: ModelClient | None) -> EmbeddingService:

@@ -29,7 +29,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,6 +66,14 @@ class Embedder(Protocol):
     def encode_documents(self, texts: list[str]) -> np.ndarray: ...
 
     def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class SupportsClose(Protocol):
+    """An embedder that holds something to release (:meth:`EmbeddingService.close` calls
+    ``close``, which must be idempotent)."""
+
+    def close(self) -> None: ...
 
 
 def resolve_model(name: str) -> str:
@@ -190,6 +198,8 @@ class SentenceTransformerEmbedder:
         # export computes torch's vectors, so torch and onnx share stores.
         self.model_name = f"{model}@{backend}" if backend == "onnx-int8" else model
         self.batch_size = batch_size
+        self._source = (model, backend, cache_dir)
+        self._onnx_export: tuple[Path, str] | None = None  # the ONNX export: directory, file
         path = resolve_model(model)
         if backend in ("onnx", "onnx-int8"):
             self._model = self._onnx(path, model, cache_dir, backend == "onnx-int8", threads)
@@ -197,8 +207,34 @@ class SentenceTransformerEmbedder:
             self._model = SentenceTransformer(path, device="cpu")
         self.dim = int(self._model.get_embedding_dimension())
 
-    @staticmethod
-    def _onnx(path: str, name: str, cache_dir: Path | None, int8: bool, threads: int) -> Any:
+    def worker_spec(self, threads: int) -> dict[str, Any]:
+        """What a worker process (:mod:`tiers.workers.process`) loads to compute this model's
+        vectors: the ONNX export, run by onnxruntime alone, or the model itself."""
+        if self._onnx_export is not None:
+            directory, file_name = self._onnx_export
+            return {
+                "kind": "onnx",
+                "dir": str(directory),
+                "file": file_name,
+                "model_name": self.model_name,
+                "threads": threads,
+                # The fallback, for a pipeline onnxruntime alone cannot run:
+                **self._fallback_spec(threads),
+            }
+        return {"kind": "sentence-transformers", **self._fallback_spec(threads)}
+
+    def _fallback_spec(self, threads: int) -> dict[str, Any]:
+        model, backend, cache_dir = self._source
+        return {
+            "model": model,
+            "backend": backend,
+            "model_name": self.model_name,
+            "threads": threads,
+            "batch_size": self.batch_size,
+            "cache_dir": str(cache_dir) if cache_dir else "",
+        }
+
+    def _onnx(self, path: str, name: str, cache_dir: Path | None, int8: bool, threads: int) -> Any:
         """The model exported once to ONNX under ``cache_dir`` (and quantized for this CPU
         with ``int8``), served by onnxruntime with ``threads`` threads."""
         import onnxruntime
@@ -209,6 +245,7 @@ class SentenceTransformerEmbedder:
         file_name = onnx_file_name(config) if int8 else FP32_FILE
         if not (target / file_name).exists():
             _export(path, target, file_name, config if int8 else None)
+        self._onnx_export = (target, file_name)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -267,8 +304,12 @@ class EmbeddingService:
             self._thread.start()
 
     def close(self) -> None:
-        """Stop retrying a load (idempotent); waiters get the last error."""
+        """Stop retrying a load, and close the embedder if it holds anything (worker
+        processes, a thread pool); idempotent. Waiters get the last error."""
         self._closed.set()
+        embedder = self._embedder
+        if isinstance(embedder, SupportsClose):
+            embedder.close()
 
     def _load(self) -> None:
         import time

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from tiers.embedding import Embedder
+from tiers.embedding import Embedder, SupportsClose
 
 DOCUMENT_SLICE = 16  # texts per model call for documents (about 50 ms for MiniLM on torch)
 MAX_DEFER_SECONDS = 0.25  # the longest a document slice waits for queries to pause
@@ -69,12 +69,23 @@ class PriorityEmbedder:
     def encode_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return self.inner.encode_documents(texts)
-        parts = []
-        for i in range(0, len(texts), self._slice):
+        # Slices of similar length: the model pads a slice to its longest text.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: np.ndarray | None = None
+        for i in range(0, len(order), self._slice):
+            rows = order[i : i + self._slice]
             with self._documents:
                 self._yield_to_queries()
-                parts.append(self.inner.encode_documents(texts[i : i + self._slice]))
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+                vectors = self.inner.encode_documents([texts[j] for j in rows])
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=vectors.dtype)
+            out[rows] = vectors
+        assert out is not None
+        return out
+
+    def close(self) -> None:
+        if isinstance(self.inner, SupportsClose):
+            self.inner.close()
 
     def _yield_to_queries(self) -> None:
         with self._cond:

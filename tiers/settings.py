@@ -1,5 +1,5 @@
 """The sections of the settings about the stores: ``[working_memory]`` (Tier 1),
-``[journal]`` (Tier 2), ``[embedding]`` and ``[vectors]`` (Tier 3), and :class:`Section`, the
+``[journal]`` (Tier 2), ``[embedding]``, ``[workers]`` and ``[vectors]`` (Tier 3), and :class:`Section`, the
 base class of every section.
 
 They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
@@ -137,6 +137,28 @@ class EmbeddingSettings(Section):
         if self.api_key_env and self.api_key_file is not None:
             raise ValueError("set embedding.api_key_env or embedding.api_key_file, not both")
         return self
+
+
+class WorkersSettings(Section):
+    """Background model work in worker processes at a lower CPU priority: the weaver's
+    document embeddings with a local model (queries stay in the daemon)."""
+
+    count: int = Field(
+        1,
+        ge=0,
+        le=16,
+        description=(
+            "Worker processes (0: in the daemon's process, documents yielding to queries; "
+            'embedding.provider = "local" only).'
+        ),
+    )
+    threads: int = Field(2, ge=1, le=64, description="CPU threads of each worker's model.")
+    nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How much lower the workers' CPU priority is than the daemon's (nice).",
+    )
 
 
 class VectorsSettings(Section):

@@ -18,6 +18,7 @@ from daemon.app import Daemon
 from daemon.client import MemoryClient
 from daemon.settings import Settings
 from daemon.wiring import Factories
+from tests.support.models import shared_factories
 from tests.support.polling import wait_until
 from tests.support.settings import MODEL_CACHE
 from tests.support.tier import refuse_daemon
@@ -36,7 +37,8 @@ class ThreadDaemon:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.daemon = Daemon(settings, factories=factories)
+        # The default model is loaded once for every such daemon (tests.support.models).
+        self.daemon = Daemon(settings, factories=shared_factories(factories))
         self.address = self.call(self.daemon.start())
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:

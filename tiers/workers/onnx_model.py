@@ -1,0 +1,178 @@
+"""A sentence-transformers model run by onnxruntime and tokenizers alone: no torch, no
+sentence-transformers, so a process that only embeds starts in a fraction of a second and
+holds a fraction of the memory.
+
+It reads an ONNX export made by :class:`tiers.embedding.SentenceTransformerEmbedder` (the
+model directory with ``onnx/*.onnx``, ``tokenizer.json`` and sentence-transformers' module
+configs) and computes the same vectors: the model's own prompts (``query`` for queries, the
+first of ``document``/``passage``/``corpus`` for documents, else the default prompt), its
+tokenizer truncated at its ``max_seq_length``, the transformer, its pooling (mean, CLS, max
+or last token) and L2 normalisation. A model with other modules (a dense layer, a prompt
+excluded from pooling) raises :class:`UnsupportedModel`: run it with sentence-transformers.
+
+Texts are tokenized first and embedded in batches of similar length (``batch_size`` texts),
+so a batch pads to its own longest text, not to the longest of the call: about twice the
+texts per second of the call's own order on conversational turns (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiers.errors import TierError
+
+_SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
+_POOLING = ("mean", "cls", "max", "lasttoken")
+BATCH_SIZE = 16  # texts per model run: the best of 16, 32, 64 for turns here
+
+
+class UnsupportedModel(TierError):
+    """The model's pipeline has parts this runtime does not run (sentence-transformers
+    does)."""
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _pooling(model_dir: Path, path: str) -> str:
+    config = _read(model_dir / path / "config.json") or {}
+    if config.get("include_prompt", True) is False:
+        raise UnsupportedModel(f"{model_dir}: a prompt excluded from pooling")
+    mode = config.get("pooling_mode")
+    if mode is None:  # the older format: one flag per mode
+        flags = {
+            "mean": config.get("pooling_mode_mean_tokens"),
+            "cls": config.get("pooling_mode_cls_token"),
+            "max": config.get("pooling_mode_max_tokens"),
+            "lasttoken": config.get("pooling_mode_lasttoken"),
+        }
+        others = [k for k, v in config.items() if k.startswith("pooling_mode") and v]
+        modes = [m for m, on in flags.items() if on]
+        if len(modes) != 1 or len(others) != 1:
+            raise UnsupportedModel(f"{model_dir}: pooling {others}")
+        mode = modes[0]
+    if mode not in _POOLING:
+        raise UnsupportedModel(f"{model_dir}: pooling {mode!r}")
+    return str(mode)
+
+
+def _max_length(model_dir: Path) -> int:
+    bert = _read(model_dir / "sentence_bert_config.json") or {}
+    if isinstance(bert.get("max_seq_length"), int):
+        return int(bert["max_seq_length"])
+    tokenizer = _read(model_dir / "tokenizer_config.json") or {}
+    length = tokenizer.get("model_max_length")
+    if isinstance(length, int) and 0 < length < 1_000_000:
+        return length
+    config = _read(model_dir / "config.json") or {}
+    return int(config.get("max_position_embeddings", 512))
+
+
+class OnnxModel:
+    """An :class:`tiers.embedding.Embedder` over an ONNX export (module doc). Raises
+    :class:`UnsupportedModel` for a pipeline it cannot run, ``FileNotFoundError`` for a missing
+    export."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        file_name: str,
+        model_name: str,
+        *,
+        threads: int = 1,
+        batch_size: int = BATCH_SIZE,
+        spinning: bool = True,
+    ) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        modules = _read(model_dir / "modules.json")
+        if not isinstance(modules, list) or not modules:
+            raise UnsupportedModel(f"{model_dir} has no sentence-transformers modules.json")
+        kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+        if kinds[0] != "Transformer" or any(k not in _SUPPORTED_MODULES for k in kinds):
+            raise UnsupportedModel(f"{model_dir}: modules {kinds}")
+        self._pool = "cls"
+        for module, kind in zip(modules, kinds, strict=True):
+            if kind == "Pooling":
+                self._pool = _pooling(model_dir, str(module.get("path", "")))
+        config = _read(model_dir / "config_sentence_transformers.json") or {}
+        prompts = config.get("prompts") or {}
+        default = prompts.get(config.get("default_prompt_name") or "", "")
+        self._query_prompt = prompts.get("query", default)
+        names = [n for n in ("document", "passage", "corpus") if n in prompts]
+        self._document_prompt = prompts[names[0]] if names else default
+
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(_max_length(model_dir))
+        pad = (_read(model_dir / "tokenizer_config.json") or {}).get("pad_token")
+        self._pad_id = (self._tokenizer.token_to_id(pad) if isinstance(pad, str) else None) or 0
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        if not spinning:  # idle threads sleep instead of spinning: other processes' cores
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = onnxruntime.InferenceSession(
+            str(model_dir / file_name), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.batch_size = batch_size
+        self.model_name = model_name
+        self.dim = int(self._run(["dimension probe"]).shape[1])
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        return self._encode([self._document_prompt + t for t in texts])
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode([self._query_prompt + t for t in texts])
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._run(texts)
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out: np.ndarray | None = None
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            vectors = self._batch([encodings[i].ids for i in rows])
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        assert out is not None
+        return out
+
+    def _batch(self, ids: list[list[int]]) -> np.ndarray:
+        width = max(len(row) for row in ids)
+        input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for i, row in enumerate(ids):
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
+        if self._pool == "mean":
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
+        elif self._pool == "cls":
+            pooled = hidden[:, 0]
+        elif self._pool == "max":
+            pooled = np.where(mask[..., None] > 0, hidden, -1e9).max(1)
+        else:  # lasttoken
+            pooled = hidden[np.arange(len(ids)), mask.sum(1) - 1]
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.where(norms > 0, norms, 1.0)).astype(np.float32)
