@@ -1,6 +1,6 @@
 """The sections of the settings about the stores: ``[working_memory]`` (Tier 1),
-``[journal]`` (Tier 2), ``[embedding]``, ``[workers]`` and ``[vectors]`` (Tier 3), and :class:`Section`, the
-base class of every section.
+``[journal]`` (Tier 2), ``[embedding]``, ``[workers]`` and ``[vectors]`` (Tier 3), and
+:class:`Section`, the base class of every section.
 
 They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
 settings and loads them all; each package owns its sections (``weaver.settings``,

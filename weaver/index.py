@@ -16,7 +16,9 @@ its mark and is indexed again; one deleted meanwhile is not written back).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from tiers.documents import Document, DocumentStore
 from tiers.errors import EpisodeNotFound
@@ -84,7 +86,7 @@ class Indexer:
                     )
                 )
             done.append(eid)
-        points = self._semantic.embed(points)  # outside the lock: the write adds keyword vectors
+        points = self._embed(points)  # outside the lock: the write adds keyword vectors
         with self._semantic.write_lock:  # points and marks together, for a backup
             points = self._semantic.write(points)  # never writes forgotten ones
             for eid in done + missing:
@@ -95,6 +97,31 @@ class Indexer:
                 extra={"fields": {"episode_id": eid, "detail": "expired before indexing"}},
             )
         return IndexResult(len(done), len(points), missing)
+
+    def _embed(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
+        """The points with their dense vectors (:meth:`SemanticStore.embed`: no lock held).
+        With ``weaver.chunk_vectors = "derived"`` (and turns indexed) only the turns are
+        embedded, and a chunk's vector is the normalised mean of its turns' vectors: each
+        text is embedded once. A chunk whose turns are not all among the points is embedded
+        as usual."""
+        s = self._settings
+        if not (s.index_turns and s.chunk_vectors == "derived"):
+            return self._semantic.embed(points)
+        turns = iter(self._semantic.embed([p for p in points if p.kind == "episode_turn"]))
+        points = [next(turns) if p.kind == "episode_turn" else p for p in points]
+        vectors = {
+            (p.episode_id, p.sources[0].seq): p.dense for p in points if p.kind == "episode_turn"
+        }
+        out: list[MemoryPoint] = []
+        for point in points:
+            if point.kind == "episode_chunk":
+                rows = [vectors.get((point.episode_id, src.seq)) for src in point.sources]
+                if rows and None not in rows:
+                    mean = np.mean(np.asarray(rows, dtype=np.float32), axis=0)
+                    norm = float(np.linalg.norm(mean))
+                    point = replace(point, dense=(mean / norm if norm > 0 else mean).tolist())
+            out.append(point)
+        return self._semantic.embed(out)  # anything still without a vector
 
 
 @dataclass(frozen=True, slots=True)

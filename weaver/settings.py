@@ -34,6 +34,13 @@ class WeaverSettings(Section):
             "turn that matched."
         ),
     )
+    chunk_vectors: Literal["embedded", "derived"] = Field(
+        "embedded",
+        description=(
+            "embedded: each chunk's text is embedded; derived: a chunk's vector is the mean of "
+            "its turns' (with index_turns), so each text is embedded once."
+        ),
+    )
     tool_call_max_tokens: int = Field(
         64,
         ge=1,

@@ -1,7 +1,9 @@
 """The :class:`tiers.embedding.Embedder` contract, run against every implementation: the local
-sentence-transformers model and :class:`tiers.embedding_litellm.LiteLLMEmbedder` on a loopback
-OpenAI-compatible endpoint that serves the same model's vectors. Both are built with batches
-of two texts, so that encoding five texts crosses batches."""
+sentence-transformers model, :class:`tiers.embedding_litellm.LiteLLMEmbedder` on a loopback
+OpenAI-compatible endpoint that serves the same model's vectors, the model's ONNX export in
+onnxruntime alone (:class:`tiers.workers.onnx_model.OnnxModel`) and the embedder that sends
+documents to a worker process (:class:`tiers.workers.embedder.BackgroundEmbedder`). Each is
+built with batches (or requests) of two texts, so that encoding five texts crosses them."""
 
 from __future__ import annotations
 
@@ -15,12 +17,22 @@ import pytest
 
 from tests.contracts.models_kit import DIM, MODEL, minilm, minilm_endpoint
 from tests.llm_server import FakeOpenAI, Reply
-from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tests.support import MODEL_CACHE
+from tiers.embedding import (
+    Embedder,
+    EmbeddingService,
+    EmbeddingUnavailable,
+    SentenceTransformerEmbedder,
+)
 from tiers.embedding_litellm import LiteLLMEmbedder
 from tiers.errors import FailedPrecondition, ModelRequestFailed, ModelUnavailable, Unavailable
 from tiers.models import ModelClient
+from tiers.workers.embedder import BackgroundEmbedder
+from tiers.workers.onnx_model import OnnxModel
+from tiers.workers.pool import WorkerPool
 
-IMPLEMENTATIONS = ["sentence-transformers", "litellm"]
+IMPLEMENTATIONS = ["sentence-transformers", "litellm", "onnxruntime", "workers"]
+LOADERS = ["sentence-transformers", "litellm"]  # the kinds EmbeddingService loads here
 REMOTE = "openai/test"
 TEXTS = [
     "Caroline went to an LGBTQ support group on 7 May 2023.",
@@ -56,14 +68,33 @@ def remote_client(base_url: str, **overrides: object) -> ModelClient:
     return ModelClient(**kwargs | overrides)  # type: ignore[arg-type]
 
 
+@pytest.fixture(scope="module")
+def exported() -> SentenceTransformerEmbedder:
+    """The model's ONNX export (in the tests' cache), as the daemon loads it by default."""
+    return SentenceTransformerEmbedder(MODEL, backend="onnx", cache_dir=MODEL_CACHE)
+
+
 @pytest.fixture(scope="module", params=IMPLEMENTATIONS)
-def impl(request: pytest.FixtureRequest, endpoint: FakeOpenAI) -> Impl:
+def impl(request: pytest.FixtureRequest, endpoint: FakeOpenAI) -> Iterator[Impl]:
     if request.param == "sentence-transformers":
         local = copy.copy(minilm())  # the shared model, in batches of two
         local.batch_size = 2
-        return Impl(request.param, local, MODEL)
-    remote = LiteLLMEmbedder(remote_client(endpoint.base_url))
-    return Impl(request.param, remote, "litellm:" + REMOTE)
+        yield Impl(request.param, local, MODEL)
+    elif request.param == "litellm":
+        remote = LiteLLMEmbedder(remote_client(endpoint.base_url))
+        yield Impl(request.param, remote, "litellm:" + REMOTE)
+    elif request.param == "onnxruntime":
+        spec = request.getfixturevalue("exported").worker_spec(1)
+        model = OnnxModel(Path(spec["dir"]), spec["file"], spec["model_name"], batch_size=2)
+        yield Impl(request.param, model, MODEL)
+    else:
+        queries = request.getfixturevalue("exported")
+        pool = WorkerPool(queries.worker_spec(1), count=1)
+        pool.start()
+        try:
+            yield Impl(request.param, BackgroundEmbedder(queries, pool, part=2), MODEL)
+        finally:
+            pool.close()
 
 
 @pytest.fixture
@@ -149,7 +180,7 @@ def test_a_refused_request_fails_it(served: FakeOpenAI) -> None:
     assert isinstance(err.value, FailedPrecondition)  # a configuration problem, not a pause
 
 
-@pytest.mark.parametrize("kind", IMPLEMENTATIONS)
+@pytest.mark.parametrize("kind", LOADERS)
 def test_a_model_that_cannot_load_is_unavailable_through_the_service(
     kind: str, served: FakeOpenAI, tmp_path: Path
 ) -> None:

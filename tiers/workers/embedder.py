@@ -33,9 +33,12 @@ class BackgroundEmbedder:
     documents from the workers. ``encode_documents`` raises :class:`WorkerUnavailable` when
     no worker can serve (the weaver backs off and retries)."""
 
-    def __init__(self, queries: Embedder, pool: WorkerPool) -> None:
+    def __init__(self, queries: Embedder, pool: WorkerPool, *, part: int = PART) -> None:
+        if part < 1:
+            raise ValueError("part must be at least 1")
         self.queries = queries
         self.pool = pool
+        self.part = part
         self.model_name = queries.model_name
         self.dim = queries.dim
         self._calls = ThreadPoolExecutor(max_workers=pool.count, thread_name_prefix="workers-call")
@@ -49,7 +52,7 @@ class BackgroundEmbedder:
         # Parts of similar length (a worker pads a batch to its longest text), spread over
         # the workers; the vectors come back in the texts' order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        parts = [order[i : i + PART] for i in range(0, len(order), PART)]
+        parts = [order[i : i + self.part] for i in range(0, len(order), self.part)]
 
         def embed(part: list[int]) -> np.ndarray:
             reply = self.pool.call({"op": "documents", "texts": [texts[i] for i in part]})

@@ -1,0 +1,390 @@
+"""A fleet of agents talking at a human pace to one ``stratad``: how many it serves.
+
+Run as ``python -m tests.bench.fleet [--agents 32 64 100 ...] [--seconds 360]``. For each
+fleet size N, a fresh daemon with the defaults (weaver on a short interval, so consolidation
+runs too) and N agents, each with its own user, replaying LoCoMo turns: one ``Append`` every
+``--pace`` seconds (2 by default; the agents start spread over one pace), ``EndSession`` after
+every 20 turns, and after a turn a ``Recall`` (k = 10, one of the conversation's questions)
+with probability 0.2. Each session's last turn carries a word of its own, so an outside
+prober can tell when the session is recallable: from its ``EndSession`` on, every
+``PROBE_SECONDS`` a ``Recall`` of that word (keyword channel, turns) until a hit cites the
+session. The prober's calls are not in the agents' figures.
+
+Reported per N: Append, EndSession and Recall p50/p99/max over the measured window (after the
+warm-up), errors, sessions ended, the share recallable within 60 s (of those ended at least
+60 s before the probing stopped: the agents stop, the probes go on 60 s more), the lag p50 /
+p95, the unindexed backlog over time, and the RSS of the daemon and of its workers. The
+target (issue 27): Append p99 <= 20 ms, Recall p99 <= 300 ms, 95 % recallable within 60 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import random
+import threading
+import time
+import traceback
+from collections import Counter
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil
+
+from daemon.client import AsyncMemoryClient, MemoryClient
+from tests.bench._daemon import format_machine, machine_info, percentile, running_daemon
+from tests.bench.locomo_data import load
+from tests.support import wait_until
+
+TURNS = 20
+P_RECALL = 0.2
+PROBE_SECONDS = 2.0
+WINDOW = 60.0  # "recallable within" this
+CALL_TIMEOUT = 60.0
+RPCS = ("Append", "EndSession", "Recall")
+Script = tuple[list[tuple[str, str]], list[str]]  # turns (speaker, text), questions
+
+
+def scripts() -> list[Script]:
+    out: list[Script] = []
+    for conv in load().conversations:
+        turns = [(t.speaker, t.text) for s in conv.sessions for t in s.turns]
+        out.append((turns, [q.text for q in conv.questions] or ["What happened?"]))
+    return out
+
+
+def marker(agent: int, session: int) -> str:
+    """A word no other session says (letters only: the keyword encoder keeps it whole)."""
+    letters = "bcdfghjklmnpqrstvwxz"
+
+    def spell(n: int) -> str:
+        word = ""
+        while True:
+            word = letters[n % 20] + word
+            n //= 20
+            if not n:
+                return word
+
+    return f"qu{spell(agent)}o{spell(session)}vek"
+
+
+# -- the agents (spawned processes, asyncio tasks) -----------------------------------------
+
+
+class Tally:
+    def __init__(self, measure_from: float, until: float) -> None:
+        self.measure_from, self.until = measure_from, until
+        self.ms: dict[str, list[float]] = {r: [] for r in RPCS}
+        self.errors: Counter[str] = Counter()
+
+    async def timed(self, rpc: str, call: Any) -> Any:
+        began = time.monotonic()
+        try:
+            result = await call
+        except grpc.RpcError as exc:
+            self.errors[f"{rpc} {exc.code().name}"] += 1
+            return None
+        if began >= self.measure_from:
+            self.ms[rpc].append((time.monotonic() - began) * 1000)
+        return result
+
+
+async def _agent(
+    address: str, agent: int, script: Script, pace: float, tally: Tally, ended: Queue[Any]
+) -> None:
+    rng = random.Random(agent)
+    turns, questions = script
+    user = f"fleet-{agent:03d}"
+    speakers = sorted({s for s, _ in turns})
+    position = rng.randrange(len(turns))
+    next_at = time.monotonic() + rng.random() * pace
+    async with AsyncMemoryClient(address, timeout=CALL_TIMEOUT) as c:
+        session = 0
+        while True:
+            sid = f"{user}-s{session}"
+            for n in range(TURNS):
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                if time.monotonic() >= tally.until:
+                    return
+                next_at += pace
+                speaker, text = turns[position % len(turns)]
+                position += 1
+                if n == TURNS - 1:
+                    text = f"{text} ({marker(agent, session)})"
+                role = "user" if speaker == speakers[0] else "assistant"
+                await tally.timed(
+                    "Append", c.append(sid, text, role=role, user_id=user, name=speaker)
+                )
+                if rng.random() < P_RECALL:
+                    q = rng.choice(questions)
+                    await tally.timed("Recall", c.recall(q, user_id=user, k=10))
+            if await tally.timed("EndSession", c.end_session(sid, user_id=user)) is not None:
+                ended.put((user, sid, marker(agent, session), time.monotonic()))
+            session += 1
+
+
+def _agents(
+    address: str,
+    agents: list[int],
+    script_list: list[Script],
+    pace: float,
+    warmup: float,
+    seconds: float,
+    barrier: Barrier,
+    ended: Queue[Any],
+    results: Queue[Any],
+) -> None:
+    async def run() -> Tally:
+        await asyncio.to_thread(barrier.wait, 120)
+        now = time.monotonic()
+        tally = Tally(now + warmup, now + warmup + seconds)
+        await asyncio.gather(
+            *(
+                _agent(address, a, script_list[a % len(script_list)], pace, tally, ended)
+                for a in agents
+            )
+        )
+        return tally
+
+    try:
+        tally = asyncio.run(run())
+        results.put((tally.ms, tally.errors, None))
+    except BaseException:
+        barrier.abort()
+        results.put(({}, Counter(), traceback.format_exc()))
+
+
+# -- the prober and the sampler (threads of the driver) --------------------------------------
+
+
+class Prober(threading.Thread):
+    """Recalls each ended session's word until a hit cites the session."""
+
+    def __init__(self, address: str, ended: Queue[Any], stop_at: list[float]) -> None:
+        super().__init__(daemon=True)
+        self.client = MemoryClient(address, timeout=CALL_TIMEOUT)
+        self.ended, self.stop_at = ended, stop_at
+        self.waiting: list[tuple[str, str, str, float, float]] = []  # user, sid, word, t, next
+        self.lags: dict[str, float | None] = {}  # sid -> seconds (None: not found yet)
+        self.ended_at: dict[str, float] = {}
+
+    def run(self) -> None:
+        while time.monotonic() < self.stop_at[0]:
+            while not self.ended.empty():
+                user, sid, word, t = self.ended.get()
+                self.waiting.append((user, sid, word, t, t))
+                self.lags[sid], self.ended_at[sid] = None, t
+            now = time.monotonic()
+            due = [w for w in self.waiting if w[4] <= now]
+            for item in due:
+                user, sid, word, t, _ = item
+                self.waiting.remove(item)
+                try:
+                    hits = self.client.recall(
+                        word, user_id=user, k=3, channels=["keyword"], kinds=["episode_turn"]
+                    ).hits
+                except grpc.RpcError:
+                    hits = []
+                if any(h.session_id == sid for h in hits):
+                    self.lags[sid] = time.monotonic() - t
+                else:
+                    self.waiting.append((user, sid, word, t, time.monotonic() + PROBE_SECONDS))
+            time.sleep(0.05)
+        self.client.close()
+
+
+class Sampler(threading.Thread):
+    def __init__(self, address: str, pid: int, every: float, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.client = MemoryClient(address, timeout=30)
+        self.pid, self.every, self.t0 = pid, every, t0
+        self.rows: list[
+            tuple[float, float, float, int]
+        ] = []  # s, daemon MiB, workers MiB, unindexed
+        self.stop = threading.Event()
+
+    def sample(self) -> None:
+        proc = psutil.Process(self.pid)
+        children = proc.children(recursive=True)
+        workers = sum(c.memory_info().rss for c in children if _alive(c)) / 2**20
+        try:
+            unindexed = self.client.weaver_status().unindexed
+        except grpc.RpcError:
+            unindexed = -1
+        t = time.monotonic() - self.t0
+        self.rows.append((t, proc.memory_info().rss / 2**20, workers, unindexed))
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            self.sample()
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running()
+    except psutil.Error:
+        return False
+
+
+# -- one fleet -------------------------------------------------------------------------------
+
+
+def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int) -> dict[str, Any]:
+    script_list = scripts()
+    with running_daemon({"STRATA_WEAVER__INTERVAL_SECONDS": "60"}) as daemon:
+        with MemoryClient(daemon.address, timeout=30) as c:
+            wait_until(lambda: c.weaver_status().embedding_ready, 180, "for the model")
+        ctx = mp.get_context("spawn")
+        barrier = ctx.Barrier(processes + 1)
+        ended: Queue[Any] = ctx.Queue()
+        results: Queue[Any] = ctx.Queue()
+        groups = [list(range(n))[w::processes] for w in range(processes)]
+        procs = [
+            ctx.Process(
+                target=_agents,
+                args=(
+                    daemon.address,
+                    g,
+                    script_list,
+                    pace,
+                    warmup,
+                    seconds,
+                    barrier,
+                    ended,
+                    results,
+                ),
+                daemon=True,
+            )
+            for g in groups
+        ]
+        for proc in procs:
+            proc.start()
+        barrier.wait(120)
+        t0 = time.monotonic()
+        stop_at = [t0 + warmup + seconds + WINDOW + 2 * PROBE_SECONDS]
+        prober = Prober(daemon.address, ended, stop_at)
+        sampler = Sampler(daemon.address, daemon.pid, 10.0, t0)
+        sampler.sample()
+        prober.start()
+        sampler.start()
+        ms: dict[str, list[float]] = {r: [] for r in RPCS}
+        errors: Counter[str] = Counter()
+        for _ in procs:
+            got_ms, got_errors, failure = results.get(timeout=warmup + seconds + 300)
+            if failure:
+                raise RuntimeError("an agent process failed:\n" + failure)
+            for rpc, values in got_ms.items():
+                ms[rpc].extend(values)
+            errors.update(got_errors)
+        for proc in procs:
+            proc.join(30)
+        agents_done = time.monotonic()
+        prober.join()
+        sampler.stop.set()
+        sampler.join()
+        sampler.sample()
+        sampler.client.close()
+    judged = [s for s, t in prober.ended_at.items() if t <= stop_at[0] - WINDOW - PROBE_SECONDS]
+    lags = sorted(prober.lags[s] or float("inf") for s in judged)
+    within = sum(1 for lag in lags if lag <= WINDOW)
+    return {
+        "agents": n,
+        "pace_s": pace,
+        "seconds": seconds,
+        "warmup": warmup,
+        "rpcs": {
+            rpc: {
+                "calls": len(v),
+                "p50_ms": round(percentile(sorted(v), 50), 2),
+                "p99_ms": round(percentile(sorted(v), 99), 2),
+                "max_ms": round(max(v), 2) if v else float("nan"),
+            }
+            for rpc, v in ms.items()
+        },
+        "errors": dict(errors),
+        "sessions_ended": len(prober.ended_at),
+        "sessions_judged": len(judged),
+        "recallable_within_60s_pct": round(100 * within / len(judged), 1) if judged else None,
+        "lag_p50_s": round(percentile(lags, 50), 1) if lags else None,
+        "lag_p95_s": round(percentile(lags, 95), 1) if lags else None,
+        "probing_after_agents_s": round(stop_at[0] - agents_done, 1),
+        "samples": [
+            {
+                "s": round(t, 1),
+                "daemon_mib": round(d, 1),
+                "workers_mib": round(w, 1),
+                "unindexed": u,
+            }
+            for t, d, w, u in sampler.rows
+        ],
+    }
+
+
+def meets(r: dict[str, Any]) -> bool:
+    pct = r["recallable_within_60s_pct"]
+    return (
+        r["rpcs"]["Append"]["p99_ms"] <= 20
+        and r["rpcs"]["Recall"]["p99_ms"] <= 300
+        and pct is not None
+        and pct >= 95
+        and not r["errors"]
+    )
+
+
+def report(machine: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    first = results[0]
+    lines = [
+        f"Strata fleet: agents appending a turn every {first['pace_s']:g} s, {TURNS} turns a "
+        f"session, Recall after {P_RECALL:.0%} of turns; {first['seconds']:g} s measured after "
+        f"{first['warmup']:g} s warm-up, each size on a fresh daemon (defaults)",
+        format_machine(machine),
+        "",
+        "  agents | Append p50/p99/max ms | EndSession p50/p99 ms | Recall p50/p99/max ms | "
+        "errors | ended | recallable <= 60 s | lag p50/p95 s | unindexed at end | RSS daemon / "
+        "workers MiB (start -> end) | meets",
+    ]
+    for r in results:
+        a, e, q = (r["rpcs"][k] for k in RPCS)
+        s0, s1 = r["samples"][0], r["samples"][-1]
+        lines.append(
+            f"  {r['agents']:>6} | {a['p50_ms']:.1f} / {a['p99_ms']:.1f} / {a['max_ms']:.0f} | "
+            f"{e['p50_ms']:.1f} / {e['p99_ms']:.1f} | {q['p50_ms']:.1f} / {q['p99_ms']:.1f} / "
+            f"{q['max_ms']:.0f} | {sum(r['errors'].values())} | {r['sessions_ended']} | "
+            f"{r['recallable_within_60s_pct']} % of {r['sessions_judged']} | "
+            f"{r['lag_p50_s']} / {r['lag_p95_s']} | {s1['unindexed']} | "
+            f"{s0['daemon_mib']:.0f} -> {s1['daemon_mib']:.0f} / {s0['workers_mib']:.0f} -> "
+            f"{s1['workers_mib']:.0f} | {'yes' if meets(r) else 'no'}"
+        )
+    best = [r["agents"] for r in results if meets(r)]
+    lines.append(f"  largest fleet meeting the targets: {max(best) if best else 'none'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.fleet")
+    parser.add_argument("--agents", type=int, nargs="+", default=[32, 64, 100, 128])
+    parser.add_argument("--seconds", type=float, default=360.0, help="measured, per fleet size")
+    parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--pace", type=float, default=2.0, help="seconds between an agent's turns")
+    parser.add_argument("--processes", type=int, default=2, help="agent processes")
+    parser.add_argument("--json", type=Path, metavar="PATH")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    results = []
+    for n in args.agents:
+        results.append(run_fleet(n, args.seconds, args.warmup, args.pace, args.processes))
+        print(report(machine, results[-1:]), flush=True)
+    print()
+    print(report(machine, results))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
