@@ -61,7 +61,7 @@ def recall_engine(
     channels: dict[str, Channel] = {
         "vector": VectorChannel(semantic),
         "keyword": KeywordChannel(semantic),
-        "graph": GraphChannel(semantic),
+        "graph": GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20),
     }
     return RecallEngine(semantic, channels, rerankers, cache, access=access)
 

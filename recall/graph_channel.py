@@ -48,11 +48,16 @@ class GraphChannel:
         alpha: float = 0.5,
         refresh_seconds: float = 0.0,
         kinds: tuple[str, ...] = MEMORY_KINDS,
+        cache_bytes: int = 256 * 2**20,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._semantic = semantic
         self.graphs = MemoryGraphs(
-            semantic, refresh_seconds=refresh_seconds, kinds=kinds, clock=clock
+            semantic,
+            refresh_seconds=refresh_seconds,
+            kinds=kinds,
+            max_bytes=cache_bytes,
+            clock=clock,
         )
         self.entity_seed = entity_seed
         self.dense_seed = dense_seed

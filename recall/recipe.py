@@ -118,6 +118,11 @@ class RecallSettings(Recipe):
         0.0, ge=0, description="Semantic cache of recent queries (0: off)."
     )
     cache_size: int = Field(1024, ge=1, description="Entries in the semantic cache.")
+    graph_cache_mb: int = Field(
+        256,
+        ge=1,
+        description="Memory for the graph channel's per-scope graphs; least recently used out.",
+    )
     cache_similarity: float = Field(
         0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
     )

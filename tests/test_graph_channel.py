@@ -386,3 +386,25 @@ def test_a_large_scope_under_writes_keeps_a_young_build(world: World):
         again = graphs.get(A, world.vectors)  # two "seconds" later: within 10x the build
         assert (again is not first) is seen
         assert (len(again.memories) > len(first.memories)) is seen
+
+
+def test_the_graphs_are_kept_within_their_memory_budget(world: World):
+    """Least recently used out, the sizes summed right through rebuilds and Forget."""
+    for scope in (A, A2, B):
+        world.turn(scope, "Caroline", f"I like painting, says {scope.agent_id}.")
+    one = build(world.vectors.scroll(PointFilter(user_id="alice", agent_id="bot"), 10), [])
+    graphs = MemoryGraphs(world.semantic, max_bytes=2 * one.nbytes + one.nbytes // 2)
+    a, a2 = graphs.get(A, world.vectors), graphs.get(A2, world.vectors)
+    assert graphs.nbytes == a.nbytes + a2.nbytes <= graphs.max_bytes
+    graphs.get(A, world.vectors)  # A is now the most recently used
+    b = graphs.get(B, world.vectors)  # over budget: A2 goes
+    assert graphs.nbytes == a.nbytes + b.nbytes
+    assert graphs.get(A, world.vectors) is a  # kept
+    assert graphs.get(A2, world.vectors) is not a2  # built again (and B goes)
+    assert graphs.nbytes == a.nbytes + graphs.get(A2, world.vectors).nbytes
+    world.turn(A, "Zed", "I play chess.", seq=2)  # a write: A is rebuilt, its old size out
+    bigger = graphs.get(A, world.vectors)
+    assert bigger is not a and graphs.nbytes == bigger.nbytes + graphs.get(A2, world.vectors).nbytes
+    assert graphs.forget_scope("alice") == 2 and graphs.nbytes == 0
+    tiny = MemoryGraphs(world.semantic, max_bytes=1)  # one graph is kept even if larger
+    assert tiny.get(B, world.vectors) is tiny.get(B, world.vectors) and tiny.nbytes > 1
