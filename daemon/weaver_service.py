@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -15,6 +15,7 @@ from daemon.pb import weaver_pb2_grpc
 from daemon.settings_sections import LimitsSettings
 from tiers.journal import Journal
 from tiers.records import Scope
+from tiers.workers.pool import WorkerStatus
 from weaver.run import RunReport
 from weaver.runner import Weaver
 
@@ -42,12 +43,18 @@ def report_pb(report: RunReport) -> pb.RunReport:
 
 class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
     def __init__(
-        self, weaver: Weaver | None, journal: Journal, limits: LimitsSettings, embedding: str
+        self,
+        weaver: Weaver | None,
+        journal: Journal,
+        limits: LimitsSettings,
+        embedding: str,
+        workers: Callable[[], tuple[list[WorkerStatus], str]] = lambda: ([], ""),
     ) -> None:
         self._weaver = weaver
         self._journal = journal
         self._limits = limits
         self._embedding = embedding
+        self._workers = workers
 
     def _require(self) -> Weaver:
         if self._weaver is None:
@@ -114,6 +121,17 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
             embedding_ready=weaver.ready,
             tier3_error=weaver.tier3_error or "",
         )
+        workers, response.workers_note = self._workers()
+        for w in workers:
+            response.workers.add(
+                index=w.index,
+                pid=w.pid,
+                alive=w.alive,
+                busy=w.busy,
+                restarts=w.restarts,
+                calls=w.calls,
+                last_exit=w.last_exit,
+            )
         if weaver.last_run is not None:
             response.last_run.CopyFrom(report_pb(weaver.last_run))
         next_run = weaver.next_run()

@@ -104,6 +104,15 @@ def _render_status(d: dict[str, Any]) -> str:
     ]
     if d.get("lastRun", {}).get("runId"):
         lines.append("last run          " + _render_report(d["lastRun"]))
+    for w in d.get("workers", []):
+        state = f"pid {w['pid']}" if w.get("alive") else "not running"
+        lines.append(
+            f"worker {w.get('index', 0):<10} {state}, {'busy' if w.get('busy') else 'idle'}, "
+            f"{w.get('restarts', 0)} restarts, {w.get('calls', '0')} requests"
+            + (f", last exit: {w['lastExit']}" if w.get("lastExit") else "")
+        )
+    if d.get("workersNote"):
+        lines.append(f"workers           {d['workersNote']}")
     if d.get("lastError"):
         lines.append(f"last error        {d['lastError']}")
     return "\n".join(lines)

@@ -44,7 +44,7 @@ from recall.engine import RecallEngine
 from tiers.access import AccessCounts
 from tiers.anchors import AnchorStore
 from tiers.documents import DocumentStore
-from tiers.embedding import Embedder, EmbeddingService
+from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.embedding_priority import PriorityEmbedder
 from tiers.forget import Forgetter
 from tiers.journal import JOURNAL_CFS, Journal
@@ -54,8 +54,8 @@ from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
 from tiers.vectors import VectorStore
-from tiers.workers.embedder import start_background
-from tiers.workers.pool import WorkerUnavailable
+from tiers.workers.embedder import describe, start_background
+from tiers.workers.pool import WorkerStatus, WorkerUnavailable
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.consolidate import Consolidator, redact_record
 from weaver.extractors.local import LocalExtractor
@@ -94,20 +94,18 @@ def configured_embedder(settings: Settings, client: ModelClient | None) -> Embed
         return PriorityEmbedder(litellm_embedder(e, client))
     local = local_embedder(e, settings.data_dir)
     w = settings.workers
-    if w.count:
-        try:
-            return start_background(local, local.worker_spec(w.threads), count=w.count, nice=w.nice)
-        except WorkerUnavailable as exc:
-            log.error(
-                "workers.disabled",
-                extra={
-                    "fields": {
-                        "error": str(exc),
-                        "detail": "documents are embedded in the daemon's process",
-                    }
-                },
-            )
-    return PriorityEmbedder(local)
+    if not w.count:
+        return PriorityEmbedder(local, note="in the daemon's process (workers.count = 0)")
+    try:
+        return start_background(local, local.worker_spec(w.threads), count=w.count, nice=w.nice)
+    except WorkerUnavailable as exc:
+        log.error(
+            "workers.disabled",
+            extra={"fields": {"error": str(exc), "detail": "documents are embedded here"}},
+        )
+        return PriorityEmbedder(
+            local, note=f"in the daemon's process: the workers were refused ({exc})"
+        )
 
 
 def configured_embeddings(settings: Settings, client: ModelClient | None) -> EmbeddingService:
@@ -116,6 +114,16 @@ def configured_embeddings(settings: Settings, client: ModelClient | None) -> Emb
     return EmbeddingService(
         lambda: configured_embedder(settings, client), embedding_description(settings.embedding)
     )
+
+
+def workers_of(embeddings: EmbeddingService) -> tuple[list[WorkerStatus], str]:
+    """The worker processes behind the loaded embedder, and the note on where documents are
+    embedded (``weaverctl status``); none while the model loads."""
+    try:
+        embedder = embeddings.wait(0)
+    except EmbeddingUnavailable:
+        return [], "the embedding model is loading"
+    return describe(embedder)
 
 
 @dataclass(frozen=True)
@@ -283,7 +291,13 @@ class DaemonParts:
                 self.pins,
                 self.access,
             ),
-            WeaverService(self.weaver, self.journal, s.limits, embedding_description(s.embedding)),
+            WeaverService(
+                self.weaver,
+                self.journal,
+                s.limits,
+                embedding_description(s.embedding),
+                workers=lambda: workers_of(semantic.embeddings),
+            ),
             AdminService(
                 BackupSources(
                     {"state": self.state, "journal": self.journal_store},

@@ -40,10 +40,14 @@ class PriorityEmbedder:
         *,
         document_slice: int = DOCUMENT_SLICE,
         max_defer_seconds: float = MAX_DEFER_SECONDS,
+        note: str = "",
     ) -> None:
+        """``note``: why documents are embedded here rather than in worker processes, for
+        ``weaverctl status``."""
         if document_slice < 1:
             raise ValueError("document_slice must be at least 1")
         self.inner = inner
+        self.note = note
         self.model_name = inner.model_name
         self.dim = inner.dim
         self._slice = document_slice

@@ -81,7 +81,7 @@ class WeaverStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WeaverStatusResponse(_message.Message):
-    __slots__ = ("running", "last_run", "next_run", "pending", "unindexed", "last_error", "pending_near_expiry", "extractor", "embedding_model", "embedding_ready", "tier3_error")
+    __slots__ = ("running", "last_run", "next_run", "pending", "unindexed", "last_error", "pending_near_expiry", "extractor", "embedding_model", "embedding_ready", "tier3_error", "workers", "workers_note")
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     LAST_RUN_FIELD_NUMBER: _ClassVar[int]
     NEXT_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +93,8 @@ class WeaverStatusResponse(_message.Message):
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_READY_FIELD_NUMBER: _ClassVar[int]
     TIER3_ERROR_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_NOTE_FIELD_NUMBER: _ClassVar[int]
     running: bool
     last_run: RunReport
     next_run: _timestamp_pb2.Timestamp
@@ -104,4 +106,24 @@ class WeaverStatusResponse(_message.Message):
     embedding_model: str
     embedding_ready: bool
     tier3_error: str
-    def __init__(self, running: _Optional[bool] = ..., last_run: _Optional[_Union[RunReport, _Mapping]] = ..., next_run: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., unindexed: _Optional[int] = ..., last_error: _Optional[str] = ..., pending_near_expiry: _Optional[int] = ..., extractor: _Optional[str] = ..., embedding_model: _Optional[str] = ..., embedding_ready: _Optional[bool] = ..., tier3_error: _Optional[str] = ...) -> None: ...
+    workers: _containers.RepeatedCompositeFieldContainer[Worker]
+    workers_note: str
+    def __init__(self, running: _Optional[bool] = ..., last_run: _Optional[_Union[RunReport, _Mapping]] = ..., next_run: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., unindexed: _Optional[int] = ..., last_error: _Optional[str] = ..., pending_near_expiry: _Optional[int] = ..., extractor: _Optional[str] = ..., embedding_model: _Optional[str] = ..., embedding_ready: _Optional[bool] = ..., tier3_error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[Worker, _Mapping]]] = ..., workers_note: _Optional[str] = ...) -> None: ...
+
+class Worker(_message.Message):
+    __slots__ = ("index", "pid", "alive", "busy", "restarts", "calls", "last_exit")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    LAST_EXIT_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    pid: int
+    alive: bool
+    busy: bool
+    restarts: int
+    calls: int
+    last_exit: str
+    def __init__(self, index: _Optional[int] = ..., pid: _Optional[int] = ..., alive: _Optional[bool] = ..., busy: _Optional[bool] = ..., restarts: _Optional[int] = ..., calls: _Optional[int] = ..., last_exit: _Optional[str] = ...) -> None: ...

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tiers.embedding import Embedder
-from tiers.workers.pool import WorkerPool, WorkerUnavailable
+from tiers.workers.pool import WorkerPool, WorkerStatus, WorkerUnavailable
 from tiers.workers.wire import unpack_rows
 
 log = logging.getLogger("strata.workers")
@@ -73,6 +73,14 @@ class BackgroundEmbedder:
     def close(self) -> None:
         self.pool.close()
         self._calls.shutdown(wait=False, cancel_futures=True)
+
+
+def describe(embedder: Embedder) -> tuple[list[WorkerStatus], str]:
+    """The workers behind ``embedder`` and a note: where documents are embedded when there
+    are none (an embedder's ``note``), or the last failed start of a worker."""
+    if isinstance(embedder, BackgroundEmbedder):
+        return embedder.pool.status(), embedder.pool.error
+    return [], str(getattr(embedder, "note", ""))
 
 
 def start_background(
