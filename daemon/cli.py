@@ -95,8 +95,10 @@ def make_token(name: str, tenants: list[str], rights: list[str]) -> tuple[str, s
 async def serve(settings: Settings, ready_file: Path | None = None) -> int:
     from daemon import gc_pauses
     from daemon.app import Daemon
+    from tiers.core import collector
 
     gc_pauses.watch()
+    collector.tune()  # young collections rarer: short-lived objects die before one
     daemon = Daemon(settings, freeze_gc=True)
     loop = asyncio.get_running_loop()
     signals_seen = 0

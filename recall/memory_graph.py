@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from recall.words import mentions, names
+from tiers.core import collector
 from tiers.graph import normalize
 from tiers.records import Scope
 from tiers.semantic import SemanticStore
@@ -230,7 +231,8 @@ class MemoryGraphs:
                     return entry.graph  # built while this thread waited
                 version = self._versions.get(scope.user_id, 0)
                 began = self._clock()
-            graph = self._build(scope, vectors)
+            with collector.quiet():  # a burst of decoded points: no full collection walks it
+                graph = self._build(scope, vectors)
             with self._lock:
                 old = self._entries.pop(key, None)
                 if old is not None:

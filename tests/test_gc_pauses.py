@@ -36,3 +36,69 @@ def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
         assert not any(obj is kept for obj in gc.get_objects(generation=2))
     finally:
         gc.unfreeze()
+
+
+def test_a_burst_runs_without_automatic_collections_and_they_come_back_after() -> None:
+    from tiers.core import collector
+
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with collector.quiet():
+            with collector.quiet():  # nested: still off after the inner block
+                pass
+            assert not gc.isenabled()
+            burst = [[i] for i in range(200_000)]  # far more allocations than any threshold
+            assert passes == []
+        assert gc.isenabled()
+        del burst
+        more = [[i] for i in range(10 * gc.get_threshold()[0])]
+        assert passes  # automatic collections again
+        del more
+        gc.disable()  # a collector turned off by the program stays off after a burst
+        try:
+            with collector.quiet():
+                pass
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        gc.callbacks.remove(count)
+
+
+def test_concurrent_bursts_turn_the_collector_on_when_the_last_ends() -> None:
+    import threading
+
+    from tiers.core import collector
+
+    inside, release = threading.Barrier(2), threading.Event()
+
+    def burst() -> None:
+        with collector.quiet():
+            inside.wait(10)
+            release.wait(10)
+
+    other = threading.Thread(target=burst)
+    other.start()
+    with collector.quiet():
+        inside.wait(10)
+    assert not gc.isenabled()  # the other burst still runs
+    release.set()
+    other.join(10)
+    assert gc.isenabled()
+
+
+def test_tune_sets_the_daemon_thresholds_and_returns_the_old_ones() -> None:
+    from tiers.core import collector
+
+    before = gc.get_threshold()
+    try:
+        assert collector.tune() == before
+        assert gc.get_threshold() == collector.THRESHOLDS
+    finally:
+        gc.set_threshold(*before)

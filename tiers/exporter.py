@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from tiers import export
 from tiers.anchors import AnchorStore
+from tiers.core import collector
 from tiers.documents import DocumentStore
 from tiers.export import SessionRecord
 from tiers.forget import EXTRACTIONS_CF
@@ -114,10 +115,11 @@ class Exporter:
             tombstones = self._semantic.tombstones
             for kind in export.POINT_KINDS:
                 flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, kinds=(kind,))
-                points = tombstones.keep(vectors.scroll(flt, _ALL))
-                for p in sorted(points, key=lambda p: (p.created_at_us, p.id)):
-                    if _within(p.scope, scope):
-                        writer.put(export.point(p), "point", f"point:{kind}")
+                with collector.quiet():  # a kind's points of a scope, decoded (tiers.core)
+                    points = tombstones.keep(vectors.scroll(flt, _ALL))
+                    for p in sorted(points, key=lambda p: (p.created_at_us, p.id)):
+                        if _within(p.scope, scope):
+                            writer.put(export.point(p), "point", f"point:{kind}")
             for edge in sorted(tombstones.keep(self._edges(scope)), key=_edge_order):
                 writer.put(export.edge(edge), "edge")
         kinds = Counter({k: writer.counts[f"point:{k}"] for k in export.POINT_KINDS})

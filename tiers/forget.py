@@ -36,6 +36,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from tiers.access import ACCESS_CFS, AccessCounts
 from tiers.anchors import ANCHOR_CFS, AnchorStore
+from tiers.core import collector
 from tiers.documents import DOCUMENT_CFS, Document, DocumentStore
 from tiers.forget_plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
 from tiers.graph import Edge, normalize
@@ -142,10 +143,11 @@ class Forgetter:
     def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> None:
         """Every episode with data of ``scope`` anywhere: journal, marks, points, edges."""
         _embedder, vectors = self._semantic.wait_ready(0)
-        points = vectors.scroll(
-            PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
-        )
-        plan.episode_ids.update(p.episode_id for p in points)
+        with collector.quiet():  # every point of the scope, decoded (tiers.core)
+            points = vectors.scroll(
+                PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
+            )
+            plan.episode_ids.update(p.episode_id for p in points)
         edges = self._semantic.graph.edges_where(
             lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
         )

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tiers.core import collector
 from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.errors import one_line
 from tiers.graph import Edge
@@ -167,13 +168,14 @@ class SemanticStore:
         facts. Returns (written, deleted). The caller holds :attr:`write_lock`."""
         _embedder, vectors = self.wait_ready(timeout=None)
         own = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
-        facts = vectors.scroll(replace(own, kinds=("fact",), include_superseded=False), _ALL)
-        old = {
-            p.id: p
-            for p in vectors.scroll(replace(own, kinds=(PROFILE,)), _ALL)
-            if p.scope == scope
-        }
-        new = build_profiles(scope, facts)
+        with collector.quiet():  # every fact of the scope, decoded: a burst (tiers.core)
+            facts = vectors.scroll(replace(own, kinds=("fact",), include_superseded=False), _ALL)
+            old = {
+                p.id: p
+                for p in vectors.scroll(replace(own, kinds=(PROFILE,)), _ALL)
+                if p.scope == scope
+            }
+            new = build_profiles(scope, facts)
         changed = [p for p in new if _differs(old.get(p.id), p)]
         stale = sorted(set(old) - {p.id for p in new})
         written = self.write(changed) if changed else []
