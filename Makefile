@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall bench-load bench-build bench-forget protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall bench-load bench-build bench-forget bench-fleet bench-index protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,15 @@ bench-load: $(STAMP)
 # latency with the index built); not part of `make test`.
 bench-build: $(STAMP)
 	$(BIN)/python -m tests.bench.index_build
+
+# Agents talking at a human pace (a turn every 2 s): the largest fleet one daemon serves
+# (FLEET="32 64 100" for other sizes; 6 minutes each).
+bench-fleet: $(STAMP)
+	$(BIN)/python -m tests.bench.fleet $(if $(FLEET),--agents $(FLEET))
+
+# The index stage on a quiet daemon beside the model's own throughput on the same cores.
+bench-index: $(STAMP)
+	$(BIN)/python -m tests.bench.index_stage
 
 # What a Forget costs at 100k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)
