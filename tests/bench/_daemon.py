@@ -69,6 +69,16 @@ def rss_bytes(pid: int) -> int:
     return int(psutil.Process(pid).memory_info().rss)
 
 
+def children_rss_bytes(pid: int) -> int:
+    """Resident set size of the children of process ``pid`` (a daemon's workers and index
+    builds), 0 when it has none."""
+    total = 0
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += int(child.memory_info().rss)
+    return total
+
+
 def dir_bytes(path: Path) -> int:
     """What the files under ``path`` take (apparent sizes), 0 if it does not exist."""
     total = 0

@@ -12,8 +12,12 @@ the clients run as fast as the daemon answers.
 
 Reported: per RPC the calls, calls/s, p50/p99/max over the measured window (after a warm-up),
 the errors (status codes, over the whole run; target 0), the daemon's RSS sampled every few
-seconds (warm = first sample after the warm-up, then end and peak), CPU of the daemon and of the
-clients, and what the weaver did meanwhile.
+seconds (warm = first sample after the warm-up, then end and peak) and its workers' beside it,
+CPU of the daemon and of the clients, and what the weaver did meanwhile.
+
+With ``--query-seconds S`` the clients then stop appending and go on with Recall and Pack
+alone for S seconds: whether RSS levels off once the data stops growing (the spread of the
+RSS samples over that phase, against their mean; target: within 5 %).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import grpc
 from daemon.client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import (
     RunningDaemon,
+    children_rss_bytes,
     cpu_seconds,
     dir_bytes,
     format_machine,
@@ -68,9 +73,10 @@ def scripts() -> list[Script]:
 
 
 class Tally:
-    def __init__(self, measure_from: float, measure_until: float) -> None:
+    def __init__(self, measure_from: float, measure_until: float, queries_until: float) -> None:
         self.measure_from = measure_from
         self.measure_until = measure_until
+        self.queries_until = queries_until
         self.ms: dict[str, list[float]] = {r: [] for r in RPCS}
         self.errors: Counter[str] = Counter()
 
@@ -92,9 +98,10 @@ async def _agent(address: str, client: int, script: Script, tally: Tally, seed: 
     sessions, questions = script
     user = f"load-user-{client:02d}"
     names = sorted({speaker for _, turns in sessions for speaker, _ in turns})
-    async with AsyncMemoryClient(address, timeout=CALL_TIMEOUT) as c:
+
+    async def ingest(c: AsyncMemoryClient) -> None:
         round_ = 0
-        while time.monotonic() < tally.measure_until:
+        while True:
             for number, turns in sessions:
                 sid = f"{user}-r{round_}-s{number}"
                 for speaker, text in turns:
@@ -114,6 +121,19 @@ async def _agent(address: str, client: int, script: Script, tally: Tally, seed: 
                 await tally.timed("EndSession", c.end_session(sid))
             round_ += 1
 
+    async with AsyncMemoryClient(address, timeout=CALL_TIMEOUT) as c:
+        await ingest(c)
+        # Ingest stops; queries go on (not in the figures: they measure the mixed load).
+        while time.monotonic() < tally.queries_until:
+            q = rng.choice(questions)
+            try:
+                if rng.random() < P_RECALL / (P_RECALL + P_PACK):
+                    await c.recall(q, user_id=user, k=10)
+                else:
+                    await c.pack(q, user_id=user, max_tokens=1000)
+            except grpc.RpcError as exc:
+                tally.errors[f"query phase {exc.code().name}"] += 1
+
 
 async def _worker_main(
     address: str,
@@ -122,11 +142,12 @@ async def _worker_main(
     script_list: list[Script],
     warmup: float,
     duration: float,
+    query_seconds: float,
     barrier: Barrier,
 ) -> tuple[dict[str, list[float]], Counter[str]]:
     await asyncio.to_thread(barrier.wait, 120)
     now = time.monotonic()
-    tally = Tally(now + warmup, now + warmup + duration)
+    tally = Tally(now + warmup, now + warmup + duration, now + warmup + duration + query_seconds)
     await asyncio.gather(
         *(
             _agent(address, i, script_list[i % len(script_list)], tally, seed=1000 * worker + i)
@@ -143,12 +164,15 @@ def _worker(
     script_list: list[Script],
     warmup: float,
     duration: float,
+    query_seconds: float,
     barrier: Barrier,
     results: Queue[tuple[dict[str, list[float]], Counter[str], str | None]],
 ) -> None:
     try:
         ms, errors = asyncio.run(
-            _worker_main(address, worker, clients, script_list, warmup, duration, barrier)
+            _worker_main(
+                address, worker, clients, script_list, warmup, duration, query_seconds, barrier
+            )
         )
         results.put((ms, errors, None))
     except BaseException:
@@ -169,6 +193,7 @@ class Sampler(threading.Thread):
         self.data_dir = daemon.data_dir
         self.client = MemoryClient(daemon.address, timeout=30)
         self.samples: list[tuple[float, float]] = []  # (seconds since start, MiB)
+        self.workers: list[tuple[float, float]] = []  # the daemon's worker processes' RSS
         # (seconds, RSS MiB, vectors MiB, RocksDB MiB, unindexed, pending)
         self.stores: list[tuple[float, float, float, float, int, int]] = []
         self.stop = threading.Event()
@@ -176,6 +201,7 @@ class Sampler(threading.Thread):
     def sample(self) -> None:
         t, rss = time.monotonic() - self.t0, rss_bytes(self.pid) / 2**20
         self.samples.append((t, rss))
+        self.workers.append((t, children_rss_bytes(self.pid) / 2**20))
         if self.data_dir is None:
             return
         vectors = dir_bytes(self.data_dir / "vectors") / 2**20
@@ -193,7 +219,12 @@ class Sampler(threading.Thread):
 
 
 def run_load(
-    seconds: float, clients: int, processes: int, warmup: float, sample_every: float
+    seconds: float,
+    clients: int,
+    processes: int,
+    warmup: float,
+    sample_every: float,
+    query_seconds: float = 0.0,
 ) -> dict[str, Any]:
     script_list = scripts()
     settings = {"STRATA_WEAVER__INTERVAL_SECONDS": "10"}
@@ -208,7 +239,17 @@ def run_load(
         procs = [
             ctx.Process(
                 target=_worker,
-                args=(daemon.address, w, groups[w], script_list, warmup, seconds, barrier, results),
+                args=(
+                    daemon.address,
+                    w,
+                    groups[w],
+                    script_list,
+                    warmup,
+                    seconds,
+                    query_seconds,
+                    barrier,
+                    results,
+                ),
                 name=f"load-worker-{w}",
                 daemon=True,
             )
@@ -231,7 +272,9 @@ def run_load(
             time.sleep(seconds)
             cpu1 = (time.monotonic(), cpu_seconds(daemon.pid), sum(map(cpu_seconds, pids)))
             for _ in procs:
-                worker_ms, worker_errors, failure = results.get(timeout=seconds + 300)
+                worker_ms, worker_errors, failure = results.get(
+                    timeout=seconds + query_seconds + 300
+                )
                 for rpc, values in worker_ms.items():
                     ms[rpc].extend(values)
                 errors.update(worker_errors)
@@ -253,6 +296,19 @@ def run_load(
             stats = c.stats()
     span = cpu1[0] - cpu0[0]
     warm = next((m for t, m in sampler.samples if t >= warmup), sampler.samples[0][1])
+    ingest_end = warmup + seconds
+    phase = [m for t, m in sampler.samples if t >= ingest_end]
+    query_phase = (
+        {
+            "seconds": query_seconds,
+            "rss_min": round(min(phase), 1),
+            "rss_max": round(max(phase), 1),
+            "rss_mean": round(sum(phase) / len(phase), 1),
+            "spread_pct": round(100 * (max(phase) - min(phase)) / (sum(phase) / len(phase)), 1),
+        }
+        if query_seconds and phase
+        else None
+    )
     return {
         "seconds": seconds,
         "warmup": warmup,
@@ -275,7 +331,9 @@ def run_load(
             "end": round(sampler.samples[-1][1], 1),
             "peak": round(max(m for _, m in sampler.samples), 1),
             "samples": [(round(t, 1), round(m, 1)) for t, m in sampler.samples],
+            "workers": [(round(t, 1), round(m, 1)) for t, m in sampler.workers],
         },
+        "query_phase": query_phase,
         "stores": [
             {
                 "s": round(t, 1),
@@ -323,6 +381,19 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
         f"end {rss['end']}, peak {rss['peak']}"
     )
     lines.append("  RSS samples (s: MiB): " + ", ".join(f"{t:g}: {m:g}" for t, m in rss["samples"]))
+    if rss.get("workers"):
+        lines.append(
+            "  workers' RSS MiB: start "
+            f"{rss['workers'][0][1]}, end {rss['workers'][-1][1]}, peak "
+            f"{max(m for _, m in rss['workers'])}"
+        )
+    q = r.get("query_phase")
+    if q:
+        lines.append(
+            f"  queries only for {q['seconds']:g} s after ingest stopped: daemon RSS "
+            f"{q['rss_min']}-{q['rss_max']} MiB (mean {q['rss_mean']}): spread {q['spread_pct']} % "
+            "(target <= 5 %)"
+        )
     if r["stores"]:
         lines.append("  per minute (means): RSS MiB | vectors MiB | RocksDB MiB | unindexed at end")
         by_minute: dict[int, list[dict[str, Any]]] = {}
@@ -364,10 +435,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--processes", type=int, default=4, help="client processes")
     parser.add_argument("--sample-seconds", type=float, default=5.0, help="RSS sampling")
+    parser.add_argument(
+        "--query-seconds",
+        type=float,
+        default=0.0,
+        help="then queries alone for this long (RSS once the data stops growing)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
-    result = run_load(args.seconds, args.clients, args.processes, args.warmup, args.sample_seconds)
+    result = run_load(
+        args.seconds,
+        args.clients,
+        args.processes,
+        args.warmup,
+        args.sample_seconds,
+        args.query_seconds,
+    )
     print(report(machine, result))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
