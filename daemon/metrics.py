@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from daemon.rpc_metrics import RpcMetricsInterceptor
 from tiers.models import LLMTotals
+from tiers.workers.embedder import describe
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -231,6 +232,18 @@ class _StateCollector(Collector):
             "1 when Tier 3 (model and vector store) is open.",
             float(self._semantic.ready),
         )
+        if self._semantic.ready:
+            workers, _note = describe(self._semantic.embeddings.wait(0))
+            yield gauge(
+                "strata_workers_alive",
+                "Worker processes running (background model work).",
+                sum(w.alive for w in workers),
+            )
+            yield CounterMetricFamily(
+                "strata_worker_restarts",
+                "Worker processes started again after one exited or was killed.",
+                value=sum(w.restarts for w in workers),
+            )
         try:
             wm = self._working.stats()
             sessions = (wm.live_sessions, wm.window_messages, wm.log_messages)

@@ -54,6 +54,8 @@ def test_rpcs_state_weaver_and_recall_move_their_series(start_daemon: Any) -> No
         wait_ready(c)
         before = Scrape(daemon)
         assert before("strata_ready") == 1.0
+        assert before("strata_workers_alive") == 1  # the default: one worker process
+        assert before("strata_worker_restarts_total") == 0
         assert before("strata_working_sessions") == 0
         assert before("strata_weaver_runs_total", outcome="ok") == 0
 

@@ -23,9 +23,18 @@ from tests.support.settings import MODEL_CACHE
 from tiers.embedding import Embedder, EmbeddingService, SupportsClose
 from tiers.models import ModelClient
 from tiers.settings import EmbeddingSettings, WorkersSettings
+from tiers.workers.embedder import BackgroundEmbedder
 
 _lock = threading.Lock()
 _shared: Embedder | None = None
+
+
+class _SharedWorkers(BackgroundEmbedder):
+    """The shared model with its worker, as a daemon sees it: closing the daemon's embedding
+    service leaves the worker running for the next daemon."""
+
+    def close(self) -> None:
+        pass
 
 
 class _Unclosed:
@@ -52,7 +61,10 @@ def shared(settings: Settings) -> Embedder:
             inner = configured_embedder(settings, None)
             if isinstance(inner, SupportsClose):
                 atexit.register(inner.close)
-            _shared = _Unclosed(inner)
+            if isinstance(inner, BackgroundEmbedder):
+                _shared = _SharedWorkers(inner.queries, inner.pool, part=inner.part)
+            else:
+                _shared = _Unclosed(inner)
         return _shared
 
 
