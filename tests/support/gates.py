@@ -1,8 +1,8 @@
 """Forcing an interleaving without sleeping: a thread held at a chosen point until the test
 lets it go (:class:`Pause`), a daemon whose embedder and vector store call the test's hooks
 at the points where writers race (:class:`Hooks`, through :class:`daemon.wiring.Factories`),
-and Tier 3's write lock replaced by one that says when a thread waits for it
-(:func:`watch_write_lock`)."""
+Tier 3's write lock replaced by one that says when a thread waits for it
+(:func:`watch_write_lock`), and the wait for the weaver's queued jobs (:func:`settled`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from daemon.wiring import Factories, configured_embedder
 from tiers.embedding import Embedder, EmbeddingService
 from tiers.models import ModelClient
 from tiers.semantic import SemanticStore, edge_store_path
-from tiers.vectors import MemoryPoint
+from tiers.vectors import MemoryPoint, PointFilter
 from tiers.vectors.edge import EdgeVectorStore
+from weaver.runner import Weaver
 
 # How long a test waits for a thread to reach a pause, and a held thread for its release.
 DEADLINE = 60.0
@@ -75,19 +76,34 @@ class HookedVectors(EdgeVectorStore):
     """The embedded vector store, calling ``before_upsert`` and ``after_upsert`` hooks with
     the points of each upsert, on the writer's thread (which holds Tier 3's write lock: the
     hooks sit between a writer's checks and its write, and between its write and what it
-    records after)."""
+    records after). It logs what each write did to a point, in order: :meth:`history`."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.before_upsert: list[Callable[[Sequence[MemoryPoint]], None]] = []
         self.after_upsert: list[Callable[[Sequence[MemoryPoint]], None]] = []
+        self._log: list[tuple[str, str | None]] = []  # (point id, its text; None: deleted)
+        self._log_lock = threading.Lock()
 
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         for hook in self.before_upsert:
             hook(points)
-        super().upsert(points)
+        with self._log_lock:  # the log in the order the writes landed
+            super().upsert(points)
+            self._log += [(p.id, p.text) for p in points]
         for hook in self.after_upsert:
             hook(points)
+
+    def delete(self, flt: PointFilter) -> int:
+        with self._log_lock:
+            removed = super().delete(flt)
+            self._log += [(i, None) for i in flt.ids]
+        return removed
+
+    def history(self, point_id: str) -> list[str | None]:
+        """The texts written to ``point_id``, in order; None for a delete naming it by id."""
+        with self._log_lock:
+            return [text for i, text in self._log if i == point_id]
 
 
 class HookedEmbedder:
@@ -179,3 +195,9 @@ def watch_write_lock(semantic: SemanticStore) -> WatchedLock:
     lock = WatchedLock()
     semantic.write_lock = lock  # type: ignore[assignment]
     return lock
+
+
+def settled(weaver: Weaver) -> None:
+    """Return once the weaver's worker has run every job queued before this call (it runs
+    them in order: a job queued now runs after them)."""
+    weaver.submit(lambda: None).result(DEADLINE)
