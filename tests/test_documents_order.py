@@ -135,7 +135,7 @@ class Alice:
     def hold(self, where: str) -> Pause:
         """Hold the documents job that indexes V1 at ``where``."""
         assert self.hooks.embedder is not None and self.hooks.vectors is not None
-        pause = Pause(f"the documents job {where} of V1")
+        pause = self.hooks.pause(f"the documents job {where} of V1")
         if where == EMBEDDING:
             self.hooks.embedder.before_documents.append(when(lambda texts: V1 in texts, pause))
         elif where == BEFORE_WRITE:
@@ -157,7 +157,10 @@ def alice(start_daemon) -> Iterator[Alice]:
         settled(weaver)
         a = Alice(d, hooks, lock, weaver, c, doc_id, Recalls(c, doc_id))
         assert a.recalls() == V0
-        yield a
+        try:
+            yield a
+        finally:
+            hooks.release_all()  # a failed test leaves no thread held
 
 
 @pytest.mark.parametrize("where", [EMBEDDING, BEFORE_WRITE, AFTER_WRITE])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +132,16 @@ class Hooks:
 
     embedder: HookedEmbedder | None = None
     vectors: HookedVectors | None = None
+    pauses: list[Pause] = field(default_factory=list)
+
+    def pause(self, where: str) -> Pause:
+        """A :class:`Pause` that :meth:`release_all` lets go (a failed test's teardown)."""
+        self.pauses.append(Pause(where))
+        return self.pauses[-1]
+
+    def release_all(self) -> None:
+        for pause in self.pauses:
+            pause.release()
 
     def open_vectors(self, settings: Settings) -> HookedVectors:
         self.vectors = HookedVectors(edge_store_path(settings.data_dir))
