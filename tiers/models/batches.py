@@ -10,8 +10,9 @@ is not one vector per text of the batch too (:func:`vectors_of`).
 When a job fails, the call fails: the batches not taken yet are never sent, and the jobs in
 progress end at their next retry (:class:`Abandoned`, which the job raises when it sees the
 call's ``stop`` event). The call waits for them, so no request of it is left running, and
-raises the error of the first failing batch in the texts' order: the same error a call
-sending its batches one after the other would have raised.
+raises the error of the failed batch that comes first in the texts' order: an error of the
+kinds and wording a call sending its batches one after the other raises
+(``ModelUnavailable``, ``ModelRequestFailed``).
 """
 
 from __future__ import annotations
