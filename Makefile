@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.tier3_query
 	$(BIN)/python -m tests.bench.recall_latency
 	$(BIN)/python -m tests.bench.embedding_backends
+	$(BIN)/python -m tests.bench.embedding_remote
 
 bench-recall: $(STAMP)
 	$(BIN)/python -m tests.bench.locomo --fixed-evidence

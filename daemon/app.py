@@ -206,6 +206,8 @@ class Daemon(DaemonParts):
                 self.forgetter.purger.close()  # first: the purge the next line ends is no error
             if self.semantic is not None:
                 self.semantic.close()  # ends a purge in progress (its child is killed)
+            if self.embedding_client is not None:  # its thread pool, once nothing embeds
+                self.embedding_client.close()
             purger = self.forgetter.purger if self.forgetter is not None else None
             if purger is not None and not purger.join(PURGER_JOIN_SECONDS):
                 log.error("forget.purger_stuck", extra=_fields(seconds=PURGER_JOIN_SECONDS))

@@ -76,6 +76,7 @@ def embedding_client(e: EmbeddingSettings) -> ModelClient:
         timeout_seconds=e.timeout_seconds,
         max_retries=e.max_retries,
         batch_size=e.batch_size,
+        max_in_flight=e.max_in_flight,
         name=f"embedding {embedding_description(e)}",
     )
 

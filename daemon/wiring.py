@@ -90,8 +90,9 @@ def configured_embedder(settings: Settings, client: ModelClient | None) -> Embed
     ``client``: the model client of ``embedding.provider = "litellm"``, None for a local
     model."""
     e = settings.embedding
-    if client is not None:
-        return PriorityEmbedder(litellm_embedder(e, client))
+    if client is not None:  # a slice of documents fills the requests in flight
+        slice_ = e.batch_size * e.max_in_flight
+        return PriorityEmbedder(litellm_embedder(e, client), document_slice=slice_)
     local = local_embedder(e, settings.data_dir)
     w = settings.workers
     if not w.count:

@@ -4,6 +4,13 @@ A query is served from the cache when a query with the same parameters (scope, k
 time range, channels, rerank, recipe) and an embedding within ``cache_similarity`` cosine was
 answered less than the TTL ago. Every write to Tier 3 in a scope invalidates that scope's
 entries, so a cached answer never hides a newer memory.
+
+An answer is kept only if no write (nor Forget) of its scope came between the moment the
+recall began reading Tier 3 and its :meth:`SemanticCache.put`: the recall takes a
+:meth:`SemanticCache.stamp` first and hands it to ``put``, which drops the answer when the
+scope's write count has moved. Otherwise a recall that read the old text and finished after
+the write had emptied the entries would put the old answer back, for every later recall to
+get (after one had already returned the new text), or keep a forgotten memory.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ class SemanticCache:
         self.similarity = similarity
         self._clock = clock
         self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._writes: dict[str, int] = {}  # user -> invalidations (writes, Forgets) seen
         self._next = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -64,14 +72,27 @@ class SemanticCache:
             self.misses += 1
             return None
 
-    def put(self, user_id: str, params: Hashable, vector: np.ndarray, result: RecallResult) -> None:
+    def stamp(self, user_id: str) -> int:
+        """The scope's write count: taken before a recall reads Tier 3, handed to :meth:`put`."""
         with self._lock:
+            return self._writes.get(user_id, 0)
+
+    def put(
+        self, user_id: str, params: Hashable, vector: np.ndarray, result: RecallResult, stamp: int
+    ) -> bool:
+        """Keep ``result``, read since :meth:`stamp` gave ``stamp``, unless the scope was
+        written or forgotten meanwhile (the answer may predate that). Returns whether it was
+        kept."""
+        with self._lock:
+            if self._writes.get(user_id, 0) != stamp:
+                return False
             self._entries[self._next] = _Entry(
                 user_id, params, vector, result, self._clock() + self.ttl
             )
             self._next += 1
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
+            return True
 
     def invalidate(self, user_id: str) -> None:
         self.forget_scope(user_id)
@@ -80,6 +101,7 @@ class SemanticCache:
         """Drop every entry of ``user_id`` (Forget's hook too: entries are per user, so an
         agent's forget drops the user's); returns how many."""
         with self._lock:
+            self._writes[user_id] = self._writes.get(user_id, 0) + 1
             keys = [k for k, e in self._entries.items() if e.user_id == user_id]
             for key in keys:
                 del self._entries[key]

@@ -91,6 +91,8 @@ class RecallEngine:
         t = time.perf_counter()
         ctx = QueryContext(query, self._query_batcher(embedder)(query.text))
         timings["embed"] = _ms(t)
+        # Before any read of Tier 3: an answer read before a write is not cached after it.
+        stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
         if self.cache is not None:
             cached = self.cache.get(query.scope.user_id, _params(query), ctx.vector)
             if cached is not None:
@@ -144,7 +146,7 @@ class RecallEngine:
         timings["total"] = _ms(began)
         result = RecallResult(top, timings, rerank_name, note, degraded)
         if self.cache is not None and not degraded and not note:
-            self.cache.put(query.scope.user_id, _params(query), ctx.vector, result)
+            self.cache.put(query.scope.user_id, _params(query), ctx.vector, result, stamp)
         return self._observed(result)
 
     def _per_message(

@@ -27,8 +27,8 @@ import numpy as np
 
 from recall import Candidate, QueryContext, RerankFailed
 from tiers.errors import ModelError
-from tiers.model_retry import RetryReply
 from tiers.models import LLMTotals, ModelClient
+from tiers.models.retry import RetryReply
 from tiers.prompts import escape_data
 
 # -- local -----------------------------------------------------------------------------------

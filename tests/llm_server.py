@@ -13,6 +13,10 @@ unexpected extra request is visible in ``requests`` and fails loudly. ``POST
 
 Closing is clean even while a handler hangs: :meth:`FakeOpenAI.hang` waits on an event that
 :meth:`FakeOpenAI.close` sets, and ``close`` joins every handler thread.
+
+Each request is handled on its own thread; :attr:`FakeOpenAI.peak` is the most requests the
+server held at once (from reading a request to sending its reply): the server's own view of
+requests in flight together.
 """
 
 from __future__ import annotations
@@ -134,6 +138,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         fake = self.server.fake
+        fake._arrived()
+        try:
+            self._post(fake)
+        finally:
+            fake._left()
+
+    def _post(self, fake: FakeOpenAI) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -193,6 +204,8 @@ class FakeOpenAI:
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.times: list[float] = []  # time.monotonic() of each request's arrival
+        self.active = 0  # requests held now (read, not answered yet)
+        self.peak = 0  # the most held at once
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -267,6 +280,15 @@ class FakeOpenAI:
         self.close()
 
     # -- internals --------------------------------------------------------------------------
+
+    def _arrived(self) -> None:
+        with self._lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+
+    def _left(self) -> None:
+        with self._lock:
+            self.active -= 1
 
     def _record(self, path: str, headers: dict[str, str], body: Any) -> Reply:
         with self._lock:

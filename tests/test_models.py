@@ -15,8 +15,8 @@ import pytest
 from daemon.errors import Unavailable, grpc_status
 from tests.llm_server import FakeOpenAI, Reply, free_port_refuses
 from tiers.errors import ModelRequestFailed, ModelUnavailable
-from tiers.model_retry import RetryReply
 from tiers.models import CallStats, ModelClient
+from tiers.models.retry import RetryReply
 
 KEY_ENV = "TEST_MODEL_API_KEY"
 KEY = "sk-model-0123456789-secret"

@@ -49,7 +49,8 @@ def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon
         # Each source keeps its message, so drilling down works after the journal expires.
         assert (source.speaker, source.text) == ("Alice", "I adopted a cat called Miso.")
         assert source.created_at_us == int(MAY.timestamp() * 1_000_000)
-        assert c.weaver_status().unindexed == 0
+        # The mark goes right after the points are written (a reader can see them first).
+        wait_until(lambda: c.weaver_status().unindexed == 0, 10, "for the mark to be cleared")
         # The other user's scope sees nothing.
         assert vectors.count(PointFilter(user_id="bob")) == 0
 

@@ -85,6 +85,15 @@ class EmbeddingSettings(Section):
     batch_size: int = Field(
         64, ge=1, description="Texts per batch when the weaver embeds (litellm: per request)."
     )
+    max_in_flight: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description=(
+            "litellm: requests of one embedding call in flight at once (its batches of "
+            "batch_size texts; 1: one after the other)."
+        ),
+    )
     api_base: str = Field("", description="litellm: the endpoint's base URL, if not the default.")
     api_key_env: str = Field(
         "", description="litellm: the environment variable holding the API key."
@@ -114,7 +123,7 @@ class EmbeddingSettings(Section):
             return bool(getattr(self, name) != fields[name].default)
 
         remote = ["api_base", "api_key_env", "api_key_file", "timeout_seconds", "max_retries"]
-        remote += ["dim", "query_prefix", "document_prefix"]
+        remote += ["max_in_flight", "dim", "query_prefix", "document_prefix"]
         if self.provider == "local":
             misplaced = [name for name in remote if changed(name)]
             if misplaced:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tiers.graph import Edge, normalize
 from tiers.journal import Journal
@@ -159,7 +159,7 @@ class Consolidator:
             srcs = sources(episode, fact.source_seqs, with_text=True)
             if not srcs:
                 continue
-            point = self._point(episode, "fact", fact.text, srcs, extraction, fact)
+            point = self._as_known(self._point(episode, "fact", fact.text, srcs, extraction, fact))
             points.append(point)
             facts.append((point, fact))
         # Forgotten memories are never written again (the door's tombstone check).
@@ -176,6 +176,16 @@ class Consolidator:
         if facts or outcome.superseded:
             self._stale_profiles.add(episode.scope)
         return outcome
+
+    def _as_known(self, point: MemoryPoint) -> MemoryPoint:
+        """A fact written again (a resumed run, from the stored extraction) keeps the end of
+        validity its graph edge has: a fact superseded since is never current again, not even
+        between its write and the supersession step after it. A rebuild removes the edges
+        first, so it derives validity afresh."""
+        known = self._semantic.graph.get(point.id)
+        if known is None or known.valid_to_us is None:
+            return point
+        return replace(point, valid_to_us=known.valid_to_us)
 
     def refresh_profiles(self) -> int:
         """Step 5: rewrite the entity profiles of every scope whose facts changed since the
@@ -259,6 +269,7 @@ def _edge(point: MemoryPoint, triplet: Triplet) -> Edge:
         sources=point.sources,
         created_at_us=point.created_at_us,
         valid_from_us=point.valid_from_us or point.created_at_us,
+        valid_to_us=point.valid_to_us,
         confidence=float(point.attrs.get("confidence", 1.0)),
         extractor=point.extractor,
     )

@@ -33,7 +33,7 @@ def semantic_cache(_tier3: SemanticStore) -> tuple[ScopeCache, Filler]:
 
     def fill(user: str) -> None:
         for params in ("k=5", "k=10"):
-            cache.put(user, params, vector, RecallResult(hits=[]))
+            cache.put(user, params, vector, RecallResult(hits=[]), cache.stamp(user))
 
     return cache, fill
 

@@ -1,5 +1,6 @@
-"""The embedded vector store's index build (:mod:`tiers.vectors.edge_generations`) held back
-until a test lets it go."""
+"""The embedded vector store's next generation (an index build, a purge:
+:mod:`tiers.vectors.edge_generations`) held back until a test lets it go: its child process
+(:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,39 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gates import Pause
+from tiers.vectors import edge_builds
 from tiers.vectors import edge_generations as generations
 
 
-def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:
-    """The build's child waits until ``gate`` exists, then builds as usual."""
+def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = False) -> None:
+    """The build's child (with ``purge``, the purge's child instead) waits until ``gate``
+    exists, then runs as usual; the other kind runs at once."""
     real = generations.child_command
 
     def command(gen: Path, compact_into: Path | None = None) -> list[str]:
-        if compact_into is not None:  # a purge's child runs as usual
+        if (compact_into is not None) != purge:
             return real(gen, compact_into)
         wait = (
             "import os, sys, time\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
             "from tiers.vectors.edge_generations import _build\n"
-            "sys.exit(_build(sys.argv[1]))\n"
+            "sys.exit(_build(*sys.argv[1:]))\n"
         )
-        return [sys.executable, "-c", wait, *real(gen)[-1:]]
+        args = real(gen, compact_into)[3:]  # after: python -m tiers.vectors.edge_generations
+        return [sys.executable, "-c", wait, *args]
 
     monkeypatch.setattr(generations, "child_command", command)
+
+
+def held_load(monkeypatch: pytest.MonkeyPatch, pause: Pause) -> None:
+    """The daemon's first load of a shard from its files stops at ``pause``: in a new store,
+    the load of the generation a build or a purge made, before the writes made meanwhile are
+    replayed into it (a store opened from existing files loads it first: arm this after)."""
+    real = edge_builds.load_shard
+
+    def load(root: Path, gen: Path, dim: int) -> object:
+        pause()
+        return real(root, gen, dim)
+
+    monkeypatch.setattr(edge_builds, "load_shard", load)

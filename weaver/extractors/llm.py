@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.errors import ModelError
-from tiers.model_retry import RetryReply
 from tiers.models import CallStats, LLMTotals, ModelClient, short
+from tiers.models.retry import RetryReply
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.extractors.llm_reply import InvalidReply, build_messages, parse_reply

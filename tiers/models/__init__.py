@@ -7,9 +7,11 @@ the LLM reranker) and embeddings (:mod:`tiers.embedding_litellm`).
   is picked up); a self-hosted server (``api_base``) without a key gets a placeholder, since
   OpenAI-style clients insist on one. The key never appears in ``repr`` or in an error.
 - the timeout of each request, and the retries (which failures, how long a pause:
-  :mod:`tiers.model_retry`). At most ``max_retries + 1`` requests are sent per call.
+  :mod:`tiers.models.retry`). At most ``max_retries + 1`` requests are sent per call.
   ``litellm`` and the OpenAI SDK retry on their own by default: both are switched off, the
   retries here are the only ones.
+- embedding batches: ``batch_size`` texts per request, up to ``max_in_flight`` of a call at
+  once (:mod:`tiers.models.batches`) on a thread pool of the client's, ended by ``close``.
 - the errors: :class:`tiers.errors.ModelUnavailable` (the endpoint is down, slow or
   overloaded: gRPC UNAVAILABLE) and :class:`tiers.errors.ModelRequestFailed` (it refused the
   request or its replies were unusable: FAILED_PRECONDITION), each naming the model, the
@@ -29,12 +31,15 @@ import random as _random
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from tiers.errors import ModelRequestFailed, ModelUnavailable
-from tiers.model_retry import (
+from tiers.models.batches import Abandoned, PoolClosed, in_flight, vectors_of
+from tiers.models.retry import (
     MAX_BACKOFF_SECONDS,
     RetryReply,
     backoff,
@@ -104,6 +109,14 @@ class CallStats:
     slept_seconds: float = 0.0  # total backoff
     ok: bool = False
 
+    def add(self, other: CallStats) -> None:
+        """Add what ``other`` (one batch of the same call) cost."""
+        self.attempts += other.attempts
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.failures += other.failures
+        self.slept_seconds += other.slept_seconds
+
 
 def short(text: str, limit: int = 300) -> str:
     """One line, at most ``limit`` characters."""
@@ -130,6 +143,7 @@ class ModelClient:
         backoff_seconds: float = 1.0,
         max_backoff_seconds: float = MAX_BACKOFF_SECONDS,
         batch_size: int = 64,
+        max_in_flight: int = 1,
         name: str = "",
         sleep: Callable[[float], None] = time.sleep,
         random: Callable[[], float] = _random.random,
@@ -144,6 +158,8 @@ class ModelClient:
             raise ValueError("backoff_seconds and max_backoff_seconds must be >= 0")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
         self.model = model
         self.api_base = api_base or None
         self.api_key_env = api_key_env or None
@@ -153,6 +169,9 @@ class ModelClient:
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
         self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self._pool: ThreadPoolExecutor | None = None  # made by the first concurrent call
+        self._closed = threading.Event()
         # How errors and logs name this client: the caller's name, or the model and endpoint.
         self.name = name or self.endpoint
         self._sleep = sleep
@@ -230,25 +249,67 @@ class ModelClient:
         return self._call(send, check, what, stats or CallStats(), dict(kwargs))
 
     def embed(self, texts: list[str], stats: CallStats | None = None) -> list[list[float]]:
-        """One vector per text, ``batch_size`` texts per request (each request retried on its
-        own); a reply with the wrong number of vectors, or vectors of different sizes, is
-        retried like any unusable reply."""
-        stats = stats or CallStats()
+        """One vector per text, in order: ``batch_size`` texts per request, up to
+        ``max_in_flight`` requests at once (:mod:`tiers.models.batches`), each retried on its
+        own; a reply with the wrong number of vectors, or vectors of different sizes, is
+        retried like any unusable reply. A failing batch fails the call with its error."""
+        stats = stats if stats is not None else CallStats()
+        size = self.batch_size
+        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+        if len(batches) < 2 or self.max_in_flight < 2:
+            return [v for batch in batches for v in self._embed_batch(batch, stats)]
+        each = [CallStats() for _ in batches]
+        jobs = [partial(self._embed_batch, b, s) for b, s in zip(batches, each, strict=True)]
+        try:
+            rows = in_flight(jobs, self._executor, self.max_in_flight)
+        except PoolClosed:
+            self._refuse_closed()
+        finally:
+            for batch_stats in each:
+                stats.add(batch_stats)
+        stats.ok = True
+        return [v for batch_rows in rows for v in batch_rows]
 
+    def _embed_batch(
+        self, batch: list[str], stats: CallStats, stop: threading.Event | None = None
+    ) -> list[list[float]]:
         def send(litellm: Any, api_key: str | None, args: dict[str, Any]) -> Any:
             return litellm.embedding(**self._request(api_key), **args)
 
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
+        def check(response: Any) -> list[list[float]]:
+            return vectors_of(response, len(batch))
 
-            def check(response: Any, n: int = len(batch)) -> list[list[float]]:
-                return _vectors(response, n)
-
-            what = f"embedding {_plural(len(batch), 'text')}"
-            vectors += self._call(send, check, what, stats, {"input": batch})
-            self.account(embedded_texts=len(batch))
+        what = f"embedding {_plural(len(batch), 'text')}"
+        vectors = self._call(send, check, what, stats, {"input": batch}, stop)
+        self.account(embedded_texts=len(batch))
         return vectors
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._closed.is_set():
+                self._refuse_closed()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_in_flight, "model-requests")
+            return self._pool
+
+    def close(self) -> None:
+        """Refuse new calls, end retries and, after the requests in flight, the thread pool."""
+        self._closed.set()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _refuse_closed(self) -> NoReturn:
+        detail = "the client is closed"
+        raise ModelUnavailable(f"{self.name}: {detail}", detail=detail)
+
+    def _halt(self, stop: threading.Event | None) -> None:
+        """Before a retry: stop when the client closed or another batch of the call failed."""
+        if self._closed.is_set():
+            self._refuse_closed()
+        if stop is not None and stop.is_set():
+            raise Abandoned
 
     def _call(
         self,
@@ -257,7 +318,9 @@ class ModelClient:
         what: str,
         stats: CallStats,
         args: dict[str, Any],
+        stop: threading.Event | None = None,
     ) -> T:
+        self._halt(None)
         api_key = self.api_key()
         litellm = import_litellm()
         total = self.max_retries + 1
@@ -271,6 +334,8 @@ class ModelClient:
             return text.replace(secret, "***") if secret else text
 
         for attempt in range(1, total + 1):
+            if attempt > 1:
+                self._halt(stop)
             stats.attempts += 1
             self.account(llm_calls=1)
             try:
@@ -299,6 +364,7 @@ class ModelClient:
                     },
                 )
                 if attempt < total:
+                    self._halt(stop)  # no pause before a retry that will not be sent
                     transient += 1
                     delay = backoff(
                         transient, self.backoff_seconds, self.max_backoff_seconds, self._random
@@ -331,24 +397,3 @@ class ModelClient:
         detail = f"failed after {_plural(total, 'attempt')}; last cause: {cause}"
         error = ModelUnavailable if down else ModelRequestFailed
         raise error(f"{self.name}: {what} {detail}", detail=detail, cause=cause)
-
-
-def _vectors(response: Any, count: int) -> list[list[float]]:
-    """The vectors of an embedding reply, in input order; RetryReply unless there are
-    ``count`` of them, all of the same non-zero size."""
-    try:
-        data = response.data
-        rows = sorted(data, key=lambda d: int(_get(d, "index")))
-        vectors = [[float(x) for x in _get(d, "embedding")] for d in rows]
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise RetryReply(f"bad reply: not an embedding list ({type(exc).__name__})") from None
-    if len(vectors) != count:
-        raise RetryReply(f"bad reply: {len(vectors)} vectors for {count} texts")
-    sizes = {len(v) for v in vectors}
-    if len(sizes) != 1 or 0 in sizes:
-        raise RetryReply(f"bad reply: vectors of sizes {sorted(sizes)}")
-    return vectors
-
-
-def _get(item: Any, key: str) -> Any:
-    return item[key] if isinstance(item, dict) else getattr(item, key)
