@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import psutil
 
 from daemon.client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import format_machine, machine_info, percentile, running_daemon
 from tests.bench.locomo_data import load
+from tests.bench.sampler import Sampler
 from tests.support import wait_until
 
 TURNS = 20
@@ -198,39 +198,6 @@ class Prober(threading.Thread):
         self.client.close()
 
 
-class Sampler(threading.Thread):
-    def __init__(self, address: str, pid: int, every: float, t0: float) -> None:
-        super().__init__(daemon=True)
-        self.client = MemoryClient(address, timeout=30)
-        self.pid, self.every, self.t0 = pid, every, t0
-        self.rows: list[
-            tuple[float, float, float, int]
-        ] = []  # s, daemon MiB, workers MiB, unindexed
-        self.stop = threading.Event()
-
-    def sample(self) -> None:
-        proc = psutil.Process(self.pid)
-        children = proc.children(recursive=True)
-        workers = sum(c.memory_info().rss for c in children if _alive(c)) / 2**20
-        try:
-            unindexed = self.client.weaver_status().unindexed
-        except grpc.RpcError:
-            unindexed = -1
-        t = time.monotonic() - self.t0
-        self.rows.append((t, proc.memory_info().rss / 2**20, workers, unindexed))
-
-    def run(self) -> None:
-        while not self.stop.wait(self.every):
-            self.sample()
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running()
-    except psutil.Error:
-        return False
-
-
 # -- one fleet -------------------------------------------------------------------------------
 
 
@@ -268,7 +235,7 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
         t0 = time.monotonic()
         stop_at = [t0 + warmup + seconds + WINDOW + 2 * PROBE_SECONDS]
         prober = Prober(daemon.address, ended, stop_at)
-        sampler = Sampler(daemon.address, daemon.pid, 10.0, t0)
+        sampler = Sampler(daemon, 10.0, t0)
         sampler.sample()
         prober.start()
         sampler.start()
@@ -285,10 +252,7 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
             proc.join(30)
         agents_done = time.monotonic()
         prober.join()
-        sampler.stop.set()
-        sampler.join()
-        sampler.sample()
-        sampler.client.close()
+        sampler.finish()
     judged = [s for s, t in prober.ended_at.items() if t <= stop_at[0] - WINDOW - PROBE_SECONDS]
     lags = sorted(prober.lags[s] or float("inf") for s in judged)
     within = sum(1 for lag in lags if lag <= WINDOW)
@@ -315,12 +279,12 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
         "probing_after_agents_s": round(stop_at[0] - agents_done, 1),
         "samples": [
             {
-                "s": round(t, 1),
-                "daemon_mib": round(d, 1),
-                "workers_mib": round(w, 1),
-                "unindexed": u,
+                "s": round(r.s, 1),
+                "daemon_mib": round(r.rss_mib, 1),
+                "workers_mib": round(r.workers_mib, 1),
+                "unindexed": r.unindexed,
             }
-            for t, d, w, u in sampler.rows
+            for r in sampler.samples
         ],
     }
 

@@ -27,7 +27,6 @@ import asyncio
 import json
 import multiprocessing as mp
 import random
-import threading
 import time
 import traceback
 from collections import Counter
@@ -40,17 +39,15 @@ import grpc
 
 from daemon.client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import (
-    RunningDaemon,
-    children_rss_bytes,
     cpu_seconds,
-    dir_bytes,
-    format_machine,
     machine_info,
     percentile,
     rss_bytes,
     running_daemon,
 )
+from tests.bench.load_report import report
 from tests.bench.locomo_data import load
+from tests.bench.sampler import Sampler
 from tests.support import wait_until
 
 RPCS = ("Append", "EndSession", "Recall", "Pack")
@@ -183,41 +180,6 @@ def _worker(
 # -- the driver ------------------------------------------------------------------------------
 
 
-class Sampler(threading.Thread):
-    """Every ``interval`` seconds (and at the end): the daemon's RSS, beside what it stores
-    (the vector store's and the RocksDB stores' files) and the weaver's backlog."""
-
-    def __init__(self, daemon: RunningDaemon, interval: float, t0: float) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.interval, self.t0 = daemon.pid, interval, t0
-        self.data_dir = daemon.data_dir
-        self.client = MemoryClient(daemon.address, timeout=30)
-        self.samples: list[tuple[float, float]] = []  # (seconds since start, MiB)
-        self.workers: list[tuple[float, float]] = []  # the daemon's worker processes' RSS
-        # (seconds, RSS MiB, vectors MiB, RocksDB MiB, unindexed, pending)
-        self.stores: list[tuple[float, float, float, float, int, int]] = []
-        self.stop = threading.Event()
-
-    def sample(self) -> None:
-        t, rss = time.monotonic() - self.t0, rss_bytes(self.pid) / 2**20
-        self.samples.append((t, rss))
-        self.workers.append((t, children_rss_bytes(self.pid) / 2**20))
-        if self.data_dir is None:
-            return
-        vectors = dir_bytes(self.data_dir / "vectors") / 2**20
-        rocks = (dir_bytes(self.data_dir / "state") + dir_bytes(self.data_dir / "journal")) / 2**20
-        try:
-            status = self.client.weaver_status()
-            backlog = (status.unindexed, status.pending)
-        except grpc.RpcError:
-            backlog = (-1, -1)
-        self.stores.append((t, rss, vectors, rocks, *backlog))
-
-    def run(self) -> None:
-        while not self.stop.wait(self.interval):
-            self.sample()
-
-
 def run_load(
     seconds: float,
     clients: int,
@@ -280,10 +242,7 @@ def run_load(
                 errors.update(worker_errors)
                 if failure:
                     failures.append(failure)
-            sampler.stop.set()
-            sampler.join()
-            sampler.sample()
-            sampler.client.close()
+            sampler.finish()
         finally:
             for proc in procs:
                 proc.join(30)
@@ -295,9 +254,10 @@ def run_load(
             status = c.weaver_status()
             stats = c.stats()
     span = cpu1[0] - cpu0[0]
-    warm = next((m for t, m in sampler.samples if t >= warmup), sampler.samples[0][1])
+    rows = sampler.samples
+    warm = next((r.rss_mib for r in rows if r.s >= warmup), rows[0].rss_mib)
     ingest_end = warmup + seconds
-    phase = [m for t, m in sampler.samples if t >= ingest_end]
+    phase = [r.rss_mib for r in rows if r.s >= ingest_end]
     query_phase = (
         {
             "seconds": query_seconds,
@@ -328,22 +288,22 @@ def run_load(
         "rss_mib": {
             "before_load": round(rss_start, 1),
             "warm": round(warm, 1),
-            "end": round(sampler.samples[-1][1], 1),
-            "peak": round(max(m for _, m in sampler.samples), 1),
-            "samples": [(round(t, 1), round(m, 1)) for t, m in sampler.samples],
-            "workers": [(round(t, 1), round(m, 1)) for t, m in sampler.workers],
+            "end": round(rows[-1].rss_mib, 1),
+            "peak": round(max(r.rss_mib for r in rows), 1),
+            "samples": [(round(r.s, 1), round(r.rss_mib, 1)) for r in rows],
+            "workers": [(round(r.s, 1), round(r.workers_mib, 1)) for r in rows],
         },
         "query_phase": query_phase,
         "stores": [
             {
-                "s": round(t, 1),
-                "rss_mib": round(rss, 1),
-                "vectors_mib": round(v, 1),
-                "rocksdb_mib": round(k, 1),
-                "unindexed": u,
-                "pending": p,
+                "s": round(r.s, 1),
+                "rss_mib": round(r.rss_mib, 1),
+                "vectors_mib": round(r.vectors_mib, 1),
+                "rocksdb_mib": round(r.rocksdb_mib, 1),
+                "unindexed": r.unindexed,
+                "pending": r.pending,
             }
-            for t, rss, v, k, u, p in sampler.stores
+            for r in rows
         ],
         "daemon_cpu_percent": round(100 * (cpu1[1] - cpu0[1]) / span, 1),
         "clients_cpu_percent": round(100 * (cpu1[2] - cpu0[2]) / span, 1),
@@ -358,74 +318,6 @@ def run_load(
         },
         "episodes_at_end": stats.journal.episodes,
     }
-
-
-def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
-    lines = [
-        f"Strata load: {r['clients']} concurrent clients ({r['processes']} processes), "
-        f"{r['seconds']:g} s measured after {r['warmup']:g} s warm-up, weaver every 10 s",
-        format_machine(machine),
-        "",
-        f"  {'rpc':<11} {'calls':>7} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}",
-    ]
-    for rpc, v in r["rpcs"].items():
-        lines.append(
-            f"  {rpc:<11} {v['calls']:>7} {v['per_s']:>8.1f} {v['p50_ms']:>8.2f} "
-            f"{v['p99_ms']:>8.2f} {v['max_ms']:>8.2f}"
-        )
-    total = sum(r["errors"].values())
-    lines.append(f"  errors: {total}" + (f" {r['errors']}" if total else " (target 0)"))
-    rss = r["rss_mib"]
-    lines.append(
-        f"  daemon RSS MiB: before load {rss['before_load']}, warm {rss['warm']}, "
-        f"end {rss['end']}, peak {rss['peak']}"
-    )
-    lines.append("  RSS samples (s: MiB): " + ", ".join(f"{t:g}: {m:g}" for t, m in rss["samples"]))
-    if rss.get("workers"):
-        lines.append(
-            "  workers' RSS MiB: start "
-            f"{rss['workers'][0][1]}, end {rss['workers'][-1][1]}, peak "
-            f"{max(m for _, m in rss['workers'])}"
-        )
-    q = r.get("query_phase")
-    if q:
-        lines.append(
-            f"  queries only for {q['seconds']:g} s after ingest stopped: daemon RSS "
-            f"{q['rss_min']}-{q['rss_max']} MiB (mean {q['rss_mean']}): spread {q['spread_pct']} % "
-            "(target <= 5 %)"
-        )
-    if r["stores"]:
-        lines.append("  per minute (means): RSS MiB | vectors MiB | RocksDB MiB | unindexed at end")
-        by_minute: dict[int, list[dict[str, Any]]] = {}
-        for row in r["stores"]:
-            by_minute.setdefault(int(row["s"] // 60), []).append(row)
-        for minute, rows in sorted(by_minute.items()):
-
-            def mean(key: str, rows: list[dict[str, Any]] = rows) -> float:
-                return round(sum(x[key] for x in rows) / len(rows), 1)
-
-            lines.append(
-                f"    min {minute + 1:>3}: {mean('rss_mib'):>8} | {mean('vectors_mib'):>8} | "
-                f"{mean('rocksdb_mib'):>8} | {rows[-1]['unindexed']:>6}"
-            )
-    lines.append(
-        f"  CPU: daemon {r['daemon_cpu_percent']:.0f}%, clients {r['clients_cpu_percent']:.0f}% "
-        f"(of one core; {machine['cores']} cores shared)"
-    )
-    w = r["weaver"]
-    if w["runs_seen"]:
-        error = f", {w['last_run_error']}" if w["last_run_error"] else ""
-        last = (
-            f"last consolidation run {w['last_run_episodes']} episodes in "
-            f"{w['last_run_seconds']} s (ok {w['last_run_ok']}{error})"
-        )
-    else:
-        last = "no consolidation run finished"
-    lines.append(
-        f"  weaver: {last}; at the end {w['pending_at_end']} pending, "
-        f"{w['unindexed_at_end']} unindexed; {r['episodes_at_end']} episodes in the journal"
-    )
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
