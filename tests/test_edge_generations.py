@@ -15,7 +15,7 @@ import pytest
 
 from tests.contracts.vectors import DIM, MODEL, T0, alice, ids, mem, unit
 from tests.support import wait_until
-from tests.support.builds import gated_child
+from tests.support.builds import gated_child, index_small_stores
 from tiers.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore
@@ -26,6 +26,11 @@ DEADLINE = 60.0
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     return tmp_path / "vectors"
+
+
+@pytest.fixture(autouse=True)
+def _indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    index_small_stores(monkeypatch)  # a build of these few points swaps a copy in
 
 
 @pytest.fixture
@@ -56,13 +61,20 @@ def test_a_build_swaps_the_built_copy_in(store, path):
     assert generations.current(path) == path / "gen-000002"
     assert not (path / "gen-000001").exists()  # the old generation is gone
     assert ids(store.search_dense(query, alice(), limit=10)) == before
+    store.optimize()  # nothing new to index: the copy is dropped, the live generation stays
+    assert store.builds == 1 and store.builds_unneeded == 1
+    assert generations.current(path) == path / "gen-000002"
+    assert not (path / "gen-000003").exists()
+    store.upsert(points(50, start=300))
+    before = ids(store.search_dense(query, alice(), limit=10))
     store.optimize()
-    assert generations.current(path) == path / "gen-000003"
+    assert store.builds == 2 and generations.current(path) == path / "gen-000003"
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
     store.close()
     again = EdgeVectorStore(path)
     again.ensure(MODEL, DIM)
     try:
-        assert again.count(PointFilter()) == 300
+        assert again.count(PointFilter()) == 350
         assert ids(again.search_dense(query, alice(), limit=10)) == before
     finally:
         again.close()

@@ -8,7 +8,8 @@ behind it. So the build never runs in the daemon's process. A build takes a *gen
    (writes wait for the copy, reads go on; the copy is I/O and releases the GIL);
 2. a child process (``python -m tiers.vectors.edge_generations DIR``, at a lower CPU
    priority) loads the copy, optimizes it and closes it; meanwhile the live shard serves
-   everything, and every write is also recorded;
+   everything, and every write is also recorded. When the engine finds nothing to optimize
+   the child exits with :data:`UNCHANGED`: the copy is deleted and the live shard stays;
 3. the daemon loads the built copy, replays the recorded writes into it, and makes it
    current (``CURRENT`` names it, replaced atomically); the old generation is closed once its
    last reader is done, and deleted.
@@ -33,7 +34,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from tiers.vectors.edge_shard import fsync_dir
+
 CURRENT = "CURRENT"
+UNCHANGED = 3  # the build child's exit code when the engine found nothing to optimize
 _GEN = re.compile(r"gen-(\d{6})")
 # Entries of the store's directory that are not the engine's (the legacy layout keeps the
 # engine's files beside them).
@@ -69,7 +73,7 @@ def switch(path: Path, gen: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path / CURRENT)
-    _fsync_dir(path)
+    fsync_dir(path)
 
 
 def engine_entries(gen: Path, root: Path) -> list[Path]:
@@ -127,14 +131,6 @@ def child_command(gen: Path, compact_into: Path | None = None) -> list[str]:
     return command if compact_into is None else [*command, str(compact_into)]
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _build(gen: str, compact_into: str | None = None) -> int:
     """The child: optimize the shard at ``gen`` (a copy no other process has open), or copy
     its live points into a new shard at ``compact_into``."""
@@ -148,7 +144,8 @@ def _build(gen: str, compact_into: str | None = None) -> int:
     shard = EdgeShard.load(gen)
     try:
         if compact_into is None:
-            shard.optimize()
+            if not shard.optimize():
+                return UNCHANGED
             shard.flush()
         else:  # a purge waits on it: not niced
             sidecar = read_sidecar(Path(gen).parent)  # a generation's store
