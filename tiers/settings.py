@@ -15,6 +15,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tiers.vectors import MAX_SHARDS
+
+# The default shard count of the vector store (docs/benchmarks.md, "Shards": what a shard
+# costs, and a purge of a shard of N points).
+SHARDS = 32
+
 
 class Section(BaseModel):
     """A section of the settings: an unknown key is an error."""
@@ -145,4 +151,14 @@ class VectorsSettings(Section):
     collection: str = Field("strata_memory", min_length=1, description="Qdrant collection.")
     optimize_interval_seconds: float = Field(
         300.0, gt=0, description="How often the embedded engine builds its HNSW index."
+    )
+    shards: int = Field(
+        SHARDS,
+        ge=1,
+        le=MAX_SHARDS,
+        description=(
+            "Shards of the vector store; a user's points live in one. Embedded: a build, a "
+            "purge and a Forget rewrite one shard, and a change moves every point at the next "
+            "start. Qdrant: the shard keys of a collection the daemon creates."
+        ),
     )

@@ -31,6 +31,7 @@ KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "documen
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
+MAX_SHARDS = 256  # shards of a store at most (the embedded store's shard-NNN directories)
 
 
 class VectorStoreMismatch(TierError, FailedPrecondition):

@@ -34,7 +34,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tiers.vectors import VectorStoreMismatch
+from tiers.vectors import MAX_SHARDS, VectorStoreMismatch
 from tiers.vectors.edge_shard import (
     FORMAT,
     SHARDED_FORMAT,
@@ -45,7 +45,6 @@ from tiers.vectors.edge_shard import (
 )
 
 STAGING = "reshard"
-MAX_SHARDS = 256
 _SHARD = re.compile(r"shard-(\d{3})")
 # What marks a directory as holding a store (any layout), besides a sidecar.
 _ENGINE = re.compile(r"edge_config\.json|segments|wal|CURRENT|gen-\d{6}|shard-\d{3}")

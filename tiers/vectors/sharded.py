@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tiers.vectors import (
+    MAX_SHARDS,
     Hit,
     IndexBuildCancelled,
     MemoryPoint,
@@ -62,11 +63,11 @@ __all__ = ["ShardedVectorStore"]
 class ShardedVectorStore:
     """A :class:`~tiers.vectors.VectorStore` of ``shards`` embedded shards under ``path``.
     Raises ``ValueError`` for a shard count outside 1 to
-    :data:`~tiers.vectors.edge_layout.MAX_SHARDS`."""
+    :data:`~tiers.vectors.MAX_SHARDS`."""
 
     def __init__(self, path: Path, shards: int) -> None:
-        if not 1 <= shards <= layout.MAX_SHARDS:
-            raise ValueError(f"a sharded store has 1 to {layout.MAX_SHARDS} shards, not {shards}")
+        if not 1 <= shards <= MAX_SHARDS:
+            raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
         self.path = path
         self.shards = shards
         self._stores: list[EdgeVectorStore | None] = [None] * shards
