@@ -104,7 +104,8 @@ def create_collection(
             return  # another process created it first: ensure() checks it
         raise
     if not local:
-        ensure_shard_keys(client, collection, shards)
+        for index in range(shards):
+            client.create_shard_key(collection, shard_key(index))
     with warnings.catch_warnings():
         # Local mode warns that payload indexes have no effect there.
         warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
@@ -114,8 +115,8 @@ def create_collection(
 
 
 def ensure_shard_keys(client: QdrantClient, collection: str, shards: int) -> None:
-    """Make the shard keys of ``shards`` shards that the collection lacks (a server's only:
-    local mode has no shard keys)."""
+    """Make the shard keys of ``shards`` shards that a collection with custom sharding lacks
+    (a server's only: local mode has no shard keys); for one whose creation was cut short."""
     listed = client.list_shard_keys(collection).shard_keys or []
     have = {k.key for k in listed}
     for index in range(shards):
