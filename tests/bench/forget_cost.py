@@ -1,8 +1,10 @@
-"""What a Forget costs at 100k points, and how other tenants are served meanwhile.
+"""What a Forget costs at N points, and how other tenants are served meanwhile.
 
-Run as ``python -m tests.bench.forget_cost`` (``make bench-forget``). A data directory is
-filled offline with N points and their fact graph (``recall_latency``'s data: 50 users, about
-N/50 points each) and its index is built, as a daemon that has run for a while leaves it. A
+Run as ``python -m tests.bench.forget_cost [--points N]`` (``make bench-forget`` runs it at
+100k and at 400k points). A data directory is filled offline with N points and their fact
+graph (``recall_latency``'s data: 50 users, about N/50 points each, in the daemon's layout:
+the default ``vectors.shards``) and its index is built, as a daemon that has run for a while
+leaves it. A
 real ``stratad`` runs on it. From separate threads, each with its own channel, other tenants
 are served throughout: ``Append`` every 20 ms (one live session) and ``Recall`` k = 10 back to
 back for random users other than the ones forgotten. Then, one after the other:
@@ -13,7 +15,8 @@ back for random users other than the ones forgotten. Then, one after the other:
 
 Reported per Forget: the time until it returns (RocksDB's purge included: ``forget.done
 purge_ms``), the time until the vector store's purge is done (``forget.purged``: a child
-process rewrote the live points into a new generation; ``vectors.purged`` gives its stages),
+process rewrote the live points of the forgotten user's shard into a new generation;
+``vectors.purged`` gives the shard and its stages),
 and the Append and Recall latencies from the first Forget to the last purge, and otherwise.
 The vector store has no HNSW index after a purge until the next build: Recall right after is
 measured too.
@@ -32,8 +35,8 @@ from typing import Any
 
 from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
-from tests.bench.index_build import Recorder, stop, summary
 from tests.bench.recall_latency import build, measure
+from tests.bench.recorders import Recorder, stop, summary
 from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon, wait_until
 
@@ -136,6 +139,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
         f["vector_purge_stages_ms"] = {
             k: float(p[k]) for k in ("copy", "child", "load", "replay") if k in p
         }
+        f["vector_purge_shard"] = p.get("store", "")
     return {
         "points": size,
         **built,
@@ -162,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {f['what']:>20}: returned in {f['ms']} ms (RocksDB purge"
             f" {f.get('rocksdb_purge_ms')} ms); vector store purged {f['until_purged_ms']} ms"
-            f" after the call (stages {f.get('vector_purge_stages_ms')}); {f['vector_points']}"
+            f" after the call ({f.get('vector_purge_shard')}, stages"
+            f" {f.get('vector_purge_stages_ms')}); {f['vector_points']}"
             f" points, {f['graph_edges']} edges, {f['sessions']} sessions"
         )
     print(
