@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tiers.vectors import MAX_SHARDS
 
-# The default shard count of the vector store (docs/benchmarks.md, "Shards": what a shard
+# The default shard count of the vector store (docs/scaling.md, "Shards of the vector store":
 # costs, and a purge of a shard of N points).
 SHARDS = 32
 
