@@ -184,6 +184,23 @@ def test_a_purge_rewrites_only_the_shards_deleted_from_and_leaves_no_byte(store,
     assert shards[3].purges == 1
 
 
+def test_a_purge_takes_the_shard_deleted_from_last_first(store, root, monkeypatch):
+    store.upsert(of("alice", 3) + of("bob", 3) + of("ivan", 3))
+    for user, k in (("ivan", 0), ("alice", 0), ("bob", 0), ("ivan", 1)):  # ivan's again, last
+        assert store.delete(PointFilter(user_id=user, ids=(of(user, 3)[k].id,))) == 1
+    order: list[int] = []
+    for index, shard in store.open_shards().items():
+        real = shard.purge
+
+        def purge(_i: int = index, _real: Callable[[], None] = real) -> None:
+            order.append(_i)
+            _real()
+
+        monkeypatch.setattr(shard, "purge", purge)
+    store.purge()
+    assert order == [0, 2, 3]  # ivan's, bob's, alice's
+
+
 def test_a_delete_during_a_purge_is_covered_by_the_next(store, root, tmp_path, monkeypatch):
     first, second = of("alice", 1, "Quokkamark"), of("alice", 1, "Narwhalmark", start=1)
     store.upsert(of("alice", 10, start=10) + first + second)

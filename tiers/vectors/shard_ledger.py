@@ -41,7 +41,11 @@ class ShardLedger:
         for index in unbuilt:
             self._built[index] = _NEVER
         self._deletes = [0] * shards
-        self._dirty = {i for i in range(shards) if purge_mark(root, i).exists()}
+        marks = {i: purge_mark(root, i) for i in range(shards)}
+        self._dirty = {i for i, mark in marks.items() if mark.exists()}
+        # The order of the latest deletes (on disk: of the marks), so a purge takes the shard
+        # of the Forget that asked for it before older marks (a rebuild's, say).
+        self._latest = {i: marks[i].stat().st_mtime_ns for i in self._dirty}
 
     # -- builds --------------------------------------------------------------------------
 
@@ -73,6 +77,7 @@ class ShardLedger:
         this returns. Call :meth:`deleted` after the delete."""
         with self._lock:
             self._deletes[index] += 1
+            self._latest[index] = max(self._latest.values(), default=0) + 1
             if index not in self._dirty:
                 purge_mark(self._root, index).touch()
                 fsync_dir(self._root)
@@ -84,9 +89,10 @@ class ShardLedger:
             self._deletes[index] += 1
 
     def to_purge(self) -> list[int]:
-        """The shards deleted from since their last purge (marked on disk)."""
+        """The shards deleted from since their last purge (marked on disk), the latest
+        deleted from first."""
         with self._lock:
-            return sorted(self._dirty)
+            return sorted(self._dirty, key=lambda i: (-self._latest.get(i, 0), i))
 
     def purge_began(self, index: int) -> int:
         """The token a purge of shard ``index`` hands to :meth:`purged`."""
@@ -102,3 +108,4 @@ class ShardLedger:
                 purge_mark(self._root, index).unlink(missing_ok=True)
                 fsync_dir(self._root)
                 self._dirty.discard(index)
+                self._latest.pop(index, None)
