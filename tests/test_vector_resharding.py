@@ -27,7 +27,8 @@ from tiers.vectors.sharded import ShardedVectorStore
 
 USERS = ("alice", "bob", "carol", "ivan", "judy")
 SECRET = b"Wombatsecret"
-# Every step of a move at which a crash is tried (tiers.vectors.edge_layout.reached).
+# Every step of a move at which a crash is tried (tiers.vectors.edge_layout.reached); the
+# fast tier tries one before the commit and one after it, the full suite every step.
 STEPS = (
     "staging",
     "batch-written",
@@ -37,6 +38,7 @@ STEPS = (
     "shard-moved",
     "sidecar-moved",
 )
+FAST_STEPS = ("batch-written", "shard-moved")
 
 
 def points() -> list[MemoryPoint]:
@@ -174,7 +176,9 @@ def crash_at(root: Path, step: str, shards: int) -> None:
     assert done.returncode == 9, done.stderr.decode()
 
 
-@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize(
+    "step", [pytest.param(s, marks=() if s in FAST_STEPS else pytest.mark.slow) for s in STEPS]
+)
 def test_a_move_killed_at_any_step_is_finished_or_started_over_at_the_next_start(tmp_path, step):
     root = tmp_path / "vectors"
     written = legacy(root)
@@ -188,6 +192,7 @@ def test_a_move_killed_at_any_step_is_finished_or_started_over_at_the_next_start
     check_moved(root, 4, written)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["batch-written", "old-removed"])
 def test_a_killed_change_of_the_shard_count_is_finished_or_started_over(tmp_path, step):
     root = tmp_path / "vectors"

@@ -32,7 +32,6 @@ from tiers.vectors import edge_generations as generations
 from tiers.vectors import edge_layout as layout
 from tiers.vectors import shard_of
 from tiers.vectors.edge_shard import (
-    COPY_PAGE,
     create_shard,
     engine_errors,
     live_points,
@@ -42,6 +41,9 @@ from tiers.vectors.edge_shard import (
 
 log = logging.getLogger("strata.vectors")
 PROGRESS_EVERY = 50_000
+# Points per write into a new shard: the engine holds the GIL for a whole write (about 20 ms
+# for 512 points here), and the move runs in the daemon's process while appends are served.
+WRITE_BATCH = 512
 
 
 def move(root: Path, found: layout.Found, model: str, dim: int, shards: int) -> dict[str, int]:
@@ -64,11 +66,11 @@ def move(root: Path, found: layout.Found, model: str, dim: int, shards: int) -> 
             for gen in _sources(root, found):
                 for page in _points(root, gen, dim):
                     for point in page:
-                        user = str((point.payload or {}).get("user_id", ""))
-                        batch = pending.setdefault(shard_of(user, shards), [])
+                        index = shard_of(str((point.payload or {}).get("user_id", "")), shards)
+                        batch = pending.setdefault(index, [])
                         batch.append(point)
-                        if len(batch) >= COPY_PAGE:
-                            _write(targets, new, model, dim, shard_of(user, shards), batch)
+                        if len(batch) >= WRITE_BATCH:
+                            _write(targets, new, model, dim, index, batch)
                     before, copied = copied, copied + len(page)
                     if copied // PROGRESS_EVERY != before // PROGRESS_EVERY:
                         _progress(source, shards, copied, began)
