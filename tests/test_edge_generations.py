@@ -243,6 +243,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     # The store goes on: writes, a build, and a reopen.
     store.upsert(points(5, start=100))
     monkeypatch.undo()
+    index_small_stores(monkeypatch)  # undone with the gate
     store.optimize()
     assert store.builds == 1 and store.count(PointFilter()) == 35
     store.close()

@@ -19,7 +19,7 @@ from tiers.vectors import MAX_SHARDS
 
 # The default shard count of the vector store (docs/scaling.md, "Shards of the vector store":
 # costs, and a purge of a shard of N points).
-SHARDS = 32
+SHARDS = 128
 
 
 class Section(BaseModel):

@@ -16,8 +16,8 @@ from tiers.vectors import edge_shard
 def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     """Shards made or loaded from now on index from their first KB of vectors: the engine's
     threshold (about 10 MB, 6,700 points of 384 dims) would leave a test's few points
-    unindexed, and a build with nothing to index swaps nothing in. The threshold is kept in
-    the shard's config, so a build's child process indexes too."""
+    unindexed, and a build with nothing to index copies or swaps nothing. The threshold is
+    kept in the shard's config, so a build's child process indexes too."""
     real = edge_shard.config
 
     def config(dim: int) -> EdgeConfig:
@@ -25,6 +25,7 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
         return EdgeConfig(
             vectors=base.vectors,
             sparse_vectors=base.sparse_vectors,
+            max_search_threads=base.max_search_threads,
             optimizers=EdgeOptimizersConfig(indexing_threshold=1),
         )
 

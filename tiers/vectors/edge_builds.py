@@ -5,9 +5,11 @@ The engine has no background threads: HNSW indexes are only built by the engine'
 :meth:`EdgeBuilds.optimize` therefore runs it in a child process on a copy of the shard and
 swaps the built copy in (:mod:`tiers.vectors.edge_generations`), so the daemon's threads run
 on meanwhile. Loading the built copy still holds the GIL once, for its whole run (0.6-1.6 s
-measured at 100k points with the payload indexes and sparse vectors). When the engine finds
-nothing to build (fewer unindexed vectors than its indexing threshold, about 10 MB: 6,700
-points of 384 dims), the child says so and nothing is loaded or swapped. A purge (Forget's,
+measured at 100k points with the payload indexes and sparse vectors). A shard with fewer
+points than the engine's indexing threshold (about 10 MB of vectors: 6,700 points of 384
+dims) has nothing to build: it is not copied. When the child finds nothing to build (the new
+points since the last build are below the threshold), it says so and nothing is loaded or
+swapped. A purge (Forget's,
 :mod:`tiers.purge`) goes the same way, its child writing the copy's live points into a new
 shard, so no deleted point's bytes stay in the files.
 
@@ -32,11 +34,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qdrant_edge import EdgeShard, UpdateOperation
+from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
 from tiers.vectors import IndexBuildCancelled, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
-from tiers.vectors.edge_shard import engine_errors, load_shard
+from tiers.vectors.edge_shard import engine_errors, indexable, load_shard
 
 log = logging.getLogger("strata.vectors")
 
@@ -72,8 +74,15 @@ class EdgeBuilds:
 
     def optimize(self) -> None:
         """Build the index in a child process on a copy, then swap the copy in (module doc).
-        Blocks the calling thread until the swap; other threads run on meanwhile."""
+        Blocks the calling thread until the swap; other threads run on meanwhile. A shard
+        too small for the engine to index anything (:func:`tiers.vectors.edge_shard.indexable`) is left
+        as it is, without a copy or a child."""
         with self._optimize_lock:
+            with self._engine("optimize"):
+                points = self._open().count(CountRequest(exact=True))
+            if not indexable(points, self._dim):
+                self.builds_unneeded += 1
+                return
             self._regenerate(purge=False)
 
     def purge(self) -> None:
