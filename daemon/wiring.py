@@ -62,8 +62,9 @@ from weaver.runner import Weaver
 
 
 def configured_vectors(settings: Settings) -> VectorStore:
-    """The vector store the settings name: the Qdrant server at ``qdrant_url``, else the
-    embedded engine under the data directory, each in ``vectors.shards`` shards."""
+    """The vector store the settings name: the Qdrant server at ``qdrant_url`` (a new
+    collection with ``vectors.shard_keys`` shard keys), else the embedded engine under the
+    data directory in ``vectors.shards`` shards."""
     s = settings
     if s.qdrant_url:
         from tiers.vectors.qdrant import QdrantVectorStore
@@ -72,7 +73,7 @@ def configured_vectors(settings: Settings) -> VectorStore:
         if s.qdrant_api_key_file is not None:
             key = read_secret_file(s.qdrant_api_key_file)
         return QdrantVectorStore.from_url(
-            s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shards
+            s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys
         )
     from tiers.vectors.sharded import ShardedVectorStore
 

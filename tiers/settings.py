@@ -17,9 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tiers.vectors import MAX_SHARDS
 
-# The default shard count of the vector store (docs/scaling.md, "Shards of the vector store":
-# costs, and a purge of a shard of N points).
+# The default shard count of the embedded vector store and the default shard keys of a new
+# Qdrant collection (docs/scaling.md, "Shards of the vector store": what a shard costs, and a
+# purge of a shard of N points; a server's keys follow its nodes).
 SHARDS = 128
+SHARD_KEYS = 4
 
 
 class Section(BaseModel):
@@ -157,8 +159,17 @@ class VectorsSettings(Section):
         ge=1,
         le=MAX_SHARDS,
         description=(
-            "Shards of the vector store; a user's points live in one. Embedded: a build, a "
-            "purge and a Forget rewrite one shard, and a change moves every point at the next "
-            "start. Qdrant: the shard keys of a collection the daemon creates."
+            "Embedded store: its shards; a user's points live in one, and a build, a purge "
+            "and a Forget rewrite one shard. A change moves every point at the next start."
+        ),
+    )
+    shard_keys: int = Field(
+        SHARD_KEYS,
+        ge=1,
+        le=MAX_SHARDS,
+        description=(
+            "Qdrant: the shard keys of a collection the daemon creates (user-defined "
+            "sharding, a user's points under one key; each key is a shard of the cluster). "
+            "An existing collection keeps its own."
         ),
     )

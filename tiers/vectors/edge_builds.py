@@ -75,8 +75,9 @@ class EdgeBuilds:
     def optimize(self) -> None:
         """Build the index in a child process on a copy, then swap the copy in (module doc).
         Blocks the calling thread until the swap; other threads run on meanwhile. A shard
-        too small for the engine to index anything (:func:`tiers.vectors.edge_shard.indexable`) is left
-        as it is, without a copy or a child."""
+        too small for the engine to index anything
+        (:func:`tiers.vectors.edge_shard.indexable`) is left as it is, without a copy or a
+        child."""
         with self._optimize_lock:
             with self._engine("optimize"):
                 points = self._open().count(CountRequest(exact=True))

@@ -160,7 +160,7 @@ class QdrantVectorStore:
                 raise VectorStoreMismatch(f"{self._where()} names {keys!r} shard keys")
             if keys and keys != self.shards:
                 log.info(  # the collection's own count routes: every daemon agrees
-                    "vectors.shard_keys",
+                    "vectors.collection_keys",
                     extra={"fields": {"collection": self.collection, "keys": keys}},
                 )
             self._ready, self._model, self._dim, self._keys = True, model, dim, keys
