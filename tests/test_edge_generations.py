@@ -254,3 +254,25 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
         assert _files_with(path, b"Wombatmark") == []
     finally:
         again.close()
+
+
+def test_a_copy_keeps_the_bytes_and_leaves_the_zeros_as_holes(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with src.open("wb") as f:
+        f.write(b"head" + b"\0" * 70_000 + b"middle")
+        f.seek(5 << 20)
+        f.write(b"tail")
+        f.truncate(9 << 20)  # ends in a hole
+    generations.copy_file(src, dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert dst.stat().st_size == 9 << 20
+    assert dst.stat().st_blocks * 512 < 1 << 20
+
+
+def test_a_built_shard_is_not_filled_with_the_write_ahead_logs_zeros(store, path):
+    store.upsert(points(100))
+    store.optimize()
+    assert store.builds == 1
+    files = [p for p in path.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) > 64 << 20  # two preallocated WAL files
+    assert sum(p.stat().st_blocks * 512 for p in files) < 16 << 20

@@ -37,6 +37,8 @@ from pathlib import Path
 from tiers.vectors.edge_shard import fsync_dir
 
 CURRENT = "CURRENT"
+_BLOCK = 1 << 16  # the granularity of the holes a copy leaves
+_ZEROS = bytes(_BLOCK)
 UNCHANGED = 3  # the build child's exit code when the engine found nothing to optimize
 _GEN = re.compile(r"gen-(\d{6})")
 # Entries of the store's directory that are not the engine's (the legacy layout keeps the
@@ -84,13 +86,29 @@ def engine_entries(gen: Path, root: Path) -> list[Path]:
 
 
 def copy(gen: Path, root: Path, dest: Path) -> None:
-    """Copy a (flushed) generation's files to ``dest`` (which must not exist)."""
+    """Copy a (flushed) generation's files to ``dest`` (which must not exist), keeping
+    them sparse (:func:`copy_file`)."""
     dest.mkdir()
     for entry in engine_entries(gen, root):
         if entry.is_dir():
-            shutil.copytree(entry, dest / entry.name)
+            shutil.copytree(entry, dest / entry.name, copy_function=copy_file)
         else:
-            shutil.copy2(entry, dest / entry.name)
+            copy_file(entry, dest / entry.name)
+
+
+def copy_file(src: str | Path, dst: str | Path) -> None:
+    """Copy a file as ``shutil.copy2`` does, but leave a hole where a block of the source
+    reads as zeros: the engine preallocates its write-ahead log (two files of 32 MiB, sparse
+    and mostly empty), and a plain copy would write every zero, 64 MiB of disk per shard and
+    generation. The copy reads back byte for byte the same."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while block := fin.read(_BLOCK):
+            if block == _ZEROS[: len(block)]:
+                fout.seek(len(block), os.SEEK_CUR)
+            else:
+                fout.write(block)
+        fout.truncate()  # a file ending in a hole keeps its size
+    shutil.copystat(src, dst)
 
 
 def remove(gen: Path, root: Path) -> None:
