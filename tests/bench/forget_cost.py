@@ -57,7 +57,7 @@ def _count(proc: ProcessDaemon, event: str) -> int:
     return proc.log_path.read_text(errors="replace").count(f"event={event} ")
 
 
-def run(size: int, queries: int) -> dict[str, Any]:
+def run(size: int, queries: int, keep_log: Path | None = None) -> dict[str, Any]:
     texts, pool, questions, _q, _secs = embed_pool(threads=2)
     with tempfile.TemporaryDirectory(prefix="strata-forget-") as tmp:
         data = Path(tmp) / "data"
@@ -95,6 +95,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
                 r.start()
             time.sleep(SETTLE)
             forgets: list[dict[str, Any]] = []
+            calls: list[float] = []
             window = [time.perf_counter(), 0.0]
             with MemoryClient(address, timeout=600) as c:
                 for what, kwargs in (
@@ -104,6 +105,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
                 ):
                     purged = _count(proc, "forget.purged")
                     t0 = time.perf_counter()
+                    calls.append(t0)
                     r = c.forget(**kwargs)  # type: ignore[arg-type]
                     returned = time.perf_counter()
                     wait_until(  # the vector store's purge
@@ -132,6 +134,8 @@ def run(size: int, queries: int) -> dict[str, Any]:
         finally:
             proc.terminate()
         log = proc.log_path.read_text(errors="replace")
+        if keep_log is not None:
+            keep_log.write_text(log)
     done = _events(log, "forget.done")
     purged = _events(log, "vectors.purged")
     for f, d, p in zip(forgets, done, purged, strict=False):
@@ -148,6 +152,18 @@ def run(size: int, queries: int) -> dict[str, Any]:
         "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
         "recall_before": before,
         "recall_after_purge": after,
+        # Where the slowest requests of the window fell: seconds after each Forget's call.
+        "slowest_in_window": {
+            r.name: [
+                (round(ms, 1), [round(t - c, 2) for c in calls if c <= t][-1:])
+                for t, ms in sorted(r.samples, key=lambda x: -x[1])
+                if window[0] <= t <= window[1]
+            ][:5]
+            for r in recorders
+        },
+        "gc_pauses_ms": sorted((float(e["ms"]) for e in _events(log, "gc.pause")), reverse=True)[
+            :10
+        ],
     }
 
 
@@ -156,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json", type=Path, metavar="PATH")
+    parser.add_argument("--keep-log", type=Path, metavar="PATH", help="the daemon's log")
     args = parser.parse_args(argv)
     machine = machine_info()
-    result = run(args.points, args.queries)
+    result = run(args.points, args.queries, args.keep_log)
     print()
     print(f"Forget at {result['points']} points")
     print(format_machine(machine))
@@ -183,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     if result["errors"]:
         print(f"  errors: {result['errors']}")
+    print(
+        f"  slowest in the window (ms, s after the Forget's call): {result['slowest_in_window']};"
+        f" gc passes of 50 ms or more: {result['gc_pauses_ms']}"
+    )
     b, a = result["recall_before"], result["recall_after_purge"]
     print(
         f"  Recall, one client: before p50 {b['recall_p50_ms']} / p95 {b['recall_p95_ms']} ms;"
