@@ -36,7 +36,7 @@ def recall_engine(
     rerankers: dict[str, Reranker] = {
         "local": LocalReranker(
             lambda texts: semantic.embeddings.wait().encode_documents(texts),
-            stored=lambda ids: semantic.wait_ready(0)[1].dense(ids),
+            stored=lambda ids, user_id: semantic.wait_ready(0)[1].dense(ids, user_id),
         )
     }
     model = s.recall.rerank_model or s.llm.model

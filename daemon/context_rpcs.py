@@ -188,7 +188,7 @@ class ContextRPCs:
         that the weaver has not indexed yet)."""
         assert self._semantic is not None
         _embedder, vectors = self._semantic.wait_ready(0)
-        if any(_visible(p, scope) for p in vectors.get([memory_id])):
+        if any(_visible(p, scope) for p in vectors.get([memory_id], scope.user_id)):
             return True
         doc = self._documents.find(memory_id) if self._documents is not None else None
         return doc is not None and _visible(doc.point(), scope)
@@ -202,7 +202,9 @@ class ContextRPCs:
             return []
         assert self._semantic is not None
         _embedder, vectors = self._semantic.wait_ready(0)
-        points = {p.id: p for p in vectors.get([p.memory_id for p in pins])}
+        # the scope's user's shard alone: a pin's memory is its user's (PinMemory checks);
+        # one not found there is looked for everywhere before its pin goes (_prune)
+        points = {p.id: p for p in vectors.get([p.memory_id for p in pins], scope.user_id)}
         out: list[Pinned] = []
         missing: list[Pin] = []
         for pin in pins:

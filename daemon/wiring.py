@@ -67,8 +67,9 @@ log = logging.getLogger("strata.daemon")
 
 
 def configured_vectors(settings: Settings) -> VectorStore:
-    """The vector store the settings name: the Qdrant server at ``qdrant_url``, else the
-    embedded engine under the data directory."""
+    """The vector store the settings name: the Qdrant server at ``qdrant_url`` (a new
+    collection with ``vectors.shard_keys`` shard keys), else the embedded engine under the
+    data directory in ``vectors.shards`` shards."""
     s = settings
     if s.qdrant_url:
         from tiers.vectors.qdrant import QdrantVectorStore
@@ -76,10 +77,12 @@ def configured_vectors(settings: Settings) -> VectorStore:
         key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
         if s.qdrant_api_key_file is not None:
             key = read_secret_file(s.qdrant_api_key_file)
-        return QdrantVectorStore.from_url(s.qdrant_url, key, s.vectors.collection)
-    from tiers.vectors.edge import EdgeVectorStore
+        return QdrantVectorStore.from_url(
+            s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys
+        )
+    from tiers.vectors.sharded import ShardedVectorStore
 
-    return EdgeVectorStore(edge_store_path(s.data_dir))
+    return ShardedVectorStore(edge_store_path(s.data_dir), s.vectors.shards)
 
 
 def configured_embedder(settings: Settings, client: ModelClient | None) -> Embedder:

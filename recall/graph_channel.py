@@ -91,7 +91,7 @@ class GraphChannel:
             pos += want
             if not batch:
                 break
-            found = {p.id: p for p in vectors.get([graph.memories[i] for i in batch])}
+            found = {p.id: p for p in vectors.get([graph.memories[i] for i in batch], flt.user_id)}
             for i in batch:
                 point = found.get(graph.memories[i])
                 if point is not None and admits(flt, point):  # gone since the build: skipped

@@ -96,5 +96,5 @@ def _turn_points(
                 ids[turn_point_id(holder.point.scope, s)] = message
     if not ids:
         return {}
-    found = vectors.get(list(ids))
+    found = vectors.get(list(ids), flt.user_id)
     return {ids[p.id]: p for p in found if p.id in ids and admits(flt, p)}

@@ -34,7 +34,7 @@ class NodeView:
 
 def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Scope) -> NodeView:
     _embedder, vectors = semantic.wait_ready(0)
-    found = vectors.get([node_id])
+    found = vectors.get([node_id], scope.user_id)
     if not found:
         raise NodeNotFound(f"memory {node_id!r} not found")
     point = found[0]

@@ -83,7 +83,7 @@ class LocalReranker:
         self,
         embed: Callable[[list[str]], np.ndarray],
         *,
-        stored: Callable[[list[str]], dict[str, list[float]]] | None = None,
+        stored: Callable[[list[str], str], dict[str, list[float]]] | None = None,
         fused_weight: float = 0.30,
         rank_weight: float = 0.10,
         cosine_weight: float = 0.30,
@@ -96,8 +96,9 @@ class LocalReranker:
         if min(*weights, superseded_penalty) < 0 or name_boost < 1:
             raise ValueError("weights and the penalty must be >= 0, name_boost >= 1")
         self._embed = embed  # documents in, one row per text out
-        # point ids in, their stored dense vectors out (VectorStore.dense): embedding 30
-        # chunk texts again costs seconds per Recall on a small CPU, reading them ~1 ms
+        # point ids and their user in, their stored dense vectors out (VectorStore.dense, in
+        # the user's shard alone): embedding 30 chunk texts again costs seconds per Recall
+        # on a small CPU, reading them ~1 ms
         self._stored = stored
         self.fused_weight = fused_weight
         self.rank_weight = rank_weight
@@ -111,7 +112,7 @@ class LocalReranker:
         if not candidates:
             return []
         query = np.asarray(ctx.vector, dtype=np.float32).ravel()
-        cosine = self._cosines(query, candidates)
+        cosine = self._cosines(query, candidates, ctx.query.scope.user_id)
         top_fused = max(c.fused for c in candidates)
         times = [c.point.created_at_us for c in candidates]
         oldest, span = min(times), max(times) - min(times)
@@ -140,7 +141,7 @@ class LocalReranker:
         order = sorted(range(len(candidates)), key=lambda i: (-blends[i], i))
         return [candidates[i] for i in order]
 
-    def _cosines(self, query: np.ndarray, candidates: list[Candidate]) -> list[float]:
+    def _cosines(self, query: np.ndarray, candidates: list[Candidate], user_id: str) -> list[float]:
         """Cosine (clipped to [0, 1]) of each candidate's text with the query. A point that
         carries its dense vector, or whose vector the store has, is not embedded again; the
         others go in one batch."""
@@ -150,7 +151,7 @@ class LocalReranker:
         stored: dict[str, list[float]] = {}
         if bare and self._stored is not None:
             try:
-                stored = self._stored(bare)
+                stored = self._stored(bare, user_id)
             except Exception as exc:
                 raise RerankFailed(f"local: reading vectors failed: {_short(repr(exc))}") from exc
         missing = []

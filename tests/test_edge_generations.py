@@ -15,7 +15,7 @@ import pytest
 
 from tests.contracts.vectors import DIM, MODEL, T0, alice, ids, mem, unit
 from tests.support import wait_until
-from tests.support.builds import gated_child
+from tests.support.builds import gated_child, index_small_stores
 from tiers.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
 from tiers.vectors.edge import SIDECAR, EdgeVectorStore
@@ -26,6 +26,11 @@ DEADLINE = 60.0
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     return tmp_path / "vectors"
+
+
+@pytest.fixture(autouse=True)
+def _indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    index_small_stores(monkeypatch)  # a build of these few points swaps a copy in
 
 
 @pytest.fixture
@@ -56,13 +61,20 @@ def test_a_build_swaps_the_built_copy_in(store, path):
     assert generations.current(path) == path / "gen-000002"
     assert not (path / "gen-000001").exists()  # the old generation is gone
     assert ids(store.search_dense(query, alice(), limit=10)) == before
+    store.optimize()  # nothing new to index: the copy is dropped, the live generation stays
+    assert store.builds == 1 and store.builds_unneeded == 1
+    assert generations.current(path) == path / "gen-000002"
+    assert not (path / "gen-000003").exists()
+    store.upsert(points(50, start=300))
+    before = ids(store.search_dense(query, alice(), limit=10))
     store.optimize()
-    assert generations.current(path) == path / "gen-000003"
+    assert store.builds == 2 and generations.current(path) == path / "gen-000003"
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
     store.close()
     again = EdgeVectorStore(path)
     again.ensure(MODEL, DIM)
     try:
-        assert again.count(PointFilter()) == 300
+        assert again.count(PointFilter()) == 350
         assert ids(again.search_dense(query, alice(), limit=10)) == before
     finally:
         again.close()
@@ -231,6 +243,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     # The store goes on: writes, a build, and a reopen.
     store.upsert(points(5, start=100))
     monkeypatch.undo()
+    index_small_stores(monkeypatch)  # undone with the gate
     store.optimize()
     assert store.builds == 1 and store.count(PointFilter()) == 35
     store.close()
@@ -241,3 +254,25 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
         assert _files_with(path, b"Wombatmark") == []
     finally:
         again.close()
+
+
+def test_a_copy_keeps_the_bytes_and_leaves_the_zeros_as_holes(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with src.open("wb") as f:
+        f.write(b"head" + b"\0" * 70_000 + b"middle")
+        f.seek(5 << 20)
+        f.write(b"tail")
+        f.truncate(9 << 20)  # ends in a hole
+    generations.copy_file(src, dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert dst.stat().st_size == 9 << 20
+    assert dst.stat().st_blocks * 512 < 1 << 20
+
+
+def test_a_built_shard_is_not_filled_with_the_write_ahead_logs_zeros(store, path):
+    store.upsert(points(100))
+    store.optimize()
+    assert store.builds == 1
+    files = [p for p in path.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) > 64 << 20  # two preallocated WAL files
+    assert sum(p.stat().st_blocks * 512 for p in files) < 16 << 20

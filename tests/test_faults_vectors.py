@@ -63,8 +63,11 @@ class FlakyVectors:
             self._fail("sparse search")
         return self.inner.search_sparse(vector, flt, limit)
 
-    def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
-        return self.inner.get(ids)
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        return self.inner.get(ids, user_id)
+
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
+        return self.inner.dense(ids, user_id)
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return self.inner.scroll(flt, limit)

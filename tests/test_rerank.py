@@ -108,8 +108,9 @@ def test_local_reads_stored_vectors_instead_of_embedding_again() -> None:
         embedded.append(batch)
         return hash_embed(batch)
 
-    def stored(wanted: list[str]) -> dict[str, list[float]]:
+    def stored(wanted: list[str], user_id: str) -> dict[str, list[float]]:
         asked.append(wanted)
+        assert user_id == "u1"  # the query's user: a sharded store reads its shard alone
         return {i: vectors[i] for i in wanted if i != "other"}  # the store lacks one
 
     query = ctx("What does Alice drink?")
@@ -121,7 +122,7 @@ def test_local_reads_stored_vectors_instead_of_embedding_again() -> None:
         (c.point.id, c.rerank_score) for c in same
     ]
 
-    def broken(wanted: list[str]) -> dict[str, list[float]]:
+    def broken(wanted: list[str], user_id: str) -> dict[str, list[float]]:
         raise OSError("disk gone")
 
     with pytest.raises(RerankFailed, match="reading vectors failed"):

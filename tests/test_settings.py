@@ -34,6 +34,12 @@ def test_defaults_then_toml_then_environment(tmp_path: Path, monkeypatch: pytest
         ("", {"STRATA_JOURNAL__TTL_SECONDS": "0"}, "journal.ttl_seconds"),
         ("", {"STRATA_DATADIR": "x"}, "unknown setting in the environment: STRATA_DATADIR"),
         ("[limits]\nmax_content_bytes = 999999\n", {}, "must not exceed limits.max_message_bytes"),
+        (
+            "[vectors]\nshards = 0\n",
+            {},
+            "vectors.shards: Input should be greater than or equal to 1",
+        ),
+        ("", {"STRATA_VECTORS__SHARD_KEYS": "257"}, "vectors.shard_keys: Input should be less"),
     ],
 )
 def test_bad_config_is_one_clear_line(tmp_path, monkeypatch, toml, env, reason):

@@ -9,10 +9,11 @@ import pytest
 
 from tests.llm_server import FakeOpenAI, Reply
 from tests.support import MAY, QUIET, wait_until
-from tests.support.builds import gated_child
+from tests.support.builds import gated_child, index_small_stores
 from tests.weaving import EchoLLM, conversation, run
 from tiers.records import Scope
 from tiers.vectors import PointFilter
+from tiers.vectors.sharded import ShardedVectorStore
 
 pytestmark = pytest.mark.slow
 ALICE = Scope("alice")
@@ -178,24 +179,27 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
     ran before), and what is indexed during it is in the built copy."""
     gate = tmp_path / "go"
     gated_child(monkeypatch, gate)  # the build's child waits until the test lets it go
+    index_small_stores(monkeypatch)  # so that the build has something to index and swap in
     daemon = start_daemon(weaver=QUIET)
     _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+    assert isinstance(vectors, ShardedVectorStore)
     weaver = daemon.daemon.weaver
     assert weaver is not None
     turns = PointFilter(user_id="alice", kinds=("episode_turn",))
     with daemon.client() as c:
         first = conversation(c, "s1", MAY, "I adopted a cat called Miso.", "What colour?")
         wait_until(lambda: c.weaver_status().unindexed == 0, 60)
+        (shard,) = vectors.open_shards().values()  # alice's, the one shard written
         weaver.request_optimize()
-        wait_until(lambda: vectors._child is not None, 60)  # the build has started
+        wait_until(lambda: shard._child is not None, 60)  # the build has started
         building = weaver._optimizer
         weaver.request_optimize()  # one build at a time: this one starts nothing
         assert weaver._optimizer is building
         second = conversation(c, "s2", MAY, "Miso learned to open doors.", "Clever cat!")
         wait_until(lambda: c.weaver_status().unindexed == 0, 60)  # indexed while the build runs
-        assert vectors.builds == 0 and vectors._child is not None
+        assert shard.builds == 0 and shard._child is not None
         gate.touch()
-        wait_until(lambda: vectors.builds == 1, 60)
+        wait_until(lambda: shard.builds == 1, 60)
         assert {p.episode_id for p in vectors.scroll(turns)} == {first, second}
         hits = c.recall("What can Miso do?", user_id="alice", k=3).hits
         assert hits and "open doors" in hits[0].text

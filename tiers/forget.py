@@ -24,8 +24,9 @@ A fact that a forgotten fact had superseded is made current again, or closed at 
 remaining fact that supersedes it (:meth:`Forgetter._restore_superseded`).
 
 Then, without the locks, the deletes are made physical (:mod:`tiers.purge`): RocksDB's
-before Forget returns, the vector store's on the purger's thread right after (a ``purge``
-mark, written with the tombstones, makes the next start finish it after a crash).
+before Forget returns, the vector store's on the purger's thread, which starts it beside
+RocksDB's (a ``purge`` mark, written with the tombstones, makes the next start finish it
+after a crash).
 """
 
 from __future__ import annotations
@@ -267,8 +268,10 @@ class Forgetter:
             # pins') to compact.
             alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
             alone_cfs = DOCUMENT_CFS + PIN_CFS + ACCESS_CFS
-            counts.purge_ms = self.purger.purge_stores(alone_cfs if alone else ())
+            # The vector store's purge (of the shards deleted from) starts first, on the
+            # purger's thread, beside RocksDB's here.
             self.purger.request()
+            counts.purge_ms = self.purger.purge_stores(alone_cfs if alone else ())
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
 

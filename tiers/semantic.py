@@ -180,7 +180,7 @@ class SemanticStore:
         stale = sorted(set(old) - {p.id for p in new})
         written = self.write(changed) if changed else []
         if stale:
-            self.delete(PointFilter(ids=tuple(stale)), {scope.user_id})
+            self.delete(PointFilter(user_id=scope.user_id, ids=tuple(stale)), {scope.user_id})
         return len(written), len(stale)
 
     def start(self) -> None:

@@ -15,6 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tiers.vectors import MAX_SHARDS
+
+# The default shard count of the embedded vector store and the default shard keys of a new
+# Qdrant collection (docs/scaling.md, "Shards of the vector store": what a shard costs, and a
+# purge of a shard of N points; a server's keys follow its nodes).
+SHARDS = 128
+SHARD_KEYS = 4
+
 
 class Section(BaseModel):
     """A section of the settings: an unknown key is an error."""
@@ -176,4 +184,23 @@ class VectorsSettings(Section):
     collection: str = Field("strata_memory", min_length=1, description="Qdrant collection.")
     optimize_interval_seconds: float = Field(
         300.0, gt=0, description="How often the embedded engine builds its HNSW index."
+    )
+    shards: int = Field(
+        SHARDS,
+        ge=1,
+        le=MAX_SHARDS,
+        description=(
+            "Embedded store: its shards; a user's points live in one, and a build, a purge "
+            "and a Forget rewrite one shard. A change moves every point at the next start."
+        ),
+    )
+    shard_keys: int = Field(
+        SHARD_KEYS,
+        ge=1,
+        le=MAX_SHARDS,
+        description=(
+            "Qdrant: the shard keys of a collection the daemon creates (user-defined "
+            "sharding, a user's points under one key; each key is a shard of the cluster). "
+            "An existing collection keeps its own."
+        ),
     )

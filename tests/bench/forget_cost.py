@@ -1,8 +1,10 @@
-"""What a Forget costs at 100k points, and how other tenants are served meanwhile.
+"""What a Forget costs at N points, and how other tenants are served meanwhile.
 
-Run as ``python -m tests.bench.forget_cost`` (``make bench-forget``). A data directory is
-filled offline with N points and their fact graph (``recall_latency``'s data: 50 users, about
-N/50 points each) and its index is built, as a daemon that has run for a while leaves it. A
+Run as ``python -m tests.bench.forget_cost [--points N]`` (``make bench-forget`` runs it at
+100k and at 400k points). A data directory is filled offline with N points and their fact
+graph (``recall_latency``'s data: 50 users, about N/50 points each, in the daemon's layout:
+the default ``vectors.shards``) and its index is built, as a daemon that has run for a while
+leaves it. A
 real ``stratad`` runs on it. From separate threads, each with its own channel, other tenants
 are served throughout: ``Append`` every 20 ms (one live session) and ``Recall`` k = 10 back to
 back for random users other than the ones forgotten. Then, one after the other:
@@ -13,7 +15,8 @@ back for random users other than the ones forgotten. Then, one after the other:
 
 Reported per Forget: the time until it returns (RocksDB's purge included: ``forget.done
 purge_ms``), the time until the vector store's purge is done (``forget.purged``: a child
-process rewrote the live points into a new generation; ``vectors.purged`` gives its stages),
+process rewrote the live points of the forgotten user's shard into a new generation;
+``vectors.purged`` gives the shard and its stages),
 and the Append and Recall latencies from the first Forget to the last purge, and otherwise.
 The vector store has no HNSW index after a purge until the next build: Recall right after is
 measured too.
@@ -32,8 +35,8 @@ from typing import Any
 
 from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
-from tests.bench.index_build import Recorder, stop, summary
 from tests.bench.recall_latency import build, measure
+from tests.bench.recorders import Recorder, stop, summary
 from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon, wait_until
 
@@ -54,7 +57,7 @@ def _count(proc: ProcessDaemon, event: str) -> int:
     return proc.log_path.read_text(errors="replace").count(f"event={event} ")
 
 
-def run(size: int, queries: int) -> dict[str, Any]:
+def run(size: int, queries: int, keep_log: Path | None = None) -> dict[str, Any]:
     texts, pool, questions, _q, _secs = embed_pool(threads=2)
     with tempfile.TemporaryDirectory(prefix="strata-forget-") as tmp:
         data = Path(tmp) / "data"
@@ -92,6 +95,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
                 r.start()
             time.sleep(SETTLE)
             forgets: list[dict[str, Any]] = []
+            calls: list[float] = []
             window = [time.perf_counter(), 0.0]
             with MemoryClient(address, timeout=600) as c:
                 for what, kwargs in (
@@ -101,6 +105,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
                 ):
                     purged = _count(proc, "forget.purged")
                     t0 = time.perf_counter()
+                    calls.append(t0)
                     r = c.forget(**kwargs)  # type: ignore[arg-type]
                     returned = time.perf_counter()
                     wait_until(  # the vector store's purge
@@ -129,6 +134,8 @@ def run(size: int, queries: int) -> dict[str, Any]:
         finally:
             proc.terminate()
         log = proc.log_path.read_text(errors="replace")
+        if keep_log is not None:
+            keep_log.write_text(log)
     done = _events(log, "forget.done")
     purged = _events(log, "vectors.purged")
     for f, d, p in zip(forgets, done, purged, strict=False):
@@ -136,6 +143,7 @@ def run(size: int, queries: int) -> dict[str, Any]:
         f["vector_purge_stages_ms"] = {
             k: float(p[k]) for k in ("copy", "child", "load", "replay") if k in p
         }
+        f["vector_purge_shard"] = p.get("store", "")
     return {
         "points": size,
         **built,
@@ -144,6 +152,18 @@ def run(size: int, queries: int) -> dict[str, Any]:
         "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
         "recall_before": before,
         "recall_after_purge": after,
+        # Where the slowest requests of the window fell: seconds after each Forget's call.
+        "slowest_in_window": {
+            r.name: [
+                (round(ms, 1), [round(t - c, 2) for c in calls if c <= t][-1:])
+                for t, ms in sorted(r.samples, key=lambda x: -x[1])
+                if window[0] <= t <= window[1]
+            ][:5]
+            for r in recorders
+        },
+        "gc_pauses_ms": sorted((float(e["ms"]) for e in _events(log, "gc.pause")), reverse=True)[
+            :10
+        ],
     }
 
 
@@ -152,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json", type=Path, metavar="PATH")
+    parser.add_argument("--keep-log", type=Path, metavar="PATH", help="the daemon's log")
     args = parser.parse_args(argv)
     machine = machine_info()
-    result = run(args.points, args.queries)
+    result = run(args.points, args.queries, args.keep_log)
     print()
     print(f"Forget at {result['points']} points")
     print(format_machine(machine))
@@ -162,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {f['what']:>20}: returned in {f['ms']} ms (RocksDB purge"
             f" {f.get('rocksdb_purge_ms')} ms); vector store purged {f['until_purged_ms']} ms"
-            f" after the call (stages {f.get('vector_purge_stages_ms')}); {f['vector_points']}"
+            f" after the call ({f.get('vector_purge_shard')}, stages"
+            f" {f.get('vector_purge_stages_ms')}); {f['vector_points']}"
             f" points, {f['graph_edges']} edges, {f['sessions']} sessions"
         )
     print(
@@ -178,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     if result["errors"]:
         print(f"  errors: {result['errors']}")
+    print(
+        f"  slowest in the window (ms, s after the Forget's call): {result['slowest_in_window']};"
+        f" gc passes of 50 ms or more: {result['gc_pauses_ms']}"
+    )
     b, a = result["recall_before"], result["recall_after_purge"]
     print(
         f"  Recall, one client: before p50 {b['recall_p50_ms']} / p95 {b['recall_p95_ms']} ms;"

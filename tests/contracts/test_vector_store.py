@@ -34,6 +34,7 @@ from tests.contracts.vectors import (
     MemoryBackend,
     Opened,
     ServerBackend,
+    ShardedBackend,
     alice,
     bare,
     ids,
@@ -62,6 +63,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     kind = request.param
     if kind == "edge":
         b: Backend = EdgeBackend(tmp_path / "vectors")
+    elif kind == "sharded":
+        b = ShardedBackend(tmp_path / "vectors")
     elif kind == "memory":
         b = MemoryBackend()
     else:
@@ -146,6 +149,51 @@ def test_dense_returns_the_stored_vectors_by_id(store):
         assert point.dense is not None
         assert np.allclose(got[point.id], point.dense, atol=1e-6)
     assert store.dense([]) == {} and store.dense([missing]) == {}
+
+
+def test_get_and_dense_with_a_user_read_that_users_points_only(store):
+    a = mem("Alice keeps bees", seed=21)
+    b = mem("Bob keeps goats", scope=BOB, seed=22)
+    store.upsert([a, b])
+    both = [b.id, a.id.upper(), "not-a-uuid"]
+    assert store.get(both) == [bare(b), bare(a)]  # no user: every user's, in order
+    assert store.get(both, "alice") == [bare(a)]
+    assert store.get(both, "bob") == [bare(b)]
+    assert store.get(both, "carol") == [] and store.get([], "alice") == []
+    assert set(store.dense(both)) == {a.id, b.id}
+    assert set(store.dense(both, "alice")) == {a.id}
+    assert b.dense is not None and np.allclose(store.dense(both, "bob")[b.id], b.dense, atol=1e-6)
+    assert store.dense(both, "carol") == {} and store.dense([], "bob") == {}
+
+
+def test_reads_and_writes_without_a_user_span_every_user(store):
+    carol = Scope("carol", "assistant")
+    pts = (
+        [mem(f"alice shared {i}", seq=i, episode="ep-shared", seed=i) for i in range(3)]
+        + [
+            mem(f"bob shared {i}", scope=BOB, seq=i, episode="ep-shared", seed=9 + i)
+            for i in range(2)
+        ]
+        + [mem("carol alone", scope=carol, episode="ep-carol", seed=20)]
+    )
+    store.upsert(pts)  # one upsert of three users
+    assert store.count(PointFilter()) == 6
+    assert store.count(PointFilter(episode_ids=("ep-shared",))) == 5
+    assert sorted(ids(store.scroll(PointFilter()))) == sorted(p.id for p in pts)
+    assert len(store.scroll(PointFilter(), limit=4)) == 4
+    assert len(store.scroll(PointFilter(episode_ids=("ep-shared",)), limit=10)) == 5
+    store.set_valid_to([pts[0].id, pts[3].id], T0 + 3)  # two users' facts, by id alone
+    assert [p.valid_to_us for p in store.get([pts[0].id, pts[3].id, pts[5].id])] == [
+        T0 + 3,
+        T0 + 3,
+        None,
+    ]
+    assert store.delete(PointFilter(ids=(pts[1].id, pts[4].id))) == 2
+    assert store.delete(PointFilter(episode_ids=("ep-shared",))) == 3
+    assert ids(store.scroll(PointFilter())) == [pts[5].id]
+    assert ids(store.search_dense(pts[5].dense or [], PointFilter(user_id="carol"), 5)) == [
+        pts[5].id
+    ]
 
 
 def test_point_ids_are_deterministic_and_reupsert_overwrites(store):

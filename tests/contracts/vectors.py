@@ -19,6 +19,7 @@ from tiers.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, po
 from tiers.vectors.bm25 import KeywordEncoder
 from tiers.vectors.edge import EdgeVectorStore
 from tiers.vectors.qdrant import QdrantVectorStore
+from tiers.vectors.sharded import ShardedVectorStore
 
 DIM = 16
 MODEL = "test-model-a"
@@ -61,14 +62,35 @@ class EdgeBackend(Backend):
         return self.open()
 
 
+class ShardedBackend(Backend):
+    """The default store, in :data:`SHARDS` shards: alice and bob live in different ones, so
+    reads without a user fan out over several shards."""
+
+    name = "sharded"
+
+    def __init__(self, path: Path, shards: int = 0) -> None:
+        self.path = path
+        self.shards = shards or SHARDS
+
+    def open(self) -> VectorStore:
+        return ShardedVectorStore(self.path, self.shards)
+
+    def reopen(self, store: VectorStore) -> VectorStore:
+        store.close()
+        return self.open()
+
+
 class MemoryBackend(Backend):
+    """qdrant-client's ``:memory:`` mode; the collection records :data:`SHARDS` shard keys and
+    every request names its user's (local mode takes the selectors and ignores them)."""
+
     name = "memory"
 
     def __init__(self) -> None:
         self.client = QdrantClient(":memory:")
 
     def open(self) -> VectorStore:
-        return QdrantVectorStore(self.client)
+        return QdrantVectorStore(self.client, shards=SHARDS)
 
     def reopen(self, store: VectorStore) -> VectorStore:
         return self.open()  # another store on the same client and collection
@@ -86,7 +108,9 @@ class ServerBackend(Backend):
         self.collection = f"strata_test_{uuid.uuid4().hex[:12]}"
 
     def open(self) -> VectorStore:
-        return QdrantVectorStore.from_url(self.url, self.api_key, collection=self.collection)
+        return QdrantVectorStore.from_url(
+            self.url, self.api_key, collection=self.collection, shards=SHARDS
+        )
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()
@@ -101,7 +125,8 @@ class ServerBackend(Backend):
 
 
 # A real server joins the suite only where one is configured (none can run on CI here).
-BACKENDS = ["edge", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
+BACKENDS = ["edge", "sharded", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
+SHARDS = 4  # alice's shard is 3, bob's and carol's 2 (tiers.vectors.shard_of)
 
 
 class Opened:

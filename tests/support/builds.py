@@ -1,6 +1,7 @@
 """The embedded vector store's next generation (an index build, a purge:
 :mod:`tiers.vectors.edge_generations`) held back until a test lets it go: its child process
-(:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`)."""
+(:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`); and
+shards made to index a test's few points (:func:`index_small_stores`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,30 @@ import sys
 from pathlib import Path
 
 import pytest
+from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import Pause
-from tiers.vectors import edge_builds
+from tiers.vectors import edge_builds, edge_shard
 from tiers.vectors import edge_generations as generations
+
+
+def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards made or loaded from now on index from their first KB of vectors: the engine's
+    threshold (about 10 MB, 6,700 points of 384 dims) would leave a test's few points
+    unindexed, and a build with nothing to index copies or swaps nothing. The threshold is
+    kept in the shard's config, so a build's child process indexes too."""
+    real = edge_shard.config
+
+    def config(dim: int) -> EdgeConfig:
+        base = real(dim)
+        return EdgeConfig(
+            vectors=base.vectors,
+            sparse_vectors=base.sparse_vectors,
+            max_search_threads=base.max_search_threads,
+            optimizers=EdgeOptimizersConfig(indexing_threshold=1),
+        )
+
+    monkeypatch.setattr(edge_shard, "config", config)
 
 
 def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = False) -> None:

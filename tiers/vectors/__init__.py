@@ -5,12 +5,15 @@ BM25 vector (``sparse``, with the IDF modifier, so the keyword channel lives in 
 engine), plus a payload (:meth:`MemoryPoint.payload`). Two implementations share the collection
 layout and payload schema:
 
-- :class:`tiers.vectors.edge.EdgeVectorStore`: the embedded Qdrant engine (``qdrant-edge-py``),
-  the default;
+- :class:`tiers.vectors.sharded.ShardedVectorStore`: the embedded Qdrant engine
+  (``qdrant-edge-py``) in shards, the default: one
+  :class:`tiers.vectors.edge.EdgeVectorStore` per shard, a user's points in one of them
+  (:func:`shard_of`);
 - :class:`tiers.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant server
-  or cluster by URL (or its ``:memory:`` mode in tests).
+  or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard keys.
 
-``tests/contracts/test_vector_store.py`` runs one contract suite against each.
+``tests/contracts/test_vector_store.py`` runs one contract suite against each (and against one
+``EdgeVectorStore`` alone).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "documen
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
+MAX_SHARDS = 256  # shards of a store at most (the embedded store's shard-NNN directories)
 
 
 class VectorStoreMismatch(TierError, FailedPrecondition):
@@ -39,8 +43,9 @@ class VectorStoreUnavailable(TierError, Unavailable):
 
 
 class IndexBuildCancelled(VectorStoreUnavailable):
-    """An index build was given up, because a purge (Forget) rewrites the store meanwhile:
-    the copy it built would still hold the purged bytes. A later build starts afresh."""
+    """An index build was given up, because a purge (Forget) rewrites the same shard
+    meanwhile: the copy it built would still hold the purged bytes. A later build starts
+    afresh."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +172,17 @@ def point_id(scope: Scope, kind: str, text: str, sources: Sequence[Source]) -> s
     return str(uuid.UUID(bytes=h.digest()[:16]))
 
 
+def shard_of(user_id: str, shards: int) -> int:
+    """The shard (``0 <= shard < shards``) that holds every point of ``user_id``: the first
+    8 bytes of the SHA-256 of the id, big-endian, modulo ``shards``. Stable across processes,
+    releases and machines (never Python's ``hash()``, which is salted per process), so every
+    daemon and every start agrees. Raises ``ValueError`` when ``shards`` < 1."""
+    if shards < 1:
+        raise ValueError(f"a store has at least one shard, not {shards}")
+    digest = hashlib.sha256(user_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
 def source_key(point: MemoryPoint, source: Source) -> tuple[str, int]:
     """The message a source names, as ``(session_id, seq)``. A keyed document's one source
     names no message: the document stands for itself, keyed by its id (NUL first: no
@@ -255,12 +271,15 @@ class VectorStore(Protocol):
         """Best BM25 (sparse dot product with IDF) first, only points matching ``flt``. Raises
         ``ValueError`` when ``flt`` has no ``user_id``."""
 
-    def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
-        """The points that exist among ``ids`` (without vectors), in the order of ``ids``."""
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        """The points that exist among ``ids`` (without vectors), in the order of ``ids``.
+        With ``user_id``, only that user's points: the others are skipped as if missing (a
+        sharded store then reads the user's shard alone; Recall always knows the user)."""
 
-    def dense(self, ids: Sequence[str]) -> dict[str, list[float]]:
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
         """The stored dense vectors of the points that exist among ``ids``, by canonical id
-        (the reranker reads them instead of embedding the texts again)."""
+        (the reranker reads them instead of embedding the texts again). With ``user_id``,
+        only that user's points, as :meth:`get`."""
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         """Up to ``limit`` points matching ``flt`` (without vectors), in no particular order."""
@@ -276,13 +295,16 @@ class VectorStore(Protocol):
         """Exact count of the matching points."""
 
     def optimize(self) -> None:
-        """Build indexes (HNSW) for fast queries; may take seconds on large stores. Raises
-        :class:`IndexBuildCancelled` when a purge runs meanwhile (a later call starts afresh)."""
+        """Build indexes (HNSW) for fast queries; may take seconds on large stores (a sharded
+        store builds the shards written since their last build, one at a time). Raises
+        :class:`IndexBuildCancelled` when a purge of what it builds runs meanwhile (a later
+        call starts afresh)."""
 
     def purge(self) -> None:
         """Remove from the store's files every byte of the points deleted so far (Forget's
-        guarantee). Reads go on meanwhile; writes may wait. A store that keeps no files under
-        the daemon's data directory (a Qdrant server) does nothing."""
+        guarantee; a sharded store rewrites the shards deleted from since their last purge).
+        Reads go on meanwhile; writes may wait. A store that keeps no files under the daemon's
+        data directory (a Qdrant server) does nothing."""
 
     def flush(self) -> None:
         """Make every write durable on disk."""

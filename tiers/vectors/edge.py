@@ -15,14 +15,12 @@ process and swap it in; they, the locks and the read leases are in
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qdrant_edge import (
     CountRequest,
-    EdgeShard,
     Filter,
     HasIdCondition,
     Query,
@@ -49,8 +47,8 @@ from tiers.vectors.edge_filter import build_filter
 from tiers.vectors.edge_shard import (
     SIDECAR,
     check_model,
-    config,
     copy_points,
+    create_shard,
     payload_indexes,
     read_sidecar,
     to_point,
@@ -58,9 +56,19 @@ from tiers.vectors.edge_shard import (
 )
 
 if TYPE_CHECKING:
-    from qdrant_edge import NamedVector
+    from qdrant_edge import NamedVector, Record
 
 __all__ = ["SIDECAR", "EdgeVectorStore"]
+
+
+def _wanted(ids: Sequence[str]) -> list[str]:
+    """The canonical forms of ``ids`` that are UUIDs, once each, in order."""
+    return list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
+
+
+def _of(record: Record, user_id: str) -> bool:
+    """Whether a retrieved record is ``user_id``'s (any user's when it is empty)."""
+    return not user_id or (record.payload or {}).get("user_id") == user_id
 
 
 def _require_scope(flt: PointFilter) -> None:
@@ -103,17 +111,17 @@ class EdgeVectorStore(EdgeBuilds):
                 # Loading with the config makes the engine check it against the segments.
                 if has_shard:
                     shard = self._load(gen, dim)
+                    try:
+                        for name, schema in payload_indexes().items():  # idempotent
+                            shard.update(UpdateOperation.create_field_index(name, schema))
+                    except Exception:
+                        shard.close()
+                        raise
                 else:
                     if gen == self.path:
                         gen = generations.first(self.path)
                         generations.switch(self.path, gen)
-                    shard = EdgeShard.create(str(gen), config(dim))
-                try:
-                    for name, schema in payload_indexes().items():  # idempotent
-                        shard.update(UpdateOperation.create_field_index(name, schema))
-                except Exception:
-                    shard.close()
-                    raise
+                    shard = create_shard(gen, dim)
             self._shard, self._model, self._dim, self._dir = shard, model, dim, gen
 
     def flush(self) -> None:
@@ -188,29 +196,36 @@ class EdgeVectorStore(EdgeBuilds):
             return []
         return self._query(EdgeSparseVector(vector.indices, vector.values), SPARSE, flt, limit)
 
-    def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
-        wanted = list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        wanted = _wanted(ids)
         if not wanted:
             return []
         with self._read("get") as shard:
             records = shard.retrieve(list(wanted), True, False)
-        found = {str(r.id): r.payload for r in records if r.payload is not None}
+        found = {str(r.id): r.payload for r in records if r.payload is not None and _of(r, user_id)}
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
 
-    def dense(self, ids: Sequence[str]) -> dict[str, list[float]]:
-        wanted: list[int | uuid.UUID | str] = list(
-            dict.fromkeys(i for i in map(canonical_id, ids) if i is not None)
-        )
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
+        wanted = _wanted(ids)
         if not wanted:
             return {}
         with self._read("dense") as shard:
-            records = shard.retrieve(wanted, False, True)
+            records = shard.retrieve(list(wanted), ["user_id"] if user_id else False, True)
         out: dict[str, list[float]] = {}
         for r in records:
             vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
-            if isinstance(vector, list):
+            if isinstance(vector, list) and _of(r, user_id):
                 out[str(r.id)] = [float(x) for x in vector]  # type: ignore[arg-type]
         return out
+
+    def contains(self, ids: Sequence[str]) -> set[str]:
+        """The canonical ids among ``ids`` that name a point here (a sharded store finds
+        which shards to write to by id)."""
+        wanted = _wanted(ids)
+        if not wanted:
+            return set()
+        with self._read("contains") as shard:
+            return {str(r.id) for r in shard.retrieve(list(wanted), False, False)}
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         if limit <= 0:

@@ -5,7 +5,11 @@ The engine has no background threads: HNSW indexes are only built by the engine'
 :meth:`EdgeBuilds.optimize` therefore runs it in a child process on a copy of the shard and
 swaps the built copy in (:mod:`tiers.vectors.edge_generations`), so the daemon's threads run
 on meanwhile. Loading the built copy still holds the GIL once, for its whole run (0.6-1.6 s
-measured at 100k points with the payload indexes and sparse vectors). A purge (Forget's,
+measured at 100k points with the payload indexes and sparse vectors). A shard with fewer
+points than the engine's indexing threshold (about 10 MB of vectors: 6,700 points of 384
+dims) has nothing to build: it is not copied. When the child finds nothing to build (the new
+points since the last build are below the threshold), it says so and nothing is loaded or
+swapped. A purge (Forget's,
 :mod:`tiers.purge`) goes the same way, its child writing the copy's live points into a new
 shard, so no deleted point's bytes stay in the files.
 
@@ -30,11 +34,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qdrant_edge import EdgeShard, UpdateOperation
+from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
 from tiers.vectors import IndexBuildCancelled, VectorStoreUnavailable
 from tiers.vectors import edge_generations as generations
-from tiers.vectors.edge_shard import engine_errors, load_shard
+from tiers.vectors.edge_shard import engine_errors, indexable, load_shard
 
 log = logging.getLogger("strata.vectors")
 
@@ -62,6 +66,7 @@ class EdgeBuilds:
         self._readers = threading.Condition()  # guards _shard swaps and _leases
         self._leases: dict[int, int] = {}  # id(shard) -> reads in progress
         self.builds = 0  # index builds swapped in (for tests and figures)
+        self.builds_unneeded = 0  # builds whose child found nothing to build
         self.purges = 0
         self._purging = 0  # purges waiting or running: a build gives up (IndexBuildCancelled)
 
@@ -69,8 +74,16 @@ class EdgeBuilds:
 
     def optimize(self) -> None:
         """Build the index in a child process on a copy, then swap the copy in (module doc).
-        Blocks the calling thread until the swap; other threads run on meanwhile."""
+        Blocks the calling thread until the swap; other threads run on meanwhile. A shard
+        too small for the engine to index anything
+        (:func:`tiers.vectors.edge_shard.indexable`) is left as it is, without a copy or a
+        child."""
         with self._optimize_lock:
+            with self._engine("optimize"):
+                points = self._open().count(CountRequest(exact=True))
+            if not indexable(points, self._dim):
+                self.builds_unneeded += 1
+                return
             self._regenerate(purge=False)
 
     def purge(self) -> None:
@@ -113,7 +126,16 @@ class EdgeBuilds:
             command = (
                 generations.child_command(copy, gen) if purge else generations.child_command(gen)
             )
-            self._build(command, gen, purge)
+            if not self._build(command, gen, purge):  # nothing to build: the live one stays
+                with self._write_lock:
+                    self._recorded = None
+                generations.remove(gen, self.path)
+                self.builds_unneeded += 1
+                ms["child"] = _ms(t)
+                log.info(
+                    "vectors.build_unneeded", extra={"fields": {"store": self.path.name, **ms}}
+                )
+                return
             if purge:
                 generations.remove(copy, self.path)
             ms["child"], t = _ms(t), time.perf_counter()
@@ -146,7 +168,14 @@ class EdgeBuilds:
         self._retire(old, old_gen)
         log.info(
             "vectors.purged" if purge else "vectors.built",
-            extra={"fields": {"generation": gen.name, "replayed_writes": replayed, **ms}},
+            extra={
+                "fields": {
+                    "store": self.path.name,
+                    "generation": gen.name,
+                    "replayed_writes": replayed,
+                    **ms,
+                }
+            },
         )
 
     def _swap(self, shard: EdgeShard, gen: Path) -> EdgeShard | None:
@@ -156,8 +185,9 @@ class EdgeBuilds:
             old, self._shard, self._dir = self._shard, shard, gen
         return old
 
-    def _build(self, command: list[str], gen: Path, purging: bool) -> None:
-        """Run the child ``command`` that makes ``gen``; a build gives way to a purge."""
+    def _build(self, command: list[str], gen: Path, purging: bool) -> bool:
+        """Run the child ``command`` that makes ``gen``; a build gives way to a purge. Returns
+        whether it made ``gen`` (False: a build's child found nothing to build)."""
         with self._readers:
             if self._closed:
                 raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
@@ -175,6 +205,8 @@ class EdgeBuilds:
         finally:
             with self._readers:
                 self._child = None
+        if child.returncode == generations.UNCHANGED and not purging:
+            return False
         if child.returncode != 0:
             lines = err.decode(errors="replace").strip().splitlines()
             why = lines[-1] if lines else f"exit code {child.returncode}"
@@ -183,6 +215,7 @@ class EdgeBuilds:
             elif self._purging and not purging:
                 raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
             raise VectorStoreUnavailable(f"making {gen} failed: {why}")
+        return True
 
     def _retire(self, shard: EdgeShard | None, gen: Path) -> None:
         """Close a swapped-out shard once its last read is done, and delete its files."""

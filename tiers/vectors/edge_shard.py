@@ -2,11 +2,11 @@
 payload indexes, point conversion, the sidecar that names the embedding model, and a copy of
 the live points.
 
-The sidecar ``strata_vectors.json`` (``{"model", "dim", "format"}``) records the embedding
-model the vectors came from: the engine only knows the vector size. The model's name
-includes the back-end where its vectors differ (``<model>@onnx-int8``,
-:attr:`tiers.embedding.SentenceTransformerEmbedder.model_name`), so a store is never filled
-with vectors of two kinds.
+The sidecar ``strata_vectors.json`` (``{"model", "dim", "format": 1}``; a sharded store's has
+``"format": 2`` and ``"shards"``) records the embedding model the vectors came from: the
+engine only knows the vector size. The model's name includes the back-end where its vectors
+differ (``<model>@onnx-int8``, :attr:`tiers.embedding.SentenceTransformerEmbedder.model_name`),
+so a store is never filled with vectors of two kinds.
 """
 
 from __future__ import annotations
@@ -40,8 +40,14 @@ if TYPE_CHECKING:
     from qdrant_edge import NamedVector, PayloadSchemaParams
 
 SIDECAR = "strata_vectors.json"
-FORMAT = 1
-COPY_PAGE = 512  # points per page when a copy is made
+FORMAT = 1  # one shard's sidecar
+SHARDED_FORMAT = 2  # a sharded store's (tiers.vectors.edge_layout)
+# Points per page when a copy is made: a scroll's cost is mostly per call (a page of 2,048
+# scrolls 3x faster per point than one of 512), and a page is a few MB at most.
+COPY_PAGE = 2048
+SEARCH_THREADS = 2
+INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points of 384 dims stay
+# unindexed, 6,700 are indexed)
 
 
 def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
@@ -58,10 +64,25 @@ def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
 
 
 def config(dim: int) -> EdgeConfig:
+    """Strata's shard config. Two search threads per shard: the engine's default pool (8
+    threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
+    queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
+    2026-11-25). One is too few: a stream of searches starved the writes (the contract
+    suite's concurrent writer took 9 s instead of 0.4 s)."""
     return EdgeConfig(
         vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
         sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        max_search_threads=SEARCH_THREADS,
     )
+
+
+def indexable(points: int, dim: int) -> bool:
+    """Whether a shard of ``points`` points of ``dim`` dims can hold a segment the engine
+    would index: one whose dense vectors pass its indexing threshold (10,000 KB unless the
+    config says otherwise: 6,667 points of 384 dims)."""
+    optimizers = config(dim).optimizers
+    threshold_kb = (optimizers.indexing_threshold if optimizers else None) or INDEXING_THRESHOLD_KB
+    return points * dim * 4 > threshold_kb * 1024
 
 
 def to_point(p: MemoryPoint) -> Point:
@@ -73,28 +94,42 @@ def to_point(p: MemoryPoint) -> Point:
     return Point(id=p.id, vector=vector, payload=p.payload())
 
 
+def create_shard(dest: Path, dim: int) -> EdgeShard:
+    """A new, empty shard at ``dest`` with Strata's config and payload indexes."""
+    shard = EdgeShard.create(str(dest), config(dim))
+    try:
+        for name, schema in payload_indexes().items():
+            shard.update(UpdateOperation.create_field_index(name, schema))
+    except Exception:
+        shard.close()
+        raise
+    return shard
+
+
+def live_points(shard: EdgeShard) -> Iterator[list[Point]]:
+    """The live points of ``shard`` (vectors and payloads), a page at a time."""
+    offset: Any = None
+    while True:
+        request = ScrollRequest(offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True)
+        records, offset = shard.scroll(request)
+        points = [
+            Point(id=r.id, vector=r.vector, payload=r.payload)
+            for r in records
+            if r.vector is not None
+        ]
+        if points:
+            yield points
+        if offset is None:
+            return
+
+
 def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
     """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``:
     the copy holds none of the bytes of deleted points that the engine's files keep."""
-    copy = EdgeShard.create(str(dest), config(dim))
+    copy = create_shard(dest, dim)
     try:
-        for name, schema in payload_indexes().items():
-            copy.update(UpdateOperation.create_field_index(name, schema))
-        offset: Any = None
-        while True:
-            request = ScrollRequest(
-                offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
-            )
-            records, offset = shard.scroll(request)
-            points = [
-                Point(id=r.id, vector=r.vector, payload=r.payload)
-                for r in records
-                if r.vector is not None
-            ]
-            if points:
-                copy.update(UpdateOperation.upsert_points(points))
-            if offset is None:
-                break
+        for points in live_points(shard):
+            copy.update(UpdateOperation.upsert_points(points))
         copy.flush()
     finally:
         copy.close()
@@ -109,7 +144,10 @@ def check_model(path: Path, have_model: str, have_dim: int, model: str, dim: int
         )
 
 
-def read_sidecar(store: Path) -> dict[str, Any] | None:
+def load_sidecar(store: Path, formats: tuple[int, ...] = (FORMAT,)) -> dict[str, Any] | None:
+    """The sidecar of ``store`` (None: there is none), of one of ``formats``; raises
+    :class:`VectorStoreMismatch` when it is not JSON, of another format, or names no model
+    and dim."""
     path = store / SIDECAR
     try:
         doc = json.loads(path.read_text())
@@ -117,26 +155,43 @@ def read_sidecar(store: Path) -> dict[str, Any] | None:
         return None
     except ValueError as exc:
         raise VectorStoreMismatch(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") not in formats:
         found = doc.get("format") if isinstance(doc, dict) else None
-        raise VectorStoreMismatch(f"{path} has format {found!r}; this daemon reads format {FORMAT}")
+        readable = " and ".join(map(str, formats))
+        raise VectorStoreMismatch(
+            f"{path} has format {found!r}; this daemon reads format {readable}"
+        )
     if not isinstance(doc.get("model"), str) or not isinstance(doc.get("dim"), int):
         raise VectorStoreMismatch(f"{path} does not name a model and a dim: {doc}")
     return cast(dict[str, Any], doc)
 
 
-def write_sidecar(store: Path, model: str, dim: int) -> None:
-    """Atomically, before the shard exists: a shard is never left without its sidecar."""
+def read_sidecar(store: Path) -> dict[str, Any] | None:
+    """The sidecar of one shard's store (format 1)."""
+    return load_sidecar(store)
+
+
+def write_sidecar(store: Path, model: str, dim: int, shards: int = 0) -> None:
+    """Atomically, before the shard exists: a shard is never left without its sidecar. With
+    ``shards``, the sidecar of a sharded store (format 2, :mod:`tiers.vectors.edge_layout`)."""
     store.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"model": model, "dim": dim, "format": FORMAT}
+    if shards:
+        doc.update(format=SHARDED_FORMAT, shards=shards)
     target = store / SIDECAR
     tmp = target.with_suffix(".tmp")
     with tmp.open("w") as f:
-        json.dump({"model": model, "dim": dim, "format": FORMAT}, f)
+        json.dump(doc, f)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
-    fd = os.open(store, os.O_RDONLY)
+    fsync_dir(store)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, a new or deleted file) durable."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -5,6 +5,14 @@ One collection (:data:`~tiers.vectors.COLLECTION` by default) with the same layo
 schema as :mod:`tiers.vectors.edge`; the embedding model is recorded in a reserved metadata
 point, which no search, scroll, count or delete sees (:mod:`tiers.vectors.qdrant_collection`).
 
+Shards are Qdrant's own: a new collection has user-defined sharding with one shard key per
+shard (``vectors.shards`` of the daemon that creates it; the collection records the count and
+every daemon routes by it). A point is upserted under the shard key of its user
+(:func:`~tiers.vectors.shard_of`), and every search, and every read, count, scroll or delete
+that names a user, passes that key (``shard_key_selector``): it reaches that shard alone.
+Reads and deletes without a user, and ``set_valid_to``, pass none: they reach every shard. A
+collection without shard keys (made before) is used without selectors, as before.
+
 Every write waits for the server to apply it (``wait=True``). ``optimize()`` and ``flush()``
 do nothing: the server optimizes and persists in the background. Writes are serialized by a
 lock (so ``delete``'s count-then-delete is atomic with respect to this process's writes);
@@ -14,6 +22,7 @@ in local mode reads take it too, because the local engine is plain Python dicts.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -32,15 +41,30 @@ from tiers.vectors import (
     VectorStoreMismatch,
     VectorStoreUnavailable,
     canonical_id,
+    shard_of,
 )
 from tiers.vectors.qdrant_collection import (
     META_ID,
     build_filter,
     create_collection,
+    ensure_shard_keys,
     read_meta,
+    shard_key,
     to_point,
     write_meta,
 )
+
+log = logging.getLogger("strata.vectors")
+
+
+def _wanted(ids: Sequence[str]) -> list[str]:
+    """The canonical forms of ``ids`` that are UUIDs (never the metadata point's), in order."""
+    return [i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID]
+
+
+def _of(payload: dict[str, Any] | None, user_id: str) -> bool:
+    """Whether a retrieved payload is ``user_id``'s (any user's when it is empty)."""
+    return not user_id or (payload or {}).get("user_id") == user_id
 
 
 def _require_scope(flt: PointFilter) -> None:
@@ -52,9 +76,13 @@ class QdrantVectorStore:
     """A :class:`~tiers.vectors.VectorStore` in one collection of a Qdrant server (or of
     ``qdrant-client``'s local mode). The store owns ``client``: :meth:`close` closes it."""
 
-    def __init__(self, client: QdrantClient, collection: str = COLLECTION) -> None:
+    def __init__(self, client: QdrantClient, collection: str = COLLECTION, shards: int = 1) -> None:
+        if shards < 1:
+            raise ValueError(f"a collection has at least one shard key, not {shards}")
         self.client = client
         self.collection = collection
+        self.shards = shards  # the shard keys of a collection this store creates
+        self._keys = 0  # the collection's shard keys (0: none, a collection made before)
         options = client.init_options
         self._local = options.get("location") == ":memory:" or options.get("path") is not None
         self._lock = threading.RLock()
@@ -71,16 +99,17 @@ class QdrantVectorStore:
         collection: str = COLLECTION,
         *,
         timeout: int = 10,
+        shards: int = 1,
     ) -> QdrantVectorStore:
         """A store on the Qdrant server (or cluster) at ``url``. Nothing is sent before
         :meth:`ensure`."""
         client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
-        return cls(client, collection)
+        return cls(client, collection, shards)
 
     @classmethod
-    def in_memory(cls, collection: str = COLLECTION) -> QdrantVectorStore:
+    def in_memory(cls, collection: str = COLLECTION, shards: int = 1) -> QdrantVectorStore:
         """A store in ``qdrant-client``'s in-process ``:memory:`` mode (tests only)."""
-        return cls(QdrantClient(":memory:"), collection)
+        return cls(QdrantClient(":memory:"), collection, shards)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -93,7 +122,9 @@ class QdrantVectorStore:
                 return
             with self._errors("ensure"):
                 if not self.client.collection_exists(self.collection):
-                    create_collection(self.client, self.collection, model, dim)
+                    create_collection(
+                        self.client, self.collection, model, dim, self.shards, local=self._local
+                    )
                 params = self.client.get_collection(self.collection).config.params
                 meta = read_meta(self.client, self.collection)
                 vectors = params.vectors if isinstance(params.vectors, dict) else {}
@@ -102,8 +133,12 @@ class QdrantVectorStore:
                 if meta is None and dense is not None and sparse is not None:
                     empty = self.client.count(self.collection, exact=True).count == 0
                     if empty and dense.size == dim:  # created, but the meta point never made it
-                        write_meta(self.client, self.collection, model, dim)
-                        meta = {"model": model, "dim": dim}
+                        custom = params.sharding_method == models.ShardingMethod.CUSTOM
+                        keys = self.shards if custom else 0
+                        if keys and not self._local:
+                            ensure_shard_keys(self.client, self.collection, keys)
+                        write_meta(self.client, self.collection, model, dim, keys)
+                        meta = {"model": model, "dim": dim, "shards": keys}
             if (
                 dense is None
                 or dense.distance != models.Distance.COSINE
@@ -120,7 +155,15 @@ class QdrantVectorStore:
                     " vectors is unknown: use another collection or rebuild"
                 )
             self._check(str(meta.get("model")), dense.size, model, dim)
-            self._ready, self._model, self._dim = True, model, dim
+            keys = meta.get("shards") or 0
+            if not isinstance(keys, int) or keys < 0:
+                raise VectorStoreMismatch(f"{self._where()} names {keys!r} shard keys")
+            if keys and keys != self.shards:
+                log.info(  # the collection's own count routes: every daemon agrees
+                    "vectors.collection_keys",
+                    extra={"fields": {"collection": self.collection, "keys": keys}},
+                )
+            self._ready, self._model, self._dim, self._keys = True, model, dim, keys
 
     def optimize(self) -> None:
         """Nothing to do: the server builds its indexes in the background."""
@@ -148,10 +191,15 @@ class QdrantVectorStore:
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         if not points:
             return
-        structs = [to_point(p) for p in points]
+        groups: dict[str, list[models.PointStruct]] = {}
+        for p in points:
+            groups.setdefault(self._key(p.scope.user_id), []).append(to_point(p))
         with self._lock, self._errors("upsert"):
             self._check_open()
-            self.client.upsert(self.collection, points=structs, wait=True)
+            for key, structs in groups.items():
+                self.client.upsert(
+                    self.collection, points=structs, wait=True, shard_key_selector=key or None
+                )
 
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         wanted: list[models.ExtendedPointId] = [
@@ -176,12 +224,16 @@ class QdrantVectorStore:
         qfilter = build_filter(flt)
         with self._lock, self._errors("delete"):
             self._check_open()
-            n = self.client.count(self.collection, count_filter=qfilter, exact=True).count
+            route = self._route(flt.user_id)
+            n = self.client.count(
+                self.collection, count_filter=qfilter, exact=True, shard_key_selector=route
+            ).count
             if n:
                 self.client.delete(
                     self.collection,
                     points_selector=models.FilterSelector(filter=qfilter),
                     wait=True,
+                    shard_key_selector=route,
                 )
             return n
 
@@ -198,34 +250,42 @@ class QdrantVectorStore:
         query = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
         return self._query(query, SPARSE, flt, limit)
 
-    def get(self, ids: Sequence[str]) -> list[MemoryPoint]:
-        wanted = [
-            i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID
-        ]
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        wanted = _wanted(ids)
         if not wanted:
             return []
         with self._reading(), self._errors("get"):
             records = self.client.retrieve(
-                self.collection, ids=list(wanted), with_payload=True, with_vectors=False
+                self.collection,
+                ids=list(wanted),
+                with_payload=True,
+                with_vectors=False,
+                shard_key_selector=self._route(user_id),
             )
-        found = {canonical_id(r.id): r.payload for r in records if r.payload is not None}
+        found = {
+            canonical_id(r.id): r.payload
+            for r in records
+            if r.payload is not None and _of(r.payload, user_id)
+        }
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
 
-    def dense(self, ids: Sequence[str]) -> dict[str, list[float]]:
-        wanted = [
-            i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID
-        ]
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
+        wanted = _wanted(ids)
         if not wanted:
             return {}
         with self._reading(), self._errors("dense"):
             records = self.client.retrieve(
-                self.collection, ids=list(wanted), with_payload=False, with_vectors=[DENSE]
+                self.collection,
+                ids=list(wanted),
+                with_payload=["user_id"] if user_id else False,
+                with_vectors=[DENSE],
+                shard_key_selector=self._route(user_id),
             )
         out: dict[str, list[float]] = {}
         for r in records:
             vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
             key = canonical_id(r.id)
-            if key is not None and isinstance(vector, list):
+            if key is not None and isinstance(vector, list) and _of(r.payload, user_id):
                 out[key] = [float(x) for x in vector]  # type: ignore[arg-type]
         return out
 
@@ -239,6 +299,7 @@ class QdrantVectorStore:
                 limit=limit,
                 with_payload=True,
                 with_vectors=False,
+                shard_key_selector=self._route(flt.user_id),
             )
         return [
             MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
@@ -247,7 +308,10 @@ class QdrantVectorStore:
     def count(self, flt: PointFilter) -> int:
         with self._reading(), self._errors("count"):
             return self.client.count(
-                self.collection, count_filter=build_filter(flt), exact=True
+                self.collection,
+                count_filter=build_filter(flt),
+                exact=True,
+                shard_key_selector=self._route(flt.user_id),
             ).count
 
     # -- internals ---------------------------------------------------------------------------
@@ -266,6 +330,7 @@ class QdrantVectorStore:
                 limit=limit,
                 with_payload=True,
                 with_vectors=False,
+                shard_key_selector=self._route(flt.user_id),
             ).points
         return [
             Hit(MemoryPoint.from_payload(str(s.id), s.payload), s.score)
@@ -280,6 +345,15 @@ class QdrantVectorStore:
                 f" this daemon uses model {model} ({dim} dims):"
                 " use another collection or rebuild"
             )
+
+    def _key(self, user_id: str) -> str:
+        """The shard key of ``user_id``'s points ("" in a collection without shard keys)."""
+        return shard_key(shard_of(user_id, self._keys)) if self._keys else ""
+
+    def _route(self, user_id: str) -> str | None:
+        """The ``shard_key_selector`` that sends a request to ``user_id``'s shard alone
+        (None: every shard, without a user or shard keys)."""
+        return (self._key(user_id) or None) if user_id else None
 
     def _check_open(self) -> None:
         if self._closed:
