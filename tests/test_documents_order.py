@@ -26,7 +26,7 @@ import pytest
 from daemon.client import MemoryClient
 from daemon.pb import memory_pb2 as pb
 from tests.support import QUIET, ThreadDaemon, code, wait_until
-from tests.support.builds import gated_child, held_load
+from tests.support.builds import gated_child, held_load, index_small_stores
 from tests.support.gates import (
     DEADLINE,
     Hooks,
@@ -39,7 +39,8 @@ from tests.support.gates import (
 )
 from tiers.semantic import edge_store_path
 from tiers.tombstones import is_forgotten
-from tiers.vectors.edge import EdgeVectorStore
+from tiers.vectors import shard_of
+from tiers.vectors.sharded import ShardedVectorStore
 from weaver.runner import Weaver
 
 pytestmark = pytest.mark.slow
@@ -253,6 +254,7 @@ def test_puts_while_the_next_generation_is_made_are_in_it(
     recorded and replayed into it before it becomes current; Recall sees each at once."""
     gate = tmp_path / "go"
     gated_child(monkeypatch, gate, purge=making == "purge")
+    index_small_stores(monkeypatch)  # a build of these few points makes a new generation
     loading = Pause("loading the new generation")
     held_load(monkeypatch, loading)  # a new store: its first load is the new generation's
     d = start_daemon(weaver=QUIET)
@@ -263,14 +265,16 @@ def test_puts_while_the_next_generation_is_made_are_in_it(
         doc = put(c, V0).document
         other = c.put_document(NAMESPACE, "locker", "Locker code Okapi-4471.", user_id="alice")
         settled(weaver)
+        assert isinstance(vectors, ShardedVectorStore)
+        shard = vectors.open_shards()[shard_of("alice", vectors.shards)]  # alice's alone
         recalls = Recalls(c, doc.id)
         assert recalls() == V0
         with watching(d.address, doc.id, [V0, V1, V2]):
             if making == "build":
                 weaver.request_optimize()
-            else:  # a Forget of the other document: its purge rewrites the whole store
+            else:  # a Forget of the other document: its purge rewrites alice's shard
                 assert c.delete_document(NAMESPACE, "locker", user_id="alice").deleted
-            wait_until(lambda: vectors._child is not None, DEADLINE, f"the {making}", 0.01)
+            wait_until(lambda: shard._child is not None, DEADLINE, f"the {making}", 0.01)
             put(c, V1)
             settled(weaver)  # written to the live generation, and recorded
             assert recalls() == V1
@@ -286,7 +290,7 @@ def test_puts_while_the_next_generation_is_made_are_in_it(
         assert [p.text for p in vectors.get([doc.id, other.document.id])] == kept
     in_order(recalls.seen, [V0, V1, V2])
     d.stop()
-    again = EdgeVectorStore(edge_store_path(d.settings.data_dir))  # what the files hold
+    again = ShardedVectorStore(edge_store_path(d.settings.data_dir), vectors.shards)  # the files
     again.ensure(embedder.model_name, embedder.dim)
     try:
         assert [p.text for p in again.get([doc.id, other.document.id])] == kept

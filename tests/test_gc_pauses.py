@@ -32,7 +32,8 @@ def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
     kept = [{"n": i} for i in range(10_000)]
     try:
         frozen = gc_pauses.freeze()
-        assert frozen == gc.get_freeze_count() >= len(kept)
+        # Frozen objects that die leave the count (other threads of the test process run).
+        assert frozen >= gc.get_freeze_count() >= len(kept)
         assert not any(obj is kept for obj in gc.get_objects(generation=2))
     finally:
         gc.unfreeze()

@@ -69,6 +69,19 @@ def rss_bytes(pid: int) -> int:
     return int(psutil.Process(pid).memory_info().rss)
 
 
+def anon_rss_bytes(pid: int) -> int:
+    """The anonymous part of process ``pid``'s resident set (``RssAnon``: what it allocated,
+    without the pages of files it maps, such as the vector engine's write-ahead logs, which
+    the kernel can drop at will); 0 where /proc does not say."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def children_rss_bytes(pid: int) -> int:
     """Resident set size of the children of process ``pid`` (a daemon's workers and index
     builds), 0 when it has none."""

@@ -281,6 +281,7 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
             {
                 "s": round(r.s, 1),
                 "daemon_mib": round(r.rss_mib, 1),
+                "daemon_anon_mib": round(r.anon_mib, 1),
                 "workers_mib": round(r.workers_mib, 1),
                 "unindexed": r.unindexed,
             }
@@ -309,8 +310,8 @@ def report(machine: dict[str, Any], results: list[dict[str, Any]]) -> str:
         format_machine(machine),
         "",
         "  agents | Append p50/p99/max ms | EndSession p50/p99 ms | Recall p50/p99/max ms | "
-        "errors | ended | recallable <= 60 s | lag p50/p95 s | unindexed at end | RSS daemon / "
-        "workers MiB (start -> end) | meets",
+        "errors | ended | recallable <= 60 s | lag p50/p95 s | unindexed at end | RSS daemon "
+        "(anonymous) / workers MiB (start -> end) | meets",
     ]
     for r in results:
         a, e, q = (r["rpcs"][k] for k in RPCS)
@@ -321,7 +322,8 @@ def report(machine: dict[str, Any], results: list[dict[str, Any]]) -> str:
             f"{q['max_ms']:.0f} | {sum(r['errors'].values())} | {r['sessions_ended']} | "
             f"{r['recallable_within_60s_pct']} % of {r['sessions_judged']} | "
             f"{r['lag_p50_s']} / {r['lag_p95_s']} | {s1['unindexed']} | "
-            f"{s0['daemon_mib']:.0f} -> {s1['daemon_mib']:.0f} / {s0['workers_mib']:.0f} -> "
+            f"{s0['daemon_mib']:.0f} -> {s1['daemon_mib']:.0f} ({s0['daemon_anon_mib']:.0f} -> "
+            f"{s1['daemon_anon_mib']:.0f}) / {s0['workers_mib']:.0f} -> "
             f"{s1['workers_mib']:.0f} | {'yes' if meets(r) else 'no'}"
         )
     best = [r["agents"] for r in results if meets(r)]

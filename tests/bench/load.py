@@ -258,6 +258,7 @@ def run_load(
     warm = next((r.rss_mib for r in rows if r.s >= warmup), rows[0].rss_mib)
     ingest_end = warmup + seconds
     phase = [r.rss_mib for r in rows if r.s >= ingest_end]
+    anon = [r.anon_mib for r in rows if r.s >= ingest_end]
     query_phase = (
         {
             "seconds": query_seconds,
@@ -265,6 +266,9 @@ def run_load(
             "rss_max": round(max(phase), 1),
             "rss_mean": round(sum(phase) / len(phase), 1),
             "spread_pct": round(100 * (max(phase) - min(phase)) / (sum(phase) / len(phase)), 1),
+            "anon_min": round(min(anon), 1),
+            "anon_max": round(max(anon), 1),
+            "anon_spread_pct": round(100 * (max(anon) - min(anon)) / (sum(anon) / len(anon)), 1),
         }
         if query_seconds and phase
         else None
@@ -291,6 +295,7 @@ def run_load(
             "end": round(rows[-1].rss_mib, 1),
             "peak": round(max(r.rss_mib for r in rows), 1),
             "samples": [(round(r.s, 1), round(r.rss_mib, 1)) for r in rows],
+            "anon": [(round(r.s, 1), round(r.anon_mib, 1)) for r in rows],
             "workers": [(round(r.s, 1), round(r.workers_mib, 1)) for r in rows],
         },
         "query_phase": query_phase,

@@ -29,6 +29,11 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
         f"end {rss['end']}, peak {rss['peak']}"
     )
     lines.append("  RSS samples (s: MiB): " + ", ".join(f"{t:g}: {m:g}" for t, m in rss["samples"]))
+    if rss.get("anon"):
+        lines.append(
+            "  of which anonymous (not mapped files) MiB: "
+            + ", ".join(f"{t:g}: {m:g}" for t, m in rss["anon"])
+        )
     if rss.get("workers"):
         lines.append(
             "  workers' RSS MiB: start "
@@ -40,7 +45,8 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
         lines.append(
             f"  queries only for {q['seconds']:g} s after ingest stopped: daemon RSS "
             f"{q['rss_min']}-{q['rss_max']} MiB (mean {q['rss_mean']}): spread {q['spread_pct']} % "
-            "(target <= 5 %)"
+            f"(target <= 5 %); anonymous {q['anon_min']}-{q['anon_max']} MiB: spread "
+            f"{q['anon_spread_pct']} %"
         )
     if r["stores"]:
         lines.append("  per minute (means): RSS MiB | vectors MiB | RocksDB MiB | unindexed at end")

@@ -10,13 +10,20 @@ from dataclasses import dataclass
 import grpc
 
 from daemon.client import MemoryClient
-from tests.bench._daemon import RunningDaemon, children_rss_bytes, dir_bytes, rss_bytes
+from tests.bench._daemon import (
+    RunningDaemon,
+    anon_rss_bytes,
+    children_rss_bytes,
+    dir_bytes,
+    rss_bytes,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
     s: float  # seconds since the sampler's start
     rss_mib: float  # the daemon's
+    anon_mib: float  # of which anonymous (not the pages of mapped files)
     workers_mib: float  # its children's: the worker processes (and an index build's child)
     vectors_mib: float  # files of the vector store
     rocksdb_mib: float  # files of the state and journal stores
@@ -49,8 +56,9 @@ class Sampler(threading.Thread):
         except grpc.RpcError:
             backlog = (-1, -1)
         rss = rss_bytes(self.pid) / 2**20
+        anon = anon_rss_bytes(self.pid) / 2**20
         workers = children_rss_bytes(self.pid) / 2**20
-        self.samples.append(Sample(t, rss, workers, vectors, rocks, *backlog))
+        self.samples.append(Sample(t, rss, anon, workers, vectors, rocks, *backlog))
 
     def run(self) -> None:
         while not self._done.wait(self.interval):
