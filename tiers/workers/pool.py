@@ -222,24 +222,26 @@ class WorkerPool:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
         how = _exit_text(proc.returncode)
-        log.warning(
-            "workers.exited",
-            extra={
-                "fields": {
-                    "pool": self.name,
-                    "worker": worker.index,
-                    "pid": proc.pid,
-                    "exit": how,
-                    "during": "a request",
-                    "error": one_line(exc) or type(exc).__name__,
-                }
-            },
-        )
+        self._log_exit(worker, proc, how, "a request", one_line(exc) or type(exc).__name__)
         with self._cond:
             if worker.proc is proc:
                 worker.proc, worker.last_exit = None, how
             self._cond.notify_all()
         return how
+
+    def _log_exit(
+        self,
+        worker: _Worker,
+        proc: subprocess.Popen[bytes],
+        how: str,
+        during: str,
+        error: str | None = None,
+    ) -> None:
+        fields = {"pool": self.name, "worker": worker.index, "pid": proc.pid, "exit": how}
+        fields["during"] = during
+        if error is not None:
+            fields["error"] = error
+        log.warning("workers.exited", extra={"fields": fields})
 
     # -- starting and watching ---------------------------------------------------------------
 
@@ -333,18 +335,7 @@ class WorkerPool:
                         continue
                     if proc is not None and proc.poll() is not None:
                         worker.proc, worker.last_exit = None, _exit_text(proc.returncode)
-                        log.warning(
-                            "workers.exited",
-                            extra={
-                                "fields": {
-                                    "pool": self.name,
-                                    "worker": worker.index,
-                                    "pid": proc.pid,
-                                    "exit": worker.last_exit,
-                                    "during": "idle",
-                                }
-                            },
-                        )
+                        self._log_exit(worker, proc, worker.last_exit, "idle")
                     if worker.proc is None and now >= worker.next_start:
                         worker.busy = True  # nobody takes it while it starts
                         starting.append(worker)
