@@ -39,6 +39,27 @@ def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
         gc.unfreeze()
 
 
+def test_the_collection_before_the_freeze_is_logged_as_the_freeze_not_as_a_pause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gc_pauses.watch(threshold_ms=0.0)  # every automatic pass would be logged
+    try:
+        with caplog.at_level(logging.INFO, logger="strata.gc"):
+            gc_pauses.freeze()
+        messages = [r.getMessage() for r in caplog.records]
+        assert "gc.pause" not in messages
+        [record] = [r for r in caplog.records if r.getMessage() == "gc.frozen"]
+        fields = record.fields  # type: ignore[attr-defined]
+        assert fields["ms"] >= 0.0 and fields["objects"] > 0
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="strata.gc"):
+            gc.collect(2)  # after the freeze, collections are logged again
+        assert [r for r in caplog.records if r.getMessage() == "gc.pause"]
+    finally:
+        gc.unfreeze()
+        gc.callbacks.remove(gc_pauses._callback)
+
+
 def test_a_burst_runs_without_automatic_collections_and_they_come_back_after() -> None:
     from tiers.core import collector
 

@@ -36,7 +36,7 @@ from typing import Any
 from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build, measure
-from tests.bench.recorders import Recorder, stop, summary
+from tests.bench.recorders import Recorder, gc_freeze_ms, stop, summary
 from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon, wait_until
 
@@ -164,6 +164,7 @@ def run(size: int, queries: int, keep_log: Path | None = None) -> dict[str, Any]
         "gc_pauses_ms": sorted((float(e["ms"]) for e in _events(log, "gc.pause")), reverse=True)[
             :10
         ],
+        "gc_freeze_ms": gc_freeze_ms(log),
     }
 
 
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  errors: {result['errors']}")
     print(
         f"  slowest in the window (ms, s after the Forget's call): {result['slowest_in_window']};"
-        f" gc passes of 50 ms or more: {result['gc_pauses_ms']}"
+        f" gc passes of 50 ms or more: {result['gc_pauses_ms']}; the collection before the"
+        f" freeze at start-up: {result['gc_freeze_ms']} ms"
     )
     b, a = result["recall_before"], result["recall_after_purge"]
     print(

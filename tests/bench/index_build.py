@@ -48,6 +48,7 @@ from tests.bench.recorders import (
     Recorder,
     events,
     first_round,
+    gc_freeze_ms,
     gc_pauses,
     stop,
     summary,
@@ -234,6 +235,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
         "unindexed_after": unindexed,
         "gc_pauses_ms": sorted(pauses, reverse=True)[:10],
         "gc_pauses": len(pauses),
+        "gc_freeze_ms": gc_freeze_ms(log),
         "shard_builds_s": [
             (shard, round(b - a, 2)) for shard, a, b in watcher.windows if a <= end + 0.05
         ],
@@ -295,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  builds: {result['builds']}")
     print(
         f"  gc passes of 50 ms or more: {result['gc_pauses']}, longest "
-        f"{result['gc_pauses_ms'][:5]} ms"
+        f"{result['gc_pauses_ms'][:5]} ms; the collection before the freeze at start-up "
+        f"{result['gc_freeze_ms']} ms"
     )
     if result["errors"]:
         print(f"  errors: {result['errors']}")

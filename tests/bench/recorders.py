@@ -122,4 +122,11 @@ def events(log: str, name: str) -> list[dict[str, str]]:
 
 
 def gc_pauses(log: str) -> list[float]:
+    """The automatic collections of 50 ms or more (``gc.pause``)."""
     return [float(e["ms"]) for e in events(log, "gc.pause")]
+
+
+def gc_freeze_ms(log: str) -> float | None:
+    """The one full collection at start-up, before the freeze (``gc.frozen``)."""
+    frozen = events(log, "gc.frozen")
+    return float(frozen[0]["ms"]) if frozen and "ms" in frozen[0] else None
