@@ -68,6 +68,14 @@ class Embedder(Protocol):
     def encode_queries(self, texts: list[str]) -> np.ndarray: ...
 
 
+def parts_by_length(lengths: list[int], size: int) -> list[list[int]]:
+    """The indices of texts of these ``lengths`` in parts of at most ``size``, shortest first:
+    a model pads a batch to its longest text, so texts of similar length go together. The
+    caller puts each part's vectors back at its indices (``out[part] = vectors``)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
 @runtime_checkable
 class SupportsClose(Protocol):
     """An embedder that holds something to release (:meth:`EmbeddingService.close` calls

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from tiers.embedding import Embedder, SupportsClose
+from tiers.embedding import Embedder, SupportsClose, parts_by_length
 
 DOCUMENT_SLICE = 16  # texts per model call for documents (about 50 ms for MiniLM on torch)
 MAX_DEFER_SECONDS = 0.25  # the longest a document slice waits for queries to pause
@@ -73,11 +73,8 @@ class PriorityEmbedder:
     def encode_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return self.inner.encode_documents(texts)
-        # Slices of similar length: the model pads a slice to its longest text.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: np.ndarray | None = None
-        for i in range(0, len(order), self._slice):
-            rows = order[i : i + self._slice]
+        for rows in parts_by_length([len(t) for t in texts], self._slice):
             with self._documents:
                 self._yield_to_queries()
                 vectors = self.inner.encode_documents([texts[j] for j in rows])

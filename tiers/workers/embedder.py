@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tiers.embedding import Embedder
+from tiers.embedding import Embedder, parts_by_length
 from tiers.workers.pool import WorkerPool, WorkerStatus, WorkerUnavailable
 from tiers.workers.wire import unpack_rows
 
@@ -51,8 +51,7 @@ class BackgroundEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         # Parts of similar length (a worker pads a batch to its longest text), spread over
         # the workers; the vectors come back in the texts' order.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        parts = [order[i : i + self.part] for i in range(0, len(order), self.part)]
+        parts = parts_by_length([len(t) for t in texts], self.part)
 
         def embed(part: list[int]) -> np.ndarray:
             reply = self.pool.call({"op": "documents", "texts": [texts[i] for i in part]})

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tiers.embedding import parts_by_length
 from tiers.errors import TierError
 
 _SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
@@ -143,10 +144,8 @@ class OnnxModel:
 
     def _run(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out: np.ndarray | None = None
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        for rows in parts_by_length([len(e.ids) for e in encodings], self.batch_size):
             vectors = self._batch([encodings[i].ids for i in rows])
             if out is None:
                 out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
