@@ -23,8 +23,8 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     kept in the shard's config, so a build's child process indexes too."""
     real = edge_shard.config
 
-    def config(dim: int) -> EdgeConfig:
-        base = real(dim)
+    def config(dim: int, *, idf: bool = False) -> EdgeConfig:
+        base = real(dim, idf=idf)
         return EdgeConfig(
             vectors=base.vectors,
             sparse_vectors=base.sparse_vectors,

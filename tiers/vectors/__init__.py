@@ -1,9 +1,9 @@
 """Tier 3 vector store: the seam and the records it stores.
 
 Every *memory point* has a dense vector (``dense``, from the embedding model) and a sparse
-BM25 vector (``sparse``, with the IDF modifier, so the keyword channel lives in the same
-engine), plus a payload (:meth:`MemoryPoint.payload`). Two implementations share the collection
-layout and payload schema:
+BM25 vector (``sparse``, weighed by IDF at query time, so the keyword channel lives in the
+same engine), plus a payload (:meth:`MemoryPoint.payload`). Two implementations share the
+collection layout and payload schema:
 
 - :class:`tiers.vectors.sharded.ShardedVectorStore`: the embedded Qdrant engine
   (``qdrant-edge-py``) in shards, the default: one
@@ -268,8 +268,10 @@ class VectorStore(Protocol):
         when ``flt`` has no ``user_id`` (scope is a hard filter)."""
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
-        """Best BM25 (sparse dot product with IDF) first, only points matching ``flt``. Raises
-        ``ValueError`` when ``flt`` has no ``user_id``."""
+        """Best BM25 (sparse dot product, the query's terms weighed by IDF over the store's
+        points, every user's: the embedded store counts them itself, a Qdrant server per
+        shard) first, only points matching ``flt``. Raises ``ValueError`` when ``flt`` has
+        no ``user_id``."""
 
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
         """The points that exist among ``ids`` (without vectors), in the order of ``ids``.

@@ -10,11 +10,20 @@ writes the segments themselves. Index builds and purges make a new generation in
 process and swap it in; they, the locks and the read leases are in
 :mod:`tiers.vectors.edge_builds`, which this store's class extends with the
 :class:`~tiers.vectors.VectorStore` API: opening, writes, reads, backup copies and closing.
+
+The keyword channel's IDF is the store's, not the engine's: the shard's sparse vectors have no
+modifier, every write and delete updates a
+:class:`~tiers.vectors.term_frequencies.DocumentFrequencies` (the shards of a sharded store
+share one), and :meth:`EdgeVectorStore.search_sparse` weighs the query's terms with it. A
+shard made with the engine's modifier (an earlier release) is rewritten without it when it
+opens.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,16 +58,23 @@ from tiers.vectors.edge_shard import (
     check_model,
     copy_points,
     create_shard,
+    engine_idf,
+    load_shard,
     payload_indexes,
     read_sidecar,
+    records_sparse,
+    sparse_vectors,
     to_point,
     write_sidecar,
 )
+from tiers.vectors.term_frequencies import DocumentFrequencies
 
 if TYPE_CHECKING:
     from qdrant_edge import NamedVector, Record
 
 __all__ = ["SIDECAR", "EdgeVectorStore"]
+
+log = logging.getLogger("strata.vectors")
 
 
 def _wanted(ids: Sequence[str]) -> list[str]:
@@ -77,11 +93,14 @@ def _require_scope(flt: PointFilter) -> None:
 
 
 class EdgeVectorStore(EdgeBuilds):
-    """A :class:`~tiers.vectors.VectorStore` in one qdrant-edge shard at ``path``."""
+    """A :class:`~tiers.vectors.VectorStore` in one qdrant-edge shard at ``path``. Its
+    points' terms are counted in ``frequencies`` (shared by the shards of a sharded store;
+    its own otherwise)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, frequencies: DocumentFrequencies | None = None) -> None:
         super().__init__(path)
         self._model = ""
+        self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -110,6 +129,8 @@ class EdgeVectorStore(EdgeBuilds):
             with self._engine("open"):
                 # Loading with the config makes the engine check it against the segments.
                 if has_shard:
+                    if engine_idf(gen):
+                        gen = self._drop_engine_idf(gen, dim)
                     shard = self._load(gen, dim)
                     try:
                         for name, schema in payload_indexes().items():  # idempotent
@@ -122,6 +143,11 @@ class EdgeVectorStore(EdgeBuilds):
                         gen = generations.first(self.path)
                         generations.switch(self.path, gen)
                     shard = create_shard(gen, dim)
+                try:
+                    self._frequencies.add(sparse_vectors(shard))
+                except Exception:
+                    shard.close()
+                    raise
             self._shard, self._model, self._dim, self._dir = shard, model, dim, gen
 
     def flush(self) -> None:
@@ -162,8 +188,14 @@ class EdgeVectorStore(EdgeBuilds):
         if not points:
             return
         op = UpdateOperation.upsert_points([to_point(p) for p in points])
+        ids = _wanted([p.id for p in points])
         with self._write_lock, self._engine("upsert"):
+            # The terms of the points replaced stop counting: read them before the write.
+            replaced = list(records_sparse(self._open().retrieve(list(ids), False, [SPARSE])))
             self._apply(op)
+            self._frequencies.remove(replaced)
+            latest = {p.id: p for p in points}  # an id written twice is one point
+            self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
 
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         wanted = {i for i in map(canonical_id, ids) if i is not None}
@@ -181,7 +213,9 @@ class EdgeVectorStore(EdgeBuilds):
             shard = self._open()
             n = shard.count(CountRequest(exact=True, filter=engine_filter))
             if n:
+                removed = list(sparse_vectors(shard, engine_filter))
                 self._apply(UpdateOperation.delete_points_by_filter(engine_filter))
+                self._frequencies.remove(removed)
             return n
 
     # -- reads -------------------------------------------------------------------------------
@@ -194,7 +228,8 @@ class EdgeVectorStore(EdgeBuilds):
         _require_scope(flt)
         if not vector.indices:
             return []
-        return self._query(EdgeSparseVector(vector.indices, vector.values), SPARSE, flt, limit)
+        weighed = self._frequencies.weigh(vector)
+        return self._query(EdgeSparseVector(weighed.indices, weighed.values), SPARSE, flt, limit)
 
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
         wanted = _wanted(ids)
@@ -244,6 +279,31 @@ class EdgeVectorStore(EdgeBuilds):
             return shard.count(CountRequest(exact=True, filter=build_filter(flt)))
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _drop_engine_idf(self, gen: Path, dim: int) -> Path:
+        """Rewrite the shard at ``gen``, made with the engine's IDF modifier, into the next
+        generation without it and make that current (once per shard, at open). A crash
+        before the switch leaves the old generation current (the new one is swept), after
+        it the new one."""
+        began = time.perf_counter()
+        new = generations.following(self.path, gen)
+        old = load_shard(self.path, gen, dim)
+        try:
+            copy_points(old, new, dim)
+        finally:
+            old.close()
+        generations.switch(self.path, new)
+        generations.sweep(self.path)
+        log.info(
+            "vectors.keyword_idf_moved",
+            extra={
+                "fields": {
+                    "store": str(self.path),
+                    "ms": round((time.perf_counter() - began) * 1000),
+                }
+            },
+        )
+        return new
 
     def _query(self, vector: NamedVector, using: str, flt: PointFilter, limit: int) -> list[Hit]:
         if limit <= 0:

@@ -1,6 +1,7 @@
-"""The embedded engine's shard as Tier 3 lays it out: its config (dense cosine + sparse IDF),
-payload indexes, point conversion, the sidecar that names the embedding model, and a copy of
-the live points.
+"""The embedded engine's shard as Tier 3 lays it out: its config (dense cosine + sparse BM25
+term weights, weighed by IDF at query time: :mod:`tiers.vectors.term_frequencies`), payload
+indexes, point conversion, the sidecar that names the embedding model, and a copy of the live
+points.
 
 The sidecar ``strata_vectors.json`` (``{"model", "dim", "format": 1}``; a sharded store's has
 ``"format": 2`` and ``"shards"``) records the embedding model the vectors came from: the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,6 +25,7 @@ from qdrant_edge import (
     EdgeShard,
     EdgeSparseVectorParams,
     EdgeVectorParams,
+    Filter,
     KeywordIndexParams,
     Modifier,
     PayloadSchemaType,
@@ -34,10 +36,17 @@ from qdrant_edge import (
 from qdrant_edge import SparseVector as EdgeSparseVector
 
 from tiers.errors import StrataError
-from tiers.vectors import DENSE, SPARSE, MemoryPoint, VectorStoreMismatch, VectorStoreUnavailable
+from tiers.vectors import (
+    DENSE,
+    SPARSE,
+    MemoryPoint,
+    SparseVector,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+)
 
 if TYPE_CHECKING:
-    from qdrant_edge import NamedVector, PayloadSchemaParams
+    from qdrant_edge import NamedVector, PayloadSchemaParams, Record
 
 SIDECAR = "strata_vectors.json"
 FORMAT = 1  # one shard's sidecar
@@ -63,15 +72,20 @@ def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
     }
 
 
-def config(dim: int) -> EdgeConfig:
+def config(dim: int, *, idf: bool = False) -> EdgeConfig:
     """Strata's shard config. Two search threads per shard: the engine's default pool (8
     threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
     queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
     2026-11-25). One is too few: a stream of searches starved the writes (the contract
-    suite's concurrent writer took 9 s instead of 0.4 s)."""
+    suite's concurrent writer took 9 s instead of 0.4 s).
+
+    The sparse vectors have no modifier: the store weighs a query's terms by IDF over all its
+    shards (:mod:`tiers.vectors.term_frequencies`). ``idf`` gives the config of a shard
+    written before that, whose engine applied IDF itself (:func:`engine_idf`), to open it
+    and move its points."""
     return EdgeConfig(
         vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf if idf else None)},
         max_search_threads=SEARCH_THREADS,
     )
 
@@ -121,6 +135,28 @@ def live_points(shard: EdgeShard) -> Iterator[list[Point]]:
             yield points
         if offset is None:
             return
+
+
+def sparse_vectors(shard: EdgeShard, flt: Filter | None = None) -> Iterator[SparseVector]:
+    """The sparse vectors of the live points of ``shard`` (matching ``flt``), to count their
+    terms (:mod:`tiers.vectors.term_frequencies`); a point without one yields nothing."""
+    offset: Any = None
+    while True:
+        request = ScrollRequest(
+            offset=offset, limit=COPY_PAGE, filter=flt, with_payload=False, with_vector=[SPARSE]
+        )
+        records, offset = shard.scroll(request)
+        yield from records_sparse(records)
+        if offset is None:
+            return
+
+
+def records_sparse(records: Iterable[Record]) -> Iterator[SparseVector]:
+    """The sparse vectors of retrieved or scrolled ``records`` that hold one."""
+    for r in records:
+        vector = r.vector.get(SPARSE) if isinstance(r.vector, dict) else None
+        if vector is not None and not isinstance(vector, list):
+            yield SparseVector(indices=list(vector.indices), values=list(vector.values))
 
 
 def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
@@ -213,10 +249,23 @@ def engine_errors(path: Path, what: str) -> Iterator[None]:
         raise VectorStoreUnavailable(f"vector store {what} failed at {path}: {exc}") from exc
 
 
-def load_shard(path: Path, gen: Path, dim: int) -> EdgeShard:
-    """Open the generation ``gen`` of the store at ``path``, checking it against ``dim``."""
+def engine_idf(gen: Path) -> bool:
+    """Whether the shard at ``gen`` was made with the engine's IDF modifier on its sparse
+    vectors (a release before :mod:`tiers.vectors.term_frequencies`)."""
     try:
-        return EdgeShard.load(str(gen), config(dim))
+        doc = json.loads((gen / "edge_config.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    sparse = doc.get("sparse_vectors") if isinstance(doc, dict) else None
+    params = sparse.get(SPARSE) if isinstance(sparse, dict) else None
+    return isinstance(params, dict) and str(params.get("modifier", "")).lower() == "idf"
+
+
+def load_shard(path: Path, gen: Path, dim: int) -> EdgeShard:
+    """Open the generation ``gen`` of the store at ``path``, checking it against ``dim`` (and
+    against the config it was made with: :func:`engine_idf`)."""
+    try:
+        return EdgeShard.load(str(gen), config(dim, idf=engine_idf(gen)))
     except Exception as exc:
         if "incompatible" not in str(exc).lower():
             raise

@@ -15,8 +15,9 @@ is written, so a store with few users has few shards. A user's shard is
   ``user_id`` of :meth:`get` and :meth:`dense`), touch that user's shard alone; reads and
   deletes by ids or episode ids without a user, and counts and scrolls without one, go to
   every shard (a delete counts first, so only shards holding matches are written);
-- BM25's IDF (the sparse vectors' modifier) is computed by the engine over the points of the
-  shard, not of the whole store: a user's keyword scores depend on its shard's points.
+- BM25's IDF is the whole store's: the shards share one
+  :class:`~tiers.vectors.term_frequencies.DocumentFrequencies`, so a user's keyword scores do
+  not depend on who shares its shard.
 
 Builds and purges (:mod:`tiers.vectors.shard_ledger` keeps which shards need them):
 :meth:`optimize` builds the shards written since their last build, one at a time, each in its
@@ -56,6 +57,7 @@ from tiers.vectors.edge import EdgeVectorStore
 from tiers.vectors.edge_resharding import move
 from tiers.vectors.edge_shard import check_model, engine_errors, write_sidecar
 from tiers.vectors.shard_ledger import ShardLedger
+from tiers.vectors.term_frequencies import DocumentFrequencies
 
 __all__ = ["ShardedVectorStore"]
 
@@ -71,6 +73,7 @@ class ShardedVectorStore:
         self.path = path
         self.shards = shards
         self._stores: list[EdgeVectorStore | None] = [None] * shards
+        self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
         self._ledger: ShardLedger | None = None
         self._model = ""
         self._dim = 0
@@ -107,6 +110,7 @@ class ShardedVectorStore:
             except BaseException:
                 self._close_shards()
                 self._stores = [None] * self.shards
+                self._frequencies.clear()
                 raise
             self._ledger = ShardLedger(self.path, self.shards, unbuilt)
 
@@ -306,7 +310,7 @@ class ShardedVectorStore:
 
     def _open_shard(self, index: int) -> EdgeVectorStore:
         """Open (or make) shard ``index``; under the lock."""
-        store = EdgeVectorStore(self.path / layout.shard_name(index))
+        store = EdgeVectorStore(self.path / layout.shard_name(index), self._frequencies)
         try:
             store.ensure(self._model, self._dim)
         except BaseException:
