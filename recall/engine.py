@@ -16,17 +16,14 @@ from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
-import numpy as np
-
 from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
 from recall.cache import SemanticCache
 from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
+from recall.query_vectors import QueryVectors
 from recall.result import RecallResult
 from tiers.access import AccessCounts
-from tiers.batcher import Batcher
-from tiers.embedding import Embedder
 from tiers.forget import ScopeCache
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, source_key
@@ -58,8 +55,9 @@ class RecallEngine:
         self._requests = ThreadPoolExecutor(
             max_workers=REQUEST_THREADS, thread_name_prefix="recall-request"
         )
-        # Concurrent requests share query-embedding calls (a batch of 8 costs about 2x one).
-        self._queries: tuple[Embedder, Batcher[str, np.ndarray]] | None = None
+        # Query vectors, cached per user and text; concurrent requests share model calls (a
+        # batch of 8 costs about 2x one).
+        self._queries = QueryVectors()
         # Observers (metrics), called with every result; they must be quick and not raise.
         self.on_result: list[Callable[[RecallResult], None]] = []
 
@@ -73,15 +71,8 @@ class RecallEngine:
 
     def scope_caches(self) -> list[ScopeCache]:
         """What holds per-user recall data (the semantic cache, channel caches), for Forget."""
-        found: list[object] = [self.cache, *self._channels.values()]
+        found: list[object] = [self.cache, self._queries, *self._channels.values()]
         return [c for c in found if isinstance(c, ScopeCache)]
-
-    def _query_batcher(self, embedder: Embedder) -> Batcher[str, np.ndarray]:
-        current = self._queries
-        if current is None or current[0] is not embedder:
-            current = (embedder, Batcher(lambda texts: list(embedder.encode_queries(texts))))
-            self._queries = current
-        return current[1]
 
     def recall(self, query: Query) -> RecallResult:
         """Raises EmbeddingUnavailable while Tier 3 is starting."""
@@ -89,7 +80,7 @@ class RecallEngine:
         began = time.perf_counter()
         embedder, _vectors = self._semantic.wait_ready(0)
         t = time.perf_counter()
-        ctx = QueryContext(query, self._query_batcher(embedder)(query.text))
+        ctx = QueryContext(query, self._queries.vector(embedder, query.scope.user_id, query.text))
         timings["embed"] = _ms(t)
         # Before any read of Tier 3: an answer read before a write is not cached after it.
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0

@@ -1,7 +1,8 @@
 """The :class:`tiers.forget_plan.ScopeCache` contract (what a Forget empties), run against every
-cache that holds a user's recall data: the semantic cache and the graph channel's per-scope
-graphs. Filled for two users through their own use (a put, a search), each must drop exactly
-one user's entries on ``forget_scope``, count them, and count nothing the second time."""
+cache that holds a user's recall data: the semantic cache, the query vectors and the graph
+channel's per-scope graphs. Filled for two users through their own use (a put, a search), each
+must drop exactly one user's entries on ``forget_scope``, count them, and count nothing the
+second time."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 
 from recall.cache import SemanticCache
 from recall.graph_channel import GraphChannel
+from recall.query_vectors import QueryVectors
 from recall.result import RecallResult
 from tests.contracts.corpus import A, B, ctx, filled
+from tests.contracts.models_kit import minilm
 from tiers.forget_plan import ScopeCache
 from tiers.semantic import SemanticStore
 
@@ -48,7 +51,21 @@ def graph_channel(tier3: SemanticStore) -> tuple[ScopeCache, Filler]:
     return channel, fill
 
 
-IMPLEMENTATIONS = {"semantic cache": semantic_cache, "graph channel": graph_channel}
+def query_vectors(_tier3: SemanticStore) -> tuple[ScopeCache, Filler]:
+    cache = QueryVectors(size=10)
+
+    def fill(user: str) -> None:
+        for text in ("where is the park", "who is Biscuit"):
+            cache.vector(minilm(), user, text)
+
+    return cache, fill
+
+
+IMPLEMENTATIONS = {
+    "semantic cache": semantic_cache,
+    "query vectors": query_vectors,
+    "graph channel": graph_channel,
+}
 
 
 @pytest.fixture(params=list(IMPLEMENTATIONS))
