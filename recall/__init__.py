@@ -12,6 +12,8 @@ This module holds the seams shared by the parts: :class:`Query`, :class:`Candida
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,7 +22,7 @@ import numpy as np
 from recall.recipe import Recipe
 from tiers.errors import StrataError
 from tiers.records import Scope
-from tiers.vectors import MemoryPoint, PointFilter
+from tiers.vectors import Hit, MemoryPoint, PointFilter
 
 CHANNELS = ("vector", "keyword", "graph")
 
@@ -64,12 +66,54 @@ class Query:
         return {c: w for c, w in weights.items() if w > 0}
 
 
+class SharedSearch:
+    """One dense search of a query that several channels read: the vector channel's list and
+    the graph channel's dense seeds. The first caller runs ``search`` (the query's filter,
+    ``depth`` hits), the others wait for its hits (or its error) instead of searching again."""
+
+    def __init__(self, depth: int, search: Callable[[], list[Hit]]) -> None:
+        self.depth = depth
+        self._search = search
+        self._lock = threading.Lock()
+        self._hits: list[Hit] | None = None
+        self._error: BaseException | None = None
+
+    def hits(self) -> list[Hit]:
+        with self._lock:
+            if self._hits is None and self._error is None:
+                try:
+                    self._hits = self._search()
+                except Exception as exc:
+                    self._error = exc
+            if self._error is not None:
+                raise self._error
+            assert self._hits is not None
+            return self._hits
+
+
 @dataclass(slots=True)
 class QueryContext:
     """What the engine computes once per query and the channels share."""
 
     query: Query
     vector: np.ndarray  # the query embedding (the model's query prompt applied)
+    # The query's dense search, set by the engine (None: each channel searches for itself).
+    dense: SharedSearch | None = None
+
+    def dense_hits(self, limit: int, kinds: tuple[str, ...] = ()) -> list[Hit] | None:
+        """The shared dense search's best ``limit`` hits (of ``kinds`` when given), or None
+        when it cannot answer: there is none, it is shallower than ``limit``, or ``kinds``
+        are not all among the query's."""
+        shared = self.dense
+        if shared is None or limit > shared.depth:
+            return None
+        searched = self.query.filter().kinds
+        if kinds and searched and not set(kinds) <= set(searched):
+            return None
+        hits = shared.hits()
+        if kinds:
+            hits = [h for h in hits if h.point.kind in kinds]
+        return hits[:limit]
 
 
 @dataclass(slots=True)

@@ -21,8 +21,10 @@ class VectorChannel:
         self._semantic = semantic
 
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
-        _embedder, vectors = self._semantic.wait_ready(0)
-        hits = vectors.search_dense(ctx.vector.tolist(), ctx.query.filter(), limit)
+        hits = ctx.dense_hits(limit)
+        if hits is None:
+            _embedder, vectors = self._semantic.wait_ready(0)
+            hits = vectors.search_dense(ctx.vector.tolist(), ctx.query.filter(), limit)
         return _ordered(hits)
 
 

@@ -16,7 +16,15 @@ from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
-from recall import Candidate, Channel, Query, QueryContext, Reranker, RerankFailed
+from recall import (
+    Candidate,
+    Channel,
+    Query,
+    QueryContext,
+    Reranker,
+    RerankFailed,
+    SharedSearch,
+)
 from recall.cache import SemanticCache
 from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
@@ -92,6 +100,10 @@ class RecallEngine:
 
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
+        if "vector" in weights:  # one dense search for the vector channel and the graph's seeds
+            ctx.dense = SharedSearch(
+                depth, lambda: _vectors.search_dense(ctx.vector.tolist(), query.filter(), depth)
+            )
         results, degraded = self._run_channels(ctx, list(weights), depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1

@@ -108,9 +108,11 @@ class GraphChannel:
             seeds[graph.entities[key]] += self.entity_seed / len(linked)
         if self.dense_seeds > 0 and self.dense_seed > 0 and ctx.vector is not None:
             kinds = tuple(dict.fromkeys((*self.graphs.kinds, "episode_chunk")))
-            hits = vectors.search_dense(
-                ctx.vector.tolist(), replace(flt, kinds=kinds), self.dense_seeds
-            )
+            hits = ctx.dense_hits(self.dense_seeds, kinds)  # the vector channel's search
+            if hits is None:
+                hits = vectors.search_dense(
+                    ctx.vector.tolist(), replace(flt, kinds=kinds), self.dense_seeds
+                )
             for hit in hits:
                 i = graph.index.get(hit.point.id)
                 if i is not None and hit.score > 0:
