@@ -82,7 +82,7 @@ def configured_vectors(settings: Settings) -> VectorStore:
         )
     from tiers.vectors.sharded import ShardedVectorStore
 
-    return ShardedVectorStore(edge_store_path(s.data_dir), s.vectors.shards)
+    return ShardedVectorStore(edge_store_path(s.data_dir), s.vectors.shards, s.vectors.point_cache)
 
 
 def configured_embedder(settings: Settings, client: ModelClient | None) -> Embedder:

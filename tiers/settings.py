@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tiers.vectors import MAX_SHARDS
+from tiers.vectors.point_cache import POINT_CACHE
 
 # The default shard count of the embedded vector store and the default shard keys of a new
 # Qdrant collection (docs/scaling.md, "Shards of the vector store": what a shard costs, and a
@@ -192,6 +193,15 @@ class VectorsSettings(Section):
         description=(
             "Embedded store: its shards; a user's points live in one, and a build, a purge "
             "and a Forget rewrite one shard. A change moves every point at the next start."
+        ),
+    )
+    point_cache: int = Field(
+        POINT_CACHE,
+        ge=0,
+        le=10_000_000,
+        description=(
+            "Embedded store: memory points kept decoded in memory for searches and reads "
+            "(least recently used out; about 1.6 KB each, so 20,000 take about 32 MB; 0: none)."
         ),
     )
     shard_keys: int = Field(

@@ -63,14 +63,15 @@ from tiers.vectors.edge_shard import (
     payload_indexes,
     read_sidecar,
     records_sparse,
-    sparse_vectors,
+    sparse_pages,
     to_point,
     write_sidecar,
 )
+from tiers.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.vectors.term_frequencies import DocumentFrequencies
 
 if TYPE_CHECKING:
-    from qdrant_edge import NamedVector, Record
+    from qdrant_edge import EdgeShard, NamedVector, Record
 
 __all__ = ["SIDECAR", "EdgeVectorStore"]
 
@@ -94,13 +95,20 @@ def _require_scope(flt: PointFilter) -> None:
 
 class EdgeVectorStore(EdgeBuilds):
     """A :class:`~tiers.vectors.VectorStore` in one qdrant-edge shard at ``path``. Its
-    points' terms are counted in ``frequencies`` (shared by the shards of a sharded store;
-    its own otherwise)."""
+    points' terms are counted in ``frequencies``, and its decoded points kept in ``points``
+    (:mod:`tiers.vectors.point_cache`): both shared by the shards of a sharded store, its own
+    otherwise."""
 
-    def __init__(self, path: Path, frequencies: DocumentFrequencies | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        frequencies: DocumentFrequencies | None = None,
+        points: PointCache | None = None,
+    ) -> None:
         super().__init__(path)
         self._model = ""
         self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
+        self._points = points if points is not None else PointCache(POINT_CACHE)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -144,7 +152,8 @@ class EdgeVectorStore(EdgeBuilds):
                         generations.switch(self.path, gen)
                     shard = create_shard(gen, dim)
                 try:
-                    self._frequencies.add(sparse_vectors(shard))
+                    for records in sparse_pages(shard):
+                        self._frequencies.add(records_sparse(records))
                 except Exception:
                     shard.close()
                     raise
@@ -196,6 +205,7 @@ class EdgeVectorStore(EdgeBuilds):
             self._frequencies.remove(replaced)
             latest = {p.id: p for p in points}  # an id written twice is one point
             self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
+            self._points.invalidate(latest)
 
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         wanted = {i for i in map(canonical_id, ids) if i is not None}
@@ -206,6 +216,7 @@ class EdgeVectorStore(EdgeBuilds):
         payload = {"valid_to": valid_to_us, "superseded": valid_to_us is not None}
         with self._write_lock, self._engine("set_valid_to"):
             self._apply(UpdateOperation.set_payload_by_filter(flt, payload))
+            self._points.invalidate(wanted)
 
     def delete(self, flt: PointFilter) -> int:
         engine_filter = build_filter(flt) or Filter()
@@ -213,9 +224,10 @@ class EdgeVectorStore(EdgeBuilds):
             shard = self._open()
             n = shard.count(CountRequest(exact=True, filter=engine_filter))
             if n:
-                removed = list(sparse_vectors(shard, engine_filter))
+                removed = [r for records in sparse_pages(shard, engine_filter) for r in records]
                 self._apply(UpdateOperation.delete_points_by_filter(engine_filter))
-                self._frequencies.remove(removed)
+                self._frequencies.remove(records_sparse(removed))
+                self._points.invalidate(str(r.id) for r in removed)
             return n
 
     # -- reads -------------------------------------------------------------------------------
@@ -235,10 +247,17 @@ class EdgeVectorStore(EdgeBuilds):
         wanted = _wanted(ids)
         if not wanted:
             return []
-        with self._read("get") as shard:
-            records = shard.retrieve(list(wanted), True, False)
-        found = {str(r.id): r.payload for r in records if r.payload is not None and _of(r, user_id)}
-        return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
+        snapshot = self._points.snapshot()
+        try:
+            with self._read("get") as shard:
+                found = self._decoded(shard, wanted, snapshot)
+        finally:
+            self._points.release(snapshot)
+        return [
+            found[i]
+            for i in wanted
+            if i in found and (not user_id or found[i].scope.user_id == user_id)
+        ]
 
     def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
         wanted = _wanted(ids)
@@ -312,12 +331,28 @@ class EdgeVectorStore(EdgeBuilds):
             limit=limit,
             query=Query.Nearest(vector, using=using),
             filter=build_filter(flt),
-            with_payload=True,
+            with_payload=False,  # the points come from the cache, the missing ones by id
         )
-        with self._read("search") as shard:
-            scored = shard.query(request)
-        return [
-            Hit(MemoryPoint.from_payload(str(s.id), s.payload), s.score)
-            for s in scored
-            if s.payload is not None
-        ]
+        snapshot = self._points.snapshot()
+        try:
+            with self._read("search") as shard:
+                scored = [(str(s.id), s.score) for s in shard.query(request)]
+                found = self._decoded(shard, [pid for pid, _score in scored], snapshot)
+        finally:
+            self._points.release(snapshot)
+        # A point deleted between the search and the fetch is left out.
+        return [Hit(found[pid], score) for pid, score in scored if pid in found]
+
+    def _decoded(self, shard: EdgeShard, ids: list[str], snapshot: int) -> dict[str, MemoryPoint]:
+        """The points of ``ids`` that exist: from the cache, the others fetched and kept."""
+        found = self._points.get(ids)
+        missing = [pid for pid in ids if pid not in found]
+        if missing:
+            fetched = [
+                MemoryPoint.from_payload(str(r.id), r.payload)
+                for r in shard.retrieve(list(missing), True, False)
+                if r.payload is not None
+            ]
+            self._points.put(fetched, snapshot)
+            found.update((p.id, p) for p in fetched)
+        return found

@@ -137,22 +137,25 @@ def live_points(shard: EdgeShard) -> Iterator[list[Point]]:
             return
 
 
-def sparse_vectors(shard: EdgeShard, flt: Filter | None = None) -> Iterator[SparseVector]:
-    """The sparse vectors of the live points of ``shard`` (matching ``flt``), to count their
-    terms (:mod:`tiers.vectors.term_frequencies`); a point without one yields nothing."""
+def sparse_pages(shard: EdgeShard, flt: Filter | None = None) -> Iterator[list[Record]]:
+    """The live points of ``shard`` (matching ``flt``) with their ids and sparse vectors (no
+    payloads), a page at a time: to count their terms (:mod:`tiers.vectors.term_frequencies`)
+    and to know what a delete removes."""
     offset: Any = None
     while True:
         request = ScrollRequest(
             offset=offset, limit=COPY_PAGE, filter=flt, with_payload=False, with_vector=[SPARSE]
         )
         records, offset = shard.scroll(request)
-        yield from records_sparse(records)
+        if records:
+            yield records
         if offset is None:
             return
 
 
 def records_sparse(records: Iterable[Record]) -> Iterator[SparseVector]:
-    """The sparse vectors of retrieved or scrolled ``records`` that hold one."""
+    """The sparse vectors of retrieved or scrolled ``records`` (a point without one yields
+    nothing)."""
     for r in records:
         vector = r.vector.get(SPARSE) if isinstance(r.vector, dict) else None
         if vector is not None and not isinstance(vector, list):

@@ -17,7 +17,8 @@ is written, so a store with few users has few shards. A user's shard is
   every shard (a delete counts first, so only shards holding matches are written);
 - BM25's IDF is the whole store's: the shards share one
   :class:`~tiers.vectors.term_frequencies.DocumentFrequencies`, so a user's keyword scores do
-  not depend on who shares its shard.
+  not depend on who shares its shard; they share one
+  :class:`~tiers.vectors.point_cache.PointCache` of decoded points too.
 
 Builds and purges (:mod:`tiers.vectors.shard_ledger` keeps which shards need them):
 :meth:`optimize` builds the shards written since their last build, one at a time, each in its
@@ -56,6 +57,7 @@ from tiers.vectors import edge_layout as layout
 from tiers.vectors.edge import EdgeVectorStore
 from tiers.vectors.edge_resharding import move
 from tiers.vectors.edge_shard import check_model, engine_errors, write_sidecar
+from tiers.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.vectors.shard_ledger import ShardLedger
 from tiers.vectors.term_frequencies import DocumentFrequencies
 
@@ -63,17 +65,18 @@ __all__ = ["ShardedVectorStore"]
 
 
 class ShardedVectorStore:
-    """A :class:`~tiers.vectors.VectorStore` of ``shards`` embedded shards under ``path``.
-    Raises ``ValueError`` for a shard count outside 1 to
-    :data:`~tiers.vectors.MAX_SHARDS`."""
+    """A :class:`~tiers.vectors.VectorStore` of ``shards`` embedded shards under ``path``,
+    keeping up to ``point_cache`` decoded points (:mod:`tiers.vectors.point_cache`). Raises
+    ``ValueError`` for a shard count outside 1 to :data:`~tiers.vectors.MAX_SHARDS`."""
 
-    def __init__(self, path: Path, shards: int) -> None:
+    def __init__(self, path: Path, shards: int, point_cache: int = POINT_CACHE) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
         self.path = path
         self.shards = shards
         self._stores: list[EdgeVectorStore | None] = [None] * shards
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
+        self._points = PointCache(point_cache)  # every shard's decoded points
         self._ledger: ShardLedger | None = None
         self._model = ""
         self._dim = 0
@@ -310,7 +313,9 @@ class ShardedVectorStore:
 
     def _open_shard(self, index: int) -> EdgeVectorStore:
         """Open (or make) shard ``index``; under the lock."""
-        store = EdgeVectorStore(self.path / layout.shard_name(index), self._frequencies)
+        store = EdgeVectorStore(
+            self.path / layout.shard_name(index), self._frequencies, self._points
+        )
         try:
             store.ensure(self._model, self._dim)
         except BaseException:
