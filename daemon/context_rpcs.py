@@ -273,7 +273,7 @@ class ContextRPCs:
         return Query(
             text=text,
             scope=scope,
-            k=settings.max_k,
+            k=min(self._context_settings.recall_k or settings.max_k, settings.max_k),
             recipe=settings.recipe(recipe),
             kinds=tuple(dict.fromkeys(request.kinds)),
             explain=request.explain,

@@ -37,6 +37,15 @@ class ContextSettings(BaseModel):
             "the kinds they name): summaries and profiles cite many turns, a few are enough."
         ),
     )
+    recall_k: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description=(
+            "Memories GetContext asks Recall for, best first, to fill the budget from "
+            "(0: recall.max_k, and never more)."
+        ),
+    )
     query_turns: int = Field(
         4,
         ge=1,

@@ -69,6 +69,9 @@ class FlakyVectors:
     def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
         return self.inner.dense(ids, user_id)
 
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        return self.inner.ids(flt, limit)
+
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return self.inner.scroll(flt, limit)
 

@@ -257,6 +257,9 @@ class SentenceTransformerEmbedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Between calls the model's threads sleep instead of spinning for work: the daemon's
+        # other threads and the workers have the cores meanwhile.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return SentenceTransformer(
             str(target),
             backend="onnx",

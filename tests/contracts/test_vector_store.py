@@ -181,6 +181,7 @@ def test_reads_and_writes_without_a_user_span_every_user(store):
     assert store.count(PointFilter(episode_ids=("ep-shared",))) == 5
     assert sorted(ids(store.scroll(PointFilter()))) == sorted(p.id for p in pts)
     assert len(store.scroll(PointFilter(), limit=4)) == 4
+    assert len(store.ids(PointFilter(), limit=4)) == 4 and store.ids(PointFilter(), limit=0) == []
     assert len(store.scroll(PointFilter(episode_ids=("ep-shared",)), limit=10)) == 5
     store.set_valid_to([pts[0].id, pts[3].id], T0 + 3)  # two users' facts, by id alone
     assert [p.valid_to_us for p in store.get([pts[0].id, pts[3].id, pts[5].id])] == [
@@ -310,6 +311,7 @@ def test_agent_kind_episode_and_time_filters(store):
         by_search = set(ids(store.search_dense(q, flt, limit=10)))
         by_scroll = set(ids(store.scroll(flt)))
         assert by_search == by_scroll
+        assert sorted(store.ids(flt)) == sorted(by_scroll)  # the same points, ids alone
         assert store.count(flt) == len(by_scroll)
         return {name for name, p in pts.items() if p.id in by_search}
 

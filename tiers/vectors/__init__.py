@@ -286,6 +286,11 @@ class VectorStore(Protocol):
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         """Up to ``limit`` points matching ``flt`` (without vectors), in no particular order."""
 
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        """The ids of up to ``limit`` points matching ``flt``, in no particular order: what
+        :meth:`scroll` would return, without reading the payloads (a caller that keeps what
+        it derived from each point reads only the new ones)."""
+
     def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         """Mark facts superseded: set ``valid_to`` (and ``superseded``) in their payloads;
         ``None`` makes them current again (Forget of the fact that superseded them)."""

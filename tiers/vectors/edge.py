@@ -293,6 +293,16 @@ class EdgeVectorStore(EdgeBuilds):
             MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
         ]
 
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        if limit <= 0:
+            return []
+        request = ScrollRequest(
+            limit=limit, filter=build_filter(flt), with_payload=False, with_vector=False
+        )
+        with self._read("ids") as shard:
+            records, _ = shard.scroll(request)
+        return [str(r.id) for r in records]
+
     def count(self, flt: PointFilter) -> int:
         with self._read("count") as shard:
             return shard.count(CountRequest(exact=True, filter=build_filter(flt)))

@@ -305,6 +305,20 @@ class QdrantVectorStore:
             MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
         ]
 
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        if limit <= 0:
+            return []
+        with self._reading(), self._errors("ids"):
+            records, _ = self.client.scroll(
+                self.collection,
+                scroll_filter=build_filter(flt),
+                limit=limit,
+                with_payload=False,
+                with_vectors=False,
+                shard_key_selector=self._route(flt.user_id),
+            )
+        return [str(r.id) for r in records]
+
     def count(self, flt: PointFilter) -> int:
         with self._reading(), self._errors("count"):
             return self.client.count(

@@ -272,6 +272,14 @@ class ShardedVectorStore:
             out += store.scroll(flt, limit - len(out))
         return out
 
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        out: list[str] = []
+        for _index, store in self._scoped(flt.user_id):
+            if len(out) >= limit:
+                break
+            out += store.ids(flt, limit - len(out))
+        return out
+
     def count(self, flt: PointFilter) -> int:
         return sum(store.count(flt) for _index, store in self._scoped(flt.user_id))
 
