@@ -6,7 +6,8 @@ scope ranks **memories** (as in HippoRAG 2).
    ``entity_seed``; the ``dense_seeds`` memories nearest to the query embedding get
    ``dense_seed`` times their cosine, shared among them. Without either, the channel returns
    nothing.
-2. **Walk.** PageRank with teleport to the seeds (:func:`recall.pagerank.personalized_pagerank`)
+2. **Walk.** PageRank with teleport to the seeds (:meth:`recall.pagerank.Walk.rank`, on the
+   graph's sparse transition matrix)
    over the scope's graph (:mod:`recall.memory_graph`): memory - entity links weighted by how
    rare the entity is, and entity - entity links from the fact graph's triplets. Mass flows
    from a named entity to the memories that mention it, and from the nearest memories through
@@ -28,7 +29,6 @@ import numpy as np
 
 from recall import QueryContext
 from recall.memory_graph import MEMORY_KINDS, MemoryGraphs, ScopeGraph
-from recall.pagerank import personalized_pagerank
 from tiers.semantic import SemanticStore
 from tiers.vectors import MemoryPoint, PointFilter, VectorStore, admits
 
@@ -79,9 +79,7 @@ class GraphChannel:
         seeds = self.seeds(ctx, graph, vectors, flt)
         if not seeds.any():
             return []
-        mass = personalized_pagerank(
-            graph.size, graph.src, graph.dst, graph.weight, seeds, self.alpha
-        )[: len(graph.memories)]
+        mass = graph.walk.rank(seeds, self.alpha)[: len(graph.memories)]
         order = np.argsort(-mass, kind="stable")
         out: list[tuple[MemoryPoint, float]] = []
         pos = 0

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from recall.pagerank import Walk
 from recall.words import mentions, names
 from tiers.core import collector
 from tiers.graph import normalize
@@ -61,13 +62,14 @@ class ScopeGraph:
     weight: np.ndarray
     index: dict[str, int]  # point id -> node
     size: int  # nodes
+    walk: Walk  # the random walk over the edges (its sparse transition matrix)
 
     @property
     def nbytes(self) -> int:
         """About what the graph holds in memory: its arrays, and per memory and entity the
         id or key with its list slot and dict entry (measured with ``tracemalloc``: about
         150 bytes a memory id, 120 an entity key)."""
-        arrays = self.src.nbytes + self.dst.nbytes + self.weight.nbytes
+        arrays = self.src.nbytes + self.dst.nbytes + self.weight.nbytes + self.walk.nbytes
         return arrays + 150 * len(self.memories) + 120 * len(self.entities) + 1024
 
     def link(self, text: str, max_words: int = 4) -> list[str]:
@@ -164,15 +166,11 @@ def assemble(
             weight.append(1.0)
     nodes = {key: len(memories) + n for key, n in entities.items()}
     nodes.update({short: nodes[full] for short, full in alias.items() if full in nodes})
-    return ScopeGraph(
-        memories,
-        nodes,
-        np.asarray(src, dtype=np.int64),
-        np.asarray(dst, dtype=np.int64),
-        np.asarray(weight, dtype=np.float64),
-        index,
-        len(memories) + len(entities),
-    )
+    size = len(memories) + len(entities)
+    src_, dst_ = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    weight_ = np.asarray(weight, dtype=np.float64)
+    walk = Walk.of(size, src_, dst_, weight_)
+    return ScopeGraph(memories, nodes, src_, dst_, weight_, index, size, walk)
 
 
 FEATURE_BYTES = 1000  # a memory's Features with its id (measured with tracemalloc: 1,012)
