@@ -366,10 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     res = json.loads(args.report.read_text()) if args.report else run(args)
     if args.report and args.label:
         res["params"]["label"] = args.label
+    if args.json is not None and not args.report:  # first: a report that fails loses nothing
+        args.json.write_text(json.dumps(res, indent=1) + "\n")
     print()
     print(render(res, markdown=False))
     if args.json is not None and not args.report:
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
         print(f"wrote {args.json}")
     if args.write_docs:
         write_docs(res)
