@@ -63,7 +63,14 @@ def recall_engine(
         "keyword": KeywordChannel(semantic),
         "graph": GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20),
     }
-    return RecallEngine(semantic, channels, rerankers, cache, access=access)
+    return RecallEngine(
+        semantic,
+        channels,
+        rerankers,
+        cache,
+        access=access,
+        query_vectors=s.recall.query_vector_cache,
+    )
 
 
 def embedding_client(e: EmbeddingSettings) -> ModelClient:

@@ -50,6 +50,7 @@ class RecallEngine:
         cache: SemanticCache | None = None,
         clock: Callable[[], float] = time.time,
         access: AccessCounts | None = None,
+        query_vectors: int = 256,
     ) -> None:
         self.cache = cache
         self._access = access
@@ -65,7 +66,7 @@ class RecallEngine:
         )
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
-        self._queries = QueryVectors()
+        self._queries = QueryVectors(query_vectors)
         # Observers (metrics), called with every result; they must be quick and not raise.
         self.on_result: list[Callable[[RecallResult], None]] = []
 

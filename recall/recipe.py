@@ -118,6 +118,15 @@ class RecallSettings(Recipe):
         0.0, ge=0, description="Semantic cache of recent queries (0: off)."
     )
     cache_size: int = Field(1024, ge=1, description="Entries in the semantic cache.")
+    query_vector_cache: int = Field(
+        256,
+        ge=0,
+        le=100_000,
+        description=(
+            "Query embeddings kept for the most recent (user, text) pairs, so a text asked "
+            "again is not embedded again (0: off)."
+        ),
+    )
     graph_cache_mb: int = Field(
         256,
         ge=1,
