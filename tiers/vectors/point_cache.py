@@ -2,11 +2,11 @@
 
 Turning an engine record's payload into Python objects is most of a read's cost: a dense
 search of 50 hits takes about 2.1 ms with payloads and 0.3 ms without, and fetching 50 points
-by id 1.2 ms (measured 2026-11-25 at 20k points). A Recall reads the same points several
-times (each channel's hits, the graph channel's memories, the messages of the survivors), and
-consecutive queries of a user mostly read the same ones. So searches ask the engine for ids
-and scores only, and the points come from this cache, the missing ones fetched by id and
-kept: least recently used first out, at most ``max_points``.
+by id 1.2 ms (measured 2026-11-25 at 20k points, p50, another benchmark beside it). A Recall
+reads the same points several times (each channel's hits, the graph channel's memories, the
+messages of the survivors), and consecutive queries of a user mostly read the same ones. So
+searches ask the engine for ids and scores only, and the points come from this cache, the
+missing ones fetched by id and kept: least recently used first out, at most ``max_points``.
 
 Read-your-writes. Every write (upsert, a payload change, a delete) *invalidates* the ids it
 wrote before it returns, under the shard's write lock and after the engine has applied it.
