@@ -133,7 +133,8 @@ def assemble(
     memories_: list[tuple[str, Features]], triplets: list[tuple[str, str, str]]
 ) -> ScopeGraph:
     """The graph of the memories ``(point id, features)``, in that order; ``triplets`` are
-    ``(fact point id, subject, object)``."""
+    ``(fact point id, subject, object)``, in any order (they are sorted)."""
+    triplets = sorted(triplets)
     speakers = {k for _id, f in memories_ for k in f.speakers if k}
     known = speakers | {k for _id, f in memories_ for k in f.inside}
     known |= {normalize(x) for _id, s, o in triplets for x in (s, o)}
@@ -309,11 +310,8 @@ class MemoryGraphs:
         triplets = [
             (e.id, e.subject, e.object)
             for e in graph.edges_where(
-                lambda e: (
-                    e.scope.user_id == scope.user_id
-                    and (not scope.agent_id or e.scope.agent_id == scope.agent_id)
-                    and e.current
-                )
+                lambda e: (not scope.agent_id or e.scope.agent_id == scope.agent_id) and e.current,
+                scope.user_id,
             )
         ]
         return assemble(memories, triplets)

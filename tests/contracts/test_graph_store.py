@@ -227,6 +227,36 @@ def test_scopes_never_share_an_entity(impl):
         assert g.counts() == (8, 4)
 
 
+def test_edges_where_a_user_finds_its_edges_alone_through_every_change(impl):
+    graph = impl.graph
+    planner = Scope("alice", "planner")
+    graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris", episode=EP1),
+            edge("2", planner, "Alice", "owns", "a cat", episode=EP2),
+            edge("3", B, "Bob", "lives_in", "Rome", episode=EP1),
+        ]
+    )
+
+    def of(user: str, keep=lambda e: True) -> list[str]:  # type: ignore[no-untyped-def]
+        found = sorted(e.id for e in graph.edges_where(keep, user))
+        assert found == sorted(
+            e.id for e in graph.edges_where(lambda e: e.scope.user_id == user and keep(e))
+        )
+        return found
+
+    assert of("alice") == ["1", "2"] and of("bob") == ["3"] and of("carol") == []
+    assert of("alice", lambda e: e.scope.agent_id == "planner") == ["2"]
+    graph.add_edges([edge("1", A, "Alice", "lives_in", "Lyon", episode=EP1)])  # replaced
+    graph.close_edges(["2"], 5)
+    assert of("alice") == ["1", "2"] and of("alice", lambda e: e.current) == ["1"]
+    graph.remove_edges(["1"])
+    assert of("alice") == ["2"]
+    graph.remove_episodes({EP1})
+    assert of("bob") == [] and of("alice") == ["2"]
+    assert [e.id for e in impl.reopen().edges_where(lambda e: True, "alice")] == ["2"]
+
+
 def test_a_refused_write_raises_store_unavailable_and_changes_nothing(impl):
     graph = impl.graph
     kept = edge("1", A, "Alice", "lives_in", "Paris", episode=EP1)

@@ -86,8 +86,9 @@ class GraphStore(Protocol):
     def edges_of(self, scope: Scope, entity: str) -> list[Edge]:
         """Every edge touching ``entity`` (either end) in ``scope``."""
 
-    def edges_where(self, keep: Callable[[Edge], bool]) -> list[Edge]:
-        """Every edge (any scope) for which ``keep`` is true."""
+    def edges_where(self, keep: Callable[[Edge], bool], user_id: str = "") -> list[Edge]:
+        """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (without
+        looking at the other users' edges), else of any scope."""
 
     def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
         """(normalized name, sorted aliases) of every entity in ``scope``."""

@@ -82,6 +82,7 @@ class NetworkXGraph:
         self._lock = threading.RLock()
         self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
         self._ends: dict[str, tuple[Node, Node]] = {}  # edge id -> (subject node, object node)
+        self._users: dict[str, set[str]] = {}  # user id -> the ids of its edges
         for _key_bytes, raw in state.scan(GRAPH_CF, b""):
             self._apply(_decode(raw))
 
@@ -91,7 +92,7 @@ class NetworkXGraph:
 
     def _apply(self, edge: Edge) -> None:
         if edge.id in self._ends:
-            u, v = self._ends.pop(edge.id)
+            u, v = self._forget(edge.id)
             self.graph.remove_edge(u, v, key=edge.id)
         u, v = self.node(edge.scope, edge.subject), self.node(edge.scope, edge.object)
         for node, alias in ((u, edge.subject), (v, edge.object)):
@@ -100,6 +101,17 @@ class NetworkXGraph:
             self.graph.nodes[node]["aliases"].add(alias)
         self.graph.add_edge(u, v, key=edge.id, edge=edge)
         self._ends[edge.id] = (u, v)
+        self._users.setdefault(edge.scope.user_id, set()).add(edge.id)
+
+    def _forget(self, edge_id: str) -> tuple[Node, Node]:
+        """Drop an edge id from the indexes (under the lock); returns its ends."""
+        u, v = self._ends.pop(edge_id)
+        ids = self._users.get(u[0])
+        if ids is not None:
+            ids.discard(edge_id)
+            if not ids:
+                del self._users[u[0]]
+        return u, v
 
     def add_edges(self, edges: Sequence[Edge]) -> None:
         if not edges:
@@ -132,9 +144,9 @@ class NetworkXGraph:
                 batch.delete(GRAPH_CF, key)
             self._state.write(batch)
             for _key, edge in doomed:
-                ends = self._ends.pop(edge.id, None)
-                if ends is None:
+                if edge.id not in self._ends:
                     continue
+                ends = self._forget(edge.id)
                 self.graph.remove_edge(ends[0], ends[1], key=edge.id)
                 for node in ends:
                     if node in self.graph and self.graph.degree(node) == 0:
@@ -149,10 +161,19 @@ class NetworkXGraph:
             edge: Edge = self.graph.edges[ends[0], ends[1], edge_id]["edge"]
             return edge
 
-    def edges_where(self, keep: Callable[[Edge], bool]) -> list[Edge]:
-        """Every edge (any scope) for which ``keep`` is true."""
+    def edges_where(self, keep: Callable[[Edge], bool], user_id: str = "") -> list[Edge]:
+        """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (from
+        its index, without looking at the other users' edges), else of any scope."""
         with self._lock:
-            return [d["edge"] for _u, _v, d in self.graph.edges(data=True) if keep(d["edge"])]
+            if not user_id:
+                return [d["edge"] for _u, _v, d in self.graph.edges(data=True) if keep(d["edge"])]
+            found = []
+            for edge_id in self._users.get(user_id, ()):
+                u, v = self._ends[edge_id]
+                edge: Edge = self.graph.edges[u, v, edge_id]["edge"]
+                if keep(edge):
+                    found.append(edge)
+            return found
 
     def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
         """Delete these edges (unknown ids are skipped), then every node of theirs left
@@ -167,7 +188,7 @@ class NetworkXGraph:
             self._state.write(batch)
             ends: set[Node] = set()
             for edge in found:
-                u, v = self._ends.pop(edge.id)
+                u, v = self._forget(edge.id)
                 self.graph.remove_edge(u, v, key=edge.id)
                 ends.update((u, v))
             orphans = [n for n in ends if self.graph.degree(n) == 0]
