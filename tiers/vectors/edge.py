@@ -282,26 +282,25 @@ class EdgeVectorStore(EdgeBuilds):
             return {str(r.id) for r in shard.retrieve(list(wanted), False, False)}
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
-        if limit <= 0:
-            return []
-        request = ScrollRequest(
-            limit=limit, filter=build_filter(flt), with_payload=True, with_vector=False
-        )
-        with self._read("scroll") as shard:
-            records, _ = shard.scroll(request)
         return [
-            MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
+            MemoryPoint.from_payload(str(r.id), r.payload)
+            for r in self._scrolled(flt, limit, payload=True)
+            if r.payload is not None
         ]
 
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        return [str(r.id) for r in self._scrolled(flt, limit, payload=False)]
+
+    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool) -> list[Record]:
+        """Up to ``limit`` records matching ``flt``, with their payloads or not."""
         if limit <= 0:
             return []
         request = ScrollRequest(
-            limit=limit, filter=build_filter(flt), with_payload=False, with_vector=False
+            limit=limit, filter=build_filter(flt), with_payload=payload, with_vector=False
         )
-        with self._read("ids") as shard:
+        with self._read("scroll") as shard:
             records, _ = shard.scroll(request)
-        return [str(r.id) for r in records]
+        return records
 
     def count(self, flt: PointFilter) -> int:
         with self._read("count") as shard:

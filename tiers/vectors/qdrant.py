@@ -290,6 +290,17 @@ class QdrantVectorStore:
         return out
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
+        return [
+            MemoryPoint.from_payload(str(r.id), r.payload)
+            for r in self._scrolled(flt, limit, payload=True)
+            if r.payload is not None
+        ]
+
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        return [str(r.id) for r in self._scrolled(flt, limit, payload=False)]
+
+    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool) -> list[models.Record]:
+        """Up to ``limit`` records matching ``flt``, with their payloads or not."""
         if limit <= 0:
             return []
         with self._reading(), self._errors("scroll"):
@@ -297,27 +308,11 @@ class QdrantVectorStore:
                 self.collection,
                 scroll_filter=build_filter(flt),
                 limit=limit,
-                with_payload=True,
+                with_payload=payload,
                 with_vectors=False,
                 shard_key_selector=self._route(flt.user_id),
             )
-        return [
-            MemoryPoint.from_payload(str(r.id), r.payload) for r in records if r.payload is not None
-        ]
-
-    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
-        if limit <= 0:
-            return []
-        with self._reading(), self._errors("ids"):
-            records, _ = self.client.scroll(
-                self.collection,
-                scroll_filter=build_filter(flt),
-                limit=limit,
-                with_payload=False,
-                with_vectors=False,
-                shard_key_selector=self._route(flt.user_id),
-            )
-        return [str(r.id) for r in records]
+        return records
 
     def count(self, flt: PointFilter) -> int:
         with self._reading(), self._errors("count"):

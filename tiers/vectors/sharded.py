@@ -39,8 +39,9 @@ run one at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from tiers.vectors import (
     MAX_SHARDS,
@@ -62,6 +63,8 @@ from tiers.vectors.shard_ledger import ShardLedger
 from tiers.vectors.term_frequencies import DocumentFrequencies
 
 __all__ = ["ShardedVectorStore"]
+
+T = TypeVar("T")
 
 
 class ShardedVectorStore:
@@ -265,19 +268,23 @@ class ShardedVectorStore:
         return out
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
-        out: list[MemoryPoint] = []
-        for _index, store in self._scoped(flt.user_id):
-            if len(out) >= limit:
-                break
-            out += store.scroll(flt, limit - len(out))
-        return out
+        return self._gathered(flt, limit, EdgeVectorStore.scroll)
 
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
-        out: list[str] = []
+        return self._gathered(flt, limit, EdgeVectorStore.ids)
+
+    def _gathered(
+        self,
+        flt: PointFilter,
+        limit: int,
+        read: Callable[[EdgeVectorStore, PointFilter, int], list[T]],
+    ) -> list[T]:
+        """``read`` of the shards ``flt`` reaches, one after the other, until ``limit``."""
+        out: list[T] = []
         for _index, store in self._scoped(flt.user_id):
             if len(out) >= limit:
                 break
-            out += store.ids(flt, limit - len(out))
+            out += read(store, flt, limit - len(out))
         return out
 
     def count(self, flt: PointFilter) -> int:
