@@ -63,6 +63,9 @@ class Daemon(DaemonParts):
         self._health: HealthServicer | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
+        # The stages of the shutdown that failed (logged as server.stop_failed): the others
+        # still ran, and the daemon still stops (its exit code says so).
+        self.stop_failures: list[str] = []
         self.metrics: Metrics | None = Metrics() if settings.metrics.enabled else None
         self.metrics_address: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -179,44 +182,73 @@ class Daemon(DaemonParts):
         await asyncio.shield(self._stopping)
 
     async def _shutdown(self) -> None:
-        log.info(
-            "server.stopping", extra=_fields(grace_seconds=self.settings.shutdown_grace_seconds)
-        )
-        if self._health is not None:
-            await self._health.enter_graceful_shutdown()
-        if self._scheduler is not None and self._scheduler.running:
-            self._scheduler.shutdown(wait=False)
-        if self._server is not None:
-            await self._server.stop(self.settings.shutdown_grace_seconds)
-        if self.weaver is not None:
-            await asyncio.to_thread(self.weaver.stop, self.settings.shutdown_grace_seconds)
-        if self.metrics is not None:
-            await asyncio.to_thread(self.metrics.close)
-        self._close_stores()
-        log.info("server.stopped")
-        self._stopped.set()
+        """The stages in order. A stage that fails is logged (``server.stop_failed``) and the
+        next ones run anyway: the stores are flushed and closed, and the daemon stops,
+        whatever failed before (an exception here used to leave it running, stopped in
+        part, until a second signal)."""
+        grace = self.settings.shutdown_grace_seconds
+        log.info("server.stopping", extra=_fields(grace_seconds=grace))
+        try:
+            if self._health is not None:
+                async with self._stage("health"):
+                    await self._health.enter_graceful_shutdown()
+            if self._scheduler is not None and self._scheduler.running:
+                async with self._stage("scheduler"):
+                    self._scheduler.shutdown(wait=False)
+            if self._server is not None:
+                async with self._stage("server"):
+                    await self._server.stop(grace)
+            if self.weaver is not None:
+                async with self._stage("weaver"):
+                    await asyncio.to_thread(self.weaver.stop, grace)
+            if self.metrics is not None:
+                async with self._stage("metrics"):
+                    await asyncio.to_thread(self.metrics.close)
+            async with self._stage("stores"):
+                self._close_stores()
+        finally:
+            log.info("server.stopped", extra=_fields(failed=",".join(self.stop_failures)))
+            self._stopped.set()
+
+    @contextlib.asynccontextmanager
+    async def _stage(self, name: str) -> Any:
+        try:
+            yield
+        except Exception as exc:
+            self.stop_failures.append(name)
+            log.error("server.stop_failed", extra=_fields(stage=name, error=repr(exc)))
 
     def _close_stores(self) -> None:
-        """Flush and close in reverse order of opening, with writers held off."""
+        """Flush and close in reverse order of opening, with writers held off. Each part is
+        closed even when one before failed; the first failure is raised at the end."""
+        failed: list[BaseException] = []
+
+        def close(step: Any) -> None:
+            try:
+                step()
+            except Exception as exc:
+                failed.append(exc)
+
         if self.engine is not None:
-            self.engine.close()
+            close(self.engine.close)
         lock = self.working.write_lock if self.working is not None else contextlib.nullcontext()
         with lock:
             if self.forgetter is not None:
-                self.forgetter.purger.close()  # first: the purge the next line ends is no error
+                # first: the purge the next line ends is no error
+                close(self.forgetter.purger.close)
             if self.semantic is not None:
-                self.semantic.close()  # ends a purge in progress (its child is killed)
+                close(self.semantic.close)  # ends a purge in progress (its child is killed)
             if self.embedding_client is not None:  # its thread pool, once nothing embeds
-                self.embedding_client.close()
+                close(self.embedding_client.close)
             purger = self.forgetter.purger if self.forgetter is not None else None
             if purger is not None and not purger.join(PURGER_JOIN_SECONDS):
                 log.error("forget.purger_stuck", extra=_fields(seconds=PURGER_JOIN_SECONDS))
             for store in (self.journal_store, self.state):
                 if store is not None:
-                    try:
-                        store.flush()
-                    finally:
-                        store.close()
+                    close(store.flush)
+                    close(store.close)
+        if failed:
+            raise failed[0]
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -123,7 +123,7 @@ async def serve(settings: Settings, ready_file: Path | None = None) -> int:
         tmp.write_text(json.dumps({"address": address, "pid": os.getpid()}))
         tmp.replace(ready_file)
     await daemon.wait_stopped()
-    return EXIT_OK
+    return EXIT_FAILURE if daemon.stop_failures else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ class FlakyVectors:
         self.upsert_budget: int | None = None  # points still stored before upserts fail
         self.fail_dense = False
         self.fail_sparse = False
+        self.fail_close = False
 
     def _fail(self, what: str) -> None:
         raise VectorStoreUnavailable(f"injected fault: {what} failed")
@@ -95,6 +96,8 @@ class FlakyVectors:
 
     def close(self) -> None:
         self.inner.close()
+        if self.fail_close:
+            self._fail("close")
 
 
 @dataclass
@@ -203,3 +206,23 @@ def test_recall_and_pack_answer_from_the_channels_that_work(start_daemon, flaky)
         store.fail_dense = store.fail_sparse = False
         again = c.recall("tomatoes garden", user_id="alice", k=3)
         assert again.hits and list(again.degraded_channels) == []
+
+
+def test_a_stage_of_the_shutdown_that_fails_does_not_keep_the_daemon_running(
+    start_daemon, flaky, caplog
+):
+    """Tier 3's close fails: the shutdown logs it, closes the state and journal stores
+    anyway, and stops (the exit code of ``stratad serve`` says it failed); it used to stay
+    running, stopped in part, until a second signal."""
+    daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
+    daemon.daemon.semantic.wait_ready(120)
+    with daemon.client() as c:
+        assert c.append("s1", "before the stop", user_id="alice").seq == 1
+    flaky.made[0].fail_close = True
+    daemon.call(daemon.daemon.stop(), timeout=60)  # returns: the daemon stopped
+    assert daemon.daemon.stop_failures == ["stores"]
+    assert daemon.call(daemon.daemon.wait_stopped(), timeout=5) is None
+    failed = [r for r in caplog.records if r.getMessage() == "server.stop_failed"]
+    assert failed and "injected fault: close failed" in str(failed[0].__dict__)
+    with pytest.raises(Exception):  # noqa: B017 - closed: rocksdict's own error type
+        daemon.daemon.state.get(GRAPH_CF, b"x")
