@@ -20,6 +20,8 @@ import psutil
 from tests.support import ROOT as PROJECT_ROOT
 from tests.support import ProcessDaemon
 
+STOP_SECONDS = 120.0  # the longest a benchmark's daemon may take to stop on SIGTERM
+
 
 class RunningDaemon(NamedTuple):
     address: str
@@ -32,7 +34,9 @@ def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[Runnin
     """Run ``stratad serve`` in a fresh temporary data directory until the block exits.
 
     ``settings`` are extra ``STRATA_*`` variables (for example ``{"STRATA_SYNC": "true"}``).
-    On exit the daemon gets SIGTERM; a non-zero exit code is printed with the log's tail.
+    On exit the daemon gets SIGTERM; a non-zero exit code is printed with the log's tail, and
+    a daemon still running after :data:`STOP_SECONDS` is said so and killed (the benchmark's
+    figures are kept).
     """
     extra = {k.removeprefix("STRATA_").lower(): v for k, v in (settings or {}).items()}
     extra.setdefault("log_level", "warning")
@@ -41,8 +45,17 @@ def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[Runnin
         try:
             yield RunningDaemon(proc.address, proc.pid, proc.data_dir)
         finally:
-            if proc.proc.poll() is None and proc.terminate() != 0:
-                print(f"stratad exited with code {proc.proc.returncode}:\n{proc.log()}")
+            if proc.proc.poll() is None:
+                try:
+                    code = proc.terminate(STOP_SECONDS)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    print(
+                        f"stratad still ran {STOP_SECONDS:g} s after SIGTERM: killed\n{proc.log()}"
+                    )
+                else:
+                    if code != 0:
+                        print(f"stratad exited with code {code}:\n{proc.log()}")
 
 
 @contextmanager
