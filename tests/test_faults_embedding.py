@@ -84,14 +84,16 @@ def test_remote_embeddings_index_recall_and_survive_an_outage(spawn, endpoint, t
         assert "nurse" in top_vector_hit(c, "Where does Alice work now?")
         assert embedding_requests(endpoint) >= 3  # the probe, the index batch(es), the queries
 
-        # The endpoint goes down.
+        # The endpoint goes down: a question never asked cannot be embedded...
         endpoint.outage = Reply.error(503)
         with pytest.raises(grpc.RpcError) as err:
-            c.recall("What is the name of Alice's dog?", user_id="alice")
+            c.recall("Which pet did Alice adopt?", user_id="alice")
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         details = err.value.details() or ""
         assert f"embedding litellm:{MODEL} at {endpoint.base_url}" in details
         assert "ServiceUnavailableError 503" in details
+        # ... while one asked before is answered from its kept vector (recall.query_vector_cache).
+        assert "Biscuit" in top_vector_hit(c, "What is the name of Alice's dog?")
 
         # A session ended meanwhile is kept, unindexed; the weaver backs off and tries again.
         before = embedding_requests(endpoint)
