@@ -113,7 +113,10 @@ class QueryContext:
         hits = shared.hits()
         if kinds:
             hits = [h for h in hits if h.point.kind in kinds]
-        return hits[:limit]
+        # Equal scores by id before the cut: the engine orders ties as they happen to be
+        # stored (and its search threads may merge them in any order), so which of two tied
+        # points a shorter list keeps must not depend on it.
+        return sorted(hits, key=lambda h: (-h.score, h.point.id))[:limit]
 
 
 @dataclass(slots=True)

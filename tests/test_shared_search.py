@@ -15,7 +15,7 @@ from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph_channel import GraphChannel
 from recall.recipe import Recipe
-from tests.contracts.corpus import QUESTION, A, Tier3, ctx, filled
+from tests.contracts.corpus import QUESTION, TWIN, A, Tier3, ctx, filled
 from tiers.vectors import Hit, VectorStoreUnavailable
 
 
@@ -102,3 +102,18 @@ def test_a_failed_shared_search_fails_every_channel_that_reads_it(tier3):
     with pytest.raises(VectorStoreUnavailable, match="disk gone"):
         GraphChannel(tier3.semantic).search(c, 10)
     assert calls == [1]  # searched once; the error is kept for the others
+
+
+def test_a_cut_of_the_shared_search_keeps_the_lower_id_of_tied_hits(tier3):
+    """Which of two tied points a shorter list keeps does not depend on the order the engine
+    returned them in (storage order, its threads' merge): the lower id, as every channel
+    orders ties."""
+    c = ctx()
+    _embedder, vectors = tier3.semantic.wait_ready(0)
+    both = vectors.search_dense(c.vector.tolist(), c.query.filter(), 10)
+    twins = [h for h in both if h.point.text.endswith(TWIN.split(": ", 1)[1])]
+    assert len(twins) == 2 and twins[0].score == twins[1].score
+    low, high = sorted(twins, key=lambda h: h.point.id)
+    for order in ([low, high], [high, low]):
+        c.dense = SharedSearch(10, lambda order=order: list(order))
+        assert c.dense_hits(1) == [low]
