@@ -1,4 +1,15 @@
-"""An optional semantic cache of recent recalls (off by default: ``recall.cache_ttl_seconds``).
+"""What Recall keeps of recent queries, per user: the query vectors (:class:`QueryVectors`)
+and an optional semantic cache of answers (:class:`SemanticCache`). Both are
+:class:`tiers.forget_plan.ScopeCache` s: a Forget empties a user's entries.
+
+**Query vectors.** An agent's turn often asks the same thing twice (GetContext, then Pack or
+Recall with the same text; a retry), and concurrent requests share one model call
+(:class:`tiers.batcher.Batcher`). So the engine's query vectors come from a small LRU cache
+of the most recent ``(user, text)`` pairs' vectors in front of a batcher over the
+embedder's ``encode_queries``; a query's text may say what a user told the agent, so the
+cache is per user, in memory only.
+
+**Semantic cache** (off by default: ``recall.cache_ttl_seconds``).
 
 A query is served from the cache when a query with the same parameters (scope, k, kinds,
 time range, channels, rerank, recipe) and an embedding within ``cache_similarity`` cosine was
@@ -24,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from recall.result import RecallResult
+from tiers.batcher import Batcher
+from tiers.embedding import Embedder
 
 
 @dataclass(slots=True)
@@ -109,3 +122,54 @@ class SemanticCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class QueryVectors:
+    """``vector(embedder, user_id, text)``: the query embedding of ``text`` by ``embedder``,
+    from the cache of the ``size`` most recent ``(user_id, text)`` pairs or computed (batched
+    with concurrent callers). Another embedder than the last one's (a model switched at
+    start-up) empties the cache. The arrays returned are read-only and shared. Raises what
+    ``embedder.encode_queries`` raises (nothing is cached then)."""
+
+    def __init__(self, size: int = 256) -> None:
+        if size < 0:
+            raise ValueError(f"the query vector cache holds 0 or more texts, not {size}")
+        self._size = size
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._model: tuple[Embedder, Batcher[str, np.ndarray]] | None = None
+        self.hits = 0  # answers from the cache (for tests and figures)
+        self.computed = 0  # answers from the model
+
+    def vector(self, embedder: Embedder, user_id: str, text: str) -> np.ndarray:
+        key = (user_id, text)
+        with self._lock:
+            if self._model is None or self._model[0] is not embedder:
+                batcher: Batcher[str, np.ndarray] = Batcher(
+                    lambda texts: list(embedder.encode_queries(texts))
+                )
+                self._model = (embedder, batcher)
+                self._cache.clear()
+            batcher = self._model[1]
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                self.hits += 1
+                return found
+        vector = np.array(batcher(text), dtype=np.float32)
+        vector.setflags(write=False)
+        with self._lock:
+            self.computed += 1
+            if self._size and self._model[1] is batcher:
+                self._cache[key] = vector
+                while len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+        return vector
+
+    def forget_scope(self, user_id: str) -> int:
+        """Forget's hook: drop the user's cached query texts and vectors. Returns how many."""
+        with self._lock:
+            keys = [key for key in self._cache if key[0] == user_id]
+            for key in keys:
+                del self._cache[key]
+        return len(keys)

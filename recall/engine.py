@@ -25,11 +25,10 @@ from recall import (
     RerankFailed,
     SharedSearch,
 )
-from recall.cache import SemanticCache
+from recall.cache import QueryVectors, SemanticCache
 from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
-from recall.query_vectors import QueryVectors
 from recall.result import RecallResult
 from tiers.access import AccessCounts
 from tiers.forget import ScopeCache

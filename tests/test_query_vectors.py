@@ -1,4 +1,4 @@
-"""Query vectors (recall.query_vectors): a text of a user is embedded once while it is recent,
+"""Query vectors (recall.cache.QueryVectors): a text of a user is embedded once while it is recent,
 by the real model; the cache is bounded, per embedder and per user, returns read-only arrays,
 and caches no failure. Forget's side is in tests/contracts/test_scope_cache.py."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recall.query_vectors import QueryVectors
+from recall.cache import QueryVectors
 from tests.contracts.models_kit import minilm, minilm_endpoint
 from tests.llm_server import Reply
 from tiers.embedding_litellm import LiteLLMEmbedder

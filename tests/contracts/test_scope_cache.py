@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from recall.cache import SemanticCache
+from recall.cache import QueryVectors, SemanticCache
 from recall.graph_channel import GraphChannel
-from recall.query_vectors import QueryVectors
 from recall.result import RecallResult
 from tests.contracts.corpus import A, B, ctx, filled
 from tests.contracts.models_kit import minilm
