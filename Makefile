@@ -36,7 +36,7 @@ test-fast: $(STAMP)
 
 # Fails when the lock no longer matches pyproject.toml or this venv, and says how to refresh it.
 lock-check: $(STAMP)
-	$(BIN)/python -m tests.lockfile
+	$(BIN)/python -m tests.support.lockfile
 
 # Re-resolve the lock after a change to pyproject.toml, keeping every pin that still fits
 # (make lock LOCK_ARGS=--upgrade moves everything to the newest versions that install).
@@ -95,10 +95,10 @@ bench-forget: $(STAMP)
 	$(BIN)/python -m tests.bench.forget_cost --points 400000
 
 protos: $(STAMP)
-	$(BIN)/python -m daemon.protogen
+	$(BIN)/python -m daemon.dev.protogen
 
 docs: $(STAMP)
-	$(BIN)/python -m daemon.docgen
+	$(BIN)/python -m daemon.dev.docgen
 
 clean:
 	rm -rf $(VENV) $(VENV)-lock .pytest_cache .mypy_cache .ruff_cache *.egg-info

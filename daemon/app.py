@@ -1,9 +1,9 @@
 """The daemon's lifecycle: open the stores, serve, and shut down in order.
 
-Start-up: data directory, state store, journal store, working-memory recovery, metrics
-endpoint (when enabled), gRPC server (memory, admin, health, reflection: :mod:`daemon.server`),
-scheduler (:mod:`daemon.scheduler`). The server accepts appends as soon as the stores are open;
-nothing slow is on that path. What is opened and how the parts are wired to each other is
+Start-up: data directory, state store, journal store, working-memory recovery, metrics endpoint
+(when enabled), gRPC server (memory, admin, health, reflection: :mod:`daemon.server.grpc_server`),
+scheduler (:mod:`daemon.server.scheduler`). The server accepts appends as soon as the stores are
+open; nothing slow is on that path. What is opened and how the parts are wired to each other is
 :mod:`daemon.wiring` (:class:`~daemon.wiring.DaemonParts`, which :class:`Daemon` extends).
 
 Health: every named service is SERVING as soon as the server runs (appends are served); the
@@ -27,10 +27,10 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 
-from daemon import gc_pauses
-from daemon.metrics import Metrics
-from daemon.scheduler import build_scheduler
-from daemon.server import SERVICES, HealthServicer, bind
+from daemon.server import gc_pauses
+from daemon.server.grpc_server import SERVICES, HealthServicer, bind
+from daemon.server.metrics import Metrics
+from daemon.server.scheduler import build_scheduler
 from daemon.settings import Settings, is_loopback
 from daemon.wiring import DaemonParts, Factories
 
@@ -48,7 +48,7 @@ class Daemon(DaemonParts):
         self, settings: Settings, *, freeze_gc: bool = False, factories: Factories | None = None
     ) -> None:
         """``freeze_gc``: once Tier 3 is open, freeze what the process holds out of later
-        garbage collections (:func:`daemon.gc_pauses.freeze`); for the ``stratad`` process,
+        garbage collections (:func:`daemon.server.gc_pauses.freeze`); for the ``stratad`` process,
         not for a daemon embedded in another program (its objects would be frozen too).
 
         ``factories``: how the vector store and the embedding service are made, and the clock

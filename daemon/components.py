@@ -12,12 +12,12 @@ from recall import Channel, Reranker
 from recall.cache import SemanticCache
 from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
-from recall.graph_channel import GraphChannel
+from recall.graph.channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
-from tiers.access import AccessCounts
-from tiers.embedding import Embedder, SentenceTransformerEmbedder
-from tiers.models import ModelClient
-from tiers.semantic import SemanticStore
+from tiers.core.models import ModelClient
+from tiers.keyed.access import AccessCounts
+from tiers.semantic.embedding import Embedder, SentenceTransformerEmbedder
+from tiers.semantic.store import SemanticStore
 from tiers.settings import EmbeddingSettings
 from weaver.extractors import Extractor
 from weaver.settings import LLMSettings
@@ -91,7 +91,7 @@ def embedding_client(e: EmbeddingSettings) -> ModelClient:
 def litellm_embedder(e: EmbeddingSettings, client: ModelClient) -> Embedder:
     """The remote embedder; with ``embedding.dim = 0`` this asks the endpoint for the vector
     size, and the loader retries it while the endpoint is down."""
-    from tiers.embedding_litellm import LiteLLMEmbedder
+    from tiers.semantic.embedding.remote import LiteLLMEmbedder
 
     return LiteLLMEmbedder(
         client, dim=e.dim, query_prefix=e.query_prefix, document_prefix=e.document_prefix

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from daemon.admin_service import AdminService, BackupSources, backup_vectors, external_vectors
 from daemon.components import (
     embedding_client,
     embedding_description,
@@ -33,35 +32,37 @@ from daemon.components import (
     local_embedder,
     recall_engine,
 )
-from daemon.export_rpcs import transfer_sources
-from daemon.memory_service import MemoryService
-from daemon.scheduler import next_consolidation
-from daemon.security_settings import read_secret_file
-from daemon.server import HealthServicer, build_server
+from daemon.server.grpc_server import HealthServicer, build_server
+from daemon.server.scheduler import next_consolidation
+from daemon.services.admin import AdminService, BackupSources, backup_vectors, external_vectors
+from daemon.services.export import transfer_sources
+from daemon.services.memory import MemoryService
+from daemon.services.weaver import WeaverService
 from daemon.settings import Settings
-from daemon.weaver_service import WeaverService
+from daemon.settings.security import read_secret_file
 from recall.engine import RecallEngine
-from tiers.access import AccessCounts
-from tiers.anchors import AnchorStore
-from tiers.documents import DocumentStore
-from tiers.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
-from tiers.embedding_priority import PriorityEmbedder
-from tiers.forget import Forgetter
-from tiers.journal import JOURNAL_CFS, Journal
-from tiers.models import ModelClient
-from tiers.pins import PinStore
+from tiers.core.models import ModelClient
+from tiers.journal.store import JOURNAL_CFS, Journal
+from tiers.keyed.access import AccessCounts
+from tiers.keyed.anchors import AnchorStore
+from tiers.keyed.documents import DocumentStore
+from tiers.keyed.pins import PinStore
+from tiers.rights.forget.cascade import Forgetter
 from tiers.rocks import RocksStore
-from tiers.semantic import SemanticStore, edge_store_path
-from tiers.session import WindowLimits
-from tiers.vectors import VectorStore
+from tiers.schema import STATE_CFS
+from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tiers.semantic.embedding.priority import PriorityEmbedder
+from tiers.semantic.store import SemanticStore, edge_store_path
+from tiers.semantic.vectors import VectorStore
 from tiers.workers.embedder import describe, start_background
 from tiers.workers.pool import WorkerStatus, WorkerUnavailable
-from tiers.working import STATE_CFS, WorkingMemory
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import WindowLimits
 from weaver.consolidate import Consolidator, redact_record
 from weaver.extractors.local import LocalExtractor
 from weaver.index import DocumentIndexer, Indexer
+from weaver.jobs.runner import Weaver
 from weaver.rebuild import Rebuilder, RebuildReport
-from weaver.runner import Weaver
 
 log = logging.getLogger("strata.daemon")
 
@@ -72,7 +73,7 @@ def configured_vectors(settings: Settings) -> VectorStore:
     data directory in ``vectors.shards`` shards."""
     s = settings
     if s.qdrant_url:
-        from tiers.vectors.qdrant import QdrantVectorStore
+        from tiers.semantic.vectors.qdrant import QdrantVectorStore
 
         key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
         if s.qdrant_api_key_file is not None:
@@ -80,7 +81,7 @@ def configured_vectors(settings: Settings) -> VectorStore:
         return QdrantVectorStore.from_url(
             s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys
         )
-    from tiers.vectors.sharded import ShardedVectorStore
+    from tiers.semantic.vectors.sharded import ShardedVectorStore
 
     return ShardedVectorStore(edge_store_path(s.data_dir), s.vectors.shards, s.vectors.point_cache)
 
@@ -135,7 +136,7 @@ class Factories:
     """How a daemon makes its vector store and its embedding service, and the clock its
     journal and working memory read; the defaults make what the settings name, and the system
     clock (what ``stratad`` runs). Pass others as ``Daemon(settings, factories=...)`` to put
-    another :class:`~tiers.vectors.VectorStore` implementation under Tier 3, or in tests (a
+    another :class:`~tiers.semantic.vectors.VectorStore` implementation under Tier 3, or in tests (a
     store that fails on cue, a model load held back, a clock days later).
 
     - ``open_vectors(settings)``: called once, on the Tier 3 loader thread after the model has

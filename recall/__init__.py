@@ -20,9 +20,9 @@ from typing import Protocol
 import numpy as np
 
 from recall.recipe import Recipe
-from tiers.errors import StrataError
-from tiers.records import Scope
-from tiers.vectors import Hit, MemoryPoint, PointFilter
+from tiers.core.errors import StrataError
+from tiers.core.records import Scope
+from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter
 
 CHANNELS = ("vector", "keyword", "graph")
 
@@ -130,7 +130,7 @@ class Candidate:
     recency_factor: float = 1.0
     kind_factor: float = 1.0
     importance_factor: float = 1.0  # the recipe's weight for a fact's category
-    accesses: int = 0  # tiers.access: Pack and GetContext hand-outs (read with reinforcement)
+    accesses: int = 0  # tiers.keyed.access: Pack and GetContext hand-outs (read with reinforcement)
     found_via: str = ""  # per_message: the id of the hit that brought this message's point
     merged_ids: list[str] = field(default_factory=list)
     rerank_note: str = ""
@@ -147,11 +147,11 @@ class Channel(Protocol):
     query it has nothing for), all inside the query's scope and filter: never another user's
     point, nor another agent's when the scope names one.
 
-    ``search`` raises on failure (the engine reports the channel as degraded and goes on
-    with the others): :class:`tiers.embedding.EmbeddingUnavailable` while Tier 3 is starting
-    (or failed to), :class:`tiers.vectors.VectorStoreUnavailable` when the vector store fails
-    a read, and :class:`ValueError` for a query without a ``user_id`` (scope is a hard
-    filter). ``tests/contracts/test_channel.py`` runs the contract against each
+    ``search`` raises on failure (the engine reports the channel as degraded and goes on with the
+    others): :class:`tiers.semantic.embedding.EmbeddingUnavailable` while Tier 3 is starting (or
+    failed to), :class:`tiers.semantic.vectors.VectorStoreUnavailable` when the vector store fails a
+    read, and :class:`ValueError` for a query without a ``user_id`` (scope is a hard filter).
+    ``tests/contracts/test_channel.py`` runs the contract against each
     channel."""
 
     name: str

@@ -1,10 +1,10 @@
 """What Recall keeps of recent queries, per user: the query vectors (:class:`QueryVectors`)
 and an optional semantic cache of answers (:class:`SemanticCache`). Both are
-:class:`tiers.forget_plan.ScopeCache` s: a Forget empties a user's entries.
+:class:`tiers.rights.forget.plan.ScopeCache` s: a Forget empties a user's entries.
 
 **Query vectors.** An agent's turn often asks the same thing twice (GetContext, then Pack or
 Recall with the same text; a retry), and concurrent requests share one model call
-(:class:`tiers.batcher.Batcher`). So the engine's query vectors come from a small LRU cache
+(:class:`tiers.core.batcher.Batcher`). So the engine's query vectors come from a small LRU cache
 of the most recent ``(user, text)`` pairs' vectors in front of a batcher over the
 embedder's ``encode_queries``; a query's text may say what a user told the agent, so the
 cache is per user, in memory only.
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from recall.result import RecallResult
-from tiers.batcher import Batcher
-from tiers.embedding import Embedder
+from tiers.core.batcher import Batcher
+from tiers.semantic.embedding import Embedder
 
 
 @dataclass(slots=True)

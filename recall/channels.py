@@ -1,4 +1,4 @@
-"""The vector and keyword channels (the graph channel is in :mod:`recall.graph_channel`).
+"""The vector and keyword channels (the graph channel is in :mod:`recall.graph.channel`).
 
 Each returns its hits best first, points of equal score by id: the engine orders ties by
 where the points happen to be stored, and the same memory must rank the same in every daemon
@@ -8,8 +8,8 @@ that holds it (an imported copy, a rebuilt store), whatever order it was written
 from __future__ import annotations
 
 from recall import QueryContext
-from tiers.semantic import SemanticStore
-from tiers.vectors import Hit, MemoryPoint
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import Hit, MemoryPoint
 
 
 class VectorChannel:

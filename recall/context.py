@@ -4,7 +4,7 @@ structured items. A function of what the daemon read (:func:`assemble`), plus th
 makes a query from the window when the caller gives none (:func:`formulate_query`).
 
 **Order and budget.** ``max_tokens`` is never exceeded; tokens are counted as everywhere in
-Strata (:mod:`tiers.tokens`) on the exact lines of the block, section headings included
+Strata (:mod:`tiers.core.tokens`) on the exact lines of the block, section headings included
 (lines are joined by white space, so the block's count is the sum of its lines'):
 
 1. the session anchor, whole or not at all;
@@ -25,14 +25,11 @@ engine has merged hits that share their sources already.
     Session anchor (updated 2025-05-01 10:02 UTC):
     <the anchor's text>
 
-    Pinned:
-    [fact · 2025-04-02 · Alice] Alice is vegetarian.
+    Pinned: [fact · 2025-04-02 · Alice] Alice is vegetarian.
 
-    From memory:
-    [conversation · 2025-03-30] Alice: I moved to Lisbon.
+    From memory: [conversation · 2025-03-30] Alice: I moved to Lisbon.
 
-    Conversation:
-    [2025-05-01 10:01] Alice: Where should we eat tonight?
+    Conversation: [2025-05-01 10:01] Alice: Where should we eat tonight?
 
 Memory lines are :func:`recall.pack.format_item`'s; a message line is ``[DATE TIME] Speaker:
 text`` (UTC), the speaker being the message's name, else its role, and a tool call shown as
@@ -49,10 +46,10 @@ from dataclasses import dataclass, field
 from recall import Candidate
 from recall.pack import format_item
 from recall.words import names, tokens
-from tiers.anchors import Anchor
-from tiers.records import StoredMessage
-from tiers.tokens import count_tokens
-from tiers.vectors import source_key
+from tiers.core.records import StoredMessage
+from tiers.core.tokens import count_tokens
+from tiers.keyed.anchors import Anchor
+from tiers.semantic.vectors import source_key
 
 ANCHOR_HEADING = "Session anchor (updated {when}):"
 PINNED_HEADING = "Pinned:"

@@ -30,10 +30,10 @@ from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.result import RecallResult
-from tiers.access import AccessCounts
-from tiers.forget import ScopeCache
-from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, source_key
+from tiers.keyed.access import AccessCounts
+from tiers.rights.forget.cascade import ScopeCache
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, source_key
 
 log = logging.getLogger("strata.recall")
 _WORD = re.compile(r"\w+")

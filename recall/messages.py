@@ -18,9 +18,18 @@ from dataclasses import replace
 
 from recall import Candidate
 from recall.fusion import rrf
-from tiers.vectors import MemoryPoint, PointFilter, VectorStore, admits, source_key, turn_point_id
+from tiers.semantic.vectors import (
+    MemoryPoint,
+    PointFilter,
+    VectorStore,
+    admits,
+    source_key,
+    turn_point_id,
+)
 
-Key = tuple[str, int]  # (session_id, seq); a keyed document's own (tiers.vectors.source_key)
+Key = tuple[
+    str, int
+]  # (session_id, seq); a keyed document's own (tiers.semantic.vectors.source_key)
 
 
 def flatten(points: Sequence[MemoryPoint]) -> list[Key]:

@@ -4,7 +4,7 @@ The messages come from the journal while it has the episode; after the journal e
 expired they come from Tier 3, whose chunk points keep each source message's text, speaker
 and time. A memory citing several sessions (an entity profile) has no one episode: its
 messages are its sources' own texts, in the order of its sources (each names its session).
-A keyed document (``tiers.documents``) comes from no conversation: the node alone, no episode
+A keyed document (``tiers.keyed.documents``) comes from no conversation: the node alone, no episode
 and no messages.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiers.errors import EpisodeNotFound, NotFound, TierError
-from tiers.journal import Journal
-from tiers.records import Episode, Scope, StoredMessage
-from tiers.semantic import SemanticStore
-from tiers.tokens import count_tokens
-from tiers.vectors import MemoryPoint, PointFilter, Source, VectorStore
+from tiers.core.errors import EpisodeNotFound, NotFound, TierError
+from tiers.core.records import Episode, Scope, StoredMessage
+from tiers.core.tokens import count_tokens
+from tiers.journal.store import Journal
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, VectorStore
 
 
 class NodeNotFound(TierError, NotFound):

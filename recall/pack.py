@@ -4,7 +4,7 @@ Each item is one line block: ``[kind · date · speaker] text`` (a keyed documen
 ``[document · date · namespace/key] text``); a superseded fact says since when it no longer
 holds. Items are taken in rank order while they fit; one that does not fit is skipped and
 smaller ones after it may still fit. Tokens are counted as everywhere in Strata
-(:mod:`tiers.tokens`), and the block never exceeds the budget.
+(:mod:`tiers.core.tokens`), and the block never exceeds the budget.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from recall import Candidate
-from tiers.tokens import count_tokens
+from tiers.core.tokens import count_tokens
 
 LABELS = {
     "fact": "fact",

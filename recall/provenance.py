@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from recall import Candidate
 from recall.words import content_stems, stem, tokens
-from tiers.vectors import Source
+from tiers.semantic.vectors import Source
 
 Key = tuple[str, int]  # (session_id, seq)
 

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tiers.settings import Section
+from tiers.core.settings import Section
 
-# A Tier 3 point kind (tiers.vectors.KINDS).
+# A Tier 3 point kind (tiers.semantic.vectors.KINDS).
 Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
 # A fact's category (weaver.categories.CATEGORIES).
 Category = Literal["preference", "instruction", "correction"]

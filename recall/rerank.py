@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from recall import Candidate, QueryContext, RerankFailed
-from tiers.errors import ModelError
-from tiers.models import LLMTotals, ModelClient
-from tiers.models.retry import RetryReply
-from tiers.prompts import escape_data
+from tiers.core.errors import ModelError
+from tiers.core.models import LLMTotals, ModelClient
+from tiers.core.models.retry import RetryReply
+from tiers.core.prompts import escape_data
 
 # -- local -----------------------------------------------------------------------------------
 
@@ -283,7 +283,7 @@ def parse_order(content: str | None, count: int) -> list[int]:
 class LLMReranker:
     """Orders the top ``max_candidates`` with one chat completion; the candidates beyond them,
     and those the model leaves out, follow in their fused order. The request, the key and the
-    retries are the model client's (:class:`tiers.models.ModelClient`)."""
+    retries are the model client's (:class:`tiers.core.models.ModelClient`)."""
 
     name = "llm"
 

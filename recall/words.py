@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tiers.graph import normalize
+from tiers.semantic.graph import normalize
 
 _TOKEN = re.compile(r"[\w'-]+")
 _STOP_WORDS = """

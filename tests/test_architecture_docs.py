@@ -1,7 +1,7 @@
 """docs/architecture.md's tables, checked against the code so that they cannot drift: the
 packages (each subpackage in a row, every module a row names present; the floors are checked in
 ``tests/test_layering.py``) and the column families of both RocksDB stores. The list of every
-module is generated (``docs/modules.md``, ``python -m daemon.docgen``, checked in test_docs)."""
+module is generated (``docs/modules.md``, ``python -m daemon.dev.docgen``, checked in test_docs)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from daemon.docgen import GENERATED, PACKAGES
+from daemon.dev.docgen import GENERATED, PACKAGES
 from tests.support import ROOT
-from tiers.journal import JOURNAL_CFS
-from tiers.working import STATE_CFS
+from tiers.journal.store import JOURNAL_CFS
+from tiers.schema import STATE_CFS
 
 DOC = ROOT / "docs" / "architecture.md"
 
@@ -45,7 +45,8 @@ def _package_rows() -> dict[str, tuple[str, str]]:
 
 
 def _python_packages() -> list[str]:
-    """Every package dir of the four packages, relative to the root (``tiers/vectors`` ...),
+    """Every package dir of the four packages, relative to the root (``tiers/semantic/vectors``
+    ...),
     generated stubs aside (named in the daemon's row as ``pb/``)."""
     found = []
     for top in PACKAGES:

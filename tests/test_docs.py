@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from daemon import docgen, protogen
+from daemon.dev import docgen, protogen
 from tests.support import ROOT, daemon_env
 
 README = (ROOT / "README.md").read_text()
@@ -51,7 +51,7 @@ def test_generated_stubs_have_not_drifted():
 
 
 def test_cli_reference_and_settings_table_match_the_code():
-    assert docgen.main(["--check"]) == 0, "run: python -m daemon.docgen"
+    assert docgen.main(["--check"]) == 0, "run: python -m daemon.dev.docgen"
 
 
 def test_example_config_names_every_setting_with_its_default(tmp_path):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from daemon.client import MemoryClient
-from tests.llm_server import FakeOpenAI
 from tests.support import ROOT, ProcessDaemon, daemon_env, wait_until
+from tests.support.llm_server import FakeOpenAI
 
 pytestmark = pytest.mark.slow
 DOC = (ROOT / "docs" / "integrations.md").read_text()

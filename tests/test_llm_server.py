@@ -1,4 +1,4 @@
-"""The loopback OpenAI server of the tests (``tests/llm_server.py``) itself."""
+"""The loopback OpenAI server of the tests (``tests/support/llm_server.py``) itself."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import threading
 import time
 import urllib.request
 
-from tests.llm_server import FakeOpenAI
 from tests.support import wait_until
+from tests.support.llm_server import FakeOpenAI
 
 
 def test_fake_server_closes_promptly_while_a_handler_hangs():

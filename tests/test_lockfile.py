@@ -1,11 +1,11 @@
-"""The lock-file check (``python -m tests.lockfile``, part of ``make test``)."""
+"""The lock-file check (``python -m tests.support.lockfile``, part of ``make test``)."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
-from tests.lockfile import LOCK, PYPROJECT, main, mismatches, not_installed, parse_lock
+from tests.support.lockfile import LOCK, PYPROJECT, main, mismatches, not_installed, parse_lock
 
 PYPROJECT_TEXT = """
 [build-system]

@@ -2,7 +2,7 @@
 
 Keys and values are bytes. Writes go through :meth:`RocksStore.write` with a ``WriteBatch``,
 which is atomic across the store's column families; failures surface as
-:class:`~tiers.errors.StoreUnavailable` so nothing is acknowledged that was not written.
+:class:`~tiers.core.errors.StoreUnavailable` so nothing is acknowledged that was not written.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from tiers.errors import StoreUnavailable
+from tiers.core.errors import StoreUnavailable
 
 
 class StoreLocked(StoreUnavailable):

@@ -1,11 +1,10 @@
 """The sections of the settings about the stores: ``[working_memory]`` (Tier 1),
-``[journal]`` (Tier 2), ``[embedding]``, ``[workers]`` and ``[vectors]`` (Tier 3), and
-:class:`Section`, the base class of every section.
+``[journal]`` (Tier 2), ``[embedding]``, ``[workers]`` and ``[vectors]`` (Tier 3).
 
 They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
 settings and loads them all; each package owns its sections (``weaver.settings``,
-``recall.recipe``, ``daemon.settings_sections``), and they all derive from :class:`Section`,
-which lives here, on the lowest floor.
+``recall.recipe``, ``daemon.settings.sections``), and they all derive from
+:class:`tiers.core.settings.Section`.
 """
 
 from __future__ import annotations
@@ -13,22 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from tiers.vectors import MAX_SHARDS
-from tiers.vectors.point_cache import POINT_CACHE
+from tiers.core.settings import Section
+from tiers.semantic.vectors import MAX_SHARDS
+from tiers.semantic.vectors.point_cache import POINT_CACHE
 
 # The default shard count of the embedded vector store and the default shard keys of a new
 # Qdrant collection (docs/scaling.md, "Shards of the vector store": what a shard costs, and a
 # purge of a shard of N points; a server's keys follow its nodes).
 SHARDS = 128
 SHARD_KEYS = 4
-
-
-class Section(BaseModel):
-    """A section of the settings: an unknown key is an error."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class WorkingMemorySettings(Section):

@@ -3,5 +3,5 @@
 ``runner`` owns the worker thread (index stage, scheduled and on-demand runs), ``index`` and
 ``consolidate`` are the two stages, ``extractors`` the local and LLM back-ends, ``rebuild``
 re-derives Tier 3 from the journal and stored extractions. ``weaverctl``, a client of the
-daemon, is :mod:`daemon.weaverctl`.
+daemon, is :mod:`daemon.cli.weaverctl`.
 """

@@ -12,7 +12,7 @@ Per episode, in this order, so that a crash at any point resumes without duplica
 3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to``);
 4. only then is the episode's ``pending`` mark removed;
 5. once per run, the entity profiles of the scopes whose facts changed are rewritten from
-   their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.profiles``).
+   their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.semantic.profiles``).
 
 Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees half of them).
 """
@@ -23,12 +23,12 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 
-from tiers.graph import Edge, normalize
-from tiers.journal import Journal
-from tiers.records import Scope, pack, unpack
+from tiers.core.records import Scope, pack, unpack
+from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
-from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, Source, point_id
+from tiers.semantic.graph import Edge, normalize
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, Source, point_id
 from weaver.categories import categorize
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
@@ -189,7 +189,7 @@ class Consolidator:
 
     def refresh_profiles(self) -> int:
         """Step 5: rewrite the entity profiles of every scope whose facts changed since the
-        last call (``tiers.profiles``); returns how many profiles were written. Called once
+        last call (``tiers.semantic.profiles``); returns how many profiles were written. Called once
         per run (and per rebuild) rather than per episode: a profile is rewritten, and
         embedded, once for all the episodes of a run. After a crash in between, the next
         run in the scope brings them up to date; Forget rewrites them at once."""

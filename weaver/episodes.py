@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tiers.errors import EpisodeNotFound
-from tiers.journal import Journal
-from tiers.records import StoredMessage
-from tiers.tokens import count_tokens
-from tiers.vectors import Source, message_line
+from tiers.core.errors import EpisodeNotFound
+from tiers.core.records import StoredMessage
+from tiers.core.tokens import count_tokens
+from tiers.journal.store import Journal
+from tiers.semantic.vectors import Source, message_line
 from weaver.extractors import EpisodeInput, Turn
 from weaver.turn_text import ToolText, turn_text
 

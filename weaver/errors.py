@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tiers.errors import StrataError, Unavailable
+from tiers.core.errors import StrataError, Unavailable
 
 
 class WeaverError(StrataError):

@@ -1,6 +1,7 @@
 """A stored consolidation record (:mod:`weaver.consolidate`) as JSON, for exports.
 
-The stored record is msgpack with short keys; an export (``tiers.export``, record type
+The stored record is msgpack with short keys; an export (``tiers.rights.archive.format``, record
+type
 ``extraction``) carries it in readable form::
 
     {"extractor": "local", "summary": "...", "summary_source_seqs": [1, 2],
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiers.records import Scope
+from tiers.core.records import Scope
 from weaver.consolidate import decode_record, encode_extraction
 from weaver.extractors import EpisodeInput, Extraction, Fact, Triplet, Turn
 

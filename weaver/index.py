@@ -7,7 +7,7 @@ neighbours' context; a turn point lets a hit cite exactly the turn that matched.
 are deterministic, so indexing an episode again (after a crash) overwrites the same points.
 An episode's ``unindexed`` mark is removed only once its points are durable.
 
-Keyed documents (:mod:`tiers.documents`) are indexed here too (:class:`DocumentIndexer`): one
+Keyed documents (:mod:`tiers.keyed.documents`) are indexed here too (:class:`DocumentIndexer`): one
 ``document`` point per document put since it was last indexed, its id derived from its key,
 written only if the record is still what was embedded (a document replaced meanwhile keeps
 its mark and is indexed again; one deleted meanwhile is not written back).
@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tiers.documents import Document, DocumentStore
-from tiers.errors import EpisodeNotFound
-from tiers.journal import Journal
-from tiers.records import Scope
-from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, PointFilter, point_id
+from tiers.core.errors import EpisodeNotFound
+from tiers.core.records import Scope
+from tiers.journal.store import Journal
+from tiers.keyed.documents import Document, DocumentStore
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, point_id
 from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
 from weaver.settings import WeaverSettings
 from weaver.turn_text import ToolText

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tiers.documents import Document
-from tiers.export import EpisodeRecord, Header, MessageRecord, Record, SessionRecord
-from tiers.export_parser import ExportParser
-from tiers.records import StoredMessage
-from tiers.vectors import MemoryPoint
+from tiers.core.records import StoredMessage
+from tiers.keyed.documents import Document
+from tiers.rights.archive.format import EpisodeRecord, Header, MessageRecord, Record, SessionRecord
+from tiers.rights.archive.parser import ExportParser
+from tiers.semantic.vectors import MemoryPoint
 
 _SLUG = re.compile(r"[^a-z0-9]+")
 

@@ -12,14 +12,14 @@ Where each episode's projections come from:
   chunk points cannot be re-derived: existing ones are kept as they are.
 - records written before records kept provenance, whose journal entry has expired, cannot be
   replayed; they are counted (``skipped``) and logged.
-- keyed documents (:mod:`tiers.documents`): their points are written again from their records
+- keyed documents (:mod:`tiers.keyed.documents`): their points are written again from their records
   (same ids, the records' texts), after the episodes'.
 
 Strategy: *delete, then re-derive*. The projections of every episode about to be re-derived
 are deleted first (its points by episode id, chunks only when the journal still has the turns;
 its graph edges), then written again with the same deterministic ids, oldest episode first so
 that supersession closes the same facts as the weaver did. Projections of episodes that cannot
-be re-derived are left alone. Forgotten episodes and memories (:mod:`tiers.tombstones`) are
+be re-derived are left alone. Forgotten episodes and memories (:mod:`tiers.semantic.tombstones`) are
 never re-derived: episodes are skipped here, memories by the indexer and the consolidator.
 
 The rebuild runs on the weaver's worker thread (never during a consolidation run) and holds
@@ -33,12 +33,12 @@ import logging
 import time
 from dataclasses import dataclass
 
-from tiers.errors import EpisodeNotFound
-from tiers.journal import Journal
-from tiers.records import Episode
+from tiers.core.errors import EpisodeNotFound
+from tiers.core.records import Episode
+from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
-from tiers.semantic import SemanticStore
-from tiers.vectors import PointFilter
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import PointFilter
 from weaver.consolidate import EXTRACTIONS_CF, Consolidator, decode_record
 from weaver.episodes import load_episode
 from weaver.extractors import EpisodeInput, Extraction

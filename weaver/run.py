@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from tiers.journal import PendingEpisode
-from tiers.records import Scope
+from tiers.core.records import Scope
+from tiers.journal.store import PendingEpisode
 
 ANY_SCOPE = Scope("")
 

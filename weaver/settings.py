@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tiers.settings import Section
+from tiers.core.settings import Section
 
 
 class WeaverSettings(Section):

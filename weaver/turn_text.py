@@ -13,7 +13,7 @@ all agree; the stored messages themselves are never changed (GetNode, export).
   any other JSON value is its compact JSON; empty or ``null`` arguments give ``()``; text
   that is not JSON (the daemon validates, so only defensively) is kept with its whitespace
   collapsed. The rendered arguments are cut after ``ToolText.call_tokens`` tokens
-  (``tiers.tokens``), marked with ``…``.
+  (``tiers.core.tokens``), marked with ``…``.
 - A tool's result (a message of role ``tool``) reads as the result of the call:
   ``search_flights returned: {...}`` (the message's name, else ``tool``), its whitespace
   collapsed and cut after ``ToolText.result_tokens`` tokens, marked with ``…``.
@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from tiers.records import StoredMessage, ToolCall
-from tiers.tokens import truncate_tokens
+from tiers.core.records import StoredMessage, ToolCall
+from tiers.core.tokens import truncate_tokens
 
 CUT = "…"
 

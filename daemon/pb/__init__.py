@@ -1,1 +1,1 @@
-"""Generated gRPC stubs (python -m daemon.protogen). Do not edit."""
+"""Generated gRPC stubs (python -m daemon.dev.protogen). Do not edit."""

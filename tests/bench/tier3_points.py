@@ -9,11 +9,11 @@ import uuid
 import numpy as np
 
 from tests.bench.locomo_data import load, turn_texts
-from tiers.embedding import SentenceTransformerEmbedder
-from tiers.records import Scope
+from tiers.core.records import Scope
+from tiers.semantic.embedding import SentenceTransformerEmbedder
+from tiers.semantic.vectors import MemoryPoint, Source
+from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.settings import EmbeddingSettings
-from tiers.vectors import MemoryPoint, Source
-from tiers.vectors.bm25 import KeywordEncoder
 
 USERS = 50
 POINT_KINDS = ("episode_chunk", "summary", "fact")

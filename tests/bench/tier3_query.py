@@ -51,10 +51,10 @@ from tests.bench.tier3_points import (
     PointMaker,
     embed_pool,
 )
+from tiers.semantic.vectors import PointFilter, SparseVector
+from tiers.semantic.vectors.bm25 import KeywordEncoder
+from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.settings import EmbeddingSettings
-from tiers.vectors import PointFilter, SparseVector
-from tiers.vectors.bm25 import KeywordEncoder
-from tiers.vectors.edge import EdgeVectorStore
 
 BATCH = 1000
 TICK_SECONDS = 0.001

@@ -16,15 +16,16 @@ import numpy as np
 
 from tests.bench.locomo_data import turn_texts
 from tests.bench.weaver_inputs import LocomoSession, chunk_texts, journal_messages
-from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
-from tiers.journal import JOURNAL_CFS, Journal
-from tiers.records import Scope
+from tiers.core.records import Scope
+from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
-from tiers.semantic import SemanticStore, edge_store_path
-from tiers.session import WindowLimits
+from tiers.schema import STATE_CFS
+from tiers.semantic.embedding import EmbeddingService, SentenceTransformerEmbedder
+from tiers.semantic.store import SemanticStore, edge_store_path
+from tiers.semantic.vectors.sharded import ShardedVectorStore
 from tiers.settings import EmbeddingSettings, JournalSettings, VectorsSettings
-from tiers.vectors.sharded import ShardedVectorStore
-from tiers.working import STATE_CFS, WorkingMemory
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import WindowLimits
 from weaver.index import Indexer
 from weaver.settings import WeaverSettings
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from daemon.client import message
 from tests.bench.locomo_data import Conversation, Session, load
-from tiers.records import Message, Scope
+from tiers.core.records import Message, Scope
 from weaver.episodes import chunk, chunk_text
 from weaver.extractors import EpisodeInput, Turn
 from weaver.settings import WeaverSettings

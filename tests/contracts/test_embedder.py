@@ -1,6 +1,6 @@
-"""The :class:`tiers.embedding.Embedder` contract, run against every implementation: the local
-sentence-transformers model, :class:`tiers.embedding_litellm.LiteLLMEmbedder` on a loopback
-OpenAI-compatible endpoint that serves the same model's vectors, the model's ONNX export in
+"""The :class:`tiers.semantic.embedding.Embedder` contract, run against every implementation: the
+local sentence-transformers model, :class:`tiers.semantic.embedding.remote.LiteLLMEmbedder` on a
+loopback OpenAI-compatible endpoint that serves the same model's vectors, the model's ONNX export in
 onnxruntime alone (:class:`tiers.workers.onnx_model.OnnxModel`) and the embedder that sends
 documents to a worker process (:class:`tiers.workers.embedder.BackgroundEmbedder`). Each is
 built with batches (or requests) of two texts, so that encoding five texts crosses them."""
@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 
 from tests.contracts.models_kit import DIM, MODEL, minilm, minilm_endpoint
-from tests.llm_server import FakeOpenAI, Reply
 from tests.support import MODEL_CACHE
-from tiers.embedding import (
+from tests.support.llm_server import FakeOpenAI, Reply
+from tiers.core.errors import FailedPrecondition, ModelRequestFailed, ModelUnavailable, Unavailable
+from tiers.core.models import ModelClient
+from tiers.semantic.embedding import (
     Embedder,
     EmbeddingService,
     EmbeddingUnavailable,
     SentenceTransformerEmbedder,
 )
-from tiers.embedding_litellm import LiteLLMEmbedder
-from tiers.errors import FailedPrecondition, ModelRequestFailed, ModelUnavailable, Unavailable
-from tiers.models import ModelClient
+from tiers.semantic.embedding.remote import LiteLLMEmbedder
 from tiers.workers.embedder import BackgroundEmbedder
 from tiers.workers.onnx_model import OnnxModel
 from tiers.workers.pool import WorkerPool
@@ -172,7 +172,8 @@ def test_endpoint_down_raises_unavailable_naming_the_endpoint(served: FakeOpenAI
 
 
 def test_a_refused_request_fails_it(served: FakeOpenAI) -> None:
-    """(A reply of another vector size fails the same way: tests/test_embedding_litellm.py.)"""
+    """(A reply of another vector size fails the same way:
+    tests/tiers/test_embedding_litellm.py.)"""
     embedder = LiteLLMEmbedder(remote_client(served.base_url), dim=DIM)
     served.outage = Reply.error(401)
     with pytest.raises(ModelRequestFailed, match="401") as err:

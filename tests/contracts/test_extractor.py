@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.contracts.models_kit import loopback_client, minilm, unloaded_embed
-from tests.llm_extraction import EPISODE, episode
-from tests.llm_server import FakeOpenAI, Reply
-from tiers.embedding import EmbeddingUnavailable
-from tiers.errors import ModelUnavailable
-from tiers.records import Scope
+from tests.support.llm_extraction import EPISODE, episode
+from tests.support.llm_server import FakeOpenAI, Reply
+from tiers.core.errors import ModelUnavailable
+from tiers.core.records import Scope
+from tiers.semantic.embedding import EmbeddingUnavailable
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Triplet
 from weaver.extractors.llm import LLMExtractor

@@ -1,6 +1,7 @@
 """Tier 3's fact graph: one contract suite for every GraphStore implementation (today
-``tiers.graph.nxgraph.NetworkXGraph``, a networkx graph kept in a real RocksDB state store in
-tmp_path). Entity names are normalized (``tests/test_graph.py`` tests :func:`normalize`)."""
+``tiers.semantic.graph.nxgraph.NetworkXGraph``, a networkx graph kept in a real RocksDB state store
+in
+tmp_path). Entity names are normalized (``tests/tiers/test_graph.py`` tests :func:`normalize`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.contracts.stores import BIG, close_broken, full_disk
-from tiers.errors import StoreUnavailable, Unavailable
-from tiers.graph import Edge, GraphStore
-from tiers.graph.nxgraph import NetworkXGraph
-from tiers.records import Scope
+from tiers.core.errors import StoreUnavailable, Unavailable
+from tiers.core.records import Scope
 from tiers.rocks import RocksStore
-from tiers.vectors import Source
-from tiers.working import STATE_CFS
+from tiers.schema import STATE_CFS
+from tiers.semantic.graph import Edge, GraphStore
+from tiers.semantic.graph.nxgraph import NetworkXGraph
+from tiers.semantic.vectors import Source
 
 A, B = Scope("alice"), Scope("bob")
 EP1, EP2 = "1" * 32, "2" * 32

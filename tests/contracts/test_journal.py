@@ -1,7 +1,7 @@
-"""Tier 2's episodic journal: the contract of :class:`tiers.journal.Journal`, on real RocksDB
+"""Tier 2's episodic journal: the contract of :class:`tiers.journal.store.Journal`, on real RocksDB
 stores in tmp_path (a TTL journal store and the no-TTL state store for the marks). Its clock is
 set by hand, so expiry needs no sleep; RocksDB's own TTL compaction, which needs real seconds
-to pass, is ``tests/test_journal.py``."""
+to pass, is ``tests/tiers/test_journal.py``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.contracts.stores import BIG, Clock, close_broken, full_disk
-from tiers.errors import EpisodeNotFound, InvalidArgument, NotFound, StoreUnavailable
-from tiers.journal import JOURNAL_CFS, InvalidPageToken, Journal, PendingEpisode
-from tiers.records import Episode, Scope, StoredMessage, episode_id_for
+from tiers.core.errors import EpisodeNotFound, InvalidArgument, NotFound, StoreUnavailable
+from tiers.core.records import Episode, Scope, StoredMessage, episode_id_for
+from tiers.journal.store import JOURNAL_CFS, InvalidPageToken, Journal, PendingEpisode
 from tiers.rocks import RocksStore
-from tiers.working import STATE_CFS
+from tiers.schema import STATE_CFS
 
 DAY_US = 86_400 * 1_000_000
 T0 = 1_700_000_000 * 1_000_000

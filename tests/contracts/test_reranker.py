@@ -16,11 +16,11 @@ from recall import Candidate, Query, QueryContext, Reranker, RerankFailed
 from recall.recipe import Recipe
 from recall.rerank import DATA_CLOSE, DATA_OPEN, LLMReranker, LocalReranker
 from tests.contracts.models_kit import loopback_client, minilm, unloaded_embed
-from tests.llm_server import FakeOpenAI, Reply
 from tests.support.candidates import T0, cand
-from tiers.embedding import EmbeddingUnavailable
-from tiers.errors import ModelUnavailable
-from tiers.records import Scope
+from tests.support.llm_server import FakeOpenAI, Reply
+from tiers.core.errors import ModelUnavailable
+from tiers.core.records import Scope
+from tiers.semantic.embedding import EmbeddingUnavailable
 
 IMPLEMENTATIONS = ["local", "llm"]
 DAY_US = 86_400 * 1_000_000

@@ -1,7 +1,7 @@
-"""The :class:`tiers.forget_plan.ScopeCache` contract (what a Forget empties), run against every
-cache that holds a user's recall data: the semantic cache, the query vectors and the graph
-channel's per-scope graphs. Filled for two users through their own use (a put, a search), each
-must drop exactly one user's entries on ``forget_scope``, count them, and count nothing the
+"""The :class:`tiers.rights.forget.plan.ScopeCache` contract (what a Forget empties), run against
+every cache that holds a user's recall data: the semantic cache, the query vectors and the graph
+channel's per-scope graphs. Filled for two users through their own use (a put, a search), each must
+drop exactly one user's entries on ``forget_scope``, count them, and count nothing the
 second time."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from recall.cache import QueryVectors, SemanticCache
-from recall.graph_channel import GraphChannel
+from recall.graph.channel import GraphChannel
 from recall.result import RecallResult
 from tests.contracts.corpus import A, B, ctx, filled
 from tests.contracts.models_kit import minilm
-from tiers.forget_plan import ScopeCache
-from tiers.semantic import SemanticStore
+from tiers.rights.forget.plan import ScopeCache
+from tiers.semantic.store import SemanticStore
 
 Filler = Callable[[str], None]  # fills the cache with a user's entries
 

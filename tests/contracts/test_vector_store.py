@@ -4,7 +4,7 @@ It runs against the embedded engine (qdrant-edge, in tmp_path), qdrant-client's 
 mode and, when ``QDRANT_URL`` is set (``QDRANT_API_KEY`` optional), a real Qdrant server in a
 throwaway collection. Vectors are seeded random unit vectors: no embedding model is loaded.
 The storages and the data helpers are in :mod:`tests.contracts.vectors`; what only one
-implementation does is in ``tests/test_vector_stores.py``.
+implementation does is in ``tests/tiers/test_vector_stores.py``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from tests.contracts.vectors import (
     near,
     unit,
 )
-from tiers.errors import FailedPrecondition, Unavailable
-from tiers.records import Scope
-from tiers.vectors import (
+from tiers.core.errors import FailedPrecondition, Unavailable
+from tiers.core.records import Scope
+from tiers.semantic.vectors import (
     MemoryPoint,
     PointFilter,
     Source,
@@ -53,7 +53,7 @@ from tiers.vectors import (
     VectorStoreUnavailable,
     point_id,
 )
-from tiers.vectors.qdrant_collection import META_ID
+from tiers.semantic.vectors.qdrant_collection import META_ID
 
 # -- fixtures ----------------------------------------------------------------------------------
 

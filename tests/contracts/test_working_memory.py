@@ -1,6 +1,6 @@
-"""Tier 1's working memory: the contract of :class:`tiers.working.WorkingMemory` (with its
-durable side, :mod:`tiers.session_log`), on real RocksDB stores in tmp_path, reopened like a
-restarted daemon. What a crash leaves half done is ``tests/test_working_memory.py``."""
+"""Tier 1's working memory: the contract of :class:`tiers.working.memory.WorkingMemory` (with its
+durable side, :mod:`tiers.working.log`), on real RocksDB stores in tmp_path, reopened like a
+restarted daemon. What a crash leaves half done is ``tests/tiers/test_working_memory.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.contracts.stores import BIG, Clock, Tiers, full_disk, tiers_maker
-from tiers.errors import (
+from tiers.core.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -19,9 +19,9 @@ from tiers.errors import (
     SessionNotFound,
     StoreUnavailable,
 )
-from tiers.records import Message, Scope, episode_id_for
-from tiers.session import EndResult, WindowLimits, WorkingMemoryStats
-from tiers.working import AmbiguousSession, ScopeRequired
+from tiers.core.records import Message, Scope, episode_id_for
+from tiers.working.memory import AmbiguousSession, ScopeRequired
+from tiers.working.session import EndResult, WindowLimits, WorkingMemoryStats
 
 ALICE = Scope("alice", "agent-1")
 

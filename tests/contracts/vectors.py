@@ -1,6 +1,7 @@
 """Shared parts of the vector store contract suite (``tests/contracts/test_vector_store.py``):
 the storages a store opens on, and the points the tests write. Vectors are seeded random unit
-vectors: no embedding model is loaded. ``tests/test_edge_generations.py`` uses the data helpers.
+vectors: no embedding model is loaded. ``tests/tiers/test_edge_generations.py`` uses the data
+helpers.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient
 
-from tiers.records import Scope
-from tiers.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, point_id
-from tiers.vectors.bm25 import KeywordEncoder
-from tiers.vectors.edge import EdgeVectorStore
-from tiers.vectors.qdrant import QdrantVectorStore
-from tiers.vectors.sharded import ShardedVectorStore
+from tiers.core.records import Scope
+from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, point_id
+from tiers.semantic.vectors.bm25 import KeywordEncoder
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.qdrant import QdrantVectorStore
+from tiers.semantic.vectors.sharded import ShardedVectorStore
 
 DIM = 16
 MODEL = "test-model-a"
@@ -126,7 +127,7 @@ class ServerBackend(Backend):
 
 # A real server joins the suite only where one is configured (none can run on CI here).
 BACKENDS = ["edge", "sharded", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
-SHARDS = 4  # alice's shard is 3, bob's and carol's 2 (tiers.vectors.shard_of)
+SHARDS = 4  # alice's shard is 3, bob's and carol's 2 (tiers.semantic.vectors.shard_of)
 
 
 class Opened:

@@ -4,7 +4,7 @@
     cd /tmp/legacy && tar --sparse -cJf datadir-<commit>.tar.xz data
 
 Two users, ended sessions (one session ended twice: two generations), a consolidation run,
-and open sessions with message ids, stopped with SIGTERM. ``tests/test_migration.py`` opens
+and open sessions with message ids, stopped with SIGTERM. ``tests/tiers/test_migration.py`` opens
 it with the current daemon.
 """
 

@@ -1,5 +1,5 @@
 """The embedded vector store's next generation (an index build, a purge:
-:mod:`tiers.vectors.edge_generations`) held back until a test lets it go: its child process
+:mod:`tiers.semantic.vectors.edge_generations`) held back until a test lets it go: its child process
 (:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`); and
 shards made to index a test's few points (:func:`index_small_stores`)."""
 
@@ -12,8 +12,8 @@ import pytest
 from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import Pause
-from tiers.vectors import edge_builds, edge_shard
-from tiers.vectors import edge_generations as generations
+from tiers.semantic.vectors import edge_builds, edge_shard
+from tiers.semantic.vectors import edge_generations as generations
 
 
 def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,10 +46,12 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = Fa
         wait = (
             "import os, sys, time\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-            "from tiers.vectors.edge_generations import _build\n"
+            "from tiers.semantic.vectors.edge_generations import _build\n"
             "sys.exit(_build(*sys.argv[1:]))\n"
         )
-        args = real(gen, compact_into)[3:]  # after: python -m tiers.vectors.edge_generations
+        args = real(gen, compact_into)[
+            3:
+        ]  # after: python -m tiers.semantic.vectors.edge_generations
         return [sys.executable, "-c", wait, *args]
 
     monkeypatch.setattr(generations, "child_command", command)

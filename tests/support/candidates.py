@@ -1,11 +1,11 @@
-"""Recall candidates for the reranker tests (``tests/test_rerank.py``,
+"""Recall candidates for the reranker tests (``tests/recall/test_rerank.py``,
 ``tests/contracts/test_reranker.py``): a point with its channel ranks and its RRF score."""
 
 from __future__ import annotations
 
 from recall import Candidate
-from tiers.records import Scope
-from tiers.vectors import MemoryPoint
+from tiers.core.records import Scope
+from tiers.semantic.vectors import MemoryPoint
 
 T0 = 1_715_000_000 * 1_000_000  # 2024-05-06
 

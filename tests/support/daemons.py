@@ -129,7 +129,7 @@ class ProcessDaemon:
 def weaverctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``weaverctl --address ADDRESS ARGS`` (text output captured)."""
     return subprocess.run(
-        [sys.executable, "-m", "daemon.weaverctl", "--address", address, *args],
+        [sys.executable, "-m", "daemon.cli.weaverctl", "--address", address, *args],
         env=daemon_env(ROOT / "unused"),
         cwd=ROOT,
         capture_output=True,

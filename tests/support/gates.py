@@ -17,12 +17,12 @@ import numpy as np
 from daemon.components import embedding_description
 from daemon.settings import Settings
 from daemon.wiring import Factories, configured_embedder
-from tiers.embedding import Embedder, EmbeddingService
-from tiers.models import ModelClient
-from tiers.semantic import SemanticStore, edge_store_path
-from tiers.vectors import MemoryPoint, PointFilter
-from tiers.vectors.edge import EdgeVectorStore
-from weaver.runner import Weaver
+from tiers.core.models import ModelClient
+from tiers.semantic.embedding import Embedder, EmbeddingService
+from tiers.semantic.store import SemanticStore, edge_store_path
+from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from weaver.jobs.runner import Weaver
 
 # How long a test waits for a thread to reach a pause, and a held thread for its release.
 DEADLINE = 60.0

@@ -20,8 +20,8 @@ from daemon.components import embedding_description
 from daemon.settings import Settings
 from daemon.wiring import Factories, configured_embedder, configured_embeddings
 from tests.support.settings import MODEL_CACHE
-from tiers.embedding import Embedder, EmbeddingService, SupportsClose
-from tiers.models import ModelClient
+from tiers.core.models import ModelClient
+from tiers.semantic.embedding import Embedder, EmbeddingService, SupportsClose
 from tiers.settings import EmbeddingSettings, WorkersSettings
 from tiers.workers.embedder import BackgroundEmbedder
 

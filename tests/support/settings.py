@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 # The ONNX export of the model, made once and shared by the tests' daemons (an export costs
-# about 3 s and 170 MB; concurrent exports are safe: tiers.embedding).
+# about 3 s and 170 MB; concurrent exports are safe: tiers.semantic.embedding).
 MODEL_CACHE = Path(tempfile.gettempdir()) / f"strata-test-models-{os.getuid()}"
 
 # The [weaver] section of a daemon whose consolidation runs only when a test asks (RunNow);

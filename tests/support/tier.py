@@ -12,7 +12,7 @@ from typing import Any
 
 DAEMON_FIXTURES = frozenset({"start_daemon", "daemon", "client", "spawn"})
 # What a command line that runs a daemon names (stratad, or the MCP server that talks to one).
-_DAEMON_COMMANDS = ("stratad", "strata-mcp", "daemon.adapters.mcp_server")
+_DAEMON_COMMANDS = ("stratad", "strata-mcp", "daemon.adapters.mcp.server")
 
 _fast = False
 
@@ -34,7 +34,7 @@ def _runs_a_daemon(args: Any) -> bool:
     if any(w.endswith(_DAEMON_COMMANDS) for w in words):
         return True
     pairs = itertools.pairwise(words)
-    return any(a == "-m" and b in ("daemon", "daemon.cli") for a, b in pairs)
+    return any(a == "-m" and b in ("daemon", "daemon.cli.stratad") for a, b in pairs)
 
 
 class _GuardedPopen(subprocess.Popen):  # type: ignore[type-arg]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tiers.embedding import Embedder, parts_by_length
+from tiers.semantic.embedding import Embedder, parts_by_length
 from tiers.workers.pool import WorkerPool, WorkerStatus, WorkerUnavailable
 from tiers.workers.wire import unpack_rows
 
@@ -29,7 +29,7 @@ TOLERANCE = 1e-4
 
 
 class BackgroundEmbedder:
-    """An :class:`~tiers.embedding.Embedder`: queries from ``queries`` (in this process),
+    """An :class:`~tiers.semantic.embedding.Embedder`: queries from ``queries`` (in this process),
     documents from the workers. ``encode_documents`` raises :class:`WorkerUnavailable` when
     no worker can serve (the weaver backs off and retries)."""
 
@@ -86,8 +86,8 @@ def start_background(
     queries: Embedder, spec: dict[str, Any], *, count: int, nice: int
 ) -> BackgroundEmbedder:
     """Start ``count`` workers serving ``spec`` (the model ``queries`` runs, as
-    :meth:`tiers.embedding.SentenceTransformerEmbedder.worker_spec` gives it) and check that
-    they compute its document vectors. Raises :class:`WorkerUnavailable` when they cannot
+    :meth:`tiers.semantic.embedding.SentenceTransformerEmbedder.worker_spec` gives it) and check
+    that they compute its document vectors. Raises :class:`WorkerUnavailable` when they cannot
     start or compute other vectors (nothing is started then)."""
     pool = WorkerPool(spec, count=count, nice=nice)
     pool.start()

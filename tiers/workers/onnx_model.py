@@ -2,7 +2,7 @@
 sentence-transformers, so a process that only embeds starts in a fraction of a second and
 holds a fraction of the memory.
 
-It reads an ONNX export made by :class:`tiers.embedding.SentenceTransformerEmbedder` (the
+It reads an ONNX export made by :class:`tiers.semantic.embedding.SentenceTransformerEmbedder` (the
 model directory with ``onnx/*.onnx``, ``tokenizer.json`` and sentence-transformers' module
 configs) and computes the same vectors: the model's own prompts (``query`` for queries, the
 first of ``document``/``passage``/``corpus`` for documents, else the default prompt), its
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tiers.embedding import parts_by_length
-from tiers.errors import TierError
+from tiers.core.errors import TierError
+from tiers.semantic.embedding import parts_by_length
 
 _SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
 _POOLING = ("mean", "cls", "max", "lasttoken")
@@ -78,7 +78,7 @@ def _max_length(model_dir: Path) -> int:
 
 
 class OnnxModel:
-    """An :class:`tiers.embedding.Embedder` over an ONNX export (module doc). Raises
+    """An :class:`tiers.semantic.embedding.Embedder` over an ONNX export (module doc). Raises
     :class:`UnsupportedModel` for a pipeline it cannot run, ``FileNotFoundError`` for a missing
     export."""
 

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tiers.errors import TierError, Unavailable, one_line
+from tiers.core.errors import TierError, Unavailable, one_line
 from tiers.workers.wire import WireClosed, receive, send
 
 log = logging.getLogger("strata.workers")

@@ -49,7 +49,7 @@ def load(spec: dict[str, Any]) -> Any:
             )
         except UnsupportedModel as exc:
             print(f"worker: {exc}; using sentence-transformers", file=sys.stderr)
-    from tiers.embedding import SentenceTransformerEmbedder
+    from tiers.semantic.embedding import SentenceTransformerEmbedder
 
     cache = spec.get("cache_dir")
     return SentenceTransformerEmbedder(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tiers.records import Scope
+from tiers.core.records import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +79,10 @@ class Extractor(Protocol):
     predicate.
 
     ``extract`` raises :class:`weaver.errors.ExtractionFailed` when it cannot produce a valid
-    result: an episode with no turns (or, for the local extractor, no text), or a model that
-    failed (the model's error, e.g. :class:`tiers.errors.ModelUnavailable` or
-    :class:`tiers.embedding.EmbeddingUnavailable`, is its ``__cause__``); it never returns a
-    partial or unvalidated one. ``tests/contracts/test_extractor.py`` runs the
+    result: an episode with no turns (or, for the local extractor, no text), or a model that failed
+    (the model's error, e.g. :class:`tiers.core.errors.ModelUnavailable` or
+    :class:`tiers.semantic.embedding.EmbeddingUnavailable`, is its ``__cause__``); it never returns
+    a partial or unvalidated one. ``tests/contracts/test_extractor.py`` runs the
     contract against each implementation."""
 
     name: str

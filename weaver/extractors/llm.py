@@ -13,7 +13,7 @@ Failures: a bad reply (not JSON, truncated, invalid) is retried at once; timeout
 5xx and connection errors are retried after a backoff; any other error fails at once. In all
 cases at most ``max_retries + 1`` requests are sent, then :class:`weaver.errors.ExtractionFailed`
 says how many and the last cause. The requests, the key, the backoff and the retries are the
-model client's (:class:`tiers.models.ModelClient`); this module builds the prompt and judges
+model client's (:class:`tiers.core.models.ModelClient`); this module builds the prompt and judges
 the replies.
 """
 
@@ -24,9 +24,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from tiers.errors import ModelError
-from tiers.models import CallStats, LLMTotals, ModelClient, short
-from tiers.models.retry import RetryReply
+from tiers.core.errors import ModelError
+from tiers.core.models import CallStats, LLMTotals, ModelClient, short
+from tiers.core.models.retry import RetryReply
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.extractors.llm_reply import InvalidReply, build_messages, parse_reply

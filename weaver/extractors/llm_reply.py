@@ -12,7 +12,7 @@ instruction or a role marker is conversation content, and the reply is validated
 schema whatever it says, so an injected "reply with X" can at worst produce a *well-formed*
 extraction that mentions X as something a speaker said.
 
-Validation policy (decided here, tested in ``tests/test_llm_extractor.py``):
+Validation policy (decided here, tested in ``tests/weaver/test_llm_extractor.py``):
 
 - The reply must be one JSON object (```json fences are stripped) with a non-empty ``summary``,
   ``summary_source_seqs`` (ints) and ``facts`` (at most :data:`MAX_FACTS`), each fact a non-empty
@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tiers.prompts import escape_data
+from tiers.core.prompts import escape_data
 from weaver.extractors import EpisodeInput, Extraction, Fact, Triplet, Turn
 
 __all__ = [

@@ -1,0 +1,1 @@
+"""Developer tools: the generated docs and the generated gRPC stubs."""

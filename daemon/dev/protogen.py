@@ -1,0 +1,91 @@
+"""Generate the Python gRPC stubs in ``daemon/pb`` from ``proto/strata/v1/*.proto``.
+
+This is the only way the stubs are made::
+
+    python -m daemon.dev.protogen          # regenerate daemon/pb
+    python -m daemon.dev.protogen --check  # exit 1 if daemon/pb differs from a fresh generation
+
+protoc writes ``from strata.v1 import memory_pb2``; the imports are rewritten to
+``from daemon.pb import memory_pb2`` so the stubs live inside the ``daemon`` package (a
+top-level ``strata`` or ``proto`` package would be a name squatted on PyPI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTO_DIR = ROOT / "proto"
+PACKAGE_DIR = "strata/v1"
+OUT_DIR = ROOT / "daemon" / "pb"
+_IMPORT = re.compile(r"^from strata\.v1 import (\w+_pb2)", re.MULTILINE)
+_INIT = '"""Generated gRPC stubs (python -m daemon.dev.protogen). Do not edit."""\n'
+
+
+def generate(out_dir: Path) -> list[Path]:
+    """Write the stubs for every ``.proto`` in ``proto/strata/v1`` into ``out_dir``."""
+    from grpc_tools import protoc
+
+    protos = sorted((PROTO_DIR / PACKAGE_DIR).glob("*.proto"))
+    if not protos:
+        raise SystemExit(f"no .proto files under {PROTO_DIR / PACKAGE_DIR}")
+    well_known = resources.files("grpc_tools") / "_proto"
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [
+            "protoc",
+            f"-I{PROTO_DIR}",
+            f"-I{well_known}",
+            f"--python_out={tmp}",
+            f"--pyi_out={tmp}",
+            f"--grpc_python_out={tmp}",
+            *(str(p.relative_to(PROTO_DIR)) for p in protos),
+        ]
+        if protoc.main(args) != 0:
+            raise SystemExit("protoc failed")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        for src in sorted((Path(tmp) / PACKAGE_DIR).iterdir()):
+            text = _IMPORT.sub(r"from daemon.pb import \1", src.read_text())
+            dst = out_dir / src.name
+            dst.write_text(text)
+            written.append(dst)
+    init = out_dir / "__init__.py"
+    init.write_text(_INIT)
+    return [init, *written]
+
+
+def drift(out_dir: Path = OUT_DIR) -> list[str]:
+    """Names of stub files that differ from (or are missing against) a fresh generation."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = {p.name: p.read_bytes() for p in generate(Path(tmp))}
+    current = {p.name: p.read_bytes() for p in out_dir.iterdir() if p.is_file()}
+    names = set(fresh) | {n for n in current if n.endswith((".py", ".pyi"))}
+    return sorted(n for n in names if fresh.get(n) != current.get(n))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m daemon.dev.protogen", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--check", action="store_true", help="fail if daemon/pb is out of date")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = drift()
+        if stale:
+            print("stubs out of date: " + ", ".join(stale), file=sys.stderr)
+            return 1
+        return 0
+    shutil.rmtree(OUT_DIR, ignore_errors=True)
+    for path in generate(OUT_DIR):
+        print(path.relative_to(ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The running server: gRPC, authentication, metrics, logs and the scheduled jobs."""

@@ -1,0 +1,91 @@
+"""The daemon's scheduled jobs: ending idle sessions and compacting the journal, and with the
+weaver enabled, consolidation runs (``weaver.interval_seconds`` or ``weaver.cron``) and the
+vector store's index builds. A job never overlaps itself (``max_instances`` 1) and missed
+runs coalesce into one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from daemon.settings import Settings
+from tiers.journal.store import Journal
+from tiers.working.memory import WorkingMemory
+from weaver.jobs.runner import Weaver
+
+log = logging.getLogger("strata.daemon")
+
+
+def build_scheduler(
+    settings: Settings, working: WorkingMemory, journal: Journal, weaver: Weaver | None
+) -> AsyncIOScheduler:
+    """The scheduler with every job added (not started: it needs the running event loop)."""
+    s = settings
+    scheduler = AsyncIOScheduler(
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60}
+    )
+    scheduler.add_job(
+        end_idle_sessions,
+        "interval",
+        args=(working,),
+        seconds=s.working_memory.sweep_interval_seconds,
+        id="end_idle_sessions",
+    )
+    scheduler.add_job(
+        compact_journal,
+        "interval",
+        args=(journal,),
+        seconds=s.journal.compaction_interval_seconds,
+        id="compact_journal",
+    )
+    if weaver is not None:
+        if s.weaver.cron:
+            trigger = CronTrigger.from_crontab(s.weaver.cron)
+        else:
+            trigger = IntervalTrigger(seconds=s.weaver.interval_seconds)
+        scheduler.add_job(weaver.scheduled_run, trigger, id="consolidate")
+        scheduler.add_job(
+            weaver.request_optimize,
+            "interval",
+            seconds=s.vectors.optimize_interval_seconds,
+            id="optimize_vectors",
+        )
+    return scheduler
+
+
+def next_consolidation(scheduler: AsyncIOScheduler | None) -> float | None:
+    """When the next scheduled consolidation run starts (Unix time); None if none is."""
+    job = scheduler.get_job("consolidate") if scheduler else None
+    if job is None or job.next_run_time is None:
+        return None
+    return float(job.next_run_time.timestamp())
+
+
+async def end_idle_sessions(working: WorkingMemory) -> None:
+    for result in await asyncio.to_thread(working.end_idle):
+        log.info(
+            "session.ended",
+            extra={
+                "fields": {
+                    "session_id": result.session_id,
+                    "episode_id": result.episode_id,
+                    "messages": result.message_count,
+                    "reason": result.reason,
+                }
+            },
+        )
+
+
+async def compact_journal(journal: Journal) -> None:
+    began = time.monotonic()
+    await asyncio.to_thread(journal.compact)
+    log.info(
+        "journal.compacted",
+        extra={"fields": {"ms": round((time.monotonic() - began) * 1000, 1)}},
+    )

@@ -1,0 +1,117 @@
+"""``strata.v1.AdminService``: operator RPCs used by ``weaverctl`` (Export and Import are in
+:mod:`daemon.services.export`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import grpc
+
+from daemon.codec import convert, validation
+from daemon.codec.status import FailedPrecondition, rpc
+from daemon.pb import admin_pb2 as pb
+from daemon.pb import admin_pb2_grpc
+from daemon.server import auth
+from daemon.services.export import ExportRPCs, TransferSources
+from daemon.settings import Settings
+from daemon.settings.sections import LimitsSettings
+from tiers.rights.backup import VectorsSource, take_backup
+from tiers.rocks import RocksStore
+from tiers.semantic.embedding import EmbeddingUnavailable
+from tiers.semantic.store import SemanticStore
+from weaver.rebuild import RebuildReport
+
+
+@dataclass(frozen=True, slots=True)
+class BackupSources:
+    """What a backup reads, and the locks it holds (Tier 3 writers first, then appends)."""
+
+    stores: dict[str, RocksStore]
+    tier3_lock: AbstractContextManager[object]
+    writes_lock: AbstractContextManager[object]
+    # The vector store as it stands (waits for Tier 3 to open; None when it failed to).
+    vectors: Callable[[], VectorsSource | None]
+
+
+class AdminService(ExportRPCs, admin_pb2_grpc.AdminServiceServicer):
+    def __init__(
+        self,
+        backup: BackupSources,
+        rebuild: Callable[[str], Awaitable[RebuildReport]],
+        limits: LimitsSettings,
+        transfer: TransferSources | None = None,
+    ) -> None:
+        self._backup = backup
+        self._rebuild = rebuild
+        self._limits = limits
+        self._transfer = transfer  # Export and Import (daemon.services.export)
+
+    @rpc
+    async def Backup(
+        self, request: pb.BackupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackupResponse:
+        destination = validation.backup_destination(request.destination)
+        auth.require_all_tenants("a backup (it holds every tenant)")
+        b = self._backup
+        vectors = await asyncio.to_thread(b.vectors)
+        try:
+            info = await asyncio.to_thread(
+                take_backup, destination, b.stores, b.tier3_lock, b.writes_lock, vectors
+            )
+        except OSError as exc:  # the file system refused: permissions, read-only, no space
+            raise FailedPrecondition(
+                f"cannot write the backup to {str(destination)!r}: {exc.strerror or exc}"
+            ) from None
+        return pb.BackupResponse(
+            path=str(info.path),
+            stores=info.stores,
+            size_bytes=info.size_bytes,
+            taken_at=convert.timestamp(int(info.taken_at * 1_000_000)),
+        )
+
+    @rpc
+    async def Rebuild(
+        self, request: pb.RebuildRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RebuildResponse:
+        # a token of some tenants rebuilds only them: its one tenant, or the one it names
+        user_id = auth.effective_user(validation.user_id(request.user_id, self._limits))
+        report = await self._rebuild(user_id)
+        return pb.RebuildResponse(
+            episodes=report.episodes,
+            records_replayed=report.records_replayed,
+            vector_points=report.vector_points,
+            graph_edges=report.graph_edges,
+            seconds=report.seconds,
+        )
+
+
+def backup_vectors(
+    semantic: SemanticStore, external: str = "", wait_seconds: float = 60.0
+) -> VectorsSource | None:
+    """The vector store for a backup: waits up to ``wait_seconds`` for Tier 3 to open; None
+    when it failed to (the backup goes on without it). ``external`` names an external Qdrant
+    (no credentials): its vectors are not captured."""
+    try:
+        embedder, vectors = semantic.wait_ready(wait_seconds)
+    except EmbeddingUnavailable:
+        if semantic.error is None:
+            raise  # still loading: the operator retries
+        return None
+    if external:
+        return VectorsSource(embedder.model_name, embedder.dim, external=external)
+    copy_to = getattr(vectors, "copy_to", None)
+    return VectorsSource(embedder.model_name, embedder.dim, copy_to=copy_to)
+
+
+def external_vectors(settings: Settings) -> str:
+    """Where an external Qdrant keeps the vectors (without credentials); "" when embedded."""
+    if not settings.qdrant_url:
+        return ""
+    url = urlsplit(settings.qdrant_url)
+    host = url.hostname or settings.qdrant_url
+    where = f"{url.scheme}://{host}{f':{url.port}' if url.port else ''}" if url.scheme else host
+    return f"qdrant {where}, collection {settings.vectors.collection}"

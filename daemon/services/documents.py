@@ -1,0 +1,114 @@
+"""The keyed-document RPCs of ``strata.v1.MemoryService``: PutDocument, GetDocument,
+DeleteDocument and ListDocuments (the store is :mod:`tiers.keyed.documents`).
+
+A document belongs to exactly one scope: the user (required; a token of one tenant may leave
+it empty) and the agent (empty is a scope of its own). The tenant rules are Append's: a named
+user must be one of the token's tenants. Put and Delete need the ``append`` right (a client
+that may write a document may delete it), Get and List ``recall``. Delete goes through Forget
+(:mod:`tiers.rights.forget.cascade`): tombstone, record, Tier 3 point, caches, then the purge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import grpc
+
+from daemon.codec import convert
+from daemon.codec import validation as check
+from daemon.codec.status import InvalidArgument, Unavailable, rpc
+from daemon.pb import memory_pb2 as pb
+from daemon.server import auth
+from daemon.settings.sections import LimitsSettings
+from tiers.core.errors import DocumentNotFound
+from tiers.core.records import Scope
+from tiers.keyed.documents import DocumentStore, document_id
+from tiers.rights.forget.cascade import ForgetTarget, Forgetter
+
+
+class DocumentRPCs:
+    """Mixed into MemoryService."""
+
+    _limits: LimitsSettings
+    _documents: DocumentStore | None
+    _forgetter: Forgetter | None
+
+    def _store(self) -> DocumentStore:
+        if self._documents is None:
+            raise Unavailable("keyed documents are not available in this daemon")
+        return self._documents
+
+    def _address(
+        self, scope: pb.Scope, namespace: list[str], key: str
+    ) -> tuple[Scope, tuple[str, ...], str]:
+        checked = check.scope(scope, self._limits)
+        user = auth.effective_user(checked.user_id)
+        if not user:
+            raise InvalidArgument("scope.user_id is required: a document belongs to one user")
+        return (
+            Scope(user, checked.agent_id),
+            check.namespace(namespace, self._limits),
+            check.document_key(key, self._limits),
+        )
+
+    @rpc
+    async def PutDocument(
+        self, request: pb.PutDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PutDocumentResponse:
+        scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
+        check.document_content(request.text, request.value, self._limits)
+        doc, created = await asyncio.to_thread(
+            self._store().put, scope, namespace, key, request.text, request.value
+        )
+        return pb.PutDocumentResponse(document=convert.document(doc), created=created)
+
+    @rpc
+    async def GetDocument(
+        self, request: pb.GetDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetDocumentResponse:
+        scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
+        doc = await asyncio.to_thread(self._store().get, scope, namespace, key)
+        if doc is None:
+            where = f"user {scope.user_id!r}" + (
+                f", agent {scope.agent_id!r}" if scope.agent_id else ", no agent"
+            )
+            raise DocumentNotFound(
+                f"no document with key {key!r} in namespace "
+                f"{json.dumps(list(namespace), ensure_ascii=False)} ({where})"
+            )
+        return pb.GetDocumentResponse(document=convert.document(doc))
+
+    @rpc
+    async def DeleteDocument(
+        self, request: pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteDocumentResponse:
+        scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
+        self._store()
+        forgetter = self._forgetter
+        if forgetter is None:
+            raise Unavailable("deleting documents is not available in this daemon")
+        target = ForgetTarget(memory_ids=(document_id(scope, namespace, key),))
+        plan = await asyncio.to_thread(forgetter.plan, target)
+        if not plan.memory_ids:
+            return pb.DeleteDocumentResponse(deleted=False)
+        counts = await asyncio.to_thread(forgetter.run, plan)
+        return pb.DeleteDocumentResponse(deleted=counts.documents > 0)
+
+    @rpc
+    async def ListDocuments(
+        self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDocumentsResponse:
+        checked = check.scope(request.scope, self._limits)
+        user = auth.effective_user(checked.user_id)
+        if not user:
+            raise InvalidArgument("scope.user_id is required: documents are listed per user")
+        prefix = check.namespace(list(request.namespace_prefix), self._limits, "namespace_prefix")
+        size = check.page_size(request.page_size, self._limits, default=50)
+        page = await asyncio.to_thread(
+            self._store().page, Scope(user, checked.agent_id), prefix, size, request.page_token
+        )
+        return pb.ListDocumentsResponse(
+            documents=[convert.document(d) for d in page.documents],
+            next_page_token=page.next_page_token,
+        )

@@ -1,0 +1,280 @@
+"""The Recall RPCs of ``strata.v1.MemoryService``: Recall, Pack and GetNode."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+
+import grpc
+
+from daemon.codec import convert
+from daemon.codec import validation as check
+from daemon.codec.status import InvalidArgument, rpc
+from daemon.pb import memory_pb2 as pb
+from daemon.server import auth
+from daemon.settings.sections import LimitsSettings
+from recall import CHANNELS, Candidate, Query
+from recall.engine import RecallEngine
+from recall.nodes import NodeNotFound, get_node
+from recall.pack import pack
+from recall.recipe import RecallSettings
+from recall.result import RecallResult
+from tiers.core.errors import StoreUnavailable
+from tiers.core.records import Scope
+from tiers.journal.store import Journal
+from tiers.keyed.access import AccessCounts, Accessed
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import KINDS, MemoryPoint
+
+RERANKERS = ("", "none", "llm", "local")
+MAX_PACK_TOKENS = 200_000
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+log = logging.getLogger("strata.recall")
+
+
+async def record_access(access: AccessCounts | None, handed: Sequence[Candidate]) -> None:
+    """Count the memories Pack or GetContext handed to an agent (:mod:`tiers.keyed.access`): each
+    one, the hits merged into it (the same sources) and the hit that brought a message's
+    point in (``found_via``); all of the same episode. A store that cannot be written is
+    logged, and the answer goes out all the same."""
+    if access is None or not handed:
+        return
+    accessed = []
+    for c in handed:
+        p = c.point
+        accessed.append(Accessed(p.id, p.scope, p.episode_id))
+        for other in (c.found_via, *c.merged_ids):
+            if other:
+                accessed.append(Accessed(other, p.scope, p.episode_id))
+    try:
+        await asyncio.to_thread(access.record, accessed)
+    except StoreUnavailable as exc:
+        log.warning("recall.access_not_counted", extra={"fields": {"error": str(exc)}})
+
+
+def source_pbs(point: MemoryPoint) -> list[pb.Source]:
+    return [
+        pb.Source(
+            session_id=s.session_id,
+            message_id=s.message_id,
+            metadata=s.metadata,
+            seq=s.seq,
+            episode_id=point.episode_id,
+            speaker=s.speaker,
+            created_at=convert.timestamp(s.created_at_us) if s.created_at_us else None,
+        )
+        for s in point.sources
+    ]
+
+
+def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
+    p = c.point
+    hit = pb.Hit(
+        id=p.id,
+        kind=p.kind,
+        text=p.text,
+        score=c.score,
+        created_at=convert.timestamp(p.created_at_us),
+        sources=source_pbs(p),
+        superseded=c.superseded,
+        episode_id=p.episode_id,
+        session_id=p.session_id,
+    )
+    if p.valid_from_us is not None:
+        hit.valid_from.CopyFrom(convert.timestamp(p.valid_from_us))
+    if p.valid_to_us is not None:
+        hit.valid_to.CopyFrom(convert.timestamp(p.valid_to_us))
+    if explain:
+        hit.explanation.CopyFrom(
+            pb.Explanation(
+                channels=[
+                    pb.ChannelRank(
+                        channel=name,
+                        rank=rank,
+                        score=c.channel_scores.get(name, 0.0),
+                        weight=weights.get(name, 0.0),
+                    )
+                    for name, rank in sorted(c.ranks.items())
+                ],
+                fused=c.fused,
+                superseded_factor=c.superseded_factor,
+                recency_factor=c.recency_factor,
+                kind_factor=c.kind_factor,
+                accesses=c.accesses,
+                importance_factor=c.importance_factor,
+                found_via=c.found_via,
+                merged_ids=c.merged_ids,
+                rerank=c.rerank_note,
+                rerank_score=c.rerank_score,
+            )
+        )
+    return hit
+
+
+def _timings(result: RecallResult) -> list[pb.StageTiming]:
+    return [pb.StageTiming(stage=k, ms=v) for k, v in result.timings.items()]
+
+
+class RecallRPCs:
+    """Mixed into MemoryService."""
+
+    _limits: LimitsSettings
+    _journal: Journal
+    _recall_settings: RecallSettings
+    _engine: RecallEngine | None
+    _semantic: SemanticStore | None
+    _access: AccessCounts | None
+
+    def _query(
+        self,
+        text: str,
+        scope: pb.Scope,
+        k: int,
+        kinds: Sequence[str],
+        time_range: pb.TimeRange,
+        channels: Sequence[str] = (),
+        rerank: str = "",
+        explain: bool = False,
+        recipe: str = "",
+    ) -> Query:
+        if not text.strip():
+            raise InvalidArgument("query is required")
+        size = len(text.encode())
+        if size > self._limits.max_content_bytes:
+            raise InvalidArgument(
+                f"query is {size} bytes; the limit is {self._limits.max_content_bytes}"
+            )
+        checked = check.scope(scope, self._limits)
+        checked = Scope(auth.effective_user(checked.user_id), checked.agent_id)
+        if not checked.user_id:
+            raise InvalidArgument("scope.user_id is required: recall never crosses users")
+        settings = self._recall_settings
+        if not 1 <= k <= settings.max_k:
+            raise InvalidArgument(
+                f"k must be between 1 and {settings.max_k} (recall.max_k), got {k}"
+            )
+        for kind in kinds:
+            if kind not in KINDS:
+                raise InvalidArgument(f"kinds: {kind!r} is not one of {', '.join(KINDS)}")
+        for channel in channels:
+            if channel not in CHANNELS:
+                raise InvalidArgument(f"channels: {channel!r} is not one of {', '.join(CHANNELS)}")
+        if rerank not in RERANKERS:
+            raise InvalidArgument(f"rerank: {rerank!r} is not one of none, llm, local")
+        if recipe and recipe != "default" and recipe not in settings.recipes:
+            raise InvalidArgument(f"recipe: no recipe named {recipe!r} is configured")
+        start, end = check.time_range(time_range)
+        return Query(
+            text=text,
+            scope=checked,
+            k=k,
+            recipe=settings.recipe(recipe),
+            kinds=tuple(dict.fromkeys(kinds)),
+            start_us=start,
+            end_us=end,
+            channels=tuple(dict.fromkeys(channels)),
+            rerank=rerank,
+            explain=explain,
+        )
+
+    def _require_engine(self) -> RecallEngine:
+        assert self._engine is not None
+        return self._engine
+
+    @rpc
+    async def Recall(
+        self, request: pb.RecallRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecallResponse:
+        query = self._query(
+            request.query,
+            request.scope,
+            request.k,
+            list(request.kinds),
+            request.time_range,
+            list(request.channels),
+            request.rerank,
+            request.explain,
+            request.recipe,
+        )
+        result = await asyncio.wrap_future(self._require_engine().submit(query))
+        weights = query.weights()
+        return pb.RecallResponse(
+            hits=[hit_pb(c, query.explain, weights) for c in result.hits],
+            timings=_timings(result),
+            rerank=result.rerank,
+            rerank_note=result.rerank_note,
+            degraded_channels=result.degraded,
+            cached=result.cached,
+        )
+
+    @rpc
+    async def Pack(
+        self, request: pb.PackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PackResponse:
+        if not 1 <= request.max_tokens <= MAX_PACK_TOKENS:
+            raise InvalidArgument(
+                f"max_tokens must be between 1 and {MAX_PACK_TOKENS}, got {request.max_tokens}"
+            )
+        for kind, cap in request.per_kind_caps.items():
+            if kind not in KINDS:
+                raise InvalidArgument(f"per_kind_caps: {kind!r} is not one of {', '.join(KINDS)}")
+            if cap < 0:
+                raise InvalidArgument(f"per_kind_caps[{kind}] must not be negative")
+        query = self._query(
+            request.query,
+            request.scope,
+            self._recall_settings.max_k,
+            list(request.kinds),
+            request.time_range,
+            recipe=request.recipe,
+        )
+        result = await asyncio.wrap_future(self._require_engine().submit(query))
+        packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps), result.degraded)
+        await record_access(self._access, [i.candidate for i in packed.items])
+        return pb.PackResponse(
+            text=packed.text,
+            tokens=packed.tokens,
+            items=[
+                pb.PackItem(
+                    id=i.candidate.point.id,
+                    kind=i.candidate.point.kind,
+                    text=i.text,
+                    tokens=i.tokens,
+                    sources=source_pbs(i.candidate.point),
+                    created_at=convert.timestamp(i.candidate.point.created_at_us),
+                    superseded=i.candidate.superseded,
+                )
+                for i in packed.items
+            ],
+            degraded_channels=packed.degraded,
+            timings=_timings(result),
+        )
+
+    @rpc
+    async def GetNode(
+        self, request: pb.GetNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetNodeResponse:
+        if not _UUID.match(request.id):
+            raise InvalidArgument("id must be a hit's id (a UUID)")
+        scope = check.scope(request.scope, self._limits)
+        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
+        assert self._semantic is not None
+        view = await asyncio.to_thread(get_node, self._semantic, self._journal, request.id, scope)
+        if not auth.visible(view.point.scope.user_id):
+            raise NodeNotFound(f"memory {request.id!r} not found")
+        response = pb.GetNodeResponse(
+            node=hit_pb(Candidate(view.point), False, {}),
+            messages=[convert.stored_message(m) for m in view.messages],
+            journal_expired=view.journal_expired,
+        )
+        if view.episode is not None:
+            response.episode.CopyFrom(
+                convert.episode(
+                    view.episode,
+                    self._journal.expires_at_us(view.episode),
+                    self._journal.is_pending(view.episode.episode_id),
+                )
+            )
+        return response

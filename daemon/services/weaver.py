@@ -1,0 +1,141 @@
+"""``strata.v1.WeaverService``: run the consolidation now, and its status."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from daemon.codec import convert
+from daemon.codec import validation as check
+from daemon.codec.status import FailedPrecondition, NotFound, rpc, rpc_stream
+from daemon.pb import weaver_pb2 as pb
+from daemon.pb import weaver_pb2_grpc
+from daemon.server import auth
+from daemon.settings.sections import LimitsSettings
+from tiers.core.records import Scope
+from tiers.journal.store import Journal
+from tiers.workers.pool import WorkerStatus
+from weaver.jobs.runner import Weaver
+from weaver.run import RunReport
+
+
+def report_pb(report: RunReport) -> pb.RunReport:
+    return pb.RunReport(
+        run_id=report.run_id,
+        ok=report.ok,
+        episodes=report.episodes,
+        chunks=report.chunks,
+        summaries=report.summaries,
+        facts=report.facts,
+        triplets=report.triplets,
+        superseded=report.superseded,
+        profiles=report.profiles,
+        failures=report.failures,
+        fallbacks=report.fallbacks,
+        llm_calls=report.llm_calls,
+        seconds=report.seconds,
+        started_at=convert.timestamp(int(report.started_at * 1_000_000)),
+        finished_at=convert.timestamp(int(report.finished_at * 1_000_000)),
+        error=report.error,
+    )
+
+
+class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
+    def __init__(
+        self,
+        weaver: Weaver | None,
+        journal: Journal,
+        limits: LimitsSettings,
+        embedding: str,
+        workers: Callable[[], tuple[list[WorkerStatus], str]] = lambda: ([], ""),
+    ) -> None:
+        self._weaver = weaver
+        self._journal = journal
+        self._limits = limits
+        self._embedding = embedding
+        self._workers = workers
+
+    def _require(self) -> Weaver:
+        if self._weaver is None:
+            raise FailedPrecondition("the weaver is disabled (weaver.enabled = false)")
+        return self._weaver
+
+    @rpc_stream
+    async def RunNow(
+        self, request: pb.RunNowRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.RunEvent]:
+        weaver = self._require()
+        ids = tuple(check.episode_id(e) for e in request.episode_ids)
+        scope = check.scope(request.scope, self._limits)
+        # A token limited to some tenants runs the weaver for them only.
+        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
+        if ids and auth.current() is not None:
+            await asyncio.to_thread(self._check_visible, ids)
+        run = weaver.request_run(ids, scope)
+        seen = 0
+        while True:
+            events, report = await asyncio.to_thread(run.follow, seen, 1.0)
+            seen += len(events)
+            for e in events:
+                yield pb.RunEvent(
+                    progress=pb.RunProgress(
+                        run_id=run.run_id,
+                        stage=e.stage,
+                        done=e.done,
+                        total=e.total,
+                        episode_id=e.episode_id,
+                    )
+                )
+            if report is not None:
+                yield pb.RunEvent(report=report_pb(report))
+                return
+
+    def _check_visible(self, ids: tuple[str, ...]) -> None:
+        for eid in ids:
+            try:
+                owner = self._journal.get(eid).scope.user_id
+            except NotFound:
+                continue  # the run reports it as unknown, as without authentication
+            if not auth.visible(owner):
+                raise NotFound(f"episode {eid!r} was not found")
+
+    @rpc
+    async def Status(
+        self, request: pb.WeaverStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WeaverStatusResponse:
+        return await asyncio.to_thread(self._status)
+
+    def _status(self) -> pb.WeaverStatusResponse:
+        weaver = self._require()
+        pending = self._journal.pending()
+        near = len(self._journal.near_expiry(pending))
+        response = pb.WeaverStatusResponse(
+            running=weaver.running is not None,
+            pending=len(pending),
+            unindexed=len(self._journal.unindexed()) + weaver.unindexed_documents(),
+            last_error=weaver.last_error,
+            pending_near_expiry=near,
+            extractor=weaver.extractor_name,
+            embedding_model=self._embedding,
+            embedding_ready=weaver.ready,
+            tier3_error=weaver.tier3_error or "",
+        )
+        workers, response.workers_note = self._workers()
+        for w in workers:
+            response.workers.add(
+                index=w.index,
+                pid=w.pid,
+                alive=w.alive,
+                busy=w.busy,
+                restarts=w.restarts,
+                calls=w.calls,
+                last_exit=w.last_exit,
+            )
+        if weaver.last_run is not None:
+            response.last_run.CopyFrom(report_pb(weaver.last_run))
+        next_run = weaver.next_run()
+        if next_run is not None:
+            response.next_run.CopyFrom(convert.timestamp(int(next_run * 1_000_000)))
+        return response

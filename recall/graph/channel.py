@@ -1,0 +1,117 @@
+"""The graph channel: Personalized PageRank over the entity <-> memory graph of the query's
+scope ranks **memories** (as in HippoRAG 2).
+
+1. **Seeds.** The entities the query names (:meth:`recall.graph.memory.ScopeGraph.link`:
+   n-grams of 1-4 words, possessives stripped, matched against the scope's entity keys) share
+   ``entity_seed``; the ``dense_seeds`` memories nearest to the query embedding get
+   ``dense_seed`` times their cosine, shared among them. Without either, the channel returns
+   nothing.
+2. **Walk.** PageRank with teleport to the seeds (:meth:`recall.graph.pagerank.Walk.rank`, on the
+   graph's sparse transition matrix) over the scope's graph (:mod:`recall.graph.memory`): memory -
+   entity links weighted by how rare the entity is, and entity - entity links from the fact graph's
+   triplets. Mass flows from a named entity to the memories that mention it, and from the nearest
+   memories through the names they share to other memories about the same people, places and things.
+3. **Result.** Memories by PageRank mass, through the query's filter (kinds, time range,
+   superseded), fetched from the vector store.
+
+Scope is a hard filter: the graph holds only the query's scope (its ``user_id`` and, when it
+has one, its ``agent_id``), and every returned point is checked against the query's filter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from recall import QueryContext
+from recall.graph.memory import MEMORY_KINDS, MemoryGraphs, ScopeGraph
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
+
+
+class GraphChannel:
+    """Personalized PageRank from the query's entities and nearest memories."""
+
+    name = "graph"
+
+    def __init__(
+        self,
+        semantic: SemanticStore,
+        *,
+        entity_seed: float = 1.0,
+        dense_seed: float = 1.0,
+        dense_seeds: int = 20,
+        alpha: float = 0.5,
+        refresh_seconds: float = 0.0,
+        kinds: tuple[str, ...] = MEMORY_KINDS,
+        cache_bytes: int = 256 * 2**20,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._semantic = semantic
+        self.graphs = MemoryGraphs(
+            semantic,
+            refresh_seconds=refresh_seconds,
+            kinds=kinds,
+            max_bytes=cache_bytes,
+            clock=clock,
+        )
+        self.entity_seed = entity_seed
+        self.dense_seed = dense_seed
+        self.dense_seeds = dense_seeds
+        self.alpha = alpha
+
+    def forget_scope(self, user_id: str) -> int:
+        """Forget's hook: drop the user's cached graphs. Returns how many."""
+        return self.graphs.forget_scope(user_id)
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        if limit <= 0:
+            return []
+        _embedder, vectors = self._semantic.wait_ready(0)
+        graph = self.graphs.get(ctx.query.scope, vectors)
+        if not graph.memories:
+            return []
+        flt = ctx.query.filter()
+        seeds = self.seeds(ctx, graph, vectors, flt)
+        if not seeds.any():
+            return []
+        mass = graph.walk.rank(seeds, self.alpha)[: len(graph.memories)]
+        order = np.argsort(-mass, kind="stable")
+        out: list[tuple[MemoryPoint, float]] = []
+        pos = 0
+        while len(out) < limit and pos < len(order):
+            want = limit - len(out)
+            batch = [int(i) for i in order[pos : pos + want] if mass[i] > 0]
+            pos += want
+            if not batch:
+                break
+            found = {p.id: p for p in vectors.get([graph.memories[i] for i in batch], flt.user_id)}
+            for i in batch:
+                point = found.get(graph.memories[i])
+                if point is not None and admits(flt, point):  # gone since the build: skipped
+                    out.append((point, float(mass[i])))
+        return out[:limit]
+
+    def seeds(
+        self, ctx: QueryContext, graph: ScopeGraph, vectors: VectorStore, flt: PointFilter
+    ) -> np.ndarray:
+        """The personalization vector: the named entities, then the nearest memories."""
+        seeds = np.zeros(graph.size)
+        linked = graph.link(ctx.query.text)
+        for key in linked:
+            seeds[graph.entities[key]] += self.entity_seed / len(linked)
+        if self.dense_seeds > 0 and self.dense_seed > 0 and ctx.vector is not None:
+            kinds = tuple(dict.fromkeys((*self.graphs.kinds, "episode_chunk")))
+            hits = ctx.dense_hits(self.dense_seeds, kinds)  # the vector channel's search
+            if hits is None:
+                hits = vectors.search_dense(
+                    ctx.vector.tolist(), replace(flt, kinds=kinds), self.dense_seeds
+                )
+            for hit in hits:
+                i = graph.index.get(hit.point.id)
+                if i is not None and hit.score > 0:
+                    seeds[i] += self.dense_seed * hit.score / self.dense_seeds
+        return seeds

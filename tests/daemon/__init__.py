@@ -1,0 +1,1 @@
+"""Tests of the daemon, its services, clients and adapters (``daemon``)."""

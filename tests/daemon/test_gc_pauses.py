@@ -1,0 +1,126 @@
+"""Garbage-collection pauses in the daemon's log, and freezing what start-up loaded."""
+
+from __future__ import annotations
+
+import gc
+import logging
+
+import pytest
+
+from daemon.server import gc_pauses
+
+
+def test_a_collection_over_the_threshold_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    gc_pauses.watch(threshold_ms=0.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="strata.gc"):
+            gc.collect(2)
+        [record] = [r for r in caplog.records if r.getMessage() == "gc.pause"][-1:]
+        fields = record.fields  # type: ignore[attr-defined]
+        assert fields["generation"] == 2 and fields["ms"] >= 0.0
+        gc_pauses.watch(threshold_ms=60_000.0)  # idempotent: one callback, a new threshold
+        assert gc.callbacks.count(gc_pauses._callback) == 1
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="strata.gc"):
+            gc.collect(2)
+        assert not [r for r in caplog.records if r.getMessage() == "gc.pause"]
+    finally:
+        gc.callbacks.remove(gc_pauses._callback)
+
+
+def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
+    kept = [{"n": i} for i in range(10_000)]
+    try:
+        frozen = gc_pauses.freeze()
+        # Frozen objects that die leave the count (other threads of the test process run).
+        assert frozen >= gc.get_freeze_count() >= len(kept)
+        assert not any(obj is kept for obj in gc.get_objects(generation=2))
+    finally:
+        gc.unfreeze()
+
+
+def test_the_collection_before_the_freeze_is_logged_as_the_freeze_not_as_a_pause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gc_pauses.watch(threshold_ms=0.0)  # every automatic pass would be logged
+    try:
+        with caplog.at_level(logging.INFO, logger="strata.gc"):
+            gc_pauses.freeze()
+        messages = [r.getMessage() for r in caplog.records]
+        assert "gc.pause" not in messages
+        [record] = [r for r in caplog.records if r.getMessage() == "gc.frozen"]
+        fields = record.fields  # type: ignore[attr-defined]
+        assert fields["ms"] >= 0.0 and fields["objects"] > 0
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="strata.gc"):
+            gc.collect(2)  # after the freeze, collections are logged again
+        assert [r for r in caplog.records if r.getMessage() == "gc.pause"]
+    finally:
+        gc.unfreeze()
+        gc.callbacks.remove(gc_pauses._callback)
+
+
+def test_a_burst_runs_without_automatic_collections_and_they_come_back_after() -> None:
+    from tiers.core import collector
+
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with collector.quiet():
+            with collector.quiet():  # nested: still off after the inner block
+                pass
+            assert not gc.isenabled()
+            burst = [[i] for i in range(200_000)]  # far more allocations than any threshold
+            assert passes == []
+        assert gc.isenabled()
+        del burst
+        more = [[i] for i in range(10 * gc.get_threshold()[0])]
+        assert passes  # automatic collections again
+        del more
+        gc.disable()  # a collector turned off by the program stays off after a burst
+        try:
+            with collector.quiet():
+                pass
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        gc.callbacks.remove(count)
+
+
+def test_concurrent_bursts_turn_the_collector_on_when_the_last_ends() -> None:
+    import threading
+
+    from tiers.core import collector
+
+    inside, release = threading.Barrier(2), threading.Event()
+
+    def burst() -> None:
+        with collector.quiet():
+            inside.wait(10)
+            release.wait(10)
+
+    other = threading.Thread(target=burst)
+    other.start()
+    with collector.quiet():
+        inside.wait(10)
+    assert not gc.isenabled()  # the other burst still runs
+    release.set()
+    other.join(10)
+    assert gc.isenabled()
+
+
+def test_tune_sets_the_daemon_thresholds_and_returns_the_old_ones() -> None:
+    from tiers.core import collector
+
+    before = gc.get_threshold()
+    try:
+        assert collector.tune() == before
+        assert gc.get_threshold() == collector.THRESHOLDS
+    finally:
+        gc.set_threshold(*before)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.codec.status import ConfigError
+from daemon.settings import load_settings
+
+
+def test_defaults_then_toml_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    assert load_settings().listen == "127.0.0.1:50051"
+    assert load_settings().data_dir == Path(".strata")
+    config = tmp_path / "strata.toml"
+    config.write_text(
+        'data_dir = "/srv/strata"\nsync = true\n[working_memory]\nmax_messages = 7\n'
+        "[journal]\nttl_seconds = 60\n"
+    )
+    s = load_settings(config)
+    assert (s.data_dir, s.sync, s.working_memory.max_messages) == (Path("/srv/strata"), True, 7)
+    monkeypatch.setenv("STRATA_WORKING_MEMORY__MAX_MESSAGES", "9")
+    monkeypatch.setenv("STRATA_CONFIG", str(config))
+    s = load_settings()
+    assert (s.working_memory.max_messages, s.journal.ttl_seconds) == (9, 60)
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "reason"),
+    [
+        ("bogus = 1\n", {}, "bogus: Extra inputs are not permitted"),
+        ("[journal]\nttl_days = 3\n", {}, "journal.ttl_days"),
+        ("sync = \n", {}, "cannot read config file"),
+        ("", {"STRATA_LISTEN": "no-port"}, "listen must be host:port"),
+        ("", {"STRATA_JOURNAL__TTL_SECONDS": "0"}, "journal.ttl_seconds"),
+        ("", {"STRATA_DATADIR": "x"}, "unknown setting in the environment: STRATA_DATADIR"),
+        ("[limits]\nmax_content_bytes = 999999\n", {}, "must not exceed limits.max_message_bytes"),
+        (
+            "[vectors]\nshards = 0\n",
+            {},
+            "vectors.shards: Input should be greater than or equal to 1",
+        ),
+        ("", {"STRATA_VECTORS__SHARD_KEYS": "257"}, "vectors.shard_keys: Input should be less"),
+    ],
+)
+def test_bad_config_is_one_clear_line(tmp_path, monkeypatch, toml, env, reason):
+    config = tmp_path / "strata.toml"
+    config.write_text(toml)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")

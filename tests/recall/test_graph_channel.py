@@ -1,0 +1,411 @@
+"""The graph channel on real parts: RocksDB + NetworkXGraph, an embedded Qdrant shard, and a
+small hashing embedder instead of the model: entity linking, the entity <-> memory graph and
+Personalized PageRank over it."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recall import Query, QueryContext
+from recall.graph.channel import GraphChannel
+from recall.graph.memory import MemoryGraphs, build, kept_bytes
+from recall.recipe import Recipe
+from tiers.core.records import Scope
+from tiers.rocks import RocksStore
+from tiers.schema import STATE_CFS
+from tiers.semantic.embedding import EmbeddingService
+from tiers.semantic.graph import Edge
+from tiers.semantic.graph.nxgraph import NetworkXGraph
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, point_id
+from tiers.semantic.vectors.edge import EdgeVectorStore
+
+DIM = 32
+A = Scope("alice", "bot")
+A2 = Scope("alice", "other-bot")
+B = Scope("bob", "bot")
+
+
+class HashEmbedder:
+    """Deterministic bag of words: each word adds 1 to a hashed column; rows L2-normalised."""
+
+    model_name = "fake"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.documents: list[str] = []
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), DIM), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % DIM] += 1.0
+            norm = np.linalg.norm(rows[i])
+            if norm:
+                rows[i] /= norm
+        return rows
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        self.documents.extend(texts)
+        return self._encode(texts)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts)
+
+
+class World:
+    """A SemanticStore on real stores, with helpers to write facts and chunks."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.state = RocksStore(tmp_path / "state", STATE_CFS)
+        self.embedder = HashEmbedder()
+        self.semantic = SemanticStore(
+            self.state,
+            EmbeddingService(lambda: self.embedder, "fake"),
+            lambda: EdgeVectorStore(tmp_path / "vectors"),
+        )
+        self.semantic.start()
+        _embedder, self.vectors = self.semantic.wait_ready(10)
+        self.graph: NetworkXGraph = self.semantic.graph
+
+    def _points(self, points: list[MemoryPoint]) -> None:
+        dense = self.embedder.encode_documents([p.text for p in points])
+        self.vectors.upsert(
+            [
+                replace(p, dense=row.tolist(), sparse=self.semantic.keywords.embed_document(p.text))
+                for p, row in zip(points, dense, strict=True)
+            ]
+        )
+
+    def fact(
+        self,
+        scope: Scope,
+        s: str,
+        p: str,
+        o: str,
+        *,
+        seqs: tuple[int, ...] = (1,),
+        episode: str = "ep1",
+        at: int = 100,
+    ) -> str:
+        text = f"{s} {p.replace('_', ' ')} {o}"
+        sources = [Source("sess-" + episode, q, f"m{q}") for q in seqs]
+        pid = point_id(scope, "fact", text, sources)
+        point = MemoryPoint(
+            id=pid,
+            kind="fact",
+            text=text,
+            scope=scope,
+            episode_id=episode,
+            session_id="sess-" + episode,
+            sources=sources,
+            created_at_us=at,
+            extractor="test",
+            valid_from_us=at,
+            attrs={"subject": s, "predicate": p, "object": o},
+        )
+        self._points([point])
+        self.semantic.notify_write({scope.user_id})
+        self.graph.add_edges(
+            [
+                Edge(
+                    id=pid,
+                    scope=scope,
+                    subject=s,
+                    predicate=p,
+                    object=o,
+                    fact_text=text,
+                    episode_id=episode,
+                    sources=sources,
+                    created_at_us=at,
+                    valid_from_us=at,
+                )
+            ]
+        )
+        return pid
+
+    def _indexed(
+        self, scope: Scope, kind: str, text: str, sources: list[Source], episode: str, at: int
+    ) -> str:
+        pid = point_id(scope, kind, text, sources)
+        session = "sess-" + episode
+        self._points([MemoryPoint(pid, kind, text, scope, episode, session, sources, at, "index")])
+        self.semantic.notify_write({scope.user_id})
+        return pid
+
+    def chunk(
+        self,
+        scope: Scope,
+        seqs: tuple[int, ...],
+        *,
+        episode: str = "ep1",
+        at: int = 100,
+        text: str = "",
+    ) -> str:
+        text = text or f"chunk of {episode} turns {' '.join(map(str, seqs))}"
+        sources = [Source("sess-" + episode, q, f"m{q}", text=f"turn {q}") for q in seqs]
+        return self._indexed(scope, "episode_chunk", text, sources, episode, at)
+
+    def turn(
+        self,
+        scope: Scope,
+        speaker: str,
+        text: str,
+        *,
+        seq: int = 1,
+        episode: str = "ep1",
+        at: int = 100,
+    ) -> str:
+        sources = [Source("sess-" + episode, seq, f"m{seq}", speaker=speaker, text=text)]
+        return self._indexed(scope, "episode_turn", f"{speaker}: {text}", sources, episode, at)
+
+    def supersede(self, fact_id: str, at: int) -> None:
+        self.graph.close_edges([fact_id], at)
+        self.vectors.set_valid_to([fact_id], at)
+
+    def close(self) -> None:
+        self.semantic.close()
+        self.state.close()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    yield w
+    w.close()
+
+
+def ctx(w: World, text: str, scope: Scope = A, **kw: object) -> QueryContext:
+    query = Query(text=text, scope=scope, k=10, recipe=Recipe(), **kw)  # type: ignore[arg-type]
+    return QueryContext(query, w.embedder.encode_queries([text])[0])
+
+
+def ids(hits: list[tuple[MemoryPoint, float]]) -> list[str]:
+    return [p.id for p, _ in hits]
+
+
+def test_entity_memory_graph_links(world: World):
+    melanie = world.turn(A, "Melanie", "I signed up for a pottery class at Clay Corner.", seq=1)
+    hey = world.turn(A, "Caroline", "Hey Melanie! Clay Corner sounds fun.", seq=2)
+    hike = world.turn(A, "Caroline", "Hiking yesterday was great.", seq=3)
+    fact = world.fact(A, "Melanie", "married_to", "Dave", seqs=(4,))
+    mel = world.turn(A, "Caroline", "See you there, Mel.", seq=5)
+    memories = (melanie, hey, hike, fact, mel)
+    points = {p.id: p for p in world.vectors.get(list(memories))}
+    edges = [(e.id, e.subject, e.object) for e in world.graph.edges_where(lambda e: True)]
+    graph = build([points[i] for i in memories], edges)
+    # "Mel", a short form of one speaker's name, is that speaker
+    assert set(graph.entities) == {"melanie", "caroline", "clay corner", "dave", "mel"}
+    assert graph.entities["mel"] == graph.entities["melanie"]
+    assert graph.size == len(memories) + 4
+    linked = {
+        m: {
+            k
+            for k, n in graph.entities.items()
+            if k != "mel"  # an alias of melanie's node
+            and any(
+                {graph.src[i], graph.dst[i]} == {graph.index[m], n} for i in range(len(graph.src))
+            )
+        }
+        for m in memories
+    }
+    assert linked[melanie] == {"melanie", "clay corner"}  # speaker and a name inside
+    # "Hey" starts the sentence and names nothing known; "Melanie" is known (a speaker)
+    assert linked[hey] == {"caroline", "melanie", "clay corner"}
+    assert linked[hike] == {"caroline"}  # "Hiking" starts a sentence and is no known name
+    assert linked[fact] == {"melanie", "dave"}  # from its triplet
+    assert linked[mel] == {"caroline", "melanie"}
+    # a rarer entity weighs more: Clay Corner (2 memories) over Melanie (4)
+    weight = {
+        (int(u), int(v)): float(w)
+        for u, v, w in zip(graph.src, graph.dst, graph.weight, strict=True)
+    }
+    assert (
+        weight[(graph.index[hey], graph.entities["clay corner"])]
+        > weight[(graph.index[hey], graph.entities["melanie"])]
+    )
+    # the triplet also joins its two entities
+    assert weight[(graph.entities["melanie"], graph.entities["dave"])] == 1.0
+    assert graph.link("Where did Melanie's class meet, Clay Corner?") == ["clay corner", "melanie"]
+    assert graph.link("Did Mel, I mean Melanie, go?") == ["mel"]  # one link per entity
+
+
+def test_named_entity_ranks_its_memories_and_reaches_one_hop_further(world: World):
+    nate = [
+        world.turn(A, "Nate", "I won the Street Fighter tournament last weekend!", seq=1),
+        world.turn(A, "Nate", "My turtles love the new tank.", seq=3),
+    ]
+    draft = world.turn(A, "Joanna", "I finished my screenplay draft.", seq=2)
+    # not about Nate, but about the tournament he named: one hop further
+    cup = world.turn(A, "Joanna", "Is Street Fighter hard to learn?", seq=4, episode="ep2")
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    hits = channel.search(ctx(world, "What has Nate been up to?"), 10)
+    order = ids(hits)
+    # and two hops further, less: Joanna's other turn, through Joanna
+    assert set(order[:2]) == set(nate) and order[2:] == [cup, draft]
+    scores = [s for _p, s in hits]
+    assert scores == sorted(scores, reverse=True) and scores[3] < scores[2] < scores[1]
+    assert (
+        ids(GraphChannel(world.semantic, dense_seeds=0).search(ctx(world, "Nate?"), 2))
+        == ids(hits)[:2]
+    )
+    assert all(p.kind == "episode_turn" and p.scope == A for p, _ in hits)
+
+
+def test_nearest_memories_seed_the_walk(world: World):
+    pottery = world.turn(A, "Melanie", "pottery class with Clay Corner people", seq=1)
+    also = world.turn(A, "Caroline", "Clay Corner closes early on weekdays", seq=2)
+    world.turn(A, "Caroline", "Hiking was great", seq=3)
+    # no entity named: the nearest memories seed the walk, which spreads through Clay Corner
+    channel = GraphChannel(world.semantic, dense_seeds=1)
+    order = ids(channel.search(ctx(world, "pottery class"), 10))
+    assert order[:2] == [pottery, also]
+    assert GraphChannel(world.semantic, dense_seeds=0).search(ctx(world, "pottery class"), 10) == []
+
+
+def test_superseded_facts_leave_the_graph(world: World):
+    old = world.fact(A, "Caroline", "lives_in", "Boston", at=10)
+    new = world.fact(A, "Caroline", "lives_in", "Denver", at=20)
+    now = [0.0]
+    channel = GraphChannel(world.semantic, dense_seeds=0, clock=lambda: now[0])
+    assert set(ids(channel.search(ctx(world, "Where does Caroline live?"), 5))) == {old, new}
+    world.supersede(old, 20)
+    world.semantic.notify_write({"alice"})
+    now[0] += 2.0
+    assert ids(channel.search(ctx(world, "Where does Caroline live?"), 5)) == [new]
+
+
+def test_kinds_and_time_filters(world: World):
+    fact = world.fact(A, "Caroline", "adopted", "a dog", seqs=(3,), at=100)
+    turn = world.turn(A, "Caroline", "We adopted a dog!", seq=3, at=100)
+    late = world.fact(A, "Caroline", "visited", "Paris", seqs=(9,), episode="ep2", at=500)
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    q = "Tell me about Caroline's dog"
+    assert set(ids(channel.search(ctx(world, q, kinds=("fact",)), 10))) == {fact, late}
+    assert ids(channel.search(ctx(world, q, kinds=("episode_turn",)), 10)) == [turn]
+    assert channel.search(ctx(world, q, kinds=("summary",)), 10) == []
+    assert ids(channel.search(ctx(world, q, start_us=200), 10)) == [late]
+    assert set(ids(channel.search(ctx(world, q, end_us=200), 10))) == {fact, turn}
+    # the recipe's kinds apply when the query names none
+    recipe = Recipe(kinds=["episode_turn"])
+    query = Query(text=q, scope=A, k=10, recipe=recipe)
+    hits = channel.search(QueryContext(query, world.embedder.encode_queries([q])[0]), 10)
+    assert ids(hits) == [turn]
+
+
+def test_chunks_stand_in_when_turns_are_not_indexed(world: World):
+    chunk = world.chunk(A, (1, 2), text="a talk with Caroline about art")
+    fact = world.fact(A, "Caroline", "likes", "painting", seqs=(1,))
+    channel = GraphChannel(world.semantic, dense_seeds=1)
+    hits = channel.search(ctx(world, "a talk about art"), 10)  # seeded by the nearest chunk
+    assert ids(hits) == [chunk, fact]  # and through Caroline to her fact
+
+
+def test_no_seed_returns_nothing(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    assert channel.search(ctx(world, "How was the weather during that long trip?"), 10) == []
+    assert channel.search(ctx(world, "Caroline", scope=Scope("nobody")), 10) == []
+    assert channel.search(ctx(world, "Caroline"), 0) == []
+    assert ids(channel.search(ctx(world, "Caroline"), 10))
+
+
+def test_scope_isolation(world: World):
+    people = ["Caroline", "Melanie", "Linda", "Boston", "Rex", "Mercy Hospital"]
+    mine: set[str] = set()
+    others: set[str] = set()
+    rng = random.Random(7)
+    for i in range(30):
+        s, o = rng.sample(people, 2)
+        p = rng.choice(["likes", "visited", "knows", "works_at", "has_pet"])
+        mine.add(world.fact(A, s, p, o, seqs=(i,), episode=f"a{i % 3}"))
+        mine.add(world.turn(A, s, f"I met {o} again", seq=i, episode=f"a{i % 3}"))
+        # bob and alice's other agent share the names, and even the episode ids
+        others.add(world.fact(B, s, p, o, seqs=(i,), episode=f"a{i % 3}"))
+        others.add(world.turn(B, s, f"I met {o} again", seq=i, episode=f"a{i % 3}"))
+        others.add(world.turn(A2, s, f"We saw {o}", seq=i, episode=f"b{i % 3}"))
+    channel = GraphChannel(world.semantic)
+    words = [*people, "what", "did", "her", "mom", "give", "where", "work", "Caroline's"]
+    returned = 0
+    for _ in range(50):
+        text = " ".join(rng.choices(words, k=rng.randint(1, 6))) + "?"
+        hits = channel.search(ctx(world, text), rng.choice([3, 10, 50]))
+        returned += len(hits)
+        assert all(p.scope == A and p.id in mine for p, _ in hits)
+    assert returned > 100
+    # an empty agent_id covers every agent of the user, and never another user
+    hits = channel.search(ctx(world, "Caroline", scope=Scope("alice")), 200)
+    agents = {p.scope.agent_id for p, _ in hits}
+    assert agents == {"bot", "other-bot"} and all(p.scope.user_id == "alice" for p, _ in hits)
+
+
+def test_a_write_is_seen_by_the_next_query(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    assert channel.search(ctx(world, "What about Zed?"), 5) == []
+    zed = world.turn(A, "Zed", "I play chess.", seq=2)  # notifies the write
+    assert ids(channel.search(ctx(world, "What about Zed?"), 5)) == [zed]
+
+
+def test_graph_follows_writes_and_forget(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    now = [0.0]
+    channel = GraphChannel(world.semantic, dense_seeds=0, refresh_seconds=2.0, clock=lambda: now[0])
+    assert channel.search(ctx(world, "What about Zed?"), 5) == []
+    zed = world.turn(A, "Zed", "I play chess.", seq=2)  # notifies the write
+    now[0] += 1.9
+    assert ids(channel.search(ctx(world, "What about Zed?"), 5)) == []  # within refresh_seconds
+    now[0] += 0.1
+    assert ids(channel.search(ctx(world, "What about Zed?"), 5)) == [zed]
+    world.vectors.delete(PointFilter(user_id="alice", ids=(zed,)))
+    assert channel.search(ctx(world, "What about Zed?"), 5) == []  # gone points are skipped
+    assert channel.forget_scope("alice") == 1
+    assert channel.forget_scope("alice") == 0
+    # unwritten, the build is kept however old it is
+    channel.search(ctx(world, "What about Zed?"), 5)
+    now[0] += 1e6
+    assert channel.graphs.get(A, world.vectors) is channel.graphs.get(A, world.vectors)
+
+
+def test_a_large_scope_under_writes_keeps_a_young_build(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    for large, seen in ((1, False), (10**9, True)):
+        ticks = itertools.count()  # each reading of the clock is one second later
+        graphs = MemoryGraphs(world.semantic, large_scope=large, clock=lambda t=ticks: next(t))
+        first = graphs.get(A, world.vectors)  # built in one "second"
+        world.turn(A, "Zed", f"I play chess {large}.", seq=2 + len(first.memories))
+        again = graphs.get(A, world.vectors)  # two "seconds" later: within 10x the build
+        assert (again is not first) is seen
+        assert (len(again.memories) > len(first.memories)) is seen
+
+
+def test_the_graphs_are_kept_within_their_memory_budget(world: World):
+    """Least recently used out, the sizes summed right through rebuilds and Forget."""
+    for scope in (A, A2, B):
+        world.turn(scope, "Caroline", f"I like painting, says {scope.agent_id}.")
+    one = build(world.vectors.scroll(PointFilter(user_id="alice", agent_id="bot"), 10), [])
+    graphs = MemoryGraphs(world.semantic, max_bytes=2 * kept_bytes(one) + kept_bytes(one) * 3 // 5)
+    a, a2 = graphs.get(A, world.vectors), graphs.get(A2, world.vectors)
+    assert graphs.nbytes == kept_bytes(a) + kept_bytes(a2) <= graphs.max_bytes
+    graphs.get(A, world.vectors)  # A is now the most recently used
+    b = graphs.get(B, world.vectors)  # over budget: A2 goes
+    assert graphs.nbytes == kept_bytes(a) + kept_bytes(b)
+    assert graphs.get(A, world.vectors) is a  # kept
+    assert graphs.get(A2, world.vectors) is not a2  # built again (and B goes)
+    assert graphs.nbytes == kept_bytes(a) + kept_bytes(graphs.get(A2, world.vectors))
+    world.turn(A, "Zed", "I play chess.", seq=2)  # a write: A is rebuilt, its old size out
+    bigger = graphs.get(A, world.vectors)
+    assert bigger is not a
+    assert graphs.nbytes == kept_bytes(bigger) + kept_bytes(graphs.get(A2, world.vectors))
+    assert graphs.forget_scope("alice") == 2 and graphs.nbytes == 0
+    tiny = MemoryGraphs(world.semantic, max_bytes=1)  # one graph is kept even if larger
+    assert tiny.get(B, world.vectors) is tiny.get(B, world.vectors) and tiny.nbytes > 1

@@ -1,0 +1,141 @@
+"""The graph channel's kept structure (recall.graph.memory.MemoryGraphs): a scope's graph is
+built from its memories' ids and the features kept for each (only new points are read), and
+after any write it equals the graph built from scratch from every point. A seeded sequence of
+writes of each kind the weaver and Forget make: turns (names inside and at the start of a
+sentence, a speaker's short name), facts with their triplets, supersession and its undoing,
+deletes of points and of episodes, a scope of chunks that gets its first turn, a Forget.
+Real RocksDB, NetworkXGraph and embedded engine (tests.recall.test_graph_channel's World)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recall.graph.memory import FALLBACK_KINDS, MEMORY_KINDS, MemoryGraphs, ScopeGraph, build
+from tests.recall.test_graph_channel import A2, A, B, World
+from tiers.core.records import Scope
+from tiers.semantic.vectors import PointFilter
+
+NAMES = ("Melanie", "Caroline", "Dave", "Clay Corner", "Biscuit", "Lisbon")
+SPEAKERS = ("Melanie", "Caroline", "Jon")
+LINES = (
+    "I signed up for a pottery class at {n}.",
+    "{n} was there too.",
+    "Hey {n}! How was the weekend?",
+    "Mel said {n} loves the park.",
+    "We talked about {n} and {m} for hours.",
+    "Nothing new today.",
+)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    yield w
+    w.close()
+
+
+def scratch(world: World, scope: Scope) -> ScopeGraph:
+    """The scope's graph built from every point, as a first build does."""
+    flt = PointFilter(
+        user_id=scope.user_id, agent_id=scope.agent_id, kinds=MEMORY_KINDS, include_superseded=False
+    )
+    points = world.vectors.scroll(flt, 100_000)
+    if not any(p.kind == "episode_turn" for p in points):
+        points = world.vectors.scroll(
+            PointFilter(
+                user_id=scope.user_id,
+                agent_id=scope.agent_id,
+                kinds=FALLBACK_KINDS,
+                include_superseded=False,
+            ),
+            100_000,
+        )
+    triplets = [
+        (e.id, e.subject, e.object)
+        for e in world.graph.edges_where(
+            lambda e: (
+                e.scope.user_id == scope.user_id
+                and (not scope.agent_id or e.scope.agent_id == scope.agent_id)
+                and e.current
+            )
+        )
+    ]
+    return build(points, triplets)
+
+
+def assert_same(kept: ScopeGraph, fresh: ScopeGraph, after: str) -> None:
+    assert kept.memories == fresh.memories, after
+    assert kept.entities == fresh.entities, after
+    assert kept.size == fresh.size, after
+    for name in ("src", "dst", "weight"):
+        np.testing.assert_array_equal(
+            getattr(kept, name), getattr(fresh, name), err_msg=f"{name} after {after}"
+        )
+
+
+def test_after_every_write_the_kept_graph_equals_one_built_from_scratch(world: World):
+    rng = random.Random(27)
+    graphs = MemoryGraphs(world.semantic)
+    facts: list[str] = []
+    closed: list[str] = []
+    seq = iter(range(1, 10_000))
+    world.chunk(B, (1, 2), text="Caroline and Biscuit went to Lisbon.")  # chunks only, at first
+
+    def turn(scope: Scope) -> None:  # an episode's turns: one to three
+        for _ in range(rng.randint(1, 3)):
+            line = rng.choice(LINES).format(n=rng.choice(NAMES), m=rng.choice(NAMES))
+            speaker = rng.choice(SPEAKERS)
+            world.turn(scope, speaker, line, seq=next(seq), episode=rng.choice("xyz"))
+
+    def fact(scope: Scope) -> None:
+        s, o = rng.sample(NAMES, 2)
+        facts.append(world.fact(scope, s, rng.choice(("likes", "visited")), o, seqs=(next(seq),)))
+
+    def supersede(_scope: Scope) -> None:
+        if facts:
+            pid = facts.pop(rng.randrange(len(facts)))
+            world.supersede(pid, 500)
+            world.semantic.notify_write({"alice", "bob"})
+            closed.append(pid)
+
+    def undo(_scope: Scope) -> None:
+        if closed:
+            pid = closed.pop()
+            world.graph.close_edges([pid], None)
+            world.vectors.set_valid_to([pid], None)
+            world.semantic.notify_write({"alice", "bob"})
+            facts.append(pid)
+
+    def delete(scope: Scope) -> None:
+        some = world.vectors.ids(PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), 50)
+        if some:
+            gone = rng.choice(some)
+            world.semantic.delete(PointFilter(user_id=scope.user_id, ids=(gone,)), {scope.user_id})
+            if gone in facts:
+                facts.remove(gone)
+                world.graph.remove_edges([gone])
+
+    def episode(scope: Scope) -> None:
+        ep = rng.choice("xyz")
+        world.semantic.delete(
+            PointFilter(user_id=scope.user_id, episode_ids=(ep,)), {scope.user_id}
+        )
+
+    def forget(scope: Scope) -> None:
+        graphs.forget_scope(scope.user_id)
+
+    writes: list[Callable[[Scope], None]] = [turn] * 6 + [fact] * 3 + [supersede, undo, delete]
+    writes += [episode, forget]
+    for step in range(60):
+        scope = rng.choice((A, A2, B))
+        write = rng.choice(writes)
+        write(scope)
+        for seen in (A, A2, B):
+            kept = graphs.get(seen, world.vectors)
+            assert_same(kept, scratch(world, seen), f"step {step}: {write.__name__} {scope}")
+    assert graphs.get(B, world.vectors).memories  # B got turns: no longer the chunk fallback

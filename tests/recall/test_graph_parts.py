@@ -1,0 +1,60 @@
+"""The graph channel's parts that need no stores: entity mentions and names in text, and
+Personalized PageRank against networkx (the channel itself:
+``tests/recall/test_graph_channel.py``)."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from recall.graph.pagerank import personalized_pagerank
+from recall.words import mentions, names
+
+
+def test_mentions_handle_possessives_and_stop_words():
+    keys = {k for _s, _e, k in mentions("What did Caroline's mom give her?")}
+    assert {"caroline", "caroline's", "caroline's mom", "mom give her"} <= keys
+    assert not {"what", "did", "her"} & keys
+    assert "new york" in {k for _s, _e, k in mentions("Trip to New York\u2019s museums")}
+    assert "acme corp" in {k for _s, _e, k in mentions("Who founded the Acme Corp.?")}
+    assert "will" in {k for _s, _e, k in mentions("What did Will say?")}
+    assert "will" not in {k for _s, _e, k in mentions("What will I say? Will it rain?")}
+
+
+def test_personalized_pagerank_matches_networkx():
+    rng = random.Random(3)
+    size = 40
+    pairs = [(rng.randrange(size - 2), rng.randrange(size - 2)) for _ in range(90)]
+    edges = [(u, v, rng.choice([0.5, 1.0])) for u, v in pairs]
+    edges += [(5, 5, 1.0), (1, 2, 1.0), (1, 2, 0.5)]  # a self-loop and parallel edges
+    seeds = {1: 1.0, 7: 0.6, size - 1: 0.3}  # the last one is isolated (dangling)
+    walk = nx.Graph()
+    walk.add_nodes_from(range(size))
+    for u, v, w in edges:
+        if walk.has_edge(u, v):
+            walk[u][v]["weight"] += w
+        else:
+            walk.add_edge(u, v, weight=w)
+    expected = nx.pagerank(walk, alpha=0.85, personalization=seeds, weight="weight", tol=1e-10)
+    src, dst, weight = (np.array(col) for col in zip(*edges, strict=True))
+    vector = np.zeros(size)
+    for node, w in seeds.items():
+        vector[node] = w
+    got = personalized_pagerank(size, src, dst, weight, vector, 0.85, tol=1e-10, max_iter=500)
+    assert got == pytest.approx([expected[n] for n in range(size)], abs=1e-8)
+    assert personalized_pagerank(0, src[:0], dst[:0], weight[:0], vector[:0]).size == 0
+
+
+def test_names_in_memories():
+    inside, initial = names(
+        "Hey Joanna! I usually play CS:GO, but I tried the Street Fighter cup with Nate's team."
+    )
+    assert inside == {"street fighter", "nate"}  # "CS" is all capitals; "I" is a stop word
+    assert {"hey", "joanna", "hey joanna"} <= initial  # for the caller to keep known names
+    assert names("Thanks, Melanie. Here it is.") == ({"melanie"}, {"thanks"})  # "here": a stop word
+    assert names("I went to London \u2013 like in Harry Potter!")[0] == {"london", "harry potter"}
+    assert names("no names here at all") == (set(), set())
+    assert names("I'm sure. Here's the Louvre, I've been.") == ({"louvre"}, set())

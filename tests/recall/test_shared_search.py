@@ -1,0 +1,119 @@
+"""One dense search per query (recall.SharedSearch): the vector channel's list and the graph
+channel's dense seeds come from the same engine call; a channel answers from it only when the
+shared search covers what it asks (depth, kinds), and a failure of that one search reaches
+both channels. Real model, RocksDB and embedded engine (the contract corpus)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from recall import Query, QueryContext, SharedSearch
+from recall.channels import KeywordChannel, VectorChannel
+from recall.engine import RecallEngine
+from recall.graph.channel import GraphChannel
+from recall.recipe import Recipe
+from tests.contracts.corpus import QUESTION, TWIN, A, Tier3, ctx, filled
+from tiers.semantic.vectors import Hit, VectorStoreUnavailable
+
+
+@pytest.fixture(scope="module")
+def tier3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier3]:
+    t = filled(tmp_path_factory.mktemp("corpus"))
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def searches(tier3: Tier3, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The dense searches the vector store answers, recorded."""
+    _embedder, vectors = tier3.semantic.wait_ready(0)
+    real = vectors.search_dense
+    made: list[tuple[Any, ...]] = []
+
+    def search_dense(*args: Any) -> list[Hit]:
+        made.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(vectors, "search_dense", search_dense)
+    return made
+
+
+def engine(tier3: Tier3) -> RecallEngine:
+    semantic = tier3.semantic
+    channels = {
+        "vector": VectorChannel(semantic),
+        "keyword": KeywordChannel(semantic),
+        "graph": GraphChannel(semantic),
+    }
+    return RecallEngine(semantic, channels, {})
+
+
+def test_a_recall_makes_one_dense_search_for_the_vector_and_graph_channels(tier3, searches):
+    recall = engine(tier3)
+    try:
+        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert result.hits and not result.degraded
+    assert {"vector", "graph"} <= set(result.timings)
+    assert len(searches) == 1
+
+
+def test_the_vector_channel_answers_from_the_shared_search_as_from_its_own(tier3, searches):
+    channel = VectorChannel(tier3.semantic)
+    own = channel.search(ctx(), 5)
+    shared = ctx()
+    _embedder, vectors = tier3.semantic.wait_ready(0)
+    shared.dense = SharedSearch(
+        10, lambda: vectors.search_dense(shared.vector.tolist(), shared.query.filter(), 10)
+    )
+    assert channel.search(shared, 5) == own
+    assert channel.search(shared, 3) == own[:3]
+    assert len(searches) == 2  # its own, then the shared one once for both calls
+    channel.search(shared, 11)  # deeper than the shared search: a search of its own
+    assert len(searches) == 3
+
+
+def test_a_channel_searches_itself_when_the_shared_search_does_not_cover_its_kinds(tier3):
+    only_summaries = ctx(kinds=("summary",))
+    only_summaries.dense = SharedSearch(50, lambda: [])
+    assert only_summaries.dense_hits(20, ("episode_turn", "fact")) is None
+    assert only_summaries.dense_hits(20) == []
+    every_kind = QueryContext(Query(QUESTION, A, 5, Recipe()), only_summaries.vector)
+    every_kind.dense = SharedSearch(50, lambda: [])
+    assert every_kind.dense_hits(20, ("episode_turn", "fact")) == []
+
+
+def test_a_failed_shared_search_fails_every_channel_that_reads_it(tier3):
+    calls: list[int] = []
+
+    def failing() -> list[Hit]:
+        calls.append(1)
+        raise VectorStoreUnavailable("disk gone")
+
+    c = ctx()
+    c.dense = SharedSearch(50, failing)
+    for _ in range(2):
+        with pytest.raises(VectorStoreUnavailable, match="disk gone"):
+            VectorChannel(tier3.semantic).search(c, 10)
+    with pytest.raises(VectorStoreUnavailable, match="disk gone"):
+        GraphChannel(tier3.semantic).search(c, 10)
+    assert calls == [1]  # searched once; the error is kept for the others
+
+
+def test_a_cut_of_the_shared_search_keeps_the_lower_id_of_tied_hits(tier3):
+    """Which of two tied points a shorter list keeps does not depend on the order the engine
+    returned them in (storage order, its threads' merge): the lower id, as every channel
+    orders ties."""
+    c = ctx()
+    _embedder, vectors = tier3.semantic.wait_ready(0)
+    both = vectors.search_dense(c.vector.tolist(), c.query.filter(), 10)
+    twins = [h for h in both if h.point.text.endswith(TWIN.split(": ", 1)[1])]
+    assert len(twins) == 2 and twins[0].score == twins[1].score
+    low, high = sorted(twins, key=lambda h: h.point.id)
+    for order in ([low, high], [high, low]):
+        c.dense = SharedSearch(10, lambda order=order: list(order))
+        assert c.dense_hits(1) == [low]

@@ -1,0 +1,283 @@
+"""The embedded store builds its index in a child process and swaps the built copy in
+(tiers.semantic.vectors.edge_generations): writes made during the build are kept, a failed or
+interrupted build leaves the store as it was, crash leftovers are swept, and a store in the
+layout before generations (the shard in the directory itself) is read and moved on."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.contracts.vectors import DIM, MODEL, T0, alice, ids, mem, unit
+from tests.support import wait_until
+from tests.support.builds import gated_child, index_small_stores
+from tiers.semantic.vectors import (
+    IndexBuildCancelled,
+    MemoryPoint,
+    PointFilter,
+    VectorStoreUnavailable,
+)
+from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
+
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "vectors"
+
+
+@pytest.fixture(autouse=True)
+def _indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    index_small_stores(monkeypatch)  # a build of these few points swaps a copy in
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[EdgeVectorStore]:
+    s = EdgeVectorStore(path)
+    s.ensure(MODEL, DIM)
+    yield s
+    s.close()
+
+
+def points(n: int, start: int = 0, seed: int = 0) -> list[MemoryPoint]:
+    return [mem(f"memory {i} of the build", seq=i, seed=seed + i) for i in range(start, start + n)]
+
+
+def test_a_new_store_starts_in_its_first_generation(store, path):
+    assert (path / generations.CURRENT).read_text().strip() == "gen-000001"
+    assert (path / "gen-000001" / "edge_config.json").exists()
+    assert (path / SIDECAR).exists()
+    assert not (path / "edge_config.json").exists()
+
+
+def test_a_build_swaps_the_built_copy_in(store, path):
+    store.upsert(points(300))
+    query = [float(x) for x in unit(7)]
+    before = ids(store.search_dense(query, alice(), limit=10))
+    store.optimize()
+    assert store.builds == 1
+    assert generations.current(path) == path / "gen-000002"
+    assert not (path / "gen-000001").exists()  # the old generation is gone
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
+    store.optimize()  # nothing new to index: the copy is dropped, the live generation stays
+    assert store.builds == 1 and store.builds_unneeded == 1
+    assert generations.current(path) == path / "gen-000002"
+    assert not (path / "gen-000003").exists()
+    store.upsert(points(50, start=300))
+    before = ids(store.search_dense(query, alice(), limit=10))
+    store.optimize()
+    assert store.builds == 2 and generations.current(path) == path / "gen-000003"
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
+    store.close()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 350
+        assert ids(again.search_dense(query, alice(), limit=10)) == before
+    finally:
+        again.close()
+
+
+def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp_path, monkeypatch):
+    first = points(200)
+    store.upsert(first)
+    gate = tmp_path / "go"
+    gated_child(monkeypatch, gate)
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            store.optimize()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    wait_until(lambda: store._child is not None, DEADLINE, "for the build's child", interval=0.01)
+    # The live store serves reads and takes writes while the child builds.
+    late = points(50, start=1000)
+    store.upsert(late)
+    store.set_valid_to([first[0].id], T0 + 5)
+    deleted = store.delete(PointFilter(ids=(first[1].id,)))
+    assert deleted == 1
+    assert store.count(PointFilter()) == 249
+    gate.touch()
+    thread.join(DEADLINE)
+    assert not thread.is_alive() and not errors
+    assert store.builds == 1 and store._recorded is None
+
+    def check(s: EdgeVectorStore) -> None:
+        assert s.count(PointFilter()) == 249
+        assert {p.id for p in s.get([p.id for p in late])} == {p.id for p in late}
+        assert s.get([first[1].id]) == []
+        assert s.get([first[0].id])[0].valid_to_us == T0 + 5
+
+    check(store)
+    store.close()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        check(again)
+    finally:
+        again.close()
+
+
+def test_a_failed_build_leaves_the_store_as_it_was(store, path, monkeypatch):
+    store.upsert(points(20))
+    monkeypatch.setattr(
+        generations,
+        "child_command",
+        lambda gen: [sys.executable, "-c", "import sys; sys.exit('the disk is full')"],
+    )
+    with pytest.raises(VectorStoreUnavailable, match="the disk is full"):
+        store.optimize()
+    assert generations.current(path) == path / "gen-000001"
+    assert not (path / "gen-000002").exists()
+    assert store._recorded is None  # writes are no longer recorded
+    store.upsert(points(5, start=100))
+    assert store.count(PointFilter()) == 25
+
+
+def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
+    store.upsert(points(20))
+    gated_child(monkeypatch, tmp_path / "never")
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    thread.start()
+    wait_until(lambda: store._child is not None, DEADLINE, "for the build's child", interval=0.01)
+    store.close()
+    thread.join(DEADLINE)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], VectorStoreUnavailable)
+    assert "closed" in str(errors[0])
+    assert not (path / "gen-000002").exists()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 20
+    finally:
+        again.close()
+
+
+def _catch(fn: Callable[[], None], errors: list[BaseException]) -> None:
+    try:
+        fn()
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def test_crash_leftovers_are_swept_when_the_store_opens(store, path):
+    store.upsert(points(10))
+    store.close()
+    (path / "gen-000002" / "segments").mkdir(parents=True)  # a build cut short
+    (path / (generations.CURRENT + ".tmp")).write_text("gen-000002\n")
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 10
+        assert sorted(p.name for p in path.iterdir()) == [
+            generations.CURRENT,
+            "gen-000001",
+            SIDECAR,
+        ]
+    finally:
+        again.close()
+
+
+def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, path):
+    """Written by an earlier release: the shard's files directly in the directory."""
+    store.upsert(points(30))
+    store.close()
+    for entry in (path / "gen-000001").iterdir():
+        shutil.move(str(entry), str(path / entry.name))
+    (path / "gen-000001").rmdir()
+    (path / generations.CURRENT).unlink()
+    old = EdgeVectorStore(path)
+    old.ensure(MODEL, DIM)
+    try:
+        assert generations.current(path) == path
+        assert old.count(PointFilter()) == 30
+        old.upsert(points(3, start=500))
+        old.optimize()
+        assert generations.current(path) == path / "gen-000001"
+        assert sorted(p.name for p in path.iterdir()) == [
+            generations.CURRENT,
+            "gen-000001",
+            SIDECAR,
+        ]
+        assert old.count(PointFilter()) == 33
+    finally:
+        old.close()
+
+
+def _files_with(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
+    store, path, tmp_path, monkeypatch
+):
+    marked = [mem(f"the secret Wombatmark{i} of the purge", seq=i, seed=i) for i in range(5)]
+    store.upsert(points(30) + marked)
+    store.delete(PointFilter(ids=tuple(p.id for p in marked)))
+    store.flush()
+    assert _files_with(path, b"Wombatmark")  # deleted, but in the engine's WAL and segments
+    # A build running now works on a copy that still holds them: the purge gives it up.
+    gated_child(monkeypatch, tmp_path / "never")
+    errors: list[BaseException] = []
+    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    build.start()
+    wait_until(lambda: store._child is not None, DEADLINE, "for the build's child", interval=0.01)
+    query = [float(x) for x in unit(3)]
+    before = ids(store.search_dense(query, alice(), limit=10))
+    store.purge()
+    build.join(DEADLINE)
+    assert len(errors) == 1 and isinstance(errors[0], IndexBuildCancelled)
+    assert store.purges == 1 and store.builds == 0
+    assert _files_with(path, b"Wombatmark") == []
+    assert sorted(p.name for p in path.iterdir() if p.name.startswith("gen-")) == ["gen-000003"]
+    assert store.count(PointFilter()) == 30
+    assert ids(store.search_dense(query, alice(), limit=10)) == before
+    # The store goes on: writes, a build, and a reopen.
+    store.upsert(points(5, start=100))
+    monkeypatch.undo()
+    index_small_stores(monkeypatch)  # undone with the gate
+    store.optimize()
+    assert store.builds == 1 and store.count(PointFilter()) == 35
+    store.close()
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.count(PointFilter()) == 35
+        assert _files_with(path, b"Wombatmark") == []
+    finally:
+        again.close()
+
+
+def test_a_copy_keeps_the_bytes_and_leaves_the_zeros_as_holes(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    with src.open("wb") as f:
+        f.write(b"head" + b"\0" * 70_000 + b"middle")
+        f.seek(5 << 20)
+        f.write(b"tail")
+        f.truncate(9 << 20)  # ends in a hole
+    generations.copy_file(src, dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert dst.stat().st_size == 9 << 20
+    assert dst.stat().st_blocks * 512 < 1 << 20
+
+
+def test_a_built_shard_is_not_filled_with_the_write_ahead_logs_zeros(store, path):
+    store.upsert(points(100))
+    store.optimize()
+    assert store.builds == 1
+    files = [p for p in path.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) > 64 << 20  # two preallocated WAL files
+    assert sum(p.stat().st_blocks * 512 for p in files) < 16 << 20

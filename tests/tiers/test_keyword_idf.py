@@ -1,0 +1,216 @@
+"""The keyword channel's IDF is the whole embedded store's
+(tiers.semantic.vectors.term_frequencies): its weights are the engine's own IDF modifier's, a user's
+scores do not depend on who shares its shard, they are exact after deletes and replacements (the
+engine's modifier keeps counting deleted points), the counts kept by writes equal the ones rebuilt
+at open, and a shard made
+with the engine's modifier by an earlier release is rewritten without it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from qdrant_edge import EdgeShard, Query, QueryRequest, UpdateOperation
+from qdrant_edge import SparseVector as EdgeSparseVector
+
+from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
+from tiers.core.records import Scope
+from tiers.semantic.vectors import SPARSE, MemoryPoint, PointFilter, VectorStore, shard_of
+from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge_shard import (
+    config,
+    engine_idf,
+    payload_indexes,
+    to_point,
+    write_sidecar,
+)
+from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
+
+SHARDS = 4
+QUERY = "did the cat chase the dog to the pottery class"
+TEXTS = {
+    "alice": [
+        "the cat sat on the mat",
+        "a dog chased the cat around the garden",
+        "pottery class on saturday morning",
+        "the weather is nice today",
+    ],
+    # bob and carol share a shard (shard_of(..., 4) == 2), alice has her own (3)
+    "bob": ["my cat hates the dog next door", "cat food is expensive", "cat cat cat"],
+    "carol": ["the pottery class was cancelled", "dog walking at noon"],
+}
+
+
+def points(user: str, texts: list[str] | None = None) -> list[MemoryPoint]:
+    scope = Scope(user, "assistant")
+    return [
+        mem(text, scope=scope, seq=i, seed=1000 * len(user) + i)
+        for i, text in enumerate(texts if texts is not None else TEXTS[user])
+    ]
+
+
+def scores(store: VectorStore, user: str = "alice") -> dict[str, float]:
+    hits = store.search_sparse(KEYWORDS.embed_query(QUERY), PointFilter(user_id=user), 20)
+    return {h.point.text: round(h.score, 5) for h in hits}
+
+
+@pytest.fixture
+def sharded(tmp_path: Path) -> Iterator[ShardedVectorStore]:
+    store = ShardedVectorStore(tmp_path / "sharded", SHARDS)
+    store.ensure(MODEL, DIM)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[EdgeVectorStore]:
+    """A store with one shard: the reference "one store" scores are computed in."""
+    store = EdgeVectorStore(tmp_path / "fresh")
+    store.ensure(MODEL, DIM)
+    yield store
+    store.close()
+
+
+def engine_shard(path: Path, written: list[MemoryPoint]) -> EdgeShard:
+    """A raw engine shard with the engine's IDF modifier, as releases before made them."""
+    shard = EdgeShard.create(str(path), config(DIM, idf=True))
+    for name, schema in payload_indexes().items():
+        shard.update(UpdateOperation.create_field_index(name, schema))
+    shard.update(UpdateOperation.upsert_points([to_point(p) for p in written]))
+    return shard
+
+
+def engine_scores(shard: EdgeShard) -> dict[str, float]:
+    query = KEYWORDS.embed_query(QUERY)
+    request = QueryRequest(
+        limit=20,
+        query=Query.Nearest(EdgeSparseVector(query.indices, query.values), using=SPARSE),
+        with_payload=True,
+    )
+    return {str(s.payload["text"]): round(s.score, 5) for s in shard.query(request) if s.payload}
+
+
+def test_the_users_share_the_shards_the_tests_assume():
+    assert [shard_of(u, SHARDS) for u in ("alice", "bob", "carol")] == [3, 2, 2]
+
+
+def test_query_weights_are_the_engines_idf_modifier(tmp_path, fresh):
+    written = [p for user in TEXTS for p in points(user)]
+    shard = engine_shard(tmp_path / "engine", written)
+    try:
+        expected = engine_scores(shard)
+    finally:
+        shard.close()
+    fresh.upsert(written)
+    assert scores(fresh) == {t: s for t, s in expected.items() if t in TEXTS["alice"]}
+    assert len(scores(fresh)) == 3  # three of alice's texts hold a query term
+
+
+def test_a_users_scores_do_not_depend_on_who_shares_its_shard(sharded, fresh):
+    for user in TEXTS:
+        sharded.upsert(points(user))
+        fresh.upsert(points(user))
+    assert scores(sharded) == scores(fresh)
+    assert scores(sharded, "bob") == scores(fresh, "bob")
+    # Alice's shard holds her points alone, yet the IDF counts bob's and carol's too (an IDF
+    # over her shard would score otherwise).
+    assert scores(sharded) != _scores_with_only(points("alice"))
+
+
+def _scores_with_only(written: list[MemoryPoint]) -> dict[str, float]:
+    frequencies = DocumentFrequencies()
+    frequencies.add(p.sparse for p in written if p.sparse is not None)
+    out: dict[str, float] = {}
+    query = frequencies.weigh(KEYWORDS.embed_query(QUERY))
+    for p in written:
+        assert p.sparse is not None
+        weights = dict(zip(p.sparse.indices, p.sparse.values, strict=True))
+        score = sum(
+            v * weights.get(i, 0.0) for i, v in zip(query.indices, query.values, strict=True)
+        )
+        if score:
+            out[p.text] = round(score, 5)
+    return out
+
+
+def test_scores_after_deletes_and_replacements_are_a_store_that_never_held_them(sharded, tmp_path):
+    for user in TEXTS:
+        sharded.upsert(points(user))
+    assert sharded.delete(PointFilter(user_id="bob")) == 3
+    first = points("alice")[0]
+    sharded.upsert(
+        [
+            dataclasses.replace(
+                first, text="the cat slept", sparse=KEYWORDS.embed_document("the cat slept")
+            )
+        ]
+    )
+    sharded.delete(PointFilter(user_id="carol", episode_ids=["ep-1"]))
+
+    reference = EdgeVectorStore(tmp_path / "reference")
+    reference.ensure(MODEL, DIM)
+    try:
+        reference.upsert(points("alice", ["the cat slept", *TEXTS["alice"][1:]]))
+        assert scores(sharded) == scores(reference)
+    finally:
+        reference.close()
+
+
+def test_the_counts_kept_by_writes_equal_the_ones_rebuilt_at_open(tmp_path):
+    path = tmp_path / "sharded"
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    for user in TEXTS:
+        store.upsert(points(user))
+    store.delete(PointFilter(user_id="carol"))
+    store.upsert(points("alice", ["the cat sat on the mat", "another cat"]))  # one replaced
+    kept = {user: scores(store, user) for user in ("alice", "bob")}
+    store.close()
+
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    try:
+        assert {user: scores(store, user) for user in ("alice", "bob")} == kept
+    finally:
+        store.close()
+
+
+def test_a_shard_made_with_the_engines_idf_is_rewritten_without_it(tmp_path):
+    path = tmp_path / "old"
+    written = [p for user in TEXTS for p in points(user)]
+    write_sidecar(path, MODEL, DIM)
+    gen = generations.first(path)
+    generations.switch(path, gen)
+    shard = engine_shard(gen, written)
+    try:
+        before = engine_scores(shard)
+        shard.flush()
+    finally:
+        shard.close()
+    assert engine_idf(gen)
+
+    store = EdgeVectorStore(path)
+    store.ensure(MODEL, DIM)
+    try:
+        now = generations.current(path)
+        assert now != gen and not gen.exists() and not engine_idf(now)
+        assert store.count(PointFilter()) == len(written)
+        assert scores(store) == {t: s for t, s in before.items() if t in TEXTS["alice"]}
+    finally:
+        store.close()
+
+
+def test_counts_follow_adds_and_removes_and_never_go_below_zero():
+    frequencies = DocumentFrequencies()
+    cat, dog = KEYWORDS.embed_document("cat"), KEYWORDS.embed_document("dog")
+    frequencies.add([cat, cat, dog])
+    assert (frequencies.points, frequencies.count(cat.indices[0])) == (3, 2)
+    frequencies.remove([cat, dog])
+    assert (frequencies.points, frequencies.count(cat.indices[0])) == (1, 1)
+    assert frequencies.count(dog.indices[0]) == 0
+    frequencies.remove([dog, dog])
+    assert (frequencies.points, frequencies.count(dog.indices[0])) == (0, 0)

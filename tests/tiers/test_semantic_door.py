@@ -1,0 +1,75 @@
+"""The semantic store's door into Tier 3 (:mod:`tiers.semantic.store`), on real stores: forgotten
+points and edges are dropped at the door, the scopes' caches are told, a fact's validity ends
+on its edge and its point together, and a delete must name what it deletes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from tests.contracts.corpus import A, B, Tier3, corpus, filled
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import PointFilter
+
+
+@pytest.fixture
+def tier3(tmp_path) -> Iterator[Tier3]:
+    t = filled(tmp_path)
+    yield t
+    t.close()
+
+
+def test_forgotten_points_and_edges_are_dropped_at_the_door(tmp_path) -> None:
+    t = Tier3(tmp_path)
+    try:
+        semantic = t.semantic
+        told: list[str] = []
+        semantic.on_write.append(told.append)
+        points, edges = corpus()
+        fact = next(p for p in points if p.kind == "fact" and p.scope == A)
+        batch = t.state.batch()
+        Tombstones.add(batch, ["ep-s2"], [fact.id])  # an episode of alice's, one of her facts
+        t.state.write(batch)
+        with semantic.write_lock:
+            written = semantic.write(points)
+            added = semantic.write_edges(edges)
+        gone = {p.id for p in points if p.episode_id == "ep-s2"} | {fact.id}
+        assert {p.id for p in written} == {p.id for p in points} - gone
+        assert fact.id not in {e.id for e in added} and len(added) == len(edges) - 1
+        _embedder, vectors = semantic.wait_ready(0)
+        assert not vectors.get(sorted(gone)) and semantic.graph.get(fact.id) is None
+        assert all(p.dense and p.sparse for p in written)  # embedded and keyword-encoded
+        assert set(told) == {"alice", "bob"}
+    finally:
+        t.close()
+
+
+def test_a_fact_closes_on_its_edge_and_its_point_together(tier3: Tier3) -> None:
+    semantic = tier3.semantic
+    _embedder, vectors = semantic.wait_ready(0)
+    (fact,) = [
+        e for e in semantic.graph.edges_where(lambda e: e.scope == B and e.object == "Lisbon")
+    ]
+    with semantic.write_lock:
+        semantic.close_facts({fact.id: fact.valid_from_us + 1})
+    assert semantic.graph.get(fact.id).valid_to_us == fact.valid_from_us + 1  # type: ignore[union-attr]
+    assert vectors.get([fact.id])[0].valid_to_us == fact.valid_from_us + 1
+    with semantic.write_lock:
+        semantic.close_facts({fact.id: None})  # current again
+    assert semantic.graph.get(fact.id).valid_to_us is None  # type: ignore[union-attr]
+    assert vectors.get([fact.id])[0].valid_to_us is None
+
+
+def test_a_delete_names_what_it_deletes(tier3: Tier3) -> None:
+    semantic = tier3.semantic
+    _embedder, vectors = semantic.wait_ready(0)
+    before = vectors.count(PointFilter(user_id="alice")) + vectors.count(PointFilter(user_id="bob"))
+    with semantic.write_lock, pytest.raises(ValueError, match="names a user"):
+        semantic.delete(PointFilter(kinds=("fact",)), ())
+    after = vectors.count(PointFilter(user_id="alice")) + vectors.count(PointFilter(user_id="bob"))
+    assert after == before
+    with semantic.write_lock:
+        assert semantic.delete(replace(PointFilter(user_id="bob"), kinds=("fact",)), {"bob"}) == 2
+    assert vectors.count(PointFilter(user_id="bob", kinds=("fact",))) == 0

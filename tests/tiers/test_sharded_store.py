@@ -1,0 +1,319 @@
+"""The embedded store in shards (tiers.semantic.vectors.sharded): a user's points live in one shard,
+reads and writes that name a user touch it alone, a build rebuilds only the shards written
+since their last one, a purge rewrites only the shards deleted from (their marks survive a
+restart) and leaves no byte of what was deleted, and a purge of one shard does not give up a
+build of another. What every store does is in tests/contracts/test_vector_store.py; moving an
+older store into shards is in tests/tiers/test_vector_resharding.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.contracts.vectors import DIM, MODEL, mem, unit
+from tests.support import wait_until
+from tests.support.builds import gated_child, index_small_stores
+from tiers.core.records import Scope
+from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, shard_of
+from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors.edge import SIDECAR
+from tiers.semantic.vectors.sharded import ShardedVectorStore
+
+SHARDS = 4
+USERS = {"alice": 3, "bob": 2, "carol": 2, "ivan": 0}  # shard_of(user, 4)
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "vectors"
+
+
+@pytest.fixture
+def store(root: Path) -> Iterator[ShardedVectorStore]:
+    s = ShardedVectorStore(root, SHARDS)
+    s.ensure(MODEL, DIM)
+    yield s
+    s.close()
+
+
+def of(user: str, n: int, word: str = "memory", start: int = 0) -> list[MemoryPoint]:
+    scope = Scope(user, "assistant")
+    return [
+        mem(f"{user} {word} {i}", scope=scope, seq=i, seed=hash_seed(user) + i)
+        for i in range(start, start + n)
+    ]
+
+
+def hash_seed(user: str) -> int:
+    return sum(map(ord, user)) * 1000
+
+
+def files_with(root: Path, needle: bytes) -> list[str]:
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and needle in p.read_bytes()
+    )
+
+
+def generation(root: Path, index: int) -> str:
+    return generations.current(root / layout.shard_name(index)).name
+
+
+def _catch(fn: Callable[[], None], errors: list[BaseException]) -> None:
+    try:
+        fn()
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def test_the_users_map_to_the_shards_the_tests_assume():
+    assert {u: shard_of(u, SHARDS) for u in USERS} == USERS
+    assert shard_of("alice", 4) == shard_of("alice", 4)  # stable: a hash of the id's bytes
+    with pytest.raises(ValueError):
+        shard_of("alice", 0)
+    with pytest.raises(ValueError, match="1 to 256"):
+        ShardedVectorStore(Path("unused"), 0)
+
+
+def test_a_shard_is_made_with_its_first_point_and_holds_its_users_alone(store, root):
+    assert json.loads((root / SIDECAR).read_text()) == {
+        "model": MODEL,
+        "dim": DIM,
+        "format": 2,
+        "shards": SHARDS,
+    }
+    assert store.open_shards() == {}  # no point yet: no shard
+    store.upsert(of("alice", 3) + of("bob", 2) + of("carol", 1))
+    shards = store.open_shards()
+    assert sorted(shards) == [2, 3]
+    assert sorted(p.name for p in root.iterdir()) == ["shard-002", "shard-003", SIDECAR]
+    assert shards[3].count(PointFilter()) == 3
+    assert shards[2].count(PointFilter(user_id="bob")) == 2
+    assert shards[2].count(PointFilter(user_id="carol")) == 1
+    assert store.count(PointFilter()) == 6
+    store.close()
+    again = ShardedVectorStore(root, SHARDS)
+    again.ensure(MODEL, DIM)
+    try:
+        assert sorted(again.open_shards()) == [2, 3] and again.count(PointFilter()) == 6
+    finally:
+        again.close()
+
+
+def test_reads_and_deletes_that_name_a_user_touch_its_shard_alone(store, monkeypatch):
+    alice, bob = of("alice", 3), of("bob", 3)
+    store.upsert(alice + bob)
+    calls: list[tuple[int, str]] = []
+    for index, shard in store.open_shards().items():
+        for name in ("get", "dense", "search_dense", "search_sparse", "scroll", "count"):
+            real = getattr(shard, name)
+
+            def spy(*args: Any, _i: int = index, _n: str = name, _r: Any = real) -> Any:
+                calls.append((_i, _n))
+                return _r(*args)
+
+            monkeypatch.setattr(shard, name, spy)
+    ids = [p.id for p in alice + bob]
+    assert [p.id for p in store.get(ids, "alice")] == [p.id for p in alice]
+    assert set(store.dense(ids, "alice")) == {p.id for p in alice}
+    vec = [float(x) for x in unit(1)]
+    store.search_dense(vec, PointFilter(user_id="alice"), 3)
+    store.scroll(PointFilter(user_id="alice"))
+    assert store.delete(PointFilter(user_id="alice", ids=(alice[0].id,))) == 1
+    assert {i for i, _name in calls} == {3}  # alice's shard only
+    calls.clear()
+    assert len(store.get(ids)) == 5  # no user: every shard
+    assert {i for i, _name in calls} == {2, 3}
+
+
+def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, monkeypatch):
+    index_small_stores(monkeypatch)
+    built: list[str] = []
+    real = generations.child_command
+
+    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
+        if compact_into is None:
+            built.append(gen.parent.name)
+        return real(gen, compact_into)
+
+    monkeypatch.setattr(generations, "child_command", command)
+    store.upsert(of("alice", 30) + of("bob", 30))
+    store.optimize()
+    assert sorted(built) == ["shard-002", "shard-003"] and store.builds == 2
+    built.clear()
+    store.optimize()  # nothing written since
+    assert built == []
+    store.upsert(of("ivan", 20))
+    store.set_valid_to([of("bob", 1)[0].id], 5)
+    store.optimize()
+    assert sorted(built) == ["shard-000", "shard-002"]
+    built.clear()
+    store.delete(PointFilter(user_id="alice", ids=(of("alice", 1)[0].id,)))
+    store.purge()  # a purge's copy has no index: the shard is built again
+    store.optimize()
+    assert built == ["shard-003"]
+
+
+def test_a_purge_rewrites_only_the_shards_deleted_from_and_leaves_no_byte(store, root):
+    secrets = of("alice", 4, "Wombatmark")
+    store.upsert(of("alice", 20) + secrets + of("bob", 20, "Okapimark"))
+    store.flush()
+    before = {i: generation(root, i) for i in (2, 3)}
+    for p in secrets:  # four Forgets of one shard: one purge
+        assert store.delete(PointFilter(user_id="alice", ids=(p.id,))) == 1
+    assert layout.purge_mark(root, 3).exists() and not layout.purge_mark(root, 2).exists()
+    assert files_with(root, b"Wombatmark")  # deleted, but in the engine's files
+    store.purge()
+    shards = store.open_shards()
+    assert shards[3].purges == 1 and shards[2].purges == 0
+    assert generation(root, 3) != before[3] and generation(root, 2) == before[2]
+    assert files_with(root, b"Wombatmark") == []
+    assert files_with(root, b"Okapimark")  # bob's shard was not touched
+    assert not layout.purge_mark(root, 3).exists()
+    assert store.count(PointFilter(user_id="alice")) == 20
+    store.purge()  # nothing deleted since: nothing rewritten
+    assert shards[3].purges == 1
+
+
+def test_a_purge_takes_the_shard_deleted_from_last_first(store, root, monkeypatch):
+    store.upsert(of("alice", 3) + of("bob", 3) + of("ivan", 3))
+    for user, k in (("ivan", 0), ("alice", 0), ("bob", 0), ("ivan", 1)):  # ivan's again, last
+        assert store.delete(PointFilter(user_id=user, ids=(of(user, 3)[k].id,))) == 1
+    order: list[int] = []
+    for index, shard in store.open_shards().items():
+        real = shard.purge
+
+        def purge(_i: int = index, _real: Callable[[], None] = real) -> None:
+            order.append(_i)
+            _real()
+
+        monkeypatch.setattr(shard, "purge", purge)
+    store.purge()
+    assert order == [0, 2, 3]  # ivan's, bob's, alice's
+
+
+def test_a_delete_during_a_purge_is_covered_by_the_next(store, root, tmp_path, monkeypatch):
+    first, second = of("alice", 1, "Quokkamark"), of("alice", 1, "Narwhalmark", start=1)
+    store.upsert(of("alice", 10, start=10) + first + second)
+    store.delete(PointFilter(ids=(first[0].id,)))
+    gate = tmp_path / "go"
+    real = generations.child_command
+
+    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
+        if compact_into is None:
+            return real(gen)
+        wait = (
+            "import os, sys, time\n"
+            f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+            "from tiers.semantic.vectors.edge_generations import _build\n"
+            "sys.exit(_build(*sys.argv[1:]))\n"
+        )
+        return [sys.executable, "-c", wait, str(gen), str(compact_into)]
+
+    monkeypatch.setattr(generations, "child_command", command)
+    errors: list[BaseException] = []
+    purge = threading.Thread(target=lambda: _catch(store.purge, errors))
+    purge.start()
+    shard = store.open_shards()[3]
+    wait_until(lambda: shard._child is not None, DEADLINE, "for the purge's child", interval=0.01)
+    store.delete(PointFilter(ids=(second[0].id,)))  # after the purge's copy was taken
+    gate.touch()
+    purge.join(DEADLINE)
+    assert not purge.is_alive() and not errors
+    assert files_with(root, b"Quokkamark") == []
+    assert layout.purge_mark(root, 3).exists()  # the second delete is not purged yet
+    store.purge()
+    assert files_with(root, b"Narwhalmark") == [] and not layout.purge_mark(root, 3).exists()
+    assert store.count(PointFilter()) == 10
+
+
+def test_purge_marks_survive_a_restart(store, root):
+    store.upsert(of("alice", 5) + of("ivan", 5, "Pangolinmark"))
+    store.delete(PointFilter(user_id="ivan"))
+    store.close()  # a stop (or a crash) before the purge
+    assert files_with(root, b"Pangolinmark") and layout.purge_mark(root, 0).exists()
+    again = ShardedVectorStore(root, SHARDS)
+    again.ensure(MODEL, DIM)
+    try:
+        again.purge()
+        assert again.open_shards()[0].purges == 1 and again.open_shards()[3].purges == 0
+        assert files_with(root, b"Pangolinmark") == []
+        assert not layout.purge_mark(root, 0).exists()
+    finally:
+        again.close()
+
+
+def test_a_purge_of_one_shard_does_not_give_up_a_build_of_another(
+    store, root, tmp_path, monkeypatch
+):
+    index_small_stores(monkeypatch)
+    store.upsert(of("bob", 20))
+    store.optimize()  # bob's shard is built
+    gated_child(monkeypatch, tmp_path / "go")  # builds wait for the gate, purges do not
+    store.upsert(of("alice", 20))
+    errors: list[BaseException] = []
+    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    build.start()
+    alice_shard = store.open_shards()[3]
+    wait_until(lambda: alice_shard._child is not None, DEADLINE, "for alice's build")
+    store.delete(PointFilter(user_id="bob", ids=(of("bob", 1)[0].id,)))
+    store.purge()  # bob's shard, while alice's builds
+    assert store.open_shards()[2].purges == 1
+    (tmp_path / "go").touch()
+    build.join(DEADLINE)
+    assert not build.is_alive() and errors == []
+    assert alice_shard.builds == 1
+
+
+def test_a_purge_of_the_shard_being_built_gives_the_build_up_and_the_rest_go_on(
+    store, root, tmp_path, monkeypatch
+):
+    index_small_stores(monkeypatch)
+    gated_child(monkeypatch, tmp_path / "never")
+    store.upsert(of("alice", 20))
+    errors: list[BaseException] = []
+    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    build.start()
+    alice_shard = store.open_shards()[3]
+    wait_until(lambda: alice_shard._child is not None, DEADLINE, "for alice's build")
+    store.delete(PointFilter(user_id="alice", ids=(of("alice", 1)[0].id,)))
+    store.purge()
+    build.join(DEADLINE)
+    assert len(errors) == 1 and isinstance(errors[0], IndexBuildCancelled)
+    monkeypatch.undo()
+    index_small_stores(monkeypatch)
+    store.optimize()  # the shard is still unbuilt: built now
+    assert alice_shard.builds == 1
+
+
+def test_copy_to_writes_the_sharded_layout_which_opens_as_it_was(store, root, tmp_path):
+    store.upsert(of("alice", 5) + of("bob", 4) + of("ivan", 3, "Gone"))
+    store.delete(PointFilter(user_id="ivan"))
+    dest = tmp_path / "backup" / "vectors"
+    store.copy_to(dest)
+    assert json.loads((dest / SIDECAR).read_text())["shards"] == SHARDS
+    assert files_with(dest, b"Gone") == []  # deleted points are not copied
+    copy = ShardedVectorStore(dest, SHARDS)
+    copy.ensure(MODEL, DIM)
+    try:
+        assert copy.count(PointFilter()) == 9
+        ids = [p.id for p in of("alice", 5) + of("bob", 4)]
+        assert [p.id for p in copy.get(ids)] == ids
+    finally:
+        copy.close()
+
+
+def test_a_shard_directory_beyond_the_count_is_refused(store, root):
+    store.close()
+    (root / "shard-009").mkdir()
+    with pytest.raises(Exception, match="beyond the 4 shards"):
+        ShardedVectorStore(root, SHARDS).ensure(MODEL, DIM)

@@ -1,0 +1,203 @@
+"""Tier 3: what only one VectorStore implementation does (the embedded engine's sidecar and
+lock, qdrant-client adopting a collection and routing by shard keys), and the keyword encoder
+both share. The contract
+every implementation keeps is ``tests/contracts/test_vector_store.py``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import pytest
+from qdrant_client import QdrantClient, models
+
+from tests.contracts.vectors import BOB, DIM, KEYWORDS, MODEL, mem, unit
+from tiers.semantic.vectors import (
+    PointFilter,
+    SparseVector,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+    shard_of,
+)
+from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
+from tiers.semantic.vectors.qdrant import QdrantVectorStore
+from tiers.semantic.vectors.qdrant_collection import META_ID
+
+
+def test_edge_sidecar_and_lock(tmp_path):
+    path = tmp_path / "vectors"
+    first = EdgeVectorStore(path)
+    first.ensure(MODEL, DIM)
+    try:
+        assert json.loads((path / SIDECAR).read_text()) == {
+            "model": MODEL,
+            "dim": DIM,
+            "format": 1,
+        }
+        second = EdgeVectorStore(path)
+        with pytest.raises(VectorStoreUnavailable, match="in use"):
+            second.ensure(MODEL, DIM)
+        second.close()
+    finally:
+        first.close()
+
+    (path / SIDECAR).unlink()
+    with pytest.raises(VectorStoreMismatch, match="unknown"):
+        EdgeVectorStore(path).ensure(MODEL, DIM)
+
+
+def test_edge_reports_a_tampered_sidecar(tmp_path):
+    path = tmp_path / "vectors"
+    first = EdgeVectorStore(path)
+    first.ensure(MODEL, DIM)
+    first.close()
+    (path / SIDECAR).write_text('{"format": 2}')
+    with pytest.raises(VectorStoreMismatch, match="format 2"):
+        EdgeVectorStore(path).ensure(MODEL, DIM)
+    # a sidecar that lies about the size: the engine's own check catches it
+    (path / SIDECAR).write_text(json.dumps({"model": MODEL, "dim": 2 * DIM, "format": 1}))
+    with pytest.raises(VectorStoreMismatch, match="expected vector size 32, but got 16"):
+        EdgeVectorStore(path).ensure(MODEL, 2 * DIM)
+    (path / SIDECAR).write_text(json.dumps({"model": MODEL, "dim": DIM, "format": 1}))
+    again = EdgeVectorStore(path)
+    again.ensure(MODEL, DIM)  # a failed load left the shard unlocked
+    again.close()
+
+
+def test_qdrant_adopts_an_empty_collection_without_metadata():
+    client = QdrantClient(":memory:")
+    first = QdrantVectorStore(client, "c")
+    first.ensure(MODEL, DIM)
+    first.upsert([mem("x")])
+    client.delete("c", points_selector=[META_ID])
+    with pytest.raises(VectorStoreMismatch, match="unknown"):
+        QdrantVectorStore(client, "c").ensure(MODEL, DIM)
+    first.delete(PointFilter())
+    QdrantVectorStore(client, "c").ensure("other-model", DIM)  # empty: adopted
+    with pytest.raises(VectorStoreMismatch, match="other-model"):
+        QdrantVectorStore(client, "c").ensure(MODEL, DIM)
+    client.close()
+
+
+# -- the keyword encoder -----------------------------------------------------------------------
+
+
+def test_keyword_encoder():
+    doc = KEYWORDS.embed_document("Alice likes green tea, green tea!")
+    assert isinstance(doc, SparseVector) and len(doc.indices) == len(doc.values) == 4
+    assert all(type(i) is int for i in doc.indices) and all(type(v) is float for v in doc.values)
+    weights = dict(zip(doc.indices, doc.values, strict=True))
+    green = KEYWORDS.embed_query("GREEN").indices[0]
+    alice_ = KEYWORDS.embed_query("alice").indices[0]
+    assert weights[green] > weights[alice_] > 0  # term frequency counts
+    query = KEYWORDS.embed_query("liking the teas")  # stemmed, stop words dropped
+    assert set(query.indices) <= set(doc.indices) and len(query.indices) == 2
+    assert query.values == [1.0, 1.0]
+    for empty in ("", "   ", "the and of it", "!!! ..."):
+        assert KEYWORDS.embed_document(empty) == SparseVector([], [])
+        assert KEYWORDS.embed_query(empty) == SparseVector([], [])
+
+
+# -- Qdrant's shard keys -------------------------------------------------------------------------
+
+
+class ShardKeyRecorder:
+    """A ``:memory:`` client dressed as a server's, so that the store makes shard keys: it
+    records the keys made and the ``shard_key_selector`` (and ``sharding_method``) of every
+    call, and passes the calls on (local mode takes the selectors and ignores them). What a
+    server does with them is not tested here: no Qdrant server runs in this suite."""
+
+    RECORDED = ("create_collection", "upsert", "query_points", "retrieve", "scroll", "count")
+    RECORDED += ("delete", "set_payload")
+
+    def __init__(self) -> None:
+        self.inner = QdrantClient(":memory:")
+        self.init_options = {"url": "http://recorder:6333"}
+        self.keys: list[object] = []
+        self.calls: list[tuple[str, object]] = []
+        self.sharding: object = None
+
+    def create_shard_key(self, collection: str, key: object, **_kw: object) -> bool:
+        self.keys.append(key)
+        return True
+
+    def list_shard_keys(self, collection: str, **_kw: object) -> models.ShardKeysResponse:
+        return models.ShardKeysResponse(
+            shard_keys=[models.ShardKeyDescription(key=k) for k in self.keys]  # type: ignore[arg-type]
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in self.RECORDED:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if name == "create_collection":
+                self.sharding = kwargs.get("sharding_method")
+            else:
+                self.calls.append((name, kwargs.get("shard_key_selector")))
+            return attr(*args, **kwargs)
+
+        return call
+
+    def selectors(self, name: str) -> list[object]:
+        return [s for n, s in self.calls if n == name]
+
+
+def test_qdrant_makes_a_collection_with_shard_keys_and_routes_by_user():
+    spy = ShardKeyRecorder()
+    store = QdrantVectorStore(cast(QdrantClient, spy), "c", shards=4)
+    store.ensure(MODEL, DIM)
+    assert spy.sharding == models.ShardingMethod.CUSTOM
+    assert spy.keys == ["shard-000", "shard-001", "shard-002", "shard-003"]
+    assert spy.selectors("upsert") == ["shard-000"]  # the metadata point, under the first key
+    spy.calls.clear()
+
+    alice_key, bob_key = f"shard-{shard_of('alice', 4):03d}", f"shard-{shard_of('bob', 4):03d}"
+    assert alice_key != bob_key
+    a, b = mem("alice's note", seed=1), mem("bob's note", scope=BOB, seed=2)
+    store.upsert([a, b])
+    assert sorted(map(str, spy.selectors("upsert"))) == sorted([alice_key, bob_key])
+    spy.calls.clear()
+    alice = PointFilter(user_id="alice")
+    store.search_dense([float(x) for x in unit(1)], alice, 3)
+    store.search_sparse(KEYWORDS.embed_query("note"), alice, 3)
+    store.get([a.id], "alice")
+    store.dense([a.id], "alice")
+    store.scroll(alice)
+    store.count(alice)
+    store.delete(PointFilter(user_id="alice", ids=(a.id,)))
+    assert {s for _n, s in spy.calls} == {alice_key}  # every call named alice's shard alone
+    spy.calls.clear()
+    store.get([b.id])
+    store.count(PointFilter())
+    store.set_valid_to([b.id], 5)
+    store.delete(PointFilter(episode_ids=("ep-1",)))
+    assert {s for _n, s in spy.calls} == {None}  # without a user: every shard
+    store.close()
+
+
+def test_qdrant_keeps_using_a_collection_without_shard_keys_and_the_collections_own_count():
+    client = QdrantClient(":memory:")
+    old = QdrantVectorStore(client, "old", shards=4)
+    old.ensure(MODEL, DIM)
+    old.upsert([mem("kept", seed=1)])
+    # As a collection made before shard keys: its metadata point names no shard count.
+    client.set_payload("old", {"shards": None}, points=[META_ID])
+    spy = ShardKeyRecorder()
+    spy.inner = client
+    again = QdrantVectorStore(cast(QdrantClient, spy), "old", shards=8)
+    again.ensure(MODEL, DIM)
+    spy.calls.clear()
+    again.upsert([mem("more", seed=2)])
+    again.search_dense([float(x) for x in unit(1)], PointFilter(user_id="alice"), 3)
+    assert {s for _n, s in spy.calls} == {None} and spy.keys == []
+    assert again.count(PointFilter()) == 2
+    # A collection with 4 shard keys keeps routing by 4, whatever the setting says.
+    client.set_payload("old", {"shards": 4}, points=[META_ID])
+    third = QdrantVectorStore(cast(QdrantClient, spy), "old", shards=8)
+    third.ensure(MODEL, DIM)
+    spy.calls.clear()
+    third.count(PointFilter(user_id="alice"))
+    assert spy.calls == [("count", f"shard-{shard_of('alice', 4):03d}")]
+    client.close()

@@ -1,0 +1,1 @@
+"""Tier 2, the episodic journal: ended sessions as episodes, kept for a TTL."""

@@ -1,0 +1,279 @@
+"""Tier 2: the episodic journal.
+
+A finished session becomes an *episode*: a header plus its messages, in a RocksDB database
+opened with a TTL (``journal.ttl_seconds``). RocksDB drops expired entries only at compaction,
+which :meth:`Journal.compact` runs on a schedule; every read also checks the stored
+``flushed_at`` so an expired episode is never returned, compacted or not.
+
+Key layout of the journal store (``<data_dir>/journal``, raw bytes, big-endian integers)::
+
+    episodes  <episode_id:32 ascii hex>                        -> Episode (msgpack)
+    messages  <episode_id> <seq:u64>                          -> StoredMessage (msgpack)
+    by_time   <started_at:time_key> <episode_id>              -> [flushed_at, user_id, agent_id]
+    by_user   <user_id utf-8> 0x00 <started_at:time_key> <id> -> [flushed_at, user_id, agent_id]
+
+``time_key`` is microseconds since the epoch plus 2**63, so pre-1970 times sort too.
+
+Consolidation state is *not* in this store, so it never expires with the TTL: it lives in the
+state store (no TTL). ``unindexed <episode_id>`` and ``pending <episode_id>`` (both ->
+``[flushed_at, user_id, agent_id, session_id]``) are written with the flush, atomically with the
+end of the session; the Weaver deletes the first when the episode's chunks are in Tier 3
+(stage 1) and the second when its summary, facts and graph edges are (stage 2).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tiers.core.errors import EpisodeNotFound, InvalidArgument, TierError
+from tiers.core.records import Episode, StoredMessage, pack, time_key, u64, unpack
+from tiers.rocks import Batch, RocksStore, prefix_end
+
+JOURNAL_CFS = ["episodes", "messages", "by_time", "by_user"]
+PENDING_CF = "pending"
+UNINDEXED_CF = "unindexed"
+_ID_LEN = 32
+
+
+class InvalidPageToken(TierError, InvalidArgument):
+    """The page token was not issued for this listing."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEpisode:
+    episode_id: str
+    flushed_at_us: int
+    user_id: str
+    agent_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePage:
+    episodes: list[Episode]
+    next_page_token: str
+
+
+class Journal:
+    """The journal store plus the consolidation state kept in the (no-TTL) state store.
+
+    Errors: every write (:meth:`write_episode`, :meth:`delete_episode`, :meth:`set_marks`,
+    :meth:`mark_indexed`, :meth:`mark_consolidated`) raises
+    :class:`~tiers.core.errors.StoreUnavailable` when its store refuses it, and then stores
+    nothing. :meth:`get` raises :class:`~tiers.core.errors.EpisodeNotFound` (a ``NotFound``) for
+    an episode never written, deleted or expired; :meth:`list` raises
+    :class:`InvalidPageToken` (an ``InvalidArgument``) for a token it did not issue for this
+    listing. The other reads raise nothing of their own: an unknown id reads as ``None`` or
+    empty. ``tests/contracts/test_journal.py`` is the contract."""
+
+    def __init__(
+        self,
+        store: RocksStore,
+        state: RocksStore,
+        ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._state = state
+        self.ttl_us = ttl_seconds * 1_000_000
+        self._clock = clock
+
+    # -- writing ---------------------------------------------------------------------------
+    def write_episode(self, episode: Episode, messages: list[StoredMessage]) -> None:
+        """Write the episode and its messages atomically (idempotent for the same id)."""
+        eid = episode.episode_id.encode()
+        batch = self._store.batch()
+        batch.put("episodes", eid, episode.encode())
+        for message in messages:
+            batch.put("messages", eid + u64(message.seq), message.encode())
+        entry = pack([episode.flushed_at_us, episode.scope.user_id, episode.scope.agent_id])
+        tkey = time_key(episode.started_at_us) + eid
+        batch.put("by_time", tkey, entry)
+        batch.put("by_user", episode.scope.user_id.encode() + b"\x00" + tkey, entry)
+        self._store.write(batch)
+
+    def delete_episode(self, episode: Episode) -> None:
+        """Undo :meth:`write_episode` (when the end of its session could not be committed)."""
+        eid = episode.episode_id.encode()
+        tkey = time_key(episode.started_at_us) + eid
+        batch = self._store.batch()
+        batch.delete("episodes", eid)
+        batch.delete_prefix("messages", eid)
+        batch.delete("by_time", tkey)
+        batch.delete("by_user", episode.scope.user_id.encode() + b"\x00" + tkey)
+        self._store.write(batch)
+
+    @staticmethod
+    def mark_pending(state_batch: Batch, episode: Episode) -> None:
+        """Add "waiting for indexing and consolidation" to a batch of the state store."""
+        mark = _mark(episode)
+        state_batch.put(UNINDEXED_CF, episode.episode_id.encode(), mark)
+        state_batch.put(PENDING_CF, episode.episode_id.encode(), mark)
+
+    def set_marks(self, episode: Episode, *, indexed: bool, consolidated: bool) -> None:
+        """An imported episode's marks as its exporting daemon had them: ``unindexed`` unless
+        ``indexed``, ``pending`` unless ``consolidated`` (and no mark otherwise)."""
+        key, mark = episode.episode_id.encode(), _mark(episode)
+        batch = self._state.batch()
+        for cf, done in ((UNINDEXED_CF, indexed), (PENDING_CF, consolidated)):
+            if done:
+                batch.delete(cf, key)
+            else:
+                batch.put(cf, key, mark)
+        self._state.write(batch)
+
+    def mark_indexed(self, episode_id: str) -> None:
+        self._unmark(UNINDEXED_CF, episode_id)
+
+    def mark_consolidated(self, episode_id: str) -> None:
+        self._unmark(PENDING_CF, episode_id)
+
+    def _unmark(self, cf: str, episode_id: str) -> None:
+        batch = self._state.batch()
+        batch.delete(cf, episode_id.encode())
+        self._state.write(batch)
+
+    def unindexed(self) -> list[PendingEpisode]:
+        return self._marked(UNINDEXED_CF)
+
+    def pending(self) -> list[PendingEpisode]:
+        """Episodes awaiting consolidation, oldest flush first."""
+        return self._marked(PENDING_CF)
+
+    def near_expiry(
+        self, pending: list[PendingEpisode] | None = None, fraction: float = 0.10
+    ) -> list[PendingEpisode]:
+        """Pending episodes with less than ``fraction`` of the TTL left (or expired)."""
+        now = int(self._clock() * 1_000_000)
+        return [
+            p
+            for p in (self.pending() if pending is None else pending)
+            if p.flushed_at_us + self.ttl_us - now < self.ttl_us * fraction
+        ]
+
+    def _marked(self, cf: str) -> list[PendingEpisode]:
+        out = []
+        for key, value in self._state.scan(cf, b""):
+            flushed_at, user_id, agent_id, session_id = unpack(value)
+            out.append(PendingEpisode(key.decode(), flushed_at, user_id, agent_id, session_id))
+        out.sort(key=lambda p: p.flushed_at_us)
+        return out
+
+    # -- reading ---------------------------------------------------------------------------
+    def _expired(self, flushed_at_us: int) -> bool:
+        return flushed_at_us + self.ttl_us <= int(self._clock() * 1_000_000)
+
+    def expires_at_us(self, episode: Episode) -> int:
+        return episode.flushed_at_us + self.ttl_us
+
+    def find(self, episode_id: str) -> Episode | None:
+        """The episode if it was written, expired or not (for crash recovery)."""
+        raw = self._store.get("episodes", episode_id.encode())
+        return Episode.decode(raw) if raw is not None else None
+
+    def get(self, episode_id: str) -> Episode:
+        raw = self._store.get("episodes", episode_id.encode())
+        if raw is None:
+            raise EpisodeNotFound(f"episode {episode_id!r} not found")
+        episode = Episode.decode(raw)
+        if self._expired(episode.flushed_at_us):
+            raise EpisodeNotFound(
+                f"episode {episode_id!r} has expired (journal.ttl_seconds="
+                f"{self.ttl_us // 1_000_000})"
+            )
+        return episode
+
+    def messages(
+        self, episode_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[StoredMessage]:
+        eid = episode_id.encode()
+        out: list[StoredMessage] = []
+        for _key, value in self._store.scan("messages", eid + u64(after_seq + 1), prefix_end(eid)):
+            out.append(StoredMessage.decode(value))
+            if len(out) >= limit:
+                break
+        return out
+
+    def is_pending(self, episode_id: str) -> bool:
+        return self._state.get(PENDING_CF, episode_id.encode()) is not None
+
+    def pending_count(self) -> int:
+        return sum(1 for _ in self._state.scan(PENDING_CF, b""))
+
+    def list(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        start_us: int | None = None,
+        end_us: int | None = None,
+        newest_first: bool = False,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> EpisodePage:
+        """Episodes whose ``started_at`` is in ``[start_us, end_us)``, in time order."""
+        cf = "by_user" if user_id else "by_time"
+        prefix = user_id.encode() + b"\x00" if user_id else b""
+        low = prefix + (time_key(start_us) if start_us is not None else b"")
+        high = prefix + time_key(end_us) if end_us is not None else None
+        if high is None and prefix:
+            high = prefix_end(prefix)
+        if page_token:
+            last = _decode_token(page_token)
+            if not (low <= last and (high is None or last < high)):
+                raise InvalidPageToken("page_token does not belong to this listing")
+            if newest_first:
+                high = last
+            else:
+                low = last + b"\x00"
+        episodes: list[Episode] = []
+        last_key = b""
+        more = False
+        for key, value in self._store.scan(cf, low, high, reverse=newest_first):
+            flushed_at, _user, agent = unpack(value)
+            if self._expired(flushed_at) or (agent_id and agent != agent_id):
+                continue
+            if len(episodes) == page_size:
+                more = True
+                break
+            raw = self._store.get("episodes", key[-_ID_LEN:])
+            if raw is None:  # header compacted away before its index entry
+                continue
+            episodes.append(Episode.decode(raw))
+            last_key = key
+        return EpisodePage(episodes, _encode_token(last_key) if more else "")
+
+    def count(self) -> int:
+        """Episodes not yet expired."""
+        return sum(
+            1 for _k, v in self._store.scan("by_time", b"") if not self._expired(unpack(v)[0])
+        )
+
+    # -- maintenance -----------------------------------------------------------------------
+    def compact(self) -> None:
+        """Run RocksDB compaction, which drops entries older than the TTL."""
+        self._store.compact()
+
+    def size_bytes(self) -> int:
+        return self._store.size_on_disk()
+
+
+def _mark(episode: Episode) -> bytes:
+    """The value of an episode's ``unindexed`` and ``pending`` marks."""
+    scope = episode.scope
+    return pack([episode.flushed_at_us, scope.user_id, scope.agent_id, episode.session_id])
+
+
+def _encode_token(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def _decode_token(token: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(token.encode())
+    except (binascii.Error, ValueError):
+        raise InvalidPageToken("page_token is not a token this server issued") from None

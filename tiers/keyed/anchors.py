@@ -1,0 +1,104 @@
+"""Session anchors: one small, always-current record per session that the agent writes (the
+task in flight, the plan step, the last decisions, the next step) and GetContext puts first.
+
+An anchor is the deterministic part of a session's context: an agent whose host truncated its
+context, or that restarted, reads it back exactly, where a vector search would be too fuzzy.
+It is replaced whole on each set (an empty text clears it), durable before the set returns
+(one write of the state store, with ``fsync`` when ``sync`` is on) and readable after its
+session ended. Sessions are per user (:mod:`tiers.working.session`), so anchors are too.
+
+Key layout of the state store (``<data_dir>/state``)::
+
+    anchors  <user_id> 0x00 <session_id>  -> {"t": text, "a": agent_id, "u": updated µs}
+
+Ids contain no control characters (the daemon validates them), so ``<user_id> 0x00`` is every
+anchor of a user: a Forget of the user (or of one of its agents: the value names the agent)
+finds them with one prefix scan (:meth:`AnchorStore.forget_into`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tiers.core.records import Scope, pack, unpack
+from tiers.rocks import Batch, RocksStore
+
+ANCHORS_CF = "anchors"
+ANCHOR_CFS = (ANCHORS_CF,)
+
+
+def anchor_key(user_id: str, session_id: str) -> bytes:
+    return user_id.encode() + b"\x00" + session_id.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    session_id: str
+    scope: Scope  # the session's user and agent
+    text: str
+    updated_at_us: int
+
+    @property
+    def key(self) -> bytes:
+        return anchor_key(self.scope.user_id, self.session_id)
+
+    def encode(self) -> bytes:
+        return pack({"t": self.text, "a": self.scope.agent_id, "u": self.updated_at_us})
+
+    @classmethod
+    def decode(cls, key: bytes, raw: bytes) -> Anchor:
+        user, _, session = key.partition(b"\x00")
+        d = unpack(raw)
+        return cls(session.decode(), Scope(user.decode(), d["a"]), d["t"], d["u"])
+
+
+class AnchorStore:
+    def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
+        self._state = state
+        self._clock = clock
+
+    def get(self, user_id: str, session_id: str) -> Anchor | None:
+        key = anchor_key(user_id, session_id)
+        raw = self._state.get(ANCHORS_CF, key)
+        return None if raw is None else Anchor.decode(key, raw)
+
+    def set(self, scope: Scope, session_id: str, text: str) -> tuple[Anchor | None, bool]:
+        """Replace the anchor of the session ``session_id`` of ``scope.user_id`` with
+        ``text`` (empty: clear it); durable on return. Returns the anchor (None when cleared)
+        and whether there was one before. Raises StoreUnavailable (nothing changed)."""
+        key = anchor_key(scope.user_id, session_id)
+        existed = self._state.get(ANCHORS_CF, key) is not None
+        batch = self._state.batch()
+        anchor = None
+        if text:
+            anchor = Anchor(session_id, scope, text, int(self._clock() * 1_000_000))
+            batch.put(ANCHORS_CF, key, anchor.encode())
+        elif existed:
+            batch.delete(ANCHORS_CF, key)
+        self._state.write(batch)
+        return anchor, existed
+
+    def restore(self, anchor: Anchor) -> None:
+        """Write ``anchor`` as it is, its time included (an import)."""
+        batch = self._state.batch()
+        batch.put(ANCHORS_CF, anchor.key, anchor.encode())
+        self._state.write(batch)
+
+    def of_scope(self, scope: Scope) -> Iterator[Anchor]:
+        """The anchors of ``scope``: of every agent of the user when ``agent_id`` is empty."""
+        for key, raw in self._state.scan_prefix(ANCHORS_CF, scope.user_id.encode() + b"\x00"):
+            anchor = Anchor.decode(key, raw)
+            if not scope.agent_id or anchor.scope.agent_id == scope.agent_id:
+                yield anchor
+
+    def forget_into(self, batch: Batch, scope: Scope | None) -> int:
+        """Add the deletes of the anchors of ``scope`` (a Forget by scope) to ``batch``;
+        returns how many."""
+        if scope is None:
+            return 0
+        found = list(self.of_scope(scope))
+        for anchor in found:
+            batch.delete(ANCHORS_CF, anchor.key)
+        return len(found)

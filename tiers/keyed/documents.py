@@ -1,0 +1,294 @@
+"""Keyed documents: durable records put, got and deleted by (scope, namespace, key).
+
+A document is a client's note or store item (a LangGraph ``BaseStore`` item, an MCP
+note): ``text``, what Recall indexes (empty: the document is not recalled, only got and
+listed), and a JSON ``value`` returned unchanged. It lives in the state store (no TTL),
+written with one batch (with ``fsync`` when ``sync`` is on) before the put returns; the
+weaver indexes it into Tier 3 within seconds as one point of kind ``"document"``
+(:mod:`weaver.index`), whose id is derived from scope, namespace and key
+(:func:`document_id`), so a replace overwrites the same point.
+
+Key layout of the state store (``<data_dir>/state``)::
+
+    documents      K                  -> {"t": text, "v": value, "c": created µs, "u": updated µs}
+    doc_unindexed  K                  -> b""   (put since the weaver last indexed it)
+    doc_ids        <id: 36 ascii>     -> K     (a hit id back to its document)
+
+    K = <user_id> 0x00 <agent_id> 0x00 (<label> 0x00)* 0x01 <key>
+
+Ids and labels contain no control characters (the daemon validates them), so ``<user_id>
+0x00`` is every document of a user, ``<user_id> 0x00 <agent_id> 0x00`` of one scope, and
+adding ``<label> 0x00`` per label of a namespace prefix narrows it to that namespace and the
+ones below it. Keys sort by scope, then namespace label by label (a namespace before the ones
+it contains), then key.
+
+The ``doc_unindexed`` mark is written in the same batch as the record, so a document put before a
+crash is indexed after it. Deleting goes through Forget (:mod:`tiers.rights.forget.cascade`):
+tombstone, records, point and purge. A document's id is its key's, so a put after a delete clears
+the tombstone of that id in its batch: it is a new document, and the indexer writes only what the
+record holds at the moment it writes (:meth:`DocumentStore.current`), so a deleted document's text
+in flight never comes back.
+
+:attr:`DocumentStore.lock` orders puts against deletes (a Forget holds it while it writes its
+tombstones and deletes) and against the indexer clearing a mark.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from tiers.core.records import Scope, pack, unpack
+from tiers.journal.store import InvalidPageToken
+from tiers.rocks import Batch, RocksStore, prefix_end
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint, Source
+
+DOCUMENTS_CF = "documents"
+MARKS_CF = "doc_unindexed"
+IDS_CF = "doc_ids"
+DOCUMENT_CFS = (DOCUMENTS_CF, MARKS_CF, IDS_CF)
+KIND = "document"
+_END = b"\x01"  # ends the namespace labels, before the key
+
+
+def scope_prefix(scope: Scope, *, any_agent: bool = False) -> bytes:
+    """Every document of ``scope`` (of every agent of the user with ``any_agent``)."""
+    user = scope.user_id.encode() + b"\x00"
+    return user if any_agent else user + scope.agent_id.encode() + b"\x00"
+
+
+def namespace_prefix(scope: Scope, labels: Iterable[str]) -> bytes:
+    """Every document of ``scope`` whose namespace starts with ``labels``."""
+    return scope_prefix(scope) + b"".join(label.encode() + b"\x00" for label in labels)
+
+
+def storage_key(scope: Scope, namespace: Iterable[str], key: str) -> bytes:
+    return namespace_prefix(scope, namespace) + _END + key.encode()
+
+
+def parse_key(raw: bytes) -> tuple[Scope, tuple[str, ...], str]:
+    user, agent, rest = raw.split(b"\x00", 2)
+    labels, key = rest.split(_END, 1)
+    namespace = tuple(label.decode() for label in labels.split(b"\x00")[:-1])
+    return Scope(user.decode(), agent.decode()), namespace, key.decode()
+
+
+def document_id(scope: Scope, namespace: Iterable[str], key: str) -> str:
+    """The document's Tier 3 point id: a UUID of a hash of scope, namespace and key (never
+    the text, so a replace overwrites the same point)."""
+    h = hashlib.sha256(b"document\x00")
+    h.update(storage_key(scope, namespace, key))
+    return str(uuid.UUID(bytes=h.digest()[:16]))
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    scope: Scope
+    namespace: tuple[str, ...]
+    key: str
+    text: str
+    value: str  # a JSON document, or "" when none was given
+    created_at_us: int
+    updated_at_us: int
+
+    @property
+    def id(self) -> str:
+        return document_id(self.scope, self.namespace, self.key)
+
+    @property
+    def storage_key(self) -> bytes:
+        return storage_key(self.scope, self.namespace, self.key)
+
+    def encode(self) -> bytes:
+        return pack(
+            {"t": self.text, "v": self.value, "c": self.created_at_us, "u": self.updated_at_us}
+        )
+
+    @classmethod
+    def decode(cls, key: bytes, raw: bytes) -> Document:
+        scope, namespace, name = parse_key(key)
+        d = unpack(raw)
+        return cls(scope, namespace, name, d["t"], d["v"], d["c"], d["u"])
+
+    @property
+    def recalled(self) -> bool:
+        """Whether Recall finds it: a document put without text is only got and listed."""
+        return bool(self.text)
+
+    def point(self) -> MemoryPoint:
+        """Its Tier 3 point: the text, and one source naming the document (no session, no
+        message: ``metadata`` holds the namespace, as a JSON list, and the key)."""
+        labels = list(self.namespace)
+        source = Source(
+            session_id="",
+            seq=0,
+            metadata={"namespace": json.dumps(labels, ensure_ascii=False), "key": self.key},
+            created_at_us=self.updated_at_us,
+        )
+        return MemoryPoint(
+            id=self.id,
+            kind=KIND,
+            text=self.text,
+            scope=self.scope,
+            episode_id="",
+            session_id="",
+            sources=[source],
+            created_at_us=self.updated_at_us,
+            extractor=KIND,
+            attrs={"namespace": labels, "key": self.key},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage:
+    documents: list[Document]
+    next_page_token: str
+
+
+class DocumentStore:
+    def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
+        self._state = state
+        self._clock = clock
+        self.lock = threading.RLock()
+        # Called (outside the lock) after every put: the weaver indexes the new marks.
+        self.on_put: list[Callable[[], None]] = []
+
+    # -- one document ------------------------------------------------------------------------
+    def get(self, scope: Scope, namespace: Iterable[str], key: str) -> Document | None:
+        k = storage_key(scope, namespace, key)
+        raw = self._state.get(DOCUMENTS_CF, k)
+        return None if raw is None else Document.decode(k, raw)
+
+    def find(self, doc_id: str) -> Document | None:
+        """The document whose point id is ``doc_id``, if one is stored."""
+        k = self._state.get(IDS_CF, doc_id.encode())
+        raw = None if k is None else self._state.get(DOCUMENTS_CF, k)
+        return None if k is None or raw is None else Document.decode(k, raw)
+
+    def put(
+        self, scope: Scope, namespace: tuple[str, ...], key: str, text: str, value: str
+    ) -> tuple[Document, bool]:
+        """Create or replace; durable on return. Returns the document and whether it is new.
+        Raises StoreUnavailable (nothing stored)."""
+        with self.lock:
+            old = self.get(scope, namespace, key)
+            now = int(self._clock() * 1_000_000)
+            created = now if old is None else old.created_at_us
+            doc = Document(scope, namespace, key, text, value, created, max(now, created))
+            self._write(doc)
+        for listener in self.on_put:
+            listener()
+        return doc, old is None
+
+    def restore(self, doc: Document) -> None:
+        """Write ``doc`` as it is, times included (an import), marked for indexing."""
+        with self.lock:
+            self._write(doc)
+
+    def _write(self, doc: Document) -> None:
+        batch = self._state.batch()
+        k = doc.storage_key
+        batch.put(DOCUMENTS_CF, k, doc.encode())
+        batch.put(MARKS_CF, k, b"")
+        batch.put(IDS_CF, doc.id.encode(), k)
+        Tombstones.clear(self._state, batch, [doc.id])  # a put after a delete: a new document
+        self._state.write(batch)
+
+    # -- listing -----------------------------------------------------------------------------
+    def page(
+        self, scope: Scope, prefix: Iterable[str] = (), page_size: int = 50, page_token: str = ""
+    ) -> DocumentPage:
+        """The documents of exactly ``scope`` whose namespace starts with ``prefix``, by
+        namespace then key."""
+        low = namespace_prefix(scope, prefix)
+        high = prefix_end(low)
+        if page_token:
+            last = _decode_token(page_token)
+            if not low <= last < high:
+                raise InvalidPageToken("page_token does not belong to this listing")
+            low = last + b"\x00"
+        out: list[Document] = []
+        for key, raw in self._state.scan(DOCUMENTS_CF, low, high):
+            if len(out) == page_size:
+                return DocumentPage(out, _encode_token(out[-1].storage_key))
+            out.append(Document.decode(key, raw))
+        return DocumentPage(out, "")
+
+    def of_scope(self, scope: Scope) -> Iterator[Document]:
+        """Every document of ``scope``; an empty ``agent_id`` means every agent of the user
+        (as for Forget and Export)."""
+        prefix = scope_prefix(scope, any_agent=not scope.agent_id)
+        for key, raw in self._state.scan_prefix(DOCUMENTS_CF, prefix):
+            yield Document.decode(key, raw)
+
+    def all(self) -> Iterator[Document]:
+        for key, raw in self._state.scan(DOCUMENTS_CF, b""):
+            yield Document.decode(key, raw)
+
+    def count(self) -> int:
+        return sum(1 for _ in self._state.scan(DOCUMENTS_CF, b""))
+
+    # -- indexing ----------------------------------------------------------------------------
+    def unindexed(self, limit: int) -> list[Document]:
+        """Up to ``limit`` documents put since they were last indexed."""
+        out: list[Document] = []
+        for key, _mark in self._state.scan(MARKS_CF, b""):
+            raw = self._state.get(DOCUMENTS_CF, key)
+            if raw is not None:
+                out.append(Document.decode(key, raw))
+            if len(out) >= limit:
+                break
+        return out
+
+    def unindexed_count(self) -> int:
+        return sum(1 for _ in self._state.scan(MARKS_CF, b""))
+
+    def current(self, docs: Iterable[Document]) -> list[Document]:
+        """Those of ``docs`` still stored exactly as they are (not replaced nor deleted)."""
+        return [d for d in docs if self._state.get(DOCUMENTS_CF, d.storage_key) == d.encode()]
+
+    def mark_indexed(self, docs: Iterable[Document]) -> None:
+        """Clear the marks of ``docs`` that were not put again meanwhile."""
+        with self.lock:
+            batch = self._state.batch()
+            for d in self.current(docs):
+                batch.delete(MARKS_CF, d.storage_key)
+            self._state.write(batch)
+
+    # -- forgetting --------------------------------------------------------------------------
+    def forget_into(
+        self, batch: Batch, scope: Scope | None, ids: Iterable[str] = ()
+    ) -> list[Document]:
+        """Add to ``batch`` the deletes of the documents of ``scope`` (every agent's when its
+        ``agent_id`` is empty) and of the documents with these point ids; returns them. The
+        caller holds :attr:`lock` until the batch is written (a Forget, with its tombstones)."""
+        found = {d.id: d for d in self.of_scope(scope)} if scope is not None else {}
+        for doc_id in ids:
+            doc = self.find(doc_id)
+            if doc is not None:
+                found[doc.id] = doc
+        for doc in found.values():
+            k = doc.storage_key
+            batch.delete(DOCUMENTS_CF, k)
+            batch.delete(MARKS_CF, k)
+            batch.delete(IDS_CF, doc.id.encode())
+        return sorted(found.values(), key=lambda d: d.storage_key)
+
+
+def _encode_token(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def _decode_token(token: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(token.encode())
+    except (binascii.Error, ValueError):
+        raise InvalidPageToken("page_token is not a token this server issued") from None

@@ -1,0 +1,358 @@
+"""Applying an export (:mod:`tiers.rights.archive.format`) to this daemon's stores.
+
+The caller parses the whole file first (:class:`tiers.rights.archive.parser.ExportParser`: nothing
+is written from a file that is invalid anywhere), then calls :meth:`Importer.check` and
+:meth:`Importer.apply` with the parsed records (parsed again: the file is spooled, not held).
+
+- :meth:`Importer.check` refuses (``ImportConflict``, nothing written) a file naming a
+  session, episode, point or edge that this daemon holds for another scope, or a session
+  open here that the file would continue: an import never overwrites another tenant's data.
+- :meth:`Importer.apply` writes, in file order:
+
+  * episodes into the journal with the same ids, messages and times, and the ``unindexed``
+    and ``pending`` marks as the exporting daemon had them (``Journal.set_marks``): an
+    episode it had indexed and consolidated is never indexed or consolidated again here (its
+    points come from the file), and one it had not is, by the weaver, from the same stored
+    extraction when the file has one, so with the same point ids;
+  * sessions: the session's record is raised to the exported generation and next seq, so a
+    later episode of the session here never reuses an imported episode's id; an open
+    session's messages go through ``WorkingMemory.append`` (Tier 1's one door) with their
+    seqs, event times, names, tool calls, message ids and metadata (``received_at`` becomes
+    the import's time); a session open here at the same generation gets only the messages it
+    lacks;
+  * keyed documents (``tiers.keyed.documents``) with their times, replacing this daemon's document
+    of the same scope, namespace and key, and their points written at once (embedded here);
+  * session anchors and pins with their times (``tiers.keyed.anchors``, ``tiers.keyed.pins``),
+  replacing
+    this daemon's anchor of the same session (a pin of a memory forgotten here is skipped);
+  * stored consolidation records, as the file has them;
+  * points through ``SemanticStore.write`` (tombstones, embedding with this daemon's model:
+    the file has no vectors, keyword vectors, upsert, caches), in batches under
+    ``SemanticStore.write_lock``;
+  * graph edges through ``SemanticStore.write_edges``.
+
+Ids are the file's, so importing a file twice overwrites what the first import wrote and
+duplicates nothing. What this daemon's tombstones name is skipped and counted. Raises
+ImportConflict, StoreUnavailable, EmbeddingUnavailable, VectorStoreUnavailable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiers.core.errors import ImportConflict
+from tiers.core.records import Message, Scope, StoredMessage
+from tiers.journal.store import Journal
+from tiers.keyed.anchors import Anchor, AnchorStore
+from tiers.keyed.documents import Document, DocumentStore
+from tiers.keyed.pins import Pin, PinStore
+from tiers.rights.archive.format import (
+    EpisodeRecord,
+    ExtractionRecord,
+    MessageRecord,
+    Record,
+    SessionRecord,
+)
+from tiers.rights.forget.cascade import EXTRACTIONS_CF
+from tiers.rocks import RocksStore
+from tiers.semantic.graph import Edge
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import Session, SessionKey
+
+# (episode_id, scope, JSON form) -> the stored record (weaver.extraction_json.record_from_json)
+ExtractionFromJSON = Callable[[str, Scope, dict[str, Any]], bytes]
+POINT_BATCH = 64  # points per embedding call and per hold of the Tier 3 write lock
+EDGE_BATCH = 1000
+CHECK_BATCH = 1000  # point ids per lookup when checking a file against the store
+
+
+@dataclass(slots=True)
+class ImportReport:
+    written: Counter[str] = field(default_factory=Counter)  # per type, and "point:<kind>"
+    skipped_forgotten: int = 0
+    skipped_expired: int = 0  # episodes already past this daemon's journal TTL
+    sessions_skipped: int = 0  # open sessions that ended here already
+    unindexed: list[str] = field(default_factory=list)  # episodes the weaver must index
+    seconds: float = 0.0
+
+
+class Importer:
+    def __init__(
+        self,
+        state: RocksStore,
+        journal: Journal,
+        working: WorkingMemory,
+        semantic: SemanticStore,
+        extraction_bytes: ExtractionFromJSON,
+        documents: DocumentStore | None = None,
+        anchors: AnchorStore | None = None,
+        pins: PinStore | None = None,
+    ) -> None:
+        self._state = state
+        self._journal = journal
+        self._working = working
+        self._semantic = semantic
+        self._extraction_bytes = extraction_bytes
+        self._documents = documents
+        self._anchors = anchors
+        self._pins = pins
+
+    # -- check -------------------------------------------------------------------------------
+    def check(self, records: Iterable[Record]) -> None:
+        """Raise ImportConflict at the first record this daemon holds for another scope (or
+        a session open here that the file would continue); nothing is written."""
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        batch: list[tuple[int, MemoryPoint]] = []
+        for r in records:
+            if r.type == "session":
+                self._check_session(r.line, r.value)
+            elif r.type == "episode":
+                found = self._journal.find(r.value.episode.episode_id)
+                if found is not None and found.scope != r.value.episode.scope:
+                    raise _conflict(r.line, f"episode {found.episode_id}")
+            elif r.type == "edge":
+                edge = self._semantic.graph.get(r.value.id)
+                if edge is not None and edge.scope != r.value.scope:
+                    raise _conflict(r.line, f"graph edge {edge.id}")
+            elif r.type == "point":
+                batch.append((r.line, r.value))
+                if len(batch) >= CHECK_BATCH:
+                    self._check_points(batch, vectors.get)
+                    batch = []
+        self._check_points(batch, vectors.get)
+
+    def _check_session(self, line: int, rec: SessionRecord) -> None:
+        here = self._meta(rec.session_id, rec.scope.user_id)
+        if here is None:
+            return
+        session, is_open = here
+        if session.scope != rec.scope:
+            raise _conflict(line, f"session {rec.session_id!r}")
+        if (
+            is_open
+            and not (rec.open and session.generation == rec.generation)
+            and (session.generation <= rec.generation)
+        ):
+            raise ImportConflict(
+                f"line {line}: session {rec.session_id!r} is open in this daemon (generation "
+                f"{session.generation}) and the file continues it (generation "
+                f"{rec.generation}): end or forget it here first; nothing was imported"
+            )
+
+    @staticmethod
+    def _check_points(
+        batch: Sequence[tuple[int, MemoryPoint]], get: Callable[[list[str]], list[MemoryPoint]]
+    ) -> None:
+        if not batch:
+            return
+        lines = {p.id: (line, p.scope) for line, p in batch}
+        for found in get(list(lines)):
+            line, scope = lines[found.id]
+            if found.scope != scope:
+                raise _conflict(line, f"point {found.id}")
+
+    # -- apply -------------------------------------------------------------------------------
+    def apply(self, records: Iterable[Record]) -> ImportReport:
+        """Write the records (see the module's docstring); returns what was written."""
+        began = time.monotonic()
+        report = ImportReport()
+        points: list[MemoryPoint] = []
+        documents: list[Document] = []
+        edges: list[Edge] = []
+        for parent, messages in _grouped(records):
+            kind = parent.type
+            if kind == "episode":
+                self._episode(parent.value, messages, report)
+            elif kind == "session":
+                self._session(parent.value, messages, report)
+            elif kind == "extraction":
+                self._extraction(parent.value, report)
+            elif kind == "document":
+                documents.append(parent.value)
+                if len(documents) >= POINT_BATCH:
+                    self._write_documents(documents, report)
+                    documents = []
+            elif kind in ("anchor", "pin"):
+                self._mark(kind, parent.value, report)
+            elif kind == "point":
+                points.append(parent.value)
+                if len(points) >= POINT_BATCH:
+                    self._points(points, report)
+                    points = []
+            elif kind == "edge":
+                edges.append(parent.value)
+                if len(edges) >= EDGE_BATCH:
+                    self._edges(edges, report)
+                    edges = []
+        self._points(points, report)
+        self._write_documents(documents, report)
+        self._edges(edges, report)
+        report.seconds = time.monotonic() - began
+        return report
+
+    def _episode(
+        self, rec: EpisodeRecord, messages: list[StoredMessage], report: ImportReport
+    ) -> None:
+        episode = rec.episode
+        if self._journal.expires_at_us(episode) <= int(time.time() * 1_000_000):
+            report.skipped_expired += 1
+            return
+        with self._semantic.write_lock:  # the tombstone check and the write, not split
+            if self._semantic.tombstones.episode(episode.episode_id):
+                report.skipped_forgotten += 1
+                return
+            self._journal.write_episode(episode, messages)
+            self._journal.set_marks(episode, indexed=rec.indexed, consolidated=rec.consolidated)
+        report.written["episode"] += 1
+        report.written["message"] += len(messages)
+        if not rec.indexed:
+            report.unindexed.append(episode.episode_id)
+
+    def _session(
+        self, rec: SessionRecord, messages: list[StoredMessage], report: ImportReport
+    ) -> None:
+        sid = rec.session_id
+        todo: list[StoredMessage] = []
+        with self._working.write_lock:
+            here = self._meta(sid, rec.scope.user_id)
+            session, is_open = here if here is not None else (None, False)
+            if session is not None and session.scope != rec.scope:
+                raise ImportConflict(f"session {sid!r} belongs to another scope in this daemon")
+            live = rec.open and bool(messages)
+            if session is not None and is_open:
+                if session.generation > rec.generation:
+                    report.sessions_skipped += int(live)  # this daemon is ahead
+                    return
+                if not live or session.generation != rec.generation:
+                    raise ImportConflict(
+                        f"session {sid!r} is open in this daemon and the file continues it"
+                    )
+                todo = [m for m in messages if m.seq >= session.next_seq]  # what it lacks
+            elif session is not None and session.generation >= rec.generation:
+                if live:  # ended here already: its messages are in an episode here
+                    report.sessions_skipped += 1
+                    return
+            elif live:
+                self._reserve(rec, rec.generation - 1, messages[0].seq)
+                todo = messages
+            else:
+                self._reserve(rec, rec.generation, rec.next_seq)
+            if todo:
+                appended = self._working.append(sid, rec.scope, [_message(m) for m in todo])
+                if [a.seq for a in appended] != [m.seq for m in todo]:
+                    raise ImportConflict(
+                        f"session {sid!r}: the messages were appended at other seqs than exported"
+                    )
+        report.written["session"] += 1
+        report.written["message"] += len(todo)
+
+    def _reserve(self, rec: SessionRecord, generation: int, next_seq: int) -> None:
+        """Record the session as ended at ``generation`` with ``next_seq`` next: the next
+        append opens ``generation + 1`` there (Tier 1's own rule, tiers.working.memory)."""
+        meta = Session(rec.session_id, rec.scope, generation, next_seq, 0, rec.last_active_us)
+        batch = self._state.batch()
+        batch.put("sessions", meta.ref.key(), meta.meta(False))
+        self._state.write(batch)
+
+    def _meta(self, session_id: str, user_id: str) -> tuple[Session, bool] | None:
+        """The session of ``user_id`` named ``session_id`` here (sessions are per user)."""
+        raw = self._state.get("sessions", SessionKey(user_id, session_id).key())
+        return None if raw is None else Session.from_meta(session_id, raw)
+
+    def _extraction(self, rec: ExtractionRecord, report: ImportReport) -> None:
+        value = self._extraction_bytes(rec.episode_id, rec.scope, rec.doc)
+        with self._semantic.write_lock:
+            if self._semantic.tombstones.episode(rec.episode_id):
+                report.skipped_forgotten += 1
+                return
+            batch = self._state.batch()
+            batch.put(EXTRACTIONS_CF, rec.episode_id.encode(), value)
+            self._state.write(batch)
+        report.written["extraction"] += 1
+
+    def _mark(self, kind: str, value: Anchor | Pin, report: ImportReport) -> None:
+        """Write an anchor or a pin as the file has it (a pin of a memory this daemon has
+        forgotten is skipped)."""
+        if isinstance(value, Anchor) and self._anchors is not None:
+            self._anchors.restore(value)
+        elif isinstance(value, Pin) and self._pins is not None:
+            with self._semantic.write_lock:  # the tombstone check and the write, not split
+                if self._semantic.tombstones.memory(value.memory_id):
+                    report.skipped_forgotten += 1
+                    return
+                self._pins.restore(value)
+        else:
+            raise ImportConflict(f"this daemon does not store {kind}s; nothing was imported")
+        report.written[kind] += 1
+
+    def _points(self, points: list[MemoryPoint], report: ImportReport) -> None:
+        if not points:
+            return
+        with self._semantic.write_lock:
+            written = self._semantic.write(points)  # embedded here: the file has no vectors
+        report.written["point"] += len(written)
+        report.written.update(f"point:{p.kind}" for p in written)
+        report.skipped_forgotten += len(points) - len(written)
+
+    def _write_documents(self, docs: list[Document], report: ImportReport) -> None:
+        """Store the documents (forgotten ones skipped), then write their points."""
+        if not docs:
+            return
+        if self._documents is None:
+            raise ImportConflict("this daemon has no document store; nothing was imported")
+        with self._semantic.write_lock:
+            kept = [d for d in docs if not self._semantic.tombstones.memory(d.id)]
+            for doc in kept:
+                self._documents.restore(doc)  # marked: indexed again after a crash
+            self._semantic.write([d.point() for d in kept if d.recalled])  # embedded here
+            self._documents.mark_indexed(kept)
+        report.written["document"] += len(kept)
+        report.skipped_forgotten += len(docs) - len(kept)
+
+    def _edges(self, edges: list[Edge], report: ImportReport) -> None:
+        if not edges:
+            return
+        with self._semantic.write_lock:
+            written = self._semantic.write_edges(edges)
+        report.written["edge"] += len(written)
+        report.skipped_forgotten += len(edges) - len(written)
+
+
+def _grouped(records: Iterable[Record]) -> Iterator[tuple[Record, list[StoredMessage]]]:
+    """Each record but the header and footer, with the messages that follow it."""
+    parent: Record | None = None
+    messages: list[StoredMessage] = []
+    for r in records:
+        if r.type == "message":
+            value: MessageRecord = r.value
+            messages.append(value.message)
+            continue
+        if parent is not None:
+            yield parent, messages
+        parent, messages = (r, []) if r.type not in ("header", "footer") else (None, [])
+    if parent is not None:
+        yield parent, messages
+
+
+def _message(m: StoredMessage) -> Message:
+    return Message(
+        role=m.role,
+        content=m.content,
+        name=m.name,
+        tool_call=m.tool_call,
+        created_at_us=m.created_at_us,
+        message_id=m.message_id,
+        metadata=m.metadata,
+    )
+
+
+def _conflict(line: int, what: str) -> ImportConflict:
+    return ImportConflict(
+        f"line {line}: {what} belongs to another scope in this daemon; nothing was imported"
+    )

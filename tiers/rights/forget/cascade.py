@@ -1,0 +1,375 @@
+"""Forget: delete a scope's, some episodes' or some memories' data from every tier.
+
+:meth:`Forgetter.plan` resolves what a request names into episode ids and memory ids, with
+their owners (so a caller can check rights before anything is deleted); :meth:`Forgetter.run`
+deletes, in this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild or backup
+step runs meanwhile), then the working-memory lock (no append or session end meanwhile):
+
+1. tombstones for every episode and memory (``tiers.semantic.tombstones``), durable first, so a
+weaver
+   job that read the data before the Forget cannot write it back afterwards;
+2. Tier 1: the scope's open sessions (window, durable log, idempotency keys);
+3. Tier 2: the episodes' headers, messages and index entries;
+4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; keyed
+   documents (``tiers.keyed.documents``: their records, marks and ids), session anchors (a scope's:
+   ``tiers.keyed.anchors``) and pins (a scope's, and those of the forgotten memory ids:
+   ``tiers.keyed.pins``) and access counts (``tiers.keyed.access``: the scope's, and those of the
+   forgotten episodes and memories), all in the tombstones' batch;
+5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
+   store and in-memory graph) and nodes left without edges; then the owners' entity
+   profiles are rebuilt from the facts that remain (``tiers.semantic.profiles``), so no profile
+   keeps a forgotten fact's text;
+6. caches: the semantic cache and per-scope caches (:class:`ScopeCache`).
+
+A fact that a forgotten fact had superseded is made current again, or closed at the next
+remaining fact that supersedes it (:meth:`Forgetter._restore_superseded`).
+
+Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`): RocksDB's
+before Forget returns, the vector store's on the purger's thread, which starts it beside
+RocksDB's (a ``purge`` mark, written with the tombstones, makes the next start finish it
+after a crash).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+
+from tiers.core import collector
+from tiers.core.records import Scope, time_key, unpack
+from tiers.journal.store import PENDING_CF, UNINDEXED_CF, Journal
+from tiers.keyed.access import ACCESS_CFS, AccessCounts
+from tiers.keyed.anchors import ANCHOR_CFS, AnchorStore
+from tiers.keyed.documents import DOCUMENT_CFS, Document, DocumentStore
+from tiers.keyed.pins import PIN_CFS, PinStore
+from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
+from tiers.rights.forget.purge import Purger
+from tiers.rocks import Batch, RocksStore
+from tiers.semantic.graph import Edge, normalize
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.working.memory import WorkingMemory
+
+log = logging.getLogger("strata.forget")
+EXTRACTIONS_CF = "extractions"  # weaver.consolidate's, named here to keep tiers below weaver
+GRAPH_CF = "graph_edges"
+STATE_CFS_TOUCHED = (
+    "log",
+    "msgids",
+    PENDING_CF,
+    UNINDEXED_CF,
+    EXTRACTIONS_CF,
+    GRAPH_CF,
+    *DOCUMENT_CFS,
+    *ANCHOR_CFS,
+    *PIN_CFS,
+    *ACCESS_CFS,
+)
+JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
+# Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
+READY_TIMEOUT = 60.0
+_SCROLL_ALL = 10_000_000
+
+
+def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
+    return user_id == scope.user_id and (not scope.agent_id or agent_id == scope.agent_id)
+
+
+class Forgetter:
+    def __init__(
+        self,
+        working: WorkingMemory,
+        journal: Journal,
+        journal_store: RocksStore,
+        state: RocksStore,
+        semantic: SemanticStore,
+        caches: Sequence[ScopeCache] = (),
+        redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None,
+        documents: DocumentStore | None = None,
+        anchors: AnchorStore | None = None,
+        pins: PinStore | None = None,
+        access: AccessCounts | None = None,
+    ) -> None:
+        self._working = working
+        self._journal = journal
+        self._jstore = journal_store
+        self._state = state
+        self._semantic = semantic
+        self.caches = list(caches)
+        # Rewrites an episode's stored extraction without what forgotten memories were made
+        # from (weaver.consolidate.redact_record): the weaver owns that record's format.
+        self._redact_record = redact_record
+        self._documents = documents
+        self._anchors = anchors
+        self._pins = pins
+        self._access = access
+        self.purger = Purger(state, journal_store, semantic, STATE_CFS_TOUCHED, JOURNAL_CFS_TOUCHED)
+
+    @property
+    def tombstones(self) -> Tombstones:
+        return self._semantic.tombstones
+
+    # -- plan ------------------------------------------------------------------------------
+    def plan(self, target: ForgetTarget) -> ForgetPlan:
+        """What ``target`` covers, and whose it is. Raises EmbeddingUnavailable while Tier 3
+        is still starting (nothing is deleted then)."""
+        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+        plan = ForgetPlan(target)
+        if target.scope is not None:
+            plan.owners.add(target.scope)
+            self._scope_episodes(target.scope, plan)
+        elif target.episode_ids:
+            for eid in target.episode_ids:
+                owner = self._owner(eid, plan)
+                if owner is not None:
+                    plan.episode_ids.add(eid)
+                    plan.owner_of[eid] = owner
+                    plan.owners.add(owner)
+        else:
+            found = {p.id: p.scope for p in vectors.get(list(target.memory_ids))}
+            for mid in target.memory_ids:
+                edge = self._semantic.graph.get(mid)
+                owner = found.get(mid) or (edge.scope if edge is not None else None)
+                if owner is None and self._documents is not None:  # a document not indexed yet
+                    doc = self._documents.find(mid)
+                    owner = doc.scope if doc is not None else None
+                if owner is not None:
+                    plan.memory_ids.add(mid)
+                    plan.owner_of[mid] = owner
+                    plan.owners.add(owner)
+        plan.episode_ids.discard("")
+        return plan
+
+    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> None:
+        """Every episode with data of ``scope`` anywhere: journal, marks, points, edges."""
+        _embedder, vectors = self._semantic.wait_ready(0)
+        with collector.quiet():  # every point of the scope, decoded (tiers.core)
+            points = vectors.scroll(
+                PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
+            )
+            plan.episode_ids.update(p.episode_id for p in points)
+        edges = self._semantic.graph.edges_where(
+            lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
+        )
+        plan.episode_ids.update(e.episode_id for e in edges)
+        prefix = scope.user_id.encode() + b"\x00"
+        for key, value in self._jstore.scan_prefix("by_user", prefix):
+            _flushed, user_id, agent_id = unpack(value)
+            if _in(scope, user_id, agent_id):
+                plan.episode_ids.add(key[-32:].decode())
+        for cf in (PENDING_CF, UNINDEXED_CF):
+            for key, value in self._state.scan(cf, b""):
+                _flushed, user_id, agent_id, _sid = unpack(value)
+                if _in(scope, user_id, agent_id):
+                    plan.episode_ids.add(key.decode())
+        # Stored extractions name their episode's scope: one whose episode expired and that
+        # produced no point (or whose points were deleted) is found here.
+        for key, value in self._state.scan(EXTRACTIONS_CF, b""):
+            owner = _extraction_owner(value)
+            if owner is not None and _in(scope, owner.user_id, owner.agent_id):
+                plan.episode_ids.add(key.decode())
+
+    def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
+        header = self._journal.find(episode_id)
+        if header is not None:
+            plan.headers[episode_id] = header
+            return header.scope
+        for cf in (PENDING_CF, UNINDEXED_CF):
+            raw = self._state.get(cf, episode_id.encode())
+            if raw is not None:
+                _flushed, user_id, agent_id, _sid = unpack(raw)
+                return Scope(user_id, agent_id)
+        raw = self._state.get(EXTRACTIONS_CF, episode_id.encode())
+        owner = _extraction_owner(raw) if raw is not None else None
+        if owner is not None:
+            return owner
+        _embedder, vectors = self._semantic.wait_ready(0)
+        points = vectors.scroll(PointFilter(episode_ids=(episode_id,)), 1)
+        if points:
+            return points[0].scope
+        edges = self._semantic.graph.edges_where(lambda e: e.episode_id == episode_id)
+        return edges[0].scope if edges else None
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self, plan: ForgetPlan) -> ForgetCounts:
+        counts = ForgetCounts()
+        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+        scope = plan.target.scope
+        with self._semantic.write_lock, self._working.write_lock:  # the backup's order
+            if scope is not None:  # again: sessions may have ended since plan()
+                self._scope_episodes(scope, plan)
+            plan.episode_ids.discard("")
+            episodes = sorted(plan.episode_ids)
+            batch = self._state.batch()
+            # No put (a document, an access count) between the tombstones and the deletes.
+            with self._documents_lock(), self._access_lock():
+                docs = self._forget_documents(batch, plan)
+                memories = plan.memory_ids | {d.id for d in docs}
+                if self._anchors is not None:
+                    counts.anchors = self._anchors.forget_into(batch, scope)
+                if self._pins is not None:
+                    counts.pins = self._pins.forget_into(batch, scope, sorted(memories))
+                if self._access is not None:
+                    counts.access_counts = self._access.forget_into(
+                        batch,
+                        scope,
+                        [(plan.owner_of[e], e) for e in episodes if e in plan.owner_of],
+                        [(plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of]
+                        + [(d.scope, d.id) for d in docs],
+                    )
+                Tombstones.add(batch, episodes, sorted(memories))
+                mark, earlier = self.purger.write_marked(batch)
+            counts.documents = len(docs)
+            removed: list[Edge] = []
+            if scope is not None:
+                dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
+                counts.sessions = len(dropped)
+                counts.session_messages = sum(n for _sid, n in dropped)
+            self._delete_episodes(episodes, plan, counts)
+            semantic, graph = self._semantic, self._semantic.graph
+            if episodes:
+                of_episodes = PointFilter(episode_ids=tuple(episodes))
+                counts.vector_points += semantic.delete(of_episodes, ())
+                wanted = set(episodes)
+                edge_ids = [e.id for e in graph.edges_where(lambda e: e.episode_id in wanted)]
+                self._remove_edges(edge_ids, counts, removed)
+            if scope is not None:
+                counts.vector_points += semantic.delete(
+                    PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
+                )
+                edge_ids = [
+                    e.id
+                    for e in graph.edges_where(
+                        lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
+                    )
+                ]
+                self._remove_edges(edge_ids, counts, removed)
+            if plan.memory_ids:
+                ids = tuple(sorted(plan.memory_ids))
+                counts.consolidation_records += self._redact(vectors.get(list(ids)))
+                counts.vector_points += semantic.delete(PointFilter(ids=ids), ())
+                self._remove_edges(list(ids), counts, removed)
+            counts.facts_restored = self._restore_superseded(removed)
+            # A scope's own Forget deleted its profiles with its points; documents are in none.
+            if scope is None and (episodes or plan.memory_ids - {d.id for d in docs}):
+                for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
+                    written, deleted = self._semantic.refresh_profiles(owner)
+                    counts.profiles_rewritten += written
+                    counts.vector_points += deleted
+            users = {o.user_id for o in plan.owners if o.user_id}
+            for user_id in sorted(users):
+                for cache in self.caches:
+                    counts.cache_entries += cache.forget_scope(user_id)
+        if not earlier and not any(getattr(counts, name) for name in counts.__dataclass_fields__):
+            self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
+        else:
+            # Keyed documents alone (DeleteDocument): only their column families (and their
+            # pins') to compact.
+            alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
+            alone_cfs = DOCUMENT_CFS + PIN_CFS + ACCESS_CFS
+            # The vector store's purge (of the shards deleted from) starts first, on the
+            # purger's thread, beside RocksDB's here.
+            self.purger.request()
+            counts.purge_ms = self.purger.purge_stores(alone_cfs if alone else ())
+        log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
+        return counts
+
+    def _documents_lock(self) -> AbstractContextManager[object]:
+        return self._documents.lock if self._documents is not None else nullcontext()
+
+    def _access_lock(self) -> AbstractContextManager[object]:
+        return self._access.lock if self._access is not None else nullcontext()
+
+    def _forget_documents(self, batch: Batch, plan: ForgetPlan) -> list[Document]:
+        """The keyed documents of the plan's scope and among its memory ids, their deletes
+        added to ``batch``. Their points go with the scope's points or the ids' points."""
+        if self._documents is None:
+            return []
+        return self._documents.forget_into(batch, plan.target.scope, plan.memory_ids)
+
+    def _redact(self, points: list[MemoryPoint]) -> int:
+        """Rewrite the stored extractions that the forgotten ``points`` were made from."""
+        if self._redact_record is None:
+            return 0
+        by_episode: dict[str, list[MemoryPoint]] = {}
+        for p in points:
+            if p.episode_id and p.kind in ("fact", "summary"):
+                by_episode.setdefault(p.episode_id, []).append(p)
+        batch = self._state.batch()
+        rewritten = 0
+        for eid, forgotten in by_episode.items():
+            raw = self._state.get(EXTRACTIONS_CF, eid.encode())
+            if raw is not None:
+                batch.put(EXTRACTIONS_CF, eid.encode(), self._redact_record(raw, forgotten))
+                rewritten += 1
+        self._state.write(batch)
+        return rewritten
+
+    def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge]) -> None:
+        graph = self._semantic.graph
+        wanted = list(ids)
+        removed.extend(e for e in map(graph.get, wanted) if e is not None)
+        edges, nodes = self._semantic.remove_edges(wanted)
+        counts.graph_edges += edges
+        counts.graph_nodes += nodes
+
+    def _restore_superseded(self, removed: list[Edge]) -> int:
+        """Facts that a forgotten fact superseded: for each (scope, subject, predicate) that
+        lost a fact, the remaining closed facts are closed at the earliest later fact of
+        another value that remains, or made current again when none does (what supersession
+        would have done without the forgotten facts). Returns how many facts changed."""
+        graph = self._semantic.graph
+        changed: dict[str, int | None] = {}
+        groups = {(e.scope, e.subject, e.predicate) for e in removed}
+        for scope, subject, predicate in sorted(groups, key=repr):
+            left = sorted(
+                graph.edges_about(scope, subject, predicate), key=lambda e: (e.valid_from_us, e.id)
+            )
+            for i, edge in enumerate(left):
+                if edge.valid_to_us is None:
+                    continue
+                later = (
+                    e.valid_from_us
+                    for e in left[i + 1 :]
+                    if normalize(e.object) != normalize(edge.object)
+                )
+                valid_to = next(later, None)
+                if valid_to != edge.valid_to_us:
+                    changed[edge.id] = valid_to
+        self._semantic.close_facts(changed, notify=False)  # the caches are emptied after
+        return len(changed)
+
+    def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:
+        jbatch = self._jstore.batch()
+        sbatch = self._state.batch()
+        for eid in episodes:
+            key = eid.encode()
+            header = plan.headers.get(eid) or self._journal.find(eid)
+            if header is not None:
+                counts.episodes += 1
+                counts.episode_messages += sum(1 for _ in self._jstore.scan_prefix("messages", key))
+                tkey = time_key(header.started_at_us) + key
+                jbatch.delete("episodes", key)
+                jbatch.delete_prefix("messages", key)
+                jbatch.delete("by_time", tkey)
+                jbatch.delete("by_user", header.scope.user_id.encode() + b"\x00" + tkey)
+            for cf in (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF):
+                if self._state.get(cf, key) is not None:
+                    counts.consolidation_records += 1
+                    sbatch.delete(cf, key)
+        self._jstore.write(jbatch)
+        self._state.write(sbatch)
+
+
+def _extraction_owner(raw: bytes) -> Scope | None:
+    """The scope a stored extraction records (``weaver.consolidate.encode_extraction``: its
+    ``ep`` part); None for a record written without it."""
+    doc = unpack(raw)
+    ep = doc.get("ep") if isinstance(doc, dict) else None
+    return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
+
+
+def _dict(counts: ForgetCounts) -> dict[str, float]:
+    return {name: getattr(counts, name) for name in counts.__dataclass_fields__}

@@ -1,0 +1,247 @@
+"""Tier 3 as one object: the embedding model, the vector store and the fact graph.
+
+It is the one door into Tier 3: every writer (the weaver's indexing and consolidation, a
+rebuild, entity profiles, Forget, Import, keyed documents) changes vector points and graph
+edges through the methods here, never through the stores themselves:
+
+- :meth:`SemanticStore.write`: points in (tombstones, embedding, keyword vectors, upsert, cache
+  notification, in that order); :meth:`SemanticStore.embed` lets a writer embed before it
+  takes :attr:`SemanticStore.write_lock`, so a long embedding holds up no Forget;
+- :meth:`SemanticStore.write_edges`: graph edges in (tombstones, insert, cache notification);
+- :meth:`SemanticStore.close_facts`: a fact's validity end, in the graph and on its point;
+- :meth:`SemanticStore.delete`, :meth:`SemanticStore.remove_edges`,
+  :meth:`SemanticStore.remove_episode_edges`: points and edges out;
+- :meth:`SemanticStore.refresh_profiles`: a scope's entity profiles in line with its facts.
+
+Every writer holds :attr:`SemanticStore.write_lock` around a consistent step, so a Forget (which
+writes its tombstones under the same lock) never falls between a writer's tombstone check and
+its write: a forgotten id cannot come back through any of them.
+
+The graph opens at once (it lives in the state store). The vector store's size comes from the
+model, so it opens when the model has loaded, in the loader's background thread; until then
+:meth:`SemanticStore.wait_ready` raises :class:`EmbeddingUnavailable` after its timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from tiers.core import collector
+from tiers.core.errors import one_line
+from tiers.core.records import Scope
+from tiers.rocks import RocksStore
+from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tiers.semantic.graph import Edge
+from tiers.semantic.graph.nxgraph import NetworkXGraph
+from tiers.semantic.profiles import KIND as PROFILE
+from tiers.semantic.profiles import build_profiles
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.semantic.vectors.bm25 import KeywordEncoder
+
+log = logging.getLogger("strata.semantic")
+_ALL = 10_000_000
+
+
+class SemanticStore:
+    def __init__(
+        self,
+        state: RocksStore,
+        embeddings: EmbeddingService,
+        open_vectors: Callable[[], VectorStore],
+    ) -> None:
+        self.graph = NetworkXGraph(state)
+        # Checked (under its lock) before every Tier 3 write: see tiers.semantic.tombstones.
+        self.tombstones = Tombstones(state)
+        self.embeddings = embeddings
+        self.keywords = KeywordEncoder()
+        self._open_vectors = open_vectors
+        self._vectors: VectorStore | None = None
+        self._ready = threading.Event()
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        # Called with a user_id after every write to Tier 3 in that scope (cache invalidation).
+        self.on_write: list[Callable[[str], None]] = []
+        # Called once from the loader thread when Tier 3 is open (True) or failed (False).
+        self.on_ready: list[Callable[[bool], None]] = []
+        # Held by every multi-step Tier 3 writer (the weaver's index and consolidation steps,
+        # rebuild, forget) for the length of one consistent step, and by a backup while it
+        # copies the vector store, so a backup never sees half a step.
+        self.write_lock = threading.RLock()
+
+    def notify_write(self, user_ids: set[str]) -> None:
+        for user_id in user_ids:
+            for listener in self.on_write:
+                listener(user_id)
+
+    def embed(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+        """The points, each without a dense vector given its document embedding. Needs no
+        lock: writers call it before taking :attr:`write_lock`. Raises
+        EmbeddingUnavailable."""
+        embedder, _vectors = self.wait_ready(timeout=None)
+        out = list(points)
+        bare = [i for i, p in enumerate(out) if p.dense is None]
+        if bare:
+            dense = embedder.encode_documents([out[i].text for i in bare])
+            for i, vec in zip(bare, dense, strict=True):
+                out[i] = replace(out[i], dense=vec.tolist())
+        return out
+
+    def write(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+        """Write points to Tier 3, the one way in: forgotten ids and episodes are dropped
+        (tombstones), points without a dense vector are embedded, every point gets its
+        keyword vector, then one upsert and the scopes' caches are told. Returns the points
+        written. The caller holds :attr:`write_lock` (the tombstone check and the upsert
+        must not be split by a Forget). Raises EmbeddingUnavailable, VectorStoreUnavailable.
+        """
+        _embedder, vectors = self.wait_ready(timeout=None)
+        kept = self.embed(self.tombstones.keep(list(points)))
+        if not kept:
+            return []
+        kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
+        vectors.upsert(kept)
+        self.notify_write({p.scope.user_id for p in kept})
+        return kept
+
+    def delete(self, flt: PointFilter, users: Iterable[str]) -> int:
+        """Take the points matching ``flt`` out of Tier 3 with no tombstone (Forget writes
+        its own first) and tell the caches of ``users`` (Forget, which empties and counts
+        the caches itself, passes none). Returns the points removed. The caller holds
+        :attr:`write_lock`. Raises EmbeddingUnavailable, VectorStoreUnavailable, and
+        ValueError for a filter that names no user, episode or id (it would match every
+        point)."""
+        if not (flt.user_id or flt.episode_ids or flt.ids):
+            raise ValueError("a Tier 3 delete names a user, episodes or point ids")
+        _embedder, vectors = self.wait_ready(timeout=None)
+        removed = vectors.delete(flt)
+        if removed:
+            self.notify_write(set(users))
+        return removed
+
+    def write_edges(self, edges: Sequence[Edge]) -> list[Edge]:
+        """Write graph edges, the graph's door beside :meth:`write`: edges of forgotten
+        episodes or facts are dropped (tombstones), the rest inserted or replaced by id, and
+        the scopes' caches told. Returns the edges written. The caller holds
+        :attr:`write_lock`. Raises StoreUnavailable."""
+        kept = self.tombstones.keep(list(edges))
+        if kept:
+            self.graph.add_edges(kept)
+            self.notify_write({e.scope.user_id for e in kept})
+        return kept
+
+    def close_facts(self, valid_to: Mapping[str, int | None], *, notify: bool = True) -> None:
+        """Set the end of validity of facts by id (None: current again), on their graph edge
+        and on their point together (supersession, and Forget undoing it). With ``notify``,
+        the scopes' caches are told (Forget tells them itself). The caller holds
+        :attr:`write_lock`. Raises StoreUnavailable, VectorStoreUnavailable."""
+        if not valid_to:
+            return
+        _embedder, vectors = self.wait_ready(timeout=None)
+        users = {e.scope.user_id for e in map(self.graph.get, valid_to) if e is not None}
+        for edge_id, end in valid_to.items():
+            self.graph.close_edges([edge_id], end)
+            vectors.set_valid_to([edge_id], end)
+        if notify:
+            self.notify_write(users)
+
+    def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
+        """Delete graph edges by id, and the nodes left without edges; returns (edges,
+        nodes) deleted. No cache is told: the only caller, Forget, empties them itself. The
+        caller holds :attr:`write_lock`. Raises StoreUnavailable."""
+        return self.graph.remove_edges(ids)
+
+    def remove_episode_edges(self, episode_ids: set[str], user_id: str = "") -> int:
+        """Delete the graph edges derived from these episodes (of ``user_id``, or of any
+        user), before they are derived again (a rebuild, whose writes tell the caches).
+        Returns the edges deleted. The caller holds :attr:`write_lock`. Raises
+        StoreUnavailable."""
+        return self.graph.remove_episodes(episode_ids, user_id)
+
+    def refresh_profiles(self, scope: Scope) -> tuple[int, int]:
+        """Bring the entity profiles of ``scope`` in line with its current facts
+        (:mod:`tiers.semantic.profiles`): write the new and changed ones, delete the ones left
+        without
+        facts. Returns (written, deleted). The caller holds :attr:`write_lock`."""
+        _embedder, vectors = self.wait_ready(timeout=None)
+        own = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
+        with collector.quiet():  # every fact of the scope, decoded: a burst (tiers.core)
+            facts = vectors.scroll(replace(own, kinds=("fact",), include_superseded=False), _ALL)
+            old = {
+                p.id: p
+                for p in vectors.scroll(replace(own, kinds=(PROFILE,)), _ALL)
+                if p.scope == scope
+            }
+            new = build_profiles(scope, facts)
+        changed = [p for p in new if _differs(old.get(p.id), p)]
+        stale = sorted(set(old) - {p.id for p in new})
+        written = self.write(changed) if changed else []
+        if stale:
+            self.delete(PointFilter(user_id=scope.user_id, ids=tuple(stale)), {scope.user_id})
+        return len(written), len(stale)
+
+    def start(self) -> None:
+        """Load the model and open the vector store in the background."""
+        self.embeddings.start()
+        threading.Thread(target=self._open, name="tier3-open", daemon=True).start()
+
+    def _open(self) -> None:
+        try:
+            embedder = self.embeddings.wait()
+            vectors = self._open_vectors()
+            vectors.ensure(embedder.model_name, embedder.dim)
+            with self._lock:
+                if self._closed:
+                    vectors.close()
+                    return
+                self._vectors = vectors
+        except Exception as exc:
+            # One line, for the log, `weaverctl status` and the health check's metadata.
+            self.error = one_line(exc)
+            log.error("tier3.unavailable", extra={"fields": {"error": self.error}})
+        finally:
+            self._ready.set()
+            for listener in self.on_ready:
+                listener(self._vectors is not None)
+
+    @property
+    def ready(self) -> bool:
+        return self._vectors is not None
+
+    def wait_ready(self, timeout: float | None = None) -> tuple[Embedder, VectorStore]:
+        if not self._ready.wait(timeout):
+            raise EmbeddingUnavailable(
+                self.embeddings.error  # e.g. a remote embedding endpoint that is down
+                or f"Tier 3 is still starting (loading {self.embeddings.description})"
+            )
+        if self._vectors is None:
+            raise EmbeddingUnavailable(self.error or "Tier 3 failed to start")
+        return self.embeddings.wait(0), self._vectors
+
+    def close(self) -> None:
+        """Flush and close the vector store (idempotent)."""
+        self.embeddings.close()
+        with self._lock:
+            self._closed = True
+            vectors, self._vectors = self._vectors, None
+        if vectors is not None:
+            try:
+                vectors.flush()
+            finally:
+                vectors.close()
+        self.graph.close()
+
+
+def edge_store_path(data_dir: Path) -> Path:
+    return data_dir / "vectors"
+
+
+def _differs(old: MemoryPoint | None, new: MemoryPoint) -> bool:
+    if old is None:
+        return True
+    keys = [(s.session_id, s.seq, s.text) for s in old.sources]
+    return old.text != new.text or keys != [(s.session_id, s.seq, s.text) for s in new.sources]

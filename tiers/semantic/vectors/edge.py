@@ -1,0 +1,367 @@
+"""Tier 3 on the embedded Qdrant engine (``qdrant-edge-py``): one shard in one directory.
+
+The directory holds the current generation of the shard (``gen-NNNNNN/`` named by ``CURRENT``:
+:mod:`tiers.semantic.vectors.edge_generations`) and our sidecar ``strata_vectors.json``, which
+records the embedding model the vectors came from (:mod:`tiers.semantic.vectors.edge_shard`).
+
+Durability: every update goes through the engine's write-ahead log before it returns, so an
+acknowledged write survives a crash of the process (verified with ``os._exit``); ``flush()``
+writes the segments themselves. Index builds and purges make a new generation in a child
+process and swap it in; they, the locks and the read leases are in
+:mod:`tiers.semantic.vectors.edge_builds`, which this store's class extends with the
+:class:`~tiers.semantic.vectors.VectorStore` API: opening, writes, reads, backup copies and closing.
+
+The keyword channel's IDF is the store's, not the engine's: the shard's sparse vectors have no
+modifier, every write and delete updates a
+:class:`~tiers.semantic.vectors.term_frequencies.DocumentFrequencies` (the shards of a sharded store
+share one), and :meth:`EdgeVectorStore.search_sparse` weighs the query's terms with it. A shard made
+with the engine's modifier (an earlier release) is rewritten without it when it opens.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from qdrant_edge import (
+    CountRequest,
+    Filter,
+    HasIdCondition,
+    Query,
+    QueryRequest,
+    ScrollRequest,
+    UpdateOperation,
+)
+from qdrant_edge import SparseVector as EdgeSparseVector
+
+from tiers.semantic.vectors import (
+    DENSE,
+    SPARSE,
+    Hit,
+    MemoryPoint,
+    PointFilter,
+    SparseVector,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+    canonical_id,
+)
+from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge_builds import EdgeBuilds
+from tiers.semantic.vectors.edge_filter import build_filter
+from tiers.semantic.vectors.edge_shard import (
+    SIDECAR,
+    check_model,
+    copy_points,
+    create_shard,
+    engine_idf,
+    load_shard,
+    payload_indexes,
+    read_sidecar,
+    records_sparse,
+    sparse_pages,
+    to_point,
+    write_sidecar,
+)
+from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
+from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
+
+if TYPE_CHECKING:
+    from qdrant_edge import EdgeShard, NamedVector, Record
+
+__all__ = ["SIDECAR", "EdgeVectorStore"]
+
+log = logging.getLogger("strata.vectors")
+
+
+def _wanted(ids: Sequence[str]) -> list[str]:
+    """The canonical forms of ``ids`` that are UUIDs, once each, in order."""
+    return list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
+
+
+def _of(record: Record, user_id: str) -> bool:
+    """Whether a retrieved record is ``user_id``'s (any user's when it is empty)."""
+    return not user_id or (record.payload or {}).get("user_id") == user_id
+
+
+def _require_scope(flt: PointFilter) -> None:
+    if not flt.user_id:
+        raise ValueError("a vector search needs a user_id: scope is a hard filter")
+
+
+class EdgeVectorStore(EdgeBuilds):
+    """A :class:`~tiers.semantic.vectors.VectorStore` in one qdrant-edge shard at ``path``. Its
+    points' terms are counted in ``frequencies``, and its decoded points kept in ``points``
+    (:mod:`tiers.semantic.vectors.point_cache`): both shared by the shards of a sharded store, its
+    own
+    otherwise."""
+
+    def __init__(
+        self,
+        path: Path,
+        frequencies: DocumentFrequencies | None = None,
+        points: PointCache | None = None,
+    ) -> None:
+        super().__init__(path)
+        self._model = ""
+        self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
+        self._points = points if points is not None else PointCache(POINT_CACHE)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def ensure(self, model: str, dim: int) -> None:
+        with self._write_lock:
+            if self._closed:
+                raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+            if self._shard is not None:
+                check_model(self.path, self._model, self._dim, model, dim)
+                return
+            with self._engine("open"):
+                generations.sweep(self.path)  # what a crash during a build left behind
+                sidecar = read_sidecar(self.path)
+                gen = generations.current(self.path)
+                has_shard = (gen / "edge_config.json").exists()
+            if sidecar is None:
+                if has_shard:
+                    raise VectorStoreMismatch(
+                        f"the vector store at {self.path} has no {SIDECAR}, so the embedding"
+                        " model of its vectors is unknown: restore the file or rebuild"
+                    )
+                with self._engine("create"):
+                    write_sidecar(self.path, model, dim)
+            else:
+                check_model(self.path, sidecar["model"], sidecar["dim"], model, dim)
+            with self._engine("open"):
+                # Loading with the config makes the engine check it against the segments.
+                if has_shard:
+                    if engine_idf(gen):
+                        gen = self._drop_engine_idf(gen, dim)
+                    shard = self._load(gen, dim)
+                    try:
+                        for name, schema in payload_indexes().items():  # idempotent
+                            shard.update(UpdateOperation.create_field_index(name, schema))
+                    except Exception:
+                        shard.close()
+                        raise
+                else:
+                    if gen == self.path:
+                        gen = generations.first(self.path)
+                        generations.switch(self.path, gen)
+                    shard = create_shard(gen, dim)
+                try:
+                    for records in sparse_pages(shard):
+                        self._frequencies.add(records_sparse(records))
+                except Exception:
+                    shard.close()
+                    raise
+            self._shard, self._model, self._dim, self._dir = shard, model, dim, gen
+
+    def flush(self) -> None:
+        with self._write_lock, self._engine("flush"):
+            self._open().flush()
+
+    def copy_to(self, dest: Path) -> None:
+        """A consistent, compacted copy of the shard at ``dest`` (not existing yet), while it
+        stays open.
+
+        The engine has no snapshot creation, and its files keep the bytes of deleted points
+        (in the WAL and in segment pages) until its optimizer rewrites them. So with writes
+        and optimization held off, the live points (vectors and payloads) are written into a
+        new shard at ``dest``: a copy never holds what was deleted (forgotten) before it."""
+        with self._optimize_lock, self._write_lock, self._engine("backup"):
+            shard = self._open()
+            dest.mkdir(parents=True)
+            shutil.copyfile(self.path / SIDECAR, dest / SIDECAR)
+            copy_points(shard, dest, self._dim)
+
+    def close(self) -> None:
+        with self._readers:
+            self._closed = True  # a build starting now stops at once
+            if self._child is not None:
+                self._child.kill()  # the copy it builds is removed by its thread
+        with self._optimize_lock, self._write_lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                with self._engine("close"):
+                    try:
+                        shard.flush()
+                    finally:
+                        shard.close()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[MemoryPoint]) -> None:
+        if not points:
+            return
+        op = UpdateOperation.upsert_points([to_point(p) for p in points])
+        ids = _wanted([p.id for p in points])
+        with self._write_lock, self._engine("upsert"):
+            # The terms of the points replaced stop counting: read them before the write.
+            replaced = list(records_sparse(self._open().retrieve(list(ids), False, [SPARSE])))
+            self._apply(op)
+            self._frequencies.remove(replaced)
+            latest = {p.id: p for p in points}  # an id written twice is one point
+            self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
+            self._points.invalidate(latest)
+
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
+        wanted = {i for i in map(canonical_id, ids) if i is not None}
+        if not wanted:
+            return
+        # By filter, so ids that no longer exist are skipped instead of failing the batch.
+        flt = Filter(must=[HasIdCondition(set(wanted))])
+        payload = {"valid_to": valid_to_us, "superseded": valid_to_us is not None}
+        with self._write_lock, self._engine("set_valid_to"):
+            self._apply(UpdateOperation.set_payload_by_filter(flt, payload))
+            self._points.invalidate(wanted)
+
+    def delete(self, flt: PointFilter) -> int:
+        engine_filter = build_filter(flt) or Filter()
+        with self._write_lock, self._engine("delete"):
+            shard = self._open()
+            n = shard.count(CountRequest(exact=True, filter=engine_filter))
+            if n:
+                removed = [r for records in sparse_pages(shard, engine_filter) for r in records]
+                self._apply(UpdateOperation.delete_points_by_filter(engine_filter))
+                self._frequencies.remove(records_sparse(removed))
+                self._points.invalidate(str(r.id) for r in removed)
+            return n
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
+        _require_scope(flt)
+        return self._query([float(x) for x in vector], DENSE, flt, limit)
+
+    def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
+        _require_scope(flt)
+        if not vector.indices:
+            return []
+        weighed = self._frequencies.weigh(vector)
+        return self._query(EdgeSparseVector(weighed.indices, weighed.values), SPARSE, flt, limit)
+
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        wanted = _wanted(ids)
+        if not wanted:
+            return []
+        snapshot = self._points.snapshot()
+        try:
+            with self._read("get") as shard:
+                found = self._decoded(shard, wanted, snapshot)
+        finally:
+            self._points.release(snapshot)
+        return [
+            found[i]
+            for i in wanted
+            if i in found and (not user_id or found[i].scope.user_id == user_id)
+        ]
+
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
+        wanted = _wanted(ids)
+        if not wanted:
+            return {}
+        with self._read("dense") as shard:
+            records = shard.retrieve(list(wanted), ["user_id"] if user_id else False, True)
+        out: dict[str, list[float]] = {}
+        for r in records:
+            vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
+            if isinstance(vector, list) and _of(r, user_id):
+                out[str(r.id)] = [float(x) for x in vector]  # type: ignore[arg-type]
+        return out
+
+    def contains(self, ids: Sequence[str]) -> set[str]:
+        """The canonical ids among ``ids`` that name a point here (a sharded store finds
+        which shards to write to by id)."""
+        wanted = _wanted(ids)
+        if not wanted:
+            return set()
+        with self._read("contains") as shard:
+            return {str(r.id) for r in shard.retrieve(list(wanted), False, False)}
+
+    def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
+        return [
+            MemoryPoint.from_payload(str(r.id), r.payload)
+            for r in self._scrolled(flt, limit, payload=True)
+            if r.payload is not None
+        ]
+
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        return [str(r.id) for r in self._scrolled(flt, limit, payload=False)]
+
+    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool) -> list[Record]:
+        """Up to ``limit`` records matching ``flt``, with their payloads or not."""
+        if limit <= 0:
+            return []
+        request = ScrollRequest(
+            limit=limit, filter=build_filter(flt), with_payload=payload, with_vector=False
+        )
+        with self._read("scroll") as shard:
+            records, _ = shard.scroll(request)
+        return records
+
+    def count(self, flt: PointFilter) -> int:
+        with self._read("count") as shard:
+            return shard.count(CountRequest(exact=True, filter=build_filter(flt)))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _drop_engine_idf(self, gen: Path, dim: int) -> Path:
+        """Rewrite the shard at ``gen``, made with the engine's IDF modifier, into the next
+        generation without it and make that current (once per shard, at open). A crash
+        before the switch leaves the old generation current (the new one is swept), after
+        it the new one."""
+        began = time.perf_counter()
+        new = generations.following(self.path, gen)
+        old = load_shard(self.path, gen, dim)
+        try:
+            copy_points(old, new, dim)
+        finally:
+            old.close()
+        generations.switch(self.path, new)
+        generations.sweep(self.path)
+        log.info(
+            "vectors.keyword_idf_moved",
+            extra={
+                "fields": {
+                    "store": str(self.path),
+                    "ms": round((time.perf_counter() - began) * 1000),
+                }
+            },
+        )
+        return new
+
+    def _query(self, vector: NamedVector, using: str, flt: PointFilter, limit: int) -> list[Hit]:
+        if limit <= 0:
+            return []
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest(vector, using=using),
+            filter=build_filter(flt),
+            with_payload=False,  # the points come from the cache, the missing ones by id
+        )
+        snapshot = self._points.snapshot()
+        try:
+            with self._read("search") as shard:
+                scored = [(str(s.id), s.score) for s in shard.query(request)]
+                found = self._decoded(shard, [pid for pid, _score in scored], snapshot)
+        finally:
+            self._points.release(snapshot)
+        # A point deleted between the search and the fetch is left out.
+        return [Hit(found[pid], score) for pid, score in scored if pid in found]
+
+    def _decoded(self, shard: EdgeShard, ids: list[str], snapshot: int) -> dict[str, MemoryPoint]:
+        """The points of ``ids`` that exist: from the cache, the others fetched and kept."""
+        found = self._points.get(ids)
+        missing = [pid for pid in ids if pid not in found]
+        if missing:
+            fetched = [
+                MemoryPoint.from_payload(str(r.id), r.payload)
+                for r in shard.retrieve(list(missing), True, False)
+                if r.payload is not None
+            ]
+            self._points.put(fetched, snapshot)
+            found.update((p.id, p) for p in fetched)
+        return found

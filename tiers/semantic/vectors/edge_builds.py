@@ -1,0 +1,266 @@
+"""Index builds and purges of the embedded store
+(:class:`tiers.semantic.vectors.edge.EdgeVectorStore`).
+
+The engine has no background threads: HNSW indexes are only built by the engine's ``optimize()``,
+which holds the GIL for its whole run (seconds on large stores): :meth:`EdgeBuilds.optimize`
+therefore runs it in a child process on a copy of the shard and swaps the built copy in
+(:mod:`tiers.semantic.vectors.edge_generations`), so the daemon's threads run on meanwhile. Loading
+the built copy still holds the GIL once, for its whole run (0.6-1.6 s measured at 100k points with
+the payload indexes and sparse vectors). A shard with fewer points than the engine's indexing
+threshold (about 10 MB of vectors: 6,700 points of 384 dims) has nothing to build: it is not copied.
+When the child finds nothing to build (the new points since the last build are below the threshold),
+it says so and nothing is loaded or swapped. A purge (Forget's, :mod:`tiers.rights.forget.purge`)
+goes the same way, its child writing the copy's live points into a new shard, so no deleted point's
+bytes stay in the files.
+
+Threads: one instance is shared by the writer and the query threads. Reads go to the engine
+without a lock (the engine is safe for concurrent readers and writers). Writes are serialized
+by a lock, which also makes ``delete``'s count-then-delete atomic with respect to other
+writes; while a build runs, every write is also recorded, to be replayed into the built copy.
+``optimize()`` has its own lock and takes the write lock only to copy and to swap; ``close()``
+stops a running build and takes both. A read holds a lease on the shard it reads, so a
+swapped-out generation is closed only after its last read. A read racing with ``close()``
+fails with :class:`~tiers.semantic.vectors.VectorStoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
+
+from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
+from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge_shard import engine_errors, indexable, load_shard
+
+log = logging.getLogger("strata.vectors")
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 1)
+
+
+class EdgeBuilds:
+    """The live shard of an edge store with its locks and read leases, and the making of its
+    next generation (an index build or a purge) in a child process, swapped in when done."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._shard: EdgeShard | None = None
+        self._dim = 0
+        self._closed = False
+        self._write_lock = threading.Lock()
+        self._optimize_lock = threading.Lock()
+        self._dir = path  # the current generation's directory (edge_generations)
+        # Writes made while a build runs, replayed into the built copy (under _write_lock).
+        self._recorded: list[UpdateOperation] | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._child_purges = False  # the running child makes a purge's copy (not a build)
+        self._readers = threading.Condition()  # guards _shard swaps and _leases
+        self._leases: dict[int, int] = {}  # id(shard) -> reads in progress
+        self.builds = 0  # index builds swapped in (for tests and figures)
+        self.builds_unneeded = 0  # builds whose child found nothing to build
+        self.purges = 0
+        self._purging = 0  # purges waiting or running: a build gives up (IndexBuildCancelled)
+
+    # -- builds and purges -------------------------------------------------------------------
+
+    def optimize(self) -> None:
+        """Build the index in a child process on a copy, then swap the copy in (module doc).
+        Blocks the calling thread until the swap; other threads run on meanwhile. A shard
+        too small for the engine to index anything
+        (:func:`tiers.semantic.vectors.edge_shard.indexable`) is left as it is, without a copy or a
+        child."""
+        with self._optimize_lock:
+            with self._engine("optimize"):
+                points = self._open().count(CountRequest(exact=True))
+            if not indexable(points, self._dim):
+                self.builds_unneeded += 1
+                return
+            self._regenerate(purge=False)
+
+    def purge(self) -> None:
+        """Rewrite the live points into a new generation, make it current and delete the old
+        one: no byte of a deleted point stays in the files (the engine keeps them in its WAL
+        and segment pages). As a build: the live shard's files are copied, a child process
+        writes that copy's live points into a new shard (no HNSW index: the next build makes
+        it; queries are exact meanwhile, within each scope's points), the daemon loads it,
+        replays the writes made meanwhile and swaps it in. A build that is running is given up
+        (its copy predates the deletes). A delete made during the purge is in the old files
+        and replayed into the new ones: purge again after it."""
+        with self._readers:
+            self._purging += 1
+            if self._child is not None and not self._child_purges:
+                self._child.kill()  # a build: its copy predates the deletes
+        try:
+            with self._optimize_lock:
+                self._regenerate(purge=True)
+        finally:
+            with self._readers:
+                self._purging -= 1
+
+    def _regenerate(self, *, purge: bool) -> None:
+        """A new generation made by a child process from a copy of the live one (an index
+        build, or a purge's compacted copy), loaded, brought up to date and swapped in."""
+        what = "purge" if purge else "optimize"
+        ms: dict[str, float] = {}
+        t = time.perf_counter()
+        with self._write_lock, self._engine(what):
+            self._open().flush()
+            old_gen = self._dir
+            copy = generations.following(self.path, old_gen)
+            gen = generations.following(self.path, copy) if purge else copy
+            for stale in {copy, gen}:
+                shutil.rmtree(stale, ignore_errors=True)
+            generations.copy(old_gen, self.path, copy)
+            self._recorded = []
+        ms["copy"], t = _ms(t), time.perf_counter()
+        try:
+            command = (
+                generations.child_command(copy, gen) if purge else generations.child_command(gen)
+            )
+            if not self._build(command, gen, purge):  # nothing to build: the live one stays
+                with self._write_lock:
+                    self._recorded = None
+                generations.remove(gen, self.path)
+                self.builds_unneeded += 1
+                ms["child"] = _ms(t)
+                log.info(
+                    "vectors.build_unneeded", extra={"fields": {"store": self.path.name, **ms}}
+                )
+                return
+            if purge:
+                generations.remove(copy, self.path)
+            ms["child"], t = _ms(t), time.perf_counter()
+            with self._engine(what):
+                built = self._load(gen, self._dim)  # holds the GIL (0.6-1.6 s at 100k)
+            ms["load"], t = _ms(t), time.perf_counter()
+            with self._write_lock, self._engine(what):
+                replayed = len(self._recorded)
+                try:
+                    for op in self._recorded:
+                        built.update(op)
+                    generations.switch(self.path, gen)
+                except BaseException:
+                    built.close()
+                    raise
+                old = self._swap(built, gen)
+                self._recorded = None
+        except BaseException:
+            with self._write_lock:
+                self._recorded = None
+            for stale in {copy, gen}:
+                if self._dir != stale:
+                    generations.remove(stale, self.path)
+            raise
+        ms["replay"] = _ms(t)
+        if purge:
+            self.purges += 1
+        else:
+            self.builds += 1
+        self._retire(old, old_gen)
+        log.info(
+            "vectors.purged" if purge else "vectors.built",
+            extra={
+                "fields": {
+                    "store": self.path.name,
+                    "generation": gen.name,
+                    "replayed_writes": replayed,
+                    **ms,
+                }
+            },
+        )
+
+    def _swap(self, shard: EdgeShard, gen: Path) -> EdgeShard | None:
+        """Make ``shard`` (at ``gen``, named by CURRENT already) the live one; returns the
+        old one. Under the write lock."""
+        with self._readers:
+            old, self._shard, self._dir = self._shard, shard, gen
+        return old
+
+    def _build(self, command: list[str], gen: Path, purging: bool) -> bool:
+        """Run the child ``command`` that makes ``gen``; a build gives way to a purge. Returns
+        whether it made ``gen`` (False: a build's child found nothing to build)."""
+        with self._readers:
+            if self._closed:
+                raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+            self._child_purges = purging
+            if self._purging and not purging:
+                raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
+            child = self._child = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        try:
+            _, err = child.communicate()
+        finally:
+            with self._readers:
+                self._child = None
+        if child.returncode == generations.UNCHANGED and not purging:
+            return False
+        if child.returncode != 0:
+            lines = err.decode(errors="replace").strip().splitlines()
+            why = lines[-1] if lines else f"exit code {child.returncode}"
+            if self._closed:
+                why = "the store was closed"
+            elif self._purging and not purging:
+                raise IndexBuildCancelled(f"the index build of {gen} gave way to a purge")
+            raise VectorStoreUnavailable(f"making {gen} failed: {why}")
+        return True
+
+    def _retire(self, shard: EdgeShard | None, gen: Path) -> None:
+        """Close a swapped-out shard once its last read is done, and delete its files."""
+        if shard is not None:
+            with self._readers:
+                self._readers.wait_for(lambda: id(shard) not in self._leases, timeout=60)
+            with contextlib.suppress(Exception):
+                shard.close()
+        generations.remove(gen, self.path)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _apply(self, op: UpdateOperation) -> None:
+        """Apply a write (under the write lock); recorded while a build runs."""
+        self._open().update(op)
+        if self._recorded is not None:
+            self._recorded.append(op)
+
+    @contextlib.contextmanager
+    def _read(self, what: str) -> Iterator[EdgeShard]:
+        """The current shard, leased for one read (a swap closes it only after)."""
+        with self._engine(what):
+            with self._readers:
+                shard = self._open()
+                key = id(shard)
+                self._leases[key] = self._leases.get(key, 0) + 1
+            try:
+                yield shard
+            finally:
+                with self._readers:
+                    left = self._leases.pop(key) - 1
+                    if left:
+                        self._leases[key] = left
+                    else:
+                        self._readers.notify_all()
+
+    def _open(self) -> EdgeShard:
+        shard = self._shard
+        if shard is None:
+            state = "closed" if self._closed else "not open (call ensure() first)"
+            raise VectorStoreUnavailable(f"the vector store at {self.path} is {state}")
+        return shard
+
+    def _engine(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return engine_errors(self.path, what)
+
+    def _load(self, gen: Path, dim: int) -> EdgeShard:
+        return load_shard(self.path, gen, dim)

@@ -1,0 +1,185 @@
+"""Generations of the embedded shard, so its index is built in another process.
+
+The engine builds its HNSW index only in ``optimize()``, which holds the GIL for its whole run
+(about 15 s at 100k points here, 48 s measured from outside): every RPC of the daemon waited
+behind it. So the build never runs in the daemon's process. A build takes a *generation*:
+
+1. the live shard is flushed and its directory copied to the next generation's directory
+   (writes wait for the copy, reads go on; the copy is I/O and releases the GIL);
+2. a child process (``python -m tiers.semantic.vectors.edge_generations DIR``, at a lower CPU
+   priority) loads the copy, optimizes it and closes it; meanwhile the live shard serves
+   everything, and every write is also recorded. When the engine finds nothing to optimize
+   the child exits with :data:`UNCHANGED`: the copy is deleted and the live shard stays;
+3. the daemon loads the built copy, replays the recorded writes into it, and makes it
+   current (``CURRENT`` names it, replaced atomically); the old generation is closed once its
+   last reader is done, and deleted.
+
+Layout under the store's directory: ``strata_vectors.json`` (the sidecar), ``CURRENT`` and
+``gen-NNNNNN/`` (one shard each). A store written before generations has its shard directly
+in the directory (``edge_config.json``, ``segments/``, ``wal/``): that is generation 0 and is
+read as it is, until the first build moves the store to ``gen-000001``.
+
+Crash safety: until ``CURRENT`` is replaced the old generation is the store, and it has every
+acknowledged write (the recorded writes were applied to it first); after, the new one has them
+too. Whatever a crash leaves behind (a half-built generation, an old one not yet deleted) is
+removed by :func:`sweep` when the store opens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from tiers.semantic.vectors.edge_shard import fsync_dir
+
+CURRENT = "CURRENT"
+_BLOCK = 1 << 16  # the granularity of the holes a copy leaves
+_ZEROS = bytes(_BLOCK)
+UNCHANGED = 3  # the build child's exit code when the engine found nothing to optimize
+_GEN = re.compile(r"gen-(\d{6})")
+# Entries of the store's directory that are not the engine's (the legacy layout keeps the
+# engine's files beside them).
+_OURS = {"strata_vectors.json", CURRENT, CURRENT + ".tmp"}
+
+
+def current(path: Path) -> Path:
+    """The directory of the current generation: ``CURRENT``'s, else ``path`` itself."""
+    try:
+        name = (path / CURRENT).read_text().strip()
+    except FileNotFoundError:
+        return path
+    if not _GEN.fullmatch(name):
+        raise ValueError(f"{path / CURRENT} names {name!r}, not a generation (gen-NNNNNN)")
+    return path / name
+
+
+def first(path: Path) -> Path:
+    """The generation a new store starts in."""
+    return path / "gen-000001"
+
+
+def following(path: Path, gen: Path) -> Path:
+    match = _GEN.fullmatch(gen.name) if gen != path else None
+    return path / f"gen-{(int(match.group(1)) if match else 0) + 1:06d}"
+
+
+def switch(path: Path, gen: Path) -> None:
+    """Make ``gen`` current, atomically and durably."""
+    tmp = path / (CURRENT + ".tmp")
+    with tmp.open("w") as f:
+        f.write(gen.name + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path / CURRENT)
+    fsync_dir(path)
+
+
+def engine_entries(gen: Path, root: Path) -> list[Path]:
+    """The engine's files of a generation (in the legacy layout, not ours beside them)."""
+    if gen != root:
+        return sorted(gen.iterdir())
+    return sorted(p for p in root.iterdir() if p.name not in _OURS and not _GEN.fullmatch(p.name))
+
+
+def copy(gen: Path, root: Path, dest: Path) -> None:
+    """Copy a (flushed) generation's files to ``dest`` (which must not exist), keeping
+    them sparse (:func:`copy_file`)."""
+    dest.mkdir()
+    for entry in engine_entries(gen, root):
+        if entry.is_dir():
+            shutil.copytree(entry, dest / entry.name, copy_function=copy_file)
+        else:
+            copy_file(entry, dest / entry.name)
+
+
+def copy_file(src: str | Path, dst: str | Path) -> None:
+    """Copy a file as ``shutil.copy2`` does, but leave a hole where a block of the source
+    reads as zeros: the engine preallocates its write-ahead log (two files of 32 MiB, sparse
+    and mostly empty), and a plain copy would write every zero, 64 MiB of disk per shard and
+    generation. The copy reads back byte for byte the same."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while block := fin.read(_BLOCK):
+            if block == _ZEROS[: len(block)]:
+                fout.seek(len(block), os.SEEK_CUR)
+            else:
+                fout.write(block)
+        fout.truncate()  # a file ending in a hole keeps its size
+    shutil.copystat(src, dst)
+
+
+def remove(gen: Path, root: Path) -> None:
+    """Delete a generation's files (in the legacy layout, only the engine's)."""
+    if gen != root:
+        shutil.rmtree(gen, ignore_errors=True)
+        return
+    for entry in engine_entries(gen, root):
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def sweep(root: Path) -> list[str]:
+    """Remove what is not the current generation (left by a crash); returns what it removed."""
+    if not root.is_dir():
+        return []
+    keep = current(root)
+    removed = []
+    for entry in sorted(root.iterdir()):
+        if _GEN.fullmatch(entry.name) and entry != keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    (root / (CURRENT + ".tmp")).unlink(missing_ok=True)
+    if keep != root:
+        leftovers = engine_entries(root, root)
+        if leftovers:
+            remove(root, root)
+            removed += [p.name for p in leftovers]
+    return removed
+
+
+def child_command(gen: Path, compact_into: Path | None = None) -> list[str]:
+    """The child that optimizes ``gen`` in place, or with ``compact_into`` writes the live
+    points of ``gen`` into a new shard there (a purge: no deleted point's bytes, no index)."""
+    command = [sys.executable, "-m", "tiers.semantic.vectors.edge_generations", str(gen)]
+    return command if compact_into is None else [*command, str(compact_into)]
+
+
+def _build(gen: str, compact_into: str | None = None) -> int:
+    """The child: optimize the shard at ``gen`` (a copy no other process has open), or copy
+    its live points into a new shard at ``compact_into``."""
+    from qdrant_edge import EdgeShard
+
+    from tiers.semantic.vectors.edge_shard import copy_points, read_sidecar
+
+    if compact_into is None:
+        with contextlib.suppress(OSError):
+            os.nice(10)  # the daemon's queries and appends come first on shared cores
+    shard = EdgeShard.load(gen)
+    try:
+        if compact_into is None:
+            if not shard.optimize():
+                return UNCHANGED
+            shard.flush()
+        else:  # a purge waits on it: not niced
+            sidecar = read_sidecar(Path(gen).parent)  # a generation's store
+            if sidecar is None:
+                raise SystemExit(f"no sidecar beside {gen}: its vectors' size is unknown")
+            copy_points(shard, Path(compact_into), int(sidecar["dim"]))
+    finally:
+        shard.close()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        print(
+            "usage: python -m tiers.semantic.vectors.edge_generations SHARD_DIR [COMPACT_INTO]",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    sys.exit(_build(*sys.argv[1:]))

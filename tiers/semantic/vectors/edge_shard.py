@@ -1,0 +1,280 @@
+"""The embedded engine's shard as Tier 3 lays it out: its config (dense cosine + sparse BM25
+term weights, weighed by IDF at query time: :mod:`tiers.semantic.vectors.term_frequencies`), payload
+indexes, point conversion, the sidecar that names the embedding model, and a copy of the live
+points.
+
+The sidecar ``strata_vectors.json`` (``{"model", "dim", "format": 1}``; a sharded store's has
+``"format": 2`` and ``"shards"``) records the embedding model the vectors came from: the engine only
+knows the vector size. The model's name includes the back-end where its vectors differ
+(``<model>@onnx-int8``, :attr:`tiers.semantic.embedding.SentenceTransformerEmbedder.model_name`), so
+a store is never filled with vectors of two kinds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from qdrant_edge import (
+    Distance,
+    EdgeConfig,
+    EdgeShard,
+    EdgeSparseVectorParams,
+    EdgeVectorParams,
+    Filter,
+    KeywordIndexParams,
+    Modifier,
+    PayloadSchemaType,
+    Point,
+    ScrollRequest,
+    UpdateOperation,
+)
+from qdrant_edge import SparseVector as EdgeSparseVector
+
+from tiers.core.errors import StrataError
+from tiers.semantic.vectors import (
+    DENSE,
+    SPARSE,
+    MemoryPoint,
+    SparseVector,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+)
+
+if TYPE_CHECKING:
+    from qdrant_edge import NamedVector, PayloadSchemaParams, Record
+
+SIDECAR = "strata_vectors.json"
+FORMAT = 1  # one shard's sidecar
+SHARDED_FORMAT = 2  # a sharded store's (tiers.semantic.vectors.edge_layout)
+# Points per page when a copy is made: a scroll's cost is mostly per call (a page of 2,048
+# scrolls 3x faster per point than one of 512), and a page is a few MB at most.
+COPY_PAGE = 2048
+SEARCH_THREADS = 2
+INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points of 384 dims stay
+# unindexed, 6,700 are indexed)
+
+
+def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
+    return {
+        "kind": PayloadSchemaType.Keyword,
+        # Every search is filtered by user: the engine groups a tenant's points.
+        "user_id": KeywordIndexParams(is_tenant=True),
+        "agent_id": PayloadSchemaType.Keyword,
+        "episode_id": PayloadSchemaType.Keyword,
+        "session_id": PayloadSchemaType.Keyword,
+        "created_at": PayloadSchemaType.Integer,
+        "superseded": PayloadSchemaType.Bool,
+    }
+
+
+def config(dim: int, *, idf: bool = False) -> EdgeConfig:
+    """Strata's shard config. Two search threads per shard: the engine's default pool (8
+    threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
+    queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
+    2026-11-25). One is too few: a stream of searches starved the writes (the contract
+    suite's concurrent writer took 9 s instead of 0.4 s).
+
+    The sparse vectors have no modifier: the store weighs a query's terms by IDF over all its
+    shards (:mod:`tiers.semantic.vectors.term_frequencies`). ``idf`` gives the config of a shard
+    written before that, whose engine applied IDF itself (:func:`engine_idf`), to open it
+    and move its points."""
+    return EdgeConfig(
+        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf if idf else None)},
+        max_search_threads=SEARCH_THREADS,
+    )
+
+
+def indexable(points: int, dim: int) -> bool:
+    """Whether a shard of ``points`` points of ``dim`` dims can hold a segment the engine
+    would index: one whose dense vectors pass its indexing threshold (10,000 KB unless the
+    config says otherwise: 6,667 points of 384 dims)."""
+    optimizers = config(dim).optimizers
+    threshold_kb = (optimizers.indexing_threshold if optimizers else None) or INDEXING_THRESHOLD_KB
+    return points * dim * 4 > threshold_kb * 1024
+
+
+def to_point(p: MemoryPoint) -> Point:
+    if p.dense is None:
+        raise ValueError(f"memory point {p.id} has no dense vector")
+    vector: dict[str, NamedVector] = {DENSE: [float(x) for x in p.dense]}
+    if p.sparse is not None:
+        vector[SPARSE] = EdgeSparseVector(p.sparse.indices, p.sparse.values)
+    return Point(id=p.id, vector=vector, payload=p.payload())
+
+
+def create_shard(dest: Path, dim: int) -> EdgeShard:
+    """A new, empty shard at ``dest`` with Strata's config and payload indexes."""
+    shard = EdgeShard.create(str(dest), config(dim))
+    try:
+        for name, schema in payload_indexes().items():
+            shard.update(UpdateOperation.create_field_index(name, schema))
+    except Exception:
+        shard.close()
+        raise
+    return shard
+
+
+def live_points(shard: EdgeShard) -> Iterator[list[Point]]:
+    """The live points of ``shard`` (vectors and payloads), a page at a time."""
+    offset: Any = None
+    while True:
+        request = ScrollRequest(offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True)
+        records, offset = shard.scroll(request)
+        points = [
+            Point(id=r.id, vector=r.vector, payload=r.payload)
+            for r in records
+            if r.vector is not None
+        ]
+        if points:
+            yield points
+        if offset is None:
+            return
+
+
+def sparse_pages(shard: EdgeShard, flt: Filter | None = None) -> Iterator[list[Record]]:
+    """The live points of ``shard`` (matching ``flt``) with their ids and sparse vectors (no
+    payloads), a page at a time: to count their terms
+    (:mod:`tiers.semantic.vectors.term_frequencies`)
+    and to know what a delete removes."""
+    offset: Any = None
+    while True:
+        request = ScrollRequest(
+            offset=offset, limit=COPY_PAGE, filter=flt, with_payload=False, with_vector=[SPARSE]
+        )
+        records, offset = shard.scroll(request)
+        if records:
+            yield records
+        if offset is None:
+            return
+
+
+def records_sparse(records: Iterable[Record]) -> Iterator[SparseVector]:
+    """The sparse vectors of retrieved or scrolled ``records`` (a point without one yields
+    nothing)."""
+    for r in records:
+        vector = r.vector.get(SPARSE) if isinstance(r.vector, dict) else None
+        if vector is not None and not isinstance(vector, list):
+            yield SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
+    """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``:
+    the copy holds none of the bytes of deleted points that the engine's files keep."""
+    copy = create_shard(dest, dim)
+    try:
+        for points in live_points(shard):
+            copy.update(UpdateOperation.upsert_points(points))
+        copy.flush()
+    finally:
+        copy.close()
+
+
+def check_model(path: Path, have_model: str, have_dim: int, model: str, dim: int) -> None:
+    if (have_model, have_dim) != (model, dim):
+        raise VectorStoreMismatch(
+            f"the vectors in {path} are of {have_model} ({have_dim} dims), this daemon's of"
+            f" {model} ({dim} dims): set that model again, or stop, move the directory aside,"
+            " restart and run `weaverctl rebuild`"
+        )
+
+
+def load_sidecar(store: Path, formats: tuple[int, ...] = (FORMAT,)) -> dict[str, Any] | None:
+    """The sidecar of ``store`` (None: there is none), of one of ``formats``; raises
+    :class:`VectorStoreMismatch` when it is not JSON, of another format, or names no model
+    and dim."""
+    path = store / SIDECAR
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise VectorStoreMismatch(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") not in formats:
+        found = doc.get("format") if isinstance(doc, dict) else None
+        readable = " and ".join(map(str, formats))
+        raise VectorStoreMismatch(
+            f"{path} has format {found!r}; this daemon reads format {readable}"
+        )
+    if not isinstance(doc.get("model"), str) or not isinstance(doc.get("dim"), int):
+        raise VectorStoreMismatch(f"{path} does not name a model and a dim: {doc}")
+    return cast(dict[str, Any], doc)
+
+
+def read_sidecar(store: Path) -> dict[str, Any] | None:
+    """The sidecar of one shard's store (format 1)."""
+    return load_sidecar(store)
+
+
+def write_sidecar(store: Path, model: str, dim: int, shards: int = 0) -> None:
+    """Atomically, before the shard exists: a shard is never left without its sidecar. With
+    ``shards``, the sidecar of a sharded store (format 2,
+    :mod:`tiers.semantic.vectors.edge_layout`)."""
+    store.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"model": model, "dim": dim, "format": FORMAT}
+    if shards:
+        doc.update(format=SHARDED_FORMAT, shards=shards)
+    target = store / SIDECAR
+    tmp = target.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        json.dump(doc, f)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+    fsync_dir(store)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, a new or deleted file) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def engine_errors(path: Path, what: str) -> Iterator[None]:
+    """Engine (and file system) failures become :class:`VectorStoreUnavailable`."""
+    try:
+        yield
+    except StrataError:
+        raise
+    except Exception as exc:
+        if "WouldBlock" in str(exc):
+            raise VectorStoreUnavailable(
+                f"the vector store at {path} is in use by another process"
+            ) from exc
+        raise VectorStoreUnavailable(f"vector store {what} failed at {path}: {exc}") from exc
+
+
+def engine_idf(gen: Path) -> bool:
+    """Whether the shard at ``gen`` was made with the engine's IDF modifier on its sparse
+    vectors (a release before :mod:`tiers.semantic.vectors.term_frequencies`)."""
+    try:
+        doc = json.loads((gen / "edge_config.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    sparse = doc.get("sparse_vectors") if isinstance(doc, dict) else None
+    params = sparse.get(SPARSE) if isinstance(sparse, dict) else None
+    return isinstance(params, dict) and str(params.get("modifier", "")).lower() == "idf"
+
+
+def load_shard(path: Path, gen: Path, dim: int) -> EdgeShard:
+    """Open the generation ``gen`` of the store at ``path``, checking it against ``dim`` (and
+    against the config it was made with: :func:`engine_idf`)."""
+    try:
+        return EdgeShard.load(str(gen), config(dim, idf=engine_idf(gen)))
+    except Exception as exc:
+        if "incompatible" not in str(exc).lower():
+            raise
+        raise VectorStoreMismatch(
+            f"the vector store at {path} does not match its {SIDECAR} ({dim} dims): {exc};"
+            " rebuild it"
+        ) from exc

@@ -1,0 +1,154 @@
+"""A Qdrant collection as Tier 3 lays it out: its config (dense cosine + sparse IDF), payload
+indexes, its shard keys, the metadata point that names the embedding model, point conversion
+and filters.
+
+The collection config records the vector size; the embedding model is recorded in a reserved
+*metadata point* (id :data:`META_ID`, payload ``{"kind": "_meta", "model", "dim", "shards"}``,
+a unit dense vector and no user). Every filter :func:`build_filter` makes excludes it, even
+the empty one, so it never shows in searches, scrolls, counts or deletes.
+
+**Shard keys.** A collection is created with Qdrant's user-defined sharding
+(``sharding_method=custom``) and one shard key per shard, :func:`shard_key` of 0 to
+``shards - 1`` (``"shard-000"``, ...); the metadata point records ``shards`` and lives under
+the first key. A user's points live under the key of :func:`tiers.semantic.vectors.shard_of` (see
+:class:`tiers.semantic.vectors.qdrant.QdrantVectorStore`). A collection made before (its metadata
+point without ``shards``) has no shard keys and is used as it is. ``qdrant-client``'s local
+mode (``:memory:``, a path) has no sharding: it takes ``sharding_method`` and every
+``shard_key_selector`` and ignores them, and raises ``NotImplementedError`` for shard key
+management, so no key is made there (:func:`ensure_shard_keys`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from tiers.semantic.vectors import DENSE, SPARSE, MemoryPoint, PointFilter, canonical_id
+
+META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
+META_KIND = "_meta"
+
+_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+    "kind": models.PayloadSchemaType.KEYWORD,
+    # Every search is filtered by user: the server co-locates a tenant's points.
+    "user_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+    "agent_id": models.PayloadSchemaType.KEYWORD,
+    "episode_id": models.PayloadSchemaType.KEYWORD,
+    "session_id": models.PayloadSchemaType.KEYWORD,
+    "created_at": models.PayloadSchemaType.INTEGER,
+    "superseded": models.PayloadSchemaType.BOOL,
+}
+
+_NOT_META = models.FieldCondition(key="kind", match=models.MatchValue(value=META_KIND))
+
+
+def build_filter(flt: PointFilter) -> models.Filter:
+    """The Qdrant filter for ``flt``; it always excludes the metadata point."""
+    must: list[models.Condition] = []
+    if flt.user_id:
+        must.append(
+            models.FieldCondition(key="user_id", match=models.MatchValue(value=flt.user_id))
+        )
+    if flt.agent_id:
+        must.append(
+            models.FieldCondition(key="agent_id", match=models.MatchValue(value=flt.agent_id))
+        )
+    if flt.kinds:
+        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=list(flt.kinds))))
+    if flt.episode_ids:
+        must.append(
+            models.FieldCondition(
+                key="episode_id", match=models.MatchAny(any=list(flt.episode_ids))
+            )
+        )
+    if flt.created_from_us is not None or flt.created_to_us is not None:
+        must.append(
+            models.FieldCondition(
+                key="created_at",
+                range=models.Range(gte=flt.created_from_us, lt=flt.created_to_us),
+            )
+        )
+    if not flt.include_superseded:
+        must.append(models.FieldCondition(key="superseded", match=models.MatchValue(value=False)))
+    if flt.ids:
+        wanted = [i for i in map(canonical_id, flt.ids) if i is not None and i != META_ID]
+        must.append(models.HasIdCondition(has_id=list(wanted)))
+    return models.Filter(must=must or None, must_not=[_NOT_META])
+
+
+def shard_key(index: int) -> str:
+    """The shard key of shard ``index``."""
+    return f"shard-{index:03d}"
+
+
+def create_collection(
+    client: QdrantClient, collection: str, model: str, dim: int, shards: int, *, local: bool
+) -> None:
+    """The collection with Strata's layout, custom sharding with ``shards`` shard keys (none
+    made in ``local`` mode), its payload indexes and its metadata point. One that another
+    process created first is left as it is, for
+    :meth:`tiers.semantic.vectors.qdrant.QdrantVectorStore.ensure` to check."""
+    dense = models.VectorParams(size=dim, distance=models.Distance.COSINE)
+    sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
+    try:
+        client.create_collection(
+            collection,
+            vectors_config={DENSE: dense},
+            sparse_vectors_config={SPARSE: sparse},
+            sharding_method=models.ShardingMethod.CUSTOM,
+        )
+    except Exception:
+        if client.collection_exists(collection):
+            return  # another process created it first: ensure() checks it
+        raise
+    if not local:
+        for index in range(shards):
+            client.create_shard_key(collection, shard_key(index))
+    with warnings.catch_warnings():
+        # Local mode warns that payload indexes have no effect there.
+        warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
+        for name, schema in _PAYLOAD_INDEXES.items():
+            client.create_payload_index(collection, name, field_schema=schema, wait=True)
+    write_meta(client, collection, model, dim, shards)
+
+
+def ensure_shard_keys(client: QdrantClient, collection: str, shards: int) -> None:
+    """Make the shard keys of ``shards`` shards that a collection with custom sharding lacks
+    (a server's only: local mode has no shard keys); for one whose creation was cut short."""
+    listed = client.list_shard_keys(collection).shard_keys or []
+    have = {k.key for k in listed}
+    for index in range(shards):
+        if shard_key(index) not in have:
+            client.create_shard_key(collection, shard_key(index))
+
+
+def write_meta(client: QdrantClient, collection: str, model: str, dim: int, shards: int) -> None:
+    """The metadata point; with ``shards`` (a collection with shard keys), under the first."""
+    unit = [1.0] + [0.0] * (dim - 1)  # cosine rejects (or cannot rank) a zero vector
+    payload: dict[str, Any] = {"kind": META_KIND, "model": model, "dim": dim}
+    if shards:
+        payload["shards"] = shards
+    point = models.PointStruct(id=META_ID, vector={DENSE: unit}, payload=payload)
+    selector = shard_key(0) if shards else None
+    client.upsert(collection, points=[point], wait=True, shard_key_selector=selector)
+
+
+def read_meta(client: QdrantClient, collection: str) -> dict[str, Any] | None:
+    """The metadata point's payload (None: there is none)."""
+    records = client.retrieve(collection, ids=[META_ID], with_payload=True)
+    if not records or not records[0].payload:
+        return None
+    return records[0].payload
+
+
+def to_point(p: MemoryPoint) -> models.PointStruct:
+    if p.dense is None:
+        raise ValueError(f"memory point {p.id} has no dense vector")
+    vector: dict[str, models.Vector] = {DENSE: [float(x) for x in p.dense]}
+    if p.sparse is not None:
+        vector[SPARSE] = models.SparseVector(
+            indices=list(p.sparse.indices), values=list(p.sparse.values)
+        )
+    return models.PointStruct(id=p.id, vector=vector, payload=p.payload())

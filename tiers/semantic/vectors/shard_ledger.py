@@ -1,0 +1,111 @@
+"""Which shards of a sharded store need an index build or a purge.
+
+A shard needs a **build** when it was written since its last build began (or purged since:
+a purge's copy has no index), and a **purge** when points were deleted from it since its last
+purge began. Each is kept as a counter per shard that every change moves on, and a token
+taken when the work begins: the work clears its need only when the counter has not moved
+since, so what was written or deleted during a build or a purge is covered by a next one.
+
+The purge needs are also on disk, as an empty file per shard (``shard-NNN.purge`` in the store's
+directory, :func:`tiers.semantic.vectors.edge_layout.purge_mark`), made durable *before* the first
+delete since the shard's last purge reaches the engine and removed after a purge that covered every
+delete: a restart after a crash purges exactly the shards whose files may still hold deleted points
+(:meth:`tiers.rights.forget.purge.Purger.resume`). The build needs are not kept: at start-up every
+shard that holds points counts as unbuilt (its first build finds out, in its child, whether there is
+anything to index).
+
+Thread-safe: one lock guards the counters and the files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from tiers.semantic.vectors.edge_layout import purge_mark
+from tiers.semantic.vectors.edge_shard import fsync_dir
+
+_NEVER = -1  # a token no counter equals
+
+
+class ShardLedger:
+    """The build and purge needs of ``shards`` shards of the store at ``root``: those with
+    points (``unbuilt``) need a build, those with a purge mark on disk a purge."""
+
+    def __init__(self, root: Path, shards: int, unbuilt: Iterable[int]) -> None:
+        self._root = root
+        self._lock = threading.Lock()
+        self._writes = [0] * shards
+        self._built = [0] * shards
+        for index in unbuilt:
+            self._built[index] = _NEVER
+        self._deletes = [0] * shards
+        marks = {i: purge_mark(root, i) for i in range(shards)}
+        self._dirty = {i for i, mark in marks.items() if mark.exists()}
+        # The order of the latest deletes (on disk: of the marks), so a purge takes the shard
+        # of the Forget that asked for it before older marks (a rebuild's, say).
+        self._latest = {i: marks[i].stat().st_mtime_ns for i in self._dirty}
+
+    # -- builds --------------------------------------------------------------------------
+
+    def wrote(self, index: int) -> None:
+        """A write to shard ``index`` returned."""
+        with self._lock:
+            self._writes[index] += 1
+
+    def to_build(self) -> list[int]:
+        """The shards written (or purged) since their last build began."""
+        with self._lock:
+            return [i for i, n in enumerate(self._writes) if n != self._built[i]]
+
+    def build_began(self, index: int) -> int:
+        """The token a build of shard ``index`` hands to :meth:`built`."""
+        with self._lock:
+            return self._writes[index]
+
+    def built(self, index: int, token: int) -> None:
+        """A build of shard ``index`` that began at ``token`` is done (swapped in, or found
+        nothing to build)."""
+        with self._lock:
+            self._built[index] = token
+
+    # -- purges --------------------------------------------------------------------------
+
+    def deleting(self, index: int) -> None:
+        """Points of shard ``index`` are about to be deleted: its purge mark is durable when
+        this returns. Call :meth:`deleted` after the delete."""
+        with self._lock:
+            self._deletes[index] += 1
+            self._latest[index] = max(self._latest.values(), default=0) + 1
+            if index not in self._dirty:
+                purge_mark(self._root, index).touch()
+                fsync_dir(self._root)
+                self._dirty.add(index)
+
+    def deleted(self, index: int) -> None:
+        """The delete announced by :meth:`deleting` returned (or failed)."""
+        with self._lock:
+            self._deletes[index] += 1
+
+    def to_purge(self) -> list[int]:
+        """The shards deleted from since their last purge (marked on disk), the latest
+        deleted from first."""
+        with self._lock:
+            return sorted(self._dirty, key=lambda i: (-self._latest.get(i, 0), i))
+
+    def purge_began(self, index: int) -> int:
+        """The token a purge of shard ``index`` hands to :meth:`purged`."""
+        with self._lock:
+            return self._deletes[index]
+
+    def purged(self, index: int, token: int) -> None:
+        """A purge of shard ``index`` that began at ``token`` is done: its mark goes unless a
+        delete came since; the shard has no index until its next build."""
+        with self._lock:
+            self._built[index] = _NEVER
+            if self._deletes[index] == token and index in self._dirty:
+                purge_mark(self._root, index).unlink(missing_ok=True)
+                fsync_dir(self._root)
+                self._dirty.discard(index)
+                self._latest.pop(index, None)

@@ -1,0 +1,365 @@
+"""Tier 3's default vector store: the embedded engine (qdrant-edge) in shards, every point of a
+user in one shard, so that an index build, the load that follows it, a purge and a Forget each
+touch one shard, never the whole store.
+
+Layout (:mod:`tiers.semantic.vectors.edge_layout`): ``<data_dir>/vectors/`` holds the sidecar
+(model, dim, shard count) and ``shard-NNN/``, each an
+:class:`~tiers.semantic.vectors.edge.EdgeVectorStore` directory with its own generations; a shard is
+made when the first point of one of its users is written, so a store with few users has few shards.
+A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
+
+- writes go to the shards of their points' users (an upsert of several users is one write per
+  shard; each is durable on return, and every writer's steps are idempotent, so a crash
+  between two shards loses nothing acknowledged);
+- searches, and every read or delete that names a user (``PointFilter.user_id``, the
+  ``user_id`` of :meth:`get` and :meth:`dense`), touch that user's shard alone; reads and
+  deletes by ids or episode ids without a user, and counts and scrolls without one, go to
+  every shard (a delete counts first, so only shards holding matches are written);
+- BM25's IDF is the whole store's: the shards share one
+  :class:`~tiers.semantic.vectors.term_frequencies.DocumentFrequencies`, so a user's keyword scores
+  do not depend on who shares its shard; they share one
+  :class:`~tiers.semantic.vectors.point_cache.PointCache` of decoded points too.
+
+Builds and purges (:mod:`tiers.semantic.vectors.shard_ledger` keeps which shards need them):
+:meth:`optimize` builds the shards written since their last build, one at a time, each in its own
+child process as before (:mod:`tiers.semantic.vectors.edge_builds`), so the load of a built copy
+holds the GIL for one shard's worth; :meth:`purge` rewrites only the shards deleted from since their
+last purge (their marks survive a crash), one at a time. A purge of a shard gives up a build of the
+same shard only (:class:`~tiers.semantic.vectors.IndexBuildCancelled`); :meth:`optimize` goes on
+with the other shards and raises it at the end.
+
+At start-up :meth:`ensure` moves a store of an earlier release (one shard) or with another
+shard count into this layout (:mod:`tiers.semantic.vectors.edge_resharding`).
+
+Threads: the shards' own locks serialize writes per shard; reads run concurrently. A lock of
+this store guards the making of shards and closing; :meth:`optimize` and :meth:`purge` each
+run one at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from tiers.semantic.vectors import (
+    MAX_SHARDS,
+    Hit,
+    IndexBuildCancelled,
+    MemoryPoint,
+    PointFilter,
+    SparseVector,
+    VectorStoreUnavailable,
+    canonical_id,
+    shard_of,
+)
+from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge_resharding import move
+from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
+from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
+from tiers.semantic.vectors.shard_ledger import ShardLedger
+from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
+
+__all__ = ["ShardedVectorStore"]
+
+T = TypeVar("T")
+
+
+class ShardedVectorStore:
+    """A :class:`~tiers.semantic.vectors.VectorStore` of ``shards`` embedded shards under ``path``,
+    keeping up to ``point_cache`` decoded points (:mod:`tiers.semantic.vectors.point_cache`). Raises
+    ``ValueError`` for a shard count outside 1 to :data:`~tiers.semantic.vectors.MAX_SHARDS`."""
+
+    def __init__(self, path: Path, shards: int, point_cache: int = POINT_CACHE) -> None:
+        if not 1 <= shards <= MAX_SHARDS:
+            raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
+        self.path = path
+        self.shards = shards
+        self._stores: list[EdgeVectorStore | None] = [None] * shards
+        self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
+        self._points = PointCache(point_cache)  # every shard's decoded points
+        self._ledger: ShardLedger | None = None
+        self._model = ""
+        self._dim = 0
+        self._closed = False
+        self._lock = threading.Lock()  # opening, making shards, closing
+        self._optimize_lock = threading.Lock()
+        self._purge_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def ensure(self, model: str, dim: int) -> None:
+        with self._lock:
+            if self._closed:
+                raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+            if self._ledger is not None:
+                check_model(self.path, self._model, self._dim, model, dim)
+                return
+            with engine_errors(self.path, "open"):
+                layout.recover(self.path)  # a move a crash interrupted
+                found = layout.inspect(self.path)
+                if found.kind == "none":
+                    layout.create(self.path, model, dim, self.shards)
+            if found.kind != "none":
+                check_model(self.path, found.model, found.dim, model, dim)
+                if found.kind == "single" or found.shards != self.shards:
+                    move(self.path, found, model, dim, self.shards)
+            self._model, self._dim = model, dim
+            unbuilt = []
+            try:
+                for index in layout.shards_present(self.path, self.shards):
+                    store = self._open_shard(index)
+                    if store.count(PointFilter()):
+                        unbuilt.append(index)
+            except BaseException:
+                self._close_shards()
+                self._stores = [None] * self.shards
+                self._frequencies.clear()
+                raise
+            self._ledger = ShardLedger(self.path, self.shards, unbuilt)
+
+    def optimize(self) -> None:
+        """Build the index of every shard written since its last build, one at a time (each
+        in a child process: :meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.optimize`). A shard
+        whose build fails or gives way to a purge stays unbuilt, the others are built, and
+        the first error is raised at the end."""
+        with self._optimize_lock:
+            ledger = self._open_ledger()
+            error: VectorStoreUnavailable | None = None
+            for index in ledger.to_build():
+                store = self._stores[index]
+                if store is None:
+                    continue
+                token = ledger.build_began(index)
+                try:
+                    store.optimize()
+                except VectorStoreUnavailable as exc:
+                    if self._closed:
+                        raise
+                    error = _reported(error, exc)
+                    continue
+                ledger.built(index, token)
+            if error is not None:
+                raise error
+
+    def purge(self) -> None:
+        """Rewrite every shard deleted from since its last purge, one at a time
+        (:meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.purge`); deletes made meanwhile leave
+        their shard marked for the next purge. A shard whose purge fails stays marked, the
+        others are purged, and the first error is raised at the end."""
+        with self._purge_lock:
+            ledger = self._open_ledger()
+            error: VectorStoreUnavailable | None = None
+            for index in ledger.to_purge():
+                store = self._stores[index]
+                token = ledger.purge_began(index)
+                try:
+                    if store is not None:
+                        store.purge()
+                except VectorStoreUnavailable as exc:
+                    if self._closed:
+                        raise
+                    error = error or exc
+                    continue
+                ledger.purged(index, token)
+            if error is not None:
+                raise error
+
+    def flush(self) -> None:
+        for _index, store in self._open_stores():
+            store.flush()
+
+    def copy_to(self, dest: Path) -> None:
+        """A consistent, compacted copy of every shard at ``dest`` (not existing yet), in this
+        layout, while the store stays open: each shard's live points are written into a new
+        shard (:meth:`tiers.semantic.vectors.edge.EdgeVectorStore.copy_to`), then the sidecar. The
+        caller holds Tier 3's writers off (a backup does), so the shards show one moment."""
+        stores = self._open_stores()
+        with engine_errors(self.path, "backup"):
+            dest.mkdir(parents=True)
+        for index, store in stores:
+            store.copy_to(dest / layout.shard_name(index))
+        with engine_errors(self.path, "backup"):
+            write_sidecar(dest, self._model, self._dim, self.shards)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._close_shards()
+
+    @property
+    def builds(self) -> int:
+        """Index builds swapped in, over every shard (for tests and figures)."""
+        return sum(store.builds for _index, store in self._shards())
+
+    @property
+    def purges(self) -> int:
+        """Purges done, over every shard."""
+        return sum(store.purges for _index, store in self._shards())
+
+    def open_shards(self) -> dict[int, EdgeVectorStore]:
+        """The shards made so far, by index (for tests and benchmarks)."""
+        return dict(self._shards())
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[MemoryPoint]) -> None:
+        for p in points:  # before anything is written to any shard
+            if p.dense is None:
+                raise ValueError(f"memory point {p.id} has no dense vector")
+        groups: dict[int, list[MemoryPoint]] = {}
+        for p in points:
+            groups.setdefault(shard_of(p.scope.user_id, self.shards), []).append(p)
+        for index, group in sorted(groups.items()):
+            ledger = self._open_ledger()
+            self._writable(index).upsert(group)
+            ledger.wrote(index)
+
+    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
+        wanted = _wanted(ids)
+        for index, store in self._open_stores():
+            held = store.contains(wanted) if wanted else set()
+            if held:
+                store.set_valid_to(sorted(held), valid_to_us)
+                self._open_ledger().wrote(index)
+
+    def delete(self, flt: PointFilter) -> int:
+        removed = 0
+        for index, store in self._scoped(flt.user_id):
+            if not store.count(flt):
+                continue
+            ledger = self._open_ledger()
+            ledger.deleting(index)  # the purge mark is on disk before the engine deletes
+            try:
+                removed += store.delete(flt)
+            finally:
+                ledger.deleted(index)
+                ledger.wrote(index)
+        return removed
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
+        _require_scope(flt)
+        store = self._user_store(flt.user_id)
+        return [] if store is None else store.search_dense(vector, flt, limit)
+
+    def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
+        _require_scope(flt)
+        store = self._user_store(flt.user_id)
+        return [] if store is None else store.search_sparse(vector, flt, limit)
+
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        wanted = _wanted(ids)
+        found: dict[str, MemoryPoint] = {}
+        for _index, store in self._scoped(user_id):
+            if wanted:
+                found.update((p.id, p) for p in store.get(wanted, user_id))
+        return [found[i] for i in wanted if i in found]
+
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
+        wanted = _wanted(ids)
+        out: dict[str, list[float]] = {}
+        for _index, store in self._scoped(user_id):
+            if wanted:
+                out.update(store.dense(wanted, user_id))
+        return out
+
+    def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
+        return self._gathered(flt, limit, EdgeVectorStore.scroll)
+
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        return self._gathered(flt, limit, EdgeVectorStore.ids)
+
+    def _gathered(
+        self,
+        flt: PointFilter,
+        limit: int,
+        read: Callable[[EdgeVectorStore, PointFilter, int], list[T]],
+    ) -> list[T]:
+        """``read`` of the shards ``flt`` reaches, one after the other, until ``limit``."""
+        out: list[T] = []
+        for _index, store in self._scoped(flt.user_id):
+            if len(out) >= limit:
+                break
+            out += read(store, flt, limit - len(out))
+        return out
+
+    def count(self, flt: PointFilter) -> int:
+        return sum(store.count(flt) for _index, store in self._scoped(flt.user_id))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _open_ledger(self) -> ShardLedger:
+        ledger = self._ledger
+        if self._closed or ledger is None:
+            state = "closed" if self._closed else "not open (call ensure() first)"
+            raise VectorStoreUnavailable(f"the vector store at {self.path} is {state}")
+        return ledger
+
+    def _shards(self) -> list[tuple[int, EdgeVectorStore]]:
+        return [(i, s) for i, s in enumerate(self._stores) if s is not None]
+
+    def _open_stores(self) -> list[tuple[int, EdgeVectorStore]]:
+        self._open_ledger()
+        return self._shards()
+
+    def _user_store(self, user_id: str) -> EdgeVectorStore | None:
+        self._open_ledger()
+        return self._stores[shard_of(user_id, self.shards)]
+
+    def _scoped(self, user_id: str) -> list[tuple[int, EdgeVectorStore]]:
+        """The user's shard (when made) with ``user_id``, else every shard."""
+        if not user_id:
+            return self._open_stores()
+        store = self._user_store(user_id)
+        return [] if store is None else [(shard_of(user_id, self.shards), store)]
+
+    def _writable(self, index: int) -> EdgeVectorStore:
+        """Shard ``index``, made now if it was not."""
+        store = self._stores[index]
+        if store is not None:
+            return store
+        with self._lock:
+            self._open_ledger()
+            return self._stores[index] or self._open_shard(index)
+
+    def _open_shard(self, index: int) -> EdgeVectorStore:
+        """Open (or make) shard ``index``; under the lock."""
+        store = EdgeVectorStore(
+            self.path / layout.shard_name(index), self._frequencies, self._points
+        )
+        try:
+            store.ensure(self._model, self._dim)
+        except BaseException:
+            store.close()
+            raise
+        self._stores[index] = store
+        return store
+
+    def _close_shards(self) -> None:
+        for _index, store in self._shards():
+            store.close()
+
+
+def _reported(
+    first: VectorStoreUnavailable | None, new: VectorStoreUnavailable
+) -> VectorStoreUnavailable:
+    """The error a round of builds raises: the first outright failure, else the first build
+    that gave way to a purge."""
+    if first is None or (
+        isinstance(first, IndexBuildCancelled) and not isinstance(new, IndexBuildCancelled)
+    ):
+        return new
+    return first
+
+
+def _wanted(ids: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
+
+
+def _require_scope(flt: PointFilter) -> None:
+    if not flt.user_id:
+        raise ValueError("a vector search needs a user_id: scope is a hard filter")

@@ -1,0 +1,1 @@
+"""Tier 1, working memory: per-session windows, durable before an append is acknowledged."""

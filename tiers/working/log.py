@@ -1,0 +1,244 @@
+"""Tier 1's durable side: the sessions' records and logs in the state store, their recovery
+at start-up, and the flush of a session's log into the journal as one episode.
+
+Key layout of the state store (``<data_dir>/state``), ``K`` = ``0x01 <session_id> 0x00
+<user_id>`` (:class:`tiers.working.session.SessionKey`)::
+
+    sessions  K                       -> meta: scope, generation, next seq, ...
+    open      K                       -> b""   (the sessions that are open)
+    log       K 0x00 <seq:u64>        -> StoredMessage (msgpack)
+    msgids    K 0x00 <message_id>     -> <seq:u64>  (idempotency, open session)
+    pending   <episode_id>            -> see tiers.journal.store
+
+Ids contain no control characters (the daemon validates this). A session that ends keeps its
+meta, so a second ``end_session`` is told it ended already. Episode ids are derived from
+(user, session, generation), so a flush interrupted by a crash and redone writes the same
+episode again, never a second one. Stores of the old layout (global session ids) are moved at
+start-up (:mod:`tiers.working.migration`).
+
+Each write is one batch: it raises StoreUnavailable with nothing changed. The in-memory side
+(windows, naming, when a session ends) is :class:`tiers.working.memory.WorkingMemory`, which holds
+its lock around these calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tiers.core.errors import StoreUnavailable
+from tiers.core.records import Episode, Message, StoredMessage, u64
+from tiers.journal.store import Journal
+from tiers.rocks import RocksStore
+from tiers.working.migration import migrate
+from tiers.working.session import (
+    AppendResult,
+    Session,
+    SessionKey,
+    WindowLimits,
+    message_tokens,
+    users_prefix,
+)
+
+
+class SessionLog:
+    def __init__(self, state: RocksStore, journal: Journal) -> None:
+        self._state = state
+        self._journal = journal
+
+    # -- records ---------------------------------------------------------------------------
+    def record(self, ref: SessionKey) -> Session | None:
+        """The session's stored meta, open or ended (None: never seen)."""
+        raw = self._state.get("sessions", ref.key())
+        return None if raw is None else Session.from_meta(ref.session_id, raw)[0]
+
+    def exists(self, ref: SessionKey) -> bool:
+        return self._state.get("sessions", ref.key()) is not None
+
+    def users(self, session_id: str) -> list[str]:
+        """The users with a session (open or ended) of this id."""
+        return [
+            SessionKey.parse(key).user_id
+            for key, _ in self._state.scan_prefix("sessions", users_prefix(session_id))
+        ]
+
+    # -- start-up --------------------------------------------------------------------------
+    def recover(self) -> tuple[list[Session], list[tuple[Session, Episode]]]:
+        """Move an old layout (:func:`tiers.working.migration.migrate`), then read every open
+        session. Returns the open sessions (windows not loaded) and the sessions whose flush a
+        crash interrupted, finished here, with their episodes."""
+        migrate(self._state)
+        sessions: list[Session] = []
+        finished: list[tuple[Session, Episode]] = []
+        for key, _ in list(self._state.scan("open", b"")):
+            raw = self._state.get("sessions", key)
+            if raw is None:
+                continue
+            session, _ = Session.from_meta(SessionKey.parse(key).session_id, raw)
+            episode = self._journal.find(session.episode_id())
+            if episode is not None:
+                # The episode reached the journal but the state commit did not: finish it.
+                self._commit_end(session, episode)
+                finished.append((session, episode))
+                continue
+            sessions.append(session)
+        return sessions, finished
+
+    # -- the log ---------------------------------------------------------------------------
+    def _seq_of(self, ref: SessionKey, message_id: str) -> int | None:
+        """The seq of the open session's message with this client id, if it was appended."""
+        raw = self._state.get("msgids", ref.prefix() + message_id.encode())
+        return int.from_bytes(raw, "big") if raw is not None else None
+
+    def newest(self, session: Session, limits: WindowLimits) -> list[StoredMessage]:
+        """The newest messages of the session's log within the window's limits (at least one
+        if the log has any), oldest first."""
+        newest: list[StoredMessage] = []
+        tokens = 0
+        for _key, value in self._state.scan_prefix("log", session.ref.prefix(), reverse=True):
+            message = StoredMessage.decode(value)
+            if newest and (
+                len(newest) >= limits.max_messages or tokens + message.tokens > limits.max_tokens
+            ):
+                break
+            newest.append(message)
+            tokens += message.tokens
+        newest.reverse()
+        return newest
+
+    def last(self, session: Session, count: int | None) -> list[StoredMessage]:
+        """The newest ``count`` messages of the session's log (None: all), oldest first."""
+        found: list[StoredMessage] = []
+        for _key, value in self._state.scan_prefix("log", session.ref.prefix(), reverse=True):
+            if count is not None and len(found) >= count:
+                break
+            found.append(StoredMessage.decode(value))
+        found.reverse()
+        return found
+
+    def new_records(
+        self, session: Session, messages: list[Message], now_us: int
+    ) -> tuple[list[AppendResult], list[StoredMessage]]:
+        """Each message's AppendResult, and the records the new ones add to the session's log,
+        numbered from its next seq. A message whose id the log (or an earlier message of the
+        same call) holds already is a duplicate, with the seq it got then."""
+        results: list[AppendResult] = []
+        stored: list[StoredMessage] = []
+        ids_in_request: dict[str, int] = {}
+        for message in messages:
+            if message.message_id:
+                prior = ids_in_request.get(message.message_id)
+                if prior is None:
+                    prior = self._seq_of(session.ref, message.message_id)
+                if prior is not None:
+                    results.append(AppendResult(prior, True))
+                    continue
+            seq = session.next_seq + len(stored)
+            record = StoredMessage(
+                seq=seq,
+                role=message.role,
+                content=message.content,
+                created_at_us=message.created_at_us
+                if message.created_at_us is not None
+                else now_us,
+                received_at_us=now_us,
+                tokens=message_tokens(message),
+                name=message.name,
+                tool_call=message.tool_call,
+                message_id=message.message_id,
+                metadata=message.metadata,
+            )
+            if message.message_id:
+                ids_in_request[message.message_id] = seq
+            stored.append(record)
+            results.append(AppendResult(seq, False))
+        return results, stored
+
+    def append(self, session: Session, records: list[StoredMessage], opening: bool) -> None:
+        """Write ``records`` into the session's log and ``session`` (updated) as its open
+        meta; ``opening``: mark it open too."""
+        prefix = session.ref.prefix()
+        batch = self._state.batch()
+        for record in records:
+            batch.put("log", prefix + u64(record.seq), record.encode())
+            if record.message_id:
+                batch.put("msgids", prefix + record.message_id.encode(), u64(record.seq))
+        key = session.ref.key()
+        batch.put("sessions", key, session.meta(True))
+        if opening:
+            batch.put("open", key, b"")
+        self._state.write(batch)
+
+    def remove(self, session: Session, removed: list[StoredMessage]) -> None:
+        """Delete ``removed`` from the log and store ``session`` (updated) as its meta: open
+        while its log holds messages, closed without an episode otherwise."""
+        prefix = session.ref.prefix()
+        batch = self._state.batch()
+        for message in removed:
+            batch.delete("log", prefix + u64(message.seq))
+            if message.message_id:
+                batch.delete("msgids", prefix + message.message_id.encode())
+        if session.log_count > 0:
+            batch.put("sessions", session.ref.key(), session.meta(True))
+        else:
+            batch.delete("open", session.ref.key())
+            batch.put("sessions", session.ref.key(), session.meta(False))
+        self._state.write(batch)
+
+    def drop(self, sessions: list[Session]) -> None:
+        """Delete the logs of open ``sessions``, without an episode; their metas stay, closed
+        and emptied."""
+        batch = self._state.batch()
+        for s in sessions:
+            batch.delete_prefix("log", s.ref.prefix())
+            batch.delete_prefix("msgids", s.ref.prefix())
+            batch.delete("open", s.ref.key())
+            batch.put("sessions", s.ref.key(), replace(s, log_count=0).meta(False))
+        self._state.write(batch)
+
+    # -- ending ----------------------------------------------------------------------------
+    def flush(self, session: Session, reason: str, now_us: int) -> Episode:
+        """Write the session's log to the journal as one episode, then close the session in
+        the state store. Raises StoreUnavailable with neither done."""
+        messages = [
+            StoredMessage.decode(v)
+            for _k, v in self._state.scan_prefix("log", session.ref.prefix())
+        ]
+        times = [m.created_at_us for m in messages]
+        episode = Episode(
+            episode_id=session.episode_id(),
+            session_id=session.session_id,
+            scope=session.scope,
+            started_at_us=min(times),
+            ended_at_us=max(times),
+            flushed_at_us=now_us,
+            message_count=len(messages),
+            first_seq=messages[0].seq,
+            last_seq=messages[-1].seq,
+            end_reason=reason,
+        )
+        self._journal.write_episode(episode, messages)
+        try:
+            self._commit_end(session, episode)
+        except StoreUnavailable as exc:
+            # The state store refused the end (disk full...): take the episode back out of the
+            # journal, so the refused end does not happen at the next start after all.
+            try:
+                self._journal.delete_episode(episode)
+            except StoreUnavailable:
+                raise StoreUnavailable(
+                    f"{exc}; the episode is in the journal already, so the session will end "
+                    "when the daemon next starts"
+                ) from exc
+            raise
+        return episode
+
+    def _commit_end(self, session: Session, episode: Episode) -> None:
+        key = session.ref.key()
+        prefix = session.ref.prefix()
+        batch = self._state.batch()
+        batch.delete_prefix("log", prefix)
+        batch.delete_prefix("msgids", prefix)
+        batch.delete("open", key)
+        batch.put("sessions", key, session.meta(False))
+        self._journal.mark_pending(batch, episode)
+        self._state.write(batch)

@@ -1,0 +1,82 @@
+"""The vector index build, beside the weaver's worker (mixed into
+:class:`weaver.jobs.runner.Weaver`).
+
+``request_optimize`` starts the vector store's index build and flush on a thread of its own,
+unless one is running: it neither waits behind index jobs (under a backlog it never ran) nor
+holds them up (the embedded store builds in a child process and records the writes made
+meanwhile: :mod:`tiers.semantic.vectors.edge_generations`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import IndexBuildCancelled
+
+log = logging.getLogger("strata.weaver")
+
+
+class IndexBuilds:
+    """The build's state and its thread."""
+
+    _semantic: SemanticStore
+    _stopping: threading.Event
+    last_error: str
+
+    def _init_builds(self) -> None:
+        self.points_since_optimize = 0
+        self._index_lost = False  # set by index_lost(): the next build runs regardless
+        self._optimizer: threading.Thread | None = None
+        self._optimizer_lock = threading.Lock()
+
+    def request_optimize(self) -> None:
+        """Build the vector index in the background, unless a build is running."""
+        with self._optimizer_lock:
+            if self._stopping.is_set():
+                return
+            if self._optimizer is not None and self._optimizer.is_alive():
+                return
+            self._optimizer = threading.Thread(
+                target=self._optimize, name="vectors-optimize", daemon=True
+            )
+            self._optimizer.start()
+
+    def index_lost(self) -> None:
+        """The vector store was rewritten without its index (a Forget's purge): the next
+        scheduled build runs even if no point was written since."""
+        self._index_lost = True
+
+    def _optimize(self) -> None:
+        new_points = self.points_since_optimize
+        lost, self._index_lost = self._index_lost, False
+        if not (new_points or lost) or not self._semantic.ready:
+            self._index_lost = self._index_lost or lost
+            return
+        began = time.monotonic()
+        try:
+            _embedder, vectors = self._semantic.wait_ready(0)
+            vectors.optimize()
+            vectors.flush()
+        except IndexBuildCancelled as exc:  # a purge rewrote the store: build again later
+            self._index_lost = True
+            log.info("vectors.build_cancelled", extra={"fields": {"reason": str(exc)}})
+            return
+        except Exception as exc:
+            if not self._stopping.is_set():
+                self.last_error = f"optimize: {exc}"
+                log.exception("weaver.job_failed", extra={"fields": {"job": "optimize"}})
+            return
+        # Points written during the build count towards the next one.
+        self.points_since_optimize -= new_points
+        log.info(
+            "vectors.optimized",
+            extra={
+                "fields": {
+                    "new_points": new_points,
+                    "ms": round((time.monotonic() - began) * 1000, 1),
+                }
+            },
+        )
