@@ -253,3 +253,55 @@ def test_the_door_check_sees_a_write_past_the_door(tmp_path: Path):
         "def f(s, v):\n    s.graph.add_edges([])\n    v.upsert([])\n    s.add_edges([])\n"
     )
     assert list(_tier3_writes(module)) == [(2, "s.graph.add_edges"), (3, "v.upsert")]
+
+
+# Rooms inside the packages (docs/architecture.md, "Packages"): what a room's modules may
+# import of the project, as module-name prefixes. The kernel imports nothing but itself, so
+# every floor may import it; the client and the adapters import nothing of the server, so
+# installing the client brings none of the daemon's dependencies.
+ROOMS = {
+    "tiers.core": ("tiers.core",),
+    "tiers.semantic": ("tiers.core", "tiers.rocks", "tiers.semantic"),
+    "tiers.journal": ("tiers.core", "tiers.rocks", "tiers.journal"),
+    "tiers.working": ("tiers.core", "tiers.rocks", "tiers.journal", "tiers.working"),
+    "tiers.workers": ("tiers.core", "tiers.semantic", "tiers.workers"),
+    "tiers.keyed": ("tiers.core", "tiers.rocks", "tiers.journal", "tiers.semantic", "tiers.keyed"),
+    "daemon.client": ("daemon.client", "daemon.pb"),
+    "daemon.adapters": ("daemon.adapters", "daemon.client", "daemon.pb"),
+}
+
+
+def _outside_room(name: str) -> tuple[str, tuple[str, ...]] | None:
+    for room, allowed in ROOMS.items():
+        if name == room or name.startswith(room + "."):
+            return room, allowed
+    return None
+
+
+def test_the_rooms_import_only_their_floors() -> None:
+    wrong = []
+    for name, path in MODULES.items():
+        found = _outside_room(name)
+        if found is None:
+            continue
+        room, allowed = found
+        for target, line, _ in _imports(name, path):
+            if not any(target == a or target.startswith(a + ".") for a in allowed):
+                where = f"{path.relative_to(ROOT)}:{line}"
+                wrong.append(f"{where}: {name} (room {room}) imports {target}")
+    assert not wrong, "imports out of their room's floor (ROOMS):\n" + "\n".join(wrong)
+
+
+# "A folder per concept": a folder past about 15 modules has lost its concepts.
+MAX_MODULES = 15
+
+
+def test_no_folder_holds_more_than_about_15_modules() -> None:
+    crowded = []
+    for top in ("daemon", "tiers", "weaver", "recall"):
+        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
+            where = folder.relative_to(ROOT).as_posix()
+            n = len(list(folder.glob("*.py")))
+            if n > MAX_MODULES and not where.startswith(NOT_SIZED[0].rstrip("/")):
+                crowded.append(f"{where}/: {n} modules")
+    assert not crowded, f"folders over {MAX_MODULES} modules:\n" + "\n".join(crowded)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from daemon.codec.status import ConfigError, StrataError
 from daemon.server import logs
 from daemon.server.auth import token_hash
 from daemon.settings import Settings, load_settings
 from daemon.settings.security import RIGHTS, TokenEntry
+from tiers.core.errors import ConfigError, StrataError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -25,11 +25,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from daemon.codec.status import ConfigError
 from daemon.settings.context import ContextSettings
 from daemon.settings.sections import LimitsSettings, MetricsSettings, check_listen
 from daemon.settings.security import AuthSettings, TLSSettings
 from recall.recipe import RecallSettings
+from tiers.core.errors import ConfigError
 from tiers.settings import (
     EmbeddingSettings,
     JournalSettings,

@@ -4,21 +4,19 @@ Personalized PageRank over it."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import random
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from recall import Query, QueryContext
 from recall.graph.channel import GraphChannel
 from recall.graph.memory import MemoryGraphs, build, kept_bytes
 from recall.recipe import Recipe
+from tests.support.fakes import HashEmbedder
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
@@ -35,39 +33,12 @@ A2 = Scope("alice", "other-bot")
 B = Scope("bob", "bot")
 
 
-class HashEmbedder:
-    """Deterministic bag of words: each word adds 1 to a hashed column; rows L2-normalised."""
-
-    model_name = "fake"
-    dim = DIM
-
-    def __init__(self) -> None:
-        self.documents: list[str] = []
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        rows = np.zeros((len(texts), DIM), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % DIM] += 1.0
-            norm = np.linalg.norm(rows[i])
-            if norm:
-                rows[i] /= norm
-        return rows
-
-    def encode_documents(self, texts: list[str]) -> np.ndarray:
-        self.documents.extend(texts)
-        return self._encode(texts)
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode(texts)
-
-
 class World:
     """A SemanticStore on real stores, with helpers to write facts and chunks."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.state = RocksStore(tmp_path / "state", STATE_CFS)
-        self.embedder = HashEmbedder()
+        self.embedder = HashEmbedder(DIM)
         self.semantic = SemanticStore(
             self.state,
             EmbeddingService(lambda: self.embedder, "fake"),

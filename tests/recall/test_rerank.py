@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -22,24 +21,10 @@ from recall.rerank import (
     query_terms,
 )
 from tests.support.candidates import T0, cand
+from tests.support.fakes import hash_embed
 from tests.support.llm_server import FakeOpenAI, free_port_refuses
 from tiers.core.models import ModelClient
 from tiers.core.records import Scope
-
-DIM = 64
-
-
-def hash_embed(texts: list[str]) -> np.ndarray:
-    """Deterministic bag-of-words hashing vectors (L2-normalised); no model is loaded."""
-    out = np.zeros((len(texts), DIM), dtype=np.float32)
-    for row, text in enumerate(texts):
-        for word in re.findall(r"\w+", text.lower()):
-            h = hashlib.blake2b(word.encode(), digest_size=8).digest()
-            out[row, h[0] % DIM] += 1.0 if h[1] % 2 else -1.0
-        norm = np.linalg.norm(out[row])
-        if norm:
-            out[row] /= norm
-    return out
 
 
 def ctx(text: str) -> QueryContext:

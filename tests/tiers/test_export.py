@@ -6,7 +6,6 @@ are embedded again by another model. What an export holds:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from daemon.server.auth import token_hash
 from daemon.settings import Settings
 from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, code, wait_indexed, wait_until
 from tests.support.exporting import BOB_ONLY, exported, fill, records, user_points
+from tests.support.fakes import hash_embed
 from tests.support.llm_server import FakeOpenAI
 from tiers.core.records import episode_id_for
 from tiers.semantic.vectors import PointFilter
@@ -299,14 +299,10 @@ def test_a_token_of_one_tenant_exports_and_imports_only_it(source, start_daemon,
 
 
 def bag_of_words(texts: list[str]) -> list[list[float]]:
-    """A 64-dimensional hashed bag of words: texts sharing words are near."""
-    out = []
-    for text in texts:
-        v = [0.0] * 64
-        for word in re.findall(r"[a-z]+", text.lower()):
-            v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
-        out.append(v if any(v) else [1.0] + [0.0] * 63)
-    return out
+    """A hashed bag of words: texts sharing words are near (a text without words: one axis)."""
+    rows = hash_embed(texts, words=r"[a-z]+")
+    rows[~rows.any(axis=1), 0] = 1.0
+    return rows.tolist()
 
 
 def test_import_embeds_the_points_again_with_the_target_model(source, start_daemon, tmp_path):

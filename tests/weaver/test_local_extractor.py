@@ -4,7 +4,6 @@ in ``test_local_extractor_dates.py``, the run over the LoCoMo dev conversations 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from datetime import date
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.support.fakes import hash_embed
 from tests.support.local_extraction import episode, extract, said, texts, us
 from tiers.core.records import Scope
 from weaver.errors import ExtractionFailed
@@ -252,12 +252,7 @@ CAMPING = [
 
 
 def fake_embed(sentences: list[str]) -> np.ndarray:
-    """Hashed bag of words: deterministic, normalised, similar texts get similar rows."""
-    rows = np.zeros((len(sentences), 64))
-    for i, s in enumerate(sentences):
-        for w in re.findall(r"[a-z]{4,}", s.lower()):
-            rows[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+    return hash_embed(sentences, words=r"[a-z]{4,}")
 
 
 @pytest.mark.parametrize("embed", [None, fake_embed])
