@@ -5,9 +5,9 @@ Three sources feed it:
 - :class:`~daemon.server.rpc_metrics.RpcMetricsInterceptor`, a gRPC server interceptor
   (:mod:`daemon.server.rpc_metrics`): every RPC by service, method and status code, with its
   latency;
-- observers the weaver and the recall engine call (``Weaver.on_indexed``, ``Weaver.on_run``,
-  ``RecallEngine.on_result``): runs, their durations and what they produced, recall stage
-  timings;
+- the weaver's events (``Weaver.events``: ``EpisodesIndexed``, ``RunFinished``) and the
+  observers the recall engine calls (``RecallEngine.on_result``): runs, their durations and
+  what they produced, recall stage timings;
 - :class:`_StateCollector`, read at scrape time: live sessions, messages in windows and logs,
   journal episodes, pending and unindexed episodes, Tier 3 readiness and the LLM extractor's
   call and token totals.
@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from daemon.server.rpc_metrics import RpcMetricsInterceptor
 from tiers.core.models import LLMTotals
 from tiers.workers.embedder import describe
+from weaver.jobs.events import EpisodesIndexed, RunFinished
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from tiers.semantic.store import SemanticStore
     from tiers.working.memory import WorkingMemory
     from weaver.jobs.runner import Weaver
-    from weaver.run import RunReport
 
 log = logging.getLogger("strata.metrics")
 
@@ -143,8 +143,8 @@ class Metrics:
         """Hook the observers and register the scrape-time collector. ``models``: more
         back-ends with totals by purpose (``"embed"``: a remote embedding endpoint's client)."""
         if weaver is not None:
-            weaver.on_indexed.append(self._indexed)
-            weaver.on_run.append(self._run)
+            weaver.events.subscribe(EpisodesIndexed, self._indexed)
+            weaver.events.subscribe(RunFinished, self._run)
         if engine is not None:
             engine.on_result.append(self._recalled)
         llm: dict[str, object] = {}
@@ -155,12 +155,13 @@ class Metrics:
         llm.update(models or {})
         self.registry.register(_StateCollector(working, journal, semantic, llm))
 
-    def _indexed(self, episodes: int, chunks: int, seconds: float) -> None:
-        self.weaver_index_seconds.observe(seconds)
-        self.weaver_episodes.labels("indexed").inc(episodes)
-        self.weaver_items.labels("chunk").inc(chunks)
+    def _indexed(self, event: EpisodesIndexed) -> None:
+        self.weaver_index_seconds.observe(event.seconds)
+        self.weaver_episodes.labels("indexed").inc(event.episodes)
+        self.weaver_items.labels("chunk").inc(event.points)
 
-    def _run(self, report: RunReport) -> None:
+    def _run(self, event: RunFinished) -> None:
+        report = event.report
         self.weaver_runs.labels("ok" if report.ok else "failed").inc()
         self.weaver_run_seconds.observe(report.seconds)
         self.weaver_episodes.labels("consolidated").inc(report.episodes)

@@ -75,7 +75,7 @@ def test_forget_cascades_through_every_tier(start_daemon, capsys):
         weaver = daemon.daemon.weaver
         assert weaver is not None
         assert weaver._consolidator.consolidate(acme).forgotten
-        assert weaver._indexer.index([acme]).points == 0
+        assert weaver._index._indexer.index([acme]).points == 0
         assert vectors.get(acme_ids) == [] and is_forgotten(daemon.daemon.state, episode_id=acme)
 
         # -- by memory id: one fact and its edge; the rest of the episode stays ------------

@@ -192,9 +192,9 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
         (shard,) = vectors.open_shards().values()  # alice's, the one shard written
         weaver.request_optimize()
         wait_until(lambda: shard._child is not None, 60)  # the build has started
-        building = weaver._optimizer
+        building = weaver._builds._optimizer
         weaver.request_optimize()  # one build at a time: this one starts nothing
-        assert weaver._optimizer is building
+        assert weaver._builds._optimizer is building
         second = conversation(c, "s2", MAY, "Miso learned to open doors.", "Clever cat!")
         wait_until(lambda: c.weaver_status().unindexed == 0, 60)  # indexed while the build runs
         assert shard.builds == 0 and shard._child is not None

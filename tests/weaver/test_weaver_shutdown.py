@@ -73,11 +73,11 @@ def test_index_jobs_in_line_do_not_hold_back_the_scheduled_run(
         weaver.scheduled_run()
         weaver.scheduled_run()  # one queued run is enough
         weaver.notify_flushed("b" * 32)
-        assert [job[0] for job in list(weaver._jobs.queue) if job] == ["index", "run", "index"]
+        assert weaver._jobs.kinds() == ["index", "run", "index"]
         # The drain takes the index jobs at the head of the line only; the run keeps its place.
-        weaver._jobs.get_nowait()
-        weaver._index_batch(["a" * 32])
-        assert [job[0] for job in list(weaver._jobs.queue) if job] == ["run", "index"]
+        weaver._jobs.get(block=False)
+        weaver._index.index_batch(["a" * 32])
+        assert weaver._jobs.kinds() == ["run", "index"]
     finally:
         release.set()
     assert blocked.result(30) is True

@@ -1,1 +1,2 @@
-"""The weaver's worker: its typed jobs, the index builds beside it, and its backoff."""
+"""The weaver's worker: its typed jobs and their line, the parts that run them, the index
+builds beside it, its backoff and its events."""

@@ -1,10 +1,12 @@
-"""The vector index build, beside the weaver's worker (mixed into
+"""The vector index build, beside the weaver's worker (:class:`IndexBuilds`, owned by
 :class:`weaver.jobs.runner.Weaver`).
 
-``request_optimize`` starts the vector store's index build and flush on a thread of its own,
-unless one is running: it neither waits behind index jobs (under a backlog it never ran) nor
-holds them up (the embedded store builds in a child process and records the writes made
-meanwhile: :mod:`tiers.semantic.vectors.edge_generations`).
+``request`` starts the vector store's index build and flush on a thread of its own, unless one
+is running: it neither waits behind index jobs (under a backlog it never ran) nor holds them up
+(the embedded store builds in a child process and records the writes made meanwhile:
+:mod:`tiers.semantic.vectors.edge_generations`). The index jobs and the runs count the points
+they write (:meth:`IndexBuilds.wrote`); a build is worth it once some were written, or after
+the index was lost.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import IndexBuildCancelled
@@ -20,19 +23,25 @@ log = logging.getLogger("strata.weaver")
 
 
 class IndexBuilds:
-    """The build's state and its thread."""
+    """The build's state and its thread. ``failed`` hears why a build failed (the weaver's
+    ``last_error``)."""
 
-    _semantic: SemanticStore
-    _stopping: threading.Event
-    last_error: str
-
-    def _init_builds(self) -> None:
+    def __init__(
+        self, semantic: SemanticStore, stopping: threading.Event, failed: Callable[[str], None]
+    ) -> None:
+        self._semantic = semantic
+        self._stopping = stopping
+        self._failed = failed
         self.points_since_optimize = 0
         self._index_lost = False  # set by index_lost(): the next build runs regardless
         self._optimizer: threading.Thread | None = None
         self._optimizer_lock = threading.Lock()
 
-    def request_optimize(self) -> None:
+    def wrote(self, points: int) -> None:
+        """``points`` were written to the vector store since the last build."""
+        self.points_since_optimize += points
+
+    def request(self) -> None:
         """Build the vector index in the background, unless a build is running."""
         with self._optimizer_lock:
             if self._stopping.is_set():
@@ -66,7 +75,7 @@ class IndexBuilds:
             return
         except Exception as exc:
             if not self._stopping.is_set():
-                self.last_error = f"optimize: {exc}"
+                self._failed(f"optimize: {exc}")
                 log.exception("weaver.job_failed", extra={"fields": {"job": "optimize"}})
             return
         # Points written during the build count towards the next one.

@@ -1,16 +1,21 @@
 """The Memory Weaver at work: one worker thread runs every indexing, consolidation and
 maintenance job in order, so Tier 3 writes never race each other.
 
+The :class:`Weaver` owns the line of jobs (:mod:`weaver.jobs.jobqueue`), the worker thread
+that handles each kind of job (:mod:`weaver.jobs.kinds`) with ``match``, and the parts that
+queue and run them:
+
 - ``notify_flushed`` (called when a session ends) queues the episode for stage 1; queued index
-  jobs are drained into one batch (:mod:`weaver.jobs.indexing`).
+  jobs are drained into one batch; ``notify_documents`` (called when a keyed document is put)
+  queues the indexing of the documents marked unindexed, a batch per job
+  (:class:`weaver.jobs.indexing.IndexJobs`).
 - ``request_run`` queues a consolidation run (stage 2 over pending episodes, after indexing any
   of them still unindexed) and returns a :class:`Run` that observers follow; the run goes on
-  whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`. The
-  consolidation loop is :mod:`weaver.jobs.runs`.
-- ``notify_documents`` (called when a keyed document is put) queues the indexing of the
-  documents marked unindexed, a batch per job (:mod:`weaver.jobs.indexing`).
+  whether or not anyone follows it. The scheduler calls :meth:`Weaver.scheduled_run`
+  (:class:`weaver.jobs.runs.RunJobs`).
 - ``request_optimize`` starts the vector store's index build on a thread of its own
-  (:mod:`weaver.jobs.optimizer`).
+  (:class:`weaver.jobs.optimizer.IndexBuilds`).
+- ``events``: observers subscribe to what the weaver did (:mod:`weaver.jobs.events`).
 
 A run, its progress events and its report are in :mod:`weaver.run`.
 """
@@ -18,33 +23,32 @@ A run, its progress events and its report are in :mod:`weaver.run`.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tiers.core.errors import Unavailable
+from tiers.core.events import Events
+from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
 from weaver.consolidate import Consolidator
 from weaver.extractors import Extractor
 from weaver.index import DocumentIndexer, Indexer
 from weaver.jobs.backoff import Backoff
-from weaver.jobs.indexing import INDEX_BACKOFF, IndexJobs
+from weaver.jobs.indexing import IndexJobs
+from weaver.jobs.jobqueue import JobQueue
+from weaver.jobs.kinds import Call, Consolidate, IndexDocuments, IndexEpisodes, Job, unknown
 from weaver.jobs.optimizer import IndexBuilds
 from weaver.jobs.runs import RunJobs
-from weaver.run import Run, RunReport
+from weaver.run import ANY_SCOPE, Run, RunReport
 
 log = logging.getLogger("strata.weaver")
 T = TypeVar("T")
 
 
-# ("index", [episode ids]) | ("run", Run) | ("call", (fn, Future))
-Job = tuple[str, Any]
-
-
-class Weaver(IndexJobs, RunJobs, IndexBuilds):
+class Weaver:
     def __init__(
         self,
         journal: Journal,
@@ -55,33 +59,36 @@ class Weaver(IndexJobs, RunJobs, IndexBuilds):
         llm_backoff: tuple[float, float] = (30.0, 1800.0),
         documents: DocumentIndexer | None = None,
     ) -> None:
-        self._journal = journal
-        self._documents = documents
-        # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
-        # pause is over, then one run; a failed index stage retries the same way.
-        self.llm_backoff = Backoff(*llm_backoff, retry=self._retry_run)
-        self.index_backoff = Backoff(*INDEX_BACKOFF, retry=self._retry_index)
         self._semantic = semantic
-        self._indexer = indexer
         self._consolidator = consolidator
         self.next_run = next_run
-        self._jobs: queue.Queue[Job | None] = queue.Queue()  # None stops the worker
+        self.last_error = ""
+        # Observers (metrics): called on the worker thread; an exception in one is logged.
+        self.events = Events("weaver")
+        self._jobs = JobQueue()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self.running: Run | None = None
-        self.last_run: RunReport | None = None
-        self.last_error = ""
-        self._init_builds()
-        # Observers (metrics): called on the worker thread; an exception in one is logged.
-        self.on_indexed: list[Callable[[int, int, float], None]] = []  # episodes, points, s
-        self.on_run: list[Callable[[RunReport], None]] = []
+        self._builds = IndexBuilds(semantic, self._stopping, self._failed)
+        # A failed index stage retries after a pause (index_backoff), and so does a run after
+        # the LLM failed (llm_backoff; llm.on_failure = "wait").
+        self._index = IndexJobs(
+            self._jobs, journal, indexer, documents, self._builds, self.events, self._stopping
+        )
+        self._runs = RunJobs(
+            self._jobs,
+            journal,
+            semantic,
+            consolidator,
+            self._index,
+            self._builds,
+            self.events,
+            self._stopping,
+            self._failed,
+            llm_backoff,
+        )
 
-    def _notify(self, listeners: list[Callable[..., None]], *args: Any) -> None:
-        for listener in listeners:
-            try:
-                listener(*args)
-            except Exception:
-                log.exception("weaver.observer_failed")
+    def _failed(self, error: str) -> None:
+        self.last_error = error
 
     @property
     def extractor(self) -> Extractor:
@@ -103,17 +110,56 @@ class Weaver(IndexJobs, RunJobs, IndexBuilds):
     def extractor_name(self) -> str:
         return self._consolidator.extractor.name
 
+    # -- what the parts hold ---------------------------------------------------------------
+    @property
+    def running(self) -> Run | None:
+        return self._runs.running
+
+    @property
+    def last_run(self) -> RunReport | None:
+        return self._runs.last_run
+
+    @property
+    def llm_backoff(self) -> Backoff:
+        return self._runs.backoff
+
+    @property
+    def index_backoff(self) -> Backoff:
+        return self._index.backoff
+
+    # -- requests --------------------------------------------------------------------------
+    def notify_flushed(self, episode_id: str) -> None:
+        self._index.notify_flushed(episode_id)
+
+    def notify_documents(self) -> None:
+        """Documents were put: index the marked ones (one job in line is enough)."""
+        self._index.notify_documents()
+
+    def unindexed_documents(self) -> int:
+        return self._index.unindexed_documents()
+
+    def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
+        return self._runs.request_run(episode_ids, scope)
+
+    def scheduled_run(self) -> None:
+        """The scheduler's job: queue a run unless one is running or queued already."""
+        self._runs.scheduled_run()
+
+    def request_optimize(self) -> None:
+        """Build the vector index in the background, unless a build is running."""
+        self._builds.request()
+
+    def index_lost(self) -> None:
+        """The vector store was rewritten without its index (a Forget's purge)."""
+        self._builds.index_lost()
+
     # -- control ---------------------------------------------------------------------------
     def start(self) -> None:
         if self._thread is not None:
             return
         self._thread = threading.Thread(target=self._work, name="weaver", daemon=True)
         self._thread.start()
-        backlog = [p.episode_id for p in self._journal.unindexed()]
-        if backlog:
-            self._jobs.put(("index", backlog))
-        if self.unindexed_documents():  # put before a stop or a crash
-            self.notify_documents()
+        self._index.queue_backlog()  # put before a stop or a crash
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the episode at hand, then stop (idempotent). Queued work stays marked in
@@ -121,7 +167,7 @@ class Weaver(IndexJobs, RunJobs, IndexBuilds):
         self._stopping.set()
         self.llm_backoff.close()
         self.index_backoff.close()
-        self._jobs.put(None)
+        self._jobs.stop()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -138,7 +184,7 @@ class Weaver(IndexJobs, RunJobs, IndexBuilds):
         if self._stopping.is_set():
             future.set_exception(Unavailable("the weaver is stopping"))
             return future
-        self._jobs.put(("call", (fn, future)))
+        self._jobs.put(Call(fn, future))
         return future
 
     # -- the worker ------------------------------------------------------------------------
@@ -147,23 +193,29 @@ class Weaver(IndexJobs, RunJobs, IndexBuilds):
             job = self._jobs.get()
             if job is None or self._stopping.is_set():
                 return
-            kind, arg = job
             try:
-                if kind == "index":
-                    self._index_batch(list(arg))
-                elif kind == "documents":
-                    self._index_documents()
-                elif kind == "run":
-                    self._run(arg)
-                elif kind == "call":
-                    fn, future = arg
-                    if future.set_running_or_notify_cancel():
-                        try:
-                            future.set_result(fn())
-                        except BaseException as exc:
-                            future.set_exception(exc)
+                self._handle(job)
             except Exception as exc:  # a job must never kill the worker
-                self.last_error = f"{kind}: {exc}"
-                log.exception("weaver.job_failed", extra={"fields": {"job": kind}})
-                if kind in ("index", "documents"):
-                    self._index_failed(exc)
+                self.last_error = f"{job.kind}: {exc}"
+                log.exception("weaver.job_failed", extra={"fields": {"job": job.kind}})
+                if isinstance(job, IndexEpisodes | IndexDocuments):
+                    self._index.failed(exc)
+
+    def _handle(self, job: Job) -> None:
+        """Run one job, by its kind; another value raises
+        :class:`weaver.jobs.kinds.UnknownJob`."""
+        match job:
+            case IndexEpisodes(episode_ids):
+                self._index.index_batch(list(episode_ids))
+            case IndexDocuments():
+                self._index.index_documents()
+            case Consolidate(run):
+                self._runs.run(run)
+            case Call(fn, future):
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn())
+                    except BaseException as exc:
+                        future.set_exception(exc)
+            case _:
+                unknown(job)

@@ -1,11 +1,12 @@
-"""The weaver's consolidation runs (mixed into :class:`weaver.jobs.runner.Weaver`, run on its
-worker).
+"""The weaver's consolidation runs (:class:`RunJobs`, owned by
+:class:`weaver.jobs.runner.Weaver`, run on its worker).
 
-- ``("run", Run)``: stage 2 over the pending episodes the run wants, after indexing any of them
-  still unindexed. Episodes are consolidated one at a time, so a stop ends a run between two
-  of them. When the LLM is down (``llm.on_failure = "wait"``), only episodes close to expiry
-  go on; the rest stay pending and the next run waits for the LLM backoff. A run that wrote
-  :data:`OPTIMIZE_AFTER_POINTS` points or more starts the vector index build.
+- :class:`~weaver.jobs.kinds.Consolidate`: stage 2 over the pending episodes the run wants,
+  after indexing any of them still unindexed. Episodes are consolidated one at a time, so a
+  stop ends a run between two of them. When the LLM is down (``llm.on_failure = "wait"``),
+  only episodes close to expiry go on; the rest stay pending and the next run waits for the
+  LLM backoff. A run that wrote :data:`OPTIMIZE_AFTER_POINTS` points or more starts the vector
+  index build. Each run publishes :class:`~weaver.jobs.events.RunFinished`.
 
 A run, its progress events and its report are in :mod:`weaver.run`.
 """
@@ -13,20 +14,24 @@ A run, its progress events and its report are in :mod:`weaver.run`.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from tiers.core.errors import EpisodeNotFound
+from tiers.core.events import Events
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
 from weaver.consolidate import Consolidator
 from weaver.errors import ExtractionDeferred
 from weaver.jobs.backoff import Backoff
+from weaver.jobs.events import RunFinished
+from weaver.jobs.indexing import IndexJobs
+from weaver.jobs.jobqueue import JobQueue
+from weaver.jobs.kinds import Consolidate
+from weaver.jobs.optimizer import IndexBuilds
 from weaver.run import ANY_SCOPE, Progress, Run, RunReport
 
 log = logging.getLogger("strata.weaver")
@@ -35,48 +40,62 @@ OPTIMIZE_AFTER_POINTS = 10_000
 
 
 class RunJobs:
-    """Queueing and running consolidation runs; the state is the Weaver's."""
+    """Queueing and running consolidation runs: the run at hand (:attr:`running`), the last
+    one's report (:attr:`last_run`) and the LLM's backoff (:attr:`backoff`). ``failed`` hears
+    a run's error (the weaver's ``last_error``)."""
 
-    _jobs: queue.Queue[tuple[str, Any] | None]
-    _journal: Journal
-    _semantic: SemanticStore
-    _consolidator: Consolidator
-    _stopping: threading.Event
-    llm_backoff: Backoff
-    running: Run | None
-    last_run: RunReport | None
-    last_error: str
-    on_run: list[Callable[[RunReport], None]]
-    points_since_optimize: int
-
-    _notify: Callable[..., None]  # (listeners, *args): calls each, logs a failing one
-    _queued: Callable[[str], bool]  # weaver.jobs.indexing
-    _index_all: Callable[[list[str]], int]
-    _index_failed: Callable[[Exception], str]
-    request_optimize: Callable[[], None]  # weaver.jobs.optimizer
+    def __init__(
+        self,
+        jobs: JobQueue,
+        journal: Journal,
+        semantic: SemanticStore,
+        consolidator: Consolidator,
+        index: IndexJobs,
+        builds: IndexBuilds,
+        events: Events,
+        stopping: threading.Event,
+        failed: Callable[[str], None],
+        llm_backoff: tuple[float, float],
+    ) -> None:
+        self._jobs = jobs
+        self._journal = journal
+        self._semantic = semantic
+        self._consolidator = consolidator
+        self._index = index
+        self._builds = builds
+        self._events = events
+        self._stopping = stopping
+        self._failed = failed
+        # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
+        # pause is over, then one run.
+        self.backoff = Backoff(*llm_backoff, retry=self.retry)
+        self.running: Run | None = None
+        self.last_run: RunReport | None = None
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         run = Run(uuid.uuid4().hex[:12], episode_ids, scope)
         run.publish(Progress("queued", 0, 0))
-        self._jobs.put(("run", run))
+        self._jobs.put(Consolidate(run))
         return run
 
     def scheduled_run(self) -> None:
-        """The scheduler's job: queue a run unless one is running or queued already."""
-        if self.llm_backoff.waiting:
+        """The scheduler's job: queue a run unless one is running or queued already. Under
+        sustained load the line always holds index jobs: they must not hold back the
+        scheduled run (found by ``make bench-load``)."""
+        if self.backoff.waiting:
             log.info(
                 "weaver.run_skipped",
-                extra={"fields": {"reason": "llm backoff", "until": self.llm_backoff.until}},
+                extra={"fields": {"reason": "llm backoff", "until": self.backoff.until}},
             )
             return
-        if self.running is None and not self._queued("run"):
+        if self.running is None and not self._jobs.queued(Consolidate):
             self.request_run()
 
-    def _retry_run(self) -> None:
+    def retry(self) -> None:
         if not self._stopping.is_set():
             self.request_run()
 
-    def _run(self, run: Run) -> None:
+    def run(self, run: Run) -> None:
         report = RunReport(run.run_id, started_at=time.time())
         self.running = run
         began = time.monotonic()
@@ -93,12 +112,12 @@ class RunJobs:
             if to_index:
                 run.publish(Progress("index", 0, len(to_index)))
                 try:
-                    report.chunks = self._index_all(to_index)
+                    report.chunks = self._index.index_all(to_index)
                 except Exception as exc:
                     # Tier 3 refused the chunks: everything stays unindexed and pending.
                     report.ok = False
                     report.failures += 1
-                    report.error = f"index: {exc}; {self._index_failed(exc)}"
+                    report.error = f"index: {exc}; {self._index.failed(exc)}"
                     return
                 run.publish(Progress("index", len(to_index), len(to_index)))
             near_ids = {p.episode_id for p in near}
@@ -152,16 +171,16 @@ class RunJobs:
                 report.superseded += outcome.superseded
                 report.fallbacks += int(outcome.fallback)
                 report.llm_calls += outcome.llm_calls
-                self.points_since_optimize += outcome.summaries + outcome.facts
+                self._builds.wrote(outcome.summaries + outcome.facts)
             else:
                 run.publish(Progress("consolidate", total, total))
             report.profiles = self._consolidator.refresh_profiles()
-            self.points_since_optimize += report.profiles
+            self._builds.wrote(report.profiles)
             if llm_down:
-                delay = self.llm_backoff.failed()
+                delay = self.backoff.failed()
                 report.error = (
                     f"the LLM failed ({llm_down}); {deferred} episodes stay pending; "
-                    f"next try in {delay:g} s (backoff {self.llm_backoff.failures})"
+                    f"next try in {delay:g} s (backoff {self.backoff.failures})"
                 )
                 log.warning(
                     "weaver.llm_backoff",
@@ -169,17 +188,17 @@ class RunJobs:
                         "fields": {
                             "pending": deferred,
                             "seconds": delay,
-                            "failures": self.llm_backoff.failures,
+                            "failures": self.backoff.failures,
                             "error": llm_down,
                         }
                     },
                 )
             elif report.episodes:
-                self.llm_backoff.succeeded()
+                self.backoff.succeeded()
             if report.failures:
                 report.ok = False
-            if self.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
-                self.request_optimize()
+            if self._builds.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
+                self._builds.request()
         except Exception as exc:  # e.g. a store failed: the run failed, whatever it did
             report.ok = False
             report.failures += 1
@@ -189,11 +208,11 @@ class RunJobs:
             report.finished_at = time.time()
             report.seconds = round(time.monotonic() - began, 3)
             if report.error:
-                self.last_error = report.error
+                self._failed(report.error)
             self.last_run = report
             self.running = None
             run.finish(report)
-            self._notify(self.on_run, report)
+            self._events.publish(RunFinished(report))
             log.info(
                 "weaver.run",
                 extra={

@@ -1,0 +1,183 @@
+"""The weaver's worker on real stores, without a daemon: its typed jobs handled with ``match``
+(anything else is refused with a clear error) and the events it publishes (``Weaver.events``).
+
+RocksDB state and journal, working memory, the embedded vector engine and a small hashing
+embedder instead of the model; the local extractor consolidates."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support.polling import wait_until
+from tiers.core.records import Message, Scope
+from tiers.journal.store import JOURNAL_CFS, Journal
+from tiers.rocks import RocksStore
+from tiers.schema import STATE_CFS
+from tiers.semantic.embedding import EmbeddingService
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import WindowLimits
+from weaver.consolidate import Consolidator
+from weaver.extractors.local import LocalExtractor
+from weaver.index import Indexer
+from weaver.jobs.events import EpisodesIndexed, RunFinished
+from weaver.jobs.kinds import Call, Consolidate, IndexEpisodes, UnknownJob
+from weaver.jobs.runner import Weaver
+from weaver.run import Run
+from weaver.settings import WeaverSettings
+
+DIM = 32
+TTL = 3600
+ALICE = Scope("alice", "bot")
+
+
+class HashEmbedder:
+    """Deterministic bag of words: each word adds 1 to a hashed column; rows L2-normalised."""
+
+    model_name = "hash"
+    dim = DIM
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), DIM), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                rows[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % DIM] += 1.0
+            norm = np.linalg.norm(rows[i])
+            if norm:
+                rows[i] /= norm
+        return rows
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.encode_documents(texts)
+
+
+@dataclass
+class World:
+    working: WorkingMemory
+    weaver: Weaver
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    state = RocksStore(tmp_path / "state", STATE_CFS)
+    jstore = RocksStore(tmp_path / "journal", JOURNAL_CFS, ttl_seconds=TTL)
+    journal = Journal(jstore, state, TTL)
+    working = WorkingMemory(state, journal, WindowLimits())
+    working.recover()
+    embedder = HashEmbedder()
+    semantic = SemanticStore(
+        state, EmbeddingService(lambda: embedder, "hash"), lambda: EdgeVectorStore(tmp_path / "v")
+    )
+    semantic.start()
+    semantic.wait_ready(30)
+    indexer = Indexer(journal, semantic, WeaverSettings())
+    local = LocalExtractor(embed=embedder.encode_documents)
+    consolidator = Consolidator(journal, state, semantic, local, local, set())
+    weaver = Weaver(journal, semantic, indexer, consolidator)
+    working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+    try:
+        yield World(working, weaver)
+    finally:
+        weaver.stop()
+        semantic.close()
+        jstore.close()
+        state.close()
+
+
+def end_session(working: WorkingMemory, session_id: str) -> str:
+    turns = ["I moved to Lisbon last spring.", "Nice! Do you like the trams there?"]
+    messages = [Message("user", t, name="Alice") for t in turns]
+    working.append(session_id, ALICE, messages)
+    return working.end_session(session_id, user_id=ALICE.user_id).episode_id
+
+
+# -- the jobs --------------------------------------------------------------------------------
+def test_something_else_than_a_job_is_refused_at_the_door(world: World) -> None:
+    refused = r"not a weaver job: \('index', .*\(the kinds: IndexEpisodes, IndexDocuments, "
+    with pytest.raises(UnknownJob, match=refused):
+        world.weaver._jobs.put(("index", ["a" * 32]))  # type: ignore[arg-type]
+    assert world.weaver._jobs.kinds() == []
+
+
+def test_the_worker_refuses_a_value_of_no_job_kind_by_name(world: World) -> None:
+    with pytest.raises(UnknownJob, match="not a weaver job: 42"):
+        world.weaver._handle(42)  # type: ignore[arg-type]
+
+
+def test_each_kind_of_job_goes_to_its_part_in_the_order_queued(world: World) -> None:
+    weaver, done = world.weaver, []
+    release = threading.Event()
+    blocked = weaver.submit(lambda: release.wait(30))
+    weaver.start()
+    wait_until(weaver._jobs.empty, 30, "for the worker", interval=0.01)  # it took the call
+    episode = end_session(world.working, "s1")
+    run = weaver.request_run()
+    failing: Future[None] = Future()
+    weaver._jobs.put(Call(lambda: done.append("call") or 1 / 0, failing))
+    assert weaver._jobs.kinds() == ["index", "run", "call"]
+    release.set()
+    assert blocked.result(30) is True
+    with pytest.raises(ZeroDivisionError):
+        failing.result(30)  # a call's failure is its caller's, not the worker's
+    assert done == ["call"] and weaver.last_error == ""
+    report = run.report
+    assert report is not None and report.ok and report.episodes == 1, report
+    assert weaver.last_run is report and weaver.running is None
+    assert weaver.submit(lambda: episode).result(30) == episode  # the worker goes on
+
+
+def test_the_jobs_are_frozen_values() -> None:
+    job = IndexEpisodes(("a" * 32,))
+    with pytest.raises(AttributeError):
+        job.episode_ids = ()  # type: ignore[misc]
+    assert (job.kind, Consolidate(Run("r1")).kind) == ("index", "run")
+
+
+# -- the events ------------------------------------------------------------------------------
+def test_an_indexed_episode_and_a_finished_run_reach_their_subscribers_on_the_worker(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    weaver, seen = world.weaver, []
+
+    def broken(event: EpisodesIndexed) -> None:
+        raise RuntimeError("observer bug")
+
+    def indexed(event: EpisodesIndexed) -> None:
+        seen.append((event, threading.current_thread().name))
+
+    def finished(event: RunFinished) -> None:
+        # Published after the run's report is out: the weaver's state says so already.
+        assert weaver.last_run is event.report and weaver.running is None
+        seen.append((event, threading.current_thread().name))
+
+    weaver.events.subscribe(EpisodesIndexed, broken)  # first: the others still hear it
+    weaver.events.subscribe(EpisodesIndexed, indexed)
+    weaver.events.subscribe(RunFinished, finished)
+    weaver.start()
+    with caplog.at_level(logging.ERROR, logger="strata.weaver"):
+        end_session(world.working, "s1")
+        wait_until(lambda: seen, 30, "for the index job")
+    (indexed_event, thread), *_ = seen
+    assert isinstance(indexed_event, EpisodesIndexed) and thread == "weaver"
+    assert indexed_event.episodes == 1 and indexed_event.points > 0
+    assert indexed_event.seconds >= 0
+    failed = [r for r in caplog.records if r.getMessage() == "weaver.observer_failed"]
+    assert len(failed) == 1 and failed[0].exc_info is not None
+    assert weaver.last_error == ""  # an observer's failure is not the weaver's
+
+    run = weaver.request_run()
+    wait_until(lambda: len(seen) == 2, 30, "for the run")
+    finished_event, thread = seen[1]
+    assert isinstance(finished_event, RunFinished) and thread == "weaver"
+    assert finished_event.report is run.report and finished_event.report.ok
