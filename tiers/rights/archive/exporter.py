@@ -30,18 +30,17 @@ from typing import IO, Any
 
 from tiers.core import collector
 from tiers.core.records import Episode, Scope, StoredMessage
-from tiers.journal.store import PENDING_CF, UNINDEXED_CF, Journal
+from tiers.journal.store import EXTRACTIONS_CF, PENDING_CF, UNINDEXED_CF, Journal
 from tiers.keyed.anchors import AnchorStore
 from tiers.keyed.documents import DocumentStore
 from tiers.keyed.pins import PinStore
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
-from tiers.rights.forget.cascade import EXTRACTIONS_CF
 from tiers.rocks import RocksStore
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
-from tiers.working.session import Session, SessionKey
+from tiers.working.session import LOG_CF, SESSIONS_CF, Session, SessionKey
 
 # A stored consolidation record -> its scope (None when it has no provenance) and JSON form
 # (weaver.extraction_json.record_to_json: the weaver owns the record's layout).
@@ -131,7 +130,7 @@ class Exporter:
         """The scope's sessions (open and ended) and the open ones' logs. Under the
         working-memory lock."""
         out = []
-        for key, raw in self._state.scan("sessions", b""):
+        for key, raw in self._state.scan(SESSIONS_CF, b""):
             session, is_open = Session.from_meta(SessionKey.parse(key).session_id, raw)
             if not _within(session.scope, scope):
                 continue
@@ -139,7 +138,7 @@ class Exporter:
             if is_open:
                 log = [
                     StoredMessage.decode(v)
-                    for _k, v in self._state.scan_prefix("log", session.ref.prefix())
+                    for _k, v in self._state.scan_prefix(LOG_CF, session.ref.prefix())
                 ]
             record = SessionRecord(
                 session.session_id,

@@ -46,7 +46,7 @@ from typing import Any
 
 from tiers.core.errors import ImportConflict
 from tiers.core.records import Message, Scope, StoredMessage
-from tiers.journal.store import Journal
+from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.keyed.anchors import Anchor, AnchorStore
 from tiers.keyed.documents import Document, DocumentStore
 from tiers.keyed.pins import Pin, PinStore
@@ -57,13 +57,12 @@ from tiers.rights.archive.format import (
     Record,
     SessionRecord,
 )
-from tiers.rights.forget.cascade import EXTRACTIONS_CF
 from tiers.rocks import RocksStore
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
 from tiers.working.memory import WorkingMemory
-from tiers.working.session import Session, SessionKey
+from tiers.working.session import SESSIONS_CF, Session, SessionKey
 
 # (episode_id, scope, JSON form) -> the stored record (weaver.extraction_json.record_from_json)
 ExtractionFromJSON = Callable[[str, Scope, dict[str, Any]], bytes]
@@ -257,12 +256,12 @@ class Importer:
         append opens ``generation + 1`` there (Tier 1's own rule, tiers.working.memory)."""
         meta = Session(rec.session_id, rec.scope, generation, next_seq, 0, rec.last_active_us)
         batch = self._state.batch()
-        batch.put("sessions", meta.ref.key(), meta.meta(False))
+        batch.put(SESSIONS_CF, meta.ref.key(), meta.meta(False))
         self._state.write(batch)
 
     def _meta(self, session_id: str, user_id: str) -> tuple[Session, bool] | None:
         """The session of ``user_id`` named ``session_id`` here (sessions are per user)."""
-        raw = self._state.get("sessions", SessionKey(user_id, session_id).key())
+        raw = self._state.get(SESSIONS_CF, SessionKey(user_id, session_id).key())
         return None if raw is None else Session.from_meta(session_id, raw)
 
     def _extraction(self, rec: ExtractionRecord, report: ImportReport) -> None:

@@ -37,8 +37,16 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from tiers.core import collector
-from tiers.core.records import Scope, time_key, unpack
-from tiers.journal.store import PENDING_CF, UNINDEXED_CF, Journal
+from tiers.core.records import Scope, unpack
+from tiers.journal.store import (
+    BY_USER_CF,
+    CONSOLIDATION_CFS,
+    EXTRACTIONS_CF,
+    JOURNAL_CFS,
+    PENDING_CF,
+    UNINDEXED_CF,
+    Journal,
+)
 from tiers.keyed.access import ACCESS_CFS, AccessCounts
 from tiers.keyed.anchors import ANCHOR_CFS, AnchorStore
 from tiers.keyed.documents import DOCUMENT_CFS, Document, DocumentStore
@@ -47,27 +55,25 @@ from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, Sco
 from tiers.rights.forget.purge import Purger
 from tiers.rocks import Batch, RocksStore
 from tiers.semantic.graph import Edge, normalize
+from tiers.semantic.graph.nxgraph import GRAPH_CFS
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.working.memory import WorkingMemory
+from tiers.working.session import LOG_CF, MSGIDS_CF
 
 log = logging.getLogger("strata.forget")
-EXTRACTIONS_CF = "extractions"  # weaver.consolidate's, named here to keep tiers below weaver
-GRAPH_CF = "graph_edges"
 STATE_CFS_TOUCHED = (
-    "log",
-    "msgids",
-    PENDING_CF,
-    UNINDEXED_CF,
-    EXTRACTIONS_CF,
-    GRAPH_CF,
+    LOG_CF,
+    MSGIDS_CF,
+    *CONSOLIDATION_CFS,
+    *GRAPH_CFS,
     *DOCUMENT_CFS,
     *ANCHOR_CFS,
     *PIN_CFS,
     *ACCESS_CFS,
 )
-JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
+JOURNAL_CFS_TOUCHED = JOURNAL_CFS
 # Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
 READY_TIMEOUT = 60.0
 _SCROLL_ALL = 10_000_000
@@ -155,7 +161,7 @@ class Forgetter:
         )
         plan.episode_ids.update(e.episode_id for e in edges)
         prefix = scope.user_id.encode() + b"\x00"
-        for key, value in self._jstore.scan_prefix("by_user", prefix):
+        for key, value in self._jstore.scan_prefix(BY_USER_CF, prefix):
             _flushed, user_id, agent_id = unpack(value)
             if _in(scope, user_id, agent_id):
                 plan.episode_ids.add(key[-32:].decode())
@@ -349,13 +355,9 @@ class Forgetter:
             header = plan.headers.get(eid) or self._journal.find(eid)
             if header is not None:
                 counts.episodes += 1
-                counts.episode_messages += sum(1 for _ in self._jstore.scan_prefix("messages", key))
-                tkey = time_key(header.started_at_us) + key
-                jbatch.delete("episodes", key)
-                jbatch.delete_prefix("messages", key)
-                jbatch.delete("by_time", tkey)
-                jbatch.delete("by_user", header.scope.user_id.encode() + b"\x00" + tkey)
-            for cf in (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF):
+                counts.episode_messages += self._journal.stored_messages(eid)
+                self._journal.delete_into(jbatch, header)
+            for cf in CONSOLIDATION_CFS:
                 if self._state.get(cf, key) is not None:
                     counts.consolidation_records += 1
                     sbatch.delete(cf, key)
