@@ -1,9 +1,15 @@
-"""Every column family of the two RocksDB stores (state and journal), each with its owner.
+"""The state schema: every column family of the two RocksDB stores (state and journal), each
+with its owner, and every kind of scoped data (:data:`KINDS`).
 
 A store declares its own column families, as a constant in its own module; this module only
 composes them, in the order the daemon opens them, and records each family's owner
 (:class:`ColumnFamily`). ``tests/tiers/test_schema.py`` fails when a store opens a family that
 no owner declares, or when a declared one is not opened.
+
+:data:`KINDS` lists the stores of scoped data that Forget, Export and Import reach through
+:class:`tiers.scoped.ScopedKind` (in this order: Forget deletes and Export writes the kinds in
+it). Sessions, episodes, consolidation records, vector points and graph edges are not in it:
+Forget, Export and Import handle each in its own step (``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -11,10 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Literal
+from typing import Literal, TypeVar
 
 from tiers.journal import store as journal
-from tiers.keyed import access, anchors, documents, pins
+from tiers.keyed.access import AccessCounts
+from tiers.keyed.anchors import AnchorStore
+from tiers.keyed.documents import DocumentStore
+from tiers.keyed.pins import PinStore
+from tiers.rocks import RocksStore
+from tiers.scoped import KindFactory, ScopedKind
 from tiers.semantic import tombstones
 from tiers.semantic.graph import nxgraph
 from tiers.working import session
@@ -33,18 +44,44 @@ def _owned(store: Store, owner: ModuleType, names: Sequence[str]) -> tuple[Colum
     return tuple(ColumnFamily(name, store, owner.__name__) for name in names)
 
 
+# Every kind of scoped data, opened on the state store (its column families are composed
+# below). A document first: what a Forget removes of it are memories, whose pins and access
+# counts go too.
+KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCounts)
+
 FAMILIES: tuple[ColumnFamily, ...] = (
     *_owned("state", session, session.WORKING_CFS),
     *_owned("state", journal, journal.CONSOLIDATION_CFS),
     *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
     *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),
-    *_owned("state", documents, documents.DOCUMENT_CFS),
-    *_owned("state", anchors, anchors.ANCHOR_CFS),
-    *_owned("state", pins, pins.PIN_CFS),
-    *_owned("state", access, access.ACCESS_CFS),
+    *(ColumnFamily(cf, "state", kind.__module__) for kind in KINDS for cf in kind.column_families),
     *_owned("journal", journal, journal.JOURNAL_CFS),
 )
 STATE_CFS = [cf.name for cf in FAMILIES if cf.store == "state"]
 JOURNAL_CFS = [cf.name for cf in FAMILIES if cf.store == "journal"]
 
-__all__ = ["FAMILIES", "JOURNAL_CFS", "STATE_CFS", "ColumnFamily"]
+K = TypeVar("K")
+
+
+def open_kinds(state: RocksStore, kinds: Sequence[KindFactory] = KINDS) -> tuple[ScopedKind, ...]:
+    """One store of each kind on ``state``, in the registry's order."""
+    return tuple(make(state) for make in kinds)
+
+
+def kind_of(kinds: Sequence[ScopedKind], cls: type[K]) -> K:
+    """The store of class ``cls`` among ``kinds`` (for the parts that use one by name)."""
+    found = next((k for k in kinds if isinstance(k, cls)), None)
+    if found is None:
+        raise LookupError(f"no scoped kind {cls.__name__} in {[k.name for k in kinds]}")
+    return found
+
+
+__all__ = [
+    "FAMILIES",
+    "JOURNAL_CFS",
+    "KINDS",
+    "STATE_CFS",
+    "ColumnFamily",
+    "kind_of",
+    "open_kinds",
+]
