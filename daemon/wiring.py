@@ -49,7 +49,8 @@ from tiers.keyed.documents import DocumentStore
 from tiers.keyed.pins import PinStore
 from tiers.rights.forget.cascade import Forgetter
 from tiers.rocks import RocksStore
-from tiers.schema import STATE_CFS
+from tiers.schema import STATE_CFS, kind_of, open_kinds
+from tiers.scoped import ScopedKind
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.semantic.embedding.priority import PriorityEmbedder
 from tiers.semantic.store import SemanticStore, edge_store_path
@@ -175,6 +176,7 @@ class DaemonParts:
         self.anchors: AnchorStore | None = None
         self.pins: PinStore | None = None
         self.access: AccessCounts | None = None
+        self.kinds: tuple[ScopedKind, ...] = ()
         self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
         self._scheduler: AsyncIOScheduler | None = None  # built at start: the weaver's next run
 
@@ -206,10 +208,11 @@ class DaemonParts:
             make.embedding_service(s, self.embedding_client),
             lambda: make.open_vectors(s),
         )
-        self.documents = DocumentStore(self.state)
-        self.anchors = AnchorStore(self.state)
-        self.pins = PinStore(self.state)
-        self.access = AccessCounts(self.state)
+        self.kinds = open_kinds(self.state)  # every kind of scoped data (tiers.schema.KINDS)
+        self.documents = kind_of(self.kinds, DocumentStore)
+        self.anchors = kind_of(self.kinds, AnchorStore)
+        self.pins = kind_of(self.kinds, PinStore)
+        self.access = kind_of(self.kinds, AccessCounts)
         self.engine = recall_engine(s, self.semantic, self.access)
         self.forgetter = Forgetter(
             self.working,
@@ -219,10 +222,7 @@ class DaemonParts:
             self.semantic,
             self.engine.scope_caches(),
             redact_record,
-            self.documents,
-            self.anchors,
-            self.pins,
-            self.access,
+            self.kinds,
         )
         semantic = self.semantic
         local = LocalExtractor(
@@ -319,9 +319,7 @@ class DaemonParts:
                     semantic,
                     self.weaver,
                     s.data_dir,
-                    self.documents,
-                    self.anchors,
-                    self.pins,
+                    self.kinds,
                 ),
             ),
             metrics_interceptor,

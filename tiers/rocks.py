@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -52,7 +52,7 @@ class RocksStore:
     def __init__(
         self,
         path: Path,
-        column_families: list[str],
+        column_families: Sequence[str],
         *,
         sync: bool = False,
         ttl_seconds: int | None = None,

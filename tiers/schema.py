@@ -1,27 +1,87 @@
-"""Every column family of the two RocksDB stores (state and journal), as the daemon opens them."""
+"""The state schema: every column family of the two RocksDB stores (state and journal), each
+with its owner, and every kind of scoped data (:data:`KINDS`).
+
+A store declares its own column families, as a constant in its own module; this module only
+composes them, in the order the daemon opens them, and records each family's owner
+(:class:`ColumnFamily`). ``tests/tiers/test_schema.py`` fails when a store opens a family that
+no owner declares, or when a declared one is not opened.
+
+:data:`KINDS` lists the stores of scoped data that Forget, Export and Import reach through
+:class:`tiers.scoped.ScopedKind` (in this order: Forget deletes and Export writes the kinds in
+it). Sessions, episodes, consolidation records, vector points and graph edges are not in it:
+Forget, Export and Import handle each in its own step (``docs/architecture.md``).
+"""
 
 from __future__ import annotations
 
-from tiers.journal.store import JOURNAL_CFS
-from tiers.keyed.access import ACCESS_CFS
-from tiers.keyed.anchors import ANCHOR_CFS
-from tiers.keyed.documents import DOCUMENT_CFS
-from tiers.keyed.pins import PIN_CFS
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Literal, TypeVar
 
-STATE_CFS = [
-    "sessions",
-    "open",
-    "log",
-    "msgids",
-    "pending",
-    "unindexed",
-    "extractions",
-    "graph_edges",
-    "forgotten",  # tiers.semantic.tombstones
-    *DOCUMENT_CFS,
-    *ANCHOR_CFS,
-    *PIN_CFS,
-    *ACCESS_CFS,
+from tiers.journal import store as journal
+from tiers.keyed.access import AccessCounts
+from tiers.keyed.anchors import AnchorStore
+from tiers.keyed.documents import DocumentStore
+from tiers.keyed.pins import PinStore
+from tiers.rocks import RocksStore
+from tiers.scoped import KindFactory, ScopedKind
+from tiers.semantic import tombstones
+from tiers.semantic.graph import nxgraph
+from tiers.working import session
+
+Store = Literal["state", "journal"]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnFamily:
+    name: str
+    store: Store  # "state" (``<data_dir>/state``, no TTL) or "journal" (with the TTL)
+    owner: str  # the module that declares it and reads and writes it
+
+
+def _owned(store: Store, owner: ModuleType, names: Sequence[str]) -> tuple[ColumnFamily, ...]:
+    return tuple(ColumnFamily(name, store, owner.__name__) for name in names)
+
+
+# Every kind of scoped data, opened on the state store (its column families are composed
+# below). A document first: what a Forget removes of it are memories, whose pins and access
+# counts go too.
+KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCounts)
+
+FAMILIES: tuple[ColumnFamily, ...] = (
+    *_owned("state", session, session.WORKING_CFS),
+    *_owned("state", journal, journal.CONSOLIDATION_CFS),
+    *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
+    *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),
+    *(ColumnFamily(cf, "state", kind.__module__) for kind in KINDS for cf in kind.column_families),
+    *_owned("journal", journal, journal.JOURNAL_CFS),
+)
+STATE_CFS = [cf.name for cf in FAMILIES if cf.store == "state"]
+JOURNAL_CFS = [cf.name for cf in FAMILIES if cf.store == "journal"]
+
+K = TypeVar("K")
+
+
+def open_kinds(state: RocksStore, kinds: Sequence[KindFactory] = KINDS) -> tuple[ScopedKind, ...]:
+    """One store of each kind on ``state``, in the registry's order."""
+    return tuple(make(state) for make in kinds)
+
+
+def kind_of(kinds: Sequence[ScopedKind], cls: type[K]) -> K:
+    """The store of class ``cls`` among ``kinds`` (for the parts that use one by name)."""
+    found = next((k for k in kinds if isinstance(k, cls)), None)
+    if found is None:
+        raise LookupError(f"no scoped kind {cls.__name__} in {[k.name for k in kinds]}")
+    return found
+
+
+__all__ = [
+    "FAMILIES",
+    "JOURNAL_CFS",
+    "KINDS",
+    "STATE_CFS",
+    "ColumnFamily",
+    "kind_of",
+    "open_kinds",
 ]
-
-__all__ = ["JOURNAL_CFS", "STATE_CFS"]

@@ -24,7 +24,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from tiers.core.records import Scope, pack, unpack
-from tiers.journal.store import Journal
+from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.rocks import RocksStore
 from tiers.semantic.graph import Edge, normalize
 from tiers.semantic.store import SemanticStore
@@ -36,7 +36,6 @@ from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet
 from weaver.turn_text import ToolText
 
 log = logging.getLogger("strata.weaver")
-EXTRACTIONS_CF = "extractions"
 
 
 @dataclass(slots=True)

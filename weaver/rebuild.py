@@ -35,11 +35,11 @@ from dataclasses import dataclass
 
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode
-from tiers.journal.store import Journal
+from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.rocks import RocksStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
-from weaver.consolidate import EXTRACTIONS_CF, Consolidator, decode_record
+from weaver.consolidate import Consolidator, decode_record
 from weaver.episodes import load_episode
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.index import DocumentIndexer, Indexer

@@ -21,7 +21,7 @@ import asyncio
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -43,14 +43,12 @@ from daemon.settings.sections import LimitsSettings
 from tiers.core.errors import InvalidExport
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
-from tiers.keyed.anchors import AnchorStore
-from tiers.keyed.documents import DocumentStore
-from tiers.keyed.pins import PinStore
 from tiers.rights.archive.exporter import Exporter
 from tiers.rights.archive.format import MAX_LINE_BYTES, Limits, Record
 from tiers.rights.archive.importer import Importer, ImportReport
 from tiers.rights.archive.parser import ExportParser
 from tiers.rocks import RocksStore
+from tiers.scoped import ScopedKind
 from tiers.semantic.store import SemanticStore
 from tiers.working.memory import WorkingMemory
 from weaver.extraction_json import record_from_json, record_to_json
@@ -81,9 +79,7 @@ def transfer_sources(
     semantic: SemanticStore,
     weaver: Weaver | None,
     data_dir: Path,
-    documents: DocumentStore | None = None,
-    anchors: AnchorStore | None = None,
-    pins: PinStore | None = None,
+    kinds: Sequence[ScopedKind] = (),
 ) -> TransferSources:
     """Export and Import over a daemon's stores."""
 
@@ -93,12 +89,8 @@ def transfer_sources(
                 weaver.notify_flushed(eid)
 
     return TransferSources(
-        exporter=Exporter(
-            state, journal, semantic, working.write_lock, record_to_json, documents, anchors, pins
-        ),
-        importer=Importer(
-            state, journal, working, semantic, record_from_json, documents, anchors, pins
-        ),
+        exporter=Exporter(state, journal, semantic, working.write_lock, record_to_json, kinds),
+        importer=Importer(state, journal, working, semantic, record_from_json, kinds),
         semantic=semantic,
         spool_dir=data_dir,
         check_extraction=record_from_json,

@@ -14,6 +14,7 @@ from daemon.settings import Settings
 from daemon.wiring import Factories, configured_vectors
 from tests.support import MAY, QUIET, wait_until
 from tests.support.weaving import conversation, run
+from tiers.journal.store import EXTRACTIONS_CF
 from tiers.semantic.graph.nxgraph import GRAPH_CF
 from tiers.semantic.vectors import (
     Hit,
@@ -24,7 +25,7 @@ from tiers.semantic.vectors import (
     VectorStoreUnavailable,
     point_id,
 )
-from weaver.consolidate import EXTRACTIONS_CF, decode_extraction
+from weaver.consolidate import decode_extraction
 from weaver.episodes import chunk, chunk_text, load_episode, sources
 
 

@@ -15,13 +15,13 @@ from typing import Any
 from daemon.client import MemoryClient, message
 from daemon.pb import weaver_pb2
 from tests.support.llm_server import Reply
-from tiers.journal.store import JOURNAL_CFS, Journal
+from tiers.journal.store import EXTRACTIONS_CF, JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors.sharded import ShardedVectorStore
 from tiers.settings import VectorsSettings
-from weaver.consolidate import EXTRACTIONS_CF, decode_extraction
+from weaver.consolidate import decode_extraction
 from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN
 
 

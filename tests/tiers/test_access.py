@@ -14,6 +14,7 @@ from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts, Accessed
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
+from tiers.scoped import Covered
 from tiers.semantic.tombstones import Tombstones
 from weaver.categories import CATEGORIES, categorize
 
@@ -74,7 +75,7 @@ def test_forget_into_removes_a_scope_an_episode_or_named_memories(state):
 
     def forget(scope: Scope | None, episodes=(), memories=()) -> int:
         batch = state.batch()
-        n = access.forget_into(batch, scope, episodes, memories)
+        n = access.forget_into(batch, Covered(scope, tuple(episodes), tuple(memories))).count
         state.write(batch)
         return n
 

@@ -17,10 +17,10 @@ from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, tier3, turns_in
 from tiers.core.records import Scope
+from tiers.journal.store import EXTRACTIONS_CF
 from tiers.rights.backup import restore_backup
 from tiers.semantic.tombstones import is_forgotten
 from tiers.semantic.vectors import PointFilter
-from weaver.consolidate import EXTRACTIONS_CF
 
 pytestmark = pytest.mark.slow
 ALICE, BOB = Scope("alice"), Scope("bob")

@@ -18,7 +18,9 @@ Consolidation state is *not* in this store, so it never expires with the TTL: it
 state store (no TTL). ``unindexed <episode_id>`` and ``pending <episode_id>`` (both ->
 ``[flushed_at, user_id, agent_id, session_id]``) are written with the flush, atomically with the
 end of the session; the Weaver deletes the first when the episode's chunks are in Tier 3
-(stage 1) and the second when its summary, facts and graph edges are (stage 2).
+(stage 1) and the second when its summary, facts and graph edges are (stage 2). Beside them,
+``extractions <episode_id>`` holds the episode's consolidation record (written and read by
+``weaver.consolidate``, which owns its layout; declared here so that ``tiers`` names it too).
 """
 
 from __future__ import annotations
@@ -33,9 +35,17 @@ from tiers.core.errors import EpisodeNotFound, InvalidArgument, TierError
 from tiers.core.records import Episode, StoredMessage, pack, time_key, u64, unpack
 from tiers.rocks import Batch, RocksStore, prefix_end
 
-JOURNAL_CFS = ["episodes", "messages", "by_time", "by_user"]
+EPISODES_CF = "episodes"
+MESSAGES_CF = "messages"
+BY_TIME_CF = "by_time"
+BY_USER_CF = "by_user"
+JOURNAL_CFS = (EPISODES_CF, MESSAGES_CF, BY_TIME_CF, BY_USER_CF)  # the journal store
+# Consolidation state, in the state store (no TTL): the marks, and each episode's stored
+# consolidation record (its layout is the weaver's: ``weaver.consolidate``).
 PENDING_CF = "pending"
 UNINDEXED_CF = "unindexed"
+EXTRACTIONS_CF = "extractions"
+CONSOLIDATION_CFS = (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF)
 _ID_LEN = 32
 
 
@@ -87,25 +97,35 @@ class Journal:
         """Write the episode and its messages atomically (idempotent for the same id)."""
         eid = episode.episode_id.encode()
         batch = self._store.batch()
-        batch.put("episodes", eid, episode.encode())
+        batch.put(EPISODES_CF, eid, episode.encode())
         for message in messages:
-            batch.put("messages", eid + u64(message.seq), message.encode())
+            batch.put(MESSAGES_CF, eid + u64(message.seq), message.encode())
         entry = pack([episode.flushed_at_us, episode.scope.user_id, episode.scope.agent_id])
         tkey = time_key(episode.started_at_us) + eid
-        batch.put("by_time", tkey, entry)
-        batch.put("by_user", episode.scope.user_id.encode() + b"\x00" + tkey, entry)
+        batch.put(BY_TIME_CF, tkey, entry)
+        batch.put(BY_USER_CF, episode.scope.user_id.encode() + b"\x00" + tkey, entry)
         self._store.write(batch)
 
     def delete_episode(self, episode: Episode) -> None:
         """Undo :meth:`write_episode` (when the end of its session could not be committed)."""
+        batch = self._store.batch()
+        self.delete_into(batch, episode)
+        self._store.write(batch)
+
+    @staticmethod
+    def delete_into(batch: Batch, episode: Episode) -> None:
+        """Add the deletes of ``episode`` (header, messages, index entries) to ``batch``, a
+        batch of the journal store."""
         eid = episode.episode_id.encode()
         tkey = time_key(episode.started_at_us) + eid
-        batch = self._store.batch()
-        batch.delete("episodes", eid)
-        batch.delete_prefix("messages", eid)
-        batch.delete("by_time", tkey)
-        batch.delete("by_user", episode.scope.user_id.encode() + b"\x00" + tkey)
-        self._store.write(batch)
+        batch.delete(EPISODES_CF, eid)
+        batch.delete_prefix(MESSAGES_CF, eid)
+        batch.delete(BY_TIME_CF, tkey)
+        batch.delete(BY_USER_CF, episode.scope.user_id.encode() + b"\x00" + tkey)
+
+    def stored_messages(self, episode_id: str) -> int:
+        """How many messages of the episode are stored (expired or not)."""
+        return sum(1 for _ in self._store.scan_prefix(MESSAGES_CF, episode_id.encode()))
 
     @staticmethod
     def mark_pending(state_batch: Batch, episode: Episode) -> None:
@@ -172,11 +192,11 @@ class Journal:
 
     def find(self, episode_id: str) -> Episode | None:
         """The episode if it was written, expired or not (for crash recovery)."""
-        raw = self._store.get("episodes", episode_id.encode())
+        raw = self._store.get(EPISODES_CF, episode_id.encode())
         return Episode.decode(raw) if raw is not None else None
 
     def get(self, episode_id: str) -> Episode:
-        raw = self._store.get("episodes", episode_id.encode())
+        raw = self._store.get(EPISODES_CF, episode_id.encode())
         if raw is None:
             raise EpisodeNotFound(f"episode {episode_id!r} not found")
         episode = Episode.decode(raw)
@@ -192,7 +212,7 @@ class Journal:
     ) -> list[StoredMessage]:
         eid = episode_id.encode()
         out: list[StoredMessage] = []
-        for _key, value in self._store.scan("messages", eid + u64(after_seq + 1), prefix_end(eid)):
+        for _key, value in self._store.scan(MESSAGES_CF, eid + u64(after_seq + 1), prefix_end(eid)):
             out.append(StoredMessage.decode(value))
             if len(out) >= limit:
                 break
@@ -216,7 +236,7 @@ class Journal:
         page_token: str = "",
     ) -> EpisodePage:
         """Episodes whose ``started_at`` is in ``[start_us, end_us)``, in time order."""
-        cf = "by_user" if user_id else "by_time"
+        cf = BY_USER_CF if user_id else BY_TIME_CF
         prefix = user_id.encode() + b"\x00" if user_id else b""
         low = prefix + (time_key(start_us) if start_us is not None else b"")
         high = prefix + time_key(end_us) if end_us is not None else None
@@ -240,7 +260,7 @@ class Journal:
             if len(episodes) == page_size:
                 more = True
                 break
-            raw = self._store.get("episodes", key[-_ID_LEN:])
+            raw = self._store.get(EPISODES_CF, key[-_ID_LEN:])
             if raw is None:  # header compacted away before its index entry
                 continue
             episodes.append(Episode.decode(raw))
@@ -250,7 +270,7 @@ class Journal:
     def count(self) -> int:
         """Episodes not yet expired."""
         return sum(
-            1 for _k, v in self._store.scan("by_time", b"") if not self._expired(unpack(v)[0])
+            1 for _k, v in self._store.scan(BY_TIME_CF, b"") if not self._expired(unpack(v)[0])
         )
 
     # -- maintenance -----------------------------------------------------------------------

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
+from tiers.scoped import Covered, Forgotten
 from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint
 
 ACCESS_CF = "access"
 ACCESS_CFS = (ACCESS_CF,)
@@ -66,8 +69,13 @@ class AccessCount:
 
 
 class AccessCounts:
-    """The counts in the state store. Every method raises ``StoreUnavailable`` when the
-    store cannot be read or written."""
+    """The counts in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`), not
+    exported (a count is this daemon's use of a memory, not the user's data). Every method
+    raises ``StoreUnavailable`` when the store cannot be read or written."""
+
+    name = "access_counts"
+    record_type = ""
+    column_families = ACCESS_CFS
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state
@@ -116,16 +124,15 @@ class AccessCounts:
         prefix = scope_prefix(scope) if scope.agent_id else scope.user_id.encode() + b"\x00"
         return [AccessCount.decode(k, v) for k, v in self._state.scan_prefix(ACCESS_CF, prefix)]
 
-    def forget_into(
-        self,
-        batch: Batch,
-        scope: Scope | None,
-        episodes: Iterable[tuple[Scope, str]] = (),
-        memories: Iterable[tuple[Scope, str]] = (),
-    ) -> int:
-        """Add to ``batch`` the deletes of the counts of ``scope`` (every agent's when its
-        ``agent_id`` is empty), of the memories of these (owner, episode id) pairs and of
-        these (owner, memory id) pairs; returns how many counts it deletes."""
+    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    def owner(self, memory_id: str) -> Scope | None:
+        return None  # a count names a memory, it is none
+
+    def forget_into(self, batch: Batch, covered: Covered) -> Forgotten:
+        """Add to ``batch`` the deletes of the counts of ``covered.scope`` (every agent's when
+        its ``agent_id`` is empty), of the memories of its (owner, episode id) pairs and of
+        its (owner, memory id) pairs."""
+        scope, episodes, memories = covered.scope, covered.episodes, covered.memories
         keys: set[bytes] = set()
         if scope is not None:
             keys.update(access_key(c.scope, c.memory_id) for c in self.of_scope(scope))
@@ -143,4 +150,15 @@ class AccessCounts:
         keys.update(k for k, raw in zip(named, present, strict=True) if raw is not None)
         for key in keys:
             batch.delete(ACCESS_CF, key)
-        return len(keys)
+        return Forgotten(len(keys))
+
+    def export(self, scope: Scope, tombstones: Tombstones) -> Iterator[dict[str, Any]]:
+        return iter(())  # not exported: an import starts counting afresh
+
+    def import_values(
+        self,
+        values: Sequence[Any],
+        tombstones: Tombstones,
+        write_points: Callable[[list[MemoryPoint]], object],
+    ) -> int:
+        return 0  # no record type: an export holds none

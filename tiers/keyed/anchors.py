@@ -19,14 +19,20 @@ finds them with one prefix scan (:meth:`AnchorStore.forget_into`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
+from tiers.scoped import Covered, Forgotten
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint
 
 ANCHORS_CF = "anchors"
 ANCHOR_CFS = (ANCHORS_CF,)
+RECORD_TYPE = "anchor"  # in an export file
 
 
 def anchor_key(user_id: str, session_id: str) -> bytes:
@@ -47,6 +53,17 @@ class Anchor:
     def encode(self) -> bytes:
         return pack({"t": self.text, "a": self.scope.agent_id, "u": self.updated_at_us})
 
+    def record(self) -> dict[str, Any]:
+        """Its export record (:mod:`tiers.rights.archive.format`: ``anchor``)."""
+        return {
+            "type": RECORD_TYPE,
+            "session_id": self.session_id,
+            "user_id": self.scope.user_id,
+            "agent_id": self.scope.agent_id,
+            "text": self.text,
+            "updated_at_us": self.updated_at_us,
+        }
+
     @classmethod
     def decode(cls, key: bytes, raw: bytes) -> Anchor:
         user, _, session = key.partition(b"\x00")
@@ -55,9 +72,16 @@ class Anchor:
 
 
 class AnchorStore:
+    """The anchors in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
+
+    name = "anchors"
+    record_type = RECORD_TYPE
+    column_families = ANCHOR_CFS
+
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state
         self._clock = clock
+        self.lock = nullcontext()  # a set and a Forget of the same anchor: either order holds
 
     def get(self, user_id: str, session_id: str) -> Anchor | None:
         key = anchor_key(user_id, session_id)
@@ -93,12 +117,30 @@ class AnchorStore:
             if not scope.agent_id or anchor.scope.agent_id == scope.agent_id:
                 yield anchor
 
-    def forget_into(self, batch: Batch, scope: Scope | None) -> int:
-        """Add the deletes of the anchors of ``scope`` (a Forget by scope) to ``batch``;
-        returns how many."""
-        if scope is None:
-            return 0
-        found = list(self.of_scope(scope))
+    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    def owner(self, memory_id: str) -> Scope | None:
+        return None  # an anchor is no memory
+
+    def forget_into(self, batch: Batch, covered: Covered) -> Forgotten:
+        """Add the deletes of the anchors of ``covered.scope`` (a Forget by scope) to
+        ``batch``: an anchor belongs to a session, not to an episode or a memory."""
+        if covered.scope is None:
+            return Forgotten(0)
+        found = list(self.of_scope(covered.scope))
         for anchor in found:
             batch.delete(ANCHORS_CF, anchor.key)
-        return len(found)
+        return Forgotten(len(found))
+
+    def export(self, scope: Scope, tombstones: Tombstones) -> Iterator[dict[str, Any]]:
+        return (anchor.record() for anchor in self.of_scope(scope))
+
+    def import_values(
+        self,
+        values: Sequence[Anchor],
+        tombstones: Tombstones,
+        write_points: Callable[[list[MemoryPoint]], object],
+    ) -> int:
+        """Write each anchor as it is, replacing this daemon's anchor of the same session."""
+        for anchor in values:
+            self.restore(anchor)
+        return len(values)

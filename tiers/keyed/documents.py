@@ -42,12 +42,14 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.store import InvalidPageToken
 from tiers.rocks import Batch, RocksStore, prefix_end
+from tiers.scoped import Covered, Forgotten
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, Source
 
@@ -118,6 +120,21 @@ class Document:
         d = unpack(raw)
         return cls(scope, namespace, name, d["t"], d["v"], d["c"], d["u"])
 
+    def record(self) -> dict[str, Any]:
+        """Its export record (:mod:`tiers.rights.archive.format`: ``document``)."""
+        return {
+            "type": KIND,
+            "id": self.id,
+            "user_id": self.scope.user_id,
+            "agent_id": self.scope.agent_id,
+            "namespace": list(self.namespace),
+            "key": self.key,
+            "text": self.text,
+            "value": self.value,
+            "created_at_us": self.created_at_us,
+            "updated_at_us": self.updated_at_us,
+        }
+
     @property
     def recalled(self) -> bool:
         """Whether Recall finds it: a document put without text is only got and listed."""
@@ -154,6 +171,12 @@ class DocumentPage:
 
 
 class DocumentStore:
+    """The documents in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
+
+    name = "documents"
+    record_type = KIND
+    column_families = DOCUMENT_CFS
+
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state
         self._clock = clock
@@ -263,23 +286,51 @@ class DocumentStore:
                 batch.delete(MARKS_CF, d.storage_key)
             self._state.write(batch)
 
-    # -- forgetting --------------------------------------------------------------------------
-    def forget_into(
-        self, batch: Batch, scope: Scope | None, ids: Iterable[str] = ()
-    ) -> list[Document]:
-        """Add to ``batch`` the deletes of the documents of ``scope`` (every agent's when its
-        ``agent_id`` is empty) and of the documents with these point ids; returns them. The
-        caller holds :attr:`lock` until the batch is written (a Forget, with its tombstones)."""
+    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    def owner(self, memory_id: str) -> Scope | None:
+        """The scope of the document whose point id is ``memory_id`` (indexed or not)."""
+        doc = self.find(memory_id)
+        return doc.scope if doc is not None else None
+
+    def forget_into(self, batch: Batch, covered: Covered) -> Forgotten:
+        """Add to ``batch`` the deletes of the documents of ``covered.scope`` (every agent's
+        when its ``agent_id`` is empty) and of the documents with its memory ids; they are
+        memories themselves. The caller holds :attr:`lock` until the batch is written (a
+        Forget, with its tombstones). Their points go with the scope's or the ids' points."""
+        docs = self._covered(covered.scope, covered.memory_ids)
+        for doc in docs:
+            k = doc.storage_key
+            batch.delete(DOCUMENTS_CF, k)
+            batch.delete(MARKS_CF, k)
+            batch.delete(IDS_CF, doc.id.encode())
+        return Forgotten(len(docs), tuple((d.scope, d.id) for d in docs))
+
+    def export(self, scope: Scope, tombstones: Tombstones) -> Iterator[dict[str, Any]]:
+        for document in self.of_scope(scope):
+            if not tombstones.memory(document.id):
+                yield document.record()
+
+    def import_values(
+        self,
+        values: Sequence[Document],
+        tombstones: Tombstones,
+        write_points: Callable[[list[MemoryPoint]], object],
+    ) -> int:
+        """Store the documents (forgotten ones skipped), then write their points at once
+        (embedded here: an export has no vectors)."""
+        kept = [d for d in values if not tombstones.memory(d.id)]
+        for doc in kept:
+            self.restore(doc)  # marked: indexed again after a crash
+        write_points([d.point() for d in kept if d.recalled])
+        self.mark_indexed(kept)
+        return len(kept)
+
+    def _covered(self, scope: Scope | None, ids: Iterable[str]) -> list[Document]:
         found = {d.id: d for d in self.of_scope(scope)} if scope is not None else {}
         for doc_id in ids:
             doc = self.find(doc_id)
             if doc is not None:
                 found[doc.id] = doc
-        for doc in found.values():
-            k = doc.storage_key
-            batch.delete(DOCUMENTS_CF, k)
-            batch.delete(MARKS_CF, k)
-            batch.delete(IDS_CF, doc.id.encode())
         return sorted(found.values(), key=lambda d: d.storage_key)
 
 

@@ -23,15 +23,21 @@ scope (:meth:`PinStore.forget_into`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
+from tiers.scoped import Covered, Forgotten
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint
 
 PINS_CF = "pins"
 PIN_IDS_CF = "pin_ids"
 PIN_CFS = (PINS_CF, PIN_IDS_CF)
+RECORD_TYPE = "pin"  # in an export file
 
 
 def scope_prefix(scope: Scope) -> bytes:
@@ -53,6 +59,17 @@ class Pin:
         s = self.scope
         return f"{self.memory_id}\x00{s.user_id}\x00{s.agent_id}".encode()
 
+    def record(self) -> dict[str, Any]:
+        """Its export record (:mod:`tiers.rights.archive.format`: ``pin``)."""
+        s = self.scope
+        return {
+            "type": RECORD_TYPE,
+            "user_id": s.user_id,
+            "agent_id": s.agent_id,
+            "memory_id": self.memory_id,
+            "pinned_at_us": self.pinned_at_us,
+        }
+
     @classmethod
     def decode(cls, key: bytes, raw: bytes) -> Pin:
         user, agent, memory_id = key.split(b"\x00", 2)
@@ -60,9 +77,16 @@ class Pin:
 
 
 class PinStore:
+    """The pins in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
+
+    name = "pins"
+    record_type = RECORD_TYPE
+    column_families = PIN_CFS
+
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state
         self._clock = clock
+        self.lock = nullcontext()  # a pin of a forgotten memory is refused by the daemon
 
     def get(self, scope: Scope, memory_id: str) -> Pin | None:
         key = scope_prefix(scope) + memory_id.encode()
@@ -129,15 +153,35 @@ class PinStore:
                 out.append(pin)
         return out
 
-    def forget_into(self, batch: Batch, scope: Scope | None, ids: Iterable[str] = ()) -> int:
-        """Add to ``batch`` the deletes of the pins of ``scope`` (every agent's when its
-        ``agent_id`` is empty) and of the pins of these memory ids, in any scope; returns
-        how many."""
+    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    def owner(self, memory_id: str) -> Scope | None:
+        return None  # a pin names a memory, it is none
+
+    def forget_into(self, batch: Batch, covered: Covered) -> Forgotten:
+        """Add to ``batch`` the deletes of the pins of ``covered.scope`` (every agent's when
+        its ``agent_id`` is empty) and of the pins of its memory ids, in any scope."""
+        scope = covered.scope
         found = {p.key: p for p in self.of_scope(scope)} if scope is not None else {}
-        for memory_id in ids:
+        for memory_id in covered.memory_ids:
             found.update((p.key, p) for p in self.of_memory(memory_id))
         self._delete_into(batch, found.values())
-        return len(found)
+        return Forgotten(len(found))
+
+    def export(self, scope: Scope, tombstones: Tombstones) -> Iterator[dict[str, Any]]:
+        """The pins of ``scope``, but those of forgotten memories."""
+        return (p.record() for p in self.of_scope(scope) if not tombstones.memory(p.memory_id))
+
+    def import_values(
+        self,
+        values: Sequence[Pin],
+        tombstones: Tombstones,
+        write_points: Callable[[list[MemoryPoint]], object],
+    ) -> int:
+        """Write each pin as it is, but those of a memory this daemon has forgotten."""
+        kept = [p for p in values if not tombstones.memory(p.memory_id)]
+        for pin in kept:
+            self.restore(pin)
+        return len(kept)
 
     @staticmethod
     def _delete_into(batch: Batch, pins: Iterable[Pin]) -> None:

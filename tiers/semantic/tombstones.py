@@ -30,6 +30,7 @@ from tiers.core.records import u64
 from tiers.rocks import Batch, RocksStore
 
 TOMBSTONES_CF = "forgotten"
+TOMBSTONE_CFS = (TOMBSTONES_CF,)  # state store; tiers.schema
 _EPISODE, _MEMORY = b"e", b"m"
 PURGE_KEY = b"p"
 

@@ -31,6 +31,10 @@ from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
 from tiers.working.migration import migrate
 from tiers.working.session import (
+    LOG_CF,
+    MSGIDS_CF,
+    OPEN_CF,
+    SESSIONS_CF,
     AppendResult,
     Session,
     SessionKey,
@@ -48,17 +52,17 @@ class SessionLog:
     # -- records ---------------------------------------------------------------------------
     def record(self, ref: SessionKey) -> Session | None:
         """The session's stored meta, open or ended (None: never seen)."""
-        raw = self._state.get("sessions", ref.key())
+        raw = self._state.get(SESSIONS_CF, ref.key())
         return None if raw is None else Session.from_meta(ref.session_id, raw)[0]
 
     def exists(self, ref: SessionKey) -> bool:
-        return self._state.get("sessions", ref.key()) is not None
+        return self._state.get(SESSIONS_CF, ref.key()) is not None
 
     def users(self, session_id: str) -> list[str]:
         """The users with a session (open or ended) of this id."""
         return [
             SessionKey.parse(key).user_id
-            for key, _ in self._state.scan_prefix("sessions", users_prefix(session_id))
+            for key, _ in self._state.scan_prefix(SESSIONS_CF, users_prefix(session_id))
         ]
 
     # -- start-up --------------------------------------------------------------------------
@@ -69,8 +73,8 @@ class SessionLog:
         migrate(self._state)
         sessions: list[Session] = []
         finished: list[tuple[Session, Episode]] = []
-        for key, _ in list(self._state.scan("open", b"")):
-            raw = self._state.get("sessions", key)
+        for key, _ in list(self._state.scan(OPEN_CF, b"")):
+            raw = self._state.get(SESSIONS_CF, key)
             if raw is None:
                 continue
             session, _ = Session.from_meta(SessionKey.parse(key).session_id, raw)
@@ -86,7 +90,7 @@ class SessionLog:
     # -- the log ---------------------------------------------------------------------------
     def _seq_of(self, ref: SessionKey, message_id: str) -> int | None:
         """The seq of the open session's message with this client id, if it was appended."""
-        raw = self._state.get("msgids", ref.prefix() + message_id.encode())
+        raw = self._state.get(MSGIDS_CF, ref.prefix() + message_id.encode())
         return int.from_bytes(raw, "big") if raw is not None else None
 
     def newest(self, session: Session, limits: WindowLimits) -> list[StoredMessage]:
@@ -94,7 +98,7 @@ class SessionLog:
         if the log has any), oldest first."""
         newest: list[StoredMessage] = []
         tokens = 0
-        for _key, value in self._state.scan_prefix("log", session.ref.prefix(), reverse=True):
+        for _key, value in self._state.scan_prefix(LOG_CF, session.ref.prefix(), reverse=True):
             message = StoredMessage.decode(value)
             if newest and (
                 len(newest) >= limits.max_messages or tokens + message.tokens > limits.max_tokens
@@ -108,7 +112,7 @@ class SessionLog:
     def last(self, session: Session, count: int | None) -> list[StoredMessage]:
         """The newest ``count`` messages of the session's log (None: all), oldest first."""
         found: list[StoredMessage] = []
-        for _key, value in self._state.scan_prefix("log", session.ref.prefix(), reverse=True):
+        for _key, value in self._state.scan_prefix(LOG_CF, session.ref.prefix(), reverse=True):
             if count is not None and len(found) >= count:
                 break
             found.append(StoredMessage.decode(value))
@@ -159,13 +163,13 @@ class SessionLog:
         prefix = session.ref.prefix()
         batch = self._state.batch()
         for record in records:
-            batch.put("log", prefix + u64(record.seq), record.encode())
+            batch.put(LOG_CF, prefix + u64(record.seq), record.encode())
             if record.message_id:
-                batch.put("msgids", prefix + record.message_id.encode(), u64(record.seq))
+                batch.put(MSGIDS_CF, prefix + record.message_id.encode(), u64(record.seq))
         key = session.ref.key()
-        batch.put("sessions", key, session.meta(True))
+        batch.put(SESSIONS_CF, key, session.meta(True))
         if opening:
-            batch.put("open", key, b"")
+            batch.put(OPEN_CF, key, b"")
         self._state.write(batch)
 
     def remove(self, session: Session, removed: list[StoredMessage]) -> None:
@@ -174,14 +178,14 @@ class SessionLog:
         prefix = session.ref.prefix()
         batch = self._state.batch()
         for message in removed:
-            batch.delete("log", prefix + u64(message.seq))
+            batch.delete(LOG_CF, prefix + u64(message.seq))
             if message.message_id:
-                batch.delete("msgids", prefix + message.message_id.encode())
+                batch.delete(MSGIDS_CF, prefix + message.message_id.encode())
         if session.log_count > 0:
-            batch.put("sessions", session.ref.key(), session.meta(True))
+            batch.put(SESSIONS_CF, session.ref.key(), session.meta(True))
         else:
-            batch.delete("open", session.ref.key())
-            batch.put("sessions", session.ref.key(), session.meta(False))
+            batch.delete(OPEN_CF, session.ref.key())
+            batch.put(SESSIONS_CF, session.ref.key(), session.meta(False))
         self._state.write(batch)
 
     def drop(self, sessions: list[Session]) -> None:
@@ -189,10 +193,10 @@ class SessionLog:
         and emptied."""
         batch = self._state.batch()
         for s in sessions:
-            batch.delete_prefix("log", s.ref.prefix())
-            batch.delete_prefix("msgids", s.ref.prefix())
-            batch.delete("open", s.ref.key())
-            batch.put("sessions", s.ref.key(), replace(s, log_count=0).meta(False))
+            batch.delete_prefix(LOG_CF, s.ref.prefix())
+            batch.delete_prefix(MSGIDS_CF, s.ref.prefix())
+            batch.delete(OPEN_CF, s.ref.key())
+            batch.put(SESSIONS_CF, s.ref.key(), replace(s, log_count=0).meta(False))
         self._state.write(batch)
 
     # -- ending ----------------------------------------------------------------------------
@@ -201,7 +205,7 @@ class SessionLog:
         the state store. Raises StoreUnavailable with neither done."""
         messages = [
             StoredMessage.decode(v)
-            for _k, v in self._state.scan_prefix("log", session.ref.prefix())
+            for _k, v in self._state.scan_prefix(LOG_CF, session.ref.prefix())
         ]
         times = [m.created_at_us for m in messages]
         episode = Episode(
@@ -236,9 +240,9 @@ class SessionLog:
         key = session.ref.key()
         prefix = session.ref.prefix()
         batch = self._state.batch()
-        batch.delete_prefix("log", prefix)
-        batch.delete_prefix("msgids", prefix)
-        batch.delete("open", key)
-        batch.put("sessions", key, session.meta(False))
+        batch.delete_prefix(LOG_CF, prefix)
+        batch.delete_prefix(MSGIDS_CF, prefix)
+        batch.delete(OPEN_CF, key)
+        batch.put(SESSIONS_CF, key, session.meta(False))
         self._journal.mark_pending(batch, episode)
         self._state.write(batch)

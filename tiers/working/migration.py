@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from tiers.rocks import RocksStore
-from tiers.working.session import Session, SessionKey
+from tiers.working.session import LOG_CF, MSGIDS_CF, OPEN_CF, SESSIONS_CF, Session, SessionKey
 
 log = logging.getLogger("strata.working")
 _OLD = b"\x02"  # the first key of the old layout
@@ -25,18 +25,18 @@ _OLD = b"\x02"  # the first key of the old layout
 def migrate(state: RocksStore) -> int:
     """Move every session of the old layout; returns how many moved."""
     moved = 0
-    for old_key, raw in list(state.scan("sessions", _OLD)):
+    for old_key, raw in list(state.scan(SESSIONS_CF, _OLD)):
         session, is_open = Session.from_meta(old_key.decode(), raw)
         session.legacy_ids = True
         new = SessionKey(session.scope.user_id, session.session_id)
         old_prefix, new_prefix = old_key + b"\x00", new.prefix()
         batch = state.batch()
-        batch.put("sessions", new.key(), session.meta(is_open))
-        batch.delete("sessions", old_key)
-        if state.get("open", old_key) is not None:
-            batch.put("open", new.key(), b"")
-            batch.delete("open", old_key)
-        for cf in ("log", "msgids"):
+        batch.put(SESSIONS_CF, new.key(), session.meta(is_open))
+        batch.delete(SESSIONS_CF, old_key)
+        if state.get(OPEN_CF, old_key) is not None:
+            batch.put(OPEN_CF, new.key(), b"")
+            batch.delete(OPEN_CF, old_key)
+        for cf in (LOG_CF, MSGIDS_CF):
             for key, value in state.scan_prefix(cf, old_prefix):
                 batch.put(cf, new_prefix + key[len(old_prefix) :], value)
             batch.delete_prefix(cf, old_prefix)

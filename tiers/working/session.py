@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 from tiers.core.records import Message, Scope, StoredMessage, episode_id_for, pack, unpack
 from tiers.core.tokens import count_tokens
 
+SESSIONS_CF = "sessions"
+OPEN_CF = "open"
+LOG_CF = "log"
+MSGIDS_CF = "msgids"
+WORKING_CFS = (SESSIONS_CF, OPEN_CF, LOG_CF, MSGIDS_CF)  # state store; tiers.schema
+
 
 @dataclass(frozen=True, slots=True)
 class WindowLimits:

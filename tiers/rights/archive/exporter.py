@@ -7,8 +7,9 @@ lock while it reads the scope's sessions, their open logs and the list of its ep
 every session is in the file either open (with its log) or as the episode it ended as, never
 both and never neither. Then, in this order: the header, the episodes (oldest first, each with
 its messages and whether it was indexed and consolidated), the sessions (open ones with their
-logs), the keyed documents (by scope, namespace and key), the session anchors and the pins
-(of forgotten memories: none), the stored consolidation records,
+logs), the records of each kind of scoped data (``tiers.schema.KINDS``, in its order, through
+:meth:`tiers.scoped.ScopedKind.export`: the keyed documents by scope, namespace and key, the
+session anchors, the pins; of forgotten memories none), the stored consolidation records,
 the Tier 3 points of every kind (without vectors: the importing daemon embeds them with its
 own model; a document's point is not one of them, its record is) and the graph edges, the
 footer.
@@ -23,25 +24,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from tiers.core import collector
 from tiers.core.records import Episode, Scope, StoredMessage
-from tiers.journal.store import PENDING_CF, UNINDEXED_CF, Journal
-from tiers.keyed.anchors import AnchorStore
-from tiers.keyed.documents import DocumentStore
-from tiers.keyed.pins import PinStore
+from tiers.journal.store import EXTRACTIONS_CF, PENDING_CF, UNINDEXED_CF, Journal
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
-from tiers.rights.forget.cascade import EXTRACTIONS_CF
 from tiers.rocks import RocksStore
+from tiers.scoped import ScopedKind
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
-from tiers.working.session import Session, SessionKey
+from tiers.working.session import LOG_CF, SESSIONS_CF, Session, SessionKey
 
 # A stored consolidation record -> its scope (None when it has no provenance) and JSON form
 # (weaver.extraction_json.record_to_json: the weaver owns the record's layout).
@@ -67,18 +65,14 @@ class Exporter:
         semantic: SemanticStore,
         working_lock: AbstractContextManager[object],
         extraction_json: ExtractionToJSON,
-        documents: DocumentStore | None = None,
-        anchors: AnchorStore | None = None,
-        pins: PinStore | None = None,
+        kinds: Sequence[ScopedKind] = (),
     ) -> None:
         self._state = state
         self._journal = journal
         self._semantic = semantic
         self._working_lock = working_lock
         self._extraction_json = extraction_json
-        self._documents = documents
-        self._anchors = anchors
-        self._pins = pins
+        self._kinds = tuple(kinds)  # tiers.schema.KINDS, opened
 
     def write(
         self, out: IO[bytes], scope: Scope, progress: Progress | None = None
@@ -102,15 +96,9 @@ class Exporter:
                 writer.put(export.session(record), "session")
                 for message in log:
                     writer.put(export.message(message, session_id=record.session_id), "message")
-            if self._documents is not None:
-                for document in self._documents.of_scope(scope):
-                    if not self._semantic.tombstones.memory(document.id):
-                        writer.put(export.document(document), "document")
-            for anchor in self._anchors.of_scope(scope) if self._anchors is not None else ():
-                writer.put(export.anchor(anchor), "anchor")
-            for pin in self._pins.of_scope(scope) if self._pins is not None else ():
-                if not self._semantic.tombstones.memory(pin.memory_id):
-                    writer.put(export.pin(pin), "pin")
+            for keyed in self._kinds:  # the scoped kinds' records, but forgotten ones
+                for line in keyed.export(scope, self._semantic.tombstones):
+                    writer.put(line, keyed.record_type)
             for eid, owner, doc in self._extractions(scope, exported):
                 writer.put(export.extraction(eid, owner, doc), "extraction")
             tombstones = self._semantic.tombstones
@@ -131,7 +119,7 @@ class Exporter:
         """The scope's sessions (open and ended) and the open ones' logs. Under the
         working-memory lock."""
         out = []
-        for key, raw in self._state.scan("sessions", b""):
+        for key, raw in self._state.scan(SESSIONS_CF, b""):
             session, is_open = Session.from_meta(SessionKey.parse(key).session_id, raw)
             if not _within(session.scope, scope):
                 continue
@@ -139,7 +127,7 @@ class Exporter:
             if is_open:
                 log = [
                     StoredMessage.decode(v)
-                    for _k, v in self._state.scan_prefix("log", session.ref.prefix())
+                    for _k, v in self._state.scan_prefix(LOG_CF, session.ref.prefix())
                 ]
             record = SessionRecord(
                 session.session_id,

@@ -13,13 +13,17 @@ epoch (UTC, fields ending in ``_us``). In file order:
 - ``message``: one stored message of the record before it (``episode_id`` or ``session_id``):
   ``seq``, ``role``, ``content``, ``name``, ``tool_call``, ``message_id``, ``metadata``,
   ``created_at_us``, ``received_at_us``, ``tokens``;
-- ``document``: a keyed document (``tiers.keyed.documents``): scope, ``namespace`` (its labels),
-  ``key``, ``text``, ``value``, ``created_at_us``, ``updated_at_us`` and its point ``id``
-  (derived from scope, namespace and key; an importer derives it again and indexes the text);
-- ``anchor``: a session's anchor (``tiers.keyed.anchors``): scope, ``session_id``, ``text``,
-  ``updated_at_us``;
-- ``pin``: a pinned memory (``tiers.keyed.pins``): scope (an empty ``agent_id``: the user's own
-  pin), ``memory_id``, ``pinned_at_us``;
+- the records of the kinds of scoped data (``tiers.schema.KINDS``; each kind writes its own, by
+  ``Document.record``, ``Anchor.record``, ``Pin.record``):
+
+  * ``document``: a keyed document (``tiers.keyed.documents``): scope, ``namespace`` (its
+    labels), ``key``, ``text``, ``value``, ``created_at_us``, ``updated_at_us`` and its point
+    ``id`` (derived from scope, namespace and key; an importer derives it again and indexes
+    the text);
+  * ``anchor``: a session's anchor (``tiers.keyed.anchors``): scope, ``session_id``, ``text``,
+    ``updated_at_us``;
+  * ``pin``: a pinned memory (``tiers.keyed.pins``): scope (an empty ``agent_id``: the user's
+    own pin), ``memory_id``, ``pinned_at_us``;
 - ``extraction``: an episode's stored consolidation record (summary, facts, triplets and the
   turns' provenance), so a rebuild or a resumed run derives the same points;
 - ``point``: a Tier 3 memory without its vectors (the payload of ``tiers.semantic.vectors``: ``id``,
@@ -47,17 +51,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.core.records import Episode, Scope, StoredMessage
-from tiers.keyed.anchors import Anchor
+from tiers.keyed.anchors import RECORD_TYPE as ANCHOR
 from tiers.keyed.documents import KIND as DOCUMENT
-from tiers.keyed.documents import Document
-from tiers.keyed.pins import Pin
+from tiers.keyed.pins import RECORD_TYPE as PIN
 from tiers.semantic.graph import Edge
 from tiers.semantic.vectors import KINDS, MemoryPoint, Source
 
 FORMAT = "strata-memory-export"
 VERSION = 1
 TYPES = (
-    "session", "episode", "message", "document", "anchor", "pin", "extraction", "point", "edge"
+    "session", "episode", "message", DOCUMENT, ANCHOR, PIN, "extraction", "point", "edge"
 )  # fmt: skip
 POINT_KINDS = tuple(k for k in KINDS if k != DOCUMENT)  # the kinds of ``point`` records
 EPISODE_ID = re.compile(r"[0-9a-f]{32}")
@@ -196,35 +199,6 @@ def message(m: StoredMessage, *, episode_id: str = "", session_id: str = "") -> 
         "received_at_us": m.received_at_us,
         "tokens": m.tokens,
     }
-
-
-def document(doc: Document) -> dict[str, Any]:
-    return {
-        "type": "document",
-        "id": doc.id,
-        **_scope(doc.scope),
-        "namespace": list(doc.namespace),
-        "key": doc.key,
-        "text": doc.text,
-        "value": doc.value,
-        "created_at_us": doc.created_at_us,
-        "updated_at_us": doc.updated_at_us,
-    }
-
-
-def anchor(a: Anchor) -> dict[str, Any]:
-    return {
-        "type": "anchor",
-        "session_id": a.session_id,
-        **_scope(a.scope),
-        "text": a.text,
-        "updated_at_us": a.updated_at_us,
-    }
-
-
-def pin(p: Pin) -> dict[str, Any]:
-    scope = _scope(p.scope)
-    return {"type": "pin", **scope, "memory_id": p.memory_id, "pinned_at_us": p.pinned_at_us}
 
 
 def extraction(episode_id: str, scope: Scope, doc: dict[str, Any]) -> dict[str, Any]:

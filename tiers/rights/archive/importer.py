@@ -20,11 +20,12 @@ is written from a file that is invalid anywhere), then calls :meth:`Importer.che
     seqs, event times, names, tool calls, message ids and metadata (``received_at`` becomes
     the import's time); a session open here at the same generation gets only the messages it
     lacks;
-  * keyed documents (``tiers.keyed.documents``) with their times, replacing this daemon's document
-    of the same scope, namespace and key, and their points written at once (embedded here);
-  * session anchors and pins with their times (``tiers.keyed.anchors``, ``tiers.keyed.pins``),
-  replacing
-    this daemon's anchor of the same session (a pin of a memory forgotten here is skipped);
+  * the records of each kind of scoped data (``tiers.schema.KINDS``), in batches, through
+    :meth:`tiers.scoped.ScopedKind.import_values`: keyed documents with their times, replacing
+    this daemon's document of the same scope, namespace and key, and their points written at
+    once (embedded here); session anchors and pins with their times, replacing this daemon's
+    anchor of the same session (a pin of a memory forgotten here is skipped); a file with
+    records of a kind this daemon does not store is refused (``ImportConflict``);
   * stored consolidation records, as the file has them;
   * points through ``SemanticStore.write`` (tombstones, embedding with this daemon's model:
     the file has no vectors, keyword vectors, upsert, caches), in batches under
@@ -46,10 +47,7 @@ from typing import Any
 
 from tiers.core.errors import ImportConflict
 from tiers.core.records import Message, Scope, StoredMessage
-from tiers.journal.store import Journal
-from tiers.keyed.anchors import Anchor, AnchorStore
-from tiers.keyed.documents import Document, DocumentStore
-from tiers.keyed.pins import Pin, PinStore
+from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.rights.archive.format import (
     EpisodeRecord,
     ExtractionRecord,
@@ -57,13 +55,13 @@ from tiers.rights.archive.format import (
     Record,
     SessionRecord,
 )
-from tiers.rights.forget.cascade import EXTRACTIONS_CF
 from tiers.rocks import RocksStore
+from tiers.scoped import ScopedKind
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
 from tiers.working.memory import WorkingMemory
-from tiers.working.session import Session, SessionKey
+from tiers.working.session import SESSIONS_CF, Session, SessionKey
 
 # (episode_id, scope, JSON form) -> the stored record (weaver.extraction_json.record_from_json)
 ExtractionFromJSON = Callable[[str, Scope, dict[str, Any]], bytes]
@@ -90,18 +88,15 @@ class Importer:
         working: WorkingMemory,
         semantic: SemanticStore,
         extraction_bytes: ExtractionFromJSON,
-        documents: DocumentStore | None = None,
-        anchors: AnchorStore | None = None,
-        pins: PinStore | None = None,
+        kinds: Sequence[ScopedKind] = (),
     ) -> None:
         self._state = state
         self._journal = journal
         self._working = working
         self._semantic = semantic
         self._extraction_bytes = extraction_bytes
-        self._documents = documents
-        self._anchors = anchors
-        self._pins = pins
+        # tiers.schema.KINDS, opened, by the type of their records in a file
+        self._kinds = {k.record_type: k for k in kinds if k.record_type}
 
     # -- check -------------------------------------------------------------------------------
     def check(self, records: Iterable[Record]) -> None:
@@ -163,7 +158,7 @@ class Importer:
         began = time.monotonic()
         report = ImportReport()
         points: list[MemoryPoint] = []
-        documents: list[Document] = []
+        keyed: dict[str, list[Any]] = {t: [] for t in self._kinds}  # a kind's records, batched
         edges: list[Edge] = []
         for parent, messages in _grouped(records):
             kind = parent.type
@@ -173,13 +168,11 @@ class Importer:
                 self._session(parent.value, messages, report)
             elif kind == "extraction":
                 self._extraction(parent.value, report)
-            elif kind == "document":
-                documents.append(parent.value)
-                if len(documents) >= POINT_BATCH:
-                    self._write_documents(documents, report)
-                    documents = []
-            elif kind in ("anchor", "pin"):
-                self._mark(kind, parent.value, report)
+            elif kind in keyed:
+                keyed[kind].append(parent.value)
+                if len(keyed[kind]) >= POINT_BATCH:
+                    self._keyed(kind, keyed[kind], report)
+                    keyed[kind] = []
             elif kind == "point":
                 points.append(parent.value)
                 if len(points) >= POINT_BATCH:
@@ -190,8 +183,11 @@ class Importer:
                 if len(edges) >= EDGE_BATCH:
                     self._edges(edges, report)
                     edges = []
+            else:
+                raise ImportConflict(f"this daemon does not store {kind}s; nothing was imported")
         self._points(points, report)
-        self._write_documents(documents, report)
+        for record_type, values in keyed.items():
+            self._keyed(record_type, values, report)
         self._edges(edges, report)
         report.seconds = time.monotonic() - began
         return report
@@ -257,12 +253,12 @@ class Importer:
         append opens ``generation + 1`` there (Tier 1's own rule, tiers.working.memory)."""
         meta = Session(rec.session_id, rec.scope, generation, next_seq, 0, rec.last_active_us)
         batch = self._state.batch()
-        batch.put("sessions", meta.ref.key(), meta.meta(False))
+        batch.put(SESSIONS_CF, meta.ref.key(), meta.meta(False))
         self._state.write(batch)
 
     def _meta(self, session_id: str, user_id: str) -> tuple[Session, bool] | None:
         """The session of ``user_id`` named ``session_id`` here (sessions are per user)."""
-        raw = self._state.get("sessions", SessionKey(user_id, session_id).key())
+        raw = self._state.get(SESSIONS_CF, SessionKey(user_id, session_id).key())
         return None if raw is None else Session.from_meta(session_id, raw)
 
     def _extraction(self, rec: ExtractionRecord, report: ImportReport) -> None:
@@ -276,20 +272,17 @@ class Importer:
             self._state.write(batch)
         report.written["extraction"] += 1
 
-    def _mark(self, kind: str, value: Anchor | Pin, report: ImportReport) -> None:
-        """Write an anchor or a pin as the file has it (a pin of a memory this daemon has
-        forgotten is skipped)."""
-        if isinstance(value, Anchor) and self._anchors is not None:
-            self._anchors.restore(value)
-        elif isinstance(value, Pin) and self._pins is not None:
-            with self._semantic.write_lock:  # the tombstone check and the write, not split
-                if self._semantic.tombstones.memory(value.memory_id):
-                    report.skipped_forgotten += 1
-                    return
-                self._pins.restore(value)
-        else:
-            raise ImportConflict(f"this daemon does not store {kind}s; nothing was imported")
-        report.written[kind] += 1
+    def _keyed(self, record_type: str, values: list[Any], report: ImportReport) -> None:
+        """Write a kind's records as the file has them (what this daemon has forgotten is
+        skipped), through :meth:`tiers.scoped.ScopedKind.import_values`."""
+        if not values:
+            return
+        with self._semantic.write_lock:  # the tombstone check and the write, not split
+            written = self._kinds[record_type].import_values(
+                values, self._semantic.tombstones, self._semantic.write
+            )
+        report.written[record_type] += written
+        report.skipped_forgotten += len(values) - written
 
     def _points(self, points: list[MemoryPoint], report: ImportReport) -> None:
         if not points:
@@ -299,21 +292,6 @@ class Importer:
         report.written["point"] += len(written)
         report.written.update(f"point:{p.kind}" for p in written)
         report.skipped_forgotten += len(points) - len(written)
-
-    def _write_documents(self, docs: list[Document], report: ImportReport) -> None:
-        """Store the documents (forgotten ones skipped), then write their points."""
-        if not docs:
-            return
-        if self._documents is None:
-            raise ImportConflict("this daemon has no document store; nothing was imported")
-        with self._semantic.write_lock:
-            kept = [d for d in docs if not self._semantic.tombstones.memory(d.id)]
-            for doc in kept:
-                self._documents.restore(doc)  # marked: indexed again after a crash
-            self._semantic.write([d.point() for d in kept if d.recalled])  # embedded here
-            self._documents.mark_indexed(kept)
-        report.written["document"] += len(kept)
-        report.skipped_forgotten += len(docs) - len(kept)
 
     def _edges(self, edges: list[Edge], report: ImportReport) -> None:
         if not edges:

@@ -10,11 +10,13 @@ weaver
    job that read the data before the Forget cannot write it back afterwards;
 2. Tier 1: the scope's open sessions (window, durable log, idempotency keys);
 3. Tier 2: the episodes' headers, messages and index entries;
-4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; keyed
-   documents (``tiers.keyed.documents``: their records, marks and ids), session anchors (a scope's:
-   ``tiers.keyed.anchors``) and pins (a scope's, and those of the forgotten memory ids:
-   ``tiers.keyed.pins``) and access counts (``tiers.keyed.access``: the scope's, and those of the
-   forgotten episodes and memories), all in the tombstones' batch;
+4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; and every
+   kind of scoped data (``tiers.schema.KINDS``, in its order, each through
+   :meth:`tiers.scoped.ScopedKind.forget_into`, holding each kind's lock): keyed documents
+   (their records, marks and ids: memories themselves, forgotten with the named ones),
+   session anchors (a scope's), pins (a scope's, and those of the forgotten memory ids) and
+   access counts (the scope's, and those of the forgotten episodes and memories), all in
+   the tombstones' batch;
 5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
    store and in-memory graph) and nodes left without edges; then the owners' entity
    profiles are rebuilt from the facts that remain (``tiers.semantic.profiles``), so no profile
@@ -34,40 +36,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import ExitStack
+from dataclasses import replace
 
 from tiers.core import collector
-from tiers.core.records import Scope, time_key, unpack
-from tiers.journal.store import PENDING_CF, UNINDEXED_CF, Journal
-from tiers.keyed.access import ACCESS_CFS, AccessCounts
-from tiers.keyed.anchors import ANCHOR_CFS, AnchorStore
-from tiers.keyed.documents import DOCUMENT_CFS, Document, DocumentStore
-from tiers.keyed.pins import PIN_CFS, PinStore
+from tiers.core.records import Scope, unpack
+from tiers.journal.store import (
+    BY_USER_CF,
+    CONSOLIDATION_CFS,
+    EXTRACTIONS_CF,
+    JOURNAL_CFS,
+    PENDING_CF,
+    UNINDEXED_CF,
+    Journal,
+)
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
 from tiers.rights.forget.purge import Purger
-from tiers.rocks import Batch, RocksStore
+from tiers.rocks import RocksStore
+from tiers.scoped import Covered, Owned, ScopedKind
 from tiers.semantic.graph import Edge, normalize
+from tiers.semantic.graph.nxgraph import GRAPH_CFS
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.working.memory import WorkingMemory
+from tiers.working.session import LOG_CF, MSGIDS_CF
 
 log = logging.getLogger("strata.forget")
-EXTRACTIONS_CF = "extractions"  # weaver.consolidate's, named here to keep tiers below weaver
-GRAPH_CF = "graph_edges"
-STATE_CFS_TOUCHED = (
-    "log",
-    "msgids",
-    PENDING_CF,
-    UNINDEXED_CF,
-    EXTRACTIONS_CF,
-    GRAPH_CF,
-    *DOCUMENT_CFS,
-    *ANCHOR_CFS,
-    *PIN_CFS,
-    *ACCESS_CFS,
-)
-JOURNAL_CFS_TOUCHED = ("episodes", "messages", "by_time", "by_user")
+# The state store's families Forget deletes from, besides the kinds' (compacted by the purge).
+STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, *CONSOLIDATION_CFS, *GRAPH_CFS)
+JOURNAL_CFS_TOUCHED = JOURNAL_CFS
 # Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
 READY_TIMEOUT = 60.0
 _SCROLL_ALL = 10_000_000
@@ -87,10 +85,7 @@ class Forgetter:
         semantic: SemanticStore,
         caches: Sequence[ScopeCache] = (),
         redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None,
-        documents: DocumentStore | None = None,
-        anchors: AnchorStore | None = None,
-        pins: PinStore | None = None,
-        access: AccessCounts | None = None,
+        kinds: Sequence[ScopedKind] = (),
     ) -> None:
         self._working = working
         self._journal = journal
@@ -101,11 +96,11 @@ class Forgetter:
         # Rewrites an episode's stored extraction without what forgotten memories were made
         # from (weaver.consolidate.redact_record): the weaver owns that record's format.
         self._redact_record = redact_record
-        self._documents = documents
-        self._anchors = anchors
-        self._pins = pins
-        self._access = access
-        self.purger = Purger(state, journal_store, semantic, STATE_CFS_TOUCHED, JOURNAL_CFS_TOUCHED)
+        self._kinds = tuple(kinds)  # tiers.schema.KINDS, opened
+        self._kind_cfs = tuple(cf for kind in self._kinds for cf in kind.column_families)
+        self.purger = Purger(
+            state, journal_store, semantic, STATE_CFS_TOUCHED + self._kind_cfs, JOURNAL_CFS_TOUCHED
+        )
 
     @property
     def tombstones(self) -> Tombstones:
@@ -132,9 +127,8 @@ class Forgetter:
             for mid in target.memory_ids:
                 edge = self._semantic.graph.get(mid)
                 owner = found.get(mid) or (edge.scope if edge is not None else None)
-                if owner is None and self._documents is not None:  # a document not indexed yet
-                    doc = self._documents.find(mid)
-                    owner = doc.scope if doc is not None else None
+                for kind in self._kinds:  # a document not indexed yet
+                    owner = owner or kind.owner(mid)
                 if owner is not None:
                     plan.memory_ids.add(mid)
                     plan.owner_of[mid] = owner
@@ -155,7 +149,7 @@ class Forgetter:
         )
         plan.episode_ids.update(e.episode_id for e in edges)
         prefix = scope.user_id.encode() + b"\x00"
-        for key, value in self._jstore.scan_prefix("by_user", prefix):
+        for key, value in self._jstore.scan_prefix(BY_USER_CF, prefix):
             _flushed, user_id, agent_id = unpack(value)
             if _in(scope, user_id, agent_id):
                 plan.episode_ids.add(key[-32:].decode())
@@ -203,25 +197,25 @@ class Forgetter:
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
+            covered = Covered(
+                scope,
+                tuple((plan.owner_of[e], e) for e in episodes if e in plan.owner_of),
+                tuple((plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of),
+            )
             # No put (a document, an access count) between the tombstones and the deletes.
-            with self._documents_lock(), self._access_lock():
-                docs = self._forget_documents(batch, plan)
-                memories = plan.memory_ids | {d.id for d in docs}
-                if self._anchors is not None:
-                    counts.anchors = self._anchors.forget_into(batch, scope)
-                if self._pins is not None:
-                    counts.pins = self._pins.forget_into(batch, scope, sorted(memories))
-                if self._access is not None:
-                    counts.access_counts = self._access.forget_into(
-                        batch,
-                        scope,
-                        [(plan.owner_of[e], e) for e in episodes if e in plan.owner_of],
-                        [(plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of]
-                        + [(d.scope, d.id) for d in docs],
-                    )
+            with ExitStack() as locks:
+                for kind in self._kinds:
+                    locks.enter_context(kind.lock)
+                records: list[Owned] = []  # what the kinds forgot that are memories
+                for kind in self._kinds:
+                    forgotten = kind.forget_into(batch, covered)
+                    counts.kinds[kind.name] = forgotten.count
+                    records += forgotten.memories
+                    covered = replace(covered, memories=covered.memories + forgotten.memories)
+                record_ids = {memory_id for _owner, memory_id in records}
+                memories = plan.memory_ids | record_ids
                 Tombstones.add(batch, episodes, sorted(memories))
                 mark, earlier = self.purger.write_marked(batch)
-            counts.documents = len(docs)
             removed: list[Edge] = []
             if scope is not None:
                 dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
@@ -253,7 +247,7 @@ class Forgetter:
                 self._remove_edges(list(ids), counts, removed)
             counts.facts_restored = self._restore_superseded(removed)
             # A scope's own Forget deleted its profiles with its points; documents are in none.
-            if scope is None and (episodes or plan.memory_ids - {d.id for d in docs}):
+            if scope is None and (episodes or plan.memory_ids - record_ids):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
                     written, deleted = self._semantic.refresh_profiles(owner)
                     counts.profiles_rewritten += written
@@ -262,32 +256,17 @@ class Forgetter:
             for user_id in sorted(users):
                 for cache in self.caches:
                     counts.cache_entries += cache.forget_scope(user_id)
-        if not earlier and not any(getattr(counts, name) for name in counts.__dataclass_fields__):
+        if not earlier and not any(_dict(counts).values()):
             self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
         else:
-            # Keyed documents alone (DeleteDocument): only their column families (and their
-            # pins') to compact.
-            alone = not (earlier or scope or episodes or plan.memory_ids - {d.id for d in docs})
-            alone_cfs = DOCUMENT_CFS + PIN_CFS + ACCESS_CFS
+            # Keyed records alone (DeleteDocument): only the kinds' column families to compact.
+            alone = not (earlier or scope or episodes or plan.memory_ids - record_ids)
             # The vector store's purge (of the shards deleted from) starts first, on the
             # purger's thread, beside RocksDB's here.
             self.purger.request()
-            counts.purge_ms = self.purger.purge_stores(alone_cfs if alone else ())
+            counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else ())
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
-
-    def _documents_lock(self) -> AbstractContextManager[object]:
-        return self._documents.lock if self._documents is not None else nullcontext()
-
-    def _access_lock(self) -> AbstractContextManager[object]:
-        return self._access.lock if self._access is not None else nullcontext()
-
-    def _forget_documents(self, batch: Batch, plan: ForgetPlan) -> list[Document]:
-        """The keyed documents of the plan's scope and among its memory ids, their deletes
-        added to ``batch``. Their points go with the scope's points or the ids' points."""
-        if self._documents is None:
-            return []
-        return self._documents.forget_into(batch, plan.target.scope, plan.memory_ids)
 
     def _redact(self, points: list[MemoryPoint]) -> int:
         """Rewrite the stored extractions that the forgotten ``points`` were made from."""
@@ -349,13 +328,9 @@ class Forgetter:
             header = plan.headers.get(eid) or self._journal.find(eid)
             if header is not None:
                 counts.episodes += 1
-                counts.episode_messages += sum(1 for _ in self._jstore.scan_prefix("messages", key))
-                tkey = time_key(header.started_at_us) + key
-                jbatch.delete("episodes", key)
-                jbatch.delete_prefix("messages", key)
-                jbatch.delete("by_time", tkey)
-                jbatch.delete("by_user", header.scope.user_id.encode() + b"\x00" + tkey)
-            for cf in (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF):
+                counts.episode_messages += self._journal.stored_messages(eid)
+                self._journal.delete_into(jbatch, header)
+            for cf in CONSOLIDATION_CFS:
                 if self._state.get(cf, key) is not None:
                     counts.consolidation_records += 1
                     sbatch.delete(cf, key)
@@ -372,4 +347,6 @@ def _extraction_owner(raw: bytes) -> Scope | None:
 
 
 def _dict(counts: ForgetCounts) -> dict[str, float]:
-    return {name: getattr(counts, name) for name in counts.__dataclass_fields__}
+    """Every count, the kinds' by their names (``purge_ms`` too)."""
+    fields = {n: getattr(counts, n) for n in counts.__dataclass_fields__ if n != "kinds"}
+    return {**fields, **counts.kinds}

@@ -68,10 +68,28 @@ class ForgetCounts:
     cache_entries: int = 0
     profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
     facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
-    documents: int = 0  # keyed documents (their points are in vector_points)
-    anchors: int = 0  # session anchors (tiers.keyed.anchors)
-    pins: int = 0  # pins (tiers.keyed.pins), of the scope or of the forgotten memory ids
-    access_counts: int = 0  # access counts (tiers.keyed.access) of the forgotten memories
     purge_ms: float = (
         0.0  # making RocksDB's deletes physical (tiers.rights.forget.purge; vectors: after)
     )
+    # Per kind of scoped data (tiers.schema.KINDS), by its name: the records it deleted.
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def documents(self) -> int:
+        """Keyed documents (their points are in ``vector_points``)."""
+        return self.kinds.get("documents", 0)
+
+    @property
+    def anchors(self) -> int:
+        """Session anchors."""
+        return self.kinds.get("anchors", 0)
+
+    @property
+    def pins(self) -> int:
+        """Pins, of the scope or of the forgotten memory ids."""
+        return self.kinds.get("pins", 0)
+
+    @property
+    def access_counts(self) -> int:
+        """Access counts of the forgotten scope, episodes and memories."""
+        return self.kinds.get("access_counts", 0)

