@@ -34,9 +34,9 @@ from daemon.components import (
 )
 from daemon.server.grpc_server import HealthServicer, build_server
 from daemon.server.scheduler import next_consolidation
-from daemon.services.admin import AdminService, BackupSources, backup_vectors, external_vectors
+from daemon.services.admin import BackupSources, admin_service, backup_vectors, external_vectors
 from daemon.services.export import transfer_sources
-from daemon.services.memory import MemoryService
+from daemon.services.memory import memory_service
 from daemon.services.weaver import WeaverService
 from daemon.settings import Settings
 from daemon.settings.security import read_secret_file
@@ -283,7 +283,7 @@ class DaemonParts:
         external = external_vectors(s)
         return build_server(
             s,
-            MemoryService(
+            memory_service(
                 s,
                 self.working,
                 self.journal,
@@ -303,7 +303,7 @@ class DaemonParts:
                 embedding_description(s.embedding),
                 workers=lambda: workers_of(semantic.embeddings),
             ),
-            AdminService(
+            admin_service(
                 BackupSources(
                     {"state": self.state, "journal": self.journal_store},
                     semantic.write_lock,  # Tier 3 writers first, then appends

@@ -4,17 +4,27 @@ Each item is one line block: ``[kind · date · speaker] text`` (a keyed documen
 ``[document · date · namespace/key] text``); a superseded fact says since when it no longer
 holds. Items are taken in rank order while they fit; one that does not fit is skipped and
 smaller ones after it may still fit. Tokens are counted as everywhere in Strata
-(:mod:`tiers.core.tokens`), and the block never exceeds the budget.
+(:mod:`tiers.core.tokens`), and the block never exceeds the budget. The Pack call
+(:func:`pack_recalled`) recalls on the engine's threads, packs, and counts what the block
+hands out (:mod:`recall.access`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from recall import Candidate
+from recall import Candidate, Query
+from recall.access import count_handed
+from recall.result import RecallResult
 from tiers.core.tokens import count_tokens
+from tiers.keyed.access import AccessCounts
+
+if TYPE_CHECKING:
+    from recall.engine import RecallEngine
 
 LABELS = {
     "fact": "fact",
@@ -81,3 +91,19 @@ def pack(
         counts[kind] = counts.get(kind, 0) + 1
     block = "\n".join(i.text for i in items)
     return Packed(block, count_tokens(block), items, list(degraded))
+
+
+async def pack_recalled(
+    engine: RecallEngine,
+    access: AccessCounts | None,
+    query: Query,
+    max_tokens: int,
+    per_kind_caps: Mapping[str, int] | None = None,
+) -> tuple[Packed, RecallResult]:
+    """Pack: ``query`` recalled on the engine's request threads, its hits packed into
+    ``max_tokens``, and the memories of the block counted (:func:`recall.access.count_handed`)
+    before the answer goes out. Returns the block and the recall it was packed from."""
+    result = await asyncio.wrap_future(engine.submit(query))
+    packed = pack(result.hits, max_tokens, per_kind_caps, result.degraded)
+    await count_handed(access, [i.candidate for i in packed.items])
+    return packed, result

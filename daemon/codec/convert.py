@@ -6,8 +6,11 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from daemon.codec.validation import ROLE_NAMES
 from daemon.pb import memory_pb2 as pb
+from recall import Candidate
 from tiers.core.records import Episode, Scope, StoredMessage
+from tiers.keyed.anchors import Anchor
 from tiers.keyed.documents import Document
+from tiers.semantic.vectors import MemoryPoint
 
 _ROLES = {name: value for value, name in ROLE_NAMES.items()}
 END_REASONS = {
@@ -76,4 +79,72 @@ def document(value: Document) -> pb.Document:
         created_at=timestamp(value.created_at_us),
         updated_at=timestamp(value.updated_at_us),
         id=value.id,
+    )
+
+
+def source_pbs(point: MemoryPoint) -> list[pb.Source]:
+    return [
+        pb.Source(
+            session_id=s.session_id,
+            message_id=s.message_id,
+            metadata=s.metadata,
+            seq=s.seq,
+            episode_id=point.episode_id,
+            speaker=s.speaker,
+            created_at=timestamp(s.created_at_us) if s.created_at_us else None,
+        )
+        for s in point.sources
+    ]
+
+
+def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
+    p = c.point
+    hit = pb.Hit(
+        id=p.id,
+        kind=p.kind,
+        text=p.text,
+        score=c.score,
+        created_at=timestamp(p.created_at_us),
+        sources=source_pbs(p),
+        superseded=c.superseded,
+        episode_id=p.episode_id,
+        session_id=p.session_id,
+    )
+    if p.valid_from_us is not None:
+        hit.valid_from.CopyFrom(timestamp(p.valid_from_us))
+    if p.valid_to_us is not None:
+        hit.valid_to.CopyFrom(timestamp(p.valid_to_us))
+    if explain:
+        hit.explanation.CopyFrom(
+            pb.Explanation(
+                channels=[
+                    pb.ChannelRank(
+                        channel=name,
+                        rank=rank,
+                        score=c.channel_scores.get(name, 0.0),
+                        weight=weights.get(name, 0.0),
+                    )
+                    for name, rank in sorted(c.ranks.items())
+                ],
+                fused=c.fused,
+                superseded_factor=c.superseded_factor,
+                recency_factor=c.recency_factor,
+                kind_factor=c.kind_factor,
+                accesses=c.accesses,
+                importance_factor=c.importance_factor,
+                found_via=c.found_via,
+                merged_ids=c.merged_ids,
+                rerank=c.rerank_note,
+                rerank_score=c.rerank_score,
+            )
+        )
+    return hit
+
+
+def anchor_pb(anchor: Anchor) -> pb.SessionAnchor:
+    return pb.SessionAnchor(
+        session_id=anchor.session_id,
+        scope=scope(anchor.scope),
+        text=anchor.text,
+        updated_at=timestamp(anchor.updated_at_us),
     )

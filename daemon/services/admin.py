@@ -1,10 +1,11 @@
-"""``strata.v1.AdminService``: operator RPCs used by ``weaverctl`` (Export and Import are in
-:mod:`daemon.services.export`)."""
+"""``strata.v1.AdminService``: operator RPCs used by ``weaverctl``. The servicer
+(:class:`AdminService`) hands Backup and Rebuild to :class:`MaintenanceRpcs`, Export and Import
+to :class:`daemon.services.export.TransferRpcs`; :func:`admin_service` builds it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -16,7 +17,7 @@ from daemon.codec.status import FailedPrecondition, rpc
 from daemon.pb import admin_pb2 as pb
 from daemon.pb import admin_pb2_grpc
 from daemon.server import auth
-from daemon.services.export import ExportRPCs, TransferSources
+from daemon.services.export import TransferRpcs, TransferSources
 from daemon.settings import Settings
 from daemon.settings.sections import LimitsSettings
 from tiers.rights.backup import VectorsSource, take_backup
@@ -37,18 +38,18 @@ class BackupSources:
     vectors: Callable[[], VectorsSource | None]
 
 
-class AdminService(ExportRPCs, admin_pb2_grpc.AdminServiceServicer):
+class MaintenanceRpcs:
+    """Backup, Rebuild."""
+
     def __init__(
         self,
         backup: BackupSources,
         rebuild: Callable[[str], Awaitable[RebuildReport]],
         limits: LimitsSettings,
-        transfer: TransferSources | None = None,
     ) -> None:
         self._backup = backup
         self._rebuild = rebuild
         self._limits = limits
-        self._transfer = transfer  # Export and Import (daemon.services.export)
 
     @rpc
     async def Backup(
@@ -87,6 +88,45 @@ class AdminService(ExportRPCs, admin_pb2_grpc.AdminServiceServicer):
             graph_edges=report.graph_edges,
             seconds=report.seconds,
         )
+
+
+class AdminService(admin_pb2_grpc.AdminServiceServicer):
+    """Each RPC is its group's: one line of delegation, no logic here."""
+
+    def __init__(self, maintenance: MaintenanceRpcs, transfer: TransferRpcs) -> None:
+        self._maintenance = maintenance
+        self._transfer = transfer
+
+    async def Backup(
+        self, request: pb.BackupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackupResponse:
+        return await self._maintenance.Backup(request, context)
+
+    async def Rebuild(
+        self, request: pb.RebuildRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RebuildResponse:
+        return await self._maintenance.Rebuild(request, context)
+
+    async def Export(
+        self, request: pb.ExportRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ExportChunk]:
+        async for chunk in self._transfer.Export(request, context):
+            yield chunk
+
+    async def Import(
+        self, requests: AsyncIterator[pb.ImportChunk], context: grpc.aio.ServicerContext
+    ) -> pb.ImportResponse:
+        return await self._transfer.Import(requests, context)
+
+
+def admin_service(
+    backup: BackupSources,
+    rebuild: Callable[[str], Awaitable[RebuildReport]],
+    limits: LimitsSettings,
+    transfer: TransferSources,
+) -> AdminService:
+    """The admin service: backups and rebuilds, exports and imports."""
+    return AdminService(MaintenanceRpcs(backup, rebuild, limits), TransferRpcs(transfer, limits))
 
 
 def backup_vectors(

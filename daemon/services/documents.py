@@ -17,7 +17,7 @@ import grpc
 
 from daemon.codec import convert
 from daemon.codec import validation as check
-from daemon.codec.status import InvalidArgument, Unavailable, rpc
+from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.server import auth
 from daemon.settings.sections import LimitsSettings
@@ -27,17 +27,15 @@ from tiers.keyed.documents import DocumentStore, document_id
 from tiers.rights.forget.cascade import ForgetTarget, Forgetter
 
 
-class DocumentRPCs:
-    """Mixed into MemoryService."""
+class DocumentRpcs:
+    """PutDocument, GetDocument, DeleteDocument, ListDocuments."""
 
-    _limits: LimitsSettings
-    _documents: DocumentStore | None
-    _forgetter: Forgetter | None
-
-    def _store(self) -> DocumentStore:
-        if self._documents is None:
-            raise Unavailable("keyed documents are not available in this daemon")
-        return self._documents
+    def __init__(
+        self, documents: DocumentStore, forgetter: Forgetter, limits: LimitsSettings
+    ) -> None:
+        self._documents = documents
+        self._forgetter = forgetter
+        self._limits = limits
 
     def _address(
         self, scope: pb.Scope, namespace: list[str], key: str
@@ -59,7 +57,7 @@ class DocumentRPCs:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
         check.document_content(request.text, request.value, self._limits)
         doc, created = await asyncio.to_thread(
-            self._store().put, scope, namespace, key, request.text, request.value
+            self._documents.put, scope, namespace, key, request.text, request.value
         )
         return pb.PutDocumentResponse(document=convert.document(doc), created=created)
 
@@ -68,7 +66,7 @@ class DocumentRPCs:
         self, request: pb.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetDocumentResponse:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
-        doc = await asyncio.to_thread(self._store().get, scope, namespace, key)
+        doc = await asyncio.to_thread(self._documents.get, scope, namespace, key)
         if doc is None:
             where = f"user {scope.user_id!r}" + (
                 f", agent {scope.agent_id!r}" if scope.agent_id else ", no agent"
@@ -84,10 +82,7 @@ class DocumentRPCs:
         self, request: pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteDocumentResponse:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
-        self._store()
         forgetter = self._forgetter
-        if forgetter is None:
-            raise Unavailable("deleting documents is not available in this daemon")
         target = ForgetTarget(memory_ids=(document_id(scope, namespace, key),))
         plan = await asyncio.to_thread(forgetter.plan, target)
         if not plan.memory_ids:
@@ -106,7 +101,7 @@ class DocumentRPCs:
         prefix = check.namespace(list(request.namespace_prefix), self._limits, "namespace_prefix")
         size = check.page_size(request.page_size, self._limits, default=50)
         page = await asyncio.to_thread(
-            self._store().page, Scope(user, checked.agent_id), prefix, size, request.page_token
+            self._documents.page, Scope(user, checked.agent_id), prefix, size, request.page_token
         )
         return pb.ListDocumentsResponse(
             documents=[convert.document(d) for d in page.documents],

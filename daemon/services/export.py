@@ -1,4 +1,5 @@
-"""``AdminService.Export`` and ``AdminService.Import`` (mixed into the AdminService).
+"""``AdminService.Export`` and ``AdminService.Import`` (:class:`TransferRpcs`, a handler object
+of the AdminService).
 
 Export: the scope is checked (a token of some tenants exports only them), then
 :class:`tiers.rights.archive.exporter.Exporter` writes the file to a spool in the data directory on
@@ -33,7 +34,6 @@ from daemon.codec.status import (
     InvalidArgument,
     MalformedRequest,
     PermissionDenied,
-    Unavailable,
     rpc,
     rpc_stream,
 )
@@ -114,16 +114,12 @@ def _counts(records: Counter[str], size: int) -> pb.TransferCounts:
     return pb.TransferCounts(records={k: v for k, v in records.items() if v}, bytes=size)
 
 
-class ExportRPCs:
-    """Mixed into AdminService."""
+class TransferRpcs:
+    """Export, Import."""
 
-    _limits: LimitsSettings
-    _transfer: TransferSources | None
-
-    def _sources(self) -> TransferSources:
-        if self._transfer is None:
-            raise Unavailable("export and import are not available in this daemon")
-        return self._transfer
+    def __init__(self, transfer: TransferSources, limits: LimitsSettings) -> None:
+        self._transfer = transfer
+        self._limits = limits
 
     @rpc_stream
     async def Export(
@@ -133,7 +129,7 @@ class ExportRPCs:
         if not user_id:
             raise InvalidArgument("user_id is required: an export holds one user")
         agent_id = validation.agent_id(request.agent_id, self._limits)
-        t = self._sources()
+        t = self._transfer
         await asyncio.to_thread(t.semantic.wait_ready, READY_TIMEOUT)
         loop = asyncio.get_running_loop()
         updates: asyncio.Queue[Counter[str]] = asyncio.Queue()
@@ -166,7 +162,7 @@ class ExportRPCs:
     async def Import(
         self, requests: AsyncIterator[pb.ImportChunk], context: grpc.aio.ServicerContext
     ) -> pb.ImportResponse:
-        t = self._sources()
+        t = self._transfer
         began = time.monotonic()
         parser: ExportParser | None = None
         pending = bytearray()  # the start of a line not ended yet

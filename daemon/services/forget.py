@@ -9,7 +9,7 @@ import re
 import grpc
 
 from daemon.codec import validation as check
-from daemon.codec.status import InvalidArgument, Unavailable, rpc
+from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.server import auth
 from daemon.settings.sections import LimitsSettings
@@ -79,19 +79,18 @@ def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
     )
 
 
-class ForgetRPCs:
-    """Mixed into MemoryService."""
+class ForgetRpcs:
+    """Forget."""
 
-    _limits: LimitsSettings
-    _forgetter: Forgetter | None
+    def __init__(self, forgetter: Forgetter, limits: LimitsSettings) -> None:
+        self._forgetter = forgetter
+        self._limits = limits
 
     @rpc
     async def Forget(
         self, request: pb.ForgetRequest, context: grpc.aio.ServicerContext
     ) -> pb.ForgetResponse:
         target = forget_target(request, self._limits)
-        if self._forgetter is None:
-            raise Unavailable("Forget is not available in this daemon")
         plan = await asyncio.to_thread(self._forgetter.plan, target)
         # Another tenant's episodes and memories are treated as unknown ids.
         plan.keep_only(lambda owner: auth.visible(owner.user_id))

@@ -1,30 +1,29 @@
-"""``strata.v1.MemoryService``: the agent-facing RPCs over Tier 1 and Tier 2 (Recall, Forget,
-the keyed documents and the context are mixed in from ``recall_rpcs``, ``forget_rpcs``,
-``document_rpcs`` and ``context_rpcs``)."""
+"""``strata.v1.MemoryService``: the agent-facing RPCs. The servicer registered with the server
+(:class:`MemoryService`) holds one handler object per group of RPCs and hands each RPC to its
+group: sessions (:mod:`daemon.services.sessions`), episodes and stats
+(:mod:`daemon.services.episodes`), Recall, Pack and GetNode (:mod:`daemon.services.recall`),
+Forget (:mod:`daemon.services.forget`), the keyed documents (:mod:`daemon.services.documents`)
+and the context (:mod:`daemon.services.context`). :func:`memory_service` builds it over a
+daemon's stores."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import time
-from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 
-from daemon.codec import convert
-from daemon.codec import validation as check
-from daemon.codec.status import rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.pb import memory_pb2_grpc
-from daemon.server import auth
-from daemon.services.context import ContextRPCs
-from daemon.services.documents import DocumentRPCs
-from daemon.services.forget import ForgetRPCs
-from daemon.services.recall import RecallRPCs
+from daemon.services.context import ContextRpcs
+from daemon.services.documents import DocumentRpcs
+from daemon.services.episodes import EpisodeRpcs, StatsRpcs
+from daemon.services.forget import ForgetRpcs
+from daemon.services.recall import RecallRpcs
+from daemon.services.sessions import SessionRpcs
 from daemon.settings import Settings
 from recall.engine import RecallEngine
-from tiers.core.errors import EpisodeNotFound
-from tiers.core.records import Episode, Scope
+from recall.pinned import PinnedMemories
+from recall.session_context import ContextDefaults, SessionContexts
 from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
@@ -35,210 +34,181 @@ from tiers.rocks import RocksStore
 from tiers.semantic.store import SemanticStore
 from tiers.working.memory import WorkingMemory
 
-VERSION = "0.1.0"
-# A GetEpisode page stops before its messages pass this many bytes.
-EPISODE_PAGE_BYTES = 16 * 1024 * 1024
+_Part = TypeVar("_Part")
 
 
-class MemoryService(
-    RecallRPCs, ForgetRPCs, DocumentRPCs, ContextRPCs, memory_pb2_grpc.MemoryServiceServicer
-):
+class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
+    """Each RPC is its group's: one line of delegation, no logic here."""
+
     def __init__(
         self,
-        settings: Settings,
-        working: WorkingMemory,
-        journal: Journal,
-        state: RocksStore,
-        semantic: SemanticStore | None = None,
-        engine: RecallEngine | None = None,
-        forgetter: Forgetter | None = None,
-        documents: DocumentStore | None = None,
-        anchors: AnchorStore | None = None,
-        pins: PinStore | None = None,
-        access: AccessCounts | None = None,
+        sessions: SessionRpcs,
+        episodes: EpisodeRpcs,
+        stats: StatsRpcs,
+        recall: RecallRpcs,
+        forget: ForgetRpcs,
+        documents: DocumentRpcs,
+        context: ContextRpcs,
     ) -> None:
-        self._limits = settings.limits
-        self._recall_settings = settings.recall
-        self._context_settings = settings.context
-        self._working = working
-        self._journal = journal
-        self._state = state
-        self._semantic = semantic
-        self._engine = engine
-        self._forgetter = forgetter
+        self._sessions = sessions
+        self._episodes = episodes
+        self._stats = stats
+        self._recall = recall
+        self._forget = forget
         self._documents = documents
-        self._anchors = anchors
-        self._pins = pins
-        self._access = access
-        self._started = time.monotonic()
+        self._context = context
 
-    @rpc
     async def Append(
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        scope, user, allowed = self._append_scope(check.scope(request.scope, self._limits))
-        if not request.HasField("message"):
-            raise check.InvalidArgument("message is required")
-        message = check.message(request.message, self._limits)
-        (result,) = self._working.append(sid, scope, [message], user_id=user, allowed=allowed)
-        return pb.AppendResponse(seq=result.seq, duplicate=result.duplicate)
+        return await self._sessions.Append(request, context)
 
-    @rpc
     async def AppendBatch(
         self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendBatchResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        scope, user, allowed = self._append_scope(check.scope(request.scope, self._limits))
-        messages = check.batch(list(request.messages), self._limits)
-        results = self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
-        return pb.AppendBatchResponse(
-            results=[pb.AppendResponse(seq=r.seq, duplicate=r.duplicate) for r in results]
-        )
+        return await self._sessions.AppendBatch(request, context)
 
-    @rpc
     async def GetWorkingMemory(
         self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetWorkingMemoryResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
-        view = self._working.window(
-            sid,
-            max_messages=check.budget(request.max_messages, "max_messages"),
-            max_tokens=check.budget(request.max_tokens, "max_tokens"),
-            user_id=user,
-            allowed=allowed,
-        )
-        return pb.GetWorkingMemoryResponse(
-            session_id=view.session_id,
-            scope=convert.scope(view.scope),
-            state=pb.SESSION_STATE_OPEN if view.open else pb.SESSION_STATE_ENDED,
-            messages=[convert.stored_message(m) for m in view.messages],
-            total_tokens=view.total_tokens,
-            log_messages=view.log_messages,
-        )
+        return await self._sessions.GetWorkingMemory(request, context)
 
-    @rpc
     async def EndSession(
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
-        result = await asyncio.to_thread(
-            functools.partial(self._working.end_session, sid, user_id=user, allowed=allowed)
-        )
-        return pb.EndSessionResponse(
-            episode_id=result.episode_id, message_count=result.message_count
-        )
+        return await self._sessions.EndSession(request, context)
 
-    @rpc
     async def RemoveMessages(
         self, request: pb.RemoveMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.RemoveMessagesResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
-        if request.all == (request.last > 0):
-            raise check.InvalidArgument(
-                "set exactly one of last (how many of the newest messages to remove) and all"
-            )
-        result = self._working.remove_last(
-            sid, None if request.all else request.last, user_id=user, allowed=allowed
-        )
-        return pb.RemoveMessagesResponse(
-            removed=[convert.stored_message(m) for m in result.removed],
-            log_messages=result.log_messages,
-            state=pb.SESSION_STATE_OPEN if result.open else pb.SESSION_STATE_ENDED,
-        )
+        return await self._sessions.RemoveMessages(request, context)
 
-    @rpc
     async def ListEpisodes(
         self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEpisodesResponse:
-        scope = check.scope(request.scope, self._limits)
-        user_id = auth.effective_user(scope.user_id)
-        start, end = check.time_range(request.time_range)
-        size = check.page_size(request.page_size, self._limits, default=50)
-        page = await asyncio.to_thread(
-            self._journal.list,
-            user_id=user_id,
-            agent_id=scope.agent_id,
-            start_us=start,
-            end_us=end,
-            newest_first=request.newest_first,
-            page_size=size,
-            page_token=request.page_token,
-        )
-        return pb.ListEpisodesResponse(
-            episodes=[self._episode(e) for e in page.episodes],
-            next_page_token=page.next_page_token,
-        )
+        return await self._episodes.ListEpisodes(request, context)
 
-    @rpc
     async def GetEpisode(
         self, request: pb.GetEpisodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetEpisodeResponse:
-        eid = check.episode_id(request.episode_id)
-        size = check.page_size(request.page_size, self._limits, default=1000)
-        after = 0
-        if request.page_token:
-            after = check.seq_token(request.page_token)
-        return await asyncio.to_thread(self._get_episode, eid, size, after)
+        return await self._episodes.GetEpisode(request, context)
 
-    def _get_episode(self, eid: str, size: int, after: int) -> pb.GetEpisodeResponse:
-        episode = self._journal.get(eid)
-        if not auth.visible(episode.scope.user_id):
-            raise EpisodeNotFound(f"episode {eid!r} not found")  # as if it did not exist
-        response = pb.GetEpisodeResponse(episode=self._episode(episode))
-        messages = self._journal.messages(eid, after_seq=after, limit=size + 1)
-        used = 0
-        for i, message in enumerate(messages):
-            item = convert.stored_message(message)
-            used += item.ByteSize()
-            if i == size or (i > 0 and used > EPISODE_PAGE_BYTES):
-                response.next_page_token = str(messages[i - 1].seq)
-                break
-            response.messages.append(item)
-        return response
-
-    @staticmethod
-    def _append_scope(
-        requested: Scope,
-    ) -> tuple[Scope, str, Callable[[str], bool] | None]:
-        """The scope an append gives (empty: the session's), and how its session is named
-        (:func:`auth.session_user`)."""
-        user, allowed = auth.session_user(requested.user_id)
-        if requested != Scope("") and user:
-            requested = Scope(user, requested.agent_id)
-        return requested, user, allowed
-
-    def _episode(self, episode: Episode) -> pb.Episode:
-        return convert.episode(
-            episode,
-            self._journal.expires_at_us(episode),
-            self._journal.is_pending(episode.episode_id),
-        )
-
-    @rpc
     async def Stats(
         self, request: pb.StatsRequest, context: grpc.aio.ServicerContext
     ) -> pb.StatsResponse:
-        return await asyncio.to_thread(self._stats)
+        return await self._stats.Stats(request, context)
 
-    def _stats(self) -> pb.StatsResponse:
-        wm = self._working.stats()
-        return pb.StatsResponse(
-            working_memory=pb.WorkingMemoryStats(
-                live_sessions=wm.live_sessions,
-                window_messages=wm.window_messages,
-                log_messages=wm.log_messages,
-            ),
-            journal=pb.JournalStats(
-                episodes=self._journal.count(),
-                pending_consolidation=self._journal.pending_count(),
-                pending_near_expiry=len(self._journal.near_expiry()),
-                size_bytes=self._journal.size_bytes(),
-            ),
-            uptime_seconds=time.monotonic() - self._started,
-            version=VERSION,
-            state_size_bytes=self._state.size_on_disk(),
-        )
+    async def Recall(
+        self, request: pb.RecallRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecallResponse:
+        return await self._recall.Recall(request, context)
+
+    async def Pack(
+        self, request: pb.PackRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PackResponse:
+        return await self._recall.Pack(request, context)
+
+    async def GetNode(
+        self, request: pb.GetNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetNodeResponse:
+        return await self._recall.GetNode(request, context)
+
+    async def Forget(
+        self, request: pb.ForgetRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ForgetResponse:
+        return await self._forget.Forget(request, context)
+
+    async def PutDocument(
+        self, request: pb.PutDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PutDocumentResponse:
+        return await self._documents.PutDocument(request, context)
+
+    async def GetDocument(
+        self, request: pb.GetDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetDocumentResponse:
+        return await self._documents.GetDocument(request, context)
+
+    async def DeleteDocument(
+        self, request: pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteDocumentResponse:
+        return await self._documents.DeleteDocument(request, context)
+
+    async def ListDocuments(
+        self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDocumentsResponse:
+        return await self._documents.ListDocuments(request, context)
+
+    async def GetContext(
+        self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetContextResponse:
+        return await self._context.GetContext(request, context)
+
+    async def SetAnchor(
+        self, request: pb.SetAnchorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SetAnchorResponse:
+        return await self._context.SetAnchor(request, context)
+
+    async def GetAnchor(
+        self, request: pb.GetAnchorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetAnchorResponse:
+        return await self._context.GetAnchor(request, context)
+
+    async def PinMemory(
+        self, request: pb.PinMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PinMemoryResponse:
+        return await self._context.PinMemory(request, context)
+
+
+def _given(part: _Part | None, name: str) -> _Part:
+    if part is None:
+        raise ValueError(f"the memory service needs {name}")
+    return part
+
+
+def memory_service(
+    settings: Settings,
+    working: WorkingMemory,
+    journal: Journal,
+    state: RocksStore,
+    semantic: SemanticStore | None,
+    engine: RecallEngine | None,
+    forgetter: Forgetter | None,
+    documents: DocumentStore | None,
+    anchors: AnchorStore | None,
+    pins: PinStore | None,
+    access: AccessCounts | None = None,
+) -> MemoryService:
+    """The memory service over a daemon's stores: each group's handler object with what
+    it needs."""
+    semantic = _given(semantic, "the semantic store")
+    engine = _given(engine, "the recall engine")
+    forgetter = _given(forgetter, "the forgetter")
+    documents = _given(documents, "the document store")
+    limits, c = settings.limits, settings.context
+    pinned = PinnedMemories(_given(pins, "the pin store"), semantic, documents)
+    defaults = ContextDefaults(
+        max_query_bytes=limits.max_content_bytes,
+        window_share=c.window_share,
+        pinned_share=c.pinned_share,
+        per_kind_caps={str(k): v for k, v in c.per_kind_caps.items()},
+        recall_k=c.recall_k,
+        query_turns=c.query_turns,
+    )
+    contexts = SessionContexts(
+        working,
+        engine,
+        _given(anchors, "the anchor store"),
+        pinned,
+        access,
+        settings.recall,
+        defaults,
+    )
+    return MemoryService(
+        sessions=SessionRpcs(working, limits),
+        episodes=EpisodeRpcs(journal, limits),
+        stats=StatsRpcs(working, journal, state),
+        recall=RecallRpcs(engine, semantic, journal, access, settings.recall, limits),
+        forget=ForgetRpcs(forgetter, limits),
+        documents=DocumentRpcs(documents, forgetter, limits),
+        context=ContextRpcs(contexts, pinned, settings.recall, limits),
+    )

@@ -1,9 +1,10 @@
-"""The Recall RPCs of ``strata.v1.MemoryService``: Recall, Pack and GetNode."""
+"""The Recall RPCs of ``strata.v1.MemoryService``: Recall, Pack and GetNode. Each checks its
+request into a :class:`recall.Query` (or an id), calls the engine (:mod:`recall.engine`),
+:func:`recall.pack.pack_recalled` or :func:`recall.nodes.get_node`, and converts the answer."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import Sequence
 
@@ -14,118 +15,47 @@ from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
 from daemon.server import auth
+from daemon.services.episodes import episode_pb
 from daemon.settings.sections import LimitsSettings
 from recall import CHANNELS, Candidate, Query
 from recall.engine import RecallEngine
 from recall.nodes import NodeNotFound, get_node
-from recall.pack import pack
+from recall.pack import pack_recalled
 from recall.recipe import RecallSettings
 from recall.result import RecallResult
-from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
-from tiers.keyed.access import AccessCounts, Accessed
+from tiers.keyed.access import AccessCounts
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors import KINDS, MemoryPoint
+from tiers.semantic.vectors import KINDS
 
 RERANKERS = ("", "none", "llm", "local")
 MAX_PACK_TOKENS = 200_000
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-log = logging.getLogger("strata.recall")
-
-
-async def record_access(access: AccessCounts | None, handed: Sequence[Candidate]) -> None:
-    """Count the memories Pack or GetContext handed to an agent (:mod:`tiers.keyed.access`): each
-    one, the hits merged into it (the same sources) and the hit that brought a message's
-    point in (``found_via``); all of the same episode. A store that cannot be written is
-    logged, and the answer goes out all the same."""
-    if access is None or not handed:
-        return
-    accessed = []
-    for c in handed:
-        p = c.point
-        accessed.append(Accessed(p.id, p.scope, p.episode_id))
-        for other in (c.found_via, *c.merged_ids):
-            if other:
-                accessed.append(Accessed(other, p.scope, p.episode_id))
-    try:
-        await asyncio.to_thread(access.record, accessed)
-    except StoreUnavailable as exc:
-        log.warning("recall.access_not_counted", extra={"fields": {"error": str(exc)}})
-
-
-def source_pbs(point: MemoryPoint) -> list[pb.Source]:
-    return [
-        pb.Source(
-            session_id=s.session_id,
-            message_id=s.message_id,
-            metadata=s.metadata,
-            seq=s.seq,
-            episode_id=point.episode_id,
-            speaker=s.speaker,
-            created_at=convert.timestamp(s.created_at_us) if s.created_at_us else None,
-        )
-        for s in point.sources
-    ]
-
-
-def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
-    p = c.point
-    hit = pb.Hit(
-        id=p.id,
-        kind=p.kind,
-        text=p.text,
-        score=c.score,
-        created_at=convert.timestamp(p.created_at_us),
-        sources=source_pbs(p),
-        superseded=c.superseded,
-        episode_id=p.episode_id,
-        session_id=p.session_id,
-    )
-    if p.valid_from_us is not None:
-        hit.valid_from.CopyFrom(convert.timestamp(p.valid_from_us))
-    if p.valid_to_us is not None:
-        hit.valid_to.CopyFrom(convert.timestamp(p.valid_to_us))
-    if explain:
-        hit.explanation.CopyFrom(
-            pb.Explanation(
-                channels=[
-                    pb.ChannelRank(
-                        channel=name,
-                        rank=rank,
-                        score=c.channel_scores.get(name, 0.0),
-                        weight=weights.get(name, 0.0),
-                    )
-                    for name, rank in sorted(c.ranks.items())
-                ],
-                fused=c.fused,
-                superseded_factor=c.superseded_factor,
-                recency_factor=c.recency_factor,
-                kind_factor=c.kind_factor,
-                accesses=c.accesses,
-                importance_factor=c.importance_factor,
-                found_via=c.found_via,
-                merged_ids=c.merged_ids,
-                rerank=c.rerank_note,
-                rerank_score=c.rerank_score,
-            )
-        )
-    return hit
 
 
 def _timings(result: RecallResult) -> list[pb.StageTiming]:
     return [pb.StageTiming(stage=k, ms=v) for k, v in result.timings.items()]
 
 
-class RecallRPCs:
-    """Mixed into MemoryService."""
+class RecallRpcs:
+    """Recall, Pack, GetNode."""
 
-    _limits: LimitsSettings
-    _journal: Journal
-    _recall_settings: RecallSettings
-    _engine: RecallEngine | None
-    _semantic: SemanticStore | None
-    _access: AccessCounts | None
+    def __init__(
+        self,
+        engine: RecallEngine,
+        semantic: SemanticStore,
+        journal: Journal,
+        access: AccessCounts | None,
+        settings: RecallSettings,
+        limits: LimitsSettings,
+    ) -> None:
+        self._engine = engine
+        self._semantic = semantic
+        self._journal = journal
+        self._access = access
+        self._recall_settings = settings
+        self._limits = limits
 
     def _query(
         self,
@@ -179,10 +109,6 @@ class RecallRPCs:
             explain=explain,
         )
 
-    def _require_engine(self) -> RecallEngine:
-        assert self._engine is not None
-        return self._engine
-
     @rpc
     async def Recall(
         self, request: pb.RecallRequest, context: grpc.aio.ServicerContext
@@ -198,10 +124,10 @@ class RecallRPCs:
             request.explain,
             request.recipe,
         )
-        result = await asyncio.wrap_future(self._require_engine().submit(query))
+        result = await asyncio.wrap_future(self._engine.submit(query))
         weights = query.weights()
         return pb.RecallResponse(
-            hits=[hit_pb(c, query.explain, weights) for c in result.hits],
+            hits=[convert.hit_pb(c, query.explain, weights) for c in result.hits],
             timings=_timings(result),
             rerank=result.rerank,
             rerank_note=result.rerank_note,
@@ -230,9 +156,9 @@ class RecallRPCs:
             request.time_range,
             recipe=request.recipe,
         )
-        result = await asyncio.wrap_future(self._require_engine().submit(query))
-        packed = pack(result.hits, request.max_tokens, dict(request.per_kind_caps), result.degraded)
-        await record_access(self._access, [i.candidate for i in packed.items])
+        packed, result = await pack_recalled(
+            self._engine, self._access, query, request.max_tokens, dict(request.per_kind_caps)
+        )
         return pb.PackResponse(
             text=packed.text,
             tokens=packed.tokens,
@@ -242,7 +168,7 @@ class RecallRPCs:
                     kind=i.candidate.point.kind,
                     text=i.text,
                     tokens=i.tokens,
-                    sources=source_pbs(i.candidate.point),
+                    sources=convert.source_pbs(i.candidate.point),
                     created_at=convert.timestamp(i.candidate.point.created_at_us),
                     superseded=i.candidate.superseded,
                 )
@@ -260,21 +186,14 @@ class RecallRPCs:
             raise InvalidArgument("id must be a hit's id (a UUID)")
         scope = check.scope(request.scope, self._limits)
         scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
-        assert self._semantic is not None
         view = await asyncio.to_thread(get_node, self._semantic, self._journal, request.id, scope)
         if not auth.visible(view.point.scope.user_id):
             raise NodeNotFound(f"memory {request.id!r} not found")
         response = pb.GetNodeResponse(
-            node=hit_pb(Candidate(view.point), False, {}),
+            node=convert.hit_pb(Candidate(view.point), False, {}),
             messages=[convert.stored_message(m) for m in view.messages],
             journal_expired=view.journal_expired,
         )
         if view.episode is not None:
-            response.episode.CopyFrom(
-                convert.episode(
-                    view.episode,
-                    self._journal.expires_at_us(view.episode),
-                    self._journal.is_pending(view.episode.episode_id),
-                )
-            )
+            response.episode.CopyFrom(episode_pb(self._journal, view.episode))
         return response

@@ -1,0 +1,122 @@
+"""The Tier 1 RPCs of ``strata.v1.MemoryService``: Append, AppendBatch, GetWorkingMemory,
+EndSession and RemoveMessages, over :mod:`tiers.working.memory`.
+
+A session is per user: a call names it by its id and, when the caller knows it, its user
+(:func:`daemon.server.auth.session_user` decides which users a caller may name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+
+import grpc
+
+from daemon.codec import convert
+from daemon.codec import validation as check
+from daemon.codec.status import rpc
+from daemon.pb import memory_pb2 as pb
+from daemon.server import auth
+from daemon.settings.sections import LimitsSettings
+from tiers.core.records import Scope
+from tiers.working.memory import WorkingMemory
+
+
+def append_scope(requested: Scope) -> tuple[Scope, str, Callable[[str], bool] | None]:
+    """The scope an append gives (empty: the session's), and how its session is named
+    (:func:`auth.session_user`)."""
+    user, allowed = auth.session_user(requested.user_id)
+    if requested != Scope("") and user:
+        requested = Scope(user, requested.agent_id)
+    return requested, user, allowed
+
+
+def session_state(open_: bool) -> pb.SessionState:
+    return pb.SESSION_STATE_OPEN if open_ else pb.SESSION_STATE_ENDED
+
+
+class SessionRpcs:
+    """Append, AppendBatch, GetWorkingMemory, EndSession, RemoveMessages."""
+
+    def __init__(self, working: WorkingMemory, limits: LimitsSettings) -> None:
+        self._working = working
+        self._limits = limits
+
+    @rpc
+    async def Append(
+        self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        scope, user, allowed = append_scope(check.scope(request.scope, self._limits))
+        if not request.HasField("message"):
+            raise check.InvalidArgument("message is required")
+        message = check.message(request.message, self._limits)
+        (result,) = self._working.append(sid, scope, [message], user_id=user, allowed=allowed)
+        return pb.AppendResponse(seq=result.seq, duplicate=result.duplicate)
+
+    @rpc
+    async def AppendBatch(
+        self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendBatchResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        scope, user, allowed = append_scope(check.scope(request.scope, self._limits))
+        messages = check.batch(list(request.messages), self._limits)
+        results = self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
+        return pb.AppendBatchResponse(
+            results=[pb.AppendResponse(seq=r.seq, duplicate=r.duplicate) for r in results]
+        )
+
+    @rpc
+    async def GetWorkingMemory(
+        self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetWorkingMemoryResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        view = self._working.window(
+            sid,
+            max_messages=check.budget(request.max_messages, "max_messages"),
+            max_tokens=check.budget(request.max_tokens, "max_tokens"),
+            user_id=user,
+            allowed=allowed,
+        )
+        return pb.GetWorkingMemoryResponse(
+            session_id=view.session_id,
+            scope=convert.scope(view.scope),
+            state=session_state(view.open),
+            messages=[convert.stored_message(m) for m in view.messages],
+            total_tokens=view.total_tokens,
+            log_messages=view.log_messages,
+        )
+
+    @rpc
+    async def EndSession(
+        self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EndSessionResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        result = await asyncio.to_thread(
+            functools.partial(self._working.end_session, sid, user_id=user, allowed=allowed)
+        )
+        return pb.EndSessionResponse(
+            episode_id=result.episode_id, message_count=result.message_count
+        )
+
+    @rpc
+    async def RemoveMessages(
+        self, request: pb.RemoveMessagesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RemoveMessagesResponse:
+        sid = check.session_id(request.session_id, self._limits)
+        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        if request.all == (request.last > 0):
+            raise check.InvalidArgument(
+                "set exactly one of last (how many of the newest messages to remove) and all"
+            )
+        result = self._working.remove_last(
+            sid, None if request.all else request.last, user_id=user, allowed=allowed
+        )
+        return pb.RemoveMessagesResponse(
+            removed=[convert.stored_message(m) for m in result.removed],
+            log_messages=result.log_messages,
+            state=session_state(result.open),
+        )
