@@ -6,7 +6,7 @@ holds. Items are taken in rank order while they fit; one that does not fit is sk
 smaller ones after it may still fit. Tokens are counted as everywhere in Strata
 (:mod:`tiers.core.tokens`), and the block never exceeds the budget. The Pack call
 (:func:`pack_recalled`) recalls on the engine's threads, packs, and counts what the block
-hands out (:mod:`recall.access`).
+hands out (:mod:`recall.context.access`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recall import Candidate, Query
-from recall.access import count_handed
+from recall.context.access import count_handed
 from recall.result import RecallResult
 from tiers.core.tokens import count_tokens
 from tiers.keyed.access import AccessCounts
@@ -101,7 +101,8 @@ async def pack_recalled(
     per_kind_caps: Mapping[str, int] | None = None,
 ) -> tuple[Packed, RecallResult]:
     """Pack: ``query`` recalled on the engine's request threads, its hits packed into
-    ``max_tokens``, and the memories of the block counted (:func:`recall.access.count_handed`)
+    ``max_tokens``, and the memories of the block counted
+    (:func:`recall.context.access.count_handed`)
     before the answer goes out. Returns the block and the recall it was packed from."""
     result = await asyncio.wrap_future(engine.submit(query))
     packed = pack(result.hits, max_tokens, per_kind_caps, result.degraded)

@@ -1,9 +1,9 @@
 """The context RPCs of ``strata.v1.MemoryService``: GetContext, SetAnchor, GetAnchor and
 PinMemory. Each checks its request, names the session through auth, calls one method of
-:class:`recall.session_context.SessionContexts` (GetContext, the anchors) or
-:class:`recall.pinned.PinnedMemories` (PinMemory), and converts the answer. The rules (how
+:class:`recall.context.session.SessionContexts` (GetContext, the anchors) or
+:class:`recall.context.pins.PinnedMemories` (PinMemory), and converts the answer. The rules (how
 a session is named, the budget, the query, what is counted) are there; the block's assembly
-is :mod:`recall.context`.
+is :mod:`recall.context.assembly`.
 
 A session is named as for GetWorkingMemory (:func:`daemon.server.auth.session_user`): by its id
 and, when the caller knows it, its user.
@@ -25,10 +25,10 @@ from daemon.services.recall import MAX_PACK_TOKENS
 from daemon.services.sessions import session_state
 from daemon.settings.sections import LimitsSettings
 from recall import Query
-from recall.context import Context
-from recall.pinned import PinnedMemories
+from recall.context.assembly import Context
+from recall.context.pins import PinnedMemories
+from recall.context.session import ContextAsk, SessionContexts, SessionName
 from recall.recipe import RecallSettings
-from recall.session_context import ContextAsk, SessionContexts, SessionName
 from tiers.core.records import Scope
 from tiers.semantic.vectors import KINDS
 
@@ -145,7 +145,7 @@ class ContextRpcs:
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetContextResponse:
         """The session's anchor, its scope's pins, its window and the memories recalled for
-        it within ``max_tokens`` (:meth:`recall.session_context.SessionContexts.get`)."""
+        it within ``max_tokens`` (:meth:`recall.context.session.SessionContexts.get`)."""
         sid = check.session_id(request.session_id, self._limits)
         ask = self._ask(request)
         name = self._name(sid, request.scope)

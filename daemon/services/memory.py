@@ -21,9 +21,9 @@ from daemon.services.forget import ForgetRpcs
 from daemon.services.recall import RecallRpcs
 from daemon.services.sessions import SessionRpcs
 from daemon.settings import Settings
+from recall.context.pins import PinnedMemories
+from recall.context.session import ContextDefaults, SessionContexts
 from recall.engine import RecallEngine
-from recall.pinned import PinnedMemories
-from recall.session_context import ContextDefaults, SessionContexts
 from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore

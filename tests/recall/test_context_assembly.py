@@ -1,4 +1,4 @@
-"""GetContext's assembly (recall/context.py) on its own: the budget order, the shares, the
+"""GetContext's assembly (recall/context/assembly.py) on its own: the budget order, the shares, the
 caps, no duplicates, the rendered block and the query rule. The RPC end to end is
 tests/daemon/test_context.py."""
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recall import Candidate
-from recall.context import Budget, Pinned, assemble, formulate_query, message_line
+from recall.context.assembly import Budget, Pinned, assemble, formulate_query, message_line
 from recall.pack import format_item
 from tiers.core.records import Scope, StoredMessage, ToolCall
 from tiers.core.tokens import count_tokens

@@ -1,8 +1,8 @@
-"""GetContext's policy below the wire (recall/session_context.py, recall/pinned.py,
-recall/access.py, recall.pack.pack_recalled), without gRPC: how a session is named, the budget
-over the ``[context]`` defaults, the query rule and Recall's k, the pins, and what Pack and
-GetContext count of what they hand out. Real RocksDB stores, the embedded vector engine and the
-real model (the recall contract suites' corpus). The RPCs end to end are
+"""GetContext's policy below the wire (recall/context/session.py, recall/context/pins.py,
+recall/context/access.py, recall.pack.pack_recalled), without gRPC: how a session is named, the
+budget over the ``[context]`` defaults, the query rule and Recall's k, the pins, and what Pack and
+GetContext count of what they hand out. Real RocksDB stores, the embedded vector engine and the real
+model (the recall contract suites' corpus). The RPCs end to end are
 tests/daemon/test_context.py and tests/daemon/test_recall_api.py."""
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from pathlib import Path
 import pytest
 
 from recall import Candidate, Query
-from recall.access import accessed, count_handed
 from recall.channels import KeywordChannel, VectorChannel
-from recall.engine import RecallEngine
-from recall.pack import pack_recalled
-from recall.pinned import MemoryNotFound, PinnedMemories, TooManyPins
-from recall.recipe import RecallSettings
-from recall.session_context import (
+from recall.context.access import accessed, count_handed
+from recall.context.pins import MemoryNotFound, PinnedMemories, TooManyPins
+from recall.context.session import (
     AnchorNotFound,
     ContextAsk,
     ContextDefaults,
     SessionContexts,
     SessionName,
 )
+from recall.engine import RecallEngine
+from recall.pack import pack_recalled
+from recall.recipe import RecallSettings
 from tests.contracts.corpus import QUESTION, A, B, Tier3, corpus, filled
 from tests.contracts.stores import Clock, Tiers
 from tiers.core.errors import ScopeMismatch, SessionNotFound

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 from recall import Candidate
-from recall.context import Pinned
+from recall.context.assembly import Pinned
 from tiers.core.errors import NotFound, ResourceExhausted
 from tiers.core.records import Scope
 from tiers.keyed.documents import DocumentStore

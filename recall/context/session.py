@@ -1,6 +1,6 @@
 """A session's context, below the wire: what GetContext, SetAnchor and GetAnchor do once
-their request is checked. The assembly of the block is :mod:`recall.context`, the pins
-:mod:`recall.pinned`, the counting of what is handed out :mod:`recall.access`.
+their request is checked. The assembly of the block is :mod:`recall.context.assembly`, the pins
+:mod:`recall.context.pins`, the counting of what is handed out :mod:`recall.context.access`.
 
 **Naming.** A call names a session by its id and, when the caller knows it, its user
 (:class:`SessionName`; the daemon's auth decides which users a caller may name). A named user
@@ -14,13 +14,14 @@ session's agent; another agent than the session's is ScopeMismatch, as for Appen
 1. the budget: the request's ``max_tokens``, its ``window_share`` or the ``[context]`` one,
    the ``[context]`` per-kind caps with the request's replacing the kinds they name;
 2. the query: the caller's, or the one formulated from the window
-   (:func:`recall.context.formulate_query`: the last user message and the names its last
+   (:func:`recall.context.assembly.formulate_query`: the last user message and the names its last
    ``query_turns`` messages mention), cut to ``max_query_bytes``; an empty query recalls
    nothing. Recall asks for ``recall_k`` memories (0: ``recall.max_k``, and never more);
 3. Recall runs on the engine's request threads, as for Pack, while the anchor and the pins
    are read;
-4. the block is assembled within the budget (:func:`recall.context.assemble`), and the
-   memories it hands out are counted (:func:`recall.access.count_handed`) before it goes out.
+4. the block is assembled within the budget (:func:`recall.context.assembly.assemble`), and the
+   memories it hands out are counted (:func:`recall.context.access.count_handed`) before it goes
+   out.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from recall import Candidate, Query
-from recall.access import count_handed
-from recall.context import Budget, Context, assemble, formulate_query
+from recall.context.access import count_handed
+from recall.context.assembly import Budget, Context, assemble, formulate_query
+from recall.context.pins import PinnedMemories
 from recall.engine import RecallEngine
-from recall.pinned import PinnedMemories
 from recall.recipe import RecallSettings
 from recall.result import RecallResult
 from tiers.core.errors import NotFound, ScopeMismatch, SessionNotFound
