@@ -33,6 +33,8 @@ from daemon.server.metrics import Metrics
 from daemon.server.scheduler import build_scheduler
 from daemon.settings import Settings, is_loopback
 from daemon.wiring import DaemonParts, Factories
+from tiers.semantic.embedding import EmbeddingRetrying
+from tiers.semantic.store import Tier3Opened
 
 log = logging.getLogger("strata.daemon")
 # A purge ends once the vector store is closed; its thread may be waiting for Tier 3 first.
@@ -116,8 +118,10 @@ class Daemon(DaemonParts):
         self._scheduler.start()
         # Tier 3 loads in the background: appends are served already.
         assert self.semantic is not None
-        self.semantic.on_ready.append(self._tier3_opened)
-        self.semantic.embeddings.on_retry.append(self._tier3_waiting)
+        self.semantic.events.subscribe(Tier3Opened, lambda event: self._tier3_opened(event.ok))
+        self.semantic.embeddings.events.subscribe(
+            EmbeddingRetrying, lambda event: self._tier3_waiting(event.error)
+        )
         self.semantic.start()
         if self.weaver is not None:
             self.weaver.start()

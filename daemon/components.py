@@ -17,7 +17,7 @@ from recall.rerank import LLMReranker, LocalReranker
 from tiers.core.models import ModelClient
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.embedding import Embedder, SentenceTransformerEmbedder
-from tiers.semantic.store import SemanticStore
+from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.settings import EmbeddingSettings
 from weaver.extractors import Extractor
 from weaver.settings import LLMSettings
@@ -57,7 +57,7 @@ def recall_engine(
         cache = SemanticCache(
             s.recall.cache_ttl_seconds, s.recall.cache_size, s.recall.cache_similarity
         )
-        semantic.on_write.append(cache.invalidate)
+        semantic.events.subscribe(Tier3Written, lambda event: cache.invalidate(event.user_id))
     channels: dict[str, Channel] = {
         "vector": VectorChannel(semantic),
         "keyword": KeywordChannel(semantic),

@@ -45,9 +45,10 @@ from tiers.core.models import ModelClient
 from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
-from tiers.keyed.documents import DocumentStore
+from tiers.keyed.documents import DocumentPut, DocumentStore
 from tiers.keyed.pins import PinStore
 from tiers.rights.forget.cascade import Forgetter
+from tiers.rights.forget.purge import Purged
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS, kind_of, open_kinds
 from tiers.scoped import ScopedKind
@@ -58,7 +59,7 @@ from tiers.semantic.vectors import VectorStore
 from tiers.workers.embedder import describe, start_background
 from tiers.workers.pool import WorkerStatus, WorkerUnavailable
 from tiers.working.memory import WorkingMemory
-from tiers.working.session import WindowLimits
+from tiers.working.session import SessionFlushed, WindowLimits
 from weaver.consolidate import Consolidator, redact_record
 from weaver.extractors.local import LocalExtractor
 from weaver.index import DocumentIndexer, Indexer
@@ -256,9 +257,11 @@ class DaemonParts:
                 documents=documents,
             )
             weaver = self.weaver
-            self.working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
-            self.documents.on_put.append(weaver.notify_documents)
-            self.forgetter.purger.on_purged.append(weaver.index_lost)
+            self.working.events.subscribe(
+                SessionFlushed, lambda event: weaver.notify_flushed(event.result.episode_id)
+            )
+            self.documents.events.subscribe(DocumentPut, lambda _event: weaver.notify_documents())
+            self.forgetter.purger.events.subscribe(Purged, lambda _event: weaver.index_lost())
 
     async def _rebuild(self, user_id: str) -> RebuildReport:
         """On the weaver's worker when there is one, so no consolidation run interleaves."""

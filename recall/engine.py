@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from recall import (
     Candidate,
@@ -30,6 +30,7 @@ from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.result import RecallResult
+from tiers.core.events import Events
 from tiers.keyed.access import AccessCounts
 from tiers.rights.forget.cascade import ScopeCache
 from tiers.semantic.store import SemanticStore
@@ -38,6 +39,13 @@ from tiers.semantic.vectors import MemoryPoint, source_key
 log = logging.getLogger("strata.recall")
 _WORD = re.compile(r"\w+")
 REQUEST_THREADS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """Event of :attr:`RecallEngine.events`: a Recall finished (the metrics observe it)."""
+
+    result: RecallResult
 
 
 class RecallEngine:
@@ -67,7 +75,7 @@ class RecallEngine:
         # batch of 8 costs about 2x one).
         self._queries = QueryVectors(query_vectors)
         # Observers (metrics), called with every result; they must be quick and not raise.
-        self.on_result: list[Callable[[RecallResult], None]] = []
+        self.events = Events("recall")  # Recalled
 
     def close(self) -> None:
         self._requests.shutdown(wait=False, cancel_futures=True)
@@ -172,8 +180,7 @@ class RecallEngine:
         return message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
 
     def _observed(self, result: RecallResult) -> RecallResult:
-        for listener in self.on_result:
-            listener(result)
+        self.events.publish(Recalled(result))
         return result
 
     def _run_channels(

@@ -6,8 +6,8 @@ Three sources feed it:
   (:mod:`daemon.server.rpc_metrics`): every RPC by service, method and status code, with its
   latency;
 - the weaver's events (``Weaver.events``: ``EpisodesIndexed``, ``RunFinished``) and the
-  observers the recall engine calls (``RecallEngine.on_result``): runs, their durations and
-  what they produced, recall stage timings;
+  recall engine's (``RecallEngine.events``: ``Recalled``): runs, their durations and what
+  they produced, recall stage timings;
 - :class:`_StateCollector`, read at scrape time: live sessions, messages in windows and logs,
   journal episodes, pending and unindexed episodes, Tier 3 readiness and the LLM extractor's
   call and token totals.
@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from daemon.server.rpc_metrics import RpcMetricsInterceptor
+from recall.engine import Recalled
 from tiers.core.models import LLMTotals
 from tiers.workers.embedder import describe
 from weaver.jobs.events import EpisodesIndexed, RunFinished
@@ -146,7 +147,7 @@ class Metrics:
             weaver.events.subscribe(EpisodesIndexed, self._indexed)
             weaver.events.subscribe(RunFinished, self._run)
         if engine is not None:
-            engine.on_result.append(self._recalled)
+            engine.events.subscribe(Recalled, lambda event: self._recalled(event.result))
         llm: dict[str, object] = {}
         if weaver is not None:
             llm["extract"] = weaver.extractor

@@ -41,7 +41,7 @@ from recall.words import mentions, names
 from tiers.core import collector
 from tiers.core.records import Scope
 from tiers.semantic.graph import normalize
-from tiers.semantic.store import SemanticStore
+from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 
 log = logging.getLogger("strata.recall")
@@ -221,7 +221,7 @@ class MemoryGraphs:
         # Per scope, the features of its current memories, kept between builds: a build after
         # a write reads the ids and only the new points (Features).
         self._features: dict[tuple[str, str], dict[str, Features]] = {}
-        semantic.on_write.append(self._written)
+        semantic.events.subscribe(Tier3Written, lambda event: self._written(event.user_id))
 
     def _written(self, user_id: str) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from tiers.core.errors import (
 )
 from tiers.core.records import Message, Scope, episode_id_for
 from tiers.working.memory import AmbiguousSession, ScopeRequired
-from tiers.working.session import EndResult, WindowLimits, WorkingMemoryStats
+from tiers.working.session import EndResult, SessionFlushed, WindowLimits, WorkingMemoryStats
 
 ALICE = Scope("alice", "agent-1")
 
@@ -313,7 +313,7 @@ def test_stats_flush_listeners_and_capacity_at_a_restart(impl):
     clock = Clock()
     t = impl(clock, max_messages=2)
     flushed: list[EndResult] = []
-    t.wm.on_flush.append(flushed.append)
+    t.wm.events.subscribe(SessionFlushed, lambda event: flushed.append(event.result))
     for sid in ("a", "b", "c"):
         clock.now += 1
         t.wm.append(sid, ALICE, [msg(f"{sid}{i}") for i in range(3)])

@@ -24,6 +24,7 @@ from tests.contracts.corpus import Tier3
 from tests.support.gates import DEADLINE, Pause
 from tiers.core.records import Scope
 from tiers.keyed.documents import Document
+from tiers.semantic.store import Tier3Written
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 
 ALICE = Scope("alice")
@@ -64,7 +65,8 @@ def texts(result: RecallResult) -> list[str]:
 def test_an_answer_read_before_a_write_is_not_cached_after_it(tier3: Tier3, change: str) -> None:
     semantic = tier3.semantic
     cache = SemanticCache(ttl_seconds=600, size=100, similarity=0.99)
-    semantic.on_write.append(cache.invalidate)  # as the daemon wires it (daemon.components)
+    # as the daemon wires it (daemon.components)
+    semantic.events.subscribe(Tier3Written, lambda event: cache.invalidate(event.user_id))
     pause = Pause("between the first recall's read and its answer")
     engine = RecallEngine(semantic, {"vector": Held(VectorChannel(semantic), pause)}, {}, cache)
     query = Query(QUERY, ALICE, 5, Recipe(), kinds=("document",), channels=("vector",))

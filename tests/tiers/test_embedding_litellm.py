@@ -16,7 +16,7 @@ from daemon.components import embedding_description
 from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.core.errors import ModelRequestFailed
 from tiers.core.models import ModelClient
-from tiers.semantic.embedding import EmbeddingService, EmbeddingUnavailable
+from tiers.semantic.embedding import EmbeddingRetrying, EmbeddingService, EmbeddingUnavailable
 from tiers.semantic.embedding.remote import PROBE_TEXT, LiteLLMEmbedder
 from tiers.settings import EmbeddingSettings
 
@@ -85,7 +85,7 @@ def test_the_loader_retries_the_probe_while_the_endpoint_is_down(fake: FakeOpenA
     service = EmbeddingService(
         lambda: LiteLLMEmbedder(client(fake)), "litellm:openai/test", retry=(0.05, 0.1)
     )
-    service.on_retry.append(heard)
+    service.events.subscribe(EmbeddingRetrying, lambda event: heard(event.error))
     service.start()
     assert retried.wait(30), "the probe was not retried"
     with pytest.raises(EmbeddingUnavailable, match=r"unreachable, retrying in .*503"):
@@ -103,7 +103,7 @@ def test_close_stops_the_retries(fake: FakeOpenAI) -> None:
         lambda: LiteLLMEmbedder(client(fake)), "litellm:openai/test", retry=(30.0, 60.0)
     )
     waiting = threading.Event()
-    service.on_retry.append(lambda reason: waiting.set())
+    service.events.subscribe(EmbeddingRetrying, lambda _event: waiting.set())
     service.start()
     assert waiting.wait(30), "the probe did not fail"
     service.close()

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from tests.contracts.corpus import A, B, Tier3, corpus, filled
+from tiers.semantic.store import Tier3Written
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import PointFilter
 
@@ -26,7 +27,7 @@ def test_forgotten_points_and_edges_are_dropped_at_the_door(tmp_path) -> None:
     try:
         semantic = t.semantic
         told: list[str] = []
-        semantic.on_write.append(told.append)
+        semantic.events.subscribe(Tier3Written, lambda event: told.append(event.user_id))
         points, edges = corpus()
         fact = next(p for p in points if p.kind == "fact" and p.scope == A)
         batch = t.state.batch()

@@ -27,7 +27,7 @@ from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.working.memory import WorkingMemory
-from tiers.working.session import WindowLimits
+from tiers.working.session import SessionFlushed, WindowLimits
 from weaver.consolidate import Consolidator
 from weaver.extractors.local import LocalExtractor
 from weaver.index import Indexer
@@ -85,7 +85,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     local = LocalExtractor(embed=embedder.encode_documents)
     consolidator = Consolidator(journal, state, semantic, local, local, set())
     weaver = Weaver(journal, semantic, indexer, consolidator)
-    working.on_flush.append(lambda result: weaver.notify_flushed(result.episode_id))
+    working.events.subscribe(
+        SessionFlushed, lambda event: weaver.notify_flushed(event.result.episode_id)
+    )
     try:
         yield World(working, weaver)
     finally:

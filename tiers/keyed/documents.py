@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.core.events import Events
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.store import InvalidPageToken
 from tiers.rocks import Batch, RocksStore, prefix_end
@@ -170,6 +171,14 @@ class DocumentPage:
     next_page_token: str
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentPut:
+    """Event of :attr:`DocumentStore.events`: a document of ``scope`` was put (the weaver
+    indexes it)."""
+
+    scope: Scope
+
+
 class DocumentStore:
     """The documents in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
 
@@ -182,7 +191,7 @@ class DocumentStore:
         self._clock = clock
         self.lock = threading.RLock()
         # Called (outside the lock) after every put: the weaver indexes the new marks.
-        self.on_put: list[Callable[[], None]] = []
+        self.events = Events("documents")  # DocumentPut
 
     # -- one document ------------------------------------------------------------------------
     def get(self, scope: Scope, namespace: Iterable[str], key: str) -> Document | None:
@@ -207,8 +216,7 @@ class DocumentStore:
             created = now if old is None else old.created_at_us
             doc = Document(scope, namespace, key, text, value, created, max(now, created))
             self._write(doc)
-        for listener in self.on_put:
-            listener()
+        self.events.publish(DocumentPut(scope))
         return doc, old is None
 
     def restore(self, doc: Document) -> None:

@@ -27,11 +27,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tiers.core import collector
 from tiers.core.errors import one_line
+from tiers.core.events import Events
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
@@ -45,6 +46,20 @@ from tiers.semantic.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
 _ALL = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Tier3Written:
+    """Event of :attr:`SemanticStore.events`: Tier 3 was written in ``user_id``'s scope."""
+
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tier3Opened:
+    """Event of :attr:`SemanticStore.events`, once: Tier 3 opened (``ok``) or failed to."""
+
+    ok: bool
 
 
 class SemanticStore:
@@ -65,10 +80,9 @@ class SemanticStore:
         self.error: str | None = None
         self._lock = threading.Lock()
         self._closed = False
-        # Called with a user_id after every write to Tier 3 in that scope (cache invalidation).
-        self.on_write: list[Callable[[str], None]] = []
-        # Called once from the loader thread when Tier 3 is open (True) or failed (False).
-        self.on_ready: list[Callable[[bool], None]] = []
+        # Tier3Written after every write to Tier 3 in a scope (cache invalidation), Tier3Opened
+        # once from the loader thread when Tier 3 is open or failed to open.
+        self.events = Events("tier3")
         # Held by every multi-step Tier 3 writer (the weaver's index and consolidation steps,
         # rebuild, forget) for the length of one consistent step, and by a backup while it
         # copies the vector store, so a backup never sees half a step.
@@ -76,8 +90,7 @@ class SemanticStore:
 
     def notify_write(self, user_ids: set[str]) -> None:
         for user_id in user_ids:
-            for listener in self.on_write:
-                listener(user_id)
+            self.events.publish(Tier3Written(user_id))
 
     def embed(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
         """The points, each without a dense vector given its document embedding. Needs no
@@ -205,8 +218,7 @@ class SemanticStore:
             log.error("tier3.unavailable", extra={"fields": {"error": self.error}})
         finally:
             self._ready.set()
-            for listener in self.on_ready:
-                listener(self._vectors is not None)
+            self.events.publish(Tier3Opened(self._vectors is not None))
 
     @property
     def ready(self) -> bool:

@@ -34,6 +34,7 @@ from tiers.core.errors import (
     SessionNotFound,
     TierError,
 )
+from tiers.core.events import Events
 from tiers.core.records import Message, Scope, StoredMessage
 from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
@@ -43,6 +44,7 @@ from tiers.working.session import (
     EndResult,
     RemoveResult,
     Session,
+    SessionFlushed,
     SessionKey,
     WindowLimits,
     WindowView,
@@ -79,7 +81,7 @@ class WorkingMemory:
         self._live: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._lock = threading.RLock()
         # Called with every EndResult once the episode is durable (e.g. the weaver's indexer).
-        self.on_flush: list[Callable[[EndResult], None]] = []
+        self.events = Events("working_memory")  # SessionFlushed
         # Held by every write; a backup holds it to see all stores at one point in time.
         self.write_lock = self._lock
 
@@ -372,8 +374,7 @@ class WorkingMemory:
             reason,
             session.scope.user_id,
         )
-        for listener in self.on_flush:
-            listener(result)
+        self.events.publish(SessionFlushed(result))
         return result
 
 

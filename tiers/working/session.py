@@ -90,6 +90,14 @@ class EndResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionFlushed:
+    """Event of :attr:`tiers.working.memory.WorkingMemory.events`: a session ended and its log
+    is an episode in the journal (published under the working-memory lock)."""
+
+    result: EndResult
+
+
+@dataclass(frozen=True, slots=True)
 class WindowView:
     session_id: str
     scope: Scope

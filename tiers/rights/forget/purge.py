@@ -23,8 +23,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from tiers.core.events import Events
 from tiers.core.records import u64
 from tiers.rocks import Batch, RocksStore
 from tiers.semantic.store import SemanticStore
@@ -33,6 +35,12 @@ from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
 log = logging.getLogger("strata.forget")
 RETRY_SECONDS = 10.0
 READY_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """Event of :attr:`Purger.events`: a purge finished (what it rewrote may have lost index
+    state the weaver rebuilds)."""
 
 
 class Purger:
@@ -56,7 +64,7 @@ class Purger:
         self._closing = False
         self._thread: threading.Thread | None = None
         # Called after each vector-store purge: its new generation has no index yet.
-        self.on_purged: list[Callable[[], None]] = []
+        self.events = Events("forget")  # Purged
 
     # -- the mark --------------------------------------------------------------------------
     def write_marked(self, batch: Batch) -> tuple[bytes, bool]:
@@ -155,8 +163,7 @@ class Purger:
                 self.clear(mark)
             ms = round((time.perf_counter() - began) * 1000, 1)
             log.info("forget.purged", extra={"fields": {"ms": ms}})
-            for listener in self.on_purged:
-                listener()
+            self.events.publish(Purged())
             with self._cond:
                 self._running = False
                 self._cond.notify_all()

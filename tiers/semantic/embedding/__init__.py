@@ -27,13 +27,14 @@ import platform
 import re
 import shutil
 import threading
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from tiers.core.errors import ModelUnavailable, TierError, Unavailable, one_line
+from tiers.core.events import Events
 
 log = logging.getLogger("strata.embedding")
 # transformers builds models under a process-wide patch of torch (init_empty_weights): two
@@ -286,13 +287,21 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+@dataclass(frozen=True, slots=True)
+class EmbeddingRetrying:
+    """Event of :attr:`EmbeddingService.events`: the model is unreachable; ``error`` says why
+    and when the next attempt is."""
+
+    error: str
+
+
 class EmbeddingService:
     """Loads the embedder in the background; :meth:`wait` hands it out once ready.
 
     A load that fails with :class:`tiers.core.errors.ModelUnavailable` (a remote endpoint that is
     down while its vector size is probed) is tried again after a pause (``retry``: first and
     longest, doubling), for as long as it takes: :attr:`error` says why meanwhile, and
-    ``on_retry`` listeners hear it. Any other failure is final."""
+    an :class:`EmbeddingRetrying` event tells it. Any other failure is final."""
 
     def __init__(
         self, factory: Any, description: str, retry: tuple[float, float] = (1.0, 60.0)
@@ -306,7 +315,7 @@ class EmbeddingService:
         self.error: str | None = None
         self.attempts = 0
         # Called from the loader thread with the reason, each time a load will be retried.
-        self.on_retry: list[Callable[[str], None]] = []
+        self.events = Events("embedding")  # EmbeddingRetrying
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -342,8 +351,7 @@ class EmbeddingService:
                         f"{pause:g} s (attempt {self.attempts}): {one_line(exc)}"
                     )
                     log.warning("embedding.retry", extra={"fields": {"error": self.error}})
-                    for listener in self.on_retry:
-                        listener(self.error)
+                    self.events.publish(EmbeddingRetrying(self.error))
                     if self._closed.wait(pause):
                         return
                     pause = min(pause * 2, self._retry[1])
