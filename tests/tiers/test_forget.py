@@ -258,7 +258,7 @@ def test_forgetting_a_superseding_fact_makes_the_older_current_again(start_daemo
 
 def test_scope_forget_finds_extractions_whose_episode_expired(start_daemon):
     daemon = start_daemon(weaver=QUIET)
-    d = daemon.daemon
+    d = daemon.daemon.parts
     with daemon.client() as c:
         gone = talk(c, "alice", "x1", f"My locker code is {SECRET}.", "Noted.")
         consolidate(c)
