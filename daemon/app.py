@@ -94,6 +94,11 @@ class _Once(Generic[T]):
 
 
 class Daemon:
+    """The daemon in this process: ``Daemon(settings, factories=...)``, then ``await start()``
+    (the address it serves on) and ``await stop()``, or ``async with``; :attr:`address` and
+    :attr:`parts` once started. The API of ``stratad serve`` and of a daemon embedded in a
+    program or a test."""
+
     def __init__(
         self, settings: Settings, *, freeze_gc: bool = False, factories: Factories | None = None
     ) -> None:
@@ -291,3 +296,11 @@ class Daemon:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+    async def __aenter__(self) -> Daemon:
+        """``async with Daemon(settings) as daemon:`` starts it, and stops it at the end."""
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()

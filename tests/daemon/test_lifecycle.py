@@ -132,13 +132,13 @@ def test_a_part_that_fails_to_start_stops_what_started_before_it(
     free = make_settings(metrics=METRICS, weaver=QUIET)
     assert free.data_dir == settings.data_dir
 
-    async def start_and_stop() -> str:
-        other = Daemon(free, factories=shared_factories())
-        address = await other.start()
-        await other.stop()
-        return address
+    async def start_and_stop() -> Daemon:
+        async with Daemon(free, factories=shared_factories()) as other:
+            assert await asyncio.to_thread(_serving, other.address)  # off the serving loop
+        return other
 
-    assert asyncio.run(start_and_stop()).startswith("127.0.0.1:")
+    other = asyncio.run(start_and_stop())
+    assert not _serving(other.address) and other.stop_failures == []
 
 
 def test_a_stage_of_the_stop_that_fails_stops_no_other(
