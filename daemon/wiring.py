@@ -4,7 +4,8 @@ gRPC services over them.
 
 The parts that depend on settings alone are built by :mod:`daemon.components`; this module
 connects them to the stores and to each other (the weaver hears of ended sessions, new
-documents and purges). :class:`daemon.app.Daemon` extends :class:`DaemonParts` with the
+documents and purges): :func:`open_parts` makes the :class:`Parts`, each registering its own
+teardown as it opens. :class:`daemon.app.Daemon` holds them once started, with the
 lifecycle: start, health, and shutdown in order.
 
 The two parts that reach past the data directory's stores, the vector store and the embedding
@@ -19,7 +20,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -33,7 +35,7 @@ from daemon.components import (
     recall_engine,
 )
 from daemon.server.grpc_server import HealthServicer, build_server
-from daemon.server.scheduler import next_consolidation
+from daemon.server.scheduler import new_scheduler, next_consolidation, schedule_jobs
 from daemon.services.admin import BackupSources, admin_service, backup_vectors, external_vectors
 from daemon.services.export import transfer_sources
 from daemon.services.memory import memory_service
@@ -157,132 +159,58 @@ class Factories:
     clock: Callable[[], float] = time.time
 
 
-class DaemonParts:
-    """The daemon's stores, engines and services (None until :meth:`open_stores`), the
-    vector store and embedding service made by ``factories`` (default :class:`Factories`)."""
+# A purge ends once the vector store is closed; its thread may be waiting for Tier 3 first.
+PURGER_JOIN_SECONDS = 65.0
 
-    def __init__(self, settings: Settings, factories: Factories | None = None) -> None:
-        self.settings = settings
-        self.factories = factories if factories is not None else Factories()
-        self.state: RocksStore | None = None
-        self.journal_store: RocksStore | None = None
-        self.working: WorkingMemory | None = None
-        self.journal: Journal | None = None
-        self.semantic: SemanticStore | None = None
-        self.engine: RecallEngine | None = None
-        self.weaver: Weaver | None = None
-        self.rebuilder: Rebuilder | None = None
-        self.forgetter: Forgetter | None = None
-        self.documents: DocumentStore | None = None
-        self.anchors: AnchorStore | None = None
-        self.pins: PinStore | None = None
-        self.access: AccessCounts | None = None
-        self.kinds: tuple[ScopedKind, ...] = ()
-        self.embedding_client: ModelClient | None = None  # embedding.provider = "litellm"
-        self._scheduler: AsyncIOScheduler | None = None  # built at start: the weaver's next run
 
-    def open_stores(self) -> None:
-        s, make = self.settings, self.factories
-        s.data_dir.mkdir(parents=True, exist_ok=True)
-        self.state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
-        self.journal_store = RocksStore(
-            s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
-        )
-        self.journal = Journal(self.journal_store, self.state, s.journal.ttl_seconds, make.clock)
-        wm = s.working_memory
-        self.working = WorkingMemory(
-            self.state,
-            self.journal,
-            WindowLimits(
-                max_messages=wm.max_messages,
-                max_tokens=wm.max_tokens,
-                idle_timeout_seconds=wm.idle_timeout_seconds,
-                max_sessions=wm.max_sessions,
-                max_log_messages=wm.max_log_messages,
-            ),
-            make.clock,
-        )
-        e = s.embedding
-        self.embedding_client = embedding_client(e) if e.provider == "litellm" else None
-        self.semantic = SemanticStore(
-            self.state,
-            make.embedding_service(s, self.embedding_client),
-            lambda: make.open_vectors(s),
-        )
-        self.kinds = open_kinds(self.state)  # every kind of scoped data (tiers.schema.KINDS)
-        self.documents = kind_of(self.kinds, DocumentStore)
-        self.anchors = kind_of(self.kinds, AnchorStore)
-        self.pins = kind_of(self.kinds, PinStore)
-        self.access = kind_of(self.kinds, AccessCounts)
-        self.engine = recall_engine(s, self.semantic, self.access)
-        self.forgetter = Forgetter(
-            self.working,
-            self.journal,
-            self.journal_store,
-            self.state,
-            self.semantic,
-            self.engine.scope_caches(),
-            redact_record,
-            self.kinds,
-        )
-        semantic = self.semantic
-        local = LocalExtractor(
-            embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
-            summary_turns=s.weaver.summary_turns,
-        )
-        indexer = Indexer(self.journal, self.semantic, s.weaver)
-        consolidator = Consolidator(
-            self.journal,
-            self.state,
-            self.semantic,
-            (llm_extractor(s.llm) if s.weaver.enabled else None) or local,
-            local,
-            set(s.weaver.functional_predicates),
-            wait_for_llm=s.llm.on_failure == "wait",
-            tool_text=indexer.tool_text,
-        )
-        # Rebuild never extracts, so it works with the weaver disabled too.
-        documents = DocumentIndexer(self.documents, self.semantic)
-        self.rebuilder = Rebuilder(
-            self.journal, self.state, self.semantic, indexer, consolidator, documents
-        )
-        if s.weaver.enabled:
-            self.weaver = Weaver(
-                self.journal,
-                self.semantic,
-                indexer,
-                consolidator,
-                next_run=self._next_consolidation,
-                llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
-                documents=documents,
-            )
-            weaver = self.weaver
-            self.working.events.subscribe(
-                SessionFlushed, lambda event: weaver.notify_flushed(event.result.episode_id)
-            )
-            self.documents.events.subscribe(DocumentPut, lambda _event: weaver.notify_documents())
-            self.forgetter.purger.events.subscribe(Purged, lambda _event: weaver.index_lost())
+@dataclass(frozen=True)
+class Parts:
+    """The daemon's stores, engines and services, open on the data directory (made only by
+    :func:`open_parts`: none is missing, none is half open). Tier 3, ``semantic``, is there
+    from the start and opens in the background once started (``semantic.ready``,
+    ``semantic.wait_ready``). ``weaver`` is None with ``weaver.enabled = false``;
+    ``embedding_client`` is the model client of ``embedding.provider = "litellm"``, None for
+    a local model. ``scheduler`` has every job, not started."""
 
-    async def _rebuild(self, user_id: str) -> RebuildReport:
+    settings: Settings
+    state: RocksStore
+    journal_store: RocksStore
+    journal: Journal
+    working: WorkingMemory
+    semantic: SemanticStore
+    documents: DocumentStore
+    anchors: AnchorStore
+    pins: PinStore
+    access: AccessCounts
+    kinds: tuple[ScopedKind, ...]  # every kind of scoped data (tiers.schema.KINDS)
+    engine: RecallEngine
+    forgetter: Forgetter
+    rebuilder: Rebuilder
+    weaver: Weaver | None
+    embedding_client: ModelClient | None
+    scheduler: AsyncIOScheduler
+    closing: ExitStack = field(repr=False)
+
+    def close(self) -> None:
+        """Flush and close in reverse order of opening, with writers held off. Each part is
+        closed even when one before failed; a failure is raised at the end."""
+        with self.working.write_lock:
+            self.closing.close()
+
+    async def rebuild(self, user_id: str) -> RebuildReport:
         """On the weaver's worker when there is one, so no consolidation run interleaves."""
         rebuilder = self.rebuilder
-        assert rebuilder is not None
         if self.weaver is not None:
             return await asyncio.wrap_future(self.weaver.submit(lambda: rebuilder.rebuild(user_id)))
         return await asyncio.to_thread(rebuilder.rebuild, user_id)
 
-    def _next_consolidation(self) -> float | None:
-        return next_consolidation(self._scheduler)
-
-    def _build_server(
+    def server(
         self, metrics_interceptor: grpc.aio.ServerInterceptor | None
     ) -> tuple[grpc.aio.Server, HealthServicer]:
         """The gRPC server with the memory, weaver and admin services over the open stores
         (not bound yet)."""
         s = self.settings
-        assert self.working and self.journal and self.state and self.journal_store
         semantic = self.semantic
-        assert semantic is not None
         external = external_vectors(s)
         return build_server(
             s,
@@ -313,7 +241,7 @@ class DaemonParts:
                     self.working.write_lock,
                     lambda: backup_vectors(semantic, external),
                 ),
-                self._rebuild,
+                self.rebuild,
                 s.limits,
                 transfer_sources(
                     self.state,
@@ -327,3 +255,134 @@ class DaemonParts:
             ),
             metrics_interceptor,
         )
+
+
+def _close_store(store: RocksStore) -> None:
+    try:
+        store.flush()
+    finally:
+        store.close()
+
+
+def _end_purges(forgetter: Forgetter, semantic: SemanticStore) -> None:
+    """Stop the purger after its current purge, which closing Tier 3 ends (its child is
+    killed; Tier 3's own close, later, finds it closed), then wait for the purger."""
+    purger = forgetter.purger
+    purger.close()  # first: the purge the next line ends is no error
+    try:
+        semantic.close()
+    finally:
+        if not purger.join(PURGER_JOIN_SECONDS):
+            log.error("forget.purger_stuck", extra={"fields": {"seconds": PURGER_JOIN_SECONDS}})
+
+
+def open_parts(settings: Settings, factories: Factories) -> Parts:
+    """Open the stores and wire the parts over them. Each part that holds something
+    registers its own teardown as it opens (:attr:`Parts.closing`), so :meth:`Parts.close`
+    closes them in reverse order; if one fails to open, those opened before are closed and
+    the error raised. Nothing here is slow: Tier 3 opens when it is started."""
+    s, make = settings, factories
+    s.data_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as closing:
+        state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
+        closing.callback(_close_store, state)
+        journal_store = RocksStore(
+            s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
+        )
+        closing.callback(_close_store, journal_store)
+        journal = Journal(journal_store, state, s.journal.ttl_seconds, make.clock)
+        wm = s.working_memory
+        working = WorkingMemory(
+            state,
+            journal,
+            WindowLimits(
+                max_messages=wm.max_messages,
+                max_tokens=wm.max_tokens,
+                idle_timeout_seconds=wm.idle_timeout_seconds,
+                max_sessions=wm.max_sessions,
+                max_log_messages=wm.max_log_messages,
+            ),
+            make.clock,
+        )
+        e = s.embedding
+        client = embedding_client(e) if e.provider == "litellm" else None
+        if client is not None:  # its thread pool, once nothing embeds
+            closing.callback(client.close)
+        semantic = SemanticStore(
+            state, make.embedding_service(s, client), lambda: make.open_vectors(s)
+        )
+        closing.callback(semantic.close)
+        kinds = open_kinds(state)
+        documents, anchors = kind_of(kinds, DocumentStore), kind_of(kinds, AnchorStore)
+        pins, access = kind_of(kinds, PinStore), kind_of(kinds, AccessCounts)
+        engine = recall_engine(s, semantic, access)
+        closing.callback(engine.close)
+        forgetter = Forgetter(
+            working,
+            journal,
+            journal_store,
+            state,
+            semantic,
+            engine.scope_caches(),
+            redact_record,
+            kinds,
+        )
+        closing.callback(_end_purges, forgetter, semantic)
+        local = LocalExtractor(
+            embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
+            summary_turns=s.weaver.summary_turns,
+        )
+        indexer = Indexer(journal, semantic, s.weaver)
+        consolidator = Consolidator(
+            journal,
+            state,
+            semantic,
+            (llm_extractor(s.llm) if s.weaver.enabled else None) or local,
+            local,
+            set(s.weaver.functional_predicates),
+            wait_for_llm=s.llm.on_failure == "wait",
+            tool_text=indexer.tool_text,
+        )
+        # Rebuild never extracts, so it works with the weaver disabled too.
+        document_indexer = DocumentIndexer(documents, semantic)
+        rebuilder = Rebuilder(journal, state, semantic, indexer, consolidator, document_indexer)
+        scheduler = new_scheduler()
+        weaver = None
+        if s.weaver.enabled:
+            weaver = Weaver(
+                journal,
+                semantic,
+                indexer,
+                consolidator,
+                next_run=lambda: next_consolidation(scheduler),
+                llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
+                documents=document_indexer,
+            )
+            w = weaver
+            working.events.subscribe(
+                SessionFlushed, lambda event: w.notify_flushed(event.result.episode_id)
+            )
+            documents.events.subscribe(DocumentPut, lambda _event: w.notify_documents())
+            forgetter.purger.events.subscribe(Purged, lambda _event: w.index_lost())
+        schedule_jobs(scheduler, s, working, journal, weaver)
+        parts = Parts(
+            s,
+            state,
+            journal_store,
+            journal,
+            working,
+            semantic,
+            documents,
+            anchors,
+            pins,
+            access,
+            kinds,
+            engine,
+            forgetter,
+            rebuilder,
+            weaver,
+            client,
+            scheduler,
+            closing.pop_all(),
+        )
+    return parts

@@ -22,14 +22,23 @@ from weaver.jobs.runner import Weaver
 log = logging.getLogger("strata.daemon")
 
 
-def build_scheduler(
-    settings: Settings, working: WorkingMemory, journal: Journal, weaver: Weaver | None
-) -> AsyncIOScheduler:
-    """The scheduler with every job added (not started: it needs the running event loop)."""
-    s = settings
-    scheduler = AsyncIOScheduler(
+def new_scheduler() -> AsyncIOScheduler:
+    """A scheduler with no job yet (:func:`schedule_jobs`); it takes the running event loop
+    when it starts."""
+    return AsyncIOScheduler(
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 60}
     )
+
+
+def schedule_jobs(
+    scheduler: AsyncIOScheduler,
+    settings: Settings,
+    working: WorkingMemory,
+    journal: Journal,
+    weaver: Weaver | None,
+) -> None:
+    """Add every job to ``scheduler``."""
+    s = settings
     scheduler.add_job(
         end_idle_sessions,
         "interval",
@@ -56,15 +65,14 @@ def build_scheduler(
             seconds=s.vectors.optimize_interval_seconds,
             id="optimize_vectors",
         )
-    return scheduler
 
 
-def next_consolidation(scheduler: AsyncIOScheduler | None) -> float | None:
-    """When the next scheduled consolidation run starts (Unix time); None if none is."""
-    job = scheduler.get_job("consolidate") if scheduler else None
-    if job is None or job.next_run_time is None:
-        return None
-    return float(job.next_run_time.timestamp())
+def next_consolidation(scheduler: AsyncIOScheduler) -> float | None:
+    """When the next scheduled consolidation run starts (Unix time); None if none is (or the
+    scheduler has not started)."""
+    job = scheduler.get_job("consolidate")
+    when = getattr(job, "next_run_time", None)  # a job not scheduled yet has none
+    return None if when is None else float(when.timestamp())
 
 
 async def end_idle_sessions(working: WorkingMemory) -> None:

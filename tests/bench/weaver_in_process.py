@@ -145,7 +145,7 @@ def in_new_thread(fn: Callable[[], T]) -> T:
 def open_stores(
     root: Path, ttl_seconds: int
 ) -> Iterator[tuple[RocksStore, Journal, WorkingMemory]]:
-    """The state store, journal and working memory as ``Daemon.open_stores`` wires them."""
+    """The state store, journal and working memory as ``daemon.wiring.open_parts`` wires them."""
     state = RocksStore(root / "state", STATE_CFS)
     journal_store = RocksStore(root / "journal", JOURNAL_CFS, ttl_seconds=ttl_seconds)
     try:

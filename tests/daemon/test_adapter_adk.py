@@ -49,7 +49,7 @@ async def _turn(runner: Runner, user: str, session_id: str, text: str) -> None:
 @pytest.fixture
 def daemon(start_daemon):
     d = start_daemon(weaver=QUIET)
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     return d
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def daemon(start_daemon):
     d = start_daemon(weaver=QUIET)
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     return d
 
 

@@ -152,7 +152,7 @@ def test_stats(client: MemoryClient):
 
 def test_health_and_reflection(daemon, client: MemoryClient):
     assert client.health("strata.v1.MemoryService") == "SERVING"  # at once: appends work
-    daemon.daemon.semantic.wait_ready(120)  # "" turns SERVING once Tier 3 is open
+    daemon.daemon.parts.semantic.wait_ready(120)  # "" turns SERVING once Tier 3 is open
     wait_until(lambda: client.health() == "SERVING", 10, "for health SERVING", interval=0.02)
     with grpc.insecure_channel(daemon.address) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)

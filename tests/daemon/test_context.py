@@ -343,8 +343,8 @@ def test_a_pin_whose_memory_is_gone_is_skipped_and_deleted_but_not_during_a_rebu
     turn = history(ops, "jo")
     ops.append("s", "Hi", user_id="jo")
     ops.pin_memory(turn, user_id="jo")
-    pins = daemon.daemon.pins
-    semantic = daemon.daemon.semantic
+    pins = daemon.daemon.parts.pins
+    semantic = daemon.daemon.parts.semantic
     assert pins is not None and semantic is not None
     _embedder, vectors = semantic.wait_ready(0)
     # The point leaves Tier 3 the way a rebuild takes it out before writing it again: while a

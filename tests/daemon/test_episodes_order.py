@@ -72,7 +72,7 @@ class Hooked:
 def hooked(start_daemon) -> Iterator[Hooked]:
     hooks = Hooks()
     d = start_daemon(weaver=QUIET, factories=hooks.factories)
-    semantic, weaver = d.daemon.semantic, d.daemon.weaver
+    semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
     _embedder, vectors = semantic.wait_ready(120)
     lock = watch_write_lock(semantic)
     with d.client(timeout=60) as c:
@@ -105,7 +105,7 @@ def test_a_forget_while_the_index_job_embeds_the_episode_leaves_nothing(hooked: 
     settled(h.weaver)
     assert written == []  # dropped at the door (the tombstone), never written and deleted
     assert h.secrets() == [] and h.of_session("s1") == []
-    assert h.d.daemon.journal.unindexed() == []  # type: ignore[union-attr]
+    assert h.d.daemon.parts.journal.unindexed() == []  # type: ignore[union-attr]
     assert h.of_session("kept")  # the other episode is untouched
 
 
@@ -145,7 +145,7 @@ def test_a_forget_while_a_writer_is_inside_its_step_waits_and_then_removes_it(
         assert not going.is_alive()
     settled(h.weaver)
     assert h.secrets() == [] and h.of_session("s1") == []
-    assert is_forgotten(h.d.daemon.state, episode_id=eid)  # type: ignore[arg-type]
+    assert is_forgotten(h.d.daemon.parts.state, episode_id=eid)  # type: ignore[arg-type]
     assert h.of_session("kept")
 
 
@@ -165,7 +165,7 @@ def test_a_superseded_fact_written_again_stays_superseded_throughout(hooked: Hoo
     }
     paris, berlin = facts["Paris"], facts["Berlin"]
     assert paris.valid_to_us == berlin.valid_from_us and berlin.valid_to_us is None
-    journal = h.d.daemon.journal
+    journal = h.d.daemon.parts.journal
     assert journal is not None
     header = journal.find(earlier)
     assert header is not None
@@ -185,7 +185,7 @@ def test_a_superseded_fact_written_again_stays_superseded_throughout(hooked: Hoo
     running.join(DEADLINE)
     assert reports and reports[0].ok and reports[0].episodes == 1
     assert superseded(h, paris.id) == [True] and superseded(h, berlin.id) == [False]
-    edge = h.d.daemon.semantic.graph.get(paris.id)  # type: ignore[union-attr]
+    edge = h.d.daemon.parts.semantic.graph.get(paris.id)  # type: ignore[union-attr]
     assert edge is not None and edge.valid_to_us == berlin.valid_from_us
 
 

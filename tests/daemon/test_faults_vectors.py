@@ -123,7 +123,7 @@ def flaky() -> Flaky:
 
 
 def points(daemon: Any, kind: str) -> list[MemoryPoint]:
-    _embedder, vectors = daemon.daemon.semantic.wait_ready(0)
+    _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(0)
     found: list[MemoryPoint] = vectors.scroll(PointFilter(user_id="alice", kinds=(kind,)))
     return found
 
@@ -133,10 +133,10 @@ TURNS = [f"Turn {i}: I planted {i + 3} tomato plants in the garden." for i in ra
 
 def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, flaky):
     daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     store = flaky.made[0]
-    weaver = daemon.daemon.weaver
-    journal = daemon.daemon.journal
+    weaver = daemon.daemon.parts.weaver
+    journal = daemon.daemon.parts.journal
     with daemon.client() as c:
         # Index stage: the first batch stores 2 chunks, then the store fails.
         store.upsert_budget = 2
@@ -163,7 +163,7 @@ def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, fl
         report = run(c)
         assert not report.ok and report.failures == 2 and "injected fault" in report.error
         assert c.weaver_status().pending == 2
-        assert not list(daemon.daemon.state.scan(GRAPH_CF, b""))  # no edge without its point
+        assert not list(daemon.daemon.parts.state.scan(GRAPH_CF, b""))  # no edge without its point
         store.upsert_budget = None
         report = run(c)
         assert report.ok and report.episodes == 2
@@ -172,14 +172,14 @@ def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, fl
     assert sorted(p.episode_id for p in summaries) == sorted(ids)
     facts = points(daemon, "fact")
     for eid in ids:
-        raw = daemon.daemon.state.get(EXTRACTIONS_CF, eid.encode())
+        raw = daemon.daemon.parts.state.get(EXTRACTIONS_CF, eid.encode())
         stored = sorted(f.text for f in decode_extraction(raw).facts)
         assert sorted(p.text for p in facts if p.episode_id == eid) == stored
 
 
 def test_recall_and_pack_answer_from_the_channels_that_work(start_daemon, flaky):
     daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     store = flaky.made[0]
     with daemon.client() as c:
         conversation(c, "s1", MAY, "I planted tomatoes in the garden.", "How many?")
@@ -216,7 +216,7 @@ def test_a_stage_of_the_shutdown_that_fails_does_not_keep_the_daemon_running(
     anyway, and stops (the exit code of ``stratad serve`` says it failed); it used to stay
     running, stopped in part, until a second signal."""
     daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         assert c.append("s1", "before the stop", user_id="alice").seq == 1
     flaky.made[0].fail_close = True
@@ -226,4 +226,4 @@ def test_a_stage_of_the_shutdown_that_fails_does_not_keep_the_daemon_running(
     failed = [r for r in caplog.records if r.getMessage() == "server.stop_failed"]
     assert failed and "injected fault: close failed" in str(failed[0].__dict__)
     with pytest.raises(Exception):  # noqa: B017 - closed: rocksdict's own error type
-        daemon.daemon.state.get(GRAPH_CF, b"x")
+        daemon.daemon.parts.state.get(GRAPH_CF, b"x")

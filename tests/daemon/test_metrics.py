@@ -220,7 +220,7 @@ def test_health_is_serving_only_once_tier3_is_open(start_daemon: Any) -> None:
 
 def test_health_stays_not_serving_when_the_model_fails_to_load(start_daemon: Any) -> None:
     daemon = start_daemon(embedding={"model": "/nonexistent/strata-test-model"})
-    semantic = daemon.daemon.semantic
+    semantic = daemon.daemon.parts.semantic
     with pytest.raises(EmbeddingUnavailable):
         semantic.wait_ready(60)
     with daemon.client() as c:

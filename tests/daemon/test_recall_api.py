@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def daemon(start_daemon):
     d = start_daemon(weaver=QUIET)
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     return d
 
 
@@ -100,7 +100,7 @@ def test_pack_never_exceeds_its_budget(daemon):
 
 def test_get_node_drills_down_even_after_the_journal_expired(start_daemon):
     daemon = start_daemon(weaver=QUIET, journal={"ttl_seconds": 2})
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         talk(c, "alice", "s1", MAY, "I adopted a cat called Miso.", "What a lovely name!")
         consolidate(c)
@@ -127,7 +127,7 @@ def test_get_node_drills_down_even_after_the_journal_expired(start_daemon):
 def test_rerank_falls_back_to_the_fused_order(start_daemon):
     with FakeOpenAI(default=Reply.error(500)) as fake:
         daemon = start_daemon(weaver=QUIET, llm={"model": "openai/test", "api_base": fake.base_url})
-        daemon.daemon.semantic.wait_ready(120)
+        daemon.daemon.parts.semantic.wait_ready(120)
         with daemon.client() as c:
             talk(c, "alice", "s1", MAY, "I play the cello on Sundays.", "Lovely.")
             wait_indexed(c)
@@ -141,7 +141,7 @@ def test_rerank_falls_back_to_the_fused_order(start_daemon):
 
 def test_semantic_cache_and_its_invalidation(start_daemon):
     daemon = start_daemon(weaver=QUIET, recall={"cache_ttl_seconds": 60})
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         talk(c, "alice", "s1", MAY, "My favourite colour is teal.")
         wait_indexed(c)
@@ -202,7 +202,7 @@ def test_recall_works_while_the_weaver_runs(start_daemon):
     echo = EchoLLM()
     with FakeOpenAI(responder=lambda req: Reply.hang(1.0, then=echo(req))) as fake:
         daemon = start_daemon(weaver=QUIET, llm={"model": "openai/test", "api_base": fake.base_url})
-        daemon.daemon.semantic.wait_ready(120)
+        daemon.daemon.parts.semantic.wait_ready(120)
         with daemon.client() as c:
             for i in range(3):
                 talk(c, "alice", f"s{i}", MAY, f"Note {i}: the boiler code is 44{i}.")

@@ -28,7 +28,7 @@ def test_scheduled_compaction_drops_expired_episodes(start_daemon):
         c.append("s", "short-lived", user_id="u")
         eid = c.end_session("s").episode_id
         assert c.get_episode(eid).episode.episode_id == eid
-        store = daemon.daemon.journal_store
+        store = daemon.daemon.parts.journal_store
         assert store is not None
         # RocksDB drops an entry once ts + ttl < now in whole seconds: within ~2.5 s here.
         wait_until(lambda: store.get("episodes", eid.encode()) is None, 8)

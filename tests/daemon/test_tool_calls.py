@@ -81,7 +81,7 @@ def others(c: MemoryClient) -> None:
 @pytest.fixture
 def daemon(start_daemon):
     d = start_daemon(weaver={**QUIET, "tool_result_max_tokens": RESULT_TOKENS})
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     return d
 
 

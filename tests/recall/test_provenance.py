@@ -82,7 +82,7 @@ def test_recall_orders_sources_and_explains_the_kind_factor(start_daemon) -> Non
             }
         },
     )
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         talk(
             c,

@@ -126,5 +126,5 @@ def records(data: bytes) -> list[dict[str, Any]]:
 
 
 def user_points(d: ThreadDaemon, user: str) -> dict[str, str]:
-    _embedder, vectors = d.daemon.semantic.wait_ready(60)
+    _embedder, vectors = d.daemon.parts.semantic.wait_ready(60)
     return {p.id: p.kind for p in vectors.scroll(PointFilter(user_id=user), 100_000)}

@@ -126,7 +126,7 @@ class Alice:
 
     def tier3(self) -> list[str]:
         """The texts of the document's point in the vector store."""
-        _embedder, vectors = self.d.daemon.semantic.wait_ready(0)  # type: ignore[union-attr]
+        _embedder, vectors = self.d.daemon.parts.semantic.wait_ready(0)  # type: ignore[union-attr]
         return [p.text for p in vectors.get([self.doc_id])]
 
     def written(self) -> list[str]:
@@ -151,7 +151,7 @@ class Alice:
 def alice(start_daemon) -> Iterator[Alice]:
     hooks = Hooks()
     d = start_daemon(weaver=QUIET, factories=hooks.factories)
-    semantic, weaver = d.daemon.semantic, d.daemon.weaver
+    semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
     semantic.wait_ready(120)
     lock = watch_write_lock(semantic)
     with d.client(timeout=60) as c:
@@ -180,7 +180,7 @@ def test_a_replace_anywhere_in_the_job_ends_with_the_newest_text(alice: Alice, w
         settled(a.weaver)  # the held job, then the one the put of V2 queued
         assert a.recalls() == V2
     assert a.tier3() == [V2]
-    assert a.d.daemon.documents.unindexed_count() == 0  # type: ignore[union-attr]
+    assert a.d.daemon.parts.documents.unindexed_count() == 0  # type: ignore[union-attr]
     in_order(a.recalls.seen, [V0, V1, V2])
     # Replaced before the job's check, V1 is never written; after it, V1 is written (one
     # text behind: its mark stays) and V2 right after it, by the job the put queued.
@@ -213,11 +213,11 @@ def test_a_delete_anywhere_in_the_job_leaves_nothing(alice: Alice, where: str):
         settled(a.weaver)
         assert a.recalls() == GONE  # the held job wrote nothing back
         assert a.tier3() == []
-        documents = a.d.daemon.documents
+        documents = a.d.daemon.parts.documents
         assert documents is not None and documents.unindexed_count() == 0
         got = code(lambda: a.c.get_document(NAMESPACE, KEY, user_id="alice"))[0]
         assert got == grpc.StatusCode.NOT_FOUND
-        assert is_forgotten(a.d.daemon.state, memory_id=a.doc_id)  # type: ignore[arg-type]
+        assert is_forgotten(a.d.daemon.parts.state, memory_id=a.doc_id)  # type: ignore[arg-type]
         # The key put again is a new document under the same id: indexed as usual.
         assert put(a.c, V2).created
         settled(a.weaver)
@@ -259,7 +259,7 @@ def test_puts_while_the_next_generation_is_made_are_in_it(
     loading = Pause("loading the new generation")
     held_load(monkeypatch, loading)  # a new store: its first load is the new generation's
     d = start_daemon(weaver=QUIET)
-    semantic, weaver = d.daemon.semantic, d.daemon.weaver
+    semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
     embedder, vectors = semantic.wait_ready(120)
     made = (lambda: vectors.builds) if making == "build" else (lambda: vectors.purges)
     with d.client(timeout=60) as c:

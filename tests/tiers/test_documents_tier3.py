@@ -27,7 +27,7 @@ def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_
     start_daemon,
 ):
     d = start_daemon(weaver=QUIET)
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     with d.client(timeout=60) as c:
         c.append("s1", "We talked about the weather in Athens.", user_id="alice", name="Alice")
         c.end_session("s1", user_id="alice")
@@ -87,13 +87,13 @@ def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_
         )
         assert c.list_documents(user_id="alice").documents == []
         assert code(lambda: c.get_node(doc.id))[0] == grpc.StatusCode.NOT_FOUND
-        assert is_forgotten(d.daemon.state, memory_id=doc.id)
+        assert is_forgotten(d.daemon.parts.state, memory_id=doc.id)
         assert not c.delete_document(["notes", "prefs"], "colour", user_id="alice").deleted
 
         # A put of the deleted key is a new document: found again, under the same id.
         again = c.put_document(["notes", "prefs"], "colour", "Alice likes ochre.", user_id="alice")
         assert again.created and again.document.id == doc.id
-        assert not is_forgotten(d.daemon.state, memory_id=doc.id)
+        assert not is_forgotten(d.daemon.parts.state, memory_id=doc.id)
         wait_until(lambda: texts("ochre") == ["Alice likes ochre."], 15, "for the text put again")
         # Recall's episode hits are untouched by all this.
         assert any(
@@ -103,7 +103,7 @@ def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_
 
 def test_a_document_without_text_is_got_but_not_recalled(start_daemon):
     d = start_daemon(weaver=QUIET)
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     with d.client(timeout=60) as c:
 
         def documents(query: str) -> list[tuple[str, str]]:
@@ -121,7 +121,7 @@ def test_a_document_without_text_is_got_but_not_recalled(start_daemon):
         c.put_document(["n"], "l", "", value='{"umbrella": "violet"}', user_id="alice")
         wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the weaver")
         assert documents("violet umbrella") == []
-        assert d.daemon.semantic.wait_ready(5)[1].get([loud.document.id, quiet.id]) == []
+        assert d.daemon.parts.semantic.wait_ready(5)[1].get([loud.document.id, quiet.id]) == []
         assert [x.key for x in c.list_documents(user_id="alice").documents] == ["l", "q"]
         # ...and with text again, recalled again.
         c.put_document(["n"], "l", "Alice lost the violet umbrella.", user_id="alice")
@@ -133,7 +133,7 @@ def test_a_document_deleted_or_replaced_while_being_indexed_never_comes_back(sta
     """The indexer read the document, then a delete (or a replace) ran before it wrote: what
     it read is never written (the indexer is driven by hand: the weaver is off)."""
     d = start_daemon(weaver={"enabled": False})
-    semantic, documents = d.daemon.semantic, d.daemon.documents
+    semantic, documents = d.daemon.parts.semantic, d.daemon.parts.documents
     assert documents is not None and semantic is not None
     _embedder, vectors = semantic.wait_ready(120)
     indexer = DocumentIndexer(documents, semantic)
@@ -171,7 +171,7 @@ def test_a_document_deleted_or_replaced_while_being_indexed_never_comes_back(sta
 def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_daemon, tmp_path):
     secret, coach_secret, bob_word = "Axolotl-5521", "Narwhal-8832", "Okapi-9943"
     d = start_daemon(weaver=QUIET, recall={"cache_ttl_seconds": 60})
-    d.daemon.semantic.wait_ready(120)
+    d.daemon.parts.semantic.wait_ready(120)
     with d.client(timeout=120) as c:
         mine = c.put_document(["n"], "a", f"My locker code is {secret}.", user_id="alice")
         other = c.put_document(["n"], "b", "Alice likes tea.", user_id="alice").document
@@ -203,7 +203,7 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
         assert c.list_documents(user_id="alice").documents == []
         assert not c.recall("tea", user_id="alice").hits
         assert c.recall(bob_word, user_id="bob", kinds=["document"]).hits
-        assert is_forgotten(d.daemon.state, memory_id=coach.document.id)
+        assert is_forgotten(d.daemon.parts.state, memory_id=coach.document.id)
         # No byte of the forgotten texts is left in the data directory; Bob's is there.
         _gone_within(data, [secret, coach_secret, "Alice likes tea"])
         assert _on_disk(data, [bob_word])
@@ -244,7 +244,7 @@ def _records(data: bytes, kind: str) -> list[dict[str, Any]]:
 def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
     a = start_daemon(weaver=QUIET)
     b = start_daemon(data_dir=tmp_path / "target", weaver=QUIET)
-    a.daemon.semantic.wait_ready(120)
+    a.daemon.parts.semantic.wait_ready(120)
     with a.client(timeout=120) as ca, b.client(timeout=120) as cb:
         one = ca.put_document(
             ["n"], "one", "Alice keeps bees.", value='{"hives": 3}', user_id="alice"
@@ -316,7 +316,7 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         )
 
         # Rebuild writes the documents' points again from their records.
-        _embedder, vectors = b.daemon.semantic.wait_ready(0)
+        _embedder, vectors = b.daemon.parts.semantic.wait_ready(0)
         documents = PointFilter(user_id="alice", kinds=("document",))
         vectors.delete(documents)
         assert not cb.recall("bees", user_id="alice", kinds=["document"]).hits

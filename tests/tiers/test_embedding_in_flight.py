@@ -238,7 +238,7 @@ def test_the_daemons_weaver_indexes_with_requests_in_flight_and_stop_closes_the_
     with FakeOpenAI(embed=embed) as fake:
         remote = {"provider": "litellm", "model": "openai/test", "api_base": fake.base_url}
         d = start_daemon(embedding={**remote, "dim": 3, "batch_size": 2, "max_in_flight": 4})
-        d.daemon.semantic.wait_ready(60)
+        d.daemon.parts.semantic.wait_ready(60)
         with d.client(timeout=60) as c:
             turns = [f"Turn {i}: Alice planted {i + 3} tomato plants." for i in range(8)]
             c.append_batch("s1", [message(t, name="Alice") for t in turns], user_id="alice")
@@ -246,7 +246,7 @@ def test_the_daemons_weaver_indexes_with_requests_in_flight_and_stop_closes_the_
             wait_until(lambda: c.weaver_status().unindexed == 0, DEADLINE, "for the index")
             assert fake.peak == 4  # the server held the weaver's 4 requests at once
             assert c.recall("tomato plants", user_id="alice", k=3).hits
-        client = d.daemon.embedding_client
+        client = d.daemon.parts.embedding_client
         d.stop()
         assert client is not None and client._pool is None  # the daemon closed it
         with pytest.raises(ModelUnavailable, match="the client is closed"):

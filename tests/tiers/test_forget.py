@@ -34,7 +34,7 @@ def code(call: Any) -> grpc.StatusCode:
 
 def test_forget_cascades_through_every_tier(start_daemon, capsys):
     daemon = start_daemon(weaver=QUIET, recall={"cache_ttl_seconds": 60})
-    semantic = daemon.daemon.semantic
+    semantic = daemon.daemon.parts.semantic
     _embedder, vectors = semantic.wait_ready(120)
     graph = semantic.graph
     with daemon.client() as c:
@@ -72,11 +72,13 @@ def test_forget_cascades_through_every_tier(start_daemon, capsys):
 
         # -- no resurrection: a run, a re-consolidation, a re-index ------------------------
         consolidate(c)
-        weaver = daemon.daemon.weaver
+        weaver = daemon.daemon.parts.weaver
         assert weaver is not None
         assert weaver._consolidator.consolidate(acme).forgotten
         assert weaver._index._indexer.index([acme]).points == 0
-        assert vectors.get(acme_ids) == [] and is_forgotten(daemon.daemon.state, episode_id=acme)
+        assert vectors.get(acme_ids) == [] and is_forgotten(
+            daemon.daemon.parts.state, episode_id=acme
+        )
 
         # -- by memory id: one fact and its edge; the rest of the episode stays ------------
         (fact,) = [
@@ -110,8 +112,8 @@ def test_forget_cascades_through_every_tier(start_daemon, capsys):
         assert texts(c, "alice", "Berlin Acme Rome locker") == []
         assert vectors.count(PointFilter(user_id="alice")) == 0 and graph.entities(ALICE) == []
         for cf in ("pending", "unindexed", EXTRACTIONS_CF, "log"):
-            assert list(daemon.daemon.state.scan(cf, b"alice")) == [] or cf == EXTRACTIONS_CF
-        assert daemon.daemon.state.get(EXTRACTIONS_CF, berlin.encode()) is None
+            assert list(daemon.daemon.parts.state.scan(cf, b"alice")) == [] or cf == EXTRACTIONS_CF
+        assert daemon.daemon.parts.state.get(EXTRACTIONS_CF, berlin.encode()) is None
         assert any(eid == bob for _id, eid, _t in texts(c, "bob", "Acme"))
         assert c.get_episode(bob).episode.message_count == 1
 
@@ -159,7 +161,7 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
             weaver=QUIET,
             llm={"model": "openai/test", "api_base": fake.base_url, "timeout_seconds": 60},
         )
-        _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+        _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
         with daemon.client() as c:
             gone = talk(c, "alice", "s1", f"My locker code is {SECRET}.", "Noted.")
             kept = talk(c, "bob", "s2", "I like jazz.")
@@ -178,9 +180,11 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
             assert report.ok, report.error
             assert vectors.count(PointFilter(episode_ids=(gone,))) == 0
             assert vectors.count(PointFilter(episode_ids=(kept,))) >= 2
-            state = daemon.daemon.state
+            state = daemon.daemon.parts.state
             assert state.get(EXTRACTIONS_CF, gone.encode()) is None
-            assert not daemon.daemon.semantic.graph.edges_where(lambda e: e.episode_id == gone)
+            assert not daemon.daemon.parts.semantic.graph.edges_where(
+                lambda e: e.episode_id == gone
+            )
             c.backup(str(tmp_path / "after"))
     # The deleted bytes are gone from the files of a backup (the RocksDB files it links, the
     # compacted copy of the vector store), and a restore has none of the episode's data.
@@ -215,8 +219,8 @@ def _lives_in_llm(request: Any) -> Reply:
 def test_forgetting_a_superseding_fact_makes_the_older_current_again(start_daemon):
     with FakeOpenAI(responder=_lives_in_llm) as fake:
         daemon = start_daemon(weaver=QUIET, llm={"model": "openai/test", "api_base": fake.base_url})
-        _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
-        graph = daemon.daemon.semantic.graph
+        _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
+        graph = daemon.daemon.parts.semantic.graph
         with daemon.client() as c:
             for sid, city, day in (("m1", "Paris", 1), ("m2", "Rome", 2), ("m3", "Oslo", 3)):
                 c.append(
@@ -254,7 +258,7 @@ def test_forgetting_a_superseding_fact_makes_the_older_current_again(start_daemo
 
 def test_scope_forget_finds_extractions_whose_episode_expired(start_daemon):
     daemon = start_daemon(weaver=QUIET)
-    d = daemon.daemon
+    d = daemon.daemon.parts
     with daemon.client() as c:
         gone = talk(c, "alice", "x1", f"My locker code is {SECRET}.", "Noted.")
         consolidate(c)

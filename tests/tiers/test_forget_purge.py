@@ -153,7 +153,7 @@ def test_a_stop_during_a_purge_is_clean_and_the_next_start_finishes_it(start_dae
             assert c.forget(episode_ids=[gone]).episodes == 1
         daemon.stop()  # most likely while the vector store's purge runs
     daemon = start_daemon(weaver=QUIET)
-    daemon.daemon.semantic.wait_ready(120)
-    purger = daemon.daemon.forgetter.purger  # type: ignore[union-attr]
+    daemon.daemon.parts.semantic.wait_ready(120)
+    purger = daemon.daemon.parts.forgetter.purger  # type: ignore[union-attr]
     wait_until(lambda: not purger.pending, 120, "the resumed purge")
     assert _on_disk(tmp_path / "data", [SECRET]) == {}

@@ -19,7 +19,7 @@ ALICE = Scope("alice")
 
 def tier3_ids(daemon: ThreadDaemon) -> set[str]:
     """The ids of alice's vector points and graph edges."""
-    semantic = daemon.daemon.semantic
+    semantic = daemon.daemon.parts.semantic
     _embedder, vectors = semantic.wait_ready(60)
     points = {p.id for p in vectors.scroll(PointFilter(user_id="alice"), 100_000)}
     return points | {e.id for e in semantic.graph.edges_where(lambda e: e.scope == ALICE)}
@@ -36,7 +36,7 @@ def test_a_forgotten_id_comes_back_through_no_writer(start_daemon):
         )
         wait_indexed(c)
         consolidate(c)
-        _embedder, vectors = daemon.daemon.semantic.wait_ready(60)
+        _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(60)
         facts = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)), 1000)
         (fact,) = [p for p in facts if p.episode_id == berlin and "Berlin" in p.text][:1]
         of_secret = {p.id for p in vectors.scroll(PointFilter(episode_ids=(secret,)), 1000)}

@@ -91,7 +91,7 @@ def _profiles(vectors, topic: str | None = None) -> list[MemoryPoint]:  # type: 
 @pytest.mark.slow
 def test_profiles_are_superseded_not_duplicated_and_forget_rewrites_them(start_daemon):
     daemon = start_daemon(weaver=QUIET)
-    _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+    _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         first = conversation(
             c,

@@ -40,7 +40,7 @@ def three_episodes(c: MemoryClient) -> list[str]:
 
 def assert_consolidated_once(daemon: Any, echo: EchoLLM, ids: list[str]) -> None:
     """Every episode consolidated by the LLM, asked once each; nothing from the fallback."""
-    _embedder, vectors = daemon.daemon.semantic.wait_ready(0)
+    _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(0)
     facts = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)), limit=1000)
     summaries = vectors.scroll(PointFilter(user_id="alice", kinds=("summary",)), limit=1000)
     assert sorted(p.episode_id for p in summaries) == sorted(ids)
@@ -52,8 +52,8 @@ def assert_consolidated_once(daemon: Any, echo: EchoLLM, ids: list[str]) -> None
 def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
     port = free_port_refuses()
     daemon = start_daemon(weaver=QUIET, llm=llm(f"http://127.0.0.1:{port}/v1"))
-    weaver = daemon.daemon.weaver
-    daemon.daemon.semantic.wait_ready(120)
+    weaver = daemon.daemon.parts.weaver
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         ids = three_episodes(c)
         wait_until(lambda: c.weaver_status().unindexed == 0, 60)
@@ -101,7 +101,7 @@ def test_a_slow_or_broken_llm_leaves_episodes_pending(start_daemon, fault):
             weaver=QUIET,
             llm=llm(fake.base_url, retry_backoff_seconds=3600.0, retry_backoff_max_seconds=3600.0),
         )
-        daemon.daemon.semantic.wait_ready(120)
+        daemon.daemon.parts.semantic.wait_ready(120)
         with daemon.client() as c:
             ids = three_episodes(c)
             report = run(c)
@@ -129,8 +129,8 @@ def test_an_episode_close_to_expiry_goes_to_the_local_extractor(start_daemon):
         llm=llm(f"http://127.0.0.1:{port}/v1", max_retries=0),
         factories=Factories(clock=lambda: time.time() + later[0]),
     )
-    journal = daemon.daemon.journal
-    daemon.daemon.semantic.wait_ready(120)
+    journal = daemon.daemon.parts.journal
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         old = conversation(c, "old", MAY, "I moved to Lisbon.", "Nice.")
         wait_until(lambda: c.weaver_status().unindexed == 0, 60)
@@ -142,7 +142,7 @@ def test_an_episode_close_to_expiry_goes_to_the_local_extractor(start_daemon):
         # ...the old episode is done locally rather than lost; the fresh one waits.
         assert report.episodes == 1 and report.fallbacks == 1 and not report.ok
         assert "1 episodes stay pending" in report.error
-        _embedder, vectors = daemon.daemon.semantic.wait_ready(0)
+        _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(0)
         done = vectors.scroll(PointFilter(user_id="alice", kinds=("summary",)))
         assert [(p.episode_id, p.extractor) for p in done] == [(old, "local")]
         assert [p.episode_id for p in journal.pending()] == [fresh]
@@ -153,10 +153,10 @@ def test_on_failure_local_keeps_the_immediate_fallback(start_daemon):
     daemon = start_daemon(
         weaver=QUIET, llm=llm(f"http://127.0.0.1:{port}/v1", max_retries=0, on_failure="local")
     )
-    daemon.daemon.semantic.wait_ready(120)
+    daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         three_episodes(c)
         report = run(c)
         assert report.ok and report.episodes == 3 and report.fallbacks == 3
         assert c.weaver_status().pending == 0
-        assert daemon.daemon.weaver.llm_backoff.failures == 0
+        assert daemon.daemon.parts.weaver.llm_backoff.failures == 0

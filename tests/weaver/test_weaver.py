@@ -21,7 +21,7 @@ ALICE = Scope("alice")
 
 def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon):
     daemon = start_daemon(weaver=QUIET)
-    _embedder, vectors = daemon.daemon.semantic.wait_ready(120)  # the model loads once
+    _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)  # the model loads once
     chunks = PointFilter(user_id="alice", kinds=("episode_chunk",))
     with daemon.client() as c:
         began = time.monotonic()
@@ -58,7 +58,7 @@ def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon
 
 def test_run_now_consolidates_into_facts_summary_and_graph(start_daemon):
     daemon = start_daemon(weaver=QUIET)
-    semantic = daemon.daemon.semantic
+    semantic = daemon.daemon.parts.semantic
     _embedder, vectors = semantic.wait_ready(120)
     with daemon.client() as c:
         eid = conversation(
@@ -89,15 +89,15 @@ def test_run_now_consolidates_into_facts_summary_and_graph(start_daemon):
         assert status.pending == 0 and status.last_run.run_id == report.run_id
         again = run(c)
         assert again.ok and again.episodes == 0
-        assert daemon.daemon.weaver is not None
+        assert daemon.daemon.parts.weaver is not None
         before = vectors.count(PointFilter(user_id="alice"))
-        daemon.daemon.weaver._consolidator.consolidate(eid)  # re-consolidate one episode
+        daemon.daemon.parts.weaver._consolidator.consolidate(eid)  # re-consolidate one episode
         assert vectors.count(PointFilter(user_id="alice")) == before
 
 
 def test_a_new_value_supersedes_the_old_fact(start_daemon):
     daemon = start_daemon(weaver=QUIET)
-    semantic = daemon.daemon.semantic
+    semantic = daemon.daemon.parts.semantic
     _embedder, vectors = semantic.wait_ready(120)
     with daemon.client() as c:
         # Imported out of order: the later episode arrives first.
@@ -135,7 +135,7 @@ def test_the_llm_back_end_and_its_fallback(start_daemon):
                 "on_failure": "local",  # the default, "wait", is in test_faults_llm.py
             },
         )
-        _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+        _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
         with daemon.client() as c:
             conversation(c, "s1", MAY, "I like jazz.", "I prefer rock.")
             report = run(c)
@@ -163,7 +163,7 @@ def test_a_run_that_breaks_is_reported_as_failed(start_daemon, monkeypatch):
         def broken() -> list[object]:
             raise OSError("the state store cannot be read")
 
-        monkeypatch.setattr(d.daemon.journal, "pending", broken)
+        monkeypatch.setattr(d.daemon.parts.journal, "pending", broken)
         report = run(c)
         assert not report.ok and report.failures == 1
         assert "the state store cannot be read" in report.error
@@ -181,9 +181,9 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
     gated_child(monkeypatch, gate)  # the build's child waits until the test lets it go
     index_small_stores(monkeypatch)  # so that the build has something to index and swap in
     daemon = start_daemon(weaver=QUIET)
-    _embedder, vectors = daemon.daemon.semantic.wait_ready(120)
+    _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
     assert isinstance(vectors, ShardedVectorStore)
-    weaver = daemon.daemon.weaver
+    weaver = daemon.daemon.parts.weaver
     assert weaver is not None
     turns = PointFilter(user_id="alice", kinds=("episode_turn",))
     with daemon.client() as c:

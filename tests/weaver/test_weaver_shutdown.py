@@ -62,7 +62,7 @@ def test_index_jobs_in_line_do_not_hold_back_the_scheduled_run(
     ("queued already" meant "the line is not empty"), and a run drained along with index jobs
     went back to the end of the line. Both starved consolidation for the whole load run."""
     daemon = start_daemon(weaver=QUIET)
-    weaver = daemon.daemon.weaver
+    weaver = daemon.daemon.parts.weaver
     assert weaver is not None
     release = threading.Event()
     blocked = weaver.submit(lambda: release.wait(30))  # the worker is busy: the line waits

@@ -1,0 +1,74 @@
+"""The daemon's start and stop as one stack: each part, as it starts, registers the stage that
+stops it (APScheduler 4's ``start(exit_stack)``), so the stop runs in reverse order of the
+start by construction.
+
+:class:`Stages` is an :class:`~contextlib.AsyncExitStack` of named, guarded stages: a stage that
+fails is logged (``server.stop_failed`` with the stage and the error) and the stages after it
+still run; :attr:`Stages.failed` names those that failed (the daemon's exit code says so). A
+part that fails to start (:meth:`Stages.starting`) is logged as ``server.start_failed``, its
+error is noted with the part's name, and what had started before it is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+log = logging.getLogger("strata.daemon")
+
+# A stage's teardown: a plain call (quick, on the event loop) or a coroutine function.
+Teardown = Callable[[], Awaitable[object] | object]
+
+
+class Stages:
+    """The stages that stop what has started, most recent first; closing twice is safe (the
+    second close finds nothing to run)."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.AsyncExitStack()
+        # Registered, in start order (the stop runs them backwards).
+        self.names: list[str] = []
+        # The stages that failed when they ran (each logged as server.stop_failed).
+        self.failed: list[str] = []
+
+    def push(self, name: str, teardown: Teardown) -> None:
+        """Register the stage that stops a part that has just started. A blocking teardown
+        wraps itself in :func:`asyncio.to_thread`."""
+
+        async def stage() -> None:
+            try:
+                result = teardown()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self.failed.append(name)
+                log.error(
+                    "server.stop_failed", extra={"fields": {"stage": name, "error": repr(exc)}}
+                )
+
+        self.names.append(name)
+        self._stack.push_async_callback(stage)
+
+    @contextlib.asynccontextmanager
+    async def starting(self, part: str) -> AsyncIterator[None]:
+        """Around a part's start: if it fails, the error names the part
+        (``server.start_failed``); the caller then closes the stages (:meth:`close`)."""
+        try:
+            yield
+        except BaseException as exc:
+            exc.add_note(f"while starting the daemon's {part}; what had started was stopped")
+            log.error("server.start_failed", extra={"fields": {"part": part, "error": repr(exc)}})
+            raise
+
+    async def close(self) -> None:
+        """Run every stage registered, in reverse order; none raises (see :attr:`failed`)."""
+        stack, self._stack = self._stack, contextlib.AsyncExitStack()
+        await stack.aclose()
+
+
+async def in_thread(call: Callable[..., object], *args: object) -> None:
+    """A blocking teardown (a thread to join, a socket to close) off the event loop."""
+    await asyncio.to_thread(call, *args)
