@@ -310,3 +310,32 @@ def test_no_folder_holds_more_than_about_15_modules() -> None:
             if n > MAX_MODULES and not where.startswith(NOT_SIZED[0].rstrip("/")):
                 crowded.append(f"{where}/: {n} modules")
     assert not crowded, f"folders over {MAX_MODULES} modules:\n" + "\n".join(crowded)
+
+
+# "Composition, not mixins": a class of the services or the weaver derives from one class at
+# most (a generated servicer base, say); its parts are objects it is given. Errors aside: an
+# error derives from its package's error and its kind.
+COMPOSED = ("daemon/services", "weaver")
+
+
+def _multiple_bases(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ClassDef) and len(node.bases) > 1:
+            yield node.lineno, f"{node.name}({', '.join(ast.unparse(b) for b in node.bases)})"
+
+
+def test_services_and_the_weaver_compose_their_parts() -> None:
+    mixed = [
+        f"{path.relative_to(ROOT)}:{line} {cls}"
+        for top in COMPOSED
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for line, cls in _multiple_bases(path)
+        if "Error" not in cls  # an error is its tier's error and a kind (tiers.core.errors)
+    ]
+    assert not mixed, "classes of several bases (compose the parts instead):\n" + "\n".join(mixed)
+
+
+def test_the_mixin_check_sees_a_class_of_two_bases(tmp_path: Path) -> None:
+    module = tmp_path / "service.py"
+    module.write_text("class A(B, C):\n    pass\nclass D(E):\n    pass\n")
+    assert list(_multiple_bases(module)) == [(1, "A(B, C)")]
