@@ -22,14 +22,22 @@ DAEMON_MODULES = (
 )  # fmt: skip
 
 
-def _without_daemon(code: str) -> subprocess.CompletedProcess[str]:
-    block = "".join(f"sys.modules[{m!r}] = None\n" for m in DAEMON_MODULES)
+# Prints the project's server packages this process imported.
+SERVER_LOADED = (
+    "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiers', 'weaver', 'recall')))"
+)
+
+
+def _without_daemon(
+    code: str, keep: frozenset[str] = frozenset()
+) -> subprocess.CompletedProcess[str]:
+    block = "".join(f"sys.modules[{m!r}] = None\n" for m in DAEMON_MODULES if m not in keep)
     return subprocess.run(
         [sys.executable, "-c", f"import sys\n{block}{code}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
 
 
@@ -47,8 +55,7 @@ def test_the_client_imports_without_the_daemons_dependencies():
     done = _without_daemon(
         "import daemon.client\n"
         "from daemon.client import AsyncMemoryClient, MemoryClient, message\n"
-        "MemoryClient('127.0.0.1:1').close()\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tiers', 'weaver', 'recall')))"
+        "MemoryClient('127.0.0.1:1').close()\n" + SERVER_LOADED
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -61,3 +68,17 @@ def test_the_daemons_tools_say_to_install_the_extra_when_it_is_missing():
         assert f"{tool}: the daemon's dependencies are not installed" in done.stderr
         assert 'pip install "strata[daemon]"' in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_the_adapters_need_the_client_and_their_framework_only():
+    # pydantic, numpy, litellm and the like come with some frameworks: left importable here.
+    frameworks_bring = frozenset(
+        {"pydantic", "numpy", "transformers", "tokenizers", "litellm", "rich"}
+    )
+    done = _without_daemon(
+        "import daemon.adapters.mcp.server, daemon.adapters.openai_agents\n"
+        "import daemon.adapters.langgraph_store, daemon.adapters.google_adk\n" + SERVER_LOADED,
+        keep=frameworks_bring,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
