@@ -45,7 +45,11 @@ class _Method(Generic[P, R, D]):
         self.__doc__ = build.__doc__
         self.__name__ = build.__name__
         signature = inspect.signature(build)
-        self.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+        # The parameters without ``self``; the reply's type depends on the client (see above).
+        self.__signature__ = signature.replace(
+            parameters=list(signature.parameters.values())[1:],
+            return_annotation=inspect.Signature.empty,
+        )
 
     def _run(self, transport: Any, described: D) -> Any:
         raise NotImplementedError
