@@ -45,7 +45,7 @@ lock-check: $(STAMP)
 lock:
 	test -x $(VENV)-lock/bin/pip-compile || ( $(PYTHON) -m venv $(VENV)-lock \
 		&& $(VENV)-lock/bin/python -m pip install --quiet "$(PIP)" "$(PIP_TOOLS)" )
-	$(VENV)-lock/bin/pip-compile --quiet --extra dev --extra mcp --extra agents --extra langgraph \
+	$(VENV)-lock/bin/pip-compile --quiet --extra daemon --extra dev --extra mcp --extra agents --extra langgraph \
 		--extra adk --all-build-deps --allow-unsafe \
 		--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_ARGS) \
 		--output-file $(LOCK) pyproject.toml

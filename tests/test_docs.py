@@ -31,7 +31,9 @@ def test_readme_python_quickstart_runs_against_a_real_daemon(spawn, tmp_path):
     proc = spawn(tmp_path / "data")
     out = subprocess.run(
         [sys.executable, "-c", "\n".join(snippets)],
-        env=daemon_env(tmp_path / "unused") | {"STRATA_ADDRESS": proc.address},
+        # PYTHONPATH: this checkout's code, whatever the environment installed
+        env=daemon_env(tmp_path / "unused")
+        | {"STRATA_ADDRESS": proc.address, "PYTHONPATH": str(ROOT)},
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -339,3 +340,27 @@ def test_the_mixin_check_sees_a_class_of_two_bases(tmp_path: Path) -> None:
     module = tmp_path / "service.py"
     module.write_text("class A(B, C):\n    pass\nclass D(E):\n    pass\n")
     assert list(_multiple_bases(module)) == [(1, "A(B, C)")]
+
+
+# The client is a product of its own (``pip install strata`` without the daemon's extra): it
+# imports nothing of the project but itself and the generated stubs, and of other packages only
+# grpc and protobuf (the stdlib aside).
+CLIENT_MAY_IMPORT = ("daemon.client", "daemon.pb", "grpc", "grpc_health", "google.protobuf")
+
+
+def test_the_client_imports_only_itself_the_stubs_grpc_and_protobuf():
+    wrong = []
+    for path in sorted((ROOT / "daemon" / "client").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                allowed = any(name == m or name.startswith(m + ".") for m in CLIENT_MAY_IMPORT)
+                if not allowed and (top in ALLOWED or top not in sys.stdlib_module_names):
+                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not wrong, "\n".join(wrong)

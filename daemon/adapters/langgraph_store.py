@@ -43,7 +43,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -60,7 +59,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import get_text_at_path
 
 from daemon.adapters.connection import Connection
-from daemon.client import MemoryClient
+from daemon.client import MemoryClient, NotFoundError
 from daemon.pb import memory_pb2 as pb
 
 KIND = "document"
@@ -152,10 +151,8 @@ class StrataStore(BaseStore):
         try:
             s = self._scope(op.namespace, "namespace")
             got = self._client.get_document(op.namespace, op.key, user_id=s.user, agent_id=s.agent)
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                return None
-            raise
+        except NotFoundError:
+            return None
         return _item(got.document)
 
     def _put(self, op: PutOp) -> None:
@@ -217,10 +214,8 @@ class StrataStore(BaseStore):
                 got = self._client.get_document(
                     where[0], where[1], user_id=s.user, agent_id=s.agent
                 )
-            except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.NOT_FOUND:  # deleted since it was indexed
-                    continue
-                raise
+            except NotFoundError:  # deleted since it was indexed
+                continue
             yield _item(got.document), hit.score
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

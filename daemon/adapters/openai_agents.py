@@ -36,11 +36,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import grpc
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from daemon.adapters.connection import Connection
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, NotFoundError, message
 from daemon.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
@@ -103,10 +102,8 @@ class StrataSession:
                 max_messages=limit,
                 user_id=self.user_id,
             )
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                return []
-            raise
+        except NotFoundError:
+            return []
         return _answered([item_of(m.message) for m in view.messages])
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -132,10 +129,8 @@ class StrataSession:
             response = await self._call(
                 self._client.remove_messages, self.session_id, user_id=self.user_id, **which
             )
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                return []
-            raise
+        except NotFoundError:
+            return []
         return list(response.removed)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from daemon.client import MemoryClient
+from daemon.client import AdminClient
 from daemon.pb import admin_pb2
 from weaver.markdown_tree import write_tree
 
@@ -35,7 +35,7 @@ def _records(counts: admin_pb2.TransferCounts) -> str:
 
 
 def export_to(
-    client: MemoryClient,
+    client: AdminClient,
     user_id: str,
     agent_id: str,
     directory: Path,
@@ -83,7 +83,7 @@ def render_export(d: dict[str, Any]) -> str:
 
 
 def import_from(
-    client: MemoryClient,
+    client: AdminClient,
     path: Path,
     user_id: str,
     timeout: float | None,

@@ -15,12 +15,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import grpc
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from daemon.cli.transfer import TransferError, export_to, import_from, render_export, render_import
-from daemon.client import ADDRESS_ENV, DEFAULT_ADDRESS, MemoryClient, default_address
+from daemon.client import (
+    ADDRESS_ENV,
+    DEFAULT_ADDRESS,
+    MemoryClient,
+    StrataClientError,
+    UnavailableError,
+    default_address,
+)
 from daemon.codec.status import StrataError
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
@@ -31,19 +37,19 @@ def _dict(message: Message) -> dict[str, Any]:
 
 
 def _stats(client: MemoryClient, args: argparse.Namespace) -> Message:
-    return client.stats()
+    return client.admin.stats()
 
 
 def _status(client: MemoryClient, args: argparse.Namespace) -> Message:
-    return client.weaver_status()
+    return client.admin.weaver_status()
 
 
 def _backup(client: MemoryClient, args: argparse.Namespace) -> Message:
-    return client.backup(str(Path(args.directory).absolute()), timeout=args.timeout)
+    return client.admin.backup(str(Path(args.directory).absolute()), timeout=args.timeout)
 
 
 def _rebuild(client: MemoryClient, args: argparse.Namespace) -> Message:
-    return client.rebuild(args.user, timeout=args.timeout)
+    return client.admin.rebuild(args.user, timeout=args.timeout)
 
 
 def _forget(client: MemoryClient, args: argparse.Namespace) -> Message:
@@ -166,10 +172,12 @@ def _transfer(client: MemoryClient, args: argparse.Namespace) -> int:
     """export / import: progress on stderr, the summary on stdout."""
     try:
         if args.command == "export":
-            data = export_to(client, args.user, args.agent, Path(args.directory), args.timeout)
+            data = export_to(
+                client.admin, args.user, args.agent, Path(args.directory), args.timeout
+            )
             print(json.dumps(data, indent=2) if args.json else render_export(data))
         else:
-            response = import_from(client, Path(args.path), args.user, args.timeout)
+            response = import_from(client.admin, Path(args.path), args.user, args.timeout)
             data = _dict(response)
             print(json.dumps(data, indent=2) if args.json else render_import(data))
     except (TransferError, StrataError, OSError) as exc:
@@ -180,7 +188,7 @@ def _transfer(client: MemoryClient, args: argparse.Namespace) -> int:
 
 def _run_now(client: MemoryClient, args: argparse.Namespace) -> int:
     """Stream a run: a progress bar on a terminal, plain lines otherwise."""
-    events = client.run_weaver(
+    events = client.admin.run_weaver(
         episode_ids=args.episode, user_id=args.user_id, agent_id=args.agent_id
     )
     if args.no_wait:
@@ -328,10 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                 return _transfer(client, args)
             call, render = COMMANDS[args.command]
             response = call(client, args)
-    except grpc.RpcError as exc:
-        code = exc.code()
-        print(f"weaverctl: {code.name}: {exc.details()}", file=sys.stderr)
-        return EXIT_UNREACHABLE if code == grpc.StatusCode.UNAVAILABLE else EXIT_FAILED
+    except StrataClientError as exc:
+        print(f"weaverctl: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE if isinstance(exc, UnavailableError) else EXIT_FAILED
     data = _dict(response)
     print(json.dumps(data, indent=2) if args.json else render(data))
     return EXIT_OK

@@ -1,4 +1,6 @@
-"""The Python client agents import: :class:`MemoryClient` (sync) and :class:`AsyncMemoryClient`.
+"""The Python client of a Strata daemon: :class:`MemoryClient` for an agent's calls and
+:class:`AdminClient` for the operator's, each also for asyncio (:class:`AsyncMemoryClient`,
+:class:`AsyncAdminClient`).
 
 ::
 
@@ -10,13 +12,29 @@
         for episode in memory.iter_episodes(user_id="alice"):
             print(episode.episode_id, episode.message_count)
 
-Both clients take the same arguments and return the protobuf messages of
-``proto/strata/v1/memory.proto`` (typed by the generated ``.pyi`` stubs). Errors are
-``grpc.RpcError`` with the daemon's status code and message. Every call has a deadline
-(``timeout`` seconds, per client or per call).
+The clients return the protobuf messages of ``proto/strata/v1/*.proto`` (typed by the
+generated ``.pyi`` stubs). Every call has a deadline (``timeout`` seconds, per client or per
+call) and raises only :class:`StrataClientError` and its subclasses, one per error kind
+(:class:`NotFoundError`, :class:`InvalidArgumentError`, ...), with the gRPC status ``code`` and
+the daemon's ``message``. This package needs grpcio and protobuf only: it imports nothing of
+the daemon.
 """
 
-from daemon.client.aio import AsyncMemoryClient
+from daemon.client.aio import AsyncAdminClient, AsyncMemoryClient
+from daemon.client.errors import (
+    AlreadyExistsError,
+    CallCancelledError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    StrataClientError,
+    UnauthenticatedError,
+    UnavailableError,
+)
 from daemon.client.requests import (
     ADDRESS_ENV,
     DEFAULT_ADDRESS,
@@ -25,14 +43,28 @@ from daemon.client.requests import (
     message,
     timestamp,
 )
-from daemon.client.sync import MemoryClient
+from daemon.client.sync import AdminClient, MemoryClient
 
 __all__ = [
     "ADDRESS_ENV",
     "DEFAULT_ADDRESS",
+    "AdminClient",
+    "AlreadyExistsError",
+    "AsyncAdminClient",
     "AsyncMemoryClient",
+    "CallCancelledError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
     "MemoryClient",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "StrataClientError",
     "Timeish",
+    "UnauthenticatedError",
+    "UnavailableError",
     "default_address",
     "message",
     "timestamp",

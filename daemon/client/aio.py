@@ -1,61 +1,34 @@
-"""The asyncio client (grpc.aio)."""
+"""The asyncio clients (``grpc.aio``): :class:`AsyncMemoryClient` and :class:`AsyncAdminClient`,
+with the methods of :class:`MemoryClient` and :class:`AdminClient` (the same definitions, in
+:mod:`daemon.client.memory` and :mod:`daemon.client.admin`), to be awaited; streams are async
+iterators."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from functools import cached_property
 
-import grpc
-from grpc_health.v1 import health_pb2
-
-from daemon.client.base import CHANNEL_OPTIONS
-from daemon.client.channel import Connection, aio_channel
-from daemon.client.context import AsyncContextMethods
-from daemon.client.requests import (
-    Timeish,
-    append_batch_request,
-    append_request,
-    append_results,
-    document_request,
-    end_session_request,
-    episode_request,
-    forget_request,
-    list_documents_request,
-    list_request,
-    node_request,
-    pack_request,
-    put_document_request,
-    recall_request,
-    remove_messages_request,
-    serving_status,
-    working_memory_request,
-)
-from daemon.pb import admin_pb2
-from daemon.pb import memory_pb2 as pb
-
-T = TypeVar("T")
+from daemon.client.admin import AdminApi
+from daemon.client.memory import MemoryApi
+from daemon.client.transport import Asyncio
 
 
-async def _pages(
-    page: Callable[[str], Awaitable[Any]], items: Callable[[Any], Iterable[T]]
-) -> AsyncIterator[T]:
-    """The ``items`` of ``await page(token)``, page after page, until a page has no next
-    token."""
-    token = ""
-    while True:
-        reply = await page(token)
-        for item in items(reply):
-            yield item
-        token = reply.next_page_token
-        if not token:
-            return
+class AsyncAdminClient(AdminApi[Asyncio]):
+    """asyncio client of the operator's calls. Use with ``async with``, or await
+    :meth:`close`."""
+
+    _transport_class = Asyncio
+
+    async def __aenter__(self) -> AsyncAdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
-class AsyncMemoryClient(AsyncContextMethods):
-    """asyncio client (``grpc.aio``), with the same methods as :class:`MemoryClient`."""
+class AsyncMemoryClient(MemoryApi[Asyncio]):
+    """asyncio client of an agent's calls. Use with ``async with``, or await :meth:`close`."""
 
-    def _open_channel(self, address: str, conn: Connection) -> grpc.aio.Channel:
-        return aio_channel(address, conn, CHANNEL_OPTIONS)
+    _transport_class = Asyncio
 
     async def __aenter__(self) -> AsyncMemoryClient:
         return self
@@ -63,252 +36,7 @@ class AsyncMemoryClient(AsyncContextMethods):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def close(self) -> None:
-        await self._channel.close()
-
-    async def append(
-        self,
-        session_id: str,
-        content: str = "",
-        *,
-        role: str | int = "user",
-        user_id: str = "",
-        agent_id: str = "",
-        timeout: float | None = None,
-        **fields: Any,
-    ) -> pb.AppendResponse:
-        req = append_request(session_id, content, role, user_id, agent_id, fields)
-        return await self._memory.Append(req, timeout=self._t(timeout))
-
-    async def append_batch(
-        self,
-        session_id: str,
-        messages: Iterable[pb.Message],
-        *,
-        user_id: str = "",
-        agent_id: str = "",
-        timeout: float | None = None,
-    ) -> list[pb.AppendResponse]:
-        req = append_batch_request(session_id, messages, user_id, agent_id)
-        return append_results(await self._memory.AppendBatch(req, timeout=self._t(timeout)))
-
-    async def get_working_memory(
-        self,
-        session_id: str,
-        *,
-        max_messages: int | None = None,
-        max_tokens: int | None = None,
-        user_id: str = "",
-        timeout: float | None = None,
-    ) -> pb.GetWorkingMemoryResponse:
-        """The session's window. Sessions are per user: ``user_id`` names the session's user
-        when several users (of the token's tenants) have a session of this id."""
-        return await self._memory.GetWorkingMemory(
-            working_memory_request(session_id, max_messages, max_tokens, user_id),
-            timeout=self._t(timeout),
-        )
-
-    async def end_session(
-        self, session_id: str, *, user_id: str = "", timeout: float | None = None
-    ) -> pb.EndSessionResponse:
-        return await self._memory.EndSession(
-            end_session_request(session_id, user_id), timeout=self._t(timeout)
-        )
-
-    async def remove_messages(
-        self,
-        session_id: str,
-        *,
-        last: int = 0,
-        all: bool = False,
-        user_id: str = "",
-        timeout: float | None = None,
-    ) -> pb.RemoveMessagesResponse:
-        """Take the newest ``last`` messages (or ``all``) out of the open session, durably;
-        returns them, oldest first. A session left empty ends, with no episode."""
-        return await self._memory.RemoveMessages(
-            remove_messages_request(session_id, last, all, user_id), timeout=self._t(timeout)
-        )
-
-    async def list_episodes(
-        self,
-        *,
-        user_id: str = "",
-        agent_id: str = "",
-        start: Timeish = None,
-        end: Timeish = None,
-        page_size: int = 0,
-        page_token: str = "",
-        newest_first: bool = False,
-        timeout: float | None = None,
-    ) -> pb.ListEpisodesResponse:
-        req = list_request(user_id, agent_id, start, end, page_size, page_token, newest_first)
-        return await self._memory.ListEpisodes(req, timeout=self._t(timeout))
-
-    async def iter_episodes(self, **kwargs: Any) -> AsyncIterator[pb.Episode]:
-        async for episode in _pages(
-            lambda token: self.list_episodes(page_token=token, **kwargs), lambda p: p.episodes
-        ):
-            yield episode
-
-    async def get_episode(
-        self,
-        episode_id: str,
-        *,
-        page_size: int = 0,
-        page_token: str = "",
-        timeout: float | None = None,
-    ) -> pb.GetEpisodeResponse:
-        req = episode_request(episode_id, page_size, page_token)
-        return await self._memory.GetEpisode(req, timeout=self._t(timeout))
-
-    async def stats(self, *, timeout: float | None = None) -> pb.StatsResponse:
-        return await self._memory.Stats(pb.StatsRequest(), timeout=self._t(timeout))
-
-    async def backup(
-        self, destination: str, *, timeout: float | None = None
-    ) -> admin_pb2.BackupResponse:
-        return await self._admin.Backup(
-            admin_pb2.BackupRequest(destination=destination), timeout=self._t(timeout)
-        )
-
-    async def rebuild(
-        self, user_id: str = "", *, timeout: float | None = None
-    ) -> admin_pb2.RebuildResponse:
-        """Re-derive Tier 3 (vector points, graph) from the journal and the stored
-        consolidation records, for one user or (``user_id`` empty) every user."""
-        return await self._admin.Rebuild(
-            admin_pb2.RebuildRequest(user_id=user_id), timeout=self._t(timeout)
-        )
-
-    async def recall(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        agent_id: str = "",
-        k: int = 10,
-        kinds: Iterable[str] = (),
-        start: Timeish = None,
-        end: Timeish = None,
-        channels: Iterable[str] = (),
-        rerank: str = "",
-        explain: bool = False,
-        recipe: str = "",
-        timeout: float | None = None,
-    ) -> pb.RecallResponse:
-        req = recall_request(
-            query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
-        )
-        return await self._memory.Recall(req, timeout=self._t(timeout))
-
-    async def pack(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        max_tokens: int,
-        agent_id: str = "",
-        per_kind_caps: Mapping[str, int] | None = None,
-        kinds: Iterable[str] = (),
-        start: Timeish = None,
-        end: Timeish = None,
-        recipe: str = "",
-        timeout: float | None = None,
-    ) -> pb.PackResponse:
-        req = pack_request(
-            query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
-        )
-        return await self._memory.Pack(req, timeout=self._t(timeout))
-
-    async def forget(
-        self,
-        *,
-        user_id: str = "",
-        agent_id: str = "",
-        episode_ids: Iterable[str] = (),
-        memory_ids: Iterable[str] = (),
-        timeout: float | None = None,
-    ) -> pb.ForgetResponse:
-        """Delete memories everywhere: a scope (``user_id``, optionally ``agent_id``), or
-        episodes, or Tier 3 memories (hit ids); exactly one of the three. Returns the counts
-        per tier."""
-        req = forget_request(user_id, agent_id, episode_ids, memory_ids)
-        return await self._memory.Forget(req, timeout=self._t(timeout))
-
-    async def put_document(
-        self,
-        namespace: str | Iterable[str],
-        key: str,
-        text: str,
-        *,
-        value: str = "",
-        user_id: str = "",
-        agent_id: str = "",
-        timeout: float | None = None,
-    ) -> pb.PutDocumentResponse:
-        """Create or replace the document ``key`` of ``namespace`` (its labels; a string is
-        one label) in the scope of ``user_id`` and ``agent_id``: ``text`` is what Recall
-        finds, ``value`` an optional JSON document returned unchanged. Durable on return;
-        recallable (kind "document") once the weaver has indexed it, within seconds."""
-        req = put_document_request(namespace, key, text, value, user_id, agent_id)
-        return await self._memory.PutDocument(req, timeout=self._t(timeout))
-
-    async def get_document(
-        self,
-        namespace: str | Iterable[str],
-        key: str,
-        *,
-        user_id: str = "",
-        agent_id: str = "",
-        timeout: float | None = None,
-    ) -> pb.GetDocumentResponse:
-        """The document, or ``grpc.RpcError`` NOT_FOUND."""
-        req = document_request(pb.GetDocumentRequest, namespace, key, user_id, agent_id)
-        return await self._memory.GetDocument(req, timeout=self._t(timeout))
-
-    async def delete_document(
-        self,
-        namespace: str | Iterable[str],
-        key: str,
-        *,
-        user_id: str = "",
-        agent_id: str = "",
-        timeout: float | None = None,
-    ) -> pb.DeleteDocumentResponse:
-        """Delete the document everywhere (as Forget does); ``deleted`` is false when there
-        was none."""
-        req = document_request(pb.DeleteDocumentRequest, namespace, key, user_id, agent_id)
-        return await self._memory.DeleteDocument(req, timeout=self._t(timeout))
-
-    async def list_documents(
-        self,
-        *,
-        user_id: str = "",
-        agent_id: str = "",
-        namespace_prefix: str | Iterable[str] = (),
-        page_size: int = 0,
-        page_token: str = "",
-        timeout: float | None = None,
-    ) -> pb.ListDocumentsResponse:
-        """A page of the documents of exactly this scope (an empty ``agent_id``: those put
-        without an agent) under ``namespace_prefix``, by namespace then key."""
-        req = list_documents_request(user_id, agent_id, namespace_prefix, page_size, page_token)
-        return await self._memory.ListDocuments(req, timeout=self._t(timeout))
-
-    async def iter_documents(self, **kwargs: Any) -> AsyncIterator[pb.Document]:
-        """Every document matching :meth:`list_documents`' filters, page after page."""
-        async for document in _pages(
-            lambda token: self.list_documents(page_token=token, **kwargs), lambda p: p.documents
-        ):
-            yield document
-
-    async def get_node(
-        self, node_id: str, *, user_id: str = "", agent_id: str = "", timeout: float | None = None
-    ) -> pb.GetNodeResponse:
-        req = node_request(node_id, user_id, agent_id)
-        return await self._memory.GetNode(req, timeout=self._t(timeout))
-
-    async def health(self, service: str = "", *, timeout: float | None = None) -> str:
-        req = health_pb2.HealthCheckRequest(service=service)
-        return serving_status(await self._health.Check(req, timeout=self._t(timeout)))
+    @cached_property
+    def admin(self) -> AsyncAdminClient:
+        """An :class:`AsyncAdminClient` on this client's connection (closed with it)."""
+        return self._sibling(AsyncAdminClient)

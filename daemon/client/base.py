@@ -1,21 +1,30 @@
-"""The base of both clients: the channel, the stubs and the per-call deadline. A client class
-names its transport (:meth:`BaseClient._open_channel`: blocking or asyncio)."""
+"""The base of every client: the connection, the stubs, the per-call deadline and the health
+check. A client class is this base over a transport (:mod:`daemon.client.transport`): blocking
+or asyncio; its methods are defined once, for both (:mod:`daemon.client.rpc`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, Generic, TypeVar, overload
 
-from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from daemon.client.channel import Connection, PathLike, connection
-from daemon.client.requests import default_address
+from daemon.client.calls import Unary
+from daemon.client.channel import PathLike, connection
+from daemon.client.requests import default_address, serving_status
+from daemon.client.rpc import unary
+from daemon.client.transport import Asyncio, Blocking
 from daemon.pb import admin_pb2_grpc, memory_pb2_grpc, weaver_pb2_grpc
 
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+T = TypeVar("T", Blocking, Asyncio)
+A = TypeVar("A", bound="Api[Any]")
 
 
-class BaseClient:
-    """The channel and the stubs; the methods are in the client classes and their bases."""
+class Api(Generic[T]):
+    """A connection to a daemon and the stubs of its services, over the transport ``T``."""
+
+    _transport_class: type[T]
+    _transport: T
 
     def __init__(
         self,
@@ -28,21 +37,44 @@ class BaseClient:
         cert_file: PathLike | None = None,
         key_file: PathLike | None = None,
     ) -> None:
-        """``token``: the bearer token; ``ca_file``: TLS with this CA; ``cert_file`` and
-        ``key_file``: a client certificate. None: from the environment (STRATA_TOKEN,
-        STRATA_TOKEN_FILE, STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY)."""
+        """``address``: the daemon's host:port (None: ``$STRATA_ADDRESS`` or 127.0.0.1:50051);
+        ``timeout``: the default deadline of a call, in seconds (each method also takes
+        ``timeout``); ``token``: the bearer token; ``token_file``: a file holding it;
+        ``ca_file``: TLS with this CA; ``cert_file`` and ``key_file``: a client certificate.
+        None: from the environment (STRATA_TOKEN, STRATA_TOKEN_FILE, STRATA_TLS_CA,
+        STRATA_TLS_CERT, STRATA_TLS_KEY)."""
         conn = connection(token, token_file, ca_file, cert_file, key_file)
-        channel = self._open_channel(address or default_address(), conn)
+        self._start(self._transport_class(address or default_address(), conn), timeout)
+
+    def _start(self, transport: T, timeout: float) -> None:
         self.timeout = timeout
-        self._channel = channel
+        self._transport = transport
+        channel = transport.channel
         self._memory = memory_pb2_grpc.MemoryServiceStub(channel)
         self._admin = admin_pb2_grpc.AdminServiceStub(channel)
         self._weaver = weaver_pb2_grpc.WeaverServiceStub(channel)
         self._health = health_pb2_grpc.HealthStub(channel)
 
-    def _open_channel(self, address: str, conn: Connection) -> Any:
-        """The channel to ``address``: the transport, as the client class has it."""
-        raise NotImplementedError
+    def _sibling(self, cls: type[A]) -> A:
+        """A client of class ``cls`` on this client's connection (closed with it)."""
+        sibling = cls.__new__(cls)
+        sibling._start(self._transport, self.timeout)
+        return sibling
+
+    @overload
+    def close(self: Api[Blocking]) -> None: ...
+    @overload
+    def close(self: Api[Asyncio]) -> Coroutine[Any, Any, None]: ...
+    def close(self) -> Any:
+        """Close the connection (to be awaited on an asyncio client)."""
+        return self._transport.close()
 
     def _t(self, timeout: float | None) -> float:
         return self.timeout if timeout is None else timeout
+
+    @unary
+    def health(self, service: str = "", *, timeout: float | None = None) -> Unary[str]:
+        """The status ("SERVING", "NOT_SERVING", ...) of ``service`` ("" = the daemon).
+        ``timeout``: this call's deadline in seconds (None: the client's)."""
+        req = health_pb2.HealthCheckRequest(service=service)
+        return Unary(self._health.Check, req, self._t(timeout), serving_status)

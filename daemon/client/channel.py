@@ -148,9 +148,16 @@ class _AioUnaryStream(_AioToken, grpc.aio.UnaryStreamClientInterceptor):
         return await self._call(continuation, d, request)
 
 
+class _AioStreamUnary(_AioToken, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(self, continuation: Any, d: Any, requests: Any) -> Any:
+        return await self._call(continuation, d, requests)
+
+
 def aio_channel(address: str, conn: Connection, options: list[tuple[str, Any]]) -> grpc.aio.Channel:
     interceptors: list[Any] = (
-        [_AioUnaryUnary(conn.token), _AioUnaryStream(conn.token)] if conn.token else []
+        [_AioUnaryUnary(conn.token), _AioUnaryStream(conn.token), _AioStreamUnary(conn.token)]
+        if conn.token
+        else []
     )
     if conn.credentials is not None:
         return grpc.aio.secure_channel(

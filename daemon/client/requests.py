@@ -1,9 +1,9 @@
 """What both clients share: addresses, and one builder per request (and reader per reply, where
 the clients return less than the reply).
 
-Every request the two clients both send is built here (one of a single field or none where it
-is sent), and every reply they both post-process is read here: a client method only calls the
-stub, blocking or awaited.
+Every request the clients send is built here (one of a single field or none where it is sent),
+and every reply they post-process is read here: a client method only describes its call
+(:mod:`daemon.client.calls`), which the client's transport runs, blocking or awaited.
 """
 
 from __future__ import annotations

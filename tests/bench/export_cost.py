@@ -50,7 +50,7 @@ def export(client: MemoryClient, user: str) -> tuple[bytes, dict[str, Any]]:
     first = None
     chunks = []
     records: Counter[str] = Counter()
-    for chunk in client.export(user):
+    for chunk in client.admin.export(user):
         if chunk.data and first is None:
             first = time.perf_counter() - began
         chunks.append(chunk.data)
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         files: dict[str, bytes] = {}
         try:
             with proc.client(timeout=60) as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 600, "for the model")
                 for user in (ORDINARY, BIG):
                     print(f"export {user} ...", flush=True)
                     files[user], figures = export(c, user)
@@ -115,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         target = ProcessDaemon(Path(tmp) / "fresh", log_level="warning")
         try:
             with MemoryClient(target.address, timeout=60) as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 600, "for the model")
                 for user in (ORDINARY, BIG):
                     print(f"import {user} ...", flush=True)
                     began = time.perf_counter()
-                    response = c.import_([files[user]])
+                    response = c.admin.import_([files[user]])
                     seconds = time.perf_counter() - began
                     points = response.written.records["point"]
                     hits = len(c.recall("What did they talk about?", user_id=user, k=5).hits)

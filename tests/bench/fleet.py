@@ -33,9 +33,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-import grpc
-
-from daemon.client import AsyncMemoryClient, MemoryClient
+from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench._daemon import format_machine, machine_info, percentile, running_daemon
 from tests.bench.locomo_data import load
 from tests.bench.sampler import Sampler
@@ -86,8 +84,8 @@ class Tally:
         began = time.monotonic()
         try:
             result = await call
-        except grpc.RpcError as exc:
-            self.errors[f"{rpc} {exc.code().name}"] += 1
+        except StrataClientError as exc:
+            self.errors[f"{rpc} {exc.code.name}"] += 1
             return None
         if began >= self.measure_from:
             self.ms[rpc].append((time.monotonic() - began) * 1000)
@@ -188,7 +186,7 @@ class Prober(threading.Thread):
                     hits = self.client.recall(
                         word, user_id=user, k=3, channels=["keyword"], kinds=["episode_turn"]
                     ).hits
-                except grpc.RpcError:
+                except StrataClientError:
                     hits = []
                 if any(h.session_id == sid for h in hits):
                     self.lags[sid] = time.monotonic() - t
@@ -205,7 +203,7 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
     script_list = scripts()
     with running_daemon({"STRATA_WEAVER__INTERVAL_SECONDS": "60"}) as daemon:
         with MemoryClient(daemon.address, timeout=30) as c:
-            wait_until(lambda: c.weaver_status().embedding_ready, 180, "for the model")
+            wait_until(lambda: c.admin.weaver_status().embedding_ready, 180, "for the model")
         ctx = mp.get_context("spawn")
         barrier = ctx.Barrier(processes + 1)
         ended: Queue[Any] = ctx.Queue()

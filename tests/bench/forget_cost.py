@@ -67,7 +67,7 @@ def run(size: int, queries: int, keep_log: Path | None = None) -> dict[str, Any]
         try:
             address = proc.address
             with MemoryClient(address, timeout=120) as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 600, "for the model")
                 for q in questions[:20]:
                     c.recall(q, user_id="user-10", k=10)
                 before = measure(address, questions, queries)

@@ -116,7 +116,7 @@ def quiet_index_rate(texts: list[str], sessions: int) -> dict[str, Any]:
         proc = ProcessDaemon(Path(tmp) / "data", log_level="warning")
         try:
             with MemoryClient(proc.address, timeout=60) as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 600, "for the model")
                 t0 = time.perf_counter()
                 for i in range(sessions):
                     c.append_batch(
@@ -126,7 +126,7 @@ def quiet_index_rate(texts: list[str], sessions: int) -> dict[str, Any]:
                     )
                     c.end_session(f"quiet-{i}")
                 ingest = time.perf_counter() - t0
-                wait_until(lambda: not c.weaver_status().unindexed, 3600, "for the backlog")
+                wait_until(lambda: not c.admin.weaver_status().unindexed, 3600, "for the backlog")
                 seconds = time.perf_counter() - t0
         finally:
             proc.terminate()
@@ -156,7 +156,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
         try:
             address = proc.address
             with MemoryClient(address, timeout=60) as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 600, "for the model")
                 for q in questions[:20]:  # warm-up: the graph channel's scopes, the model
                     c.recall(q, user_id="user-00", k=10)
             rng = random.Random(5)
@@ -191,7 +191,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
                 Recorder(
                     "backlog",
                     lambda i: backlog_seen.append(
-                        (time.perf_counter(), status.weaver_status().unindexed)
+                        (time.perf_counter(), status.admin.weaver_status().unindexed)
                     ),
                     1.0,
                 )
@@ -218,7 +218,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
             channel.close()
             print(f"{size} points: measuring Recall with the index built ...", flush=True)
             with MemoryClient(address, timeout=60) as c:
-                unindexed = c.weaver_status().unindexed
+                unindexed = c.admin.weaver_status().unindexed
             steady = measure(address, questions, queries)
         finally:
             proc.terminate()

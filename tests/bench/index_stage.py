@@ -94,7 +94,7 @@ def quiet_stage(sessions: list[list[tuple[str, str]]], cache: Path, **settings: 
         )
         try:
             with MemoryClient(proc.address, timeout=60) as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 600, "for the model")
                 t0 = time.perf_counter()
                 for i, turns in enumerate(sessions):
                     c.append_batch(
@@ -103,7 +103,7 @@ def quiet_stage(sessions: list[list[tuple[str, str]]], cache: Path, **settings: 
                         user_id=f"user-{i % 50:02d}",
                     )
                     c.end_session(f"quiet-{i}", user_id=f"user-{i % 50:02d}")
-                wait_until(lambda: not c.weaver_status().unindexed, 3600, "for the backlog")
+                wait_until(lambda: not c.admin.weaver_status().unindexed, 3600, "for the backlog")
                 return time.perf_counter() - t0
         finally:
             proc.terminate()

@@ -35,9 +35,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-import grpc
-
-from daemon.client import AsyncMemoryClient, MemoryClient
+from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench._daemon import (
     cpu_seconds,
     machine_info,
@@ -81,8 +79,8 @@ class Tally:
         began = time.monotonic()
         try:
             result = await call
-        except grpc.RpcError as exc:
-            self.errors[f"{rpc} {exc.code().name}"] += 1
+        except StrataClientError as exc:
+            self.errors[f"{rpc} {exc.code.name}"] += 1
             return None
         ended = time.monotonic()
         if self.measure_from <= began and ended <= self.measure_until:
@@ -128,8 +126,8 @@ async def _agent(address: str, client: int, script: Script, tally: Tally, seed: 
                     await c.recall(q, user_id=user, k=10)
                 else:
                     await c.pack(q, user_id=user, max_tokens=1000)
-            except grpc.RpcError as exc:
-                tally.errors[f"query phase {exc.code().name}"] += 1
+            except StrataClientError as exc:
+                tally.errors[f"query phase {exc.code.name}"] += 1
 
 
 async def _worker_main(
@@ -192,7 +190,7 @@ def run_load(
     settings = {"STRATA_WEAVER__INTERVAL_SECONDS": "10"}
     with running_daemon(settings) as daemon:
         with MemoryClient(daemon.address, timeout=30) as c:
-            wait_until(lambda: c.weaver_status().embedding_ready, 180, "for the model")
+            wait_until(lambda: c.admin.weaver_status().embedding_ready, 180, "for the model")
         rss_start = rss_bytes(daemon.pid) / 2**20
         ctx = mp.get_context("spawn")
         barrier = ctx.Barrier(processes + 1)
@@ -251,8 +249,8 @@ def run_load(
         if failures:
             raise RuntimeError("a load worker failed:\n" + failures[0])
         with MemoryClient(daemon.address, timeout=30) as c:
-            status = c.weaver_status()
-            stats = c.stats()
+            status = c.admin.weaver_status()
+            stats = c.admin.stats()
     span = cpu1[0] - cpu0[0]
     rows = sampler.samples
     warm = next((r.rss_mib for r in rows if r.s >= warmup), rows[0].rss_mib)

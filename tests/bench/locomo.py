@@ -155,14 +155,14 @@ def ingest(client: MemoryClient, conversations: Sequence[Conversation]) -> dict[
     appended = time.perf_counter() - t0
     print(f"  appended in {appended:.1f} s; consolidating ...", flush=True)
     report: Any = None
-    for event in client.run_weaver(timeout=None):
+    for event in client.admin.run_weaver(timeout=None):
         if event.WhichOneof("event") == "report":
             report = event.report
     if report is None:
         raise RuntimeError("RunNow ended without a report")
 
     def settled() -> bool:
-        status = client.weaver_status()
+        status = client.admin.weaver_status()
         if status.unindexed == 0 and status.pending == 0 and not status.running:
             return True
         if status.last_error:
@@ -170,7 +170,7 @@ def ingest(client: MemoryClient, conversations: Sequence[Conversation]) -> dict[
         return False
 
     wait_until(settled, 24 * 3600, "for the weaver to finish", interval=0.5)
-    status = client.weaver_status()  # the model and extractor that did the work
+    status = client.admin.weaver_status()  # the model and extractor that did the work
     fields = ("episodes", "chunks", "summaries", "facts", "triplets", "failures", "seconds")
     out: dict[str, Any] = {f: getattr(report, f) for f in fields}
     out.update(

@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 try:
                     with proc.client() as c:
-                        wait_until(lambda: c.weaver_status().embedding_ready, 600, "for the model")
+                        wait_until(
+                            lambda: c.admin.weaver_status().embedding_ready, 600, "for the model"
+                        )
                     print(f"{size} points, {backend}: querying ...", flush=True)
                     figures = measure(proc.address, questions, args.queries)
                 finally:

@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-
+from daemon.client import StrataClientError
 from tests.bench._daemon import percentile
 from tests.support import ProcessDaemon, wait_until
 from tiers.semantic.vectors import edge_generations as generations
@@ -34,8 +33,8 @@ class Recorder(threading.Thread):
             t0 = time.perf_counter()
             try:
                 self.fn(i)
-            except grpc.RpcError as exc:
-                self.errors.append(f"{exc.code().name}: {exc.details()}")
+            except StrataClientError as exc:
+                self.errors.append(f"{exc.code.name}: {exc.message}")
             self.samples.append((t0, (time.perf_counter() - t0) * 1000))
             i += 1
             if self.pause:

@@ -7,9 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-import grpc
-
-from daemon.client import MemoryClient
+from daemon.client import MemoryClient, StrataClientError
 from tests.bench._daemon import (
     RunningDaemon,
     anon_rss_bytes,
@@ -51,9 +49,9 @@ class Sampler(threading.Thread):
             state, journal = self.data_dir / "state", self.data_dir / "journal"
             rocks = (dir_bytes(state) + dir_bytes(journal)) / 2**20
         try:
-            status = self.client.weaver_status()
+            status = self.client.admin.weaver_status()
             backlog = (int(status.unindexed), int(status.pending))
-        except grpc.RpcError:
+        except StrataClientError:
             backlog = (-1, -1)
         rss = rss_bytes(self.pid) / 2**20
         anon = anon_rss_bytes(self.pid) / 2**20

@@ -40,7 +40,7 @@ def _mib(n: float) -> str:
 
 def run(sessions: int, messages: int) -> dict[str, Any]:
     with running_daemon({"STRATA_SYNC": "false"}) as daemon, MemoryClient(daemon.address) as client:
-        client.stats()  # a first RPC, so the server's connection state is in the baseline
+        client.admin.stats()  # a first RPC, so the server's connection state is in the baseline
         rss_start = rss_bytes(daemon.pid)
         payload = 0
         started = time.perf_counter()
@@ -55,7 +55,7 @@ def run(sessions: int, messages: int) -> dict[str, Any]:
         rss_loaded = rss_bytes(daemon.pid)
         time.sleep(IDLE_SECONDS)
         rss_idle = rss_bytes(daemon.pid)
-        stats = client.stats()
+        stats = client.admin.stats()
     grown = rss_idle - rss_start
     return {
         "rss_start_bytes": rss_start,

@@ -27,7 +27,7 @@ def _wait_for(
     seen: list[float] = []
 
     def check() -> bool:
-        status = client.weaver_status()
+        status = client.admin.weaver_status()
         now = time.perf_counter()
         if done(status):
             seen.append(now)
@@ -88,11 +88,11 @@ def through_daemon(
         run_started = dt.datetime.now(dt.UTC).strftime("%H:%M:%S")
         report: Any = None
         t0 = time.perf_counter()
-        for event in client.run_weaver(episode_ids=episode_ids, timeout=INDEX_TIMEOUT):
+        for event in client.admin.run_weaver(episode_ids=episode_ids, timeout=INDEX_TIMEOUT):
             if event.WhichOneof("event") == "report":
                 report = event.report
         run_wall = time.perf_counter() - t0
-        status = client.weaver_status()
+        status = client.admin.weaver_status()
     if report is None:
         raise RuntimeError("RunNow ended without a report")
     index = {

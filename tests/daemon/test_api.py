@@ -9,7 +9,7 @@ import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from daemon.client import AsyncMemoryClient, MemoryClient, message
+from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError, message
 from daemon.pb import memory_pb2 as pb
 from daemon.pb import memory_pb2_grpc
 from tests.support import wait_until
@@ -66,10 +66,10 @@ def test_append_batch_is_atomic_and_redelivery_is_not_doubled(client: MemoryClie
     assert [r.seq for r in again] == [1, 2, 3, 4, 5] and all(r.duplicate for r in again)
     # one bad message rejects the whole batch: nothing of it is stored
     bad = [message("fine", message_id="id-9"), message("bad", role=pb.ROLE_UNSPECIFIED)]
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.append_batch("s", bad, user_id="alice")
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "messages[1].role" in err.value.details()
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "messages[1].role" in err.value.message
     assert client.get_working_memory("s").log_messages == 5
 
 
@@ -91,20 +91,20 @@ def test_episode_paging(client: MemoryClient):
 
 
 def test_end_session_errors(client: MemoryClient):
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.end_session("never-seen")
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
     client.append("s", "hi", user_id="u")
     client.end_session("s")
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.end_session("s")
-    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    with pytest.raises(grpc.RpcError) as err:
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    with pytest.raises(StrataClientError) as err:
         client.get_working_memory("never-seen")
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    with pytest.raises(grpc.RpcError) as err:
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(StrataClientError) as err:
         client.get_episode("0" * 32)
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
 
 
 def test_remove_messages(client: MemoryClient):
@@ -120,13 +120,13 @@ def test_remove_messages(client: MemoryClient):
         "two",
     ]
     for bad in ({}, {"last": 1, "all": True}):
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(StrataClientError) as err:
             client.remove_messages("undo", **bad)
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "exactly one of last" in (err.value.details() or "")
-    with pytest.raises(grpc.RpcError) as err:
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "exactly one of last" in (err.value.message or "")
+    with pytest.raises(StrataClientError) as err:
         client.remove_messages("never-seen", all=True)
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
     cleared = client.remove_messages("undo", all=True)
     assert [m.seq for m in cleared.removed] == [1, 2]
     assert cleared.state == pb.SESSION_STATE_ENDED
@@ -141,7 +141,7 @@ def test_stats(client: MemoryClient):
     client.append_batch("a", [message("x"), message("y")], user_id="u")
     client.append("b", "z", user_id="u")
     client.end_session("b")
-    stats = client.stats()
+    stats = client.admin.stats()
     assert stats.working_memory.live_sessions == 1
     assert stats.working_memory.log_messages == 2
     assert stats.journal.episodes == 1
@@ -182,21 +182,21 @@ def test_async_client(daemon):
 
 
 def test_scope_rules(client: MemoryClient):
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.append("s", "no scope")
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "scope.user_id" in err.value.details()
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "scope.user_id" in err.value.message
     client.append("s", "hi", user_id="alice")
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.append("s", "hi", user_id="alice", agent_id="planner")
-    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert client.get_working_memory("s").log_messages == 1
     # Sessions are per user: mallory's "s" is another session.
     client.append("s", "hi", user_id="mallory")
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.get_working_memory("s")
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "exists for 2 users: name scope.user_id" in err.value.details()
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "exists for 2 users: name scope.user_id" in err.value.message
     assert client.get_working_memory("s", user_id="alice").log_messages == 1
     assert client.end_session("s", user_id="mallory").message_count == 1
 

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from daemon.codec.status import ConfigError
 from daemon.server.auth import token_hash
 from daemon.settings import Settings, load_settings
@@ -40,9 +40,9 @@ def entries(names: Any = TOKENS) -> list[dict[str, Any]]:
 
 
 def code(call: Any) -> grpc.StatusCode:
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         call()
-    return err.value.code()
+    return err.value.code
 
 
 @pytest.fixture
@@ -57,18 +57,18 @@ def as_(daemon: Any, name: str | None) -> MemoryClient:
 def test_no_or_a_wrong_token_is_unauthenticated_and_probes_stay_open(secured):
     with as_(secured, None) as c:
         assert code(lambda: c.append("s", "hi", user_id="alice")) == grpc.StatusCode.UNAUTHENTICATED
-        assert code(c.stats) == grpc.StatusCode.UNAUTHENTICATED
+        assert code(c.admin.stats) == grpc.StatusCode.UNAUTHENTICATED
         assert c.health("strata.v1.MemoryService") == "SERVING"  # health needs no token
     with MemoryClient(secured.address, token="tok-writer-alicE") as c:
         assert code(lambda: c.get_working_memory("s")) == grpc.StatusCode.UNAUTHENTICATED
     # A malformed header is refused the same way.
-    with MemoryClient(secured.address) as c:
-        call = lambda: c._memory.Stats(  # noqa: E731
+    with MemoryClient(secured.address) as c, pytest.raises(grpc.RpcError) as raw:
+        c._memory.Stats(  # the raw stub: the client sends no such header
             __import__("daemon.pb.memory_pb2", fromlist=["x"]).StatsRequest(),
             metadata=[("authorization", "Basic tok-ops-all")],
             timeout=5,
         )
-        assert code(call) == grpc.StatusCode.UNAUTHENTICATED
+    assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_rights_decide_what_a_token_may_call(secured, tmp_path):
@@ -79,24 +79,24 @@ def test_rights_decide_what_a_token_may_call(secured, tmp_path):
         w.append("s1", "a typo", user_id="alice")
         assert w.remove_messages("s1", last=1).log_messages == 1  # an append right too
         assert code(lambda: w.recall("Paris", user_id="alice")) == denied
-        assert code(w.stats) == denied and code(w.weaver_status) == denied
+        assert code(w.admin.stats) == denied and code(w.admin.weaver_status) == denied
         assert code(lambda: r.append("s1", "more", user_id="alice")) == denied
         assert code(lambda: r.end_session("s1")) == denied
         assert [m.message.content for m in r.get_working_memory("s1").messages] == [
             "Alice lives in Paris."
         ]
-        assert code(r.stats) == denied
-        assert code(lambda: r.backup(str(tmp_path / "b1"))) == denied
+        assert code(r.admin.stats) == denied
+        assert code(lambda: r.admin.backup(str(tmp_path / "b1"))) == denied
         # admin implies every other right, and reaches every tenant with ["*"]
-        assert ops.stats().working_memory.live_sessions == 1
+        assert ops.admin.stats().working_memory.live_sessions == 1
         assert ops.get_working_memory("s1").scope.user_id == "alice"
         assert ops.append("s2", "ops writes for bob", user_id="bob").seq == 1
-        assert ops.backup(str(tmp_path / "b2"), timeout=120).stores
+        assert ops.admin.backup(str(tmp_path / "b2"), timeout=120).stores
     with as_(secured, "bob-admin") as bob:
         # admin of one tenant: no backup of everyone, and alice's session does not exist
-        assert code(lambda: bob.backup(str(tmp_path / "b3"))) == denied
+        assert code(lambda: bob.admin.backup(str(tmp_path / "b3"))) == denied
         assert code(lambda: bob.get_working_memory("s1")) == grpc.StatusCode.NOT_FOUND
-        assert bob.weaver_status().extractor
+        assert bob.admin.weaver_status().extractor
 
 
 def test_tenants_come_from_the_token(secured):
@@ -135,7 +135,7 @@ def test_tenants_come_from_the_token(secured):
         assert [e.episode_id for e in a.list_episodes().episodes] == [ended.episode_id]
     # an admin of one tenant runs the weaver for that tenant only
     with as_(secured, "bob-admin") as bob:
-        run = lambda **kw: list(bob.run_weaver(timeout=30, **kw))  # noqa: E731
+        run = lambda **kw: list(bob.admin.run_weaver(timeout=30, **kw))  # noqa: E731
         assert code(lambda: run(episode_ids=[ended.episode_id])) == grpc.StatusCode.NOT_FOUND
         assert code(lambda: run(user_id="alice")) == grpc.StatusCode.PERMISSION_DENIED
         assert run(episode_ids=[bob_episode])[-1].report.episodes == 1
@@ -212,7 +212,7 @@ def test_stratad_token_prints_a_working_token_and_its_entry(spawn, tmp_path):
     with MemoryClient(proc.address, token=token.group(1)) as c:
         assert c.append("t", "hello").seq == 1
         assert c.get_working_memory("t").scope.user_id == "carol"
-        assert code(c.stats) == grpc.StatusCode.PERMISSION_DENIED
+        assert code(c.admin.stats) == grpc.StatusCode.PERMISSION_DENIED
     # weaverctl (through the client) reads STRATA_TOKEN / STRATA_TOKEN_FILE
     token_file = tmp_path / "token"
     token_file.write_text(token.group(1) + "\n")
@@ -286,8 +286,8 @@ def test_secrets_from_files_are_used_and_never_logged(spawn, tmp_path: Path):
         with MemoryClient(proc.address, token=client_token, timeout=120) as c:
             c.append_batch("s", [message("Alice lives in Paris.", name="Alice")], user_id="alice")
             c.end_session("s")
-            wait_until(lambda: c.weaver_status().embedding_ready, 60)
-            report = list(c.run_weaver())[-1].report
+            wait_until(lambda: c.admin.weaver_status().embedding_ready, 60)
+            report = list(c.admin.run_weaver())[-1].report
             assert report.ok and report.llm_calls == 1
         assert fake.headers[0].get("Authorization") == f"Bearer {llm_key}"
         assert proc.terminate() == 0

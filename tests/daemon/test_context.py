@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from daemon.pb import memory_pb2 as pb
 from daemon.server.auth import token_hash
 from daemon.settings import Settings
@@ -84,9 +84,9 @@ def said(turns: list[tuple[str, str, str]]) -> list[pb.Message]:
 
 
 def code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         call()
-    return err.value.code(), err.value.details() or ""
+    return err.value.code, err.value.message or ""
 
 
 def history(c: MemoryClient, user: str) -> str:
@@ -182,7 +182,7 @@ def test_a_recalled_memory_from_a_message_in_the_window_is_left_out(daemon, ops)
         *[export.point(p) for p in points],
         export.footer(Counter(session=1, message=2, point=2), Counter(fact=2)),
     ]
-    ops.import_([b"".join(export.dump(line) for line in lines)])
+    ops.admin.import_([b"".join(export.dump(line) for line in lines)])
     ctx = ops.get_context("pets", 1000, user_id="dana", query="parrot Kiwi", explain=True)
     assert [m.seq for m in ctx.messages] == [1, 2]
     assert [m.id for m in ctx.memories] == [points[1].id]  # drawn from seq 7: not in the window

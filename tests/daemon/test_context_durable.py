@@ -58,7 +58,7 @@ def test_anchor_and_pin_survive_a_kill_the_end_of_the_session_and_an_export(spaw
         ended = c.get_context("move", 500, user_id="alice")
         assert ended.state == pb.SESSION_STATE_ENDED and not ended.messages
         assert ended.anchor.text == ANCHOR and ended.memories[0].id == hit.id
-        data = b"".join(chunk.data for chunk in c.export("alice"))
+        data = b"".join(chunk.data for chunk in c.admin.export("alice"))
     records = [json.loads(line) for line in data.splitlines()]
     anchors = [r for r in records if r["type"] == "anchor"]
     pins = [r for r in records if r["type"] == "pin"]
@@ -72,8 +72,8 @@ def test_anchor_and_pin_survive_a_kill_the_end_of_the_session_and_an_export(spaw
     other = spawn(tmp_path / "b", **QUIET_ENV)
     with other.client(timeout=60) as c:
         ready(c)
-        assert c.import_([OLDER]).user_id == "zoe"  # a file of before anchors and pins
-        imported = c.import_([data])
+        assert c.admin.import_([OLDER]).user_id == "zoe"  # a file of before anchors and pins
+        imported = c.admin.import_([data])
         assert imported.written.records["anchor"] == 1 and imported.written.records["pin"] == 1
         ctx = c.get_context("move", 500, user_id="alice")
         assert ctx.anchor.text == ANCHOR and ctx.anchor.updated_at == ended.anchor.updated_at

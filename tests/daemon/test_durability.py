@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from tests.support import ProcessDaemon, wait_until
 
 pytestmark = pytest.mark.slow
@@ -23,7 +23,7 @@ def _writer(address: str, sid: str, acked: list[int], stop: threading.Event) -> 
         while not stop.is_set():
             try:
                 r = c.append(sid, f"{sid} message {i}", user_id="u", message_id=f"{sid}-{i}")
-            except grpc.RpcError:
+            except StrataClientError:
                 return
             acked.append(r.seq)
             i += 1

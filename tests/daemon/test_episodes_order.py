@@ -128,7 +128,7 @@ def test_a_forget_while_a_writer_is_inside_its_step_waits_and_then_removes_it(
         settled(h.weaver)
         assert h.secrets()
         h.hooks.vectors.before_upsert.append(when(in_session("s1"), pause))
-        going = threading.Thread(target=lambda: h.c.rebuild("alice", timeout=120))
+        going = threading.Thread(target=lambda: h.c.admin.rebuild("alice", timeout=120))
         going.start()
     pause.reached()
     counts: list[Any] = []

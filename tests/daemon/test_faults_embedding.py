@@ -13,7 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from daemon.server.grpc_server import REASON_KEY
 from tests.support import QUIET_ENV, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
@@ -76,8 +76,8 @@ def test_remote_embeddings_index_recall_and_survive_an_outage(spawn, endpoint, t
     with proc.client(timeout=30) as c:
         tell(c, "pets", "I adopted a beagle called Biscuit last spring.", "Noted.")
         tell(c, "work", "I started a new job as a nurse in Porto.", "Noted.")
-        wait_until(lambda: c.health() == "SERVING" and c.weaver_status().unindexed == 0, 60)
-        status = c.weaver_status()
+        wait_until(lambda: c.health() == "SERVING" and c.admin.weaver_status().unindexed == 0, 60)
+        status = c.admin.weaver_status()
         assert status.embedding_ready and status.tier3_error == ""
         assert status.embedding_model == f"litellm:{MODEL} at {endpoint.base_url}"
         assert "Biscuit" in top_vector_hit(c, "What is the name of Alice's dog?")
@@ -86,10 +86,10 @@ def test_remote_embeddings_index_recall_and_survive_an_outage(spawn, endpoint, t
 
         # The endpoint goes down: a question never asked cannot be embedded...
         endpoint.outage = Reply.error(503)
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(StrataClientError) as err:
             c.recall("Which pet did Alice adopt?", user_id="alice")
-        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-        details = err.value.details() or ""
+        assert err.value.code == grpc.StatusCode.UNAVAILABLE
+        details = err.value.message or ""
         assert f"embedding litellm:{MODEL} at {endpoint.base_url}" in details
         assert "ServiceUnavailableError 503" in details
         # ... while one asked before is answered from its kept vector (recall.query_vector_cache).
@@ -99,14 +99,16 @@ def test_remote_embeddings_index_recall_and_survive_an_outage(spawn, endpoint, t
         before = embedding_requests(endpoint)
         tell(c, "garden", "My tomatoes finally turned red in the greenhouse.", "Noted.")
         wait_until(lambda: embedding_requests(endpoint) >= before + 2, 30, "for a retried index")
-        status = c.weaver_status()
+        status = c.admin.weaver_status()
         assert status.unindexed == 1
         assert "index" in status.last_error and "503" in status.last_error
         assert c.health() == "SERVING"  # appends and the stores are fine; only the model is away
 
         # The endpoint is back: the backoff's next try indexes the session, Recall finds it.
         endpoint.outage = None
-        wait_until(lambda: c.weaver_status().unindexed == 0, 60, "for the backlog to be indexed")
+        wait_until(
+            lambda: c.admin.weaver_status().unindexed == 0, 60, "for the backlog to be indexed"
+        )
         assert "tomatoes" in top_vector_hit(c, "What grows in Alice's greenhouse?")
         assert "Biscuit" in top_vector_hit(c, "What is the name of Alice's dog?")
     assert proc.terminate() == 0
@@ -122,23 +124,23 @@ def test_a_daemon_started_while_the_endpoint_is_down_waits_for_it(spawn, endpoin
     endpoint.outage = Reply.error(503)
     proc = spawn(tmp_path / "data", **remote(endpoint))
     with proc.client(timeout=30) as c:
-        wait_until(lambda: "unreachable" in c.weaver_status().tier3_error, 30)
-        reason = c.weaver_status().tier3_error
+        wait_until(lambda: "unreachable" in c.admin.weaver_status().tier3_error, 30)
+        reason = c.admin.weaver_status().tier3_error
         assert f"litellm:{MODEL}" in reason and "503" in reason and "retrying in" in reason
         with grpc.insecure_channel(proc.address) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             response, call = stub.Check.with_call(health_pb2.HealthCheckRequest(service=""))
             assert response.status == health_pb2.HealthCheckResponse.NOT_SERVING
             assert "unreachable" in dict(call.trailing_metadata())[REASON_KEY]
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(StrataClientError) as err:
             c.recall("anything", user_id="alice")
-        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert "unreachable" in (err.value.details() or "")
+        assert err.value.code == grpc.StatusCode.UNAVAILABLE
+        assert "unreachable" in (err.value.message or "")
         tell(c, "pets", "I adopted a beagle called Biscuit last spring.", "Noted.")
 
         endpoint.outage = None  # the probe's next try succeeds: Tier 3 opens, the backlog goes
-        wait_until(lambda: c.health() == "SERVING" and c.weaver_status().unindexed == 0, 90)
-        assert c.weaver_status().tier3_error == ""
+        wait_until(lambda: c.health() == "SERVING" and c.admin.weaver_status().unindexed == 0, 90)
+        assert c.admin.weaver_status().tier3_error == ""
         assert "Biscuit" in top_vector_hit(c, "What is the name of Alice's dog?")
     assert proc.terminate() == 0
 
@@ -151,8 +153,8 @@ def test_a_given_dim_opens_tier3_without_the_endpoint(spawn, endpoint, tmp_path:
         assert endpoint.requests == []
         tell(c, "pets", "I adopted a beagle called Biscuit last spring.", "Noted.")
         wait_until(lambda: endpoint.requests, 30, "for an index attempt")
-        assert c.weaver_status().unindexed == 1
+        assert c.admin.weaver_status().unindexed == 1
         endpoint.outage = None
-        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
         assert "Biscuit" in top_vector_hit(c, "What is the name of Alice's dog?")
     assert proc.terminate() == 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, all_points, stored_extraction_facts, tier3
@@ -67,8 +67,8 @@ def _writer(
             if s.sent and rng.random() < 0.15:
                 try:
                     c.end_session(s.sid)
-                except grpc.RpcError as err:
-                    if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                except StrataClientError as err:
+                    if err.code == grpc.StatusCode.FAILED_PRECONDITION:
                         continue  # ended already, nothing appended since
                     return
                 s.ends_acked += 1
@@ -80,7 +80,7 @@ def _writer(
                 c.append_batch(
                     s.sid, [message(b.text, message_id=b.text) for b in batch], user_id=s.user
                 )
-            except grpc.RpcError:
+            except StrataClientError:
                 return
             for b in batch:
                 b.acked = True
@@ -95,8 +95,8 @@ def _stored(c: MemoryClient, s: Session) -> tuple[list[str], int]:
         by_seq += [(m.seq, m.message.content) for m in c.get_episode(e.episode_id).messages]
     try:
         window = c.get_working_memory(s.sid, max_messages=10_000, max_tokens=10_000_000)
-    except grpc.RpcError as err:
-        assert err.code() == grpc.StatusCode.NOT_FOUND
+    except StrataClientError as err:
+        assert err.code == grpc.StatusCode.NOT_FOUND
     else:
         assert len(window.messages) == window.log_messages  # the whole open log
         by_seq += [(m.seq, m.message.content) for m in window.messages]
@@ -211,7 +211,7 @@ def test_sigkill_during_indexing_and_consolidation(spawn, tmp_path):
         def start() -> ProcessDaemon:
             proc = spawn(data, **QUIET_ENV, **llm)
             with proc.client() as c:
-                wait_until(lambda: c.weaver_status().embedding_ready, 120, "for the model")
+                wait_until(lambda: c.admin.weaver_status().embedding_ready, 120, "for the model")
             return proc
 
         proc = start()
@@ -226,13 +226,13 @@ def test_sigkill_during_indexing_and_consolidation(spawn, tmp_path):
                     # Consolidation: a run over everything pending, killed once the LLM has
                     # been asked (after a restart, importing litellm alone takes seconds).
                     asked = echo.calls
-                    events = c.run_weaver(timeout=1)
+                    events = c.admin.run_weaver(timeout=1)
                     next(events)  # queued
                     events.close()  # the run goes on
                     wait_until(lambda: echo.calls > asked, 120, "for the first LLM call")  # noqa: B023
                     kill_after = rng.uniform(0.0, 0.6)
                     stage = "consolidation"
-                status = c.weaver_status()
+                status = c.admin.weaver_status()
             print(
                 f"trial {trial}: SIGKILL {kill_after:.3f} s into {stage} "
                 f"(pending {status.pending}, unindexed {status.unindexed}, llm calls {echo.calls})"
@@ -242,10 +242,10 @@ def test_sigkill_during_indexing_and_consolidation(spawn, tmp_path):
             proc = start()
 
         with proc.client() as c:
-            wait_until(lambda: c.weaver_status().unindexed == 0, 120, "for the index backlog")
-            report = next(e.report for e in c.run_weaver(timeout=120) if e.HasField("report"))
+            wait_until(lambda: c.admin.weaver_status().unindexed == 0, 120, "for the index backlog")
+            report = next(e.report for e in c.admin.run_weaver(timeout=120) if e.HasField("report"))
             assert report.ok, report
-            assert c.weaver_status().pending == 0
+            assert c.admin.weaver_status().pending == 0
         assert proc.terminate() == 0
 
     expected = _expected_chunks(data, ids)

@@ -142,12 +142,12 @@ def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, fl
         store.upsert_budget = 2
         ids = [conversation(c, f"s{i}", MAY, *TURNS) for i in range(2)]
         wait_until(lambda: weaver.index_backoff.failures >= 1, 30)
-        assert "injected fault" in c.weaver_status().last_error
-        assert c.weaver_status().unindexed == 2  # both stay unindexed
+        assert "injected fault" in c.admin.weaver_status().last_error
+        assert c.admin.weaver_status().unindexed == 2  # both stay unindexed
         # Appends go on meanwhile.
         assert c.append("s-live", "still writing", user_id="alice").seq == 1
         store.upsert_budget = None  # the store is back: the retry (after 1 s) indexes all
-        wait_until(lambda: c.weaver_status().unindexed == 0, 30)
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 30)
         assert weaver.index_backoff.failures == 0
         chunks = points(daemon, "episode_chunk")
         expected = set()
@@ -162,12 +162,12 @@ def test_a_failed_write_is_retried_with_nothing_lost_or_doubled(start_daemon, fl
         store.upsert_budget = 1
         report = run(c)
         assert not report.ok and report.failures == 2 and "injected fault" in report.error
-        assert c.weaver_status().pending == 2
+        assert c.admin.weaver_status().pending == 2
         assert not list(daemon.daemon.parts.state.scan(GRAPH_CF, b""))  # no edge without its point
         store.upsert_budget = None
         report = run(c)
         assert report.ok and report.episodes == 2
-        assert c.weaver_status().pending == 0
+        assert c.admin.weaver_status().pending == 0
     summaries = points(daemon, "summary")
     assert sorted(p.episode_id for p in summaries) == sorted(ids)
     facts = points(daemon, "fact")
@@ -183,7 +183,7 @@ def test_recall_and_pack_answer_from_the_channels_that_work(start_daemon, flaky)
     store = flaky.made[0]
     with daemon.client() as c:
         conversation(c, "s1", MAY, "I planted tomatoes in the garden.", "How many?")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 30)
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 30)
         healthy = c.recall("tomatoes garden", user_id="alice", k=3)
         assert healthy.hits and list(healthy.degraded_channels) == []
 

@@ -34,6 +34,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+from daemon.client import StrataClientError
 from daemon.pb import admin_pb2
 from daemon.settings import Settings
 from tests.support import QUIET, ThreadDaemon, wait_indexed
@@ -187,17 +188,17 @@ def test_malformed_request_bytes_are_invalid_argument(fuzz: Fuzz) -> None:
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # the same bytes in a valid message still work, and health is untouched
     with fuzz.daemon.client() as c:
-        assert c.stats().version
+        assert c.admin.stats().version
         assert c.health() == "SERVING"
 
 
 @pytest.mark.parametrize("token", ["\u00b2", "\u0663", "9" * 5000, str(2**64), "-1", "1 "])
 def test_get_episode_page_token_must_be_ascii_digits(fuzz: Fuzz, token: str) -> None:
     """ "²" passed str.isdigit() and then failed int(): INTERNAL. So did 5,000 digits."""
-    with fuzz.daemon.client() as c, pytest.raises(grpc.RpcError) as info:
+    with fuzz.daemon.client() as c, pytest.raises(StrataClientError) as info:
         c.get_episode(fuzz.pools["episode_id"][0], page_token=token)
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert info.value.details() == "page_token is not a token this server issued"
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.message == "page_token is not a token this server issued"
 
 
 @pytest.mark.parametrize(
@@ -211,16 +212,16 @@ def test_get_episode_page_token_must_be_ascii_digits(fuzz: Fuzz, token: str) -> 
 )
 def test_backup_destination_is_validated(fuzz: Fuzz, name: str, reason: str) -> None:
     """A NUL in the destination and over-long paths were INTERNAL (ValueError, ENAMETOOLONG)."""
-    with fuzz.daemon.client() as c, pytest.raises(grpc.RpcError) as info:
-        c.backup(f"{fuzz.backups}/{name}")
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert reason in (info.value.details() or "")
+    with fuzz.daemon.client() as c, pytest.raises(StrataClientError) as info:
+        c.admin.backup(f"{fuzz.backups}/{name}")
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert reason in (info.value.message or "")
     assert sorted(p.name for p in fuzz.backups.iterdir() if "\x00" in p.name) == []
 
 
 def test_backup_destination_is_normalised(fuzz: Fuzz) -> None:
     with fuzz.daemon.client() as c:
-        reply = c.backup(f"{fuzz.backups}/norm/../normalised")
+        reply = c.admin.backup(f"{fuzz.backups}/norm/../normalised")
     assert reply.path == f"{fuzz.backups}/normalised"
     assert (fuzz.backups / "normalised" / "manifest.json").is_file()
     assert not (fuzz.backups / "norm").exists()
@@ -229,14 +230,14 @@ def test_backup_destination_is_normalised(fuzz: Fuzz) -> None:
 def test_backup_file_system_refusal_is_failed_precondition(fuzz: Fuzz) -> None:
     """An OSError of the file system is FAILED_PRECONDITION, not INTERNAL. /proc accepts no
     new directory (ENOENT, even for root), so nothing is written."""
-    with fuzz.daemon.client() as c, pytest.raises(grpc.RpcError) as info:
-        c.backup("/proc/strata-fuzz-backup")
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "cannot write the backup to '/proc/strata-fuzz-backup'" in (info.value.details() or "")
+    with fuzz.daemon.client() as c, pytest.raises(StrataClientError) as info:
+        c.admin.backup("/proc/strata-fuzz-backup")
+    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "cannot write the backup to '/proc/strata-fuzz-backup'" in (info.value.message or "")
     (fuzz.backups / "a-file").write_text("x")
-    with fuzz.daemon.client() as c, pytest.raises(grpc.RpcError) as info:
-        c.backup(f"{fuzz.backups}/a-file/sub")
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # the parent is no directory
+    with fuzz.daemon.client() as c, pytest.raises(StrataClientError) as info:
+        c.admin.backup(f"{fuzz.backups}/a-file/sub")
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT  # the parent is no directory
 
 
 @pytest.mark.parametrize("rpc", RPCS, ids=[r.name for r in RPCS])

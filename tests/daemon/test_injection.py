@@ -115,7 +115,7 @@ def _assert_quoted(block: str) -> list[str]:
 
 
 def _run(c: MemoryClient, episode_id: str) -> Any:
-    events = list(c.run_weaver(episode_ids=[episode_id], timeout=120))
+    events = list(c.admin.run_weaver(episode_ids=[episode_id], timeout=120))
     assert events[-1].HasField("report")
     return events[-1].report
 

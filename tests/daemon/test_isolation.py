@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from daemon.server.auth import token_hash
 from tests.support import QUIET, wait_until
 
@@ -53,9 +53,9 @@ def _token(name: str, tenants: list[str], rights: list[str]) -> dict[str, Any]:
 
 
 def _not_found(call: Callable[[], Any]) -> None:
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         call()
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
+    assert err.value.code == grpc.StatusCode.NOT_FOUND, err.value.message
 
 
 def test_two_tenants_with_the_same_conversations_never_cross(start_daemon):
@@ -86,8 +86,8 @@ def test_two_tenants_with_the_same_conversations_never_cross(start_daemon):
         sessions[tenant].add(open_session[tenant])
 
     ops = clients["ops"]
-    wait_until(lambda: ops.weaver_status().embedding_ready, 120, "for the model")
-    report = list(ops.run_weaver())[-1].report
+    wait_until(lambda: ops.admin.weaver_status().embedding_ready, 120, "for the model")
+    report = list(ops.admin.run_weaver())[-1].report
     assert report.ok and report.episodes == 2 * len(SCRIPT) and report.facts > 0
 
     requests = 0
@@ -144,9 +144,9 @@ def test_two_tenants_with_the_same_conversations_never_cross(start_daemon):
         requests += 1
         for kind in ("", "fact", "summary"):
             for query in QUERIES:
-                with pytest.raises(grpc.RpcError) as err:
+                with pytest.raises(StrataClientError) as err:
                     c.recall(query, user_id=other, kinds=[kind] if kind else [])
-                assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
                 requests += 1
         window = c.get_working_memory(open_session[tenant])
         assert window.scope.user_id == tenant and len(window.messages) == 1

@@ -13,7 +13,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from daemon.components import embedding_description
 from daemon.settings import Settings
 from daemon.wiring import Factories, configured_embedder
@@ -62,9 +62,9 @@ def test_rpcs_state_weaver_and_recall_move_their_series(start_daemon: Any) -> No
         for i in range(3):
             c.append("s1", f"message {i}", user_id="alice")
         c.append("s2", "another session", user_id="alice")
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(StrataClientError) as err:
             c.append("", "no session id", user_id="alice")
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
         mid = Scrape(daemon)
         assert mid("strata_rpc_requests_total", service=MEMORY, method="Append", code="OK") == 4
         assert (
@@ -275,7 +275,7 @@ def test_remote_embedding_calls_are_counted(start_daemon: Any) -> None:
         with daemon.client() as c:
             wait_ready(c)
             conversation(c, "s1", MAY, "I like jazz.", "I prefer rock.")
-            wait_until(lambda: c.weaver_status().unindexed == 0, 30, "for the index")
+            wait_until(lambda: c.admin.weaver_status().unindexed == 0, 30, "for the index")
             c.recall("jazz", user_id="alice")
             ok = Scrape(daemon)
             calls = ok("strata_llm_calls_total", purpose="embed", outcome="ok")
@@ -283,9 +283,9 @@ def test_remote_embedding_calls_are_counted(start_daemon: Any) -> None:
             assert ok("strata_llm_calls_total", purpose="embed", outcome="error") == 0
             assert ok("strata_llm_tokens_total", purpose="embed", type="prompt") > 0
             fake.outage = Reply.error(503)
-            with pytest.raises(grpc.RpcError) as err:
+            with pytest.raises(StrataClientError) as err:
                 c.recall("rock", user_id="alice")
-            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert err.value.code == grpc.StatusCode.UNAVAILABLE
             down = Scrape(daemon)
             assert down("strata_llm_calls_total", purpose="embed", outcome="error") == 1
             assert down("strata_llm_calls_total", purpose="embed", outcome="ok") == calls

@@ -8,6 +8,7 @@ import time
 import grpc
 import pytest
 
+from daemon.client import StrataClientError
 from tests.support import MAY, QUIET, consolidate, talk, wait_indexed, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.core.tokens import count_tokens
@@ -108,9 +109,9 @@ def test_get_node_drills_down_even_after_the_journal_expired(start_daemon):
         node = c.get_node(fact.id, user_id="alice")
         assert not node.journal_expired and node.episode.session_id == "s1"
         assert [m.message.content for m in node.messages] == ["I adopted a cat called Miso."]
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(StrataClientError) as err:
             c.get_node(fact.id, user_id="mallory")
-        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert err.value.code == grpc.StatusCode.NOT_FOUND
 
         time.sleep(3.2)  # past the TTL: the journal no longer returns the episode
         node = c.get_node(fact.id, user_id="alice")
@@ -171,27 +172,27 @@ def test_semantic_cache_and_its_invalidation(start_daemon):
 )
 def test_recall_validation(daemon, kwargs, fragment):
     args = {"query": "hello", "user_id": "alice", "k": 5} | kwargs
-    with daemon.client() as c, pytest.raises(grpc.RpcError) as err:
+    with daemon.client() as c, pytest.raises(StrataClientError) as err:
         c.recall(args.pop("query"), **args)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert fragment in err.value.details()
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert fragment in err.value.message
 
 
 def test_pack_and_get_node_validation(daemon):
     with daemon.client() as c:
         for budget in (0, -3):
-            with pytest.raises(grpc.RpcError) as err:
+            with pytest.raises(StrataClientError) as err:
                 c.pack("x", user_id="alice", max_tokens=budget)
-            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        with pytest.raises(grpc.RpcError) as err:
+            assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(StrataClientError) as err:
             c.pack("x", user_id="alice", max_tokens=10, per_kind_caps={"memes": 1})
-        assert "per_kind_caps" in err.value.details()
-        with pytest.raises(grpc.RpcError) as err:
+        assert "per_kind_caps" in err.value.message
+        with pytest.raises(StrataClientError) as err:
             c.get_node("not-a-uuid")
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        with pytest.raises(grpc.RpcError) as err:
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(StrataClientError) as err:
             c.get_node("00000000-0000-0000-0000-000000000000")
-        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert err.value.code == grpc.StatusCode.NOT_FOUND
 
 
 def test_recall_works_while_the_weaver_runs(start_daemon):
@@ -207,11 +208,11 @@ def test_recall_works_while_the_weaver_runs(start_daemon):
             for i in range(3):
                 talk(c, "alice", f"s{i}", MAY, f"Note {i}: the boiler code is 44{i}.")
             wait_indexed(c)
-            runner = threading.Thread(target=lambda: list(c.run_weaver()))
+            runner = threading.Thread(target=lambda: list(c.admin.run_weaver()))
             runner.start()
-            wait_until(lambda: c.weaver_status().running, 10, "for the run", interval=0.02)
+            wait_until(lambda: c.admin.weaver_status().running, 10, "for the run", interval=0.02)
             latencies = []
-            while c.weaver_status().running:
+            while c.admin.weaver_status().running:
                 began = time.monotonic()
                 hits = c.recall("boiler code", user_id="alice", k=5).hits
                 latencies.append(time.monotonic() - began)

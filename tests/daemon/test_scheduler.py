@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from daemon.client import StrataClientError
 from daemon.pb import memory_pb2 as pb
 from tests.support import wait_until
 
@@ -32,7 +33,7 @@ def test_scheduled_compaction_drops_expired_episodes(start_daemon):
         assert store is not None
         # RocksDB drops an entry once ts + ttl < now in whole seconds: within ~2.5 s here.
         wait_until(lambda: store.get("episodes", eid.encode()) is None, 8)
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(StrataClientError) as err:
             c.get_episode(eid)
-        assert err.value.code() == grpc.StatusCode.NOT_FOUND
-        assert c.stats().journal.pending_consolidation == 1
+        assert err.value.code == grpc.StatusCode.NOT_FOUND
+        assert c.admin.stats().journal.pending_consolidation == 1

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from daemon.client import AsyncMemoryClient, MemoryClient
+from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
 from daemon.server.auth import token_hash
 from tests.support import ROOT, daemon_env
 
@@ -94,9 +94,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fails(client: MemoryClient) -> grpc.StatusCode:
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(StrataClientError) as err:
         client.append("s", "hello", user_id="alice", timeout=5)
-    return err.value.code()
+    return err.value.code
 
 
 def test_tls_server_and_a_client_that_trusts_its_ca(start_daemon, pki):
@@ -138,7 +138,7 @@ def test_client_certificates_are_required_with_a_client_ca(start_daemon, pki, mo
         assert _fails(no_token) == grpc.StatusCode.UNAUTHENTICATED  # TLS alone is not enough
     with MemoryClient(daemon.address, ca_file=pki / "ca.pem", token=token, **mine) as c:
         assert c.append("s", "mutual TLS", user_id="alice").seq == 1
-        assert c.stats().working_memory.live_sessions == 1
+        assert c.admin.stats().working_memory.live_sessions == 1
 
     # The same from the environment, for the asyncio client and for weaverctl.
     env = {

@@ -131,7 +131,7 @@ def test_consolidation_and_rebuild_cite_the_same_turns(daemon):
         wait_indexed(c, timeout=30)
         before, _ = call_hit(c, "did we search flights to New York?", kinds=["episode_turn"])
         assert before is not None
-        report = list(c.run_weaver())[-1].report
+        report = list(c.admin.run_weaver())[-1].report
         assert report.ok and report.facts, report.error
 
         # The local extractor saw the same turns: a fact from the call cites its message.
@@ -142,7 +142,7 @@ def test_consolidation_and_rebuild_cite_the_same_turns(daemon):
         assert facts and [s.seq for s in facts[0].sources] == [2], [h.text for h in r.hits]
 
         # A rebuild renders with the daemon's settings: the same turn point, the same text.
-        rebuilt = c.rebuild("alice")
+        rebuilt = c.admin.rebuild("alice")
         assert rebuilt.episodes == 1
         after, _ = call_hit(c, "did we search flights to New York?", kinds=["episode_turn"])
         assert after is not None and (after.id, after.text) == (before.id, before.text)

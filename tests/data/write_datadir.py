@@ -49,7 +49,7 @@ def main(root: Path) -> None:
         talk(c, "alice", "trip", ["I moved to Lisbon in May.", "Lisbon is lovely in spring."])
         talk(c, "bob", "work", ["I work at Acme as a welder."])
         talk(c, "alice", "trip", ["Next I plan to visit Porto."])  # generation 2
-        list(c.run_weaver())
+        list(c.admin.run_weaver())
         talk(
             c,
             "alice",

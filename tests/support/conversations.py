@@ -31,5 +31,5 @@ def talk(c: MemoryClient, user: str, sid: str, when: dt.datetime, *turns: str) -
 
 def consolidate(c: MemoryClient) -> None:
     """A weaver run now (RunNow), which must succeed."""
-    report = list(c.run_weaver())[-1].report
+    report = list(c.admin.run_weaver())[-1].report
     assert report.ok, report.error

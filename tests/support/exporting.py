@@ -96,7 +96,7 @@ def fill(c: MemoryClient) -> dict[str, str]:
         ),
     }
     wait_indexed(c, 180)
-    report = list(c.run_weaver())[-1].report
+    report = list(c.admin.run_weaver())[-1].report
     assert report.ok and report.facts >= 4 and report.triplets >= 1, report
     ep["late"] = talk(
         c, "alice", "alice-late", JUNE, [("Melanie", "We painted a sunset together today.")]
@@ -116,7 +116,7 @@ def fill(c: MemoryClient) -> dict[str, str]:
 
 
 def exported(c: MemoryClient, user: str, agent: str = "") -> bytes:
-    chunks = list(c.export(user, agent_id=agent, timeout=120))
+    chunks = list(c.admin.export(user, agent_id=agent, timeout=120))
     assert chunks[-1].done and not any(ch.done for ch in chunks[:-1])
     return b"".join(ch.data for ch in chunks)
 

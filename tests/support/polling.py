@@ -25,7 +25,7 @@ def wait_indexed(client: MemoryClient, timeout: float = 60) -> None:
     episode (Recall finds them from then on)."""
 
     def indexed() -> bool:
-        status = client.weaver_status()
+        status = client.admin.weaver_status()
         return status.embedding_ready and not status.unindexed
 
     wait_until(indexed, timeout, "for the weaver to index every episode", interval=0.05)

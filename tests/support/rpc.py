@@ -8,9 +8,11 @@ from typing import Any
 import grpc
 import pytest
 
+from daemon.client import StrataClientError
+
 
 def code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:
     """The status code and details of ``call``'s error (the call must fail with one)."""
-    with pytest.raises(grpc.RpcError) as info:
+    with pytest.raises(StrataClientError) as info:
         call()
-    return info.value.code(), info.value.details() or ""
+    return info.value.code, info.value.message or ""

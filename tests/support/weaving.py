@@ -27,7 +27,7 @@ from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN
 
 def run(client: MemoryClient, **kwargs: object) -> weaver_pb2.RunReport:
     """A weaver run now (RunNow): its progress events, then its report."""
-    events = list(client.run_weaver(**kwargs))  # type: ignore[arg-type]
+    events = list(client.admin.run_weaver(**kwargs))  # type: ignore[arg-type]
     assert events[-1].HasField("report")
     assert all(e.HasField("progress") for e in events[:-1])
     return events[-1].report

@@ -13,7 +13,7 @@ import time
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, message
+from daemon.client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, ROOT, ProcessDaemon, daemon_env, wait_indexed, wait_until
 from tests.support.llm_server import FakeOpenAI
 from tests.support.weaving import EchoLLM
@@ -42,7 +42,7 @@ def ctl(proc: ProcessDaemon, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def wait_tier3(c: MemoryClient) -> None:
-    wait_until(lambda: c.weaver_status().embedding_ready, 90, "for Tier 3 to open")
+    wait_until(lambda: c.admin.weaver_status().embedding_ready, 90, "for Tier 3 to open")
 
 
 def episodes(c: MemoryClient, user: str, n: int, first: int = 0) -> list[str]:
@@ -67,7 +67,7 @@ def episodes(c: MemoryClient, user: str, n: int, first: int = 0) -> list[str]:
 
 
 def consolidate(c: MemoryClient) -> None:
-    events = list(c.run_weaver(timeout=120))
+    events = list(c.admin.run_weaver(timeout=120))
     assert events[-1].report.ok, events[-1].report
 
 
@@ -128,8 +128,8 @@ def test_backup_while_running_and_restore(spawn, tmp_path):
         assert [m.message.content for m in got.messages] == [
             f"Episode 0 turn {t}: I bought {t} apples at the market." for t in range(3)
         ]
-        assert c.stats().journal.pending_consolidation == 1
-        assert c.weaver_status().pending == 1
+        assert c.admin.stats().journal.pending_consolidation == 1
+        assert c.admin.weaver_status().pending == 1
         wait_tier3(c)
         # Tier 3 is back as it was, without the weaver running again.
         assert recall_ids(c, "alice") == before
@@ -229,11 +229,11 @@ def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path):
     # A one-second journal TTL: every episode has expired; the consolidation records have not.
     proc = spawn(data, **QUIET_ENV, journal__ttl_seconds="1")
     with proc.client(timeout=120) as c:
-        with pytest.raises(grpc.RpcError) as gone:
+        with pytest.raises(StrataClientError) as gone:
             c.get_episode(ids[0])
-        assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+        assert gone.value.code == grpc.StatusCode.NOT_FOUND
         wait_tier3(c)
-        response = c.rebuild(timeout=120)
+        response = c.admin.rebuild(timeout=120)
         assert (response.episodes, response.records_replayed) == (0, 2)
         assert response.graph_edges == 2 * 3 and response.vector_points == 2 * (1 + 3)
         # The summaries, facts and edges are back from the records alone; the chunks were

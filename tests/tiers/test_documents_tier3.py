@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient
+from daemon.client import MemoryClient, StrataClientError
 from daemon.pb import memory_pb2 as pb
 from tests.support import QUIET, code, wait_until
 from tests.support.forgetting import _gone_within, _on_disk
@@ -77,7 +77,7 @@ def test_recall_finds_a_document_within_seconds_then_its_new_text_and_not_after_
         ]
         assert not found("teal Sounion", kinds=["document"], channels=["keyword"])
         # The mark goes right after the point is written (Recall can see the point first).
-        wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the mark to be cleared")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 15, "for the mark to be cleared")
 
         # Delete: gone from Recall, Get, List, GetNode; a second delete finds nothing.
         assert c.delete_document(["notes", "prefs"], "colour", user_id="alice").deleted
@@ -112,14 +112,14 @@ def test_a_document_without_text_is_got_but_not_recalled(start_daemon):
 
         quiet = c.put_document(["n"], "q", "", value='{"code": 1234}', user_id="alice").document
         loud = c.put_document(["n"], "l", "Alice keeps a violet umbrella.", user_id="alice")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the weaver")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 15, "for the weaver")
         assert documents("violet umbrella") == [
             (loud.document.id, "Alice keeps a violet umbrella.")
         ]
         assert c.get_document(["n"], "q", user_id="alice").document.value == '{"code": 1234}'
         # Put again without text: got and listed, but its point leaves Tier 3.
         c.put_document(["n"], "l", "", value='{"umbrella": "violet"}', user_id="alice")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the weaver")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 15, "for the weaver")
         assert documents("violet umbrella") == []
         assert d.daemon.parts.semantic.wait_ready(5)[1].get([loud.document.id, quiet.id]) == []
         assert [x.key for x in c.list_documents(user_id="alice").documents] == ["l", "q"]
@@ -179,7 +179,9 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
             ["n"], "a", f"Coach code {coach_secret}.", user_id="alice", agent_id="coach"
         )
         c.put_document(["n"], "a", f"Bob's word is {bob_word}.", user_id="bob")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 30, "for the documents to be indexed")
+        wait_until(
+            lambda: c.admin.weaver_status().unindexed == 0, 30, "for the documents to be indexed"
+        )
         assert c.recall(secret, user_id="alice", kinds=["document"]).hits  # fills the cache
 
         # By id: the document's record and point.
@@ -222,19 +224,19 @@ def test_a_put_survives_sigkill_and_is_indexed_after_the_restart(spawn, tmp_path
         def recalled() -> bool:
             try:
                 hits = c.recall("Quokka-3141", user_id="alice", kinds=["document"]).hits
-            except grpc.RpcError as exc:  # the model is loading
-                assert exc.code() == grpc.StatusCode.UNAVAILABLE
+            except StrataClientError as exc:  # the model is loading
+                assert exc.code == grpc.StatusCode.UNAVAILABLE
                 return False
             return [h.id for h in hits] == [put.document.id]
 
         wait_until(recalled, 120, "for the document to be indexed after the restart")
         # Its mark goes right after its point is written (Recall can see the point first).
-        wait_until(lambda: c.weaver_status().unindexed == 0, 15, "for the mark to be cleared")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 15, "for the mark to be cleared")
     assert d.terminate() == 0
 
 
 def _exported(c: MemoryClient, user: str, agent: str = "") -> bytes:
-    return b"".join(ch.data for ch in c.export(user, agent_id=agent, timeout=120))
+    return b"".join(ch.data for ch in c.admin.export(user, agent_id=agent, timeout=120))
 
 
 def _records(data: bytes, kind: str) -> list[dict[str, Any]]:
@@ -254,7 +256,7 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         ca.put_document(["n"], "coach", "Coach: more squats.", user_id="alice", agent_id="coach")
         ca.put_document(["n"], "bob", "Bob keeps goats.", user_id="bob")
         assert ca.delete_document(["n"], "gone", user_id="alice").deleted
-        wait_until(lambda: ca.weaver_status().unindexed == 0, 30, "for the documents")
+        wait_until(lambda: ca.admin.weaver_status().unindexed == 0, 30, "for the documents")
         data = _exported(ca, "alice")
         docs = _records(data, "document")
         assert [(r["agent_id"], r["namespace"], r["key"]) for r in docs] == [
@@ -292,7 +294,7 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         assert '```json\n{"hives": 3}\n```' in page and "agent `coach`" in page
         assert "](documents.md)" in (tmp_path / "tree" / "index.md").read_text()
 
-        response = cb.import_([data[i : i + 100] for i in range(0, len(data), 100)])
+        response = cb.admin.import_([data[i : i + 100] for i in range(0, len(data), 100)])
         assert response.read.records["document"] == response.written.records["document"] == 3
         for agent in ("", "coach"):  # the same documents: times, values and ids
             want = list(ca.iter_documents(user_id="alice", agent_id=agent))
@@ -300,17 +302,17 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         # Recallable at once: the import wrote their points.
         hits = cb.recall("bees", user_id="alice", kinds=["document"], k=1).hits
         assert [h.id for h in hits] == [one.document.id]
-        again = cb.import_([data])  # twice: nothing duplicated
+        again = cb.admin.import_([data])  # twice: nothing duplicated
         assert again.written.records["document"] == 3
         assert len(list(cb.iter_documents(user_id="alice"))) == 2
-        assert cb.weaver_status().unindexed == 0
+        assert cb.admin.weaver_status().unindexed == 0
 
         # A bad document record is refused with its line, and nothing is written.
         lines = data.splitlines(keepends=True)
         i = next(n for n, line in enumerate(lines) if b'"type":"document"' in line)
         bad = json.loads(lines[i]) | {"value": "{oops"}
         lines[i] = json.dumps(bad).encode() + b"\n"
-        got, details = code(lambda: cb.import_([b"".join(lines)]))
+        got, details = code(lambda: cb.admin.import_([b"".join(lines)]))
         assert got == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(
             f"line {i + 1}: value is not valid JSON"
         )
@@ -320,7 +322,7 @@ def test_export_import_round_trip_and_rebuild(start_daemon, tmp_path):
         documents = PointFilter(user_id="alice", kinds=("document",))
         vectors.delete(documents)
         assert not cb.recall("bees", user_id="alice", kinds=["document"]).hits
-        report = cb.rebuild("alice")
+        report = cb.admin.rebuild("alice")
         assert report.vector_points >= 3 and vectors.count(documents) == 3
         assert [h.id for h in cb.recall("bees", user_id="alice", kinds=["document"], k=1).hits] == [
             one.document.id

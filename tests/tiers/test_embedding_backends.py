@@ -33,8 +33,8 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
             user_id="alice",
         )
         c.end_session("trip")
-        wait_until(lambda: c.health() == "SERVING" and c.weaver_status().unindexed == 0)
-        status = c.weaver_status()
+        wait_until(lambda: c.health() == "SERVING" and c.admin.weaver_status().unindexed == 0)
+        status = c.admin.weaver_status()
         assert status.embedding_ready and status.tier3_error == ""
         assert "(onnx-int8)" in status.embedding_model
         hits = c.recall("What is the name of Alice's dog?", user_id="alice", k=3).hits
@@ -46,8 +46,8 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
     # appends are still served, and nothing is lost.
     proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__backend="torch")
     with proc.client(timeout=30) as c:
-        wait_until(lambda: c.weaver_status().tier3_error != "")
-        reason = c.weaver_status().tier3_error
+        wait_until(lambda: c.admin.weaver_status().tier3_error != "")
+        reason = c.admin.weaver_status().tier3_error
         assert "\n" not in reason
         assert "@onnx-int8" in reason and "weaverctl rebuild" in reason
         assert c.health() == "NOT_SERVING"
@@ -68,8 +68,8 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
 def test_a_model_that_cannot_load_is_explained_in_one_line(spawn, tmp_path):
     proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__model=str(tmp_path / "no-such-model"))
     with proc.client() as c:
-        wait_until(lambda: c.weaver_status().tier3_error != "")
-        reason = c.weaver_status().tier3_error
+        wait_until(lambda: c.admin.weaver_status().tier3_error != "")
+        reason = c.admin.weaver_status().tier3_error
         assert "no-such-model" in reason and "\n" not in reason
         assert c.append("s", "appends are still served", user_id="u").seq == 1
     status = weaverctl(proc.address, "status")

@@ -243,7 +243,7 @@ def test_the_daemons_weaver_indexes_with_requests_in_flight_and_stop_closes_the_
             turns = [f"Turn {i}: Alice planted {i + 3} tomato plants." for i in range(8)]
             c.append_batch("s1", [message(t, name="Alice") for t in turns], user_id="alice")
             c.end_session("s1")
-            wait_until(lambda: c.weaver_status().unindexed == 0, DEADLINE, "for the index")
+            wait_until(lambda: c.admin.weaver_status().unindexed == 0, DEADLINE, "for the index")
             assert fake.peak == 4  # the server held the weaver's 4 requests at once
             assert c.recall("tomato plants", user_id="alice", k=3).hits
         client = d.daemon.parts.embedding_client

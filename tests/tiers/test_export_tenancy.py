@@ -39,7 +39,7 @@ def test_an_export_holds_one_tenant_and_nothing_forgotten(start_daemon):
         assert {r.get("agent_id", "coach") for r in coach[1:-1]} == {"coach"}
         assert any(r["type"] == "episode" for r in coach)
         # Importing the older export here: what was forgotten stays forgotten.
-        response = c.import_([before])
+        response = c.admin.import_([before])
         forgotten = [
             r["id"]
             for r in records(before)

@@ -13,7 +13,7 @@ import signal
 import grpc
 import pytest
 
-from daemon.client import message
+from daemon.client import StrataClientError, message
 from daemon.pb import memory_pb2 as pb
 
 pytestmark = pytest.mark.slow
@@ -32,9 +32,9 @@ def _content(sid: str, i: int) -> str:
     return head + "x" * (BIG - len(head))
 
 
-def _unavailable(err: grpc.RpcError, store: str = "state") -> None:
-    assert err.code() == grpc.StatusCode.UNAVAILABLE, err
-    detail = err.details() or ""
+def _unavailable(err: StrataClientError, store: str = "state") -> None:
+    assert err.code == grpc.StatusCode.UNAVAILABLE, err
+    detail = err.message or ""
     assert f"the {store} store cannot be written" in detail, detail
     assert "File too large" in detail, detail
 
@@ -56,7 +56,7 @@ def test_a_full_disk_refuses_writes_and_acknowledges_nothing_false(spawn, tmp_pa
         for i in range(40):
             try:
                 c.append("b", _content("b", i), user_id="u", message_id=f"b-{i}")
-            except grpc.RpcError as err:
+            except StrataClientError as err:
                 _unavailable(err, "state")
                 refused.append(_content("b", i))
                 break
@@ -71,17 +71,17 @@ def test_a_full_disk_refuses_writes_and_acknowledges_nothing_false(spawn, tmp_pa
             ("c", "tiny", "c-0"),
             ("b", *refused, "b-x"),
         ):
-            with pytest.raises(grpc.RpcError) as info:
+            with pytest.raises(StrataClientError) as info:
                 c.append(sid, text, user_id="u", message_id=mid)
             _unavailable(info.value, "state")
-        with pytest.raises(grpc.RpcError) as info:
+        with pytest.raises(StrataClientError) as info:
             c.append_batch("d", [message("one"), message("two")], user_id="u")
         _unavailable(info.value, "state")
 
         # Ending b writes the episode to the journal, then commits the end in the state
         # store, which refuses: the episode is taken back out of the journal (whose own
         # writes still work) and the session stays open.
-        with pytest.raises(grpc.RpcError) as info:
+        with pytest.raises(StrataClientError) as info:
             c.end_session("b")
         _unavailable(info.value)
         # Reads still work, and b is still open with exactly what was acknowledged.
@@ -99,9 +99,9 @@ def test_a_full_disk_refuses_writes_and_acknowledges_nothing_false(spawn, tmp_pa
         ended_b = c.end_session("b")
         assert [m.message.content for m in c.get_episode(ended_b.episode_id).messages] == acked["b"]
         for sid in ("c", "d"):
-            with pytest.raises(grpc.RpcError) as info:
+            with pytest.raises(StrataClientError) as info:
                 c.get_working_memory(sid)
-            assert info.value.code() == grpc.StatusCode.NOT_FOUND
+            assert info.value.code == grpc.StatusCode.NOT_FOUND
         # Writes work again.
         assert c.append("b", "after the restart", user_id="u").seq == len(acked["b"]) + 1
     assert proc.terminate() == 0

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from daemon.cli import weaverctl as ctl
+from daemon.client import StrataClientError
 from tests.support import MAY, QUIET, consolidate, wait_until
 from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
@@ -27,9 +28,9 @@ ALICE, BOB = Scope("alice"), Scope("bob")
 
 
 def code(call: Any) -> grpc.StatusCode:
-    with pytest.raises(grpc.RpcError) as info:
+    with pytest.raises(StrataClientError) as info:
         call()
-    return info.value.code()  # type: ignore[no-any-return]
+    return info.value.code  # type: ignore[no-any-return]
 
 
 def test_forget_cascades_through_every_tier(start_daemon, capsys):
@@ -137,10 +138,10 @@ INVALID = [
 def test_forget_validation(daemon):
     with daemon.client() as c:
         for kwargs, fragment in INVALID:
-            with pytest.raises(grpc.RpcError) as info:
+            with pytest.raises(StrataClientError) as info:
                 c.forget(**kwargs)
-            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, kwargs
-            assert fragment in info.value.details(), kwargs
+            assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT, kwargs
+            assert fragment in info.value.message, kwargs
 
 
 def _raw_bytes(root: Path, needle: bytes) -> list[str]:
@@ -166,11 +167,11 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
             gone = talk(c, "alice", "s1", f"My locker code is {SECRET}.", "Noted.")
             kept = talk(c, "bob", "s2", "I like jazz.")
             # the chunks are in the vector store
-            wait_until(lambda: not c.weaver_status().unindexed, 60, "for the index stage")
-            c.backup(str(tmp_path / "before"))
+            wait_until(lambda: not c.admin.weaver_status().unindexed, 60, "for the index stage")
+            c.admin.backup(str(tmp_path / "before"))
             assert _raw_bytes(tmp_path / "before" / "journal", SECRET.encode())
             assert _raw_bytes(tmp_path / "before" / "vectors", SECRET.encode())  # its chunk
-            events = c.run_weaver()
+            events = c.admin.run_weaver()
             next(events)  # queued: the run goes on in the daemon
             assert started.wait(30)  # the run is inside the LLM call for one episode
             r = c.forget(episode_ids=[gone])
@@ -185,7 +186,7 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
             assert not daemon.daemon.parts.semantic.graph.edges_where(
                 lambda e: e.episode_id == gone
             )
-            c.backup(str(tmp_path / "after"))
+            c.admin.backup(str(tmp_path / "after"))
     # The deleted bytes are gone from the files of a backup (the RocksDB files it links, the
     # compacted copy of the vector store), and a restore has none of the episode's data.
     for store in ("journal", "state", "vectors"):

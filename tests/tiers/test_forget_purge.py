@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
+from daemon.client import StrataClientError
 from tests.support import QUIET, QUIET_ENV, consolidate, wait_until
 from tests.support.forgetting import SECRET, _gone_within, _on_disk, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
@@ -102,8 +103,8 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             def tier3_open() -> bool:
                 try:
                     texts(c, "bob", bobs)
-                except grpc.RpcError as exc:
-                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
+                except StrataClientError as exc:
+                    assert exc.code == grpc.StatusCode.UNAVAILABLE
                     return False
                 return True
 
@@ -124,7 +125,7 @@ def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path
     d = spawn(data, **QUIET_ENV)
     with d.client(60) as c:
         gone = talk(c, "alice", "p1", f"My locker code is {SECRET}.", "Noted.")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 120, "indexed")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 120, "indexed")
     assert d.terminate() == 0
     # What a crash after the deletes and before the purge leaves: the mark, deleted points
     # whose bytes are still in the engine's files.
@@ -149,7 +150,7 @@ def test_a_stop_during_a_purge_is_clean_and_the_next_start_finishes_it(start_dae
         daemon = start_daemon(weaver=QUIET)
         with daemon.client() as c:
             gone = talk(c, "alice", f"stop{attempt}", f"Code {SECRET}{attempt}.", "Noted.")
-            wait_until(lambda: c.weaver_status().unindexed == 0, 120, "indexed")
+            wait_until(lambda: c.admin.weaver_status().unindexed == 0, 120, "indexed")
             assert c.forget(episode_ids=[gone]).episodes == 1
         daemon.stop()  # most likely while the vector store's purge runs
     daemon = start_daemon(weaver=QUIET)

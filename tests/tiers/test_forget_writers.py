@@ -57,13 +57,13 @@ def test_a_forgotten_id_comes_back_through_no_writer(start_daemon):
             assert not any(SECRET in t or i in forgotten for i, _e, t in hits), writer
 
         consolidate(c)  # a run (profiles rewritten for the scope's facts)
-        list(c.run_weaver(episode_ids=[berlin, secret]))  # asked by id: the episode is gone
+        list(c.admin.run_weaver(episode_ids=[berlin, secret]))  # asked by id: the episode is gone
         nothing_came_back("a consolidation run")
         for user in ("alice", ""):
-            report = c.rebuild(user, timeout=120)
+            report = c.admin.rebuild(user, timeout=120)
             assert report.episodes >= 2, report
             nothing_came_back(f"a rebuild of {user or 'every user'}")
-        imported = c.import_([before])
+        imported = c.admin.import_([before])
         assert imported.skipped_forgotten >= len(forgotten) - 1, imported
         nothing_came_back("an import of an export made before the Forget")
         consolidate(c)

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from daemon.client import MemoryClient
+from daemon.client import MemoryClient, StrataClientError
 from tests.support import QUIET_ENV, wait_until
 from tiers.core.records import episode_id_for
 from tiers.rocks import RocksStore
@@ -38,8 +38,8 @@ def contents(c: MemoryClient, sid: str, user: str) -> list[str]:
 def tier3_up(c: MemoryClient) -> bool:
     try:
         c.recall("x", user_id="alice")
-    except grpc.RpcError as exc:
-        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+    except StrataClientError as exc:
+        if exc.code == grpc.StatusCode.UNAVAILABLE:
             return False
         raise
     return True

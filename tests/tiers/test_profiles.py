@@ -133,7 +133,7 @@ def test_profiles_are_superseded_not_duplicated_and_forget_rewrites_them(start_d
 
         # a rebuild from the journal and the stored extractions writes the same profiles
         before = {p.id: (p.text, p.sources) for p in _profiles(vectors)}
-        c.rebuild(user_id="alice")
+        c.admin.rebuild(user_id="alice")
         assert {p.id: (p.text, p.sources) for p in _profiles(vectors)} == before
 
         # Recall finds the profile, with its sources

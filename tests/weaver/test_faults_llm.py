@@ -56,19 +56,19 @@ def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
     daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         ids = three_episodes(c)
-        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
         report = run(c)
         # Connection refused: the first episode's attempts fail, the others are not tried.
         assert not report.ok and report.episodes == 0 and report.fallbacks == 0
         assert "the LLM failed" in report.error and "3 episodes stay pending" in report.error
         assert "next try in 0.4 s" in report.error
-        status = c.weaver_status()
+        status = c.admin.weaver_status()
         assert status.pending == 3 and "next try in" in status.last_error
         # The weaver retries by itself, pausing twice as long each time, up to the cap.
         delays = []
         for n in range(1, 5):
-            wait_until(lambda n=n: f"(backoff {n})" in c.weaver_status().last_error, 10)
-            status = c.weaver_status()
+            wait_until(lambda n=n: f"(backoff {n})" in c.admin.weaver_status().last_error, 10)
+            status = c.admin.weaver_status()
             delays.append(status.last_error.split("next try in ")[1].split(" s")[0])
             assert status.pending == 3 and status.last_run.episodes == 0
         assert delays == ["0.4", "0.8", "1.6", "1.6"]
@@ -82,8 +82,8 @@ def test_llm_down_keeps_episodes_pending_backs_off_and_recovers(start_daemon):
         echo = EchoLLM()
         with FakeOpenAI(responder=echo, port=port):
             # Pending reaches 0 before the run ends (profiles): wait for its report too.
-            wait_until(lambda: (s := c.weaver_status()).pending == 0 and not s.running, 20)
-            status = c.weaver_status()
+            wait_until(lambda: (s := c.admin.weaver_status()).pending == 0 and not s.running, 20)
+            status = c.admin.weaver_status()
             assert status.last_run.ok and status.last_run.episodes == 3
             assert weaver.llm_backoff.failures == 0
             assert_consolidated_once(daemon, echo, ids)
@@ -108,7 +108,7 @@ def test_a_slow_or_broken_llm_leaves_episodes_pending(start_daemon, fault):
             assert not report.ok and report.episodes == 0 and report.fallbacks == 0
             assert len(fake.requests) == 2  # one episode, max_retries + 1 attempts
             assert report.llm_calls == 0  # nothing was extracted
-            assert c.weaver_status().pending == 3
+            assert c.admin.weaver_status().pending == 3
             cause = {"slow": "Timeout", "garbage": "not valid JSON", "5xx": "503"}[fault]
             assert cause in report.error, report.error
             # Back to normal: an explicit run (the pause is an hour) does everything once.
@@ -117,7 +117,7 @@ def test_a_slow_or_broken_llm_leaves_episodes_pending(start_daemon, fault):
             fake.default = Reply.error(500)
             report = run(c)
             assert report.ok and report.episodes == 3 and report.fallbacks == 0
-            assert c.weaver_status().pending == 0
+            assert c.admin.weaver_status().pending == 0
             assert_consolidated_once(daemon, echo, ids)
 
 
@@ -133,10 +133,10 @@ def test_an_episode_close_to_expiry_goes_to_the_local_extractor(start_daemon):
     daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         old = conversation(c, "old", MAY, "I moved to Lisbon.", "Nice.")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
         # 28 of the journal's 30 days later (the clock is the seam for time)...
         later[0] = 28 * 86_400
-        assert c.weaver_status().pending_near_expiry == 1
+        assert c.admin.weaver_status().pending_near_expiry == 1
         fresh = conversation(c, "fresh", MAY, "I moved to Porto.", "Nice.")
         report = run(c)
         # ...the old episode is done locally rather than lost; the fresh one waits.
@@ -158,5 +158,5 @@ def test_on_failure_local_keeps_the_immediate_fallback(start_daemon):
         three_episodes(c)
         report = run(c)
         assert report.ok and report.episodes == 3 and report.fallbacks == 3
-        assert c.weaver_status().pending == 0
+        assert c.admin.weaver_status().pending == 0
         assert daemon.daemon.parts.weaver.llm_backoff.failures == 0

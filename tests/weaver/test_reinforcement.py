@@ -160,7 +160,7 @@ def test_a_preference_fact_is_marked_and_weighed_by_the_recipe(tmp_path):
             )
             c.end_session("pref", user_id="finn")
             wait_indexed(c)
-            events = list(c.run_weaver())
+            events = list(c.admin.run_weaver())
             assert events[-1].report.ok and events[-1].report.facts >= 1
 
             def facts(recipe: str) -> list[pb.Hit]:

@@ -51,7 +51,7 @@ def test_an_ended_session_is_indexed_within_seconds_with_provenance(start_daemon
         assert (source.speaker, source.text) == ("Alice", "I adopted a cat called Miso.")
         assert source.created_at_us == int(MAY.timestamp() * 1_000_000)
         # The mark goes right after the points are written (a reader can see them first).
-        wait_until(lambda: c.weaver_status().unindexed == 0, 10, "for the mark to be cleared")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 10, "for the mark to be cleared")
         # The other user's scope sees nothing.
         assert vectors.count(PointFilter(user_id="bob")) == 0
 
@@ -85,7 +85,7 @@ def test_run_now_consolidates_into_facts_summary_and_graph(start_daemon):
         assert "Alice" in summary.text and "2023" in summary.text
 
         # Nothing is left to do, and doing it again adds nothing.
-        status = c.weaver_status()
+        status = c.admin.weaver_status()
         assert status.pending == 0 and status.last_run.run_id == report.run_id
         again = run(c)
         assert again.ok and again.episodes == 0
@@ -143,7 +143,7 @@ def test_the_llm_back_end_and_its_fallback(start_daemon):
             assert report.facts == 2
             facts = vectors.scroll(PointFilter(user_id="alice", kinds=("fact",)))
             assert {p.extractor for p in facts} == {"llm:openai/test"}
-            assert c.weaver_status().extractor == "llm:openai/test"
+            assert c.admin.weaver_status().extractor == "llm:openai/test"
 
             # The LLM goes down: the episode is done by the local extractor instead.
             fake.responder = None
@@ -168,7 +168,7 @@ def test_a_run_that_breaks_is_reported_as_failed(start_daemon, monkeypatch):
         assert not report.ok and report.failures == 1
         assert "the state store cannot be read" in report.error
         monkeypatch.undo()
-        assert "the state store cannot be read" in c.weaver_status().last_error
+        assert "the state store cannot be read" in c.admin.weaver_status().last_error
         assert run(c).ok  # the worker survived and the episode is still pending
 
 
@@ -188,7 +188,7 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
     turns = PointFilter(user_id="alice", kinds=("episode_turn",))
     with daemon.client() as c:
         first = conversation(c, "s1", MAY, "I adopted a cat called Miso.", "What colour?")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 60)
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
         (shard,) = vectors.open_shards().values()  # alice's, the one shard written
         weaver.request_optimize()
         wait_until(lambda: shard._child is not None, 60)  # the build has started
@@ -196,7 +196,9 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
         weaver.request_optimize()  # one build at a time: this one starts nothing
         assert weaver._builds._optimizer is building
         second = conversation(c, "s2", MAY, "Miso learned to open doors.", "Clever cat!")
-        wait_until(lambda: c.weaver_status().unindexed == 0, 60)  # indexed while the build runs
+        wait_until(
+            lambda: c.admin.weaver_status().unindexed == 0, 60
+        )  # indexed while the build runs
         assert shard.builds == 0 and shard._child is not None
         gate.touch()
         wait_until(lambda: shard.builds == 1, 60)

@@ -40,7 +40,7 @@ def test_weaverctl_run_now_and_status_end_to_end(spawn, tmp_path):
     proc = spawn(tmp_path / "data", **QUIET_ENV)
     with proc.client() as c:
         # The model is still loading (importing it alone takes seconds): appends are served.
-        assert c.weaver_status().embedding_ready is False
+        assert c.admin.weaver_status().embedding_ready is False
         assert c.append("early", "served before the model is ready", user_id="u").seq == 1
         episodes(c, 3)
     out = weaverctl(proc.address, "run-now")

@@ -36,7 +36,7 @@ def test_sigterm_during_an_index_backlog_waits_for_the_job_and_exits_0(
     sessions = 3 * MAX_INDEX_BATCH
     with proc.client(timeout=60) as c:
         deadline = time.monotonic() + 120
-        wait_until(lambda: c.weaver_status().embedding_ready, 120, "for the model")
+        wait_until(lambda: c.admin.weaver_status().embedding_ready, 120, "for the model")
         for i in range(sessions):
             c.append_batch(f"s{i}", [message(t, name="Ana") for t in TURNS * 3], user_id="u1")
         for i in range(sessions):

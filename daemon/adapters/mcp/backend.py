@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.datastructures import Headers
 
-from daemon.client import MemoryClient
+from daemon.client import MemoryClient, StrataClientError
 from daemon.pb import memory_pb2 as pb
 
 USER_HEADER = "X-Strata-User-Id"
@@ -114,7 +114,7 @@ class Backend:
             return
         with MemoryClient(self.config.address, timeout=5, token=PROBE_TOKEN) as probe:
             try:
-                await self.run(probe.stats)
+                await self.run(probe.admin.stats)
             except DaemonError as exc:
                 if exc.code != grpc.StatusCode.UNAUTHENTICATED:
                     raise
@@ -130,8 +130,8 @@ class Backend:
         raises :class:`DaemonError`."""
         try:
             return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
-        except grpc.RpcError as exc:
-            code, details = exc.code(), exc.details()
+        except StrataClientError as exc:
+            code, details = exc.code, exc.message
         if code == grpc.StatusCode.UNAVAILABLE and not await self._reachable():
             text = f"cannot reach stratad at {self.config.address}: {details}"
             raise DaemonError(code, text) from None
@@ -169,6 +169,6 @@ class Backend:
         """Whether stratad answers its health service (open: no token needed)."""
         try:
             await anyio.to_thread.run_sync(partial(self._client.health, timeout=3))
-        except grpc.RpcError:
+        except StrataClientError:
             return False
         return True

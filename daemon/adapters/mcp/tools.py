@@ -289,7 +289,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         (unindexed: not yet recallable) or to consolidate (pending), the next run, the last
         error and whether the embedding model is loaded."""
         c = await backend.caller(ctx)
-        r = await backend.run(c.client.weaver_status)
+        r = await backend.run(c.client.admin.weaver_status)
         last = MessageToDict(r.last_run, preserving_proto_field_name=True)
         out = from_proto(r, WeaverStatus, last_run=last if r.HasField("last_run") else None)
         text = (

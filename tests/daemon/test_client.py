@@ -1,0 +1,138 @@
+"""The client as a product: its exported names, its one exception family, the admin client
+beside the agent's, and the blocking and asyncio clients made from one definition."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import grpc
+import pytest
+
+import daemon.client
+from daemon.client import (
+    AdminClient,
+    AsyncAdminClient,
+    AsyncMemoryClient,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    MemoryClient,
+    NotFoundError,
+    StrataClientError,
+    UnavailableError,
+)
+from daemon.client.admin import AdminApi
+from daemon.client.memory import MemoryApi
+
+EXPORTED = [
+    "ADDRESS_ENV",
+    "DEFAULT_ADDRESS",
+    "AdminClient",
+    "AlreadyExistsError",
+    "AsyncAdminClient",
+    "AsyncMemoryClient",
+    "CallCancelledError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "MemoryClient",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "StrataClientError",
+    "Timeish",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "default_address",
+    "message",
+    "timestamp",
+]
+
+
+def test_the_exported_names_are_pinned():
+    assert daemon.client.__all__ == EXPORTED
+    assert all(hasattr(daemon.client, name) for name in EXPORTED)
+
+
+def _methods(cls: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(getattr(cls(address="127.0.0.1:1"), name))
+        for name in dir(cls)
+        if not name.startswith("_") and callable(getattr(cls, name, None))
+    }
+
+
+@pytest.mark.parametrize(("api", "blocking", "aio"), [
+    (MemoryApi, MemoryClient, AsyncMemoryClient),
+    (AdminApi, AdminClient, AsyncAdminClient),
+])  # fmt: skip
+def test_every_public_parameter_is_documented_and_both_clients_share_the_signatures(
+    api: type, blocking: type, aio: type
+):
+    methods = _methods(blocking)
+    assert methods == _methods(aio)
+    for name, signature in methods.items():
+        doc = " ".join(
+            (getattr(blocking, name).__doc__ or "", api.__doc__ or "", api.__init__.__doc__ or "")
+        )
+        for param in signature.parameters:
+            assert f"``{param}``" in doc, f"{blocking.__name__}.{name}: {param} undocumented"
+
+
+def test_agent_calls_and_admin_calls_are_on_their_own_clients():
+    admin_only = {"stats", "backup", "rebuild", "export", "import_", "run_weaver", "weaver_status"}
+    assert not admin_only & set(dir(MemoryClient))
+    assert admin_only <= set(dir(AdminClient))
+    assert not {"append", "recall", "get_context", "forget"} & set(dir(AdminClient))
+
+
+def test_a_refused_call_raises_its_kind_with_the_rpc_error_as_cause(client: MemoryClient):
+    with pytest.raises(NotFoundError) as err:
+        client.end_session("never-seen", user_id="alice")
+    assert isinstance(err.value, StrataClientError) and err.value.kind == "NotFound"
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert err.value.message and str(err.value) == f"NOT_FOUND: {err.value.message}"
+    assert isinstance(err.value.__cause__, grpc.RpcError)
+    with pytest.raises(InvalidArgumentError) as bad:
+        client.recall("x", user_id="")
+    assert bad.value.kind == "InvalidArgument"
+
+
+def test_an_unreachable_daemon_and_a_deadline(daemon):
+    with MemoryClient("127.0.0.1:1", timeout=2) as nowhere, pytest.raises(UnavailableError):
+        nowhere.get_working_memory("s", user_id="alice")
+    with AdminClient(daemon.address) as admin, pytest.raises(DeadlineExceededError) as late:
+        admin.stats(timeout=0.000001)
+    assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_the_admin_client_alone_and_on_a_memory_clients_connection(client: MemoryClient, daemon):
+    client.append("s1", "Hello there.", user_id="alice")
+    client.end_session("s1", user_id="alice")
+    with AdminClient(daemon.address) as admin:
+        assert admin.stats().version
+        assert admin.health() in ("SERVING", "NOT_SERVING")  # NOT_SERVING: Tier 3 opening
+    assert client.admin is client.admin
+    assert client.admin.weaver_status().pending >= 0
+    assert any(chunk.done for chunk in client.admin.export("alice"))
+
+
+def test_the_async_clients_stream_page_and_raise_the_same_family(daemon):
+    async def run() -> tuple[int, int, str]:
+        async with AsyncMemoryClient(daemon.address) as c:
+            for i in range(3):
+                await c.append(f"a{i}", "Hi.", user_id="alice")
+                await c.end_session(f"a{i}", user_id="alice")
+            episodes = [e async for e in c.iter_episodes(user_id="alice", page_size=2)]
+            chunks = [x async for x in c.admin.export("alice")]
+            with pytest.raises(NotFoundError) as err:
+                await c.get_document(["n"], "missing", user_id="alice")
+            assert isinstance(err.value.__cause__, grpc.RpcError)
+        async with AsyncAdminClient(daemon.address) as admin:
+            status = await admin.health()
+            assert (await admin.stats()).version
+        return len(episodes), sum(1 for x in chunks if x.done), status
+
+    episodes, done, status = asyncio.run(run())
+    assert (episodes, done) == (3, 1) and status in ("SERVING", "NOT_SERVING")
