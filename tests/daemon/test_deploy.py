@@ -118,3 +118,10 @@ def test_the_compose_file_wires_qdrant_auth_and_a_long_enough_stop(monkeypatch, 
     assert grace and int(grace.group(1)) > settings.shutdown_grace_seconds + 10
     assert strata["build"]["dockerfile"] == "deploy/Dockerfile"
     assert (DEPLOY / strata["build"]["context"] / strata["build"]["dockerfile"]).is_file()
+
+
+def test_the_image_installs_the_daemon_not_the_client_alone() -> None:
+    """``pip install strata`` is the client alone (pyproject.toml): the image needs the extra."""
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    installs = re.findall(r"pip install [^&]*--no-build-isolation (\S+)", text)
+    assert installs == ['".[daemon]"'], installs
