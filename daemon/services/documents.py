@@ -24,7 +24,7 @@ from daemon.settings.sections import LimitsSettings
 from tiers.core.errors import DocumentNotFound
 from tiers.core.records import Scope
 from tiers.keyed.documents import DocumentStore, document_id
-from tiers.rights.forget.cascade import ForgetTarget, Forgetter
+from tiers.rights.forget.cascade import Forgetter
 
 
 class DocumentRpcs:
@@ -82,13 +82,9 @@ class DocumentRpcs:
         self, request: pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteDocumentResponse:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
-        forgetter = self._forgetter
-        target = ForgetTarget(memory_ids=(document_id(scope, namespace, key),))
-        plan = await asyncio.to_thread(forgetter.plan, target)
-        if not plan.memory_ids:
-            return pb.DeleteDocumentResponse(deleted=False)
-        counts = await asyncio.to_thread(forgetter.run, plan)
-        return pb.DeleteDocumentResponse(deleted=counts.documents > 0)
+        memory_id = document_id(scope, namespace, key)
+        deleted = await asyncio.to_thread(self._forgetter.delete_document, memory_id)
+        return pb.DeleteDocumentResponse(deleted=deleted)
 
     @rpc
     async def ListDocuments(

@@ -91,8 +91,9 @@ class ForgetRpcs:
         self, request: pb.ForgetRequest, context: grpc.aio.ServicerContext
     ) -> pb.ForgetResponse:
         target = forget_target(request, self._limits)
-        plan = await asyncio.to_thread(self._forgetter.plan, target)
-        # Another tenant's episodes and memories are treated as unknown ids.
-        plan.keep_only(lambda owner: auth.visible(owner.user_id))
-        counts = await asyncio.to_thread(self._forgetter.run, plan)
+        # Another tenant's episodes and memories are treated as unknown ids (the worker thread
+        # runs in a copy of this call's context, which auth reads).
+        counts = await asyncio.to_thread(
+            self._forgetter.forget, target, lambda owner: auth.visible(owner.user_id)
+        )
         return counts_pb(counts)

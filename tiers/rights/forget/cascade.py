@@ -106,6 +106,20 @@ class Forgetter:
     def tombstones(self) -> Tombstones:
         return self._semantic.tombstones
 
+    # -- the two calls of the services --------------------------------------------------------
+    def forget(self, target: ForgetTarget, visible: Callable[[Scope], bool]) -> ForgetCounts:
+        """Forget ``target``: its plan, without the episodes and memories whose owner is not
+        ``visible`` (another tenant's are unknown ids to the caller), run. Raises what
+        :meth:`plan` and :meth:`run` raise."""
+        plan = self.plan(target)
+        plan.keep_only(visible)
+        return self.run(plan)
+
+    def delete_document(self, memory_id: str) -> bool:
+        """Forget one keyed document by its memory id, when it exists; whether it did."""
+        plan = self.plan(ForgetTarget(memory_ids=(memory_id,)))
+        return bool(plan.memory_ids) and self.run(plan).documents > 0
+
     # -- plan ------------------------------------------------------------------------------
     def plan(self, target: ForgetTarget) -> ForgetPlan:
         """What ``target`` covers, and whose it is. Raises EmbeddingUnavailable while Tier 3
