@@ -56,11 +56,24 @@ def test_the_exported_names_are_pinned():
 
 
 def _methods(cls: type) -> dict[str, inspect.Signature]:
-    return {
-        name: inspect.signature(getattr(cls(address="127.0.0.1:1"), name))
-        for name in dir(cls)
-        if not name.startswith("_") and callable(getattr(cls, name, None))
-    }
+    """The public methods of a client, as bound on an instance. Made on an event loop (an
+    asyncio channel needs one; which loop an earlier test left set must not matter) and
+    closed again."""
+
+    async def signatures() -> dict[str, inspect.Signature]:
+        client = cls(address="127.0.0.1:1")
+        try:
+            return {
+                name: inspect.signature(getattr(client, name))
+                for name in dir(cls)
+                if not name.startswith("_") and callable(getattr(cls, name, None))
+            }
+        finally:
+            closed = client.close()
+            if inspect.isawaitable(closed):
+                await closed
+
+    return asyncio.run(signatures())
 
 
 @pytest.mark.parametrize(("api", "blocking", "aio"), [
