@@ -191,7 +191,8 @@ def test_queries_stay_in_this_process_and_documents_go_to_the_workers(
         calls = embedder.pool.status()[0].calls  # the start's check of its vectors
         many = TEXTS * 70  # three parts of up to 128 texts, in the texts' order
         rows = embedder.encode_documents(many)
-        assert np.abs(rows - onnx.encode_documents(many)).max() < 1e-5
+        # each text's row is the daemon's vector of that text, wherever it fell in the parts
+        assert np.abs(rows - np.tile(onnx.encode_documents(TEXTS), (70, 1))).max() < 1e-5
         assert embedder.pool.status()[0].calls == calls + 3
         embedder.encode_queries(["where did Caroline go?"])
         assert embedder.pool.status()[0].calls == calls + 3  # no worker for a query
