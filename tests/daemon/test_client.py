@@ -23,7 +23,9 @@ from daemon.client import (
     UnavailableError,
 )
 from daemon.client.admin import AdminApi
+from daemon.client.errors import error_from
 from daemon.client.memory import MemoryApi
+from daemon.codec import status
 
 EXPORTED = [
     "ADDRESS_ENV",
@@ -156,3 +158,21 @@ def test_the_async_clients_stream_page_and_raise_the_same_family(daemon):
 
     episodes, done, status = asyncio.run(run())
     assert (episodes, done) == (3, 1) and status in ("SERVING", "NOT_SERVING")
+
+
+def test_the_client_reads_back_every_kind_the_daemon_sends() -> None:
+    """The client cannot import the daemon's mapping (daemon/codec/status.py); its own must name
+    each kind as the daemon does, from the code the daemon sends for it."""
+    for kind, code in status._CODES:
+        assert error_from(_Failed(code)).kind == kind.__name__, code
+
+
+class _Failed(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return "refused"
