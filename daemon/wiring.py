@@ -226,6 +226,7 @@ class Parts:
                 self.anchors,
                 self.pins,
                 self.access,
+                self.kinds,
             ),
             WeaverService(
                 self.weaver,

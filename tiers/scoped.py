@@ -1,11 +1,11 @@
 """A kind of scoped data: records a store keeps per scope (a user, or one agent of the user),
-which Forget must remove, Export write and Import read back.
+which Forget must remove, Export write, Import read back and Stats count.
 
 Each kind implements :class:`ScopedKind` in its own module, and ``tiers/schema.py`` lists it
-in :data:`tiers.schema.KINDS`; Forget (:mod:`tiers.rights.forget.cascade`) and Export and
-Import (:mod:`tiers.rights.archive`) reach every kind through that list, in its order, and
-name none of them. So adding a kind of data touches its own module and one line of the
-schema (``docs/architecture.md``, "Adding a kind of data").
+in :data:`tiers.schema.KINDS`; Forget (:mod:`tiers.rights.forget.cascade`), Export and
+Import (:mod:`tiers.rights.archive`) and Stats reach every kind through that list, in its
+order, and name none of them. So adding a kind of data touches its own module and one line
+of the schema (``docs/architecture.md``, "Adding a kind of data").
 """
 
 from __future__ import annotations
@@ -70,6 +70,10 @@ class ScopedKind(Protocol):
         """Held by a Forget from before :meth:`forget_into` until its batch (with the
         tombstones) is written: a writer of the kind that holds it too never writes what the
         Forget deletes after the delete."""
+
+    def count(self) -> int:
+        """Its records in every scope: what ``Stats`` reports under :attr:`name`
+        (``StatsResponse.records``)."""
 
     def owner(self, memory_id: str) -> Scope | None:
         """The owner of ``memory_id`` when it is one of this kind's records (a document not

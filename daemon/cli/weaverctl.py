@@ -76,6 +76,7 @@ def _render_stats(d: dict[str, Any]) -> str:
             f"(near expiry: {jr.get('pendingNearExpiry', '0')})",
             f"journal size      {jr.get('sizeBytes', '0')} bytes",
             f"state size        {d.get('stateSizeBytes', '0')} bytes",
+            *(f"{kind:<17} {n}" for kind, n in sorted(d.get("records", {}).items())),
         ]
     )
 

@@ -312,18 +312,27 @@ class JournalStats(_message.Message):
     def __init__(self, episodes: _Optional[int] = ..., pending_consolidation: _Optional[int] = ..., size_bytes: _Optional[int] = ..., pending_near_expiry: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("working_memory", "journal", "uptime_seconds", "version", "state_size_bytes")
+    __slots__ = ("working_memory", "journal", "uptime_seconds", "version", "state_size_bytes", "records")
+    class RecordsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     WORKING_MEMORY_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STATE_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
     working_memory: WorkingMemoryStats
     journal: JournalStats
     uptime_seconds: float
     version: str
     state_size_bytes: int
-    def __init__(self, working_memory: _Optional[_Union[WorkingMemoryStats, _Mapping]] = ..., journal: _Optional[_Union[JournalStats, _Mapping]] = ..., uptime_seconds: _Optional[float] = ..., version: _Optional[str] = ..., state_size_bytes: _Optional[int] = ...) -> None: ...
+    records: _containers.ScalarMap[str, int]
+    def __init__(self, working_memory: _Optional[_Union[WorkingMemoryStats, _Mapping]] = ..., journal: _Optional[_Union[JournalStats, _Mapping]] = ..., uptime_seconds: _Optional[float] = ..., version: _Optional[str] = ..., state_size_bytes: _Optional[int] = ..., records: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Source(_message.Message):
     __slots__ = ("session_id", "message_id", "metadata", "seq", "episode_id", "speaker", "created_at")

@@ -1,10 +1,12 @@
 """The Tier 2 RPCs of ``strata.v1.MemoryService``: ListEpisodes and GetEpisode, over
-:mod:`tiers.journal.store`; and Stats, the counts of both tiers."""
+:mod:`tiers.journal.store`; and Stats, the counts of the tiers and of each kind of scoped
+data."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 import grpc
 
@@ -18,6 +20,7 @@ from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode
 from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
+from tiers.scoped import ScopedKind
 from tiers.working.memory import WorkingMemory
 
 VERSION = "0.1.0"
@@ -90,12 +93,20 @@ class EpisodeRpcs:
 
 
 class StatsRpcs:
-    """Stats: the live sessions, the journal and the state store, and the daemon's uptime."""
+    """Stats: the live sessions, the journal, the state store and its kinds of scoped data,
+    and the daemon's uptime."""
 
-    def __init__(self, working: WorkingMemory, journal: Journal, state: RocksStore) -> None:
+    def __init__(
+        self,
+        working: WorkingMemory,
+        journal: Journal,
+        state: RocksStore,
+        kinds: Sequence[ScopedKind],
+    ) -> None:
         self._working = working
         self._journal = journal
         self._state = state
+        self._kinds = tuple(kinds)
         self._started = time.monotonic()
 
     @rpc
@@ -121,4 +132,5 @@ class StatsRpcs:
             uptime_seconds=time.monotonic() - self._started,
             version=VERSION,
             state_size_bytes=self._state.size_on_disk(),
+            records={kind.name: kind.count() for kind in self._kinds},
         )

@@ -8,6 +8,7 @@ daemon's stores."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 import grpc
@@ -31,6 +32,7 @@ from tiers.keyed.documents import DocumentStore
 from tiers.keyed.pins import PinStore
 from tiers.rights.forget.cascade import Forgetter
 from tiers.rocks import RocksStore
+from tiers.scoped import ScopedKind
 from tiers.semantic.store import SemanticStore
 from tiers.working.memory import WorkingMemory
 
@@ -177,6 +179,7 @@ def memory_service(
     anchors: AnchorStore | None,
     pins: PinStore | None,
     access: AccessCounts | None = None,
+    kinds: Sequence[ScopedKind] = (),
 ) -> MemoryService:
     """The memory service over a daemon's stores: each group's handler object with what
     it needs."""
@@ -206,7 +209,7 @@ def memory_service(
     return MemoryService(
         sessions=SessionRpcs(working, limits),
         episodes=EpisodeRpcs(journal, limits),
-        stats=StatsRpcs(working, journal, state),
+        stats=StatsRpcs(working, journal, state, kinds),
         recall=RecallRpcs(engine, semantic, journal, access, settings.recall, limits),
         forget=ForgetRpcs(forgetter, limits),
         documents=DocumentRpcs(documents, forgetter, limits),

@@ -61,7 +61,7 @@ class PinnedMemories:
         must name a memory of the scope (MemoryNotFound) and fit in ``max_pins``
         (TooManyPins); unpinning needs neither."""
         if pinned and self._pins.get(scope, memory_id) is None:
-            if self._pins.count(scope) >= max_pins:
+            if self._pins.count_of(scope) >= max_pins:
                 raise TooManyPins(
                     f"{where(scope)} has {max_pins} pins, the limit (limits.max_pins): unpin one"
                 )

@@ -148,6 +148,18 @@ def test_stats(client: MemoryClient):
     assert stats.journal.pending_consolidation == 1
     assert stats.journal.size_bytes > 0 and stats.state_size_bytes > 0
     assert stats.uptime_seconds > 0
+    # every kind of scoped data (tiers.schema.KINDS) is counted, in every scope
+    before = dict(stats.records)
+    assert set(before) == {"documents", "anchors", "pins", "access_counts"}
+    client.put_document("notes", "k1", "a document", user_id="u")
+    client.put_document("notes", "k1", "its replacement", user_id="u")  # the same record
+    client.put_document("notes", "k2", "another user's", user_id="v")
+    client.set_anchor("a", "the anchor", user_id="u")
+    after = dict(client.admin.stats().records)
+    assert after["documents"] == before["documents"] + 2
+    assert after["anchors"] == before["anchors"] + 1
+    client.delete_document("notes", "k2", user_id="v")
+    assert client.admin.stats().records["documents"] == before["documents"] + 1
 
 
 def test_health_and_reflection(daemon, client: MemoryClient):

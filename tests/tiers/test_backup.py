@@ -276,6 +276,11 @@ def test_every_weaverctl_command_has_help_and_json(spawn, tmp_path):
             out = ctl(proc, *argv)
             assert out.returncode == 0, (name, out.stderr)
             assert isinstance(json.loads(out.stdout), dict), (name, out.stdout)
+    out = ctl(proc, "stats")  # the human form: a line per count, each kind of data's too
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(None, 1) for line in out.stdout.splitlines() if " " in line)
+    assert {"documents", "anchors", "pins", "access_counts"} <= set(lines), out.stdout
+    assert lines["episodes"].strip() == "1"
     proc.terminate()
 
 

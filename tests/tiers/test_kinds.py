@@ -1,7 +1,7 @@
 """The kinds of scoped data (``tiers.schema.KINDS``) are reached by Forget, Export and Import
 through the registry alone: a kind registered here, in a test, with a column family of its own,
-is forgotten with its scope, exported with it and imported back, on real RocksDB stores and a
-real Tier 3 (the embedded vector engine and the real model)."""
+is counted, forgotten with its scope, exported with it and imported back, on real RocksDB
+stores and a real Tier 3 (the embedded vector engine and the real model)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,9 @@ class Notes:
             user, agent, note_id = key.decode().split("\x00")
             if not scope.agent_id or agent == scope.agent_id:
                 yield Scope(user, agent), note_id, unpack(raw)
+
+    def count(self) -> int:
+        return self._state.count_keys(NOTES_CF)
 
     def owner(self, memory_id: str) -> Scope | None:
         return None
@@ -173,6 +176,8 @@ def test_a_registered_kind_is_exported_forgotten_and_imported(rights: Rights) ->
     rights.notes.put(ALICE_BOT, "n2", "the bot's note of alice")
     rights.notes.put(BOB, "n3", "bob's note")
     kind_of(rights.kinds, AnchorStore).set(ALICE_BOT, "s1", "step 2 of 3")
+    counted = {kind.name: kind.count() for kind in rights.kinds}  # what Stats reports
+    assert counted == {"documents": 0, "anchors": 1, "pins": 0, "access_counts": 0, "notes": 3}
 
     exported = rights.export(ALICE)
     notes = [r for r in exported if r["type"] == "note"]
@@ -186,6 +191,7 @@ def test_a_registered_kind_is_exported_forgotten_and_imported(rights: Rights) ->
     assert counts.anchors == 1 and counts.documents == counts.pins == counts.access_counts == 0
     assert list(rights.notes.of_scope(ALICE)) == []
     assert [n for _s, n, _t in rights.notes.of_scope(BOB)] == ["n3"]  # another user's stays
+    assert rights.notes.count() == 1 and kind_of(rights.kinds, AnchorStore).count() == 0
 
     report = rights.importer.apply(Record(i + 1, r["type"], r) for i, r in enumerate(notes))
     assert report.written["note"] == 2

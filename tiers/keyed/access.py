@@ -124,7 +124,10 @@ class AccessCounts:
         prefix = scope_prefix(scope) if scope.agent_id else scope.user_id.encode() + b"\x00"
         return [AccessCount.decode(k, v) for k, v in self._state.scan_prefix(ACCESS_CF, prefix)]
 
-    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    # -- a scoped kind: Forget, Export, Import, Stats (tiers.scoped) -----------------------------
+    def count(self) -> int:
+        return self._state.count_keys(ACCESS_CF)
+
     def owner(self, memory_id: str) -> Scope | None:
         return None  # a count names a memory, it is none
 

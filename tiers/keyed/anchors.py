@@ -117,7 +117,10 @@ class AnchorStore:
             if not scope.agent_id or anchor.scope.agent_id == scope.agent_id:
                 yield anchor
 
-    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    # -- a scoped kind: Forget, Export, Import, Stats (tiers.scoped) -----------------------------
+    def count(self) -> int:
+        return self._state.count_keys(ANCHORS_CF)
+
     def owner(self, memory_id: str) -> Scope | None:
         return None  # an anchor is no memory
 

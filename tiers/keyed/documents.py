@@ -264,9 +264,6 @@ class DocumentStore:
         for key, raw in self._state.scan(DOCUMENTS_CF, b""):
             yield Document.decode(key, raw)
 
-    def count(self) -> int:
-        return sum(1 for _ in self._state.scan(DOCUMENTS_CF, b""))
-
     # -- indexing ----------------------------------------------------------------------------
     def unindexed(self, limit: int) -> list[Document]:
         """Up to ``limit`` documents put since they were last indexed."""
@@ -294,7 +291,10 @@ class DocumentStore:
                 batch.delete(MARKS_CF, d.storage_key)
             self._state.write(batch)
 
-    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    # -- a scoped kind: Forget, Export, Import, Stats (tiers.scoped) -----------------------------
+    def count(self) -> int:
+        return self._state.count_keys(DOCUMENTS_CF)
+
     def owner(self, memory_id: str) -> Scope | None:
         """The scope of the document whose point id is ``memory_id`` (indexed or not)."""
         doc = self.find(memory_id)

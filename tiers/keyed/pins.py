@@ -116,7 +116,7 @@ class PinStore:
         self._delete_into(batch, pins)
         self._state.write(batch)
 
-    def count(self, scope: Scope) -> int:
+    def count_of(self, scope: Scope) -> int:
         """The pins of exactly ``scope``."""
         return sum(1 for _ in self._state.scan_prefix(PINS_CF, scope_prefix(scope)))
 
@@ -153,7 +153,10 @@ class PinStore:
                 out.append(pin)
         return out
 
-    # -- a scoped kind: Forget, Export, Import (tiers.scoped) -------------------------------------
+    # -- a scoped kind: Forget, Export, Import, Stats (tiers.scoped) -----------------------------
+    def count(self) -> int:
+        return self._state.count_keys(PINS_CF)
+
     def owner(self, memory_id: str) -> Scope | None:
         return None  # a pin names a memory, it is none
 
