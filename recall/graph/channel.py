@@ -8,9 +8,10 @@ scope ranks **memories** (as in HippoRAG 2).
    nothing.
 2. **Walk.** PageRank with teleport to the seeds (:meth:`recall.graph.pagerank.Walk.rank`, on the
    graph's sparse transition matrix) over the scope's graph (:mod:`recall.graph.memory`): memory -
-   entity links weighted by how rare the entity is, and entity - entity links from the fact graph's
-   triplets. Mass flows from a named entity to the memories that mention it, and from the nearest
-   memories through the names they share to other memories about the same people, places and things.
+   entity links weighted by how rare the entity is, entity - entity links from the fact graph's
+   triplets, and a question turn's link to its reply. Mass flows from a named entity to the
+   memories that mention it, from the nearest memories through the names they share to other
+   memories about the same people, places and things, and from a question to its answer.
 3. **Result.** Memories by PageRank mass, through the query's filter (kinds, time range,
    superseded), fetched from the vector store.
 
@@ -27,7 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from recall import QueryContext
-from recall.graph.memory import MEMORY_KINDS, MemoryGraphs, ScopeGraph
+from recall.graph.memory import MEMORY_KINDS, REPLY_WEIGHT, MemoryGraphs, ScopeGraph
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
 
@@ -47,6 +48,7 @@ class GraphChannel:
         alpha: float = 0.5,
         refresh_seconds: float = 0.0,
         kinds: tuple[str, ...] = MEMORY_KINDS,
+        reply_weight: float = REPLY_WEIGHT,
         cache_bytes: int = 256 * 2**20,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -55,6 +57,7 @@ class GraphChannel:
             semantic,
             refresh_seconds=refresh_seconds,
             kinds=kinds,
+            reply_weight=reply_weight,
             max_bytes=cache_bytes,
             clock=clock,
         )

@@ -12,7 +12,10 @@ points stand in when turns are not indexed). Entity nodes are keyed by normalize
   join entity to entity.
 
 An edge weighs ``1 / log(1 + memories of the entity)``, so a rare name carries more than a
-speaker who says half of everything.
+speaker who says half of everything. A turn that asks something (its text holds a question
+mark) is also linked to the next turn of its session, the reply, at ``reply_weight``: a
+question finds the turn that asks it (which echoes its words), and the answer is the turn
+after it, often by the other speaker and without those words.
 
 The graph is derived, never stored: it is built from the vector store's points and the fact
 graph on a scope's first query, and again on the first query after that scope was written:
@@ -48,6 +51,10 @@ log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
+# The weight of a question turn's link to its reply: about that of a name four memories
+# share (1 / log 5 = 0.62). Chosen on the LoCoMo dev split from 0.5, 1 and 2, which measured
+# alike (docs/benchmarks.md, leave-one-conversation-out).
+REPLY_WEIGHT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,24 +123,37 @@ class Features:
     speakers: frozenset[str]  # the normalized speakers of its source turns
     inside: frozenset[str]  # names inside a sentence (recall.words.names)
     initial: frozenset[str]  # candidates from runs that start a sentence
+    turn: tuple[str, int] | None = None  # an episode_turn's message: (session_id, seq)
+    asks: bool = False  # an episode_turn whose text holds a question mark
 
     @classmethod
     def of(cls, point: MemoryPoint) -> Features:
         inside, initial = names(point.text)
         speakers = frozenset(normalize(s.speaker) for s in point.sources if s.speaker)
-        return cls(point.kind, speakers, frozenset(inside), frozenset(initial))
+        turn = None
+        if point.kind == "episode_turn" and len(point.sources) == 1:
+            turn = (point.sources[0].session_id, point.sources[0].seq)
+        asks = turn is not None and "?" in point.text
+        return cls(point.kind, speakers, frozenset(inside), frozenset(initial), turn, asks)
 
 
-def build(points: list[MemoryPoint], triplets: list[tuple[str, str, str]]) -> ScopeGraph:
+def build(
+    points: list[MemoryPoint],
+    triplets: list[tuple[str, str, str]],
+    reply_weight: float = REPLY_WEIGHT,
+) -> ScopeGraph:
     """The graph of these memories; ``triplets`` are ``(fact point id, subject, object)``."""
-    return assemble([(p.id, Features.of(p)) for p in points], triplets)
+    return assemble([(p.id, Features.of(p)) for p in points], triplets, reply_weight)
 
 
 def assemble(
-    memories_: list[tuple[str, Features]], triplets: list[tuple[str, str, str]]
+    memories_: list[tuple[str, Features]],
+    triplets: list[tuple[str, str, str]],
+    reply_weight: float = REPLY_WEIGHT,
 ) -> ScopeGraph:
     """The graph of the memories ``(point id, features)``, in that order; ``triplets`` are
-    ``(fact point id, subject, object)``, in any order (they are sorted)."""
+    ``(fact point id, subject, object)``, in any order (they are sorted); ``reply_weight``:
+    a question turn's link to its reply (0: none)."""
     triplets = sorted(triplets)
     speakers = {k for _id, f in memories_ for k in f.speakers if k}
     known = speakers | {k for _id, f in memories_ for k in f.inside}
@@ -165,6 +185,14 @@ def assemble(
             src.append(len(memories) + u)
             dst.append(len(memories) + v)
             weight.append(1.0)
+    if reply_weight > 0:  # a question turn - the next turn of its session
+        turns = {f.turn: i for i, (_id, f) in enumerate(memories_) if f.turn is not None}
+        for i, (_id, f) in enumerate(memories_):
+            reply = turns.get((f.turn[0], f.turn[1] + 1)) if f.asks and f.turn else None
+            if reply is not None:
+                src.append(i)
+                dst.append(reply)
+                weight.append(reply_weight)
     nodes = {key: len(memories) + n for key, n in entities.items()}
     nodes.update({short: nodes[full] for short, full in alias.items() if full in nodes})
     size = len(memories) + len(entities)
@@ -204,10 +232,12 @@ class MemoryGraphs:
         max_bytes: int = 256 * 2**20,
         max_points: int = 200_000,
         kinds: tuple[str, ...] = MEMORY_KINDS,
+        reply_weight: float = REPLY_WEIGHT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._semantic = semantic
         self.kinds = kinds
+        self.reply_weight = reply_weight
         self.refresh_seconds = refresh_seconds
         self.large_scope = large_scope
         self.max_bytes = max_bytes
@@ -314,7 +344,7 @@ class MemoryGraphs:
                 scope.user_id,
             )
         ]
-        return assemble(memories, triplets)
+        return assemble(memories, triplets, self.reply_weight)
 
     def _memories(
         self, flt: PointFilter, vectors: VectorStore, features: dict[str, Features]

@@ -14,7 +14,7 @@ import pytest
 
 from recall import Query, QueryContext
 from recall.graph.channel import GraphChannel
-from recall.graph.memory import MemoryGraphs, build, kept_bytes
+from recall.graph.memory import MemoryGraphs, ScopeGraph, build, kept_bytes
 from recall.recipe import Recipe
 from tests.support.fakes import HashEmbedder
 from tiers.core.records import Scope
@@ -208,6 +208,28 @@ def test_entity_memory_graph_links(world: World):
     assert weight[(graph.entities["melanie"], graph.entities["dave"])] == 1.0
     assert graph.link("Where did Melanie's class meet, Clay Corner?") == ["clay corner", "melanie"]
     assert graph.link("Did Mel, I mean Melanie, go?") == ["mel"]  # one link per entity
+
+
+def test_a_question_turn_links_to_its_reply(world: World):
+    ask = world.turn(A, "Caroline", "What did you paint last week?", seq=1)
+    reply = world.turn(A, "Melanie", "A sunset over the lake.", seq=2)
+    after = world.turn(A, "Caroline", "Lovely colours.", seq=3)  # follows no question
+    other = world.turn(A, "Melanie", "A sunrise.", seq=2, episode="ep2")  # another session
+    points = {p.id: p for p in world.vectors.get([ask, reply, after, other])}
+
+    def pairs(g: ScopeGraph) -> dict[frozenset[str], float]:  # memory - memory links
+        n = len(g.memories)
+        links = zip(g.src, g.dst, g.weight, strict=True)
+        return {frozenset((g.memories[u], g.memories[v])): w for u, v, w in links if max(u, v) < n}
+
+    graph = build([points[i] for i in (ask, reply, after, other)], [], reply_weight=0.7)
+    assert pairs(graph) == {frozenset((ask, reply)): 0.7}
+    assert pairs(build([points[i] for i in (ask, reply, after)], [], reply_weight=0)) == {}
+    # the walk from the question reaches its answer, which shares no word or name with it
+    channel = GraphChannel(world.semantic, dense_seeds=1)
+    assert ids(channel.search(ctx(world, "What did you paint last week?"), 2)) == [ask, reply]
+    channel = GraphChannel(world.semantic, dense_seeds=1, reply_weight=0)
+    assert reply not in ids(channel.search(ctx(world, "What did you paint last week?"), 2))
 
 
 def test_named_entity_ranks_its_memories_and_reaches_one_hop_further(world: World):
