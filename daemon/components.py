@@ -58,10 +58,11 @@ def recall_engine(
             s.recall.cache_ttl_seconds, s.recall.cache_size, s.recall.cache_similarity
         )
         semantic.events.subscribe(Tier3Written, lambda event: cache.invalidate(event.user_id))
+    graph = GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20)
     channels: dict[str, Channel] = {
         "vector": VectorChannel(semantic),
         "keyword": KeywordChannel(semantic),
-        "graph": GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20),
+        "graph": graph,
     }
     return RecallEngine(
         semantic,
@@ -70,6 +71,7 @@ def recall_engine(
         cache,
         access=access,
         query_vectors=s.recall.query_vector_cache,
+        speakers=graph.speakers,
     )
 
 

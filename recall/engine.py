@@ -1,7 +1,9 @@
 """The Recall engine: channels in, ranked and explained candidates out.
 
 Stages (each timed): embed the query; run the channels (the graph channel, the slow one, in
-parallel with the others); fuse with RRF; merge hits that share their sources; apply the
+parallel with the others); when the query names a speaker of its scope, run the vector and
+keyword channels again on the query without those names (``neutral``,
+:mod:`recall.speakers`); fuse with RRF; merge hits that share their sources; apply the
 superseded factor and the recency decay; MMR; rerank the top. A failed channel is reported
 as degraded and the others go on; a failed reranker leaves the fused order and says so.
 """
@@ -12,7 +14,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -30,7 +32,9 @@ from recall.fusion import mmr, rrf
 from recall.messages import fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.result import RecallResult
+from recall.speakers import without_speakers
 from tiers.core.events import Events
+from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
 from tiers.rights.forget.cascade import ScopeCache
 from tiers.semantic.store import SemanticStore
@@ -58,8 +62,13 @@ class RecallEngine:
         clock: Callable[[], float] = time.time,
         access: AccessCounts | None = None,
         query_vectors: int = 256,
+        speakers: Callable[[Scope], Collection[str]] | None = None,
     ) -> None:
+        """``speakers``: the normalized names of a scope's speakers (the graph channel's
+        :meth:`~recall.graph.channel.GraphChannel.speakers`), for the speaker-neutral query;
+        None: no such query."""
         self.cache = cache
+        self._speakers = speakers
         self._access = access
         self._semantic = semantic
         self._channels = dict(channels)
@@ -113,6 +122,7 @@ class RecallEngine:
                 depth, lambda: _vectors.search_dense(ctx.vector.tolist(), query.filter(), depth)
             )
         results, degraded = self._run_channels(ctx, list(weights), depth, timings)
+        weights = self._neutral(ctx, results, weights, depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
         graph_hits = results.pop("graph", []) if late else []
@@ -178,6 +188,41 @@ class RecallEngine:
         order = fuse_messages(candidates, graph_hits, graph_weight, query.recipe.rrf_k)
         _embedder, vectors = self._semantic.wait_ready(0)
         return message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
+
+    def _neutral(
+        self,
+        ctx: QueryContext,
+        results: dict[str, list[tuple[MemoryPoint, float]]],
+        weights: dict[str, float],
+        depth: int,
+        timings: dict[str, float],
+    ) -> dict[str, float]:
+        """With the recipe's ``speaker_neutral`` and a query naming a speaker of its scope:
+        the vector and keyword channels' hits for the query without those names, added to
+        ``results`` as ``vector:neutral`` and ``keyword:neutral`` at their channels'
+        weights. Returns the weights of every list to fuse."""
+        query = ctx.query
+        lexical = [n for n in ("vector", "keyword") if n in results]
+        if not (query.recipe.speaker_neutral and self._speakers is not None and lexical):
+            return weights
+        t = time.perf_counter()
+        try:
+            text = without_speakers(query.text, self._speakers(query.scope))
+            if text is None:
+                return weights
+            embedder, _vectors = self._semantic.wait_ready(0)
+            vector = self._queries.vector(embedder, query.scope.user_id, text)
+            neutral = QueryContext(replace(query, text=text), vector)
+            out = dict(weights)
+            for name in lexical:
+                results[f"{name}:neutral"] = self._channels[name].search(neutral, depth)
+                out[f"{name}:neutral"] = weights[name]
+            return out
+        except Exception as exc:  # the query as asked still answers
+            log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
+            return weights
+        finally:
+            timings["neutral"] = _ms(t)
 
     def _observed(self, result: RecallResult) -> RecallResult:
         self.events.publish(Recalled(result))

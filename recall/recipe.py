@@ -94,6 +94,15 @@ class Recipe(Section):
             "off: in conversation order."
         ),
     )
+    speaker_neutral: bool = Field(
+        True,
+        description=(
+            "When the query names a speaker of its scope, the vector and keyword channels "
+            "also search it without those names, fused at their weights "
+            "(recall.speakers): a question that names the wrong speaker still finds "
+            "what was said."
+        ),
+    )
     rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
     rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
 

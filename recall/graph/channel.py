@@ -29,6 +29,7 @@ import numpy as np
 
 from recall import QueryContext
 from recall.graph.memory import MEMORY_KINDS, REPLY_WEIGHT, MemoryGraphs, ScopeGraph
+from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
 
@@ -69,6 +70,12 @@ class GraphChannel:
     def forget_scope(self, user_id: str) -> int:
         """Forget's hook: drop the user's cached graphs. Returns how many."""
         return self.graphs.forget_scope(user_id)
+
+    def speakers(self, scope: Scope) -> frozenset[str]:
+        """The normalized names of the scope's speakers, short forms included (its graph's:
+        built or rebuilt here when a write made it stale)."""
+        _embedder, vectors = self._semantic.wait_ready(0)
+        return self.graphs.get(scope, vectors).speakers
 
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
         if limit <= 0:

@@ -70,6 +70,7 @@ class ScopeGraph:
     index: dict[str, int]  # point id -> node
     size: int  # nodes
     walk: Walk  # the random walk over the edges (its sparse transition matrix)
+    speakers: frozenset[str] = frozenset()  # the speakers' keys, short forms included
 
     @property
     def nbytes(self) -> int:
@@ -199,7 +200,8 @@ def assemble(
     src_, dst_ = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     weight_ = np.asarray(weight, dtype=np.float64)
     walk = Walk.of(size, src_, dst_, weight_)
-    return ScopeGraph(memories, nodes, src_, dst_, weight_, index, size, walk)
+    spoken = frozenset(speakers) | frozenset(alias)  # a short form names one speaker
+    return ScopeGraph(memories, nodes, src_, dst_, weight_, index, size, walk, spoken)
 
 
 FEATURE_BYTES = 1000  # a memory's Features with its id (measured with tracemalloc: 1,012)

@@ -1,0 +1,110 @@
+"""The speaker-neutral query (recall.speakers) and the engine's second search with it: the
+names of the scope's speakers come out of the query (possessives too, whole words only, roles
+never), the vector and keyword channels search both, and the answer said by another speaker
+than the one the question names is found. Sentences written for this test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recall import Channel, Query, QueryContext
+from recall.channels import KeywordChannel, VectorChannel
+from recall.engine import RecallEngine
+from recall.graph.channel import GraphChannel
+from recall.recipe import Recipe
+from recall.speakers import without_speakers
+from tests.recall.test_graph_channel import A, World
+from tiers.semantic.vectors import MemoryPoint
+
+SPEAKERS = frozenset({"ines", "tobias", "tob"})  # "tob": a short form of one speaker's name
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Where did Ines store the kayak?", "Where did store the kayak?"),
+        ("Which of Tobias's uncles sails?", "Which of uncles sails?"),
+        ("Did Tob\u2019s sister call INES back?", "Did sister call back?"),
+        ("Where did Tobias and Ines meet?", "Where did and meet?"),
+        ("Which uncle sails?", None),  # no speaker named
+        ("Inesa and Tobiasz went rowing.", None),  # whole words only
+        ("Ines?", None),  # nothing but the name
+        ("", None),
+    ],
+)
+def test_without_speakers(text: str, expected: str | None) -> None:
+    assert without_speakers(text, SPEAKERS) == expected
+
+
+def test_longer_names_go_first_and_roles_stay() -> None:
+    names = {"ana", "ana sofia", "user", "assistant"}
+    assert without_speakers("Did Ana Sofia fix the user login?", names) == "Did fix the user login?"
+    assert without_speakers("Ask the assistant about the user settings", names) is None
+
+
+class Recording:
+    """A channel that records the query texts it searched, then searches as ``inner``."""
+
+    def __init__(self, inner: Channel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.texts: list[str] = []
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        self.texts.append(ctx.query.text)
+        return self.inner.search(ctx, limit)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    yield w
+    w.close()
+
+
+def engine(world: World) -> tuple[RecallEngine, dict[str, Any]]:
+    graph = GraphChannel(world.semantic)
+    channels: dict[str, Any] = {
+        "vector": Recording(VectorChannel(world.semantic)),
+        "keyword": Recording(KeywordChannel(world.semantic)),
+        "graph": graph,
+    }
+    return RecallEngine(world.semantic, channels, {}, speakers=graph.speakers), channels
+
+
+def test_a_question_naming_the_wrong_speaker_finds_what_the_other_said(world: World) -> None:
+    answer = world.turn(A, "Ines", "The kayak stays in the boathouse by the pier.", seq=1)
+    for seq, text in enumerate(
+        [
+            "Tobias here, back from the trip.",
+            "Tobias again: the weather was fine.",
+            "I, Tobias, will store the tent.",
+            "Where did I leave my keys, Tobias wonders.",
+        ],
+        start=2,
+    ):
+        world.turn(A, "Tobias", text, seq=seq)
+    recall, channels = engine(world)
+    question = "Where does Tobias store the kayak?"
+    try:
+        on = recall.recall(Query(question, A, 5, Recipe(graph_weight=0)))
+        off = recall.recall(Query(question, A, 5, Recipe(graph_weight=0, speaker_neutral=False)))
+        plain = recall.recall(Query("Where is the kayak stored?", A, 5, Recipe(graph_weight=0)))
+    finally:
+        recall.close()
+    # both texts searched by both channels, the neutral one without the name
+    assert channels["keyword"].texts[:2] == [question, "Where does store the kayak?"]
+    assert channels["vector"].texts[:2] == [question, "Where does store the kayak?"]
+    assert {"keyword:neutral", "vector:neutral"} <= set(on.hits[0].ranks)
+    assert "neutral" in on.timings and "neutral" not in off.timings
+    assert "neutral" in plain.timings and not any(
+        ":neutral" in r for h in plain.hits for r in h.ranks
+    )
+    # the name as asked pulls the named speaker's turns up; the neutral search holds the answer
+    rank_on = [h.point.id for h in on.hits].index(answer)
+    rank_off = [h.point.id for h in off.hits].index(answer)
+    assert rank_on < rank_off, (rank_on, rank_off)
