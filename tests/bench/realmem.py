@@ -40,7 +40,7 @@ from tests.bench import realmem_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.locomo import parse_settings
 from tests.bench.locomo_context import CONTEXT_BUDGET
-from tests.bench.locomo_metrics import latency
+from tests.bench.locomo_metrics import latency, stage_timings
 from tests.bench.realmem_data import Dataset, Persona, Query, Session, load
 from tests.bench.realmem_report import DOCS, render, write_docs
 from tiers.core.records import Scope
@@ -75,6 +75,7 @@ class Replay:
         self.ended = 0
         self.own_hits = 0  # hits citing the query's own (live) session: should stay 0
         self.top10_kinds: dict[str, int] = {}
+        self.stages: list[dict[str, float]] = []  # Recall's server-side stages, per query
 
     def timed(self, phase: str, call: Callable[[], Any]) -> Any:
         began = time.perf_counter()
@@ -140,6 +141,7 @@ class Replay:
         )
         for h in response.hits[:10]:
             self.top10_kinds[h.kind] = self.top10_kinds.get(h.kind, 0) + 1
+        self.stages.append({t.stage: t.ms for t in response.timings})
         bm25 = self.timed("bm25", lambda: self.bm25.ranked_sessions(q.text))
         self.records.append(
             {
@@ -240,6 +242,7 @@ def evaluate(client: MemoryClient, data: Dataset, consolidate: bool) -> dict[str
     records: list[dict[str, Any]] = []
     seconds = dict.fromkeys(PHASES, 0.0)
     checks: dict[str, Any] = {"own_hits": 0, "episodes": {}, "top10_kinds": {}}
+    stages: list[dict[str, float]] = []
     t0 = time.perf_counter()
 
     def progress(record: dict[str, Any]) -> None:
@@ -268,6 +271,7 @@ def evaluate(client: MemoryClient, data: Dataset, consolidate: bool) -> dict[str
             seconds[phase] += s
         checks["own_hits"] += replay.own_hits
         checks["episodes"][persona.name] = episodes
+        stages += replay.stages
         for kind, n in replay.top10_kinds.items():
             checks["top10_kinds"][kind] = checks["top10_kinds"].get(kind, 0) + n
         print(f"  {persona.name}: {per_persona[persona.name]['seconds']:.0f} s", flush=True)
@@ -278,6 +282,7 @@ def evaluate(client: MemoryClient, data: Dataset, consolidate: bool) -> dict[str
         "pooled": summary(records),
         "timing": timing,
         "checks": checks,
+        "stages": stage_timings(stages),
         "per_query": records,
     }
 

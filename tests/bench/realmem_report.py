@@ -121,11 +121,16 @@ def render(res: dict[str, Any], markdown: bool) -> str:
     else:
         lines += [title, table(HEADER, rows), textwrap.indent(textwrap.fill(note, 93), "  ")]
     pooled = res["pooled"]
-    lines += [
-        "",
+    closing = (
         f"GetContext used {pooled['context_tokens']:.0f} tokens and held "
-        f"{pooled['context_memories']:.1f} memories on average.",
-    ]
+        f"{pooled['context_memories']:.1f} memories on average."
+    )
+    if res.get("stages"):
+        stages = ", ".join(
+            f"{name} {v['mean_ms']:.1f} / {v['p50_ms']:.1f}" for name, v in res["stages"].items()
+        )
+        closing += f" Recall's server-side stages (mean / p50 ms): {stages}."
+    lines += ["", textwrap.fill(closing, 95)]
     return "\n".join(lines).rstrip() + "\n"
 
 
