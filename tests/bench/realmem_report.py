@@ -52,7 +52,7 @@ def render(res: dict[str, Any], markdown: bool) -> str:
         f"{len(p['personas'])} persona{'s' if len(p['personas']) > 1 else ''}, "
         f"{p['sessions']:,} sessions, {p['turns']:,} turns "
         f"({p['empty_turns']} empty ones left out); {p['queries']} queries with "
-        f"{p['gold_sessions']} gold sessions ({p['skipped_no_gold']} skipped without gold, "
+        f"{p['gold_sessions']:,} gold sessions ({p['skipped_no_gold']} skipped without gold, "
         f"{p['own_dropped']} naming their own session, dropped from the gold); sessions dated "
         f"before the one before them, moved after it: {moved}; Recall k = {p['k']}, GetContext "
         f"{p['budget']:,} tokens"
@@ -75,7 +75,7 @@ def render(res: dict[str, Any], markdown: bool) -> str:
     n = max(1, res["pooled"]["n"])
     mix = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(kinds.items()))
     check = (
-        f"episodes per persona as sessions ended: {sum(c['episodes'].values())}; hits citing "
+        f"episodes per persona as sessions ended: {sum(c['episodes'].values()):,}; hits citing "
         f"the live session: {c['own_hits']}; top-10 kinds per query: {mix}"
     )
     m = res["machine"]
