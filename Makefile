@@ -67,8 +67,12 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.embedding_backends
 	$(BIN)/python -m tests.bench.embedding_remote
 
+# Retrieval quality on the two development sets of ../shared: LoCoMo (evidence turns, after a
+# consolidation run), then RealMem (the sessions a user's turn needs, the conversations lived
+# session by session with the index stage only). Each prints its tables.
 bench-recall: $(STAMP)
 	$(BIN)/python -m tests.bench.locomo --fixed-evidence
+	$(BIN)/python -m tests.bench.realmem
 
 # 32 concurrent clients mixing Append, EndSession, Recall and Pack for 2 minutes
 # (make bench-load LOAD_SECONDS=30 for a shorter run); not part of `make test`.
