@@ -14,8 +14,9 @@ Run as ``python -m tests.bench.locomo [--fixed-evidence] [--conversations N] [--
    question alone in a new session, no query, 1,500 tokens). Hits map to LoCoMo turn ids
    through their sources' metadata (:mod:`tests.bench.locomo_metrics`).
 3. Configurations (``--skip KEY`` leaves one out): ``bm25`` and ``dense`` (one channel over
-   the raw chunks), ``full`` (the default recipe), ``no_<channel>`` for each channel of the
-   recipe (``with_<channel>`` at weight 1 for one it leaves out), ``chunks`` (all the recipe's
+   the raw chunks, the query as asked: recipe ``plain``, without the speaker-neutral search),
+   ``full`` (the default recipe), ``no_<channel>`` for each channel of the recipe
+   (``with_<channel>`` at weight 1 for one it leaves out), ``chunks`` (all the recipe's
    channels, without the weaver's outputs), ``rerank`` (the local reranker), and a row
    ``recipe_<name>`` per named recipe set with ``--set STRATA_RECALL__RECIPES__<NAME>__<FIELD>=
    value`` (names of letters and digits).
@@ -55,9 +56,11 @@ CHANNELS = ("vector", "keyword", "graph")
 INDEX_KINDS = ("episode_chunk", "episode_turn")
 WARMUP_QUERIES = 5
 TIMEOUT = 120.0
+PLAIN = "plain"  # the baselines' recipe: one channel, the query as asked (no speaker-neutral)
 BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measurements
     "STRATA_WEAVER__INTERVAL_SECONDS": "86400",
     "STRATA_VECTORS__OPTIMIZE_INTERVAL_SECONDS": "86400",
+    f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__SPEAKER_NEUTRAL": "false",
 }
 _RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9]+)__([A-Z_]+)")
 
@@ -83,8 +86,8 @@ def configs(settings: dict[str, str]) -> list[Config]:
     }
     active = tuple(c for c in CHANNELS if weights[c] > 0)
     out = [
-        Config("bm25", "BM25 only (keyword, chunks)", ("keyword",), ("episode_chunk",)),
-        Config("dense", "dense only (vector, chunks)", ("vector",), ("episode_chunk",)),
+        Config("bm25", "BM25 only (keyword, chunks)", ("keyword",), ("episode_chunk",), "", PLAIN),
+        Config("dense", "dense only (vector, chunks)", ("vector",), ("episode_chunk",), "", PLAIN),
         Config("full", "full system (default recipe)"),
     ]
     for c in CHANNELS:  # a channel the recipe leaves out joins at weight 1 (the API's rule)
