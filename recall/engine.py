@@ -29,7 +29,7 @@ from recall import (
 )
 from recall.cache import QueryVectors, SemanticCache
 from recall.fusion import mmr, rrf
-from recall.messages import fuse_messages, message_hits
+from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.result import RecallResult
 from recall.speakers import without_speakers
@@ -177,7 +177,8 @@ class RecallEngine:
         graph_hits: list[tuple[MemoryPoint, float]],
         graph_weight: float,
     ) -> list[Candidate]:
-        """One hit per message: the fused candidates' messages, the graph's joined by RRF
+        """One hit per message: the fused candidates' messages, the graph's joined by RRF,
+        replies above their questions with the recipe's ``answers_first``
         (:mod:`recall.messages`)."""
         candidates = candidates[: query.k]  # the graph's messages may displace the others
         if query.recipe.order_sources:
@@ -187,7 +188,8 @@ class RecallEngine:
         ]
         order = fuse_messages(candidates, graph_hits, graph_weight, query.recipe.rrf_k)
         _embedder, vectors = self._semantic.wait_ready(0)
-        return message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
+        hits = message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
+        return answers_first(hits) if query.recipe.answers_first else hits
 
     def _neutral(
         self,

@@ -9,6 +9,10 @@ whichever points found it). Each message then becomes one hit (:func:`message_hi
 candidate that cites it alone (its ``episode_turn`` point, or a fact drawn from it), or its
 ``episode_turn`` point fetched from the store; a message without one (turns not indexed)
 keeps the multi-message hit that cites it, once.
+
+With the recipe's ``answers_first`` (on by default), a reply ranks just above the question it
+answers when both are hits (:func:`answers_first`): a question finds the turn that asked it,
+whose words it echoes, while what the asker learned is in the next turn.
 """
 
 from __future__ import annotations
@@ -91,6 +95,34 @@ def message_hits(
         covered.update(source_key(hit.point, s) for s in hit.point.sources)
         out.append(replace(hit, score=score))
     return out
+
+
+def answers_first(hits: Sequence[Candidate]) -> list[Candidate]:
+    """``hits`` with each reply moved just above the question turn it answers: a hit that is
+    one ``episode_turn`` whose text holds a question mark, and the hit of the next message of
+    its session, when that ranks lower. One level: a moved reply brings nothing of its own up.
+    The scores stay where they were, in order (the moved hit takes its new place's). Pure."""
+    turns: dict[Key, int] = {}
+    for i, h in enumerate(hits):
+        if h.point.kind == "episode_turn" and len(h.point.sources) == 1:
+            turns.setdefault(source_key(h.point, h.point.sources[0]), i)
+    reply_of: dict[int, int] = {}
+    for (session, seq), i in turns.items():
+        reply = turns.get((session, seq + 1))
+        if reply is not None and reply > i and "?" in hits[i].point.text:
+            reply_of[i] = reply
+    placed: set[int] = set()
+    order: list[int] = []
+    for i in range(len(hits)):
+        if i in placed:
+            continue
+        reply = reply_of.get(i)
+        if reply is not None and reply not in placed:
+            order.append(reply)
+            placed.add(reply)
+        order.append(i)
+        placed.add(i)
+    return [replace(hits[i], score=h.score) for i, h in zip(order, hits, strict=True)]
 
 
 def _turn_points(

@@ -87,6 +87,13 @@ class Recipe(Section):
             "(recall.messages)."
         ),
     )
+    answers_first: bool = Field(
+        True,
+        description=(
+            "With per_message: a reply ranks just above the question turn it answers when "
+            "both are hits (recall.messages.answers_first)."
+        ),
+    )
     order_sources: bool = Field(
         True,
         description=(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from recall import Candidate
-from recall.messages import flatten, fuse_messages, message_hits
+from recall.messages import answers_first, flatten, fuse_messages, message_hits
 from tiers.core.records import Scope
 from tiers.semantic.vectors import (
     MemoryPoint,
@@ -118,3 +118,21 @@ def test_without_turn_points_a_chunk_stands_for_its_messages_once(vectors):
     # another user's filter never lets the turn points through
     hits = message_hits(order, ranked, vectors, PointFilter(user_id="mallory"), 10)
     assert [h.point.id for h in hits] == [the_chunk.id]
+
+
+def test_a_reply_ranks_just_above_the_question_it_answers():
+    hits = candidates(turn(2), turn(1), turn(3))  # "To where?" first, its reply "Gotland!" last
+    moved = answers_first(hits)
+    assert [h.point.id for h in moved] == [turn(3).id, turn(2).id, turn(1).id]
+    assert [h.score for h in moved] == [h.score for h in hits]  # the scores stay in order
+    assert [h.ranks for h in moved] == [{"vector": 3}, {"vector": 1}, {"vector": 2}]
+    # already above its question, or no question: as it was
+    for order in ((turn(3), turn(2), turn(1)), (turn(1), turn(3)), (turn(3), turn(1))):
+        same = candidates(*order)
+        assert answers_first(same) == same
+    # a chunk holding the question is no question turn
+    assert answers_first(candidates(chunk(1, 2), turn(3))) == candidates(chunk(1, 2), turn(3))
+    # the reply must be the next message of the question's own session
+    elsewhere = replace(turn(3), sources=[replace(source(3), session_id="s2")])
+    assert answers_first(candidates(turn(2), elsewhere)) == candidates(turn(2), elsewhere)
+    assert answers_first([]) == []
