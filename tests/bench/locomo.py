@@ -14,7 +14,8 @@ Run as ``python -m tests.bench.locomo [--fixed-evidence] [--conversations N] [--
    question alone in a new session, no query, 1,500 tokens). Hits map to LoCoMo turn ids
    through their sources' metadata (:mod:`tests.bench.locomo_metrics`).
 3. Configurations (``--skip KEY`` leaves one out): ``bm25`` and ``dense`` (one channel over
-   the raw chunks, the query as asked: recipe ``plain``, without the speaker-neutral search),
+   the raw chunks in the channel's own order: recipe ``plain``, without the speaker-neutral
+   search or answers first),
    ``full`` (the default recipe), ``no_<channel>`` for each channel of the recipe
    (``with_<channel>`` at weight 1 for one it leaves out), ``chunks`` (all the recipe's
    channels, without the weaver's outputs), ``rerank`` (the local reranker), and a row
@@ -56,11 +57,12 @@ CHANNELS = ("vector", "keyword", "graph")
 INDEX_KINDS = ("episode_chunk", "episode_turn")
 WARMUP_QUERIES = 5
 TIMEOUT = 120.0
-PLAIN = "plain"  # the baselines' recipe: one channel, the query as asked (no speaker-neutral)
+PLAIN = "plain"  # the baselines' recipe: the query as asked, the channel's own order
 BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measurements
     "STRATA_WEAVER__INTERVAL_SECONDS": "86400",
     "STRATA_VECTORS__OPTIMIZE_INTERVAL_SECONDS": "86400",
     f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__SPEAKER_NEUTRAL": "false",
+    f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__ANSWERS_FIRST": "false",
 }
 _RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9]+)__([A-Z_]+)")
 
