@@ -118,7 +118,7 @@ def default_recipe(settings: dict[str, str]) -> str:
     """The daemon's default recipe: the code's defaults with the ``--set`` values on top."""
     fields = ["vector_weight", "keyword_weight", "graph_weight", "rrf_k", "depth", "kinds"]
     fields += ["kind_weights", "merge_sources", "per_message", "order_sources", "mmr_lambda"]
-    fields += ["rerank"]
+    fields += ["speaker_neutral", "answers_first", "rerank"]
     defaults = RecallSettings()
     values = {f: settings.get(f"STRATA_RECALL__{f.upper()}", getattr(defaults, f)) for f in fields}
     return ", ".join(
