@@ -34,7 +34,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient, message
@@ -44,6 +43,7 @@ from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
 from tests.bench.locomo_report import DOCS, render, write_docs
+from tests.bench.recall_cli import add_common, finish, parse_settings
 from tests.support import wait_until
 from tiers.core.records import Scope
 from tiers.semantic.vectors import KINDS
@@ -279,17 +279,6 @@ def evaluate(
 
 
 # -- main --------------------------------------------------------------------------------------
-def parse_settings(items: Sequence[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set wants KEY=VALUE, got {item!r}")
-        key = key.strip().upper()
-        out[key if key.startswith("STRATA_") else f"STRATA_{key}"] = value
-    return out
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     fixes = load_fixes(FIXES) if args.fixed_evidence else {}
     data = load(LOCOMO, fixes=fixes, conversations=args.conversations)
@@ -349,37 +338,10 @@ def main(argv: list[str] | None = None) -> int:
         "--conversations", type=int, default=0, help="only the first N conversations"
     )
     parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a daemon setting, e.g. STRATA_WEAVER__CHUNK_TURNS=1 (repeatable)",
-    )
-    parser.add_argument(
         "--skip", action="append", default=[], metavar="KEY", help="leave out a configuration"
     )
-    parser.add_argument("--label", default="", help="a name for this configuration")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
-    parser.add_argument(
-        "--report", type=Path, metavar="PATH", help="print the figures of an earlier --json run"
-    )
-    parser.add_argument(
-        "--write-docs", action="store_true", help=f"append the tables to {DOCS.name}"
-    )
-    args = parser.parse_args(argv)
-
-    res = json.loads(args.report.read_text()) if args.report else run(args)
-    if args.report and args.label:
-        res["params"]["label"] = args.label
-    if args.json is not None and not args.report:  # first: a report that fails loses nothing
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
-    print()
-    print(render(res, markdown=False))
-    if args.json is not None and not args.report:
-        print(f"wrote {args.json}")
-    if args.write_docs:
-        write_docs(res)
-    return 0
+    add_common(parser, DOCS)
+    return finish(parser.parse_args(argv), run, render, write_docs)
 
 
 if __name__ == "__main__":

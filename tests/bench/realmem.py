@@ -28,21 +28,19 @@ Then the rest of the session is appended and it ends. ``--report PATH`` prints (
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient, message
 from tests.bench import realmem_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
-from tests.bench.locomo import parse_settings
 from tests.bench.locomo_context import CONTEXT_BUDGET
 from tests.bench.locomo_metrics import latency, stage_timings
 from tests.bench.realmem_data import Dataset, Persona, Query, Session, load
 from tests.bench.realmem_report import DOCS, render, write_docs
+from tests.bench.recall_cli import add_common, finish, parse_settings
 from tiers.core.records import Scope
 from weaver.episodes import chunk
 from weaver.extractors import EpisodeInput, Turn
@@ -338,36 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--consolidate", action="store_true", help="RunNow for the persona before each query"
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a daemon setting, e.g. STRATA_WEAVER__CHUNK_TURNS=1 (repeatable)",
-    )
-    parser.add_argument("--label", default="", help="a name for this configuration")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
-    parser.add_argument(
-        "--report", type=Path, metavar="PATH", help="print the figures of an earlier --json run"
-    )
-    parser.add_argument(
-        "--write-docs", action="store_true", help=f"append the tables to {DOCS.name}"
-    )
-    args = parser.parse_args(argv)
-
-    res = json.loads(args.report.read_text()) if args.report else run(args)
-    if args.report and args.label:
-        res["params"]["label"] = args.label
-    if args.json is not None and not args.report:  # first: a report that fails loses nothing
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
-    print()
-    print(render(res, markdown=False))
-    if args.json is not None and not args.report:
-        print(f"wrote {args.json}")
-    if args.write_docs:
-        write_docs(res)
-    return 0
+    add_common(parser, DOCS)
+    return finish(parser.parse_args(argv), run, render, write_docs)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,67 @@
+"""The command line the recall benchmarks share (``tests.bench.locomo``, ``tests.bench.realmem``):
+daemon settings, a label, a JSON result, re-rendering an earlier one, and recording it in the
+docs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Result = dict[str, Any]
+
+
+def parse_settings(items: Sequence[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` items as ``STRATA_*`` variables (the prefix added when missing)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants KEY=VALUE, got {item!r}")
+        key = key.strip().upper()
+        out[key if key.startswith("STRATA_") else f"STRATA_{key}"] = value
+    return out
+
+
+def add_common(parser: argparse.ArgumentParser, docs: Path) -> None:
+    """``--set``, ``--label``, ``--json``, ``--report`` and ``--write-docs``."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a daemon setting, e.g. STRATA_WEAVER__CHUNK_TURNS=1 (repeatable)",
+    )
+    parser.add_argument("--label", default="", help="a name for this configuration")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--report", type=Path, metavar="PATH", help="print the figures of an earlier --json run"
+    )
+    parser.add_argument(
+        "--write-docs", action="store_true", help=f"append the tables to {docs.name}"
+    )
+
+
+def finish(
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], Result],
+    render: Callable[..., str],
+    write_docs: Callable[[Result], object],
+) -> int:
+    """Run (or read ``--report``), write ``--json`` first (a report that fails loses
+    nothing), print the tables, and with ``--write-docs`` record them."""
+    res: Result = json.loads(args.report.read_text()) if args.report else run(args)
+    if args.report and args.label:
+        res["params"]["label"] = args.label
+    if args.json is not None and not args.report:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    print()
+    print(render(res, markdown=False))
+    if args.json is not None and not args.report:
+        print(f"wrote {args.json}")
+    if args.write_docs:
+        write_docs(res)
+    return 0
