@@ -7,7 +7,8 @@ many turns); when it names the wrong one, as a mistaken or adversarial question 
 did Caroline realise after her charity race?" when Melanie ran it), it ranks the wrong
 speaker's turns first. The engine therefore also searches the query with those names taken
 out, and fuses both (``Recipe.speaker_neutral``); the graph channel still seeds from the
-names as asked.
+names as asked. A speaker named like a common word ("Will", "May") takes that word out of the
+neutral query too (matching is by whole word, case aside); the query as asked still runs.
 """
 
 from __future__ import annotations
