@@ -15,7 +15,7 @@ Closing is clean even while a handler hangs: :meth:`FakeOpenAI.hang` waits on an
 :meth:`FakeOpenAI.close` sets, and ``close`` joins every handler thread.
 
 Each request is handled on its own thread; :attr:`FakeOpenAI.peak` is the most requests the
-server held at once (from reading a request to sending its reply): the server's own view of
+server held at once (from reading a request to starting its reply): the server's own view of
 requests in flight together.
 """
 
@@ -129,6 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.0"  # one request per connection: no idle keep-alive threads
     timeout = 10  # a client that connects and never sends cannot block close() for long
+    _held = False  # a POST counted in FakeOpenAI.active, not yet answered
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -139,10 +140,19 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fake = self.server.fake
         fake._arrived()
+        self._held = True
         try:
             self._post(fake)
         finally:
-            fake._left()
+            self._leave()
+
+    def _leave(self) -> None:
+        """The request leaves the server's count once, before its reply's first byte is sent:
+        a client that sends its next request on reading this reply must never find this one
+        still counted (under load, this thread may run again only after the next arrived)."""
+        if self._held:
+            self._held = False
+            self.server.fake._left()
 
     def _post(self, fake: FakeOpenAI) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -169,6 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
         data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self._leave()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
