@@ -22,16 +22,40 @@ ROLES = frozenset({"user", "assistant", "system", "tool"})
 _SPACE = re.compile(r"\s+")
 
 
+def mentioned(text: str, speakers: Collection[str]) -> frozenset[str]:
+    """The ``speakers`` (normalized names; roles never count) that ``text`` names, by whole
+    word, case aside."""
+    pattern = _pattern(speakers)
+    if pattern is None:
+        return frozenset()
+    found = (_possessive(m.group()) for m in pattern.finditer(text))
+    return frozenset(f.lower() for f in found)
+
+
 def without_speakers(text: str, speakers: Collection[str]) -> str | None:
     """``text`` without the whole-word mentions of ``speakers`` (normalized names, as the
     graph keys them: lower case; a possessive ``'s`` goes with the name), or None when it
     names none of them or nothing else is left."""
-    names = sorted((s for s in speakers if s and s not in ROLES), key=len, reverse=True)
-    if not names:
+    pattern = _pattern(speakers)
+    if pattern is None:
         return None
-    pattern = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")(?:['\u2019]s)?\b"
-    stripped, count = re.subn(pattern, " ", text, flags=re.IGNORECASE)
+    stripped, count = pattern.subn(" ", text)
     stripped = _SPACE.sub(" ", stripped).strip()
     if not count or not re.search(r"\w", stripped):
         return None
     return stripped
+
+
+def _pattern(speakers: Collection[str]) -> re.Pattern[str] | None:
+    """A whole-word match of any of ``speakers`` but roles (longest first), a possessive with
+    it; None when there is none."""
+    names = sorted((s for s in speakers if s and s not in ROLES), key=len, reverse=True)
+    if not names:
+        return None
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.compile(rf"\b(?:{alternatives})(?:['\u2019]s)?\b", re.IGNORECASE)
+
+
+def _possessive(word: str) -> str:
+    """A name as matched, without its possessive ``'s``."""
+    return re.sub(r"['\u2019]s$", "", word)
