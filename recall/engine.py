@@ -4,7 +4,8 @@ Stages (each timed): embed the query; run the channels (the graph channel, the s
 parallel with the others); when the query names a speaker of its scope, run the vector and
 keyword channels again on the query without those names (``neutral``,
 :mod:`recall.speakers`); fuse with RRF; merge hits that share their sources; apply the
-superseded factor and the recency decay; MMR; rerank the top. A failed channel is reported
+superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
+recipe's learned fusion (``learned``, :mod:`recall.learned`). A failed channel is reported
 as degraded and the others go on; a failed reranker leaves the fused order and says so.
 """
 
@@ -26,13 +27,14 @@ from recall import (
     Reranker,
     RerankFailed,
     SharedSearch,
+    learned,
 )
 from recall.cache import QueryVectors, SemanticCache
 from recall.fusion import mmr, rrf
 from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.result import RecallResult
-from recall.speakers import without_speakers
+from recall.speakers import mentioned, without_speakers
 from tiers.core.events import Events
 from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
@@ -164,6 +166,10 @@ class RecallEngine:
             top = candidates[: query.k]
             if query.recipe.order_sources:
                 top = order_sources(top, query.text)
+        if query.recipe.learned_fusion and rerank_name == "none":
+            t = time.perf_counter()
+            top = self._learned(query, top)
+            timings["learned"] = _ms(t)
         timings["total"] = _ms(began)
         result = RecallResult(top, timings, rerank_name, note, degraded)
         if self.cache is not None and not degraded and not note:
@@ -225,6 +231,17 @@ class RecallEngine:
             return weights
         finally:
             timings["neutral"] = _ms(t)
+
+    def _learned(self, query: Query, hits: list[Candidate]) -> list[Candidate]:
+        """``hits`` reordered by the recipe's learned fusion (:mod:`recall.learned`); the
+        hand-set order when it cannot run."""
+        try:
+            model = learned.load(query.recipe.learned_fusion)
+            speakers = self._speakers(query.scope) if self._speakers is not None else ()
+            return model.reorder(hits, query.text, mentioned(query.text, speakers))
+        except Exception as exc:  # the hand-set order still answers
+            log.warning("recall.learned_failed", extra={"fields": {"error": str(exc)}})
+            return hits
 
     def _observed(self, result: RecallResult) -> RecallResult:
         self.events.publish(Recalled(result))

@@ -110,8 +110,26 @@ class Recipe(Section):
             "what was said."
         ),
     )
+    learned_fusion: str = Field(
+        "",
+        description=(
+            'The learned fusion that reorders the hits (recall.learned): "builtin" (the '
+            "model shipped, trained leave-one-conversation-out on the LoCoMo and RealMem dev "
+            "sets), a model file's path (tests/bench/learned_fusion.py writes one), or empty: "
+            "the hand-set fusion alone. Not applied when a reranker ran."
+        ),
+    )
     rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")
     rerank_top: int = Field(30, ge=1, description="Candidates the reranker orders.")
+
+    @field_validator("learned_fusion")
+    @classmethod
+    def _model_loads(cls, value: str) -> str:
+        if value:
+            from recall.learned import load  # the model's module imports this one's package
+
+            load(value)  # LearnedFusionError is a ValueError: the settings say what is wrong
+        return value
 
     @field_validator("kind_weights", "importance_weights")
     @classmethod
