@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall bench-load bench-build bench-forget bench-fleet bench-index protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,18 @@ bench: $(STAMP)
 bench-recall: $(STAMP)
 	$(BIN)/python -m tests.bench.locomo --fixed-evidence
 	$(BIN)/python -m tests.bench.realmem
+
+# Train the learned fusion (recall/learned_fusion.json): both benchmarks record the features
+# of the hand-set fusion's hits, then a model is measured leave-one-conversation-out and
+# trained on them all (about 30 minutes); `make bench-recall` then measures it in the daemon.
+FEATURES_DIR ?= .bench/learned-fusion
+LOCOMO_FULL_ONLY := $(foreach c,bm25 dense no_vector no_keyword no_graph index rerank \
+	no_episode_chunk no_episode_turn no_summary no_fact no_profile no_document,--skip $(c))
+learned-fusion: $(STAMP)
+	$(BIN)/python -m tests.bench.locomo --fixed-evidence $(LOCOMO_FULL_ONLY) --features $(FEATURES_DIR)/locomo.json
+	$(BIN)/python -m tests.bench.realmem --features $(FEATURES_DIR)/realmem.json
+	$(BIN)/python -m tests.bench.learned_fusion --locomo $(FEATURES_DIR)/locomo.json \
+		--realmem $(FEATURES_DIR)/realmem.json --out recall/learned_fusion.json
 
 # 32 concurrent clients mixing Append, EndSession, Recall and Pack for 2 minutes
 # (make bench-load LOAD_SECONDS=30 for a shorter run); not part of `make test`.

@@ -38,14 +38,17 @@ from typing import Any
 
 from daemon.client import MemoryClient, message
 from recall.recipe import RecallSettings
+from recall.speakers import mentioned
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
+from tests.bench.learned_fusion import FeatureLog
 from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
 from tests.bench.locomo_report import DOCS, render, write_docs
 from tests.bench.recall_cli import add_common, finish, parse_settings
 from tests.support import wait_until
 from tiers.core.records import Scope
+from tiers.semantic.graph import normalize
 from tiers.semantic.vectors import KINDS
 from weaver.episodes import chunk
 from weaver.extractors import EpisodeInput, Turn
@@ -189,7 +192,9 @@ def ingest(client: MemoryClient, conversations: Sequence[Conversation]) -> dict[
 
 
 # -- questions ---------------------------------------------------------------------------------
-def ask(client: MemoryClient, cfg: Config, query: str, user_id: str) -> tuple[Any, float]:
+def ask(
+    client: MemoryClient, cfg: Config, query: str, user_id: str, explain: bool = False
+) -> tuple[Any, float]:
     t0 = time.perf_counter()
     response = client.recall(
         query,
@@ -199,14 +204,20 @@ def ask(client: MemoryClient, cfg: Config, query: str, user_id: str) -> tuple[An
         channels=cfg.channels,
         rerank=cfg.rerank,
         recipe=cfg.recipe,
+        explain=explain,
         timeout=TIMEOUT,
     )
     return response, (time.perf_counter() - t0) * 1000.0
 
 
 def evaluate(
-    client: MemoryClient, conversations: Sequence[Conversation], cfgs: Sequence[Config]
+    client: MemoryClient,
+    conversations: Sequence[Conversation],
+    cfgs: Sequence[Config],
+    features: FeatureLog | None = None,
 ) -> dict[str, Any]:
+    """Every question to every configuration, Pack and GetContext; with ``features``, the
+    full system's hits' learned-fusion features recorded there."""
     first = conversations[0]
     for cfg in cfgs:  # warm-up: first calls load caches (entity names, the reranker, ...)
         for q in first.questions[:WARMUP_QUERIES]:
@@ -223,11 +234,20 @@ def evaluate(
     total = sum(len(c.questions) for c in conversations)
     done = 0
     for conv in conversations:
+        speakers = {normalize(t.speaker) for s in conv.sessions for t in s.turns}
         for q in conv.questions:
             per_question[q.qid] = {"gold": list(q.evidence)}
             for cfg in cfgs:
-                response, ms = ask(client, cfg, q.text, conv.user_id)
+                record = features is not None and cfg.key == "full"
+                response, ms = ask(client, cfg, q.text, conv.user_id, explain=record)
                 ranked = m.dia_ids([s.metadata for s in h.sources] for h in response.hits)
+                if record and features is not None:
+                    keys = [m.dia_ids([[s.metadata for s in h.sources]]) for h in response.hits]
+                    named = mentioned(q.text, speakers)
+                    features.add(
+                        conv.sample_id, q.qid, q.text, named, response.hits, keys, q.evidence,
+                        category=q.category,
+                    )  # fmt: skip
                 rows[cfg.key].append((q.category, m.question_scores(ranked, q.evidence)))
                 lat[cfg.key].append(ms)
                 short[cfg.key] += len(ranked) < max(m.KS)
@@ -282,7 +302,7 @@ def evaluate(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     fixes = load_fixes(FIXES) if args.fixed_evidence else {}
     data = load(LOCOMO, fixes=fixes, conversations=args.conversations)
-    settings = parse_settings(args.set)
+    settings = parse_settings(args.set, args.features)
     weaver = WeaverSettings(
         chunk_turns=int(settings.get("STRATA_WEAVER__CHUNK_TURNS", 3)),
         chunk_overlap=int(settings.get("STRATA_WEAVER__CHUNK_OVERLAP", 1)),
@@ -317,7 +337,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  ingesting {data.sessions} sessions, {data.turns} turns ...", flush=True)
         ingest_figures = ingest(client, data.conversations)
         print(f"  asking {data.questions} questions x {len(cfgs)} configs + Pack ...", flush=True)
-        figures = evaluate(client, data.conversations, cfgs)
+        log = FeatureLog("locomo") if args.features else None
+        figures = evaluate(client, data.conversations, cfgs, log)
+        if log is not None:
+            log.write(args.features)
     return {
         "benchmark": "locomo_recall",
         "machine": machine,

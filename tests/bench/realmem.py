@@ -36,6 +36,7 @@ from typing import Any
 from daemon.client import MemoryClient, message
 from tests.bench import realmem_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
+from tests.bench.learned_fusion import FeatureLog
 from tests.bench.locomo_context import CONTEXT_BUDGET
 from tests.bench.locomo_metrics import latency, stage_timings
 from tests.bench.realmem_data import Dataset, Persona, Query, Session, load
@@ -62,8 +63,15 @@ PHASES = ("append", "end", "wait", "consolidate", "recall", "context", "bm25")
 class Replay:
     """One persona's sessions lived through the daemon, the queries asked on the way."""
 
-    def __init__(self, client: MemoryClient, persona: Persona, consolidate: bool) -> None:
+    def __init__(
+        self,
+        client: MemoryClient,
+        persona: Persona,
+        consolidate: bool,
+        features: FeatureLog | None = None,
+    ) -> None:
         self.client = client
+        self.features = features
         self.persona = persona
         self.consolidate = consolidate
         self.bm25 = m.BM25()
@@ -128,11 +136,21 @@ class Replay:
             self.timed("consolidate", self.run_weaver)
         began = time.perf_counter()
         response = self.client.recall(
-            q.text, user_id=self.persona.user_id, k=K, end=session.at, timeout=TIMEOUT
+            q.text,
+            user_id=self.persona.user_id,
+            k=K,
+            end=session.at,
+            explain=self.features is not None,
+            timeout=TIMEOUT,
         )
         recall_ms = (time.perf_counter() - began) * 1000.0
         self.seconds["recall"] += recall_ms / 1000.0
         groups = [[(s.metadata, s.session_id) for s in h.sources] for h in response.hits]
+        if self.features is not None:  # the speakers are roles: a query names none of them
+            keys = [m.sessions([g], "", self.by_session_id) for g in groups]
+            self.features.add(
+                self.persona.name, q.qid, q.text, (), response.hits, keys, q.gold, own=session.uuid
+            )
         ranked = m.sessions(groups, session.uuid, self.by_session_id)
         self.own_hits += sum(
             session.uuid in m.sessions([g], "", self.by_session_id) for g in groups
@@ -234,7 +252,9 @@ def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def evaluate(client: MemoryClient, data: Dataset, consolidate: bool) -> dict[str, Any]:
+def evaluate(
+    client: MemoryClient, data: Dataset, consolidate: bool, features: FeatureLog | None = None
+) -> dict[str, Any]:
     total, done, r5 = data.queries, 0, 0.0
     per_persona: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
@@ -252,7 +272,7 @@ def evaluate(client: MemoryClient, data: Dataset, consolidate: bool) -> dict[str
 
     for persona in data.personas:
         began = time.perf_counter()
-        replay = Replay(client, persona, consolidate)
+        replay = Replay(client, persona, consolidate, features)
         replay.run(progress)
         replay.wait_indexed()
         episodes = sum(1 for _ in client.iter_episodes(user_id=persona.user_id))
@@ -288,7 +308,7 @@ def evaluate(client: MemoryClient, data: Dataset, consolidate: bool) -> dict[str
 # -- main --------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict[str, Any]:
     data = load(personas=args.personas)
-    settings = parse_settings(args.set)
+    settings = parse_settings(args.set, args.features)
     label = ", ".join(f"{k.removeprefix('STRATA_')}={v}" for k, v in settings.items())
     if args.consolidate:
         label = ", ".join(x for x in ("consolidated before each query", label) if x)
@@ -324,7 +344,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{data.turns:,} turns, {data.queries} queries ...",
             flush=True,
         )
-        figures = evaluate(client, data, args.consolidate)
+        log = FeatureLog("realmem") if args.features else None
+        figures = evaluate(client, data, args.consolidate, log)
+        if log is not None:
+            log.write(args.features)
     return {"benchmark": "realmem_recall", "machine": machine, "params": params, **figures}
 
 

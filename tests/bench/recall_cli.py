@@ -13,9 +13,11 @@ from typing import Any
 Result = dict[str, Any]
 
 
-def parse_settings(items: Sequence[str]) -> dict[str, str]:
-    """``--set KEY=VALUE`` items as ``STRATA_*`` variables (the prefix added when missing)."""
-    out: dict[str, str] = {}
+def parse_settings(items: Sequence[str], features: Path | None = None) -> dict[str, str]:
+    """``--set KEY=VALUE`` items as ``STRATA_*`` variables (the prefix added when missing);
+    with ``features`` (``--features``), the learned fusion off first: its features are those
+    of the hand-set order."""
+    out: dict[str, str] = {"STRATA_RECALL__LEARNED_FUSION": ""} if features else {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
@@ -26,7 +28,7 @@ def parse_settings(items: Sequence[str]) -> dict[str, str]:
 
 
 def add_common(parser: argparse.ArgumentParser, docs: Path) -> None:
-    """``--set``, ``--label``, ``--json``, ``--report`` and ``--write-docs``."""
+    """``--set``, ``--label``, ``--json``, ``--report``, ``--write-docs`` and ``--features``."""
     parser.add_argument(
         "--set",
         action="append",
@@ -41,6 +43,15 @@ def add_common(parser: argparse.ArgumentParser, docs: Path) -> None:
     )
     parser.add_argument(
         "--write-docs", action="store_true", help=f"append the tables to {docs.name}"
+    )
+    parser.add_argument(
+        "--features",
+        type=Path,
+        metavar="PATH",
+        help=(
+            "record the learned-fusion features of the full system's hits here "
+            "(explain on, learned fusion off: tests.bench.learned_fusion trains on them)"
+        ),
     )
 
 
