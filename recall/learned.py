@@ -32,7 +32,7 @@ from typing import Any
 
 from recall import Candidate
 from recall.fusion import rrf
-from recall.words import content_stems, tokens
+from recall.words import content_words
 from tiers.semantic.graph import normalize
 
 FORMAT = "strata.learned_fusion/1"
@@ -103,8 +103,8 @@ def features(
     out += [1.0 if c in hit.ranks else 0.0 for c in CHANNELS]
     out += [hit.channel_scores.get(c, 0.0) if c in hit.ranks else 0.0 for c in COSINE]
     out += [1.0 if hit.kind == k else 0.0 for k in KINDS]
-    words = content_stems(tokens(hit.text))
-    overlap = len(query_words & words) / len(query_words) if query_words else 0.0
+    found = content_words(hit.text, among=query_words) if query_words else set()
+    overlap = len(found) / len(query_words) if query_words else 0.0
     out += [1.0 if hit.found_via else 0.0, overlap, math.log1p(len(hit.text))]
     out.append(1.0 if "?" in hit.text else 0.0)
     its = bool(named) and not hit.speakers.isdisjoint(named)
@@ -113,7 +113,7 @@ def features(
 
 
 def query_words(text: str) -> set[str]:
-    return content_stems(tokens(text))
+    return content_words(text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,12 +111,12 @@ class Recipe(Section):
         ),
     )
     learned_fusion: str = Field(
-        "",
+        "builtin",
         description=(
             'The learned fusion that reorders the hits (recall.learned): "builtin" (the '
-            "model shipped, trained leave-one-conversation-out on the LoCoMo and RealMem dev "
-            "sets), a model file's path (tests/bench/learned_fusion.py writes one), or empty: "
-            "the hand-set fusion alone. Not applied when a reranker ran."
+            "model shipped, trained on the LoCoMo and RealMem dev sets and measured "
+            "leave-one-conversation-out), a model file's path (make learned-fusion writes "
+            "one), or empty: the hand-set fusion alone. Not applied when a reranker ran."
         ),
     )
     rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")

@@ -7,7 +7,7 @@ provenance ordering to weigh a query's content words.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from tiers.semantic.graph import normalize
 
@@ -69,6 +69,21 @@ def content_stems(words: Iterable[str]) -> set[str]:
         if root and root not in _STOP and _unpossessive(word) not in _STOP:
             stems.add(root)
     return stems
+
+
+def content_words(text: str, among: Collection[str] | None = None) -> set[str]:
+    """``content_stems(tokens(text))``, faster on a long text: each distinct word is stemmed
+    once. With ``among``, only those of its stems (the same as intersecting the whole set with
+    it, faster still: a stem is a prefix of its word, so only the words that start with one
+    of them are stemmed)."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'").lower()
+    words = {m.strip("'-") for m in set(_TOKEN.findall(text))}
+    if among is None:
+        return content_stems(w for w in words if w)
+    prefixes = tuple(among)
+    if not prefixes:
+        return set()
+    return content_stems(w for w in words if w and w.startswith(prefixes)) & set(prefixes)
 
 
 def mentions(text: str, max_words: int = 4) -> list[tuple[int, int, str]]:

@@ -66,6 +66,7 @@ BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measureme
     "STRATA_VECTORS__OPTIMIZE_INTERVAL_SECONDS": "86400",
     f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__SPEAKER_NEUTRAL": "false",
     f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__ANSWERS_FIRST": "false",
+    f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__LEARNED_FUSION": "",
 }
 _RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9]+)__([A-Z_]+)")
 
@@ -121,7 +122,7 @@ def default_recipe(settings: dict[str, str]) -> str:
     """The daemon's default recipe: the code's defaults with the ``--set`` values on top."""
     fields = ["vector_weight", "keyword_weight", "graph_weight", "rrf_k", "depth", "kinds"]
     fields += ["kind_weights", "merge_sources", "per_message", "order_sources", "mmr_lambda"]
-    fields += ["speaker_neutral", "answers_first", "rerank"]
+    fields += ["speaker_neutral", "answers_first", "learned_fusion", "rerank"]
     defaults = RecallSettings()
     values = {f: settings.get(f"STRATA_RECALL__{f.upper()}", getattr(defaults, f)) for f in fields}
     return ", ".join(

@@ -89,7 +89,8 @@ def test_the_fit_learns_what_predicts_relevance_leave_one_group_out(tmp_path: Pa
     res = json.loads((tmp_path / "res.json").read_text())
     for name in ("locomo", "realmem", "locomo/c0", "realmem/c2", "locomo:multi-hop"):
         row = res["loco"]["rows"][name]
-        assert row["after"]["r@1"] > row["before"]["r@1"] + 20, (name, row)
+        assert row["after"]["r@5"] > row["before"]["r@5"] + 25, (name, row)
+        assert row["after"]["r@1"] > row["before"]["r@1"], (name, row)
     model = LearnedFusion.from_json(json.loads(out.read_text()))
     assert model.coef[FEATURES.index("asks")] < 0 < model.coef[FEATURES.index("query_overlap")]
     assert set(model.trained["loco"]) == {"locomo", "realmem"}

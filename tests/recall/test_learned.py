@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from recall import Candidate, Query
@@ -28,6 +30,7 @@ from recall.learned import (
 )
 from recall.recipe import RecallSettings, Recipe
 from recall.speakers import mentioned
+from recall.words import content_stems, content_words, tokens
 from tests.recall.test_graph_channel import A, World
 from tiers.semantic.vectors import MemoryPoint, Source
 
@@ -78,6 +81,27 @@ def test_features_of_a_hit() -> None:
     assert value(y, "query_overlap") == 0.0
     z = features(words, set(), other, position=0)  # a query naming nobody
     assert value(z, "names_a_speaker") == value(z, "names_another_speaker") == 0.0
+
+
+@given(st.text(alphabet=st.sampled_from("ab's-\u2019 .?\nIngedS"), max_size=60) | st.text())
+def test_content_words_are_the_content_stems_of_the_tokens(text: str) -> None:
+    assert content_words(text) == content_stems(tokens(text))
+
+
+@given(
+    st.text(alphabet=st.sampled_from("ab's-\u2019 .?\nIngedS"), max_size=60), st.text(max_size=20)
+)
+def test_content_words_among_a_query_are_the_intersection(text: str, query: str) -> None:
+    among = content_words(query)
+    assert content_words(text, among=among) == content_words(text) & among
+
+
+def test_content_words_of_a_sentence() -> None:
+    said = "Odile's ferries weren't sailing -- the harbour-master's  orders, she sighed."
+    assert content_words(said) == content_stems(tokens(said))
+    assert {"odile", "ferrie", "sail", "harbour-master", "order", "sigh"} <= content_words(said)
+    among = content_words("Which ferries sail from Odile's harbour?")
+    assert content_words(said, among=among) == {"ferrie", "sail", "odile"}
 
 
 def test_mentioned_speakers() -> None:
@@ -139,6 +163,7 @@ def test_model_file_round_trip_and_errors(tmp_path: Path) -> None:
 
 
 def test_the_builtin_model_loads_and_says_how_it_was_measured() -> None:
+    assert Recipe().learned_fusion == "builtin"  # on by default
     model = load("builtin")
     assert len(model.coef) == len(FEATURES)
     assert {"locomo", "realmem"} <= set(model.trained["loco"])
@@ -192,7 +217,7 @@ def test_the_engine_reorders_by_the_recipe_model(world: World, tmp_path: Path) -
     engine = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)
     question = "rye loaf bakery"
     try:
-        off = engine.recall(Query(question, A, 4, Recipe(answers_first=False)))
+        off = engine.recall(Query(question, A, 4, Recipe(answers_first=False, learned_fusion="")))
         on = engine.recall(
             Query(question, A, 4, Recipe(answers_first=False, learned_fusion=str(path)))
         )
