@@ -2,9 +2,9 @@
 
 Stages (each timed): embed the query; run the channels (the graph channel, the slow one, in
 parallel with the others); when the query names a speaker of its scope, run the vector and
-keyword channels again on the query without those names (``neutral``,
-:mod:`recall.speakers`); fuse with RRF; merge hits that share their sources; apply the
-superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
+keyword channels again on the query without those names (``neutral``), and when it names a
+date or a period, within it (``dated``; both :mod:`recall.cues.searches`); fuse with RRF;
+merge hits that share their sources; apply the superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
 recipe's learned fusion (``learned``, :mod:`recall.learned`). A failed channel is reported
 as degraded and the others go on; a failed reranker leaves the fused order and says so.
 """
@@ -30,11 +30,12 @@ from recall import (
     learned,
 )
 from recall.cache import QueryVectors, SemanticCache
+from recall.cues.searches import CueSearches
+from recall.cues.speakers import mentioned
 from recall.fusion import mmr, rrf
 from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.result import RecallResult
-from recall.speakers import mentioned, without_speakers
 from tiers.core.events import Events
 from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
@@ -85,6 +86,7 @@ class RecallEngine:
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
         self._queries = QueryVectors(query_vectors)
+        self._cues = CueSearches(semantic, self._channels, self._queries, speakers, clock)
         # Observers (metrics), called with every result; they must be quick and not raise.
         self.events = Events("recall")  # Recalled
 
@@ -124,7 +126,8 @@ class RecallEngine:
                 depth, lambda: _vectors.search_dense(ctx.vector.tolist(), query.filter(), depth)
             )
         results, degraded = self._run_channels(ctx, list(weights), depth, timings)
-        weights = self._neutral(ctx, results, weights, depth, timings)
+        weights = self._cues.neutral(ctx, results, weights, depth, timings)
+        weights = self._cues.dated(ctx, results, weights, depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
         graph_hits = results.pop("graph", []) if late else []
@@ -196,41 +199,6 @@ class RecallEngine:
         _embedder, vectors = self._semantic.wait_ready(0)
         hits = message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
         return answers_first(hits) if query.recipe.answers_first else hits
-
-    def _neutral(
-        self,
-        ctx: QueryContext,
-        results: dict[str, list[tuple[MemoryPoint, float]]],
-        weights: dict[str, float],
-        depth: int,
-        timings: dict[str, float],
-    ) -> dict[str, float]:
-        """With the recipe's ``speaker_neutral`` and a query naming a speaker of its scope:
-        the vector and keyword channels' hits for the query without those names, added to
-        ``results`` as ``vector:neutral`` and ``keyword:neutral`` at their channels'
-        weights. Returns the weights of every list to fuse."""
-        query = ctx.query
-        lexical = [n for n in ("vector", "keyword") if n in results]
-        if not (query.recipe.speaker_neutral and self._speakers is not None and lexical):
-            return weights
-        t = time.perf_counter()
-        try:
-            text = without_speakers(query.text, self._speakers(query.scope))
-            if text is None:
-                return weights
-            embedder, _vectors = self._semantic.wait_ready(0)
-            vector = self._queries.vector(embedder, query.scope.user_id, text)
-            neutral = QueryContext(replace(query, text=text), vector)
-            out = dict(weights)
-            for name in lexical:
-                results[f"{name}:neutral"] = self._channels[name].search(neutral, depth)
-                out[f"{name}:neutral"] = weights[name]
-            return out
-        except Exception as exc:  # the query as asked still answers
-            log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
-            return weights
-        finally:
-            timings["neutral"] = _ms(t)
 
     def _learned(self, query: Query, hits: list[Candidate]) -> list[Candidate]:
         """``hits`` reordered by the recipe's learned fusion (:mod:`recall.learned`); the

@@ -97,7 +97,7 @@ def features(
 ) -> list[float]:
     """The values of :data:`FEATURES` for ``hit`` at 0-based ``position`` of the fused
     order. ``query_words``: the query's content stems (:func:`query_words`); ``named``: the
-    scope's speakers the query names (:func:`recall.speakers.mentioned`)."""
+    scope's speakers the query names (:func:`recall.cues.speakers.mentioned`)."""
     out = [1.0 / (1 + position), math.log1p(position), hit.score, hit.fused]
     out += [1.0 / (RANK_K + hit.ranks[c]) if c in hit.ranks else 0.0 for c in CHANNELS]
     out += [1.0 if c in hit.ranks else 0.0 for c in CHANNELS]

@@ -106,8 +106,18 @@ class Recipe(Section):
         description=(
             "When the query names a speaker of its scope, the vector and keyword channels "
             "also search it without those names, fused at their weights "
-            "(recall.speakers): a question that names the wrong speaker still finds "
+            "(recall.cues.speakers): a question that names the wrong speaker still finds "
             "what was said."
+        ),
+    )
+    time_cues: float = Field(
+        2.0,
+        ge=0,
+        description=(
+            "When the query names a date or a period (recall.cues.times: 'on 13 October "
+            "2023', 'in July 2023', 'last week'), the vector and keyword channels also "
+            "search within it, fused at this multiple of their weights (0: off; 2 chosen "
+            "leave-one-conversation-out on LoCoMo, docs/benchmarks.md)."
         ),
     )
     learned_fusion: str = Field(

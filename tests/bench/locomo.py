@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from daemon.client import MemoryClient, message
+from recall.cues.speakers import mentioned
 from recall.recipe import RecallSettings
-from recall.speakers import mentioned
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.learned_fusion import FeatureLog

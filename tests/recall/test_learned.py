@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from recall import Candidate, Query
 from recall.channels import KeywordChannel, VectorChannel
+from recall.cues.speakers import mentioned
 from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.learned import (
@@ -29,7 +30,6 @@ from recall.learned import (
     query_words,
 )
 from recall.recipe import RecallSettings, Recipe
-from recall.speakers import mentioned
 from recall.words import content_stems, content_words, tokens
 from tests.recall.test_graph_channel import A, World
 from tiers.semantic.vectors import MemoryPoint, Source

@@ -1,4 +1,4 @@
-"""The speaker-neutral query (recall.speakers) and the engine's second search with it: the
+"""The speaker-neutral query (recall.cues.speakers) and the engine's second search with it: the
 names of the scope's speakers come out of the query (possessives too, whole words only, roles
 never), the vector and keyword channels search both, and the answer said by another speaker
 than the one the question names is found. Sentences written for this test."""
@@ -13,10 +13,10 @@ import pytest
 
 from recall import Channel, Query, QueryContext
 from recall.channels import KeywordChannel, VectorChannel
+from recall.cues.speakers import without_speakers
 from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
-from recall.speakers import without_speakers
 from tests.recall.test_graph_channel import A, World
 from tiers.semantic.vectors import MemoryPoint
 
