@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from recall import Query, QueryContext
 from recall.graph.channel import GraphChannel
@@ -146,13 +143,6 @@ class World:
     def close(self) -> None:
         self.semantic.close()
         self.state.close()
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    yield w
-    w.close()
 
 
 def ctx(w: World, text: str, scope: Scope = A, **kw: object) -> QueryContext:

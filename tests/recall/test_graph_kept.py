@@ -9,11 +9,9 @@ Real RocksDB, NetworkXGraph and embedded engine (tests.recall.test_graph_channel
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
-import pytest
 
 from recall.graph.memory import FALLBACK_KINDS, MEMORY_KINDS, MemoryGraphs, ScopeGraph, build
 from tests.recall.test_graph_channel import A2, A, B, World
@@ -30,13 +28,6 @@ LINES = (
     "We talked about {n} and {m} for hours.",
     "Nothing new today.",
 )
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    yield w
-    w.close()
 
 
 def scratch(world: World, scope: Scope) -> ScopeGraph:

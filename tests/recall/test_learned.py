@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -185,13 +184,6 @@ def _other_features(tmp_path: Path) -> str:
     doc = only("asks", 1.0).to_json()
     path.write_text(json.dumps({**doc, "features": ["rank", *doc["features"][1:]]}))
     return str(path)
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    yield w
-    w.close()
 
 
 def test_the_engine_reorders_by_the_recipe_model(world: World, tmp_path: Path) -> None:

@@ -5,8 +5,6 @@ than the one the question names is found. Sentences written for this test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,13 +55,6 @@ class Recording:
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
         self.texts.append(ctx.query.text)
         return self.inner.search(ctx, limit)
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    yield w
-    w.close()
 
 
 def engine(world: World) -> tuple[RecallEngine, dict[str, Any]]:

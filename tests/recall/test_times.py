@@ -5,8 +5,6 @@ well but was said at another time. Sentences written for this test."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -82,13 +80,6 @@ def window(text: str) -> tuple[dt.date, dt.date, str] | None:
 )
 def test_cues(text: str, expected: tuple[dt.date, dt.date, str] | None) -> None:
     assert window(text) == expected
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
-    yield w
-    w.close()
 
 
 def us(d: dt.date) -> int:
