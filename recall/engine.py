@@ -4,9 +4,10 @@ Stages (each timed): embed the query; run the channels (the graph channel, the s
 parallel with the others); when the query names a speaker of its scope, run the vector and
 keyword channels again on the query without those names (``neutral``), and when it names a
 date or a period, within it (``dated``; both :mod:`recall.cues.searches`); fuse with RRF;
-merge hits that share their sources; apply the superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
-recipe's learned fusion (``learned``, :mod:`recall.learned`). A failed channel is reported
-as degraded and the others go on; a failed reranker leaves the fused order and says so.
+merge hits that share their sources; apply the superseded factor and the recency decay; MMR;
+rerank the top, or reorder the hits by the recipe's learned fusion (``learned``,
+:mod:`recall.learned`). A failed channel is reported as degraded and the others go on; a
+failed reranker leaves the fused order and says so.
 """
 
 from __future__ import annotations

@@ -60,13 +60,14 @@ CHANNELS = ("vector", "keyword", "graph")
 INDEX_KINDS = ("episode_chunk", "episode_turn")
 WARMUP_QUERIES = 5
 TIMEOUT = 120.0
-PLAIN = "plain"  # the baselines' recipe: the query as asked, the channel's own order
+PLAIN = "plain"  # the baselines' recipe: the query as asked, the channel's own order, no cues
 BASE_SETTINGS = {  # no scheduled run or optimize in the middle of the measurements
     "STRATA_WEAVER__INTERVAL_SECONDS": "86400",
     "STRATA_VECTORS__OPTIMIZE_INTERVAL_SECONDS": "86400",
     f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__SPEAKER_NEUTRAL": "false",
     f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__ANSWERS_FIRST": "false",
     f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__LEARNED_FUSION": "",
+    f"STRATA_RECALL__RECIPES__{PLAIN.upper()}__TIME_CUES": "0",
 }
 _RECIPE = re.compile(r"STRATA_RECALL__RECIPES__([A-Z0-9]+)__([A-Z_]+)")
 
@@ -122,7 +123,7 @@ def default_recipe(settings: dict[str, str]) -> str:
     """The daemon's default recipe: the code's defaults with the ``--set`` values on top."""
     fields = ["vector_weight", "keyword_weight", "graph_weight", "rrf_k", "depth", "kinds"]
     fields += ["kind_weights", "merge_sources", "per_message", "order_sources", "mmr_lambda"]
-    fields += ["speaker_neutral", "answers_first", "learned_fusion", "rerank"]
+    fields += ["speaker_neutral", "time_cues", "answers_first", "learned_fusion", "rerank"]
     defaults = RecallSettings()
     values = {f: settings.get(f"STRATA_RECALL__{f.upper()}", getattr(defaults, f)) for f in fields}
     return ", ".join(
@@ -268,8 +269,9 @@ def evaluate(
             context.ask(client, conv.user_id, q.qid, q.text, q.category, q.evidence)
             done += 1
             if done % 100 == 0 or done == total:
-                r10 = m.by_category(rows["full"])["overall"]["r@10"]
-                print(f"  {done}/{total} questions; full system R@10 so far {r10:.1f}", flush=True)
+                shown = "full" if "full" in rows else cfgs[0].key  # --skip full
+                r10 = m.by_category(rows[shown])["overall"]["r@10"]
+                print(f"  {done}/{total} questions; {shown} R@10 so far {r10:.1f}", flush=True)
     results = []
     for cfg in cfgs:
         n = max(1, len(lat[cfg.key]))
