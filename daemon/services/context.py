@@ -175,7 +175,7 @@ class ContextRpcs:
 
 
 def _items(ctx: Context, explain: bool, query: Query) -> list[pb.ContextItem]:
-    weights = query.weights()
+    weights = query.list_weights()
     out = []
     for item in ctx.memories:
         point = item.candidate.point

@@ -125,7 +125,7 @@ class RecallRpcs:
             request.recipe,
         )
         result = await asyncio.wrap_future(self._engine.submit(query))
-        weights = query.weights()
+        weights = query.list_weights()
         return pb.RecallResponse(
             hits=[convert.hit_pb(c, query.explain, weights) for c in result.hits],
             timings=_timings(result),

@@ -99,8 +99,10 @@ class CueSearches:
             return weights
         t = time.perf_counter()
         try:
-            start = max(window.start_us, query.start_us or window.start_us)
-            end = min(window.end_us, query.end_us or window.end_us)
+            start = (
+                window.start_us if query.start_us is None else max(window.start_us, query.start_us)
+            )
+            end = window.end_us if query.end_us is None else min(window.end_us, query.end_us)
             if start >= end:
                 return weights
             dated = QueryContext(replace(query, start_us=start, end_us=end), ctx.vector)

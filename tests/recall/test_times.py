@@ -102,6 +102,8 @@ def test_what_was_said_then_ranks_first(world: World) -> None:
         off = engine.recall(Query(question, A, 5, plain.model_copy(update={"time_cues": 0.0})))
         # a time range that excludes the cue's window: no dated search
         before = engine.recall(Query(question, A, 5, plain, end_us=us(day(2029, 7, 1))))
+        # a time range ending at the epoch holds nothing, the cue's window neither
+        nothing = engine.recall(Query(question, A, 5, plain, end_us=0))
     finally:
         engine.close()
     assert on.hits[0].point.id == said[day(2029, 8, 4)]
@@ -110,3 +112,12 @@ def test_what_was_said_then_ranks_first(world: World) -> None:
     assert not any(":dated" in r for h in off.hits for r in h.ranks)
     assert not any(":dated" in r for h in before.hits for r in h.ranks)
     assert {h.point.id for h in before.hits} == {said[day(2029, 5, 2)], said[day(2029, 6, 9)]}
+    assert nothing.hits == []
+
+
+def test_an_explanation_weighs_the_cue_lists() -> None:
+    query = Query("What did we plan last week?", A, 5, Recipe(keyword_weight=2.0, time_cues=1.5))
+    weights = query.list_weights()
+    assert weights["keyword:dated"] == 3.0 and weights["keyword:neutral"] == 2.0
+    assert weights["vector:dated"] == 1.5 * weights["vector"]
+    assert "graph:dated" not in weights
