@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
+from functools import partial
 
 from recall import Channel, QueryContext
 from recall.cache import QueryVectors
@@ -54,28 +55,11 @@ class CueSearches:
         the vector and keyword channels' hits for the query without those names, added to
         ``results`` as ``vector:neutral`` and ``keyword:neutral`` at their channels'
         weights. Returns the weights of every list to fuse."""
-        query = ctx.query
-        lexical = [n for n in ("vector", "keyword") if n in results]
-        if not (query.recipe.speaker_neutral and self._speakers is not None and lexical):
+        speakers = self._speakers
+        if not (ctx.query.recipe.speaker_neutral and speakers is not None):
             return weights
-        t = time.perf_counter()
-        try:
-            text = without_speakers(query.text, self._speakers(query.scope))
-            if text is None:
-                return weights
-            embedder, _vectors = self._semantic.wait_ready(0)
-            vector = self._queries.vector(embedder, query.scope.user_id, text)
-            neutral = QueryContext(replace(query, text=text), vector)
-            out = dict(weights)
-            for name in lexical:
-                results[f"{name}:neutral"] = self._channels[name].search(neutral, depth)
-                out[f"{name}:neutral"] = weights[name]
-            return out
-        except Exception as exc:  # the query as asked still answers
-            log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
-            return weights
-        finally:
-            timings["neutral"] = _ms(t)
+        variant = partial(self._without_speakers, speakers=speakers)
+        return self._again("neutral", variant, 1.0, ctx, results, weights, depth, timings)
 
     def dated(
         self,
@@ -90,32 +74,72 @@ class CueSearches:
         within the query's own time range), added to ``results`` as ``vector:dated`` and
         ``keyword:dated`` at ``time_cues`` times their channels' weights. Returns the weights
         of every list to fuse."""
-        query = ctx.query
-        lexical = [n for n in ("vector", "keyword") if n in results]
-        if not (query.recipe.time_cues > 0 and lexical):
+        factor = ctx.query.recipe.time_cues
+        if not factor > 0:
             return weights
-        window = cue(query.text, dt.datetime.fromtimestamp(self._clock(), dt.UTC))
-        if window is None:
+        return self._again(
+            "dated", self._within_time, factor, ctx, results, weights, depth, timings
+        )
+
+    def _again(
+        self,
+        name: str,
+        variant: Callable[[QueryContext], QueryContext | None],
+        factor: float,
+        ctx: QueryContext,
+        results: Results,
+        weights: dict[str, float],
+        depth: int,
+        timings: dict[str, float],
+    ) -> dict[str, float]:
+        """The vector and keyword channels (those that ran) search ``variant(ctx)`` again,
+        when there is one; their lists join ``results`` as ``<channel>:<name>`` at ``factor``
+        times their channels' weights (stage ``name``). A failure is logged and leaves the
+        query as asked."""
+        lexical = [n for n in ("vector", "keyword") if n in results]
+        if not lexical:
             return weights
         t = time.perf_counter()
         try:
-            start = (
-                window.start_us if query.start_us is None else max(window.start_us, query.start_us)
-            )
-            end = window.end_us if query.end_us is None else min(window.end_us, query.end_us)
-            if start >= end:
+            again = variant(ctx)
+            if again is None:
                 return weights
-            dated = QueryContext(replace(query, start_us=start, end_us=end), ctx.vector)
             out = dict(weights)
-            for name in lexical:
-                results[f"{name}:dated"] = self._channels[name].search(dated, depth)
-                out[f"{name}:dated"] = weights[name] * query.recipe.time_cues
+            for channel in lexical:
+                results[f"{channel}:{name}"] = self._channels[channel].search(again, depth)
+                out[f"{channel}:{name}"] = weights[channel] * factor
             return out
         except Exception as exc:  # the query as asked still answers
-            log.warning("recall.dated_failed", extra={"fields": {"error": str(exc)}})
+            log.warning(f"recall.{name}_failed", extra={"fields": {"error": str(exc)}})
             return weights
         finally:
-            timings["dated"] = _ms(t)
+            timings[name] = _ms(t)
+
+    def _without_speakers(
+        self, ctx: QueryContext, speakers: Callable[[Scope], Collection[str]]
+    ) -> QueryContext | None:
+        """The query without the names of its scope's speakers, embedded; None when it names
+        none."""
+        query = ctx.query
+        text = without_speakers(query.text, speakers(query.scope))
+        if text is None:
+            return None
+        embedder, _vectors = self._semantic.wait_ready(0)
+        vector = self._queries.vector(embedder, query.scope.user_id, text)
+        return QueryContext(replace(query, text=text), vector)
+
+    def _within_time(self, ctx: QueryContext) -> QueryContext | None:
+        """The query within the window of its time cue and its own time range; None when it
+        names no time, or the two do not meet."""
+        query = ctx.query
+        window = cue(query.text, dt.datetime.fromtimestamp(self._clock(), dt.UTC))
+        if window is None:
+            return None
+        start = window.start_us if query.start_us is None else max(window.start_us, query.start_us)
+        end = window.end_us if query.end_us is None else min(window.end_us, query.end_us)
+        if start >= end:
+            return None
+        return QueryContext(replace(query, start_us=start, end_us=end), ctx.vector)
 
 
 def _ms(since: float) -> float:
