@@ -2,7 +2,7 @@
 and measure it leave-one-conversation-out.
 
 Run as ``python -m tests.bench.learned_fusion --locomo PATH --realmem PATH [--out PATH]
-[--write-docs]`` (``make learned-fusion`` records the features, trains and writes
+[--json PATH]`` (``make learned-fusion`` records the features, trains and writes
 ``recall/learned_fusion.json``). The inputs are the ``--features`` files of
 ``tests.bench.locomo`` and ``tests.bench.realmem``: every Recall of the full system (the
 hand-set fusion: the benchmarks turn the learned one off while they record), each hit's
@@ -42,7 +42,6 @@ from tiers.semantic.graph import normalize
 STRENGTHS = (0.001, 0.01, 0.1, 1.0)  # L2 penalty per training row, standardized features
 KS = (1, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 
 
 # -- recording (the benchmarks call these) ----------------------------------------------------
