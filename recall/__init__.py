@@ -65,17 +65,6 @@ class Query:
             return {c: weights[c] or 1.0 for c in self.channels}
         return {c: w for c, w in weights.items() if w > 0}
 
-    def list_weights(self) -> dict[str, float]:
-        """:meth:`weights`, and the weights of the lists a query's cues add
-        (:mod:`recall.cues.searches`): ``<channel>:neutral`` at its channel's,
-        ``<channel>:dated`` at ``time_cues`` times it (for an explanation)."""
-        out = self.weights()
-        for name in ("vector", "keyword"):
-            if name in out:
-                out[f"{name}:neutral"] = out[name]
-                out[f"{name}:dated"] = out[name] * self.recipe.time_cues
-        return out
-
 
 class SharedSearch:
     """One dense search of a query that several channels read: the vector channel's list and
@@ -110,6 +99,8 @@ class QueryContext:
     vector: np.ndarray  # the query embedding (the model's query prompt applied)
     # The query's dense search, set by the engine (None: each channel searches for itself).
     dense: SharedSearch | None = None
+    # The normalized names of the scope's speakers, once the engine asked for them.
+    speakers: frozenset[str] | None = None
 
     def dense_hits(self, limit: int, kinds: tuple[str, ...] = ()) -> list[Hit] | None:
         """The shared dense search's best ``limit`` hits (of ``kinds`` when given), or None

@@ -87,7 +87,13 @@ class RecallEngine:
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
         self._queries = QueryVectors(query_vectors)
-        self._cues = CueSearches(semantic, self._channels, self._queries, speakers, clock)
+        self._cues = CueSearches(
+            semantic,
+            self._channels,
+            self._queries,
+            self._speakers_of if speakers is not None else None,
+            clock,
+        )
         # Observers (metrics), called with every result; they must be quick and not raise.
         self.events = Events("recall")  # Recalled
 
@@ -172,10 +178,10 @@ class RecallEngine:
                 top = order_sources(top, query.text)
         if query.recipe.learned_fusion and rerank_name == "none":
             t = time.perf_counter()
-            top = self._learned(query, top)
+            top = self._learned(ctx, top)
             timings["learned"] = _ms(t)
         timings["total"] = _ms(began)
-        result = RecallResult(top, timings, rerank_name, note, degraded)
+        result = RecallResult(top, timings, rerank_name, note, degraded, weights=weights)
         if self.cache is not None and not degraded and not note:
             self.cache.put(query.scope.user_id, _params(query), ctx.vector, result, stamp)
         return self._observed(result)
@@ -201,13 +207,21 @@ class RecallEngine:
         hits = message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
         return answers_first(hits) if query.recipe.answers_first else hits
 
-    def _learned(self, query: Query, hits: list[Candidate]) -> list[Candidate]:
+    def _speakers_of(self, ctx: QueryContext) -> frozenset[str]:
+        """The names of the query's scope's speakers, asked once per query (the neutral
+        search and the learned fusion both read them)."""
+        if ctx.speakers is None:
+            names = self._speakers(ctx.query.scope) if self._speakers is not None else ()
+            ctx.speakers = frozenset(names)
+        return ctx.speakers
+
+    def _learned(self, ctx: QueryContext, hits: list[Candidate]) -> list[Candidate]:
         """``hits`` reordered by the recipe's learned fusion (:mod:`recall.learned`); the
         hand-set order when it cannot run."""
+        query = ctx.query
         try:
             model = learned.load(query.recipe.learned_fusion)
-            speakers = self._speakers(query.scope) if self._speakers is not None else ()
-            return model.reorder(hits, query.text, mentioned(query.text, speakers))
+            return model.reorder(hits, query.text, mentioned(query.text, self._speakers_of(ctx)))
         except Exception as exc:  # the hand-set order still answers
             log.warning("recall.learned_failed", extra={"fields": {"error": str(exc)}})
             return hits

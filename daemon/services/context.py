@@ -24,7 +24,6 @@ from daemon.server import auth
 from daemon.services.recall import MAX_PACK_TOKENS
 from daemon.services.sessions import session_state
 from daemon.settings.sections import LimitsSettings
-from recall import Query
 from recall.context.assembly import Context
 from recall.context.pins import PinnedMemories
 from recall.context.session import ContextAsk, SessionContexts, SessionName
@@ -157,7 +156,7 @@ class ContextRpcs:
             text=ctx.text,
             tokens=ctx.tokens,
             messages=[convert.stored_message(m) for m in ctx.window],
-            memories=_items(ctx, ask.explain, answer.query),
+            memories=_items(ctx, ask.explain, result.weights),
             query=answer.query.text,
             state=state,
             scope=convert.scope(answer.scope),
@@ -174,8 +173,8 @@ class ContextRpcs:
         return response
 
 
-def _items(ctx: Context, explain: bool, query: Query) -> list[pb.ContextItem]:
-    weights = query.list_weights()
+def _items(ctx: Context, explain: bool, weights: dict[str, float]) -> list[pb.ContextItem]:
+    """``weights``: those the recall fused its lists at (for an explanation)."""
     out = []
     for item in ctx.memories:
         point = item.candidate.point

@@ -125,9 +125,8 @@ class RecallRpcs:
             request.recipe,
         )
         result = await asyncio.wrap_future(self._engine.submit(query))
-        weights = query.list_weights()
         return pb.RecallResponse(
-            hits=[convert.hit_pb(c, query.explain, weights) for c in result.hits],
+            hits=[convert.hit_pb(c, query.explain, result.weights) for c in result.hits],
             timings=_timings(result),
             rerank=result.rerank,
             rerank_note=result.rerank_note,

@@ -16,7 +16,6 @@ from recall import Channel, QueryContext
 from recall.cache import QueryVectors
 from recall.cues.speakers import without_speakers
 from recall.cues.times import cue
-from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
 
@@ -25,16 +24,16 @@ Results = dict[str, list[tuple[MemoryPoint, float]]]
 
 
 class CueSearches:
-    """The engine's searches for a query's cues. ``speakers``: the normalized names of a
-    scope's speakers (None: no speaker-neutral search); ``clock``: now, in seconds, for the
-    relative time cues."""
+    """The engine's searches for a query's cues. ``speakers``: the normalized names of the
+    speakers of a query's scope (None: no speaker-neutral search); ``clock``: now, in
+    seconds, for the relative time cues."""
 
     def __init__(
         self,
         semantic: SemanticStore,
         channels: Mapping[str, Channel],
         queries: QueryVectors,
-        speakers: Callable[[Scope], Collection[str]] | None,
+        speakers: Callable[[QueryContext], Collection[str]] | None,
         clock: Callable[[], float],
     ) -> None:
         self._semantic = semantic
@@ -116,12 +115,12 @@ class CueSearches:
             timings[name] = _ms(t)
 
     def _without_speakers(
-        self, ctx: QueryContext, speakers: Callable[[Scope], Collection[str]]
+        self, ctx: QueryContext, speakers: Callable[[QueryContext], Collection[str]]
     ) -> QueryContext | None:
         """The query without the names of its scope's speakers, embedded; None when it names
         none."""
         query = ctx.query
-        text = without_speakers(query.text, speakers(query.scope))
+        text = without_speakers(query.text, speakers(ctx))
         if text is None:
             return None
         embedder, _vectors = self._semantic.wait_ready(0)

@@ -16,6 +16,7 @@ from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
 from tests.recall.test_graph_channel import A, World
+from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint
 
 SPEAKERS = frozenset({"ines", "tobias", "tob"})  # "tob": a short form of one speaker's name
@@ -91,6 +92,8 @@ def test_a_question_naming_the_wrong_speaker_finds_what_the_other_said(world: Wo
     assert channels["keyword"].texts[:2] == [question, "Where does store the kayak?"]
     assert channels["vector"].texts[:2] == [question, "Where does store the kayak?"]
     assert {"keyword:neutral", "vector:neutral"} <= set(on.hits[0].ranks)
+    assert on.weights["keyword:neutral"] == on.weights["keyword"] == 2.0
+    assert "keyword:neutral" not in off.weights and "keyword:neutral" not in plain.weights
     assert "neutral" in on.timings and "neutral" not in off.timings
     assert "neutral" in plain.timings and not any(
         ":neutral" in r for h in plain.hits for r in h.ranks
@@ -99,3 +102,29 @@ def test_a_question_naming_the_wrong_speaker_finds_what_the_other_said(world: Wo
     rank_on = [h.point.id for h in on.hits].index(answer)
     rank_off = [h.point.id for h in off.hits].index(answer)
     assert rank_on < rank_off, (rank_on, rank_off)
+
+
+def test_a_query_asks_for_its_speakers_once(world: World) -> None:
+    # the neutral search and the learned fusion both read the scope's speakers
+    world.turn(A, "Ines", "The kayak stays in the boathouse by the pier.", seq=1)
+    world.turn(A, "Tobias", "Tobias here, back from the trip.", seq=2)
+    graph = GraphChannel(world.semantic)
+    asked: list[Scope] = []
+
+    def speakers(scope: Scope) -> frozenset[str]:
+        asked.append(scope)
+        return graph.speakers(scope)
+
+    channels: dict[str, Any] = {
+        "vector": VectorChannel(world.semantic),
+        "keyword": KeywordChannel(world.semantic),
+    }
+    recall = RecallEngine(world.semantic, channels, {}, speakers=speakers)
+    try:
+        recipe = Recipe(graph_weight=0)  # the learned fusion on, as by default
+        assert recipe.learned_fusion and recipe.speaker_neutral
+        result = recall.recall(Query("Where does Tobias store the kayak?", A, 5, recipe))
+    finally:
+        recall.close()
+    assert "learned" in result.timings and "neutral" in result.timings
+    assert asked == [A]

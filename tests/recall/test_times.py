@@ -113,11 +113,7 @@ def test_what_was_said_then_ranks_first(world: World) -> None:
     assert not any(":dated" in r for h in before.hits for r in h.ranks)
     assert {h.point.id for h in before.hits} == {said[day(2029, 5, 2)], said[day(2029, 6, 9)]}
     assert nothing.hits == []
-
-
-def test_an_explanation_weighs_the_cue_lists() -> None:
-    query = Query("What did we plan last week?", A, 5, Recipe(keyword_weight=2.0, time_cues=1.5))
-    weights = query.list_weights()
-    assert weights["keyword:dated"] == 3.0 and weights["keyword:neutral"] == 2.0
-    assert weights["vector:dated"] == 1.5 * weights["vector"]
-    assert "graph:dated" not in weights
+    # the result carries the weights it fused at (an explanation shows them)
+    assert on.weights["keyword:dated"] == plain.time_cues * on.weights["keyword"]
+    assert on.weights["vector:dated"] == plain.time_cues * on.weights["vector"]
+    assert not any(name.endswith(":dated") for name in [*off.weights, *before.weights])
