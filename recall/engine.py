@@ -121,7 +121,7 @@ class RecallEngine:
         # Before any read of Tier 3: an answer read before a write is not cached after it.
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
         if self.cache is not None:
-            cached = self.cache.get(query.scope.user_id, _params(query), ctx.vector)
+            cached = self.cache.get(query.scope.user_id, self._params(query), ctx.vector)
             if cached is not None:
                 timings["total"] = _ms(began)
                 return self._observed(replace(cached, timings=timings, cached=True))
@@ -183,7 +183,7 @@ class RecallEngine:
         timings["total"] = _ms(began)
         result = RecallResult(top, timings, rerank_name, note, degraded, weights=weights)
         if self.cache is not None and not degraded and not note:
-            self.cache.put(query.scope.user_id, _params(query), ctx.vector, result, stamp)
+            self.cache.put(query.scope.user_id, self._params(query), ctx.vector, result, stamp)
         return self._observed(result)
 
     def _per_message(
@@ -225,6 +225,9 @@ class RecallEngine:
         except Exception as exc:  # the hand-set order still answers
             log.warning("recall.learned_failed", extra={"fields": {"error": str(exc)}})
             return hits
+
+    def _params(self, query: Query) -> Hashable:
+        return _params(query, self._cues.window(query))
 
     def _observed(self, result: RecallResult) -> RecallResult:
         self.events.publish(Recalled(result))
@@ -350,9 +353,12 @@ def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
     return [c for c, _ in kept]
 
 
-def _params(query: Query) -> Hashable:
-    """What must be equal, besides a near-identical query text, for a cache hit."""
+def _params(query: Query, window: tuple[int, int] | None) -> Hashable:
+    """What must be equal, besides a near-identical query text, for a cache hit: the
+    query's parameters and the window its time cue names (``window``: "last week" is
+    another week once the week has turned)."""
     return (
+        window,
         query.scope.agent_id,
         query.k,
         query.kinds,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
 
-from recall import Channel, QueryContext
+from recall import Channel, Query, QueryContext
 from recall.cache import QueryVectors
 from recall.cues.speakers import without_speakers
 from recall.cues.times import cue
@@ -127,15 +127,23 @@ class CueSearches:
         vector = self._queries.vector(embedder, query.scope.user_id, text)
         return QueryContext(replace(query, text=text), vector)
 
+    def window(self, query: Query) -> tuple[int, int] | None:
+        """The window of event time (µs, end exclusive) the query's time cue names now, with
+        the recipe's ``time_cues``; None without either."""
+        if not query.recipe.time_cues > 0:
+            return None
+        found = cue(query.text, dt.datetime.fromtimestamp(self._clock(), dt.UTC))
+        return None if found is None else (found.start_us, found.end_us)
+
     def _within_time(self, ctx: QueryContext) -> QueryContext | None:
         """The query within the window of its time cue and its own time range; None when it
         names no time, or the two do not meet."""
         query = ctx.query
-        window = cue(query.text, dt.datetime.fromtimestamp(self._clock(), dt.UTC))
+        window = self.window(query)
         if window is None:
             return None
-        start = window.start_us if query.start_us is None else max(window.start_us, query.start_us)
-        end = window.end_us if query.end_us is None else min(window.end_us, query.end_us)
+        start = window[0] if query.start_us is None else max(window[0], query.start_us)
+        end = window[1] if query.end_us is None else min(window[1], query.end_us)
         if start >= end:
             return None
         return QueryContext(replace(query, start_us=start, end_us=end), ctx.vector)

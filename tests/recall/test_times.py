@@ -9,6 +9,7 @@ import datetime as dt
 import pytest
 
 from recall import Query
+from recall.cache import SemanticCache
 from recall.channels import KeywordChannel, VectorChannel
 from recall.cues.times import cue
 from recall.engine import RecallEngine
@@ -117,3 +118,33 @@ def test_what_was_said_then_ranks_first(world: World) -> None:
     assert on.weights["keyword:dated"] == plain.time_cues * on.weights["keyword"]
     assert on.weights["vector:dated"] == plain.time_cues * on.weights["vector"]
     assert not any(name.endswith(":dated") for name in [*off.weights, *before.weights])
+
+
+def test_a_cached_answer_to_last_week_is_not_served_once_the_week_has_turned(
+    world: World,
+) -> None:
+    # NOW is a Tuesday: "last week" is 9-15 March 2031, a week later 16-22 March
+    first = world.turn(
+        A, "Bram", "Bram flew the red box kite at the dunes.", seq=1, at=us(day(2031, 3, 12))
+    )
+    second = world.turn(
+        A, "Bram", "Bram flew the red box kite at the pier.", seq=2, at=us(day(2031, 3, 19))
+    )
+    now = [NOW.timestamp()]
+    channels = {"vector": VectorChannel(world.semantic), "keyword": KeywordChannel(world.semantic)}
+    cache = SemanticCache(ttl_seconds=30 * 86_400, size=10, similarity=0.99)
+    engine = RecallEngine(world.semantic, channels, {}, cache=cache, clock=lambda: now[0])
+    query = Query("Where did Bram fly the kite last week?", A, 1, Recipe(graph_weight=0))
+    undated = Query("Where did Bram fly the red box kite?", A, 1, Recipe(graph_weight=0))
+    try:
+        answer = engine.recall(query)
+        again = engine.recall(query)
+        plain = engine.recall(undated)
+        now[0] += 7 * 86_400
+        turned = engine.recall(query)
+        plain_later = engine.recall(undated)
+    finally:
+        engine.close()
+    assert [h.point.id for h in answer.hits] == [first] and again.cached
+    assert not turned.cached and [h.point.id for h in turned.hits] == [second]
+    assert not plain.cached and plain_later.cached  # without a cue, the week does not matter
