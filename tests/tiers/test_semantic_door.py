@@ -6,13 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.contracts.corpus import A, B, Tier3, corpus, filled
-from tiers.semantic.store import Tier3Written
+from tests.contracts.models_kit import minilm
+from tiers.rocks import RocksStore
+from tiers.schema import STATE_CFS
+from tiers.semantic.embedding import Embedder, EmbeddingService
+from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import PointFilter
+from tiers.semantic.vectors.edge import EdgeVectorStore
 
 
 @pytest.fixture
@@ -74,3 +81,46 @@ def test_a_delete_names_what_it_deletes(tier3: Tier3) -> None:
     with semantic.write_lock:
         assert semantic.delete(replace(PointFilter(user_id="bob"), kinds=("fact",)), {"bob"}) == 2
     assert vectors.count(PointFilter(user_id="bob", kinds=("fact",))) == 0
+
+
+class Counting:
+    """The real model, counting the texts it embeds."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.texts: list[str] = []
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.encode_documents(texts)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.inner.encode_queries(texts)
+
+
+def test_a_text_two_points_share_is_embedded_once(tmp_path: Path) -> None:
+    # a one-turn chunk and its turn point have the same text
+    counting = Counting(minilm())
+    state = RocksStore(tmp_path / "state", STATE_CFS)
+    semantic = SemanticStore(
+        state,
+        EmbeddingService(lambda: counting, "counting"),
+        lambda: EdgeVectorStore(tmp_path / "vectors"),
+    )
+    try:
+        semantic.start()
+        semantic.wait_ready(60)
+        points, _edges = corpus()
+        twin = replace(points[1], text=points[0].text, dense=None)  # embed does not read ids
+        bare = [replace(p, dense=None) for p in points[:3]]
+        done = semantic.embed([*bare, twin])
+        assert counting.texts == list(dict.fromkeys(p.text for p in bare))
+        assert done[-1].dense == done[0].dense
+        expected = minilm().encode_documents([p.text for p in bare])
+        for point, vec in zip(done, expected, strict=False):
+            assert point.dense is not None and np.allclose(point.dense, vec, atol=1e-5)
+    finally:
+        semantic.close()
+        state.close()

@@ -93,16 +93,17 @@ class SemanticStore:
             self.events.publish(Tier3Written(user_id))
 
     def embed(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
-        """The points, each without a dense vector given its document embedding. Needs no
-        lock: writers call it before taking :attr:`write_lock`. Raises
-        EmbeddingUnavailable."""
+        """The points, each without a dense vector given its document embedding; a text two
+        points share is embedded once (a one-turn chunk and its turn). Needs no lock:
+        writers call it before taking :attr:`write_lock`. Raises EmbeddingUnavailable."""
         embedder, _vectors = self.wait_ready(timeout=None)
         out = list(points)
         bare = [i for i, p in enumerate(out) if p.dense is None]
         if bare:
-            dense = embedder.encode_documents([out[i].text for i in bare])
-            for i, vec in zip(bare, dense, strict=True):
-                out[i] = replace(out[i], dense=vec.tolist())
+            texts = list(dict.fromkeys(out[i].text for i in bare))
+            dense = dict(zip(texts, embedder.encode_documents(texts), strict=True))
+            for i in bare:
+                out[i] = replace(out[i], dense=dense[out[i].text].tolist())
         return out
 
     def write(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
