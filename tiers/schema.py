@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal, TypeVar
 
+from tiers.changes.log import ChangeLog
 from tiers.journal import store as journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
@@ -46,8 +47,8 @@ def _owned(store: Store, owner: ModuleType, names: Sequence[str]) -> tuple[Colum
 
 # Every kind of scoped data, opened on the state store (its column families are composed
 # below). A document first: what a Forget removes of it are memories, whose pins and access
-# counts go too.
-KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCounts)
+# counts go too. The change log last: it forgets the changes that name the documents forgotten.
+KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCounts, ChangeLog)
 
 FAMILIES: tuple[ColumnFamily, ...] = (
     *_owned("state", session, session.WORKING_CFS),

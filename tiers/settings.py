@@ -1,5 +1,6 @@
 """The sections of the settings about the stores: ``[working_memory]`` (Tier 1),
-``[journal]`` (Tier 2), ``[embedding]``, ``[workers]`` and ``[vectors]`` (Tier 3).
+``[journal]`` (Tier 2), ``[changes]`` (the change log), ``[embedding]``, ``[workers]`` and
+``[vectors]`` (Tier 3).
 
 They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
 settings and loads them all; each package owns its sections (``weaver.settings``,
@@ -52,6 +53,22 @@ class JournalSettings(Section):
     )
     compaction_interval_seconds: float = Field(
         3600.0, gt=0, description="How often RocksDB compaction runs to drop expired episodes."
+    )
+
+
+class ChangesSettings(Section):
+    """The change log that ``MemoryService.Watch`` reads (:mod:`tiers.changes.log`)."""
+
+    retention_seconds: float = Field(
+        7 * 86400.0,
+        ge=60,
+        description=(
+            "Changes are kept this long; a watcher that resumes from an older cursor gets "
+            "OUT_OF_RANGE."
+        ),
+    )
+    trim_interval_seconds: float = Field(
+        300.0, gt=0, description="How often the changes older than the retention are removed."
     )
 
 

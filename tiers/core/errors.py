@@ -32,6 +32,10 @@ class FailedPrecondition(StrataError):
     """The request is well formed but conflicts with the current state."""
 
 
+class OutOfRange(StrataError):
+    """The request reads past what is kept (a cursor older than a log's retention)."""
+
+
 class ResourceExhausted(StrataError):
     """The request is over a size or capacity limit."""
 

@@ -28,11 +28,13 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tiers.changes import log as changelog
+from tiers.changes.log import Change, ChangeLog
 from tiers.core.errors import EpisodeNotFound, InvalidArgument, TierError
-from tiers.core.records import Episode, StoredMessage, pack, time_key, u64, unpack
+from tiers.core.records import Episode, Scope, StoredMessage, pack, time_key, u64, unpack
 from tiers.rocks import Batch, RocksStore, prefix_end
 
 EPISODES_CF = "episodes"
@@ -86,11 +88,14 @@ class Journal:
         state: RocksStore,
         ttl_seconds: int,
         clock: Callable[[], float] = time.time,
+        changes: ChangeLog | None = None,
     ) -> None:
+        """``changes``: the change log the marks record their changes in (None: none)."""
         self._store = store
         self._state = state
         self.ttl_us = ttl_seconds * 1_000_000
         self._clock = clock
+        self._changes = changes
 
     # -- writing ---------------------------------------------------------------------------
     def write_episode(self, episode: Episode, messages: list[StoredMessage]) -> None:
@@ -146,16 +151,32 @@ class Journal:
                 batch.put(cf, key, mark)
         self._state.write(batch)
 
-    def mark_indexed(self, episode_id: str) -> None:
-        self._unmark(UNINDEXED_CF, episode_id)
+    def mark_indexed(self, episode_id: str, points: int = 0, *, expired: bool = False) -> None:
+        """The episode is indexed (``points`` written), or ``expired`` before it could be:
+        its ``episode.indexed`` or ``episode.expired`` change goes with the mark."""
+        what = "episode.expired" if expired else "episode.indexed"
+        self._unmark(UNINDEXED_CF, episode_id, what, {} if expired else {"count": points})
 
-    def mark_consolidated(self, episode_id: str) -> None:
-        self._unmark(PENDING_CF, episode_id)
+    def mark_consolidated(
+        self, episode_id: str, attrs: Mapping[str, object] | None = None, *, expired: bool = False
+    ) -> None:
+        """The episode is consolidated (``attrs``: what it added), or ``expired`` before it
+        could be: its ``episode.consolidated`` or ``episode.expired`` change goes with the
+        mark."""
+        what = "episode.expired" if expired else "episode.consolidated"
+        self._unmark(PENDING_CF, episode_id, what, attrs or {})
 
-    def _unmark(self, cf: str, episode_id: str) -> None:
+    def _unmark(self, cf: str, episode_id: str, what: str, attrs: Mapping[str, object]) -> None:
+        key = episode_id.encode()
         batch = self._state.batch()
-        batch.delete(cf, episode_id.encode())
-        self._state.write(batch)
+        batch.delete(cf, key)
+        mark = self._state.get(cf, key) if self._changes is not None else None
+        changes = []
+        if mark is not None:  # still marked: this is the change
+            _flushed, user_id, agent_id, session_id = unpack(mark)
+            named = {"episode_id": episode_id, "session_id": session_id, **attrs}
+            changes.append(Change(Scope(user_id, agent_id), what, named))
+        changelog.write(self._state, batch, self._changes, changes)
 
     def unindexed(self) -> list[PendingEpisode]:
         return self._marked(UNINDEXED_CF)

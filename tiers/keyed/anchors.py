@@ -24,6 +24,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.changes import log as changelog
+from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Forgotten
@@ -82,6 +84,8 @@ class AnchorStore:
         self._state = state
         self._clock = clock
         self.lock = nullcontext()  # a set and a Forget of the same anchor: either order holds
+        # The change log a set records its change in (set by the daemon's wiring).
+        self.changes: ChangeLog | None = None
 
     def get(self, user_id: str, session_id: str) -> Anchor | None:
         key = anchor_key(user_id, session_id)
@@ -101,7 +105,8 @@ class AnchorStore:
             batch.put(ANCHORS_CF, key, anchor.encode())
         elif existed:
             batch.delete(ANCHORS_CF, key)
-        self._state.write(batch)
+        change = Change(scope, "anchor.set", {"session_id": session_id, "cleared": not text})
+        changelog.write(self._state, batch, self.changes, [change] if text or existed else [])
         return anchor, existed
 
     def restore(self, anchor: Anchor) -> None:

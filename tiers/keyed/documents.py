@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.changes import log as changelog
+from tiers.changes.log import Change, ChangeLog
 from tiers.core.events import Events
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.store import InvalidPageToken
@@ -192,6 +194,8 @@ class DocumentStore:
         self.lock = threading.RLock()
         # Called (outside the lock) after every put: the weaver indexes the new marks.
         self.events = Events("documents")  # DocumentPut
+        # The change log a put records its change in (set by the daemon's wiring).
+        self.changes: ChangeLog | None = None
 
     # -- one document ------------------------------------------------------------------------
     def get(self, scope: Scope, namespace: Iterable[str], key: str) -> Document | None:
@@ -215,7 +219,9 @@ class DocumentStore:
             now = int(self._clock() * 1_000_000)
             created = now if old is None else old.created_at_us
             doc = Document(scope, namespace, key, text, value, created, max(now, created))
-            self._write(doc)
+            attrs: dict[str, object] = {"memory_id": doc.id, "namespace": list(namespace)}
+            attrs.update(key=key, created=old is None)
+            self._write(doc, [Change(scope, "document.put", attrs)])
         self.events.publish(DocumentPut(scope))
         return doc, old is None
 
@@ -224,14 +230,14 @@ class DocumentStore:
         with self.lock:
             self._write(doc)
 
-    def _write(self, doc: Document) -> None:
+    def _write(self, doc: Document, changes: Sequence[Change] = ()) -> None:
         batch = self._state.batch()
         k = doc.storage_key
         batch.put(DOCUMENTS_CF, k, doc.encode())
         batch.put(MARKS_CF, k, b"")
         batch.put(IDS_CF, doc.id.encode(), k)
         Tombstones.clear(self._state, batch, [doc.id])  # a put after a delete: a new document
-        self._state.write(batch)
+        changelog.write(self._state, batch, self.changes, changes)
 
     # -- listing -----------------------------------------------------------------------------
     def page(

@@ -28,6 +28,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.changes import log as changelog
+from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Forgotten
@@ -87,6 +89,8 @@ class PinStore:
         self._state = state
         self._clock = clock
         self.lock = nullcontext()  # a pin of a forgotten memory is refused by the daemon
+        # The change log a pin or unpin records its change in (set by the daemon's wiring).
+        self.changes: ChangeLog | None = None
 
     def get(self, scope: Scope, memory_id: str) -> Pin | None:
         key = scope_prefix(scope) + memory_id.encode()
@@ -98,18 +102,25 @@ class PinStore:
         anything changed (a repeated pin keeps its first time). Raises StoreUnavailable."""
         if (self.get(scope, memory_id) is not None) == pinned:
             return False
+        batch = self._state.batch()
         if pinned:
-            self.restore(Pin(scope, memory_id, int(self._clock() * 1_000_000)))
+            self._put_into(batch, Pin(scope, memory_id, int(self._clock() * 1_000_000)))
         else:
-            self.delete([Pin(scope, memory_id, 0)])
+            self._delete_into(batch, [Pin(scope, memory_id, 0)])
+        change = Change(scope, "pin.changed", {"memory_id": memory_id, "pinned": pinned})
+        changelog.write(self._state, batch, self.changes, [change])
         return True
 
     def restore(self, pin: Pin) -> None:
         """Write ``pin`` as it is, its time included (an import)."""
         batch = self._state.batch()
+        self._put_into(batch, pin)
+        self._state.write(batch)
+
+    @staticmethod
+    def _put_into(batch: Batch, pin: Pin) -> None:
         batch.put(PINS_CF, pin.key, pack({"t": pin.pinned_at_us}))
         batch.put(PIN_IDS_CF, pin.id_key, b"")
-        self._state.write(batch)
 
     def delete(self, pins: Iterable[Pin]) -> None:
         batch = self._state.batch()

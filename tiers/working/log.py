@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tiers.changes import log as changelog
+from tiers.changes.log import Change, ChangeLog
 from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Episode, Message, StoredMessage, u64
 from tiers.journal.store import Journal
-from tiers.rocks import RocksStore
+from tiers.rocks import Batch, RocksStore
 from tiers.working.migration import migrate
 from tiers.working.session import (
     LOG_CF,
@@ -45,9 +47,17 @@ from tiers.working.session import (
 
 
 class SessionLog:
-    def __init__(self, state: RocksStore, journal: Journal) -> None:
+    """``changes``: the change log each write records its change in (None: none)."""
+
+    def __init__(
+        self, state: RocksStore, journal: Journal, changes: ChangeLog | None = None
+    ) -> None:
         self._state = state
         self._journal = journal
+        self._changes = changes
+
+    def _write(self, batch: Batch, changes: list[Change]) -> None:
+        changelog.write(self._state, batch, self._changes, changes)
 
     # -- records ---------------------------------------------------------------------------
     def record(self, ref: SessionKey) -> Session | None:
@@ -168,9 +178,15 @@ class SessionLog:
                 batch.put(MSGIDS_CF, prefix + record.message_id.encode(), u64(record.seq))
         key = session.ref.key()
         batch.put(SESSIONS_CF, key, session.meta(True))
+        changes = []
         if opening:
             batch.put(OPEN_CF, key, b"")
-        self._state.write(batch)
+            changes.append(Change(session.scope, "session.started", _named(session)))
+        if records:
+            attrs = {"first_seq": records[0].seq, "last_seq": records[-1].seq}
+            attrs["count"] = len(records)
+            changes.append(Change(session.scope, "session.appended", _named(session, **attrs)))
+        self._write(batch, changes)
 
     def remove(self, session: Session, removed: list[StoredMessage]) -> None:
         """Delete ``removed`` from the log and store ``session`` (updated) as its meta: open
@@ -181,12 +197,16 @@ class SessionLog:
             batch.delete(LOG_CF, prefix + u64(message.seq))
             if message.message_id:
                 batch.delete(MSGIDS_CF, prefix + message.message_id.encode())
+        changes = [
+            Change(session.scope, "session.messages_removed", _named(session, count=len(removed)))
+        ]
         if session.log_count > 0:
             batch.put(SESSIONS_CF, session.ref.key(), session.meta(True))
         else:
             batch.delete(OPEN_CF, session.ref.key())
             batch.put(SESSIONS_CF, session.ref.key(), session.meta(False))
-        self._state.write(batch)
+            changes.append(Change(session.scope, "session.ended", _named(session, count=0)))
+        self._write(batch, changes)
 
     def drop(self, sessions: list[Session]) -> None:
         """Delete the logs of open ``sessions``, without an episode; their metas stay, closed
@@ -245,4 +265,11 @@ class SessionLog:
         batch.delete(OPEN_CF, key)
         batch.put(SESSIONS_CF, key, session.meta(False))
         self._journal.mark_pending(batch, episode)
-        self._state.write(batch)
+        ended = _named(session, count=episode.message_count, reason=episode.end_reason)
+        self._write(batch, [Change(session.scope, "session.ended", ended)])
+
+
+def _named(session: Session, **attrs: object) -> dict[str, object]:
+    """A session change's attrs: the session, the episode it becomes, and ``attrs`` (a
+    Forget of the episode removes the change)."""
+    return {"session_id": session.session_id, "episode_id": session.episode_id(), **attrs}

@@ -27,6 +27,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from tiers.changes.log import ChangeLog
 from tiers.core.errors import (
     InvalidArgument,
     ScopeMismatch,
@@ -73,8 +74,10 @@ class WorkingMemory:
         journal: Journal,
         limits: WindowLimits,
         clock: Callable[[], float] = time.time,
+        changes: ChangeLog | None = None,
     ) -> None:
-        self._log = SessionLog(state, journal)
+        """``changes``: the change log every write records its change in (None: none)."""
+        self._log = SessionLog(state, journal, changes)
         self.limits = limits
         self._clock = clock
         # By (user_id, session_id), least recently active first.

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import replace
 
+from tiers.changes.log import Change, ChangeLog
 from tiers.core import collector
 from tiers.core.records import Scope, unpack
 from tiers.journal.store import (
@@ -52,7 +53,7 @@ from tiers.journal.store import (
 )
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
 from tiers.rights.forget.purge import Purger
-from tiers.rocks import RocksStore
+from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Owned, ScopedKind
 from tiers.semantic.graph import Edge, normalize
 from tiers.semantic.graph.nxgraph import GRAPH_CFS
@@ -97,6 +98,8 @@ class Forgetter:
         # from (weaver.consolidate.redact_record): the weaver owns that record's format.
         self._redact_record = redact_record
         self._kinds = tuple(kinds)  # tiers.schema.KINDS, opened
+        # The change log (one of the kinds, when given): a Forget's batch says it happened.
+        self._changes = next((k for k in self._kinds if isinstance(k, ChangeLog)), None)
         self._kind_cfs = tuple(cf for kind in self._kinds for cf in kind.column_families)
         self.purger = Purger(
             state, journal_store, semantic, STATE_CFS_TOUCHED + self._kind_cfs, JOURNAL_CFS_TOUCHED
@@ -229,7 +232,8 @@ class Forgetter:
                 record_ids = {memory_id for _owner, memory_id in records}
                 memories = plan.memory_ids | record_ids
                 Tombstones.add(batch, episodes, sorted(memories))
-                mark, earlier = self.purger.write_marked(batch)
+                with self._noted(batch, plan, len(episodes), len(memories), records):
+                    mark, earlier = self.purger.write_marked(batch)
             removed: list[Edge] = []
             if scope is not None:
                 dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
@@ -281,6 +285,24 @@ class Forgetter:
             counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else ())
         log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
         return counts
+
+    def _noted(
+        self, batch: Batch, plan: ForgetPlan, episodes: int, memories: int, records: list[Owned]
+    ) -> AbstractContextManager[object]:
+        """The Forget's changes staged in ``batch``, for the block that writes it: a
+        ``document.deleted`` for each keyed document it deleted (``records``: by its memory
+        id alone), and a ``memory.forgotten`` per scope it covers (counts only)."""
+        if self._changes is None:
+            return nullcontext()
+        scope = plan.target.scope
+        deleted = records if scope is None else []  # a scope's Forget says it once
+        changes = [Change(o, "document.deleted", {"memory_id": m}) for o, m in deleted]
+        if scope is not None or len(records) < memories or episodes:
+            target = "scope" if scope is not None else "episodes" if episodes else "memories"
+            attrs = {"target": target, "episodes": episodes, "memories": memories}
+            owners = [scope] if scope is not None else sorted(plan.owners, key=_scope_order)
+            changes += [Change(o, "memory.forgotten", attrs) for o in owners if o.user_id]
+        return self._changes.staged(batch, changes)
 
     def _redact(self, points: list[MemoryPoint]) -> int:
         """Rewrite the stored extractions that the forgotten ``points`` were made from."""
@@ -350,6 +372,10 @@ class Forgetter:
                     sbatch.delete(cf, key)
         self._jstore.write(jbatch)
         self._state.write(sbatch)
+
+
+def _scope_order(scope: Scope) -> tuple[str, str]:
+    return scope.user_id, scope.agent_id
 
 
 def _extraction_owner(raw: bytes) -> Scope | None:
