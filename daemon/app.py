@@ -201,6 +201,7 @@ class Daemon:
             server, health = parts.server(interceptor)
             address = bind(server, s)
             stages.push("server", lambda: server.stop(grace))
+            stages.push("watch", parts.feed.close)  # first: Watch streams end, not wait
             await server.start()
             await health.set("", Status.NOT_SERVING)
         async with stages.starting("tier 3"):  # in the background: appends are served already

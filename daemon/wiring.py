@@ -39,10 +39,12 @@ from daemon.server.scheduler import new_scheduler, next_consolidation, schedule_
 from daemon.services.admin import BackupSources, admin_service, backup_vectors, external_vectors
 from daemon.services.export import transfer_sources
 from daemon.services.memory import memory_service
+from daemon.services.watch import ChangeFeed
 from daemon.services.weaver import WeaverService
 from daemon.settings import Settings
 from daemon.settings.security import read_secret_file
 from recall.engine import RecallEngine
+from tiers.changes.log import ChangeLog
 from tiers.core.models import ModelClient
 from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.keyed.access import AccessCounts
@@ -148,8 +150,9 @@ class Factories:
     - ``embedding_service(settings, client)``: called once, when the stores open; ``client``
       is the model client of ``embedding.provider = "litellm"`` (which the metrics observe),
       None otherwise. The service loads the model in the background (:class:`EmbeddingService`).
-    - ``clock()``: the wall clock (seconds since the epoch) of the journal and working memory:
-      receive times, idle sessions, the journal's expiry. Tests move it (days later).
+    - ``clock()``: the wall clock (seconds since the epoch) of the journal, working memory
+      and change log: receive times, idle sessions, the journal's expiry, the changes'
+      retention. Tests move it (days later).
     """
 
     open_vectors: Callable[[Settings], VectorStore] = configured_vectors
@@ -183,6 +186,8 @@ class Parts:
     pins: PinStore
     access: AccessCounts
     kinds: tuple[ScopedKind, ...]  # every kind of scoped data (tiers.schema.KINDS)
+    changes: ChangeLog  # the change log (one of the kinds)
+    feed: ChangeFeed  # wakes the Watch streams; closed before the server stops
     engine: RecallEngine
     forgetter: Forgetter
     rebuilder: Rebuilder
@@ -227,6 +232,7 @@ class Parts:
                 self.pins,
                 self.access,
                 self.kinds,
+                self.feed,
             ),
             WeaverService(
                 self.weaver,
@@ -291,7 +297,11 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
         )
         closing.callback(_close_store, journal_store)
-        journal = Journal(journal_store, state, s.journal.ttl_seconds, make.clock)
+        kinds = open_kinds(state)
+        changes = kind_of(kinds, ChangeLog)
+        changes.retention_seconds = s.changes.retention_seconds
+        changes.clock = make.clock
+        journal = Journal(journal_store, state, s.journal.ttl_seconds, make.clock, changes)
         wm = s.working_memory
         working = WorkingMemory(
             state,
@@ -304,6 +314,7 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
                 max_log_messages=wm.max_log_messages,
             ),
             make.clock,
+            changes,
         )
         e = s.embedding
         client = embedding_client(e) if e.provider == "litellm" else None
@@ -313,9 +324,9 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             state, make.embedding_service(s, client), lambda: make.open_vectors(s)
         )
         closing.callback(semantic.close)
-        kinds = open_kinds(state)
         documents, anchors = kind_of(kinds, DocumentStore), kind_of(kinds, AnchorStore)
         pins, access = kind_of(kinds, PinStore), kind_of(kinds, AccessCounts)
+        documents.changes = anchors.changes = pins.changes = changes
         engine = recall_engine(s, semantic, access)
         closing.callback(engine.close)
         forgetter = Forgetter(
@@ -365,7 +376,7 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             )
             documents.events.subscribe(DocumentPut, lambda _event: w.notify_documents())
             forgetter.purger.events.subscribe(Purged, lambda _event: w.index_lost())
-        schedule_jobs(scheduler, s, working, journal, weaver)
+        schedule_jobs(scheduler, s, working, journal, changes, weaver)
         parts = Parts(
             s,
             state,
@@ -378,6 +389,8 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             pins,
             access,
             kinds,
+            changes,
+            ChangeFeed(changes),
             engine,
             forgetter,
             rebuilder,

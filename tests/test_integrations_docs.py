@@ -114,3 +114,15 @@ def test_the_agent_loop_of_the_api_doc_runs(stratad, model, tmp_path):
         "Where does my sister live?",
         "Your sister Ana lives in Porto, near the river.",
     ]
+
+
+def test_the_watch_snippet_runs_and_resumes(stratad, model, tmp_path):
+    code = snippet("Watch: what changes", API_DOC)
+    said = ["session.started 0", "session.appended 1", "session.ended 1"]
+    assert run(code, stratad, tmp_path, model).splitlines() == said
+    first = int((tmp_path / "alice.cursor").read_text())
+    # again: it resumes after the change it handled last, so the first standup is not
+    # replayed (the weaver may have indexed it meanwhile)
+    again = run(code, stratad, tmp_path, model).splitlines()
+    assert [line for line in again if not line.startswith("episode.indexed")] == said
+    assert int((tmp_path / "alice.cursor").read_text()) > first

@@ -134,7 +134,9 @@ class Consolidator:
                 outcome.forgotten = True
                 return outcome
             self.project(episode, extraction, outcome)
-            self._journal.mark_consolidated(episode_id)
+            added = {"summaries": outcome.summaries, "facts": outcome.facts}
+            added["superseded"] = outcome.superseded
+            self._journal.mark_consolidated(episode_id, added)
         return outcome
 
     def project(

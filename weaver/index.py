@@ -16,6 +16,7 @@ its mark and is indexed again; one deleted meanwhile is not written back).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -89,8 +90,11 @@ class Indexer:
         points = self._embed(points)  # outside the lock: the write adds keyword vectors
         with self._semantic.write_lock:  # points and marks together, for a backup
             points = self._semantic.write(points)  # never writes forgotten ones
-            for eid in done + missing:
-                self._journal.mark_indexed(eid)
+            written = Counter(p.episode_id for p in points)
+            for eid in done:
+                self._journal.mark_indexed(eid, written[eid])
+            for eid in missing:
+                self._journal.mark_indexed(eid, expired=True)
         for eid in missing:
             log.warning(
                 "weaver.index_missing",

@@ -86,6 +86,13 @@ class InternalError(StrataClientError):
     kind = "Internal"
 
 
+class OutOfRangeError(StrataClientError):
+    """The call read past what the daemon keeps (a Watch cursor older than the change log's
+    retention)."""
+
+    kind = "OutOfRange"
+
+
 class DeadlineExceededError(StrataClientError):
     """The call's deadline (``timeout``) passed before the daemon answered."""
 
@@ -103,6 +110,7 @@ _BY_CODE: dict[grpc.StatusCode, type[StrataClientError]] = {
     grpc.StatusCode.NOT_FOUND: NotFoundError,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRangeError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from daemon.client.base import T
-from daemon.client.calls import Pages, Unary
+from daemon.client.calls import Pages, Stream, Unary
 from daemon.client.context import ContextApi
 from daemon.client.requests import (
     Timeish,
@@ -302,6 +302,28 @@ class MemoryApi(ContextApi[T]):
         """The episode and exact source messages of ``node_id`` (a hit's id)."""
         req = node_request(node_id, user_id, agent_id)
         return Unary(self._memory.GetNode, req, self._t(timeout))
+
+    @stream
+    def watch(
+        self,
+        *,
+        user_id: str = "",
+        agent_id: str = "",
+        cursor: str = "",
+        from_oldest: bool = False,
+        types: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> Stream[pb.ChangeEvent]:
+        """The changes of the user's memory as they are written (``ChangeEvent``), after
+        ``cursor`` (the last event's ``cursor``; empty: from now, or everything kept with
+        ``from_oldest``), of ``types`` only when given. The stream stays open; ``timeout``
+        bounds it (None: no deadline). Raises OutOfRangeError when retention removed changes
+        after ``cursor``, UnavailableError when the daemon stops (watch again from the last
+        cursor)."""
+        scope = pb.Scope(user_id=user_id, agent_id=agent_id)
+        req = pb.WatchRequest(scope=scope, cursor=cursor, from_oldest=from_oldest)
+        req.types.extend(types)
+        return Stream(self._memory.Watch, req, timeout)
 
 
 def _episodes(reply: pb.ListEpisodesResponse) -> Iterable[pb.Episode]:

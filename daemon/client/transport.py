@@ -36,10 +36,13 @@ class Blocking:
         return call.read(reply)
 
     def stream(self, call: Stream[R]) -> Iterator[R]:
+        replies = call.stub(call.request, timeout=call.timeout)
         try:
-            yield from call.stub(call.request, timeout=call.timeout)
+            yield from replies
         except grpc.RpcError as exc:
             raise error_from(exc) from exc
+        finally:
+            replies.cancel()  # left early (a watch the caller stops): the call ends too
 
     def pages(self, pages: Pages[R]) -> Iterator[R]:
         call: Unary[Any] | None = pages.first()
@@ -67,11 +70,14 @@ class Asyncio:
         return call.read(reply)
 
     async def stream(self, call: Stream[R]) -> AsyncIterator[R]:
+        replies = call.stub(call.request, timeout=call.timeout)
         try:
-            async for item in call.stub(call.request, timeout=call.timeout):
+            async for item in replies:
                 yield item
         except grpc.RpcError as exc:
             raise error_from(exc) from exc
+        finally:
+            replies.cancel()  # left early (a watch the caller stops): the call ends too
 
     async def pages(self, pages: Pages[R]) -> AsyncIterator[R]:
         call: Unary[Any] | None = pages.first()

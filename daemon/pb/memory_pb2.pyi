@@ -836,3 +836,44 @@ class GetContextResponse(_message.Message):
     degraded_channels: _containers.RepeatedScalarFieldContainer[str]
     timings: _containers.RepeatedCompositeFieldContainer[StageTiming]
     def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., query: _Optional[str] = ..., anchor: _Optional[_Union[SessionAnchor, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., dropped: _Optional[_Iterable[_Union[ContextDrop, _Mapping]]] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., degraded_channels: _Optional[_Iterable[str]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("scope", "cursor", "from_oldest", "types")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    FROM_OLDEST_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    scope: Scope
+    cursor: str
+    from_oldest: bool
+    types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., cursor: _Optional[str] = ..., from_oldest: _Optional[bool] = ..., types: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ChangeEvent(_message.Message):
+    __slots__ = ("cursor", "type", "scope", "at", "session_id", "episode_id", "memory_id", "count", "attrs")
+    class AttrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    type: str
+    scope: Scope
+    at: _timestamp_pb2.Timestamp
+    session_id: str
+    episode_id: str
+    memory_id: str
+    count: int
+    attrs: _containers.ScalarMap[str, str]
+    def __init__(self, cursor: _Optional[str] = ..., type: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ..., episode_id: _Optional[str] = ..., memory_id: _Optional[str] = ..., count: _Optional[int] = ..., attrs: _Optional[_Mapping[str, str]] = ...) -> None: ...

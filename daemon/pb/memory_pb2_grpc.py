@@ -134,6 +134,11 @@ class MemoryServiceStub:
                 request_serializer=strata_dot_v1_dot_memory__pb2.PinMemoryRequest.SerializeToString,
                 response_deserializer=strata_dot_v1_dot_memory__pb2.PinMemoryResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/strata.v1.MemoryService/Watch',
+                request_serializer=strata_dot_v1_dot_memory__pb2.WatchRequest.SerializeToString,
+                response_deserializer=strata_dot_v1_dot_memory__pb2.ChangeEvent.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -282,6 +287,15 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """The changes of a user's memory as they are written, from a cursor; the stream stays
+        open. UNAVAILABLE when the daemon stops: resume from the last cursor. Needs the "recall"
+        right.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -384,6 +398,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.PinMemory,
                     request_deserializer=strata_dot_v1_dot_memory__pb2.PinMemoryRequest.FromString,
                     response_serializer=strata_dot_v1_dot_memory__pb2.PinMemoryResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=strata_dot_v1_dot_memory__pb2.WatchRequest.FromString,
+                    response_serializer=strata_dot_v1_dot_memory__pb2.ChangeEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -926,6 +945,33 @@ class MemoryService:
             '/strata.v1.MemoryService/PinMemory',
             strata_dot_v1_dot_memory__pb2.PinMemoryRequest.SerializeToString,
             strata_dot_v1_dot_memory__pb2.PinMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/strata.v1.MemoryService/Watch',
+            strata_dot_v1_dot_memory__pb2.WatchRequest.SerializeToString,
+            strata_dot_v1_dot_memory__pb2.ChangeEvent.FromString,
             options,
             channel_credentials,
             insecure,

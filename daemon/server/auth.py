@@ -62,6 +62,7 @@ RIGHTS_BY_METHOD: dict[str, str] = {
             "ListDocuments",
             "GetContext",
             "GetAnchor",
+            "Watch",
         )
     },
     _MEMORY + "Forget": "forget",

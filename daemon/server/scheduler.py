@@ -1,4 +1,5 @@
-"""The daemon's scheduled jobs: ending idle sessions and compacting the journal, and with the
+"""The daemon's scheduled jobs: ending idle sessions, compacting the journal and removing the
+changes older than the change log's retention, and with the
 weaver enabled, consolidation runs (``weaver.interval_seconds`` or ``weaver.cron``) and the
 vector store's index builds. A job never overlaps itself (``max_instances`` 1) and missed
 runs coalesce into one.
@@ -15,6 +16,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from daemon.settings import Settings
+from tiers.changes.log import ChangeLog
 from tiers.journal.store import Journal
 from tiers.working.memory import WorkingMemory
 from weaver.jobs.runner import Weaver
@@ -35,6 +37,7 @@ def schedule_jobs(
     settings: Settings,
     working: WorkingMemory,
     journal: Journal,
+    changes: ChangeLog,
     weaver: Weaver | None,
 ) -> None:
     """Add every job to ``scheduler``."""
@@ -52,6 +55,13 @@ def schedule_jobs(
         args=(journal,),
         seconds=s.journal.compaction_interval_seconds,
         id="compact_journal",
+    )
+    scheduler.add_job(
+        trim_changes,
+        "interval",
+        args=(changes,),
+        seconds=s.changes.trim_interval_seconds,
+        id="trim_changes",
     )
     if weaver is not None:
         if s.weaver.cron:
@@ -88,6 +98,12 @@ async def end_idle_sessions(working: WorkingMemory) -> None:
                 }
             },
         )
+
+
+async def trim_changes(changes: ChangeLog) -> None:
+    removed = await asyncio.to_thread(changes.trim)
+    if removed:
+        log.info("changes.trimmed", extra={"fields": {"changes": removed}})
 
 
 async def compact_journal(journal: Journal) -> None:

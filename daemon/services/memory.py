@@ -2,13 +2,13 @@
 (:class:`MemoryService`) holds one handler object per group of RPCs and hands each RPC to its
 group: sessions (:mod:`daemon.services.sessions`), episodes and stats
 (:mod:`daemon.services.episodes`), Recall, Pack and GetNode (:mod:`daemon.services.recall`),
-Forget (:mod:`daemon.services.forget`), the keyed documents (:mod:`daemon.services.documents`)
-and the context (:mod:`daemon.services.context`). :func:`memory_service` builds it over a
-daemon's stores."""
+Forget (:mod:`daemon.services.forget`), the keyed documents (:mod:`daemon.services.documents`),
+the context (:mod:`daemon.services.context`) and Watch (:mod:`daemon.services.watch`).
+:func:`memory_service` builds it over a daemon's stores."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import grpc
@@ -21,6 +21,7 @@ from daemon.services.episodes import EpisodeRpcs, StatsRpcs
 from daemon.services.forget import ForgetRpcs
 from daemon.services.recall import RecallRpcs
 from daemon.services.sessions import SessionRpcs
+from daemon.services.watch import ChangeFeed, WatchRpcs
 from daemon.settings import Settings
 from recall.context.pins import PinnedMemories
 from recall.context.session import ContextDefaults, SessionContexts
@@ -51,6 +52,7 @@ class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
         forget: ForgetRpcs,
         documents: DocumentRpcs,
         context: ContextRpcs,
+        watch: WatchRpcs,
     ) -> None:
         self._sessions = sessions
         self._episodes = episodes
@@ -59,6 +61,7 @@ class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
         self._forget = forget
         self._documents = documents
         self._context = context
+        self._watch = watch
 
     async def Append(
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
@@ -160,6 +163,12 @@ class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
     ) -> pb.PinMemoryResponse:
         return await self._context.PinMemory(request, context)
 
+    async def Watch(
+        self, request: pb.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ChangeEvent]:
+        async for event in self._watch.Watch(request, context):
+            yield event
+
 
 def _given(part: _Part | None, name: str) -> _Part:
     if part is None:
@@ -180,6 +189,7 @@ def memory_service(
     pins: PinStore | None,
     access: AccessCounts | None = None,
     kinds: Sequence[ScopedKind] = (),
+    feed: ChangeFeed | None = None,
 ) -> MemoryService:
     """The memory service over a daemon's stores: each group's handler object with what
     it needs."""
@@ -214,4 +224,5 @@ def memory_service(
         forget=ForgetRpcs(forgetter, limits),
         documents=DocumentRpcs(documents, forgetter, limits),
         context=ContextRpcs(contexts, pinned, settings.recall, limits),
+        watch=WatchRpcs(_given(feed, "the change feed"), limits),
     )

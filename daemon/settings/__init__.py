@@ -31,6 +31,7 @@ from daemon.settings.security import AuthSettings, TLSSettings
 from recall.recipe import RecallSettings
 from tiers.core.errors import ConfigError
 from tiers.settings import (
+    ChangesSettings,
     EmbeddingSettings,
     JournalSettings,
     VectorsSettings,
@@ -80,6 +81,7 @@ class Settings(BaseSettings):
     )
     working_memory: WorkingMemorySettings = WorkingMemorySettings()
     journal: JournalSettings = JournalSettings()
+    changes: ChangesSettings = ChangesSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     workers: WorkersSettings = WorkersSettings()
     vectors: VectorsSettings = VectorsSettings()

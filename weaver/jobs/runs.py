@@ -152,7 +152,7 @@ class RunJobs:
                         "weaver.episode_expired",
                         extra={"fields": {"episode_id": pending.episode_id}},
                     )
-                    self._journal.mark_consolidated(pending.episode_id)
+                    self._journal.mark_consolidated(pending.episode_id, expired=True)
                     continue
                 except Exception as exc:
                     report.failures += 1

@@ -1,0 +1,150 @@
+"""``MemoryService.Watch``: the changes of a user's memory as the change log
+(:mod:`tiers.changes.log`) records them, from a cursor, the stream open until the client
+leaves or the daemon stops.
+
+A stream reads a page of changes at a time (on a thread: a short RocksDB scan) and writes them
+one by one, so a slow client holds one page, no more: gRPC's flow control holds the stream
+while the client does not read. A stream with nothing to send waits on :class:`ChangeFeed`,
+which the change log wakes (on the writer's thread) when changes become visible; no thread
+waits for it. When the daemon stops, :meth:`ChangeFeed.close` ends every stream with
+UNAVAILABLE (resume from the last cursor) instead of holding the shutdown for its grace.
+A client that falls so far behind that retention removed changes after its cursor gets
+OUT_OF_RANGE (:class:`tiers.changes.log.CursorExpired`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator
+
+import grpc
+
+from daemon.codec import convert
+from daemon.codec import validation as check
+from daemon.codec.status import InvalidArgument, Unavailable, rpc_stream
+from daemon.pb import memory_pb2 as pb
+from daemon.server import auth
+from daemon.settings.sections import LimitsSettings
+from tiers.changes.log import TYPES, ChangeLog, ChangesVisible, Entry
+from tiers.core.records import Scope
+
+PAGE = 256  # changes read at a time
+IDLE_SECONDS = 30.0  # a waiting stream looks again at least this often
+_NAMED = ("session_id", "episode_id", "memory_id", "count")
+
+
+class ChangeFeed:
+    """Wakes the streams waiting for changes (on their event loops) when the change log
+    has new ones visible; :meth:`close` ends them."""
+
+    def __init__(self, changes: ChangeLog) -> None:
+        self.changes = changes
+        self._lock = threading.Lock()
+        self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.closed = False
+        self._unsubscribe = changes.events.subscribe(ChangesVisible, lambda _e: self._wake())
+
+    def _wake(self) -> None:
+        with self._lock:
+            waiting = list(self._waiting)
+        for loop, event in waiting:
+            with contextlib.suppress(RuntimeError):  # its loop has closed: the stream is gone
+                loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, after: int, timeout: float) -> None:
+        """Return once a change numbered after ``after`` is visible, the feed is closed, or
+        ``timeout`` seconds have passed."""
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            self._waiting.add(entry)
+        try:
+            if self.closed or self.changes.visible > after:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            with self._lock:
+                self._waiting.discard(entry)
+
+    def close(self) -> None:
+        """End every stream (they end with UNAVAILABLE); idempotent."""
+        self.closed = True
+        self._unsubscribe()
+        self._wake()
+
+
+class WatchRpcs:
+    """Watch."""
+
+    def __init__(self, feed: ChangeFeed, limits: LimitsSettings) -> None:
+        self._feed = feed
+        self._changes = feed.changes
+        self._limits = limits
+
+    @rpc_stream
+    async def Watch(
+        self, request: pb.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ChangeEvent]:
+        asked = check.scope(request.scope, self._limits)
+        user = auth.effective_user(asked.user_id)
+        if not user:
+            raise InvalidArgument("scope.user_id is required: Watch follows one user")
+        scope = Scope(user, asked.agent_id)
+        unknown = sorted(set(request.types) - set(TYPES))
+        if unknown:
+            raise InvalidArgument(
+                f"types: unknown change type {unknown[0]!r} (one of {', '.join(TYPES)})"
+            )
+        wanted = set(request.types)
+        after = self._start(scope, request)
+        while True:
+            entries = await asyncio.to_thread(self._changes.read, scope, after, PAGE)
+            for entry in entries:
+                after = entry.seq
+                if not wanted or entry.change.type in wanted:
+                    yield event_pb(entry)
+            if len(entries) < PAGE:
+                if self._feed.closed:
+                    raise Unavailable(f"the daemon is stopping; watch again from cursor {after!s}")
+                await self._feed.wait(after, IDLE_SECONDS)
+
+    def _start(self, scope: Scope, request: pb.WatchRequest) -> int:
+        """The seq the stream reads after."""
+        if not request.cursor:
+            return self._changes.oldest(scope) if request.from_oldest else self._changes.visible
+        if request.from_oldest:
+            raise InvalidArgument("from_oldest is for a watch without a cursor")
+        if not request.cursor.isdigit() or len(request.cursor) > 20:
+            raise InvalidArgument(f"cursor {request.cursor[:40]!r} is not a Watch cursor")
+        return int(request.cursor)
+
+
+def event_pb(entry: Entry) -> pb.ChangeEvent:
+    change = entry.change
+    attrs = change.attrs
+    event = pb.ChangeEvent(
+        cursor=str(entry.seq),
+        type=change.type,
+        scope=convert.scope(change.scope),
+        at=convert.timestamp(entry.at_us),
+        session_id=str(attrs.get("session_id", "")),
+        episode_id=str(attrs.get("episode_id", "")),
+        memory_id=str(attrs.get("memory_id", "")),
+        count=int(attrs.get("count", 0)),
+    )
+    for key, value in attrs.items():
+        if key not in _NAMED:
+            event.attrs[key] = _text(value)
+    return event
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return json.dumps(list(value))  # a namespace: its labels, exactly
+    return str(value)
