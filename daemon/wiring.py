@@ -297,10 +297,8 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
         )
         closing.callback(_close_store, journal_store)
-        kinds = open_kinds(state)
-        changes = kind_of(kinds, ChangeLog)
-        changes.retention_seconds = s.changes.retention_seconds
-        changes.clock = make.clock
+        kinds = open_kinds(state)  # the keyed stores record their changes in the change log
+        changes = kind_of(kinds, ChangeLog).configured(s.changes.retention_seconds, make.clock)
         journal = Journal(journal_store, state, s.journal.ttl_seconds, make.clock, changes)
         wm = s.working_memory
         working = WorkingMemory(
@@ -326,7 +324,6 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
         closing.callback(semantic.close)
         documents, anchors = kind_of(kinds, DocumentStore), kind_of(kinds, AnchorStore)
         pins, access = kind_of(kinds, PinStore), kind_of(kinds, AccessCounts)
-        documents.changes = anchors.changes = pins.changes = changes
         engine = recall_engine(s, semantic, access)
         closing.callback(engine.close)
         forgetter = Forgetter(

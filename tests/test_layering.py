@@ -263,12 +263,23 @@ def test_the_door_check_sees_a_write_past_the_door(tmp_path: Path):
 ROOMS = {
     "tiers.core": ("tiers.core",),
     "tiers.semantic": ("tiers.core", "tiers.rocks", "tiers.semantic"),
-    "tiers.journal": ("tiers.core", "tiers.rocks", "tiers.journal"),
-    "tiers.working": ("tiers.core", "tiers.rocks", "tiers.journal", "tiers.working"),
+    # The change log: a kind of scoped data (tiers.scoped) that the stores below write into.
+    "tiers.changes": (
+        "tiers.core",
+        "tiers.rocks",
+        "tiers.scoped",
+        "tiers.semantic",
+        "tiers.changes",
+    ),
+    "tiers.journal": ("tiers.core", "tiers.rocks", "tiers.changes", "tiers.journal"),
+    "tiers.working": (
+        *("tiers.core", "tiers.rocks", "tiers.changes", "tiers.journal"),
+        "tiers.working",
+    ),
     "tiers.workers": ("tiers.core", "tiers.semantic", "tiers.workers"),
     "tiers.keyed": (
         *("tiers.core", "tiers.rocks", "tiers.scoped", "tiers.journal", "tiers.semantic"),
-        "tiers.keyed",
+        *("tiers.changes", "tiers.keyed"),
     ),
     "daemon.client": ("daemon.client", "daemon.pb"),
     "daemon.adapters": ("daemon.adapters", "daemon.client", "daemon.pb"),

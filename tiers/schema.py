@@ -65,8 +65,14 @@ K = TypeVar("K")
 
 
 def open_kinds(state: RocksStore, kinds: Sequence[KindFactory] = KINDS) -> tuple[ScopedKind, ...]:
-    """One store of each kind on ``state``, in the registry's order."""
-    return tuple(make(state) for make in kinds)
+    """One store of each kind on ``state``, in the registry's order; the keyed stores that
+    record their changes record them in the change log among them."""
+    opened = tuple(make(state) for make in kinds)
+    changes = next((k for k in opened if isinstance(k, ChangeLog)), None)
+    for kind in opened:
+        if isinstance(kind, DocumentStore | AnchorStore | PinStore):
+            kind.changes = changes
+    return opened
 
 
 def kind_of(kinds: Sequence[ScopedKind], cls: type[K]) -> K:

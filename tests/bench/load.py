@@ -15,6 +15,10 @@ the errors (status codes, over the whole run; target 0), the daemon's RSS sample
 seconds (warm = first sample after the warm-up, then end and peak) and its workers' beside it,
 CPU of the daemon and of the clients, and what the weaver did meanwhile.
 
+With ``--watchers N`` (10 by default) a process of its own follows N of the agents' users with
+``MemoryService.Watch`` meanwhile: the changes delivered per second and the lag of each from
+its commit (the change's time) to its delivery, p50 / p99 / max over the measured window.
+
 With ``--query-seconds S`` the clients then stop appending and go on with Recall and Pack
 alone for S seconds: whether RSS levels off once the data stops growing (the spread of the
 RSS samples over that phase, against their mean; target: within 5 %).
@@ -44,6 +48,7 @@ from tests.bench._daemon import (
     running_daemon,
 )
 from tests.bench.load_report import report
+from tests.bench.load_watch import Result, watch_figures, watchers_process
 from tests.bench.locomo_data import load
 from tests.bench.sampler import Sampler
 from tests.support import wait_until
@@ -185,6 +190,7 @@ def run_load(
     warmup: float,
     sample_every: float,
     query_seconds: float = 0.0,
+    watchers: int = 0,
 ) -> dict[str, Any]:
     script_list = scripts()
     settings = {"STRATA_WEAVER__INTERVAL_SECONDS": "10"}
@@ -193,8 +199,10 @@ def run_load(
             wait_until(lambda: c.admin.weaver_status().embedding_ready, 180, "for the model")
         rss_start = rss_bytes(daemon.pid) / 2**20
         ctx = mp.get_context("spawn")
-        barrier = ctx.Barrier(processes + 1)
+        barrier = ctx.Barrier(processes + 1 + (1 if watchers else 0))
         results: Queue[tuple[dict[str, list[float]], Counter[str], str | None]] = ctx.Queue()
+        watched: Queue[Result] = ctx.Queue()
+        users = [f"load-user-{i:02d}" for i in range(min(watchers, clients))]
         groups = [list(range(clients))[w::processes] for w in range(processes)]
         procs = [
             ctx.Process(
@@ -215,6 +223,15 @@ def run_load(
             )
             for w in range(processes)
         ]
+        if watchers:
+            procs.append(
+                ctx.Process(
+                    target=watchers_process,
+                    args=(daemon.address, users, warmup, seconds, barrier, watched),
+                    name="load-watchers",
+                    daemon=True,
+                )
+            )
         for proc in procs:
             proc.start()
         ms: dict[str, list[float]] = {r: [] for r in RPCS}
@@ -231,13 +248,19 @@ def run_load(
             cpu0 = (time.monotonic(), cpu_seconds(daemon.pid), sum(map(cpu_seconds, pids)))
             time.sleep(seconds)
             cpu1 = (time.monotonic(), cpu_seconds(daemon.pid), sum(map(cpu_seconds, pids)))
-            for _ in procs:
+            for _ in range(processes):
                 worker_ms, worker_errors, failure = results.get(
                     timeout=seconds + query_seconds + 300
                 )
                 for rpc, values in worker_ms.items():
                     ms[rpc].extend(values)
                 errors.update(worker_errors)
+                if failure:
+                    failures.append(failure)
+            lags: list[float] = []
+            if watchers:
+                lags, watch_errors, failure = watched.get(timeout=seconds + 300)
+                errors.update(watch_errors)
                 if failure:
                     failures.append(failure)
             sampler.finish()
@@ -287,6 +310,7 @@ def run_load(
             for rpc, v in ms.items()
         },
         "errors": dict(errors),
+        "watch": watch_figures(len(users), lags, seconds),
         "rss_mib": {
             "before_load": round(rss_start, 1),
             "warm": round(warm, 1),
@@ -336,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="then queries alone for this long (RSS once the data stops growing)",
     )
+    parser.add_argument(
+        "--watchers", type=int, default=10, help="users followed with Watch meanwhile (0: none)"
+    )
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
@@ -346,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         args.warmup,
         args.sample_seconds,
         args.query_seconds,
+        args.watchers,
     )
     print(report(machine, result))
     if args.json:

@@ -21,6 +21,13 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
             f"  {rpc:<11} {v['calls']:>7} {v['per_s']:>8.1f} {v['p50_ms']:>8.2f} "
             f"{v['p99_ms']:>8.2f} {v['max_ms']:>8.2f}"
         )
+    w = r.get("watch")
+    if w and w["watchers"]:
+        lines.append(
+            f"  Watch: {w['watchers']} watchers, {w['events']} changes delivered "
+            f"({w['per_s']:.1f}/s); lag commit -> delivery p50 {w['lag_p50_ms']:.2f} ms, "
+            f"p99 {w['lag_p99_ms']:.2f} ms, max {w['lag_max_ms']:.2f} ms"
+        )
     total = sum(r["errors"].values())
     lines.append(f"  errors: {total}" + (f" {r['errors']}" if total else " (target 0)"))
     rss = r["rss_mib"]

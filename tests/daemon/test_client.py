@@ -41,6 +41,7 @@ EXPORTED = [
     "InvalidArgumentError",
     "MemoryClient",
     "NotFoundError",
+    "OutOfRangeError",
     "PermissionDeniedError",
     "ResourceExhaustedError",
     "StrataClientError",

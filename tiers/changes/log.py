@@ -124,6 +124,12 @@ class ChangeLog:
         self._visible = newest
         self.events = Events("changes")  # ChangesVisible
 
+    def configured(self, retention_seconds: float, clock: Callable[[], float]) -> ChangeLog:
+        """The log, with this retention and clock (the daemon's settings and clock)."""
+        self.retention_seconds = retention_seconds
+        self.clock = clock
+        return self
+
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
     def staged(self, batch: Batch, changes: Sequence[Change]) -> Iterator[list[int]]:
