@@ -102,12 +102,12 @@ class WatchRpcs:
         wanted = set(request.types)
         after = self._start(scope, request)
         while True:
-            entries = await asyncio.to_thread(self._changes.read, scope, after, PAGE)
-            for entry in entries:
-                after = entry.seq
+            page = await asyncio.to_thread(self._changes.page, scope, after, PAGE)
+            for entry in page.entries:
                 if not wanted or entry.change.type in wanted:
                     yield event_pb(entry)
-            if len(entries) < PAGE:
+            after = page.upto  # other users' changes are not read again
+            if len(page.entries) < PAGE:
                 if self._feed.closed:
                     raise Unavailable(f"the daemon is stopping; watch again from cursor {after!s}")
                 await self._feed.wait(after, IDLE_SECONDS)

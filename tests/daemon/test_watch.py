@@ -205,6 +205,7 @@ def test_tenant_checks_apply_as_for_reads(start_daemon) -> None:
 
 def test_the_async_client_filters_types_and_a_stop_ends_the_stream(start_daemon) -> None:
     daemon = start_daemon(weaver=QUIET)
+    stopper = threading.Thread(target=daemon.stop, daemon=True)
 
     async def follow() -> tuple[list[pb.ChangeEvent], StrataClientError | None]:
         seen: list[pb.ChangeEvent] = []
@@ -213,7 +214,7 @@ def test_the_async_client_filters_types_and_a_stop_ends_the_stream(start_daemon)
                 async for event in c.watch(user_id="alice", types=["session.appended"]):
                     seen.append(event)
                     if len(seen) == 2:
-                        threading.Thread(target=daemon.stop, daemon=True).start()
+                        stopper.start()
             except StrataClientError as exc:
                 return seen, exc
         return seen, None
@@ -227,6 +228,7 @@ def test_the_async_client_filters_types_and_a_stop_ends_the_stream(start_daemon)
         c.append("s1", "One.", user_id="alice")
         c.append("s1", "Two.", user_id="alice")
         runner.join(DEADLINE)
+    stopper.join(DEADLINE)
     seen, error = result[0]
     assert types(seen) == ["session.appended", "session.appended"]
     assert isinstance(error, UnavailableError) and error.code == grpc.StatusCode.UNAVAILABLE

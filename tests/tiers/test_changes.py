@@ -180,3 +180,16 @@ def test_a_forget_leaves_no_change_of_what_it_forgot(state: RocksStore) -> None:
     state.write(batch)
     assert user_bytes(state, b"alice") == 0 and user_bytes(state, b"bob") == 0
     assert log.count() == 0 and log.read(ALICE, 0, 10) == []
+
+
+def test_a_page_says_how_far_a_reader_may_go_on(state: RocksStore) -> None:
+    # a reader of alice need not read bob's changes again (a stream would spin on them)
+    log = ChangeLog(state)
+    log.write(state.batch(), [appended(ALICE, "s1"), appended(BOB, "b1"), appended(BOB, "b2")])
+    page = log.page(ALICE, 0, 10)
+    assert [e.seq for e in page.entries] == [1] and page.upto == 3 == log.visible
+    assert log.page(ALICE, page.upto, 10).entries == []
+    log.write(state.batch(), [appended(ALICE, "s2"), appended(ALICE, "s3")])
+    first = log.page(ALICE, 3, 1)  # a full page: go on after its last change
+    assert [e.seq for e in first.entries] == [4] and first.upto == 4
+    assert [e.seq for e in log.page(ALICE, first.upto, 1).entries] == [5]

@@ -86,6 +86,14 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Page:
+    """What :meth:`ChangeLog.page` read: the changes, and the seq a reader goes on after."""
+
+    entries: list[Entry]
+    upto: int
+
+
+@dataclass(frozen=True, slots=True)
 class ChangesVisible:
     """Event of :attr:`ChangeLog.events`: readers may now read up to ``seq``."""
 
@@ -192,10 +200,15 @@ class ChangeLog:
             return self._visible
 
     def read(self, scope: Scope, after: int, limit: int) -> list[Entry]:
+        """:meth:`page`'s changes."""
+        return self.page(scope, after, limit).entries
+
+    def page(self, scope: Scope, after: int, limit: int) -> Page:
         """Up to ``limit`` visible changes of ``scope`` numbered after ``after``, oldest
-        first (an agent's scope: that agent's and the user's own). Raises CursorExpired when
-        retention removed changes of the user numbered after ``after``, InvalidArgument for
-        a cursor this log never reached."""
+        first (an agent's scope: that agent's and the user's own), and the seq up to which
+        the scope has no other (a reader goes on after it: other users' changes are not
+        read again). Raises CursorExpired when retention removed changes of the user
+        numbered after ``after``, InvalidArgument for a cursor this log never reached."""
         visible = self.visible
         if after > visible:
             raise InvalidArgument(
@@ -218,8 +231,8 @@ class ChangeLog:
             change = Change(Scope(scope.user_id, value["a"]), value["t"], value["d"])
             out.append(Entry(int.from_bytes(key[len(prefix) :]), value["at"], change))
             if len(out) >= limit:
-                break
-        return out
+                return Page(out, out[-1].seq)
+        return Page(out, visible)
 
     def oldest(self, scope: Scope) -> int:
         """The cursor that reads everything the log keeps of ``scope``'s user."""
