@@ -5,9 +5,9 @@ leaves or the daemon stops.
 A stream reads a page of changes at a time (on a thread: a short RocksDB scan) and writes them
 one by one, so a slow client holds one page, no more: gRPC's flow control holds the stream
 while the client does not read. A stream with nothing to send waits on :class:`ChangeFeed`,
-which the change log wakes (on the writer's thread) when changes become visible; no thread
-waits for it. When the daemon stops, :meth:`ChangeFeed.close` ends every stream with
-UNAVAILABLE (resume from the last cursor) instead of holding the shutdown for its grace.
+which the change log wakes (on the writer's thread) when changes of the stream's user become
+visible; no thread waits for it. When the daemon stops, :meth:`ChangeFeed.close` ends every
+stream with UNAVAILABLE (resume from the last cursor) instead of holding the shutdown for its grace.
 A client that falls so far behind that retention removed changes after its cursor gets
 OUT_OF_RANGE (:class:`tiers.changes.log.CursorExpired`).
 """
@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
 
 import grpc
 
@@ -36,45 +37,69 @@ IDLE_SECONDS = 30.0  # a waiting stream looks again at least this often
 _NAMED = ("session_id", "episode_id", "memory_id", "count")
 
 
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """:meth:`ChangeFeed.listen`'s: :meth:`wait` returns once woken (or after a timeout)."""
+
+    loop: asyncio.AbstractEventLoop
+    event: asyncio.Event
+
+    async def wait(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), timeout)
+
+
 class ChangeFeed:
-    """Wakes the streams waiting for changes (on their event loops) when the change log
-    has new ones visible; :meth:`close` ends them."""
+    """Wakes the streams waiting for a user's changes (on their event loops) when the change
+    log has new ones of that user visible; :meth:`close` ends them all."""
 
     def __init__(self, changes: ChangeLog) -> None:
         self.changes = changes
         self._lock = threading.Lock()
-        self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._waiting: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self.closed = False
-        self._unsubscribe = changes.events.subscribe(ChangesVisible, lambda _e: self._wake())
+        self._unsubscribe = changes.events.subscribe(ChangesVisible, lambda e: self._wake(e.users))
 
-    def _wake(self) -> None:
+    def _wake(self, users: Iterable[str] | None) -> None:
+        """Wake the streams of ``users`` (None: every stream)."""
         with self._lock:
-            waiting = list(self._waiting)
+            chosen = self._waiting.keys() if users is None else users
+            waiting = [w for user in chosen for w in self._waiting.get(user, ())]
         for loop, event in waiting:
             with contextlib.suppress(RuntimeError):  # its loop has closed: the stream is gone
                 loop.call_soon_threadsafe(event.set)
 
-    async def wait(self, after: int, timeout: float) -> None:
-        """Return once a change numbered after ``after`` is visible, the feed is closed, or
-        ``timeout`` seconds have passed."""
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
+    @contextlib.contextmanager
+    def listen(self, user_id: str) -> Iterator[Ticket]:
+        """A ticket that wakes when a change of ``user_id`` becomes visible from now on (or
+        the feed closes): take it before reading, so that no change slips between the read
+        and the wait."""
+        ticket = Ticket(asyncio.get_running_loop(), asyncio.Event())
+        entry = (ticket.loop, ticket.event)
         with self._lock:
-            self._waiting.add(entry)
+            self._waiting.setdefault(user_id, set()).add(entry)
+        if self.closed:
+            ticket.event.set()
         try:
-            if self.closed or self.changes.visible > after:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout)
+            yield ticket
         finally:
             with self._lock:
-                self._waiting.discard(entry)
+                left = self._waiting.get(user_id, set())
+                left.discard(entry)
+                if not left:
+                    self._waiting.pop(user_id, None)
+
+    @property
+    def waiting(self) -> int:
+        """How many streams wait now."""
+        with self._lock:
+            return sum(len(w) for w in self._waiting.values())
 
     def close(self) -> None:
         """End every stream (they end with UNAVAILABLE); idempotent."""
         self.closed = True
         self._unsubscribe()
-        self._wake()
+        self._wake(None)
 
 
 class WatchRpcs:
@@ -102,15 +127,17 @@ class WatchRpcs:
         wanted = set(request.types)
         after = self._start(scope, request)
         while True:
-            page = await asyncio.to_thread(self._changes.page, scope, after, PAGE)
-            for entry in page.entries:
-                if not wanted or entry.change.type in wanted:
-                    yield event_pb(entry)
-            after = page.upto  # other users' changes are not read again
-            if len(page.entries) < PAGE:
+            with self._feed.listen(user) as ticket:  # before the read: no change slips by
+                page = await asyncio.to_thread(self._changes.page, scope, after, PAGE)
+                for entry in page.entries:
+                    if not wanted or entry.change.type in wanted:
+                        yield event_pb(entry)
+                after = page.upto  # other users' changes are not read again
+                if len(page.entries) == PAGE:
+                    continue
                 if self._feed.closed:
-                    raise Unavailable(f"the daemon is stopping; watch again from cursor {after!s}")
-                await self._feed.wait(after, IDLE_SECONDS)
+                    raise Unavailable(f"the daemon is stopping; watch again from cursor {after}")
+                await ticket.wait(IDLE_SECONDS)
 
     def _start(self, scope: Scope, request: pb.WatchRequest) -> int:
         """The seq the stream reads after."""

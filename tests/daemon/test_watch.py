@@ -82,7 +82,7 @@ def daemon(start_daemon):
 def test_a_watcher_follows_its_user_in_order_and_sees_no_other_tenant(daemon) -> None:
     with daemon.client() as c, daemon.client() as w:
         alice = Watcher(w, is_("anchor.set", cleared="true"), user_id="alice")
-        wait_until(lambda: daemon.daemon.parts.feed._waiting, timeout=30)  # the stream waits
+        wait_until(lambda: daemon.daemon.parts.feed.waiting, timeout=30)  # the stream waits
         episode = talk(c, "alice", "s1", MAY, "My locker code is 4471.", "Noted.")
         talk(c, "bob", "b1", MAY, "Bob's own words.", "Fine.")
         wait_indexed(c)
@@ -220,11 +220,11 @@ def test_the_async_client_filters_types_and_a_stop_ends_the_stream(start_daemon)
         return seen, None
 
     with daemon.client() as c:
-        waiting = daemon.daemon.parts.feed._waiting
+        feed = daemon.daemon.parts.feed
         result: list[Any] = []
         runner = threading.Thread(target=lambda: result.append(asyncio.run(follow())))
         runner.start()
-        wait_until(lambda: waiting, timeout=30)
+        wait_until(lambda: feed.waiting, timeout=30)
         c.append("s1", "One.", user_id="alice")
         c.append("s1", "Two.", user_id="alice")
         runner.join(DEADLINE)

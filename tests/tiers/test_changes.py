@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tiers.changes.log import CHANGES_CF, ORDER_CF, Change, ChangeLog, CursorExpired
+from tiers.changes.log import (
+    CHANGES_CF,
+    ORDER_CF,
+    Change,
+    ChangeLog,
+    ChangesVisible,
+    CursorExpired,
+)
 from tiers.core.errors import InvalidArgument
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
@@ -193,3 +200,16 @@ def test_a_page_says_how_far_a_reader_may_go_on(state: RocksStore) -> None:
     first = log.page(ALICE, 3, 1)  # a full page: go on after its last change
     assert [e.seq for e in first.entries] == [4] and first.upto == 4
     assert [e.seq for e in log.page(ALICE, first.upto, 1).entries] == [5]
+
+
+def test_readers_are_told_whose_changes_became_visible(state: RocksStore) -> None:
+    log = ChangeLog(state)
+    told: list[tuple[int, frozenset[str]]] = []
+    log.events.subscribe(ChangesVisible, lambda e: told.append((e.seq, e.users)))
+    slow = state.batch()
+    with log.staged(slow, [appended(ALICE, "a1")]):
+        log.write(state.batch(), [appended(BOB, "b1")])
+        assert told == []  # bob's is not visible before alice's, numbered first, settles
+        state.write(slow)
+    log.write(state.batch(), [appended(BOB, "b2")])
+    assert told == [(2, frozenset({"alice", "bob"})), (3, frozenset({"bob"}))]

@@ -95,9 +95,11 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class ChangesVisible:
-    """Event of :attr:`ChangeLog.events`: readers may now read up to ``seq``."""
+    """Event of :attr:`ChangeLog.events`: readers may now read up to ``seq``; ``users``
+    have changes among those that just became visible."""
 
     seq: int
+    users: frozenset[str]
 
 
 def _prefix(user_id: str) -> bytes:
@@ -129,6 +131,7 @@ class ChangeLog:
         newest = max(int.from_bytes(last) if last else 0, int.from_bytes(trimmed or u64(0)))
         self._next = newest + 1
         self._pending: set[int] = set()
+        self._users: dict[int, str] = {}  # whose change each seq not visible yet is
         self._visible = newest
         self.events = Events("changes")  # ChangesVisible
 
@@ -151,6 +154,7 @@ class ChangeLog:
             seqs = list(range(self._next, self._next + len(changes)))
             self._next += len(changes)
             self._pending.update(seqs)
+            self._users.update(zip(seqs, (c.scope.user_id for c in changes), strict=True))
         try:
             now = int(self.clock() * 1_000_000)
             for seq, change in zip(seqs, changes, strict=True):
@@ -173,12 +177,13 @@ class ChangeLog:
         with self._seqs:
             self._pending.difference_update(seqs)
             visible = min(self._pending) - 1 if self._pending else self._next - 1
-            advanced = visible > self._visible
-            self._visible = visible
-            if advanced:
+            shown = range(self._visible + 1, visible + 1)
+            users = frozenset(self._users.pop(s) for s in shown if s in self._users)
+            self._visible = max(visible, self._visible)
+            if shown:
                 self._seqs.notify_all()
-        if advanced:
-            self.events.publish(ChangesVisible(visible))
+        if shown:
+            self.events.publish(ChangesVisible(visible, users))
 
     # -- reading ---------------------------------------------------------------------------
     @property

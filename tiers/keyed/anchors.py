@@ -84,7 +84,7 @@ class AnchorStore:
         self._state = state
         self._clock = clock
         self.lock = nullcontext()  # a set and a Forget of the same anchor: either order holds
-        # The change log a set records its change in (set by the daemon's wiring).
+        # The change log a set records its change in (set by tiers.schema.open_kinds).
         self.changes: ChangeLog | None = None
 
     def get(self, user_id: str, session_id: str) -> Anchor | None:

@@ -194,7 +194,7 @@ class DocumentStore:
         self.lock = threading.RLock()
         # Called (outside the lock) after every put: the weaver indexes the new marks.
         self.events = Events("documents")  # DocumentPut
-        # The change log a put records its change in (set by the daemon's wiring).
+        # The change log a put records its change in (set by tiers.schema.open_kinds).
         self.changes: ChangeLog | None = None
 
     # -- one document ------------------------------------------------------------------------

@@ -89,7 +89,7 @@ class PinStore:
         self._state = state
         self._clock = clock
         self.lock = nullcontext()  # a pin of a forgotten memory is refused by the daemon
-        # The change log a pin or unpin records its change in (set by the daemon's wiring).
+        # The change log a pin or unpin records its change in (set by tiers.schema.open_kinds).
         self.changes: ChangeLog | None = None
 
     def get(self, scope: Scope, memory_id: str) -> Pin | None:
