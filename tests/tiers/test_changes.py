@@ -213,3 +213,20 @@ def test_readers_are_told_whose_changes_became_visible(state: RocksStore) -> Non
         state.write(slow)
     log.write(state.batch(), [appended(BOB, "b2")])
     assert told == [(2, frozenset({"alice", "bob"})), (3, frozenset({"bob"}))]
+
+
+def test_numbers_go_on_after_a_restart_when_retention_removed_some(tmp_path: Path) -> None:
+    clock = Clock()
+    state = RocksStore(tmp_path / "state", STATE_CFS)
+    try:
+        log = ChangeLog(state, retention_seconds=3600, clock=clock)
+        log.write(state.batch(), [appended(ALICE, "old")])
+        clock.now += 7200
+        log.write(state.batch(), [appended(ALICE, "s1"), appended(BOB, "b1")])
+        assert log.trim() == 1
+        state.close()
+        state = RocksStore(tmp_path / "state", STATE_CFS)
+        log = ChangeLog(state, retention_seconds=3600, clock=clock)
+        assert log.visible == 3 and log.write(state.batch(), [appended(ALICE, "s2")]) == [4]
+    finally:
+        state.close()
