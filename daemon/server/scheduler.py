@@ -108,6 +108,9 @@ async def trim_changes(changes: ChangeLog) -> None:
 
 async def compact_journal(journal: Journal) -> None:
     began = time.monotonic()
+    expired = await asyncio.to_thread(journal.announce_expired)  # before compaction drops them
+    if expired:
+        log.info("journal.expired", extra={"fields": {"episodes": expired}})
     await asyncio.to_thread(journal.compact)
     log.info(
         "journal.compacted",

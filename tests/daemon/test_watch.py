@@ -172,6 +172,23 @@ def test_a_cursor_older_than_retention_is_out_of_range(start_daemon) -> None:
         assert [e.attrs["first_seq"] for e in kept] == ["3"]
 
 
+def test_an_expired_episode_is_told_once(start_daemon) -> None:
+    now = [1_900_000_000.0]
+    daemon = start_daemon(
+        weaver=QUIET, journal={"ttl_seconds": 3600}, factories=Factories(clock=lambda: now[0])
+    )
+    journal = daemon.daemon.parts.journal
+    with daemon.client() as c:
+        episode = talk(c, "alice", "s1", MAY, "Short-lived words.", "Noted.")
+        assert journal.announce_expired() == 0  # not yet
+        now[0] += 7200
+        assert journal.announce_expired() == 1  # as the compaction job does first
+        assert journal.announce_expired() == 0  # once
+        events = Watcher(c, is_("episode.expired"), user_id="alice", from_oldest=True).join()
+    expired = events[-1]
+    assert (expired.episode_id, expired.session_id) == (episode, "s1")
+
+
 @pytest.mark.parametrize(
     ("asked", "expected"),
     [

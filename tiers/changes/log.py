@@ -15,7 +15,9 @@ Key layout of the state store (``<data_dir>/state``)::
     changes       <user_id> 0x00            -> <seq u64>: the newest of the user's changes
                                                that retention removed
     change_order  <seq u64>                 -> [user_id, at µs]: every change, oldest first
-    change_order  TRIMMED                   -> <seq u64>: the newest seq retention removed
+    change_order  META "trimmed"            -> <seq u64>: the newest seq retention removed
+    change_order  META "expired"            -> <µs u64>: episodes whose time to live ended
+                                               before this were told (``episode.expired``)
 
 A Forget deletes the changes of the scope it covers (of an agent: those of that agent), and
 those that name its episodes or memories, with their ``change_order`` entries
@@ -44,7 +46,9 @@ from tiers.semantic.vectors import MemoryPoint
 CHANGES_CF = "changes"
 ORDER_CF = "change_order"
 CHANGE_CFS = (CHANGES_CF, ORDER_CF)
-TRIMMED = b"\xff" * 8 + b"trimmed"  # sorts after every seq
+META = b"\xff" * 8  # sorts after every seq: the log's own records
+TRIMMED = META + b"trimmed"
+EXPIRED = META + b"expired"
 
 # What a change can say (``Change.type``), and what each names in ``attrs``.
 TYPES: Mapping[str, str] = {
@@ -54,7 +58,8 @@ TYPES: Mapping[str, str] = {
     "session.ended": "session_id, episode_id, count (messages; 0: no episode), reason",
     "episode.indexed": "episode_id, session_id, count (points written)",
     "episode.consolidated": "episode_id, session_id, summaries, facts, superseded",
-    "episode.expired": "episode_id, session_id (its turns expired before the weaver's work)",
+    "episode.expired": "episode_id, session_id (its time to live ended, maybe before the "
+    "weaver's work)",
     "document.put": "memory_id, namespace, key, version",
     "document.deleted": "memory_id (its namespace and key are forgotten with it)",
     "anchor.set": "session_id, cleared",
@@ -126,7 +131,7 @@ class ChangeLog:
         self.clock = clock
         self.lock = threading.Lock()  # a Forget's, and retention's
         self._seqs = threading.Condition()
-        last = next((k for k, _ in state.scan(ORDER_CF, b"", TRIMMED, reverse=True)), None)
+        last = next((k for k, _ in state.scan(ORDER_CF, b"", META, reverse=True)), None)
         trimmed = state.get(ORDER_CF, TRIMMED)
         newest = max(int.from_bytes(last) if last else 0, int.from_bytes(trimmed or u64(0)))
         self._next = newest + 1
@@ -244,6 +249,15 @@ class ChangeLog:
         trimmed = self._state.get(CHANGES_CF, _prefix(scope.user_id))
         return int.from_bytes(trimmed) if trimmed is not None else 0
 
+    def expired_through(self) -> int:
+        """Episodes whose time to live ended before this (µs) were told as expired."""
+        raw = self._state.get(ORDER_CF, EXPIRED)
+        return int.from_bytes(raw) if raw is not None else 0
+
+    def expired_until(self, batch: Batch, us: int) -> None:
+        """Put in ``batch``: episodes whose time to live ended before ``us`` were told."""
+        batch.put(ORDER_CF, EXPIRED, u64(us))
+
     # -- retention -------------------------------------------------------------------------
     def trim(self, batch_size: int = 1000) -> int:
         """Remove the changes older than ``retention_seconds``; returns how many."""
@@ -255,7 +269,7 @@ class ChangeLog:
                 newest: dict[str, int] = {}
                 last = 0
                 visible = self.visible
-                for n, (key, raw) in enumerate(self._state.scan(ORDER_CF, b"", TRIMMED)):
+                for n, (key, raw) in enumerate(self._state.scan(ORDER_CF, b"", META)):
                     user, at = unpack(raw)
                     seq = int.from_bytes(key)
                     if at >= cutoff or seq > visible or n >= batch_size:
@@ -274,8 +288,8 @@ class ChangeLog:
 
     # -- a scoped kind ---------------------------------------------------------------------
     def count(self) -> int:
-        trimmed = self._state.get(ORDER_CF, TRIMMED) is not None
-        return self._state.count_keys(ORDER_CF) - int(trimmed)
+        metas = sum(1 for _ in self._state.scan(ORDER_CF, META))
+        return self._state.count_keys(ORDER_CF) - metas
 
     def owner(self, memory_id: str) -> Scope | None:
         return None

@@ -295,6 +295,27 @@ class Journal:
         )
 
     # -- maintenance -----------------------------------------------------------------------
+    def announce_expired(self) -> int:
+        """Record an ``episode.expired`` change for each episode whose time to live ended
+        since the last call (before compaction drops it). Returns how many."""
+        if self._changes is None:
+            return 0
+        now = int(self._clock() * 1_000_000)
+        since = self._changes.expired_through()
+        changes = []
+        for key, value in self._store.scan(BY_TIME_CF, b""):
+            flushed_at, user_id, agent_id = unpack(value)
+            if since <= flushed_at + self.ttl_us < now:
+                eid = key[-_ID_LEN:]
+                header = self._store.get(EPISODES_CF, eid)
+                session = Episode.decode(header).session_id if header is not None else ""
+                named = {"episode_id": eid.decode(), "session_id": session}
+                changes.append(Change(Scope(user_id, agent_id), "episode.expired", named))
+        batch = self._state.batch()
+        self._changes.expired_until(batch, now)
+        self._changes.write(batch, changes)
+        return len(changes)
+
     def compact(self) -> None:
         """Run RocksDB compaction, which drops entries older than the TTL."""
         self._store.compact()
