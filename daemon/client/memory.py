@@ -312,16 +312,20 @@ class MemoryApi(ContextApi[T]):
         cursor: str = "",
         from_oldest: bool = False,
         types: Iterable[str] = (),
+        catch_up: bool = False,
         timeout: float | None = None,
     ) -> Stream[pb.ChangeEvent]:
         """The changes of the user's memory as they are written (``ChangeEvent``), after
         ``cursor`` (the last event's ``cursor``; empty: from now, or everything kept with
-        ``from_oldest``), of ``types`` only when given. The stream stays open; ``timeout``
-        bounds it (None: no deadline). Raises OutOfRangeError when retention removed changes
+        ``from_oldest``), of ``types`` only when given. The stream stays open (with
+        ``catch_up``: until what was written up to then is sent); ``timeout`` bounds it
+        (None: no deadline). Raises OutOfRangeError when retention removed changes
         after ``cursor``, UnavailableError when the daemon stops (watch again from the last
         cursor)."""
         scope = pb.Scope(user_id=user_id, agent_id=agent_id)
-        req = pb.WatchRequest(scope=scope, cursor=cursor, from_oldest=from_oldest)
+        req = pb.WatchRequest(
+            scope=scope, cursor=cursor, from_oldest=from_oldest, catch_up=catch_up
+        )
         req.types.extend(types)
         return Stream(self._memory.Watch, req, timeout)
 

@@ -838,16 +838,18 @@ class GetContextResponse(_message.Message):
     def __init__(self, text: _Optional[str] = ..., tokens: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., query: _Optional[str] = ..., anchor: _Optional[_Union[SessionAnchor, _Mapping]] = ..., state: _Optional[_Union[SessionState, str]] = ..., dropped: _Optional[_Iterable[_Union[ContextDrop, _Mapping]]] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., degraded_channels: _Optional[_Iterable[str]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("scope", "cursor", "from_oldest", "types")
+    __slots__ = ("scope", "cursor", "from_oldest", "types", "catch_up")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     FROM_OLDEST_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     scope: Scope
     cursor: str
     from_oldest: bool
     types: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., cursor: _Optional[str] = ..., from_oldest: _Optional[bool] = ..., types: _Optional[_Iterable[str]] = ...) -> None: ...
+    catch_up: bool
+    def __init__(self, scope: _Optional[_Union[Scope, _Mapping]] = ..., cursor: _Optional[str] = ..., from_oldest: _Optional[bool] = ..., types: _Optional[_Iterable[str]] = ..., catch_up: _Optional[bool] = ...) -> None: ...
 
 class ChangeEvent(_message.Message):
     __slots__ = ("cursor", "type", "scope", "at", "session_id", "episode_id", "memory_id", "count", "attrs")

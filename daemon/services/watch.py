@@ -135,6 +135,8 @@ class WatchRpcs:
                 after = page.upto  # other users' changes are not read again
                 if len(page.entries) == PAGE:
                     continue
+                if request.catch_up:
+                    return
                 if self._feed.closed:
                     raise Unavailable(f"the daemon is stopping; watch again from cursor {after}")
                 await ticket.wait(IDLE_SECONDS)

@@ -250,3 +250,21 @@ def test_the_async_client_filters_types_and_a_stop_ends_the_stream(start_daemon)
     assert types(seen) == ["session.appended", "session.appended"]
     assert isinstance(error, UnavailableError) and error.code == grpc.StatusCode.UNAVAILABLE
     assert "watch again from cursor" in str(error)
+
+
+def test_catch_up_ends_the_stream_once_what_was_written_is_sent(daemon) -> None:
+    with daemon.client() as c:
+        talk(c, "alice", "s1", MAY, "One.", "Two.")
+        talk(c, "bob", "b1", MAY, "Bob's.", "Fine.")
+        wait_indexed(c)  # nothing more is written after this (no consolidation run)
+        events = list(c.watch(user_id="alice", from_oldest=True, catch_up=True, timeout=30))
+        assert types(events) == [
+            "session.started",
+            "session.appended",
+            "session.ended",
+            "episode.indexed",
+        ]
+        assert {e.scope.user_id for e in events} == {"alice"}
+        # from the last cursor: nothing new, and the stream still ends
+        after = c.watch(user_id="alice", cursor=events[-1].cursor, catch_up=True, timeout=30)
+        assert list(after) == []
