@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from daemon.adapters.mcp.backend import Backend
 from daemon.adapters.mcp.server import parse_config
+from daemon.client import MemoryClient
 from daemon.server.auth import token_hash
 from tests.support import ROOT, ThreadDaemon, wait_until
 from tests.support.mcp_sessions import (
@@ -397,3 +398,46 @@ def test_the_claude_desktop_configuration_starts(daemon: ThreadDaemon) -> None:
             assert (await call(s, "list_episodes"))["episodes"] == []
 
     run(body)
+
+
+@pytest.mark.slow
+def test_the_changes_resource_and_its_subscription(daemon: ThreadDaemon) -> None:
+    import mcp.types as types
+
+    updated: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+
+    async def body() -> None:
+        async with stdio(daemon.address, "--user-id", "gwen", on_message=on_message) as s:
+            assert s.initialize_result.capabilities.resources.subscribe  # type: ignore[union-attr]
+            listed = {str(r.uri) for r in (await s.list_resources()).resources}
+            assert listed == {"strata://changes"}
+            await s.subscribe_resource("strata://changes")
+            await call(s, "remember", session_id="g1", content="I keep bees.")
+            await call(s, "remember", session_id="g1", content="Three hives.")
+            with anyio.fail_after(30):
+                while len(updated) < 2:  # started and appended, then appended
+                    await anyio.sleep(0.05)
+            read = await s.read_resource("strata://changes")
+            changes = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+            assert [c["type"] for c in changes] == [
+                "session.started",
+                "session.appended",
+                "session.appended",
+            ]
+            assert {c["session_id"] for c in changes} == {"g1"}
+            assert "bees" not in read.contents[0].text  # type: ignore[union-attr]
+            # another user's changes are not this server's
+            with MemoryClient(daemon.address) as c:
+                c.append("f1", "Not gwen's.", user_id="frank")
+            await s.unsubscribe_resource("strata://changes")
+            seen = len(updated)
+            await call(s, "remember", session_id="g1", content="A fourth hive.")
+            await anyio.sleep(1.0)
+            assert len(updated) == seen  # unsubscribed: no more notifications
+        assert set(updated) == {"strata://changes"}
+
+    anyio.run(body)

@@ -42,12 +42,18 @@ def env(address: str, **extra: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio(address: str, *args: str, **extra: str) -> AsyncIterator[ClientSession]:
-    """A session with ``strata-mcp ARGS`` started by the SDK's stdio client."""
+async def stdio(
+    address: str, *args: str, on_message: Any = None, **extra: str
+) -> AsyncIterator[ClientSession]:
+    """A session with ``strata-mcp ARGS`` started by the SDK's stdio client; ``on_message``:
+    the session's handler of the server's notifications."""
     params = StdioServerParameters(
         command=sys.executable, args=[*MODULE, *args], env=env(address, **extra), cwd=ROOT
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, message_handler=on_message) as session,
+    ):
         await session.initialize()
         yield session
 

@@ -80,6 +80,11 @@ class Backend:
         self._forwarded: OrderedDict[str, MemoryClient] = OrderedDict()
         self._authenticates = False
 
+    @property
+    def client(self) -> MemoryClient:
+        """The client of the configured user (the server's own token)."""
+        return self._client
+
     def close(self) -> None:
         self._client.close()
         for client in self._forwarded.values():

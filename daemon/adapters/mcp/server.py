@@ -36,7 +36,8 @@ import argparse
 import ipaddress
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -46,6 +47,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from daemon.adapters.mcp import changes as mcp_changes
 from daemon.adapters.mcp import context_tools as mcp_context_tools
 from daemon.adapters.mcp import tools as mcp_tools
 from daemon.adapters.mcp.backend import USER_HEADER, Backend, Config, bearer
@@ -148,9 +150,24 @@ class RequireBearer:
 
 
 def build_server(backend: Backend) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("strata", instructions=INSTRUCTIONS, log_level="WARNING")
+    subscriptions: list[mcp_changes.Subscriptions] = []
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:  # the Watch stream of the subscriptions ends with the server
+            for s in subscriptions:
+                await s.close()
+
+    server: MCPServer[Any] = MCPServer(
+        "strata", instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan
+    )
     mcp_tools.register(server, backend)
     mcp_context_tools.register(server, backend)
+    changes = mcp_changes.register(server, backend)
+    if changes is not None:
+        subscriptions.append(changes)
     return server
 
 
