@@ -5,7 +5,6 @@ Forget leaves no change of what it forgot, and no byte of the user."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,17 +95,6 @@ def test_a_reader_never_passes_a_change_whose_write_has_not_settled(state: Rocks
     (after,) = log.write(state.batch(), [appended(ALICE, "after")])
     assert log.visible == after
     assert [e.change.attrs["session_id"] for e in log.read(ALICE, fast, 10)] == ["after"]
-
-
-def test_wait_returns_once_a_change_is_visible(state: RocksStore) -> None:
-    log = ChangeLog(state)
-    assert log.wait(0, 0.01) == 0  # nothing: it times out
-    seen: list[int] = []
-    reader = threading.Thread(target=lambda: seen.append(log.wait(0, 30.0)))
-    reader.start()
-    log.write(state.batch(), [appended(ALICE, "s1")])
-    reader.join(30.0)
-    assert seen == [1]
 
 
 def test_numbers_go_on_after_a_restart_and_after_retention_removed_everything(

@@ -130,7 +130,7 @@ class ChangeLog:
         self.retention_seconds = retention_seconds
         self.clock = clock
         self.lock = threading.Lock()  # a Forget's, and retention's
-        self._seqs = threading.Condition()
+        self._seqs = threading.Lock()  # the numbering
         last = next((k for k, _ in state.scan(ORDER_CF, b"", META, reverse=True)), None)
         trimmed = state.get(ORDER_CF, TRIMMED)
         newest = max(int.from_bytes(last) if last else 0, int.from_bytes(trimmed or u64(0)))
@@ -185,8 +185,6 @@ class ChangeLog:
             shown = range(self._visible + 1, visible + 1)
             users = frozenset(self._users.pop(s) for s in shown if s in self._users)
             self._visible = max(visible, self._visible)
-            if shown:
-                self._seqs.notify_all()
         if shown:
             self.events.publish(ChangesVisible(visible, users))
 
@@ -195,18 +193,6 @@ class ChangeLog:
     def visible(self) -> int:
         """The newest seq readers may read (0: none yet)."""
         with self._seqs:
-            return self._visible
-
-    def wait(self, after: int, timeout: float) -> int:
-        """Block until a change numbered after ``after`` is visible, or ``timeout`` seconds
-        have passed; returns :attr:`visible`."""
-        deadline = time.monotonic() + timeout
-        with self._seqs:
-            while self._visible <= after:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._seqs.wait(left)
             return self._visible
 
     def read(self, scope: Scope, after: int, limit: int) -> list[Entry]:
