@@ -150,7 +150,8 @@ class WatchRpcs:
             return self._changes.oldest(scope) if request.from_oldest else self._changes.visible
         if request.from_oldest:
             raise InvalidArgument("from_oldest is for a watch without a cursor")
-        if not request.cursor.isdigit() or len(request.cursor) > 20:
+        cursor = request.cursor
+        if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 20:
             raise InvalidArgument(f"cursor {request.cursor[:40]!r} is not a Watch cursor")
         return int(request.cursor)
 

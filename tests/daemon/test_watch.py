@@ -193,6 +193,7 @@ def test_an_expired_episode_is_told_once(start_daemon) -> None:
     ("asked", "expected"),
     [
         ({"cursor": "next week"}, "is not a Watch cursor"),
+        ({"cursor": "\u00b2"}, "is not a Watch cursor"),  # a digit to str.isdigit, not to int
         ({"cursor": "99999"}, "is ahead of this change log"),
         ({"types": ["session.exploded"]}, "unknown change type 'session.exploded'"),
         ({"cursor": "1", "from_oldest": True}, "from_oldest is for a watch without a cursor"),
