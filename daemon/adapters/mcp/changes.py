@@ -64,12 +64,12 @@ class Subscriptions:
         """Subscribe the session; the first subscriber starts the Watch stream, from the
         newest change kept (read before this returns: a change after it is told)."""
         if str(params.uri) == URI:
-            self._sessions[_client(ctx)] = ctx.session
             if self._follower is None or self._follower.done():
                 c, backend = self._backend.config, self._backend
                 kept = await backend.run(_newest, backend.client, c.user_id, c.agent_id)
                 cursor = kept[-1].cursor if kept else ""  # none kept: from the oldest
                 self._follower = asyncio.create_task(self._follow(cursor))
+            self._sessions[_client(ctx)] = ctx.session
         return types.EmptyResult()
 
     async def unsubscribe(
