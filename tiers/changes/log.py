@@ -195,10 +195,6 @@ class ChangeLog:
         with self._seqs:
             return self._visible
 
-    def read(self, scope: Scope, after: int, limit: int) -> list[Entry]:
-        """:meth:`page`'s changes."""
-        return self.page(scope, after, limit).entries
-
     def page(self, scope: Scope, after: int, limit: int) -> Page:
         """Up to ``limit`` visible changes of ``scope`` numbered after ``after``, oldest
         first (an agent's scope: that agent's and the user's own), and the seq up to which
