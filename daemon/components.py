@@ -16,11 +16,13 @@ from recall.graph.channel import GraphChannel
 from recall.rerank import LLMReranker, LocalReranker
 from tiers.core.models import ModelClient
 from tiers.keyed.access import AccessCounts
+from tiers.semantic.digests import DigestWriter
 from tiers.semantic.embedding import Embedder, SentenceTransformerEmbedder
 from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.settings import EmbeddingSettings
 from weaver.extractors import Extractor
-from weaver.settings import LLMSettings
+from weaver.extractors.local import LocalExtractor
+from weaver.settings import LLMSettings, WeaverSettings
 
 
 def embedding_description(e: EmbeddingSettings) -> str:
@@ -110,6 +112,14 @@ def local_embedder(e: EmbeddingSettings, data_dir: Path) -> SentenceTransformerE
     )
 
 
+def local_extractor(w: WeaverSettings, semantic: SemanticStore) -> LocalExtractor:
+    """The local extractor, embedding with Tier 3's model."""
+    return LocalExtractor(
+        embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
+        summary_turns=w.summary_turns,
+    )
+
+
 def llm_extractor(llm: LLMSettings) -> Extractor | None:
     if not llm.model:
         return None
@@ -123,6 +133,24 @@ def llm_extractor(llm: LLMSettings) -> Extractor | None:
         name=f"llm:{llm.model}",
     )
     return LLMExtractor(client)
+
+
+def digest_writer(llm: LLMSettings) -> DigestWriter | None:
+    """The LLM that writes digests abstractively (the extractor's endpoint and model), or
+    None: extractive digests."""
+    if not llm.model:
+        return None
+    from weaver.digests import LLMDigestWriter
+
+    name = f"llm:{llm.model}"
+    client = llm_client(
+        llm,
+        model=llm.model,
+        timeout_seconds=llm.timeout_seconds,
+        max_retries=llm.max_retries,
+        name=name,
+    )
+    return LLMDigestWriter(client)
 
 
 def llm_client(llm: LLMSettings, *, model: str, **options: Any) -> ModelClient:

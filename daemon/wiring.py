@@ -27,11 +27,13 @@ import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from daemon.components import (
+    digest_writer,
     embedding_client,
     embedding_description,
     litellm_embedder,
     llm_extractor,
     local_embedder,
+    local_extractor,
     recall_engine,
 )
 from daemon.server.grpc_server import HealthServicer, build_server
@@ -65,7 +67,6 @@ from tiers.workers.pool import WorkerStatus, WorkerUnavailable
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import SessionFlushed, WindowLimits
 from weaver.consolidate import Consolidator, redact_record
-from weaver.extractors.local import LocalExtractor
 from weaver.index import DocumentIndexer, Indexer
 from weaver.jobs.runner import Weaver
 from weaver.rebuild import Rebuilder, RebuildReport
@@ -318,9 +319,8 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
         client = embedding_client(e) if e.provider == "litellm" else None
         if client is not None:  # its thread pool, once nothing embeds
             closing.callback(client.close)
-        semantic = SemanticStore(
-            state, make.embedding_service(s, client), lambda: make.open_vectors(s)
-        )
+        vectors = make.embedding_service(s, client), lambda: make.open_vectors(s)
+        semantic = SemanticStore(state, *vectors, s.weaver.digest_policy())
         closing.callback(semantic.close)
         documents, anchors = kind_of(kinds, DocumentStore), kind_of(kinds, AnchorStore)
         pins, access = kind_of(kinds, PinStore), kind_of(kinds, AccessCounts)
@@ -337,10 +337,7 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             kinds,
         )
         closing.callback(_end_purges, forgetter, semantic)
-        local = LocalExtractor(
-            embed=lambda texts: semantic.embeddings.wait().encode_documents(texts),
-            summary_turns=s.weaver.summary_turns,
-        )
+        local = local_extractor(s.weaver, semantic)
         indexer = Indexer(journal, semantic, s.weaver)
         consolidator = Consolidator(
             journal,
@@ -351,6 +348,7 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
             set(s.weaver.functional_predicates),
             wait_for_llm=s.llm.on_failure == "wait",
             tool_text=indexer.tool_text,
+            digest_writer=digest_writer(s.llm) if s.weaver.enabled else None,
         )
         # Rebuild never extracts, so it works with the weaver disabled too.
         document_indexer = DocumentIndexer(documents, semantic)

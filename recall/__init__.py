@@ -22,9 +22,11 @@ import numpy as np
 from recall.recipe import Recipe
 from tiers.core.errors import StrataError
 from tiers.core.records import Scope
-from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter
+from tiers.semantic.vectors import KINDS, Hit, MemoryPoint, PointFilter
 
 CHANNELS = ("vector", "keyword", "graph")
+# Kinds whose points draw on many episodes: a thread filter (Query.thread) leaves them out.
+ACROSS_EPISODES = ("profile", "digest", "thread")
 
 
 class RecallError(StrataError):
@@ -48,12 +50,21 @@ class Query:
     channels: tuple[str, ...] = ()  # empty: the recipe's channels (weight > 0)
     rerank: str = ""  # empty: the recipe's
     explain: bool = False
+    # A story thread's topic: only the memories of its episodes (episode_ids), none of the
+    # kinds that draw on many (ACROSS_EPISODES).
+    thread: str = ""
+    # The thread's episodes (tiers.semantic.threads.episodes_of), set before the engine runs.
+    episode_ids: tuple[str, ...] = ()
 
     def filter(self) -> PointFilter:
+        kinds = self.kinds or tuple(self.recipe.kinds)
+        if self.episode_ids:  # a thread's: no memory of many episodes (their newest passes)
+            kinds = tuple(k for k in kinds or KINDS if k not in ACROSS_EPISODES)
         return PointFilter(
             user_id=self.scope.user_id,
             agent_id=self.scope.agent_id,
-            kinds=self.kinds or tuple(self.recipe.kinds),
+            kinds=kinds,
+            episode_ids=self.episode_ids,
             created_from_us=self.start_us,
             created_to_us=self.end_us,
         )

@@ -33,6 +33,7 @@ from recall import (
 from recall.cache import QueryVectors, SemanticCache
 from recall.cues.searches import CueSearches
 from recall.cues.speakers import mentioned
+from recall.expansion import PARENTS, expand
 from recall.fusion import mmr, rrf
 from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
@@ -168,6 +169,10 @@ class RecallEngine:
             t = time.perf_counter()
             candidates, rerank_name, note = self._rerank(ctx, candidates, rerank_name)
             timings["rerank"] = _ms(t)
+        if query.recipe.expand_digests:
+            candidates = expand(
+                candidates, query.k, self._semantic.wait_ready(0)[1], query.filter()
+            )
         if query.recipe.per_message:
             t = time.perf_counter()
             top = self._per_message(query, candidates, graph_hits, weights.get("graph", 0.0))
@@ -340,9 +345,13 @@ class RecallEngine:
 def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
     """A hit whose source messages are all among a better hit's sources is the same
     evidence: it merges into the better one (ids kept in ``merged_ids``), which keeps its
-    text. Candidates must be sorted best first."""
+    text. Digests and threads neither merge nor take others in: each tells its own part of
+    the story over many messages. Candidates must be sorted best first."""
     kept: list[tuple[Candidate, set[tuple[str, int]]]] = []
     for candidate in candidates:
+        if candidate.point.kind in PARENTS:
+            kept.append((candidate, set()))
+            continue
         keys = {source_key(candidate.point, s) for s in candidate.point.sources}
         for better, better_keys in kept:
             if keys and keys <= better_keys:
@@ -362,6 +371,7 @@ def _params(query: Query, window: tuple[int, int] | None) -> Hashable:
         query.scope.agent_id,
         query.k,
         query.kinds,
+        query.episode_ids,
         query.start_us,
         query.end_us,
         query.channels,

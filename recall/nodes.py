@@ -5,12 +5,14 @@ expired they come from Tier 3, whose chunk points keep each source message's tex
 and time. A memory citing several sessions (an entity profile) has no one episode: its
 messages are its sources' own texts, in the order of its sources (each names its session).
 A keyed document (``tiers.keyed.documents``) comes from no conversation: the node alone, no episode
-and no messages.
+and no messages. A digest or a story thread (``tiers.semantic.digests``, ``tiers.semantic.threads``)
+drills down to its children (summaries, or the story's period digests) and the source messages
+of the summaries under it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tiers.core.errors import EpisodeNotFound, NotFound, TierError
 from tiers.core.records import Episode, Scope, StoredMessage
@@ -30,6 +32,10 @@ class NodeView:
     episode: Episode | None
     messages: list[StoredMessage]
     journal_expired: bool
+    children: list[MemoryPoint] = field(default_factory=list)  # a digest's or a thread's
+
+
+MAX_CITED = 200  # source messages of a digest or a thread at most (its newest)
 
 
 def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Scope) -> NodeView:
@@ -45,8 +51,15 @@ def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Sco
         raise NodeNotFound(f"memory {node_id!r} not found")
     if point.kind == "document":
         return NodeView(point, None, [], False)
+    if point.kind in ("digest", "thread"):
+        return _overview(journal, vectors, point)
     if len({s.session_id for s in point.sources}) > 1:
         return NodeView(point, None, [_message(s) for s in point.sources if s.text], False)
+    return _episode(journal, vectors, point)
+
+
+def _episode(journal: Journal, vectors: VectorStore, point: MemoryPoint) -> NodeView:
+    """A memory of one episode: the episode and its source messages."""
     seqs = sorted({s.seq for s in point.sources})
     try:
         episode = journal.get(point.episode_id)
@@ -62,6 +75,26 @@ def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Sco
         else []
     )
     return NodeView(point, episode, messages, False)
+
+
+def _overview(journal: Journal, vectors: VectorStore, point: MemoryPoint) -> NodeView:
+    """A digest or a thread: its children, and the source messages of the summaries under
+    it (the newest :data:`MAX_CITED`), oldest first."""
+    user = point.scope.user_id
+    children = vectors.get([str(i) for i in point.attrs.get("children") or []], user)
+    summaries = [c for c in children if c.kind == "summary"]
+    below = [str(i) for c in children if c.kind == "digest" for i in c.attrs.get("children") or []]
+    if below:  # the story: its periods' summaries
+        summaries += [c for c in vectors.get(below, user) if c.kind == "summary"]
+    messages: list[StoredMessage] = []
+    expired = False
+    for summary in reversed(summaries):
+        if len(messages) >= MAX_CITED:
+            break
+        view = _episode(journal, vectors, summary)
+        expired = expired or view.journal_expired
+        messages[:0] = view.messages[-(MAX_CITED - len(messages)) :]
+    return NodeView(point, None, messages, expired, children)
 
 
 def _from_tier3(vectors: VectorStore, point: MemoryPoint, seqs: list[int]) -> list[StoredMessage]:

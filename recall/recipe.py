@@ -14,7 +14,16 @@ from pydantic import Field, field_validator
 from tiers.core.settings import Section
 
 # A Tier 3 point kind (tiers.semantic.vectors.KINDS).
-Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
+Kind = Literal[
+    "episode_chunk",
+    "episode_turn",
+    "summary",
+    "fact",
+    "profile",
+    "document",
+    "digest",
+    "thread",
+]
 # A fact's category (weaver.categories.CATEGORIES).
 Category = Literal["preference", "instruction", "correction"]
 
@@ -127,6 +136,13 @@ class Recipe(Section):
             "model shipped, trained on the LoCoMo and RealMem dev sets and measured "
             "leave-one-conversation-out), a model file's path (make learned-fusion writes "
             "one), or empty: the hand-set fusion alone. Not applied when a reranker ran."
+        ),
+    )
+    expand_digests: bool = Field(
+        False,
+        description=(
+            "A digest or story thread among the hits is followed by its children (the "
+            "summaries or period digests it was made from: recall.expansion)."
         ),
     )
     rerank: Literal["none", "llm", "local"] = Field("none", description="none, llm or local.")

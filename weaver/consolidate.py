@@ -12,7 +12,14 @@ Per episode, in this order, so that a crash at any point resumes without duplica
 3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to``);
 4. only then is the episode's ``pending`` mark removed;
 5. once per run, the entity profiles of the scopes whose facts changed are rewritten from
-   their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.semantic.profiles``).
+   their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.semantic.profiles``),
+   and the digests and story threads of the scopes whose summaries changed from their
+   summaries (:mod:`weaver.digests`; with a digest writer, an LLM then rewrites the
+   digests that changed, one at a time outside the lock).
+
+An episode's summary carries its topics: the topic hints of its messages' metadata
+(``attrs["topics"]``) and the weaver's own, from its facts (``attrs["weaver_topics"]``):
+``tiers.semantic.threads``.
 
 Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees half of them).
 """
@@ -26,10 +33,13 @@ from dataclasses import dataclass, replace
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.rocks import RocksStore
+from tiers.semantic.digests import DigestWriter
 from tiers.semantic.graph import Edge, normalize
 from tiers.semantic.store import SemanticStore
+from tiers.semantic.threads import hints, topics_of_episode
 from tiers.semantic.vectors import MemoryPoint, Source, point_id
 from weaver.categories import categorize
+from weaver.digests import Digests
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
@@ -61,6 +71,7 @@ class Consolidator:
         *,
         wait_for_llm: bool = False,
         tool_text: ToolText | None = None,
+        digest_writer: DigestWriter | None = None,
     ) -> None:
         # wait_for_llm (llm.on_failure = "wait"): an episode the LLM fails stays pending
         # (ExtractionDeferred) unless it is close to expiry; otherwise the fallback does it.
@@ -75,6 +86,8 @@ class Consolidator:
         self._functional = functional_predicates
         # Scopes whose facts changed since their profiles were last written (worker thread).
         self._stale_profiles: set[Scope] = set()
+        # The digests and threads of the scopes whose summaries changed (weaver.digests).
+        self.digests = Digests(semantic, digest_writer)
 
     # -- 1. extraction -------------------------------------------------------------------------
     def _extract(
@@ -176,6 +189,8 @@ class Consolidator:
         outcome.superseded = self._supersede(edges)
         if facts or outcome.superseded:
             self._stale_profiles.add(episode.scope)
+        if outcome.summaries:
+            self.digests.stale.add(episode.scope)
         return outcome
 
     def _as_known(self, point: MemoryPoint) -> MemoryPoint:
@@ -201,6 +216,11 @@ class Consolidator:
                 self._stale_profiles.discard(scope)
         return written
 
+    def refresh_stories(self, *, abstract: bool = True) -> int:
+        """Step 5 too: the digests and story threads of the scopes whose summaries changed
+        (:meth:`weaver.digests.Digests.refresh`); returns how many were written."""
+        return self.digests.refresh(abstract=abstract)
+
     def _point(
         self,
         episode: EpisodeInput,
@@ -213,6 +233,13 @@ class Consolidator:
         created = latest(episode, [s.seq for s in srcs])
         attrs: dict[str, object] = {}
         valid_from = None
+        if kind == "summary":
+            topics = hints(t.metadata for t in episode.turns)
+            if topics:
+                attrs["topics"] = topics
+            own = [(f.text, f.triplet.predicate if f.triplet else "") for f in extraction.facts]
+            if weaver_topics := topics_of_episode(own):
+                attrs["weaver_topics"] = weaver_topics
         if fact is not None:
             valid_from = fact.valid_from_us if fact.valid_from_us is not None else created
             attrs["confidence"] = fact.confidence

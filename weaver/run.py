@@ -25,6 +25,7 @@ class RunReport:
     triplets: int = 0
     superseded: int = 0
     profiles: int = 0  # entity profiles written or rewritten
+    digests: int = 0  # digests and story threads written or rewritten
     failures: int = 0
     fallbacks: int = 0
     llm_calls: int = 0

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from tiers.core.settings import Section
+from tiers.semantic.digests import DigestPolicy
 
 
 class WeaverSettings(Section):
@@ -60,6 +61,18 @@ class WeaverSettings(Section):
         ),
     )
     summary_turns: int = Field(4, ge=1, description="Turns in a local extractive summary.")
+    digest_period_days: int = Field(
+        7,
+        ge=1,
+        le=366,
+        description=(
+            "Days of a period digest: the episode summaries of a scope roll up into one "
+            "digest per period (7: weeks from Monday), and the periods into the story so far."
+        ),
+    )
+    story_periods: int = Field(
+        12, ge=1, le=1000, description="Period digests in the story so far, the newest."
+    )
     functional_predicates: list[str] = Field(
         ["lives_in", "works_at", "job_title", "married_to", "age", "relationship_status"],
         description="Predicates with one current value: a new value supersedes the old fact.",
@@ -73,6 +86,9 @@ class WeaverSettings(Section):
 
             CronTrigger.from_crontab(value)  # raises ValueError with the reason
         return value
+
+    def digest_policy(self) -> DigestPolicy:
+        return DigestPolicy(self.digest_period_days, self.story_periods)
 
     @model_validator(mode="after")
     def _overlap(self) -> WeaverSettings:

@@ -34,6 +34,7 @@ class ContextApi(Api[T]):
         kinds: Iterable[str] = (),
         recipe: str = "",
         explain: bool = False,
+        story: bool | None = None,
         timeout: float | None = None,
     ) -> Unary[pb.GetContextResponse]:
         """What to put before the next model call of session ``session_id``, within
@@ -44,11 +45,14 @@ class ContextApi(Api[T]):
         ``per_kind_caps``: the most tokens per memory kind; ``window_share``: the part of the
         budget the window may take (None: the daemon's setting); ``kinds``: only memories of
         these kinds; ``recipe``: a named recall recipe of the daemon; ``explain``: say why
-        each memory was chosen."""
+        each memory was chosen; ``story``: lead with the story so far (None: when the window
+        is shorter than the daemon's context.story_below_tokens)."""
         req = get_context_request(
             session_id, max_tokens, query, user_id, agent_id, per_kind_caps, window_share,
             kinds, recipe, explain,
         )  # fmt: skip
+        if story is not None:
+            req.story = story
         return Unary(self._memory.GetContext, req, self._t(timeout))
 
     @unary

@@ -171,16 +171,19 @@ class MemoryApi(ContextApi[T]):
         rerank: str = "",
         explain: bool = False,
         recipe: str = "",
+        thread: str = "",
         timeout: float | None = None,
     ) -> Unary[pb.RecallResponse]:
         """The ``k`` best memories of ``user_id`` for ``query``, each with its sources:
         ``kinds`` (e.g. "fact", "summary"; empty: all), within ``start``..``end``, from
         ``channels`` ("vector", "keyword", "graph"; empty: the daemon's), reranked by
         ``rerank`` (empty: the daemon's), with scores explained when ``explain``; ``recipe``
-        names a recall recipe of the daemon."""
+        names a recall recipe of the daemon; ``thread`` keeps to one story thread's memories
+        (its topic)."""
         req = recall_request(
             query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
         )
+        req.thread = thread
         return Unary(self._memory.Recall, req, self._t(timeout))
 
     @unary
@@ -196,14 +199,17 @@ class MemoryApi(ContextApi[T]):
         start: Timeish = None,
         end: Timeish = None,
         recipe: str = "",
+        thread: str = "",
         timeout: float | None = None,
     ) -> Unary[pb.PackResponse]:
         """A prompt-ready block of the best memories of ``user_id`` for ``query``, within
         ``max_tokens`` (at most ``per_kind_caps`` tokens per kind), of ``kinds``, within
-        ``start``..``end``; ``recipe`` names a recall recipe of the daemon."""
+        ``start``..``end``; ``recipe`` names a recall recipe of the daemon; ``thread`` keeps
+        to one story thread's memories."""
         req = pack_request(
             query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
         )
+        req.thread = thread
         return Unary(self._memory.Pack, req, self._t(timeout))
 
     @unary

@@ -97,6 +97,14 @@ def source_pbs(point: MemoryPoint) -> list[pb.Source]:
     ]
 
 
+# The attrs a hit shows, per kind (pb.Hit.attrs): what a kind says of itself.
+HIT_ATTRS = {
+    "digest": ("level", "period", "title"),
+    "thread": ("topic", "origin", "title"),
+    "profile": ("entity", "topic"),
+}
+
+
 def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
     p = c.point
     hit = pb.Hit(
@@ -109,6 +117,7 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
         superseded=c.superseded,
         episode_id=p.episode_id,
         session_id=p.session_id,
+        attrs={k: str(p.attrs[k]) for k in HIT_ATTRS.get(p.kind, ()) if k in p.attrs},
     )
     if p.valid_from_us is not None:
         hit.valid_from.CopyFrom(timestamp(p.valid_from_us))

@@ -398,7 +398,14 @@ class Explanation(_message.Message):
     def __init__(self, channels: _Optional[_Iterable[_Union[ChannelRank, _Mapping]]] = ..., fused: _Optional[float] = ..., superseded_factor: _Optional[float] = ..., recency_factor: _Optional[float] = ..., merged_ids: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., rerank_score: _Optional[float] = ..., kind_factor: _Optional[float] = ..., found_via: _Optional[str] = ..., accesses: _Optional[int] = ..., importance_factor: _Optional[float] = ...) -> None: ...
 
 class Hit(_message.Message):
-    __slots__ = ("id", "kind", "text", "score", "created_at", "sources", "superseded", "valid_from", "valid_to", "episode_id", "session_id", "explanation")
+    __slots__ = ("id", "kind", "text", "score", "created_at", "sources", "superseded", "valid_from", "valid_to", "episode_id", "session_id", "explanation", "attrs")
+    class AttrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -411,6 +418,7 @@ class Hit(_message.Message):
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     text: str
@@ -423,7 +431,8 @@ class Hit(_message.Message):
     episode_id: str
     session_id: str
     explanation: Explanation
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., superseded: _Optional[bool] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., episode_id: _Optional[str] = ..., session_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ...) -> None: ...
+    attrs: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., text: _Optional[str] = ..., score: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., superseded: _Optional[bool] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., episode_id: _Optional[str] = ..., session_id: _Optional[str] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., attrs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "ms")
@@ -434,7 +443,7 @@ class StageTiming(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "scope", "k", "kinds", "time_range", "channels", "rerank", "explain", "recipe")
+    __slots__ = ("query", "scope", "k", "kinds", "time_range", "channels", "rerank", "explain", "recipe", "thread")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
@@ -444,6 +453,7 @@ class RecallRequest(_message.Message):
     RERANK_FIELD_NUMBER: _ClassVar[int]
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     RECIPE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_FIELD_NUMBER: _ClassVar[int]
     query: str
     scope: Scope
     k: int
@@ -453,7 +463,8 @@ class RecallRequest(_message.Message):
     rerank: str
     explain: bool
     recipe: str
-    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., k: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., channels: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., explain: _Optional[bool] = ..., recipe: _Optional[str] = ...) -> None: ...
+    thread: str
+    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., k: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., channels: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., explain: _Optional[bool] = ..., recipe: _Optional[str] = ..., thread: _Optional[str] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
     __slots__ = ("hits", "timings", "rerank", "rerank_note", "degraded_channels", "cached")
@@ -472,7 +483,7 @@ class RecallResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., rerank: _Optional[str] = ..., rerank_note: _Optional[str] = ..., degraded_channels: _Optional[_Iterable[str]] = ..., cached: _Optional[bool] = ...) -> None: ...
 
 class PackRequest(_message.Message):
-    __slots__ = ("query", "scope", "max_tokens", "per_kind_caps", "time_range", "kinds", "recipe")
+    __slots__ = ("query", "scope", "max_tokens", "per_kind_caps", "time_range", "kinds", "recipe", "thread")
     class PerKindCapsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -487,6 +498,7 @@ class PackRequest(_message.Message):
     TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
     RECIPE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_FIELD_NUMBER: _ClassVar[int]
     query: str
     scope: Scope
     max_tokens: int
@@ -494,7 +506,8 @@ class PackRequest(_message.Message):
     time_range: TimeRange
     kinds: _containers.RepeatedScalarFieldContainer[str]
     recipe: str
-    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., max_tokens: _Optional[int] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ...) -> None: ...
+    thread: str
+    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., max_tokens: _Optional[int] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ..., thread: _Optional[str] = ...) -> None: ...
 
 class PackItem(_message.Message):
     __slots__ = ("id", "kind", "text", "tokens", "sources", "created_at", "superseded")
@@ -537,16 +550,18 @@ class GetNodeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ...) -> None: ...
 
 class GetNodeResponse(_message.Message):
-    __slots__ = ("node", "episode", "messages", "journal_expired")
+    __slots__ = ("node", "episode", "messages", "journal_expired", "children")
     NODE_FIELD_NUMBER: _ClassVar[int]
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
     node: Hit
     episode: Episode
     messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
     journal_expired: bool
-    def __init__(self, node: _Optional[_Union[Hit, _Mapping]] = ..., episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., journal_expired: _Optional[bool] = ...) -> None: ...
+    children: _containers.RepeatedCompositeFieldContainer[Hit]
+    def __init__(self, node: _Optional[_Union[Hit, _Mapping]] = ..., episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., journal_expired: _Optional[bool] = ..., children: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
     __slots__ = ("scope", "episode_ids", "memory_ids")
@@ -747,7 +762,7 @@ class PinMemoryResponse(_message.Message):
     def __init__(self, pinned: _Optional[bool] = ..., changed: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("session_id", "max_tokens", "query", "scope", "per_kind_caps", "window_share", "kinds", "recipe", "explain")
+    __slots__ = ("session_id", "max_tokens", "query", "scope", "per_kind_caps", "window_share", "kinds", "recipe", "explain", "story")
     class PerKindCapsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -764,6 +779,7 @@ class GetContextRequest(_message.Message):
     KINDS_FIELD_NUMBER: _ClassVar[int]
     RECIPE_FIELD_NUMBER: _ClassVar[int]
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
+    STORY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     max_tokens: int
     query: str
@@ -773,7 +789,8 @@ class GetContextRequest(_message.Message):
     kinds: _containers.RepeatedScalarFieldContainer[str]
     recipe: str
     explain: bool
-    def __init__(self, session_id: _Optional[str] = ..., max_tokens: _Optional[int] = ..., query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., window_share: _Optional[float] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ..., explain: _Optional[bool] = ...) -> None: ...
+    story: bool
+    def __init__(self, session_id: _Optional[str] = ..., max_tokens: _Optional[int] = ..., query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., window_share: _Optional[float] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ..., explain: _Optional[bool] = ..., story: _Optional[bool] = ...) -> None: ...
 
 class ContextItem(_message.Message):
     __slots__ = ("id", "kind", "text", "tokens", "sources", "created_at", "superseded", "pinned", "why", "explanation")

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from daemon.pb import memory_pb2 as strata_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16strata/v1/weaver.proto\x12\tstrata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16strata/v1/memory.proto\"E\n\rRunNowRequest\x12\x13\n\x0b\x65pisode_ids\x18\x01 \x03(\t\x12\x1f\n\x05scope\x18\x02 \x01(\x0b\x32\x10.strata.v1.Scope\"]\n\x0bRunProgress\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0c\n\x04\x64one\x18\x03 \x01(\r\x12\r\n\x05total\x18\x04 \x01(\r\x12\x12\n\nepisode_id\x18\x05 \x01(\t\"\xdc\x02\n\tRunReport\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x10\n\x08\x65pisodes\x18\x03 \x01(\r\x12\x0e\n\x06\x63hunks\x18\x04 \x01(\r\x12\x11\n\tsummaries\x18\x05 \x01(\r\x12\r\n\x05\x66\x61\x63ts\x18\x06 \x01(\r\x12\x10\n\x08triplets\x18\x07 \x01(\r\x12\x12\n\nsuperseded\x18\x08 \x01(\r\x12\x10\n\x08\x66\x61ilures\x18\t \x01(\r\x12\x11\n\tfallbacks\x18\n \x01(\r\x12\x11\n\tllm_calls\x18\x0b \x01(\r\x12\x0f\n\x07seconds\x18\x0c \x01(\x01\x12.\n\nstarted_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x0f \x01(\t\x12\x10\n\x08profiles\x18\x10 \x01(\r\"g\n\x08RunEvent\x12*\n\x08progress\x18\x01 \x01(\x0b\x32\x16.strata.v1.RunProgressH\x00\x12&\n\x06report\x18\x02 \x01(\x0b\x32\x14.strata.v1.RunReportH\x00\x42\x07\n\x05\x65vent\"\x15\n\x13WeaverStatusRequest\"\xe6\x02\n\x14WeaverStatusResponse\x12\x0f\n\x07running\x18\x01 \x01(\x08\x12&\n\x08last_run\x18\x02 \x01(\x0b\x32\x14.strata.v1.RunReport\x12,\n\x08next_run\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07pending\x18\x04 \x01(\x04\x12\x11\n\tunindexed\x18\x05 \x01(\x04\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x1b\n\x13pending_near_expiry\x18\x07 \x01(\x04\x12\x11\n\textractor\x18\x08 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\t \x01(\t\x12\x17\n\x0f\x65mbedding_ready\x18\n \x01(\x08\x12\x13\n\x0btier3_error\x18\x0b \x01(\t\x12\"\n\x07workers\x18\x0c \x03(\x0b\x32\x11.strata.v1.Worker\x12\x14\n\x0cworkers_note\x18\r \x01(\t\"u\n\x06Worker\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0b\n\x03pid\x18\x02 \x01(\r\x12\r\n\x05\x61live\x18\x03 \x01(\x08\x12\x0c\n\x04\x62usy\x18\x04 \x01(\x08\x12\x10\n\x08restarts\x18\x05 \x01(\r\x12\r\n\x05\x63\x61lls\x18\x06 \x01(\x04\x12\x11\n\tlast_exit\x18\x07 \x01(\t2\x95\x01\n\rWeaverService\x12\x39\n\x06RunNow\x12\x18.strata.v1.RunNowRequest\x1a\x13.strata.v1.RunEvent0\x01\x12I\n\x06Status\x12\x1e.strata.v1.WeaverStatusRequest\x1a\x1f.strata.v1.WeaverStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16strata/v1/weaver.proto\x12\tstrata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16strata/v1/memory.proto\"E\n\rRunNowRequest\x12\x13\n\x0b\x65pisode_ids\x18\x01 \x03(\t\x12\x1f\n\x05scope\x18\x02 \x01(\x0b\x32\x10.strata.v1.Scope\"]\n\x0bRunProgress\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0c\n\x04\x64one\x18\x03 \x01(\r\x12\r\n\x05total\x18\x04 \x01(\r\x12\x12\n\nepisode_id\x18\x05 \x01(\t\"\xed\x02\n\tRunReport\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x10\n\x08\x65pisodes\x18\x03 \x01(\r\x12\x0e\n\x06\x63hunks\x18\x04 \x01(\r\x12\x11\n\tsummaries\x18\x05 \x01(\r\x12\r\n\x05\x66\x61\x63ts\x18\x06 \x01(\r\x12\x10\n\x08triplets\x18\x07 \x01(\r\x12\x12\n\nsuperseded\x18\x08 \x01(\r\x12\x10\n\x08\x66\x61ilures\x18\t \x01(\r\x12\x11\n\tfallbacks\x18\n \x01(\r\x12\x11\n\tllm_calls\x18\x0b \x01(\r\x12\x0f\n\x07seconds\x18\x0c \x01(\x01\x12.\n\nstarted_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x0f \x01(\t\x12\x10\n\x08profiles\x18\x10 \x01(\r\x12\x0f\n\x07\x64igests\x18\x11 \x01(\r\"g\n\x08RunEvent\x12*\n\x08progress\x18\x01 \x01(\x0b\x32\x16.strata.v1.RunProgressH\x00\x12&\n\x06report\x18\x02 \x01(\x0b\x32\x14.strata.v1.RunReportH\x00\x42\x07\n\x05\x65vent\"\x15\n\x13WeaverStatusRequest\"\xe6\x02\n\x14WeaverStatusResponse\x12\x0f\n\x07running\x18\x01 \x01(\x08\x12&\n\x08last_run\x18\x02 \x01(\x0b\x32\x14.strata.v1.RunReport\x12,\n\x08next_run\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07pending\x18\x04 \x01(\x04\x12\x11\n\tunindexed\x18\x05 \x01(\x04\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x1b\n\x13pending_near_expiry\x18\x07 \x01(\x04\x12\x11\n\textractor\x18\x08 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\t \x01(\t\x12\x17\n\x0f\x65mbedding_ready\x18\n \x01(\x08\x12\x13\n\x0btier3_error\x18\x0b \x01(\t\x12\"\n\x07workers\x18\x0c \x03(\x0b\x32\x11.strata.v1.Worker\x12\x14\n\x0cworkers_note\x18\r \x01(\t\"u\n\x06Worker\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0b\n\x03pid\x18\x02 \x01(\r\x12\r\n\x05\x61live\x18\x03 \x01(\x08\x12\x0c\n\x04\x62usy\x18\x04 \x01(\x08\x12\x10\n\x08restarts\x18\x05 \x01(\r\x12\r\n\x05\x63\x61lls\x18\x06 \x01(\x04\x12\x11\n\tlast_exit\x18\x07 \x01(\t2\x95\x01\n\rWeaverService\x12\x39\n\x06RunNow\x12\x18.strata.v1.RunNowRequest\x1a\x13.strata.v1.RunEvent0\x01\x12I\n\x06Status\x12\x1e.strata.v1.WeaverStatusRequest\x1a\x1f.strata.v1.WeaverStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,15 +38,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNPROGRESS']._serialized_start=165
   _globals['_RUNPROGRESS']._serialized_end=258
   _globals['_RUNREPORT']._serialized_start=261
-  _globals['_RUNREPORT']._serialized_end=609
-  _globals['_RUNEVENT']._serialized_start=611
-  _globals['_RUNEVENT']._serialized_end=714
-  _globals['_WEAVERSTATUSREQUEST']._serialized_start=716
-  _globals['_WEAVERSTATUSREQUEST']._serialized_end=737
-  _globals['_WEAVERSTATUSRESPONSE']._serialized_start=740
-  _globals['_WEAVERSTATUSRESPONSE']._serialized_end=1098
-  _globals['_WORKER']._serialized_start=1100
-  _globals['_WORKER']._serialized_end=1217
-  _globals['_WEAVERSERVICE']._serialized_start=1220
-  _globals['_WEAVERSERVICE']._serialized_end=1369
+  _globals['_RUNREPORT']._serialized_end=626
+  _globals['_RUNEVENT']._serialized_start=628
+  _globals['_RUNEVENT']._serialized_end=731
+  _globals['_WEAVERSTATUSREQUEST']._serialized_start=733
+  _globals['_WEAVERSTATUSREQUEST']._serialized_end=754
+  _globals['_WEAVERSTATUSRESPONSE']._serialized_start=757
+  _globals['_WEAVERSTATUSRESPONSE']._serialized_end=1115
+  _globals['_WORKER']._serialized_start=1117
+  _globals['_WORKER']._serialized_end=1234
+  _globals['_WEAVERSERVICE']._serialized_start=1237
+  _globals['_WEAVERSERVICE']._serialized_end=1386
 # @@protoc_insertion_point(module_scope)

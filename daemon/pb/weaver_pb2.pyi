@@ -33,7 +33,7 @@ class RunProgress(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., episode_id: _Optional[str] = ...) -> None: ...
 
 class RunReport(_message.Message):
-    __slots__ = ("run_id", "ok", "episodes", "chunks", "summaries", "facts", "triplets", "superseded", "failures", "fallbacks", "llm_calls", "seconds", "started_at", "finished_at", "error", "profiles")
+    __slots__ = ("run_id", "ok", "episodes", "chunks", "summaries", "facts", "triplets", "superseded", "failures", "fallbacks", "llm_calls", "seconds", "started_at", "finished_at", "error", "profiles", "digests")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class RunReport(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PROFILES_FIELD_NUMBER: _ClassVar[int]
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     ok: bool
     episodes: int
@@ -66,7 +67,8 @@ class RunReport(_message.Message):
     finished_at: _timestamp_pb2.Timestamp
     error: str
     profiles: int
-    def __init__(self, run_id: _Optional[str] = ..., ok: _Optional[bool] = ..., episodes: _Optional[int] = ..., chunks: _Optional[int] = ..., summaries: _Optional[int] = ..., facts: _Optional[int] = ..., triplets: _Optional[int] = ..., superseded: _Optional[int] = ..., failures: _Optional[int] = ..., fallbacks: _Optional[int] = ..., llm_calls: _Optional[int] = ..., seconds: _Optional[float] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., profiles: _Optional[int] = ...) -> None: ...
+    digests: int
+    def __init__(self, run_id: _Optional[str] = ..., ok: _Optional[bool] = ..., episodes: _Optional[int] = ..., chunks: _Optional[int] = ..., summaries: _Optional[int] = ..., facts: _Optional[int] = ..., triplets: _Optional[int] = ..., superseded: _Optional[int] = ..., failures: _Optional[int] = ..., fallbacks: _Optional[int] = ..., llm_calls: _Optional[int] = ..., seconds: _Optional[float] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., profiles: _Optional[int] = ..., digests: _Optional[int] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("progress", "report")

@@ -174,6 +174,7 @@ class Metrics:
             ("triplet", report.triplets),
             ("superseded", report.superseded),
             ("profile", report.profiles),
+            ("digest", report.digests),
         ):
             self.weaver_items.labels(kind).inc(n)
 

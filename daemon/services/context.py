@@ -124,6 +124,7 @@ class ContextRpcs:
             kinds=tuple(request.kinds),
             recipe=request.recipe,
             explain=request.explain,
+            story=request.story if request.HasField("story") else None,
         )
 
     def _check_query(self, ask: ContextAsk) -> None:

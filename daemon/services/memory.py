@@ -206,10 +206,12 @@ def memory_service(
         per_kind_caps={str(k): v for k, v in c.per_kind_caps.items()},
         recall_k=c.recall_k,
         query_turns=c.query_turns,
+        story_below_tokens=c.story_below_tokens,
     )
     contexts = SessionContexts(
         working,
         engine,
+        semantic,
         _given(anchors, "the anchor store"),
         pinned,
         access,

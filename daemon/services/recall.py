@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import grpc
 
@@ -17,7 +18,7 @@ from daemon.pb import memory_pb2 as pb
 from daemon.server import auth
 from daemon.services.episodes import episode_pb
 from daemon.settings.sections import LimitsSettings
-from recall import CHANNELS, Candidate, Query
+from recall import ACROSS_EPISODES, CHANNELS, Candidate, Query
 from recall.engine import RecallEngine
 from recall.nodes import NodeNotFound, get_node
 from recall.pack import pack_recalled
@@ -27,6 +28,7 @@ from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.store import SemanticStore
+from tiers.semantic.threads import MAX_TOPIC_CHARS, episodes_of
 from tiers.semantic.vectors import KINDS
 
 RERANKERS = ("", "none", "llm", "local")
@@ -68,6 +70,7 @@ class RecallRpcs:
         rerank: str = "",
         explain: bool = False,
         recipe: str = "",
+        thread: str = "",
     ) -> Query:
         if not text.strip():
             raise InvalidArgument("query is required")
@@ -96,6 +99,13 @@ class RecallRpcs:
         if recipe and recipe != "default" and recipe not in settings.recipes:
             raise InvalidArgument(f"recipe: no recipe named {recipe!r} is configured")
         start, end = check.time_range(time_range)
+        if len(thread) > MAX_TOPIC_CHARS:
+            raise InvalidArgument(f"thread: a topic has {MAX_TOPIC_CHARS} characters at most")
+        if thread and kinds and set(kinds) <= set(ACROSS_EPISODES):
+            raise InvalidArgument(
+                "thread: keeps to the memories of the thread's episodes; profiles, digests "
+                "and threads draw on many episodes (ask for other kinds, or GetNode the thread)"
+            )
         return Query(
             text=text,
             scope=checked,
@@ -107,7 +117,16 @@ class RecallRpcs:
             channels=tuple(dict.fromkeys(channels)),
             rerank=rerank,
             explain=explain,
+            thread=thread,
         )
+
+    async def _in_thread(self, query: Query) -> Query:
+        """``query`` kept to its thread's episodes (tiers.semantic.threads)."""
+        if not query.thread:
+            return query
+        vectors = self._semantic.wait_ready(0)[1]
+        episodes = await asyncio.to_thread(episodes_of, vectors, query.scope, query.thread)
+        return replace(query, episode_ids=episodes)
 
     @rpc
     async def Recall(
@@ -123,7 +142,9 @@ class RecallRpcs:
             request.rerank,
             request.explain,
             request.recipe,
+            request.thread,
         )
+        query = await self._in_thread(query)
         result = await asyncio.wrap_future(self._engine.submit(query))
         return pb.RecallResponse(
             hits=[convert.hit_pb(c, query.explain, result.weights) for c in result.hits],
@@ -154,7 +175,9 @@ class RecallRpcs:
             list(request.kinds),
             request.time_range,
             recipe=request.recipe,
+            thread=request.thread,
         )
+        query = await self._in_thread(query)
         packed, result = await pack_recalled(
             self._engine, self._access, query, request.max_tokens, dict(request.per_kind_caps)
         )
@@ -192,6 +215,7 @@ class RecallRpcs:
             node=convert.hit_pb(Candidate(view.point), False, {}),
             messages=[convert.stored_message(m) for m in view.messages],
             journal_expired=view.journal_expired,
+            children=[convert.hit_pb(Candidate(c), False, {}) for c in view.children],
         )
         if view.episode is not None:
             response.episode.CopyFrom(episode_pb(self._journal, view.episode))

@@ -32,6 +32,7 @@ def report_pb(report: RunReport) -> pb.RunReport:
         triplets=report.triplets,
         superseded=report.superseded,
         profiles=report.profiles,
+        digests=report.digests,
         failures=report.failures,
         fallbacks=report.fallbacks,
         llm_calls=report.llm_calls,

@@ -46,6 +46,15 @@ class ContextSettings(BaseModel):
             "(0: recall.max_k, and never more)."
         ),
     )
+    story_below_tokens: int = Field(
+        0,
+        ge=0,
+        description=(
+            "The scope's story so far (its story digest: tiers.semantic.digests) leads the "
+            "recalled memories when the session's window holds fewer tokens than this "
+            "(0: never; a request's story field decides for itself)."
+        ),
+    )
     query_turns: int = Field(
         4,
         ge=1,

@@ -19,16 +19,19 @@ session's agent; another agent than the session's is ScopeMismatch, as for Appen
    nothing. Recall asks for ``recall_k`` memories (0: ``recall.max_k``, and never more);
 3. Recall runs on the engine's request threads, as for Pack, while the anchor and the pins
    are read;
-4. the block is assembled within the budget (:func:`recall.context.assembly.assemble`), and the
-   memories it hands out are counted (:func:`recall.context.access.count_handed`) before it goes
-   out.
+4. the story so far (the scope's story digest, ``tiers.semantic.digests``) leads the recalled
+   memories when the request asks for it (``story``), or leaves it to the window and the
+   window holds fewer than ``story_below_tokens`` tokens;
+5. the block is assembled within the budget (:func:`recall.context.assembly.assemble`), and the
+   memories it hands out are counted (:func:`recall.context.access.count_handed`) before it
+   goes out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -40,9 +43,11 @@ from recall.engine import RecallEngine
 from recall.recipe import RecallSettings
 from recall.result import RecallResult
 from tiers.core.errors import NotFound, ScopeMismatch, SessionNotFound
-from tiers.core.records import Scope
+from tiers.core.records import Scope, StoredMessage
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import Anchor, AnchorStore
+from tiers.semantic.digests import STORY, digest_id
+from tiers.semantic.store import SemanticStore
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import WindowView
 
@@ -61,6 +66,7 @@ class ContextDefaults:
     per_kind_caps: Mapping[str, int] = field(default_factory=dict)
     recall_k: int = 0  # 0: recall.max_k
     query_turns: int = 4
+    story_below_tokens: int = 0  # the story so far leads when the window is shorter (0: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +91,7 @@ class ContextAsk:
     kinds: tuple[str, ...] = ()
     recipe: str = ""
     explain: bool = False
+    story: bool | None = None  # lead with the story so far; None: by the window's length
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +114,7 @@ class SessionContexts:
         self,
         working: WorkingMemory,
         engine: RecallEngine,
+        semantic: SemanticStore,
         anchors: AnchorStore,
         pinned: PinnedMemories,
         access: AccessCounts | None,
@@ -115,6 +123,7 @@ class SessionContexts:
     ) -> None:
         self._working = working
         self._engine = engine
+        self._semantic = semantic
         self._anchors = anchors
         self._pinned = pinned
         self._access = access
@@ -202,14 +211,19 @@ class SessionContexts:
         t = time.perf_counter()
         anchor = self._anchors.get(scope.user_id, name.session_id)
         pinned = await asyncio.to_thread(self._pinned.for_session, scope)
+        window = view.messages if view is not None else []
+        story = await asyncio.to_thread(self.story, ask, scope, window)
         pins_ms = _ms(t)
         result = RecallResult([])
         if recalled is not None:
             result = await asyncio.wrap_future(recalled)
         t = time.perf_counter()
         why = recall_reasons(result.hits) if ask.explain else {}
-        window = view.messages if view is not None else []
-        ctx = assemble(budget, name.session_id, anchor, pinned, window, result.hits, why)
+        hits = result.hits
+        if story is not None:
+            hits = [story, *(h for h in hits if h.point.id != story.point.id)]
+            why[story.point.id] = "the story so far: the session's window is short"
+        ctx = assemble(budget, name.session_id, anchor, pinned, window, hits, why)
         assemble_ms = _ms(t)
         t = time.perf_counter()
         await count_handed(self._access, [m.candidate for m in ctx.memories])
@@ -222,6 +236,21 @@ class SessionContexts:
             "context": _ms(began),
         }
         return SessionContext(ctx, scope, view, query, result, timings)
+
+    def story(
+        self, ask: ContextAsk, scope: Scope, window: Sequence[StoredMessage]
+    ) -> Candidate | None:
+        """The scope's story digest, when the request asks for it, or leaves it to the
+        window's length and the window holds fewer than ``story_below_tokens`` tokens."""
+        wanted = ask.story
+        if wanted is None:
+            below = self._defaults.story_below_tokens
+            wanted = below > 0 and sum(m.tokens for m in window) < below
+        if not wanted:
+            return None
+        _embedder, vectors = self._semantic.wait_ready(0)
+        found = vectors.get([digest_id(scope, STORY)], scope.user_id)
+        return Candidate(found[0]) if found else None
 
 
 def _ms(since: float) -> float:

@@ -39,6 +39,7 @@ from typing import Any
 from daemon.client import MemoryClient, message
 from recall.cues.speakers import mentioned
 from recall.recipe import RecallSettings
+from tests.bench import locomo_digests
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.learned_fusion import FeatureLog
@@ -339,6 +340,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ):
         print(f"  ingesting {data.sessions} sessions, {data.turns} turns ...", flush=True)
         ingest_figures = ingest(client, data.conversations)
+        digest_figures = locomo_digests.measure(client, data.conversations)
+        print(f"  digests: {json.dumps(digest_figures)}", flush=True)
         print(f"  asking {data.questions} questions x {len(cfgs)} configs + Pack ...", flush=True)
         log = FeatureLog("locomo") if args.features else None
         figures = evaluate(client, data.conversations, cfgs, log)
@@ -349,6 +352,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine,
         "params": params,
         "ingest": ingest_figures,
+        "digests": digest_figures,
         **figures,
     }
 

@@ -27,6 +27,9 @@ class ContextMode:
         self.by_conv: dict[str, list[float]] = {}
         self.pack_by_conv: dict[str, list[float]] = {}
         self.tokens: list[int] = []
+        # The same GetContext led by the story so far (GetContextRequest.story).
+        self.story_rows: list[tuple[int, dict[str, float]]] = []
+        self.story_by_conv: dict[str, list[float]] = {}
 
     def ask(
         self, client: MemoryClient, user: str, qid: str, text: str, category: int, gold: Any
@@ -34,14 +37,19 @@ class ContextMode:
         sid = f"bench-question-{qid}"
         client.append(sid, text, user_id=user)
         began = time.perf_counter()
-        ctx = client.get_context(sid, CONTEXT_BUDGET, user_id=user)
+        ctx = client.get_context(sid, CONTEXT_BUDGET, user_id=user, story=False)
         self.latency.append((time.perf_counter() - began) * 1000)
+        led = client.get_context(sid, CONTEXT_BUDGET, user_id=user, story=True)
         client.remove_messages(sid, all=True, user_id=user)
         found = m.dia_ids([s.metadata for s in i.sources] for i in ctx.memories)
         score = m.coverage(found, gold)
         self.rows.append((category, {"recall": score}))
         self.by_conv.setdefault(user, []).append(score)
         self.tokens.append(ctx.tokens)
+        found = m.dia_ids([s.metadata for s in i.sources] for i in led.memories)
+        score = m.coverage(found, gold)
+        self.story_rows.append((category, {"recall": score}))
+        self.story_by_conv.setdefault(user, []).append(score)
 
     def report(self) -> dict[str, Any]:
         def mean(xs: Sequence[float]) -> float:
@@ -55,7 +63,13 @@ class ContextMode:
             # Nothing in GetContext was tuned on this split; each conversation held out on its
             # own is what a leave-one-conversation-out report shows.
             "per_conversation": {
-                user: {"context": mean(xs), "pack": mean(self.pack_by_conv.get(user, []))}
+                user: {
+                    "context": mean(xs),
+                    "pack": mean(self.pack_by_conv.get(user, [])),
+                    "story": mean(self.story_by_conv.get(user, [])),
+                }
                 for user, xs in self.by_conv.items()
             },
+            # GetContext led by the story so far (the same questions, the same budget).
+            "story": m.by_category(self.story_rows),
         }

@@ -69,7 +69,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     engine = RecallEngine(semantic, channels, {}, access=access)
     anchors, pins = AnchorStore(state), PinStore(state)
     pinned = PinnedMemories(pins, semantic, DocumentStore(state))
-    contexts = SessionContexts(tiers.wm, engine, anchors, pinned, access, SETTINGS, DEFAULTS)
+    contexts = SessionContexts(
+        tiers.wm, engine, semantic, anchors, pinned, access, SETTINGS, DEFAULTS
+    )
     tiers.wm.append(
         "chat",
         A,
@@ -140,6 +142,7 @@ def test_recall_asks_for_recall_k_and_never_more_than_max_k(world: World) -> Non
         other = SessionContexts(
             world.tiers.wm,
             world.engine,
+            world.engine._semantic,
             world.anchors,
             world.pinned,
             None,

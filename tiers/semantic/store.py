@@ -11,7 +11,9 @@ edges through the methods here, never through the stores themselves:
 - :meth:`SemanticStore.close_facts`: a fact's validity end, in the graph and on its point;
 - :meth:`SemanticStore.delete`, :meth:`SemanticStore.remove_edges`,
   :meth:`SemanticStore.remove_episode_edges`: points and edges out;
-- :meth:`SemanticStore.refresh_profiles`: a scope's entity profiles in line with its facts.
+- :meth:`SemanticStore.refresh_profiles`: a scope's entity profiles in line with its facts;
+- :meth:`SemanticStore.refresh_stories`: a scope's digests and story threads in line with its
+  summaries, and :meth:`SemanticStore.rewrite_digest`: a digest's text from a writer (an LLM).
 
 Every writer holds :attr:`SemanticStore.write_lock` around a consistent step, so a Forget (which
 writes its tombstones under the same lock) never falls between a writer's tombstone check and
@@ -35,11 +37,15 @@ from tiers.core.errors import one_line
 from tiers.core.events import Events
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
+from tiers.semantic.digests import KIND as DIGEST
+from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.profiles import KIND as PROFILE
 from tiers.semantic.profiles import build_profiles
+from tiers.semantic.threads import KIND as THREAD
+from tiers.semantic.threads import build_threads
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors.bm25 import KeywordEncoder
@@ -68,6 +74,7 @@ class SemanticStore:
         state: RocksStore,
         embeddings: EmbeddingService,
         open_vectors: Callable[[], VectorStore],
+        digest_policy: DigestPolicy | None = None,
     ) -> None:
         self.graph = NetworkXGraph(state)
         # Checked (under its lock) before every Tier 3 write: see tiers.semantic.tombstones.
@@ -87,6 +94,8 @@ class SemanticStore:
         # rebuild, forget) for the length of one consistent step, and by a backup while it
         # copies the vector store, so a backup never sees half a step.
         self.write_lock = threading.RLock()
+        # How summaries roll up into digests (the weaver's settings).
+        self.digest_policy = digest_policy or DigestPolicy()
 
     def notify_write(self, user_ids: set[str]) -> None:
         for user_id in user_ids:
@@ -197,6 +206,41 @@ class SemanticStore:
         if stale:
             self.delete(PointFilter(user_id=scope.user_id, ids=tuple(stale)), {scope.user_id})
         return len(written), len(stale)
+
+    def refresh_stories(self, scope: Scope) -> tuple[list[MemoryPoint], int]:
+        """Bring the digests (:mod:`tiers.semantic.digests`) and story threads
+        (:mod:`tiers.semantic.threads`) of ``scope`` in line with its summaries: write the new
+        and changed ones (an unchanged basis keeps a writer's text), delete the ones left
+        without summaries. Returns (the points written, how many deleted). The caller holds
+        :attr:`write_lock`."""
+        _embedder, vectors = self.wait_ready(timeout=None)
+        own = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
+        with collector.quiet():  # every summary of the scope, decoded: a burst (tiers.core)
+            summaries = vectors.scroll(replace(own, kinds=("summary",)), _ALL)
+            old = {
+                p.id: p
+                for p in vectors.scroll(replace(own, kinds=(DIGEST, THREAD)), _ALL)
+                if p.scope == scope
+            }
+        new = build_digests(scope, summaries, self.digest_policy, old)
+        new += build_threads(scope, summaries)
+        changed = [p for p in new if _differs(old.get(p.id), p) or p.attrs != old[p.id].attrs]
+        stale = sorted(set(old) - {p.id for p in new})
+        written = self.write(changed) if changed else []
+        if stale:
+            self.delete(PointFilter(user_id=scope.user_id, ids=tuple(stale)), {scope.user_id})
+        return written, len(stale)
+
+    def rewrite_digest(self, digest: MemoryPoint, text: str, extractor: str) -> bool:
+        """Replace the text of a stored digest by ``text`` (a writer's, from the children
+        ``digest`` had), unless the digest changed meanwhile (its basis: a new episode, a
+        Forget), so a text from forgotten children is never written. Returns whether it was
+        written. The caller holds :attr:`write_lock`."""
+        _embedder, vectors = self.wait_ready(timeout=None)
+        stored = vectors.get([digest.id], digest.scope.user_id)
+        if not stored or stored[0].attrs.get("basis") != digest.attrs.get("basis"):
+            return False
+        return bool(self.write([replace(stored[0], text=text, extractor=extractor)]))
 
     def start(self) -> None:
         """Load the model and open the vector store in the background."""

@@ -175,7 +175,8 @@ class RunJobs:
             else:
                 run.publish(Progress("consolidate", total, total))
             report.profiles = self._consolidator.refresh_profiles()
-            self._builds.wrote(report.profiles)
+            report.digests = self._consolidator.refresh_stories()
+            self._builds.wrote(report.profiles + report.digests)
             if llm_down:
                 delay = self.backoff.failed()
                 report.error = (

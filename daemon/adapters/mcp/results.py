@@ -14,7 +14,16 @@ from pydantic import BaseModel, Field
 
 from daemon.pb import memory_pb2 as pb
 
-Kind = Literal["episode_chunk", "episode_turn", "summary", "fact", "profile", "document"]
+Kind = Literal[
+    "episode_chunk",
+    "episode_turn",
+    "summary",
+    "fact",
+    "profile",
+    "document",
+    "digest",
+    "thread",
+]
 Kinds = Annotated[
     list[Kind] | None,
     Field(

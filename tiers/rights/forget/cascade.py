@@ -20,7 +20,9 @@ weaver
 5. Tier 3: vector points of every kind (by episode, by scope, by id), graph edges (state
    store and in-memory graph) and nodes left without edges; then the owners' entity
    profiles are rebuilt from the facts that remain (``tiers.semantic.profiles``), so no profile
-   keeps a forgotten fact's text;
+   keeps a forgotten fact's text, and their digests and story threads from the summaries
+   that remain (``tiers.semantic.digests``, ``tiers.semantic.threads``), so no digest cites or
+   quotes a forgotten episode;
 6. caches: the semantic cache and per-scope caches (:class:`ScopeCache`).
 
 A fact that a forgotten fact had superseded is made current again, or closed at the next
@@ -269,6 +271,10 @@ class Forgetter:
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
                     written, deleted = self._semantic.refresh_profiles(owner)
                     counts.profiles_rewritten += written
+                    counts.vector_points += deleted
+                    # Digests and threads again from the summaries left (extractive).
+                    points, deleted = self._semantic.refresh_stories(owner)
+                    counts.digests_rewritten += len(points)
                     counts.vector_points += deleted
             users = {o.user_id for o in plan.owners if o.user_id}
             for user_id in sorted(users):

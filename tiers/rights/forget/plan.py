@@ -67,6 +67,7 @@ class ForgetCounts:
     graph_nodes: int = 0
     cache_entries: int = 0
     profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
+    digests_rewritten: int = 0  # digests and story threads rebuilt from the summaries left
     facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
     purge_ms: float = (
         0.0  # making RocksDB's deletes physical (tiers.rights.forget.purge; vectors: after)

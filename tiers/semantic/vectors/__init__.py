@@ -28,7 +28,16 @@ from typing import Any, Protocol, runtime_checkable
 from tiers.core.errors import FailedPrecondition, TierError, Unavailable
 from tiers.core.records import Scope
 
-KINDS = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "document")
+KINDS = (
+    "episode_chunk",
+    "episode_turn",
+    "summary",
+    "fact",
+    "profile",
+    "document",
+    "digest",
+    "thread",
+)
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
@@ -75,7 +84,8 @@ class SparseVector:
 @dataclass(frozen=True, slots=True)
 class MemoryPoint:
     """A memory in Tier 3: an episode chunk or turn, an episode summary, an atomic fact, an
-    entity profile (tiers.semantic.profiles) or a keyed document (tiers.keyed.documents)."""
+    entity profile (tiers.semantic.profiles), a keyed document (tiers.keyed.documents), a
+    digest (tiers.semantic.digests) or a story thread (tiers.semantic.threads)."""
 
     id: str  # a UUID string; see point_id()
     kind: str  # one of KINDS
@@ -184,11 +194,17 @@ def shard_of(user_id: str, shards: int) -> int:
     return int.from_bytes(digest[:8], "big") % shards
 
 
+# Kinds whose points stand for themselves in recall, keyed by their own id (source_key): a
+# keyed document (its one source names no message), a digest and a story thread (they tell
+# what many messages say, and are not any one of them).
+STANDALONE = ("document", "digest", "thread")
+
+
 def source_key(point: MemoryPoint, source: Source) -> tuple[str, int]:
-    """The message a source names, as ``(session_id, seq)``. A keyed document's one source
-    names no message: the document stands for itself, keyed by its id (NUL first: no
-    session id holds a control character)."""
-    if point.kind == "document":
+    """The message a source names, as ``(session_id, seq)``; a point of a
+    :data:`STANDALONE` kind stands for itself, keyed by its id (NUL first: no session id
+    holds a control character)."""
+    if point.kind in STANDALONE:
         return ("\x00" + point.id, 0)
     return (source.session_id, source.seq)
 

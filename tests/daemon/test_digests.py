@@ -1,0 +1,204 @@
+"""Digests and story threads end to end, through gRPC against real daemons: period digests
+and the story so far written as episodes arrive, only the changed ones rewritten; GetNode's
+drill-down; threads from topic hints and the thread filter on Recall and Pack; Forget
+rewriting them with no byte of the forgotten episode left; a restart; another tenant; an
+LLM (the loopback fake: the plumbing only) writing them abstractively."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from daemon.client import MemoryClient, NotFoundError, message
+from daemon.pb import memory_pb2 as pb
+from tests.support import QUIET, consolidate, wait_indexed
+from tests.support.forgetting import _gone_within
+from tests.support.llm_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.slow
+
+WEEK1 = dt.datetime(2023, 5, 8, 10, tzinfo=dt.UTC)  # a Monday
+WEEK2 = dt.datetime(2023, 5, 16, 10, tzinfo=dt.UTC)
+SECRET = "Quokka-5521-Marble"
+
+
+def talk(
+    c: MemoryClient, user: str, sid: str, when: dt.datetime, turns: list[str], topic: str = ""
+) -> str:
+    meta = {"topic": topic} if topic else {}
+    c.append_batch(
+        sid,
+        [
+            message(text, name=("Alice", "Bob")[i % 2], created_at=when, metadata=meta)
+            for i, text in enumerate(turns)
+        ],
+        user_id=user,
+    )
+    return c.end_session(sid, user_id=user).episode_id
+
+
+GARDEN_1 = [
+    "I planted tomatoes and basil in the new raised bed this weekend.",
+    "Nice, did you use the compost from the community garden?",
+    f"Yes, the compost was great. The gate code there is {SECRET}.",
+]
+GARDEN_2 = [
+    "The tomatoes in my raised bed finally have flowers.",
+    "Good news, you should stake them before the storm.",
+]
+TRIP_1 = [
+    "We booked the train to Lisbon for our June holiday.",
+    "Lisbon in June is lovely, take the tram to Belem.",
+]
+TRIP_2 = [
+    "I found a small hotel in Alfama for the Lisbon trip.",
+    "Alfama is perfect, close to the castle.",
+]
+
+
+def digests(c: MemoryClient, user: str) -> dict[str, pb.Hit]:
+    """The user's digests by level and period ("story" for the story so far)."""
+    hits = c.recall("what happened", user_id=user, k=50, kinds=["digest"]).hits
+    return {h.attrs.get("period") or h.attrs["level"]: h for h in hits}
+
+
+def threads(c: MemoryClient, user: str) -> dict[str, pb.Hit]:
+    hits = c.recall("what happened", user_id=user, k=50, kinds=["thread"]).hits
+    return {h.attrs["topic"]: h for h in hits}
+
+
+def sessions(hits: Any) -> set[str]:
+    return {s.session_id for h in hits for s in h.sources}
+
+
+@pytest.fixture
+def daemon(start_daemon):
+    d = start_daemon(weaver=QUIET)
+    d.daemon.parts.semantic.wait_ready(120)
+    return d
+
+
+def weave(c: MemoryClient) -> pb.RunReport:
+    wait_indexed(c)
+    consolidate(c)
+    return c.admin.weaver_status().last_run
+
+
+def test_digests_roll_up_incrementally_and_drill_down(daemon, client: MemoryClient) -> None:
+    talk(client, "ana", "g1", WEEK1, GARDEN_1, "garden")
+    talk(client, "ana", "g2", WEEK1 + dt.timedelta(days=2), GARDEN_2, "garden")
+    talk(client, "ana", "t1", WEEK2, TRIP_1, "lisbon trip")
+    report = weave(client)
+    # Two periods, the story, two threads.
+    assert report.digests == 5, report
+    first = digests(client, "ana")
+    assert set(first) == {"2023-05-08", "2023-05-15", "story"}
+    week1 = first["2023-05-08"]
+    assert week1.text.startswith("Week of 2023-05-08 (Alice, Bob; 2 conversations).")
+    assert "raised bed" in week1.text and "8 May 2023" in week1.text
+    assert first["story"].text.startswith("The story so far (8 May 2023 to 16 May 2023;")
+    assert "Week of 2023-05-15" in first["story"].text
+
+    # Drill down: the story to its periods, a period to its summaries and their messages.
+    story = client.get_node(first["story"].id, user_id="ana")
+    assert [c.id for c in story.children] == [week1.id, first["2023-05-15"].id]
+    node = client.get_node(week1.id, user_id="ana")
+    assert [c.kind for c in node.children] == ["summary", "summary"]
+    assert {m.message.content for m in node.messages} <= set(GARDEN_1 + GARDEN_2)
+    assert any("tomatoes" in m.message.content for m in node.messages)
+
+    # A new episode in week 2: its period, the story and its thread are written, not week 1.
+    talk(client, "ana", "t2", WEEK2 + dt.timedelta(days=1), TRIP_2, "lisbon trip")
+    report = weave(client)
+    assert report.digests == 3, report
+    second = digests(client, "ana")
+    assert second["2023-05-08"].text == week1.text
+    assert "Alfama" in second["2023-05-15"].text
+    assert "2 conversations" in threads(client, "ana")["lisbon trip"].text
+
+
+def test_threads_filter_recall_and_pack(daemon, client: MemoryClient) -> None:
+    ids = {
+        "g1": talk(client, "ana", "g1", WEEK1, GARDEN_1, "garden"),
+        "t1": talk(client, "ana", "t1", WEEK2, TRIP_1, "lisbon trip, holidays"),
+    }
+    talk(client, "bo", "b1", WEEK1, GARDEN_2, "garden")
+    weave(client)
+    found = threads(client, "ana")
+    assert set(found) == {"garden", "lisbon trip", "holidays"}
+    assert found["garden"].attrs["origin"] == "hint"
+    hits = client.recall("tomatoes Lisbon", user_id="ana", k=20, thread="garden").hits
+    assert hits and {h.episode_id for h in hits} == {ids["g1"]}
+    packed = client.pack("Lisbon train", user_id="ana", max_tokens=500, thread="lisbon trip")
+    assert packed.items and sessions(packed.items) == {"t1"}
+    with pytest.raises(NotFoundError, match="no story thread 'knitting'"):
+        client.recall("anything", user_id="ana", thread="knitting")
+    # Another tenant's thread of the same topic is its own; its digests are not ana's.
+    assert sessions(client.recall("tomatoes", user_id="bo", thread="garden").hits) == {"b1"}
+    assert sessions(digests(client, "bo").values()) == {"b1"}
+    with pytest.raises(NotFoundError):
+        client.get_node(found["garden"].id, user_id="bo")
+
+
+def test_forget_rewrites_digests_and_threads(daemon, client: MemoryClient, tmp_path) -> None:
+    g1 = talk(client, "ana", "g1", WEEK1, GARDEN_1, "garden")
+    talk(client, "ana", "g2", WEEK1 + dt.timedelta(days=2), GARDEN_2, "garden")
+    weave(client)
+    before = digests(client, "ana")
+    assert "compost" in before["2023-05-08"].text
+    client.forget(episode_ids=[g1])
+    after = digests(client, "ana")
+    week1 = client.get_node(after["2023-05-08"].id, user_id="ana")
+    assert len(week1.children) == 1 and "(Alice, Bob; 1 conversation)" in week1.node.text
+    assert "compost" not in week1.node.text and "compost" not in after["story"].text
+    assert sessions([week1.node]) == {"g2"}
+    assert "1 conversation" in threads(client, "ana")["garden"].text
+    # No byte of the forgotten episode anywhere: its words were in its digest and thread.
+    _gone_within(daemon.settings.data_dir, [SECRET])
+    # Forget the last one: no digest, no thread is left.
+    client.forget(episode_ids=[h.episode_id for h in week1.children])
+    assert digests(client, "ana") == {} and threads(client, "ana") == {}
+
+
+def test_digests_survive_a_restart_and_go_on(start_daemon) -> None:
+    first = start_daemon(weaver=QUIET)
+    first.daemon.parts.semantic.wait_ready(120)
+    with first.client() as c:
+        talk(c, "ana", "g1", WEEK1, GARDEN_1, "garden")
+        weave(c)
+        before = digests(c, "ana")
+    first.stop()
+    second = start_daemon(weaver=QUIET)
+    second.daemon.parts.semantic.wait_ready(120)
+    with second.client() as c:
+        assert digests(c, "ana")["2023-05-08"].text == before["2023-05-08"].text
+        talk(c, "ana", "t1", WEEK2, TRIP_1)
+        assert weave(c).digests == 2  # the new period and the story; week 1 is kept
+        after = digests(c, "ana")
+        assert after["2023-05-08"].id == before["2023-05-08"].id
+        assert "Week of 2023-05-15" in after["story"].text
+
+
+def test_an_llm_writes_digests_abstractively(start_daemon) -> None:
+    """The loopback fake answers every call with one text: this checks the plumbing (an
+    extraction, then digests written by the model), not the quality of a digest."""
+    with FakeOpenAI(default=Reply.text("Alice and Bob tended the garden in May 2023.")) as llm:
+        d = start_daemon(
+            weaver=QUIET,
+            llm={
+                "model": "openai/fake",
+                "api_base": llm.base_url,
+                "api_key_env": "",
+                "max_retries": 0,
+                "on_failure": "local",
+            },
+        )
+        d.daemon.parts.semantic.wait_ready(120)
+        with d.client() as c:
+            talk(c, "ana", "g1", WEEK1, GARDEN_1, "garden")
+            weave(c)
+            found = digests(c, "ana")
+    assert found["2023-05-08"].text == "Alice and Bob tended the garden in May 2023."
+    assert found["story"].text == "Alice and Bob tended the garden in May 2023."
