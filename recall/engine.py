@@ -169,10 +169,6 @@ class RecallEngine:
             t = time.perf_counter()
             candidates, rerank_name, note = self._rerank(ctx, candidates, rerank_name)
             timings["rerank"] = _ms(t)
-        if query.recipe.expand_digests:
-            candidates = expand(
-                candidates, query.k, self._semantic.wait_ready(0)[1], query.filter()
-            )
         if query.recipe.per_message:
             t = time.perf_counter()
             top = self._per_message(query, candidates, graph_hits, weights.get("graph", 0.0))
@@ -185,6 +181,9 @@ class RecallEngine:
             t = time.perf_counter()
             top = self._learned(ctx, top)
             timings["learned"] = _ms(t)
+        if query.recipe.expand_digests:  # last: what follows a digest stays after it
+            vectors = self._semantic.wait_ready(0)[1]
+            top = expand(top, query.k, vectors, query.filter())[: query.k]
         timings["total"] = _ms(began)
         result = RecallResult(top, timings, rerank_name, note, degraded, weights=weights)
         if self.cache is not None and not degraded and not note:

@@ -5,7 +5,8 @@ happened" in a few lines, and cites many messages; its children (the episode sum
 period or a topic, the period digests of the story) say it in more detail. With the recipe's
 ``expand_digests``, each such hit among the first ``k`` is followed by its children that pass
 the query's filter, newest first, each once (a child already ranked moves up to its parent),
-before the hits are cut to ``k``.
+before the hits are cut to ``k``. It is the engine's last step (after the learned fusion),
+so the children stay right after their digest.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from recall import Candidate
-from tiers.semantic.vectors import PointFilter, VectorStore, admits
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
 
 PARENTS = ("digest", "thread")
 STEP = 1e-6  # a child scores this much below the hit before it
@@ -23,37 +24,42 @@ def expand(
     candidates: Sequence[Candidate], k: int, vectors: VectorStore, flt: PointFilter
 ) -> list[Candidate]:
     """``candidates`` (best first) with the children of the digests and threads among the
-    first ``k`` after each (see the module's text)."""
-    top = list(candidates[:k])
-    parents = {c.point.id for c in top if c.point.kind in PARENTS}
-    if not parents:
-        return list(candidates)
-    wanted = [
-        str(i)
-        for c in top
-        if c.point.id in parents
-        for i in reversed(c.point.attrs.get("children") or [])
-    ]
-    found = {p.id: p for p in vectors.get(list(dict.fromkeys(wanted)), flt.user_id)}
+    first ``k`` after each (see the module's text); a child that is a digest itself (the
+    story's periods) brings its own children after it."""
     ranked = {c.point.id: c for c in candidates}
+    found: dict[str, MemoryPoint] = {}
+    parents = [c.point for c in candidates[:k] if c.point.kind in PARENTS]
+    for _level in range(2):  # the story's periods, then their summaries
+        wanted = [i for p in parents for i in _children(p) if i not in found]
+        if not wanted:
+            break
+        new = vectors.get(list(dict.fromkeys(wanted)), flt.user_id)
+        found.update((p.id, p) for p in new)
+        parents = [p for p in new if p.kind in PARENTS]
+    if not found:
+        return list(candidates)
     out: list[Candidate] = []
     placed: set[str] = set()
-    for c in candidates:
-        if c.point.id in placed:
-            continue
+
+    def emit(c: Candidate, depth: int) -> None:
         out.append(c)
         placed.add(c.point.id)
-        if c.point.id not in parents:
-            continue
-        score = c.score
-        for child_id in reversed(c.point.attrs.get("children") or []):
-            child = found.get(str(child_id))
+        if c.point.kind not in PARENTS or depth > 1:
+            return
+        for child_id in _children(c.point):
+            child = found.get(child_id)
             if child is None or child.id in placed or not admits(flt, child):
                 continue
-            score -= STEP
             known = ranked.get(child.id)
-            out.append(
-                Candidate(child, score, c.fused, found_via=c.point.id) if known is None else known
-            )
-            placed.add(child.id)
+            score = out[-1].score - STEP
+            emit(known or Candidate(child, score, c.fused, found_via=c.point.id), depth + 1)
+
+    for position, c in enumerate(candidates):
+        if c.point.id not in placed:
+            emit(c, 0 if position < k else 2)
     return out
+
+
+def _children(point: MemoryPoint) -> list[str]:
+    """A digest's or thread's children, newest first."""
+    return [str(i) for i in reversed(point.attrs.get("children") or [])]

@@ -1,4 +1,4 @@
-"""The snippets of docs/integrations.md (and the agent loop of docs/api.md) run, as written,
+"""The snippets of docs/integrations.md (and the snippets of docs/api.md) run, as written,
 against a real daemon (a ``stratad`` subprocess), with a loopback server speaking the OpenAI
 API where a snippet calls a model."""
 
@@ -126,3 +126,19 @@ def test_the_watch_snippet_runs_and_resumes(stratad, model, tmp_path):
     again = run(code, stratad, tmp_path, model).splitlines()
     assert [line for line in again if not line.startswith("episode.indexed")] == said
     assert int((tmp_path / "alice.cursor").read_text()) > first
+
+
+def test_the_story_snippet_resumes_a_project(stratad, model, tmp_path):
+    model.reply_text("The cabinets now arrive on 2 April.")
+    out = run(snippet("Resuming a long project", API_DOC, "###"), stratad, tmp_path, model)
+    assert out.splitlines() == ["The cabinets now arrive on 2 April."]
+    (request,) = model.requests  # the weaver's extractor is local: one call, the agent's
+    system = request["messages"][0]["content"]
+    context, details = system.split("\n\n", 1)[1].split("\n\n", 1)
+    assert context.startswith(
+        "From memory:\n[digest · 2026-03-18] The story so far (2 Mar 2026 to 18 Mar 2026; "
+        "Bea; 3 conversations). Week of 2026-03-02: "
+    )
+    assert "Week of 2026-03-16: Bea: The cabinets arrive late, on 2 April." in context
+    assert details.startswith("[fact · 2026-03-18 · Bea] The cabinets arrive late, on 2 April.")
+    assert "\n[digest" not in details and "\n[thread" not in details  # the thread's episodes

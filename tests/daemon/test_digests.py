@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from daemon.client import MemoryClient, NotFoundError, message
+from daemon.client import InvalidArgumentError, MemoryClient, NotFoundError, message
 from daemon.pb import memory_pb2 as pb
 from tests.support import QUIET, consolidate, wait_indexed
+from tests.support.exporting import exported, records
 from tests.support.forgetting import _gone_within
 from tests.support.llm_server import FakeOpenAI, Reply
 
@@ -202,3 +203,79 @@ def test_an_llm_writes_digests_abstractively(start_daemon) -> None:
             found = digests(c, "ana")
     assert found["2023-05-08"].text == "Alice and Bob tended the garden in May 2023."
     assert found["story"].text == "Alice and Bob tended the garden in May 2023."
+
+
+PETS_1 = [
+    "I adopted a puppy called Rex last week.",
+    "Rex is a lovely dog, how is he settling in?",
+    "My cat Tom is not happy about the puppy yet.",
+]
+PETS_2 = [
+    "I have a dog named Rex and a cat named Tom.",
+    "Nice pets!",
+    "My dog Rex loves the park and my cat Tom loves to sleep.",
+]
+
+
+def test_without_hints_threads_come_from_the_weavers_topics(daemon, client) -> None:
+    talk(client, "ana", "p1", WEEK1, PETS_1)
+    talk(client, "ana", "p2", WEEK2, PETS_2)
+    talk(client, "ana", "g1", WEEK2, GARDEN_1)  # one episode about gardening: no thread
+    weave(client)
+    found = threads(client, "ana")
+    assert "pets" in found, {t: h.text for t, h in found.items()}
+    assert found["pets"].attrs["origin"] == "weaver"
+    assert sessions([found["pets"]]) <= {"p1", "p2"}
+    assert "2 conversations" in found["pets"].text
+    with pytest.raises(InvalidArgumentError, match="thread: keeps to the memories"):
+        client.recall("dog", user_id="ana", thread="pets", kinds=["digest", "thread"])
+    with pytest.raises(InvalidArgumentError, match="80 characters at most"):
+        client.recall("dog", user_id="ana", thread="x" * 81)
+
+
+def test_recall_expands_a_digest_into_its_children(start_daemon) -> None:
+    d = start_daemon(weaver=QUIET, recall={"recipes": {"wide": {"expand_digests": True}}})
+    d.daemon.parts.semantic.wait_ready(120)
+    with d.client() as c:
+        talk(c, "ana", "g1", WEEK1, GARDEN_1, "garden")
+        talk(c, "ana", "g2", WEEK1 + dt.timedelta(days=2), GARDEN_2, "garden")
+        weave(c)
+        asked = {"user_id": "ana", "k": 10, "kinds": ["digest", "summary"]}
+        plain = c.recall("week of tomatoes", **asked).hits
+        wide = c.recall("week of tomatoes", recipe="wide", **asked).hits
+        period = next(h for h in wide if h.attrs.get("level") == "period")
+        children = [c.id for c in c.get_node(period.id, user_id="ana").children]
+    kinds = [h.kind for h in wide]
+    at = [h.id for h in wide].index(period.id)
+    # Its two summaries right after it, newest first.
+    assert [h.id for h in wide[at + 1 : at + 3]] == children[::-1], kinds
+    assert {h.id for h in plain} <= {h.id for h in wide}
+
+
+def test_get_context_leads_with_the_story_so_far(start_daemon) -> None:
+    d = start_daemon(weaver=QUIET, context={"story_below_tokens": 200})
+    d.daemon.parts.semantic.wait_ready(120)
+    with d.client() as c:
+        talk(c, "ana", "g1", WEEK1, GARDEN_1, "garden")
+        talk(c, "ana", "t1", WEEK2, TRIP_1, "lisbon trip")
+        weave(c)
+        story = digests(c, "ana")["story"]
+        led = "the story so far: the session's window is short"
+        # A new session of a known user: no window, no query, the story so far.
+        fresh = c.get_context("new", 1000, user_id="ana", explain=True)
+        assert [(m.id, m.why) for m in fresh.memories] == [(story.id, led)]
+        assert fresh.text.startswith("From memory:\n[digest · 2023-05-16] The story so far")
+        assert not c.get_context("new", 1000, user_id="ana", story=False).memories
+        # A window longer than story_below_tokens: recall alone, unless asked.
+        c.append_batch("long", [message(" ".join(["Lisbon"] * 400), name="Alice")], user_id="ana")
+        long = c.get_context("long", 1000, user_id="ana", explain=True)
+        assert led not in [m.why for m in long.memories]  # Recall may still find it
+        asked = c.get_context("long", 1000, user_id="ana", story=True, explain=True)
+        assert (asked.memories[0].id, asked.memories[0].why) == (story.id, led)
+
+
+def test_digests_and_threads_are_exported(daemon, client) -> None:
+    talk(client, "ana", "g1", WEEK1, GARDEN_1, "garden")
+    weave(client)
+    kinds = [r["kind"] for r in records(exported(client, "ana")) if r.get("type") == "point"]
+    assert kinds.count("digest") == 2 and kinds.count("thread") == 1
