@@ -138,7 +138,7 @@ def llm_extractor(llm: LLMSettings) -> Extractor | None:
 def digest_writer(llm: LLMSettings) -> DigestWriter | None:
     """The LLM that writes digests abstractively (the extractor's endpoint and model), or
     None: extractive digests."""
-    if not llm.model:
+    if not (llm.model and llm.digests):
         return None
     from weaver.digests import LLMDigestWriter
 

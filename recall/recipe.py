@@ -77,12 +77,12 @@ class Recipe(Section):
         1.0, ge=0, le=1, description="MMR relevance/diversity trade-off (1: off)."
     )
     kind_weights: dict[Kind, float] = Field(
-        {"summary": 0.5, "profile": 0.25},
+        {"summary": 0.5, "profile": 0.25, "digest": 0.25, "thread": 0.25},
         description=(
-            "Score multiplier per kind (missing: 1). A summary or an entity profile cites "
-            "several turns and answers few questions alone: it ranks below chunks and facts "
-            "of the same fused score (LoCoMo dev, leave-one-conversation-out: "
-            "docs/benchmarks.md)."
+            "Score multiplier per kind (missing: 1). A summary, an entity profile, a digest "
+            "or a story thread cites several turns and answers few questions alone: it ranks "
+            "below chunks and facts of the same fused score (LoCoMo dev, "
+            "leave-one-conversation-out: docs/benchmarks.md)."
         ),
     )
     merge_sources: bool = Field(

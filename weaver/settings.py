@@ -108,6 +108,13 @@ class LLMSettings(Section):
     )
     timeout_seconds: float = Field(60.0, gt=0, description="Per LLM call.")
     max_retries: int = Field(3, ge=0, description="Retries per episode, then on_failure.")
+    digests: bool = Field(
+        True,
+        description=(
+            "With a model, the weaver has it rewrite each digest it writes abstractively (one "
+            "call per digest changed by a run; false: extractive digests)."
+        ),
+    )
     on_failure: Literal["wait", "local"] = Field(
         "wait",
         description='When the LLM fails an episode: "wait" keeps it pending and backs off '

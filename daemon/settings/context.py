@@ -47,12 +47,14 @@ class ContextSettings(BaseModel):
         ),
     )
     story_below_tokens: int = Field(
-        0,
+        1,
         ge=0,
         description=(
             "The scope's story so far (its story digest: tiers.semantic.digests) leads the "
             "recalled memories when the session's window holds fewer tokens than this "
-            "(0: never; a request's story field decides for itself)."
+            "(1: only a window with nothing in it, a new session; 0: never; a request's "
+            "story field decides for itself). Measured: with the question in the window, the "
+            "story costs evidence (docs/benchmarks.md, Digests)."
         ),
     )
     query_turns: int = Field(

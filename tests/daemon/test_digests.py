@@ -234,14 +234,16 @@ def test_without_hints_threads_come_from_the_weavers_topics(daemon, client) -> N
 
 
 def test_recall_expands_a_digest_into_its_children(start_daemon) -> None:
-    d = start_daemon(weaver=QUIET, recall={"recipes": {"wide": {"expand_digests": True}}})
+    weights = {"kind_weights": {"summary": 0.1, "digest": 1.0}}  # the digests rank first
+    recipes = {"flat": weights, "wide": {**weights, "expand_digests": True}}
+    d = start_daemon(weaver=QUIET, recall={"recipes": recipes})
     d.daemon.parts.semantic.wait_ready(120)
     with d.client() as c:
         talk(c, "ana", "g1", WEEK1, GARDEN_1, "garden")
         talk(c, "ana", "g2", WEEK1 + dt.timedelta(days=2), GARDEN_2, "garden")
         weave(c)
         asked = {"user_id": "ana", "k": 10, "kinds": ["digest", "summary"]}
-        plain = c.recall("week of tomatoes", **asked).hits
+        plain = c.recall("week of tomatoes", recipe="flat", **asked).hits
         wide = c.recall("week of tomatoes", recipe="wide", **asked).hits
         period = next(h for h in wide if h.attrs.get("level") == "period")
         children = [c.id for c in c.get_node(period.id, user_id="ana").children]
@@ -250,6 +252,7 @@ def test_recall_expands_a_digest_into_its_children(start_daemon) -> None:
     # Its two summaries right after it, newest first.
     assert [h.id for h in wide[at + 1 : at + 3]] == children[::-1], kinds
     assert {h.id for h in plain} <= {h.id for h in wide}
+    assert plain[0].kind == "digest"
 
 
 def test_get_context_leads_with_the_story_so_far(start_daemon) -> None:

@@ -22,6 +22,7 @@ from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors.sharded import ShardedVectorStore
 from tiers.settings import VectorsSettings
 from weaver.consolidate import decode_extraction
+from weaver.digests import PROMPT as DIGEST_PROMPT
 from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN
 
 
@@ -66,10 +67,15 @@ class EchoLLM:
     different fact texts, which a duplicate check can see."""
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.calls = 0  # extractions asked
+        self.digests = 0  # digests asked (weaver.digests): a plain text each, not counted above
         self._lock = threading.Lock()
 
     def __call__(self, request: Any) -> Reply:
+        if request["messages"][0]["content"] == DIGEST_PROMPT:
+            with self._lock:
+                self.digests += 1
+            return Reply.text(f"Digest {self.digests}.")
         with self._lock:
             self.calls += 1
             n = self.calls

@@ -75,7 +75,7 @@ def test_periods_and_the_story_from_summaries() -> None:
 
 def test_a_written_text_stays_while_its_children_do() -> None:
     points = [summary(dt.date(2023, 5, 8), "Ana: I started pottery.", "s1")]
-    week, story = build_digests(A, points, DigestPolicy())
+    week, _story = build_digests(A, points, DigestPolicy())
     written = replace(week, text="Ana took up pottery.", extractor="llm:m")
     kept = build_digests(A, points, DigestPolicy(), {week.id: written})
     assert (kept[0].text, kept[0].extractor) == ("Ana took up pottery.", "llm:m")
