@@ -12,18 +12,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from tiers.core.settings import Section
+from tiers.semantic.vectors import Kind
 
-# A Tier 3 point kind (tiers.semantic.vectors.KINDS).
-Kind = Literal[
-    "episode_chunk",
-    "episode_turn",
-    "summary",
-    "fact",
-    "profile",
-    "document",
-    "digest",
-    "thread",
-]
 # A fact's category (weaver.categories.CATEGORIES).
 Category = Literal["preference", "instruction", "correction"]
 

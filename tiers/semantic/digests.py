@@ -189,32 +189,47 @@ def _period(
     scope: Scope, start: int, members: list[MemoryPoint], policy: DigestPolicy
 ) -> MemoryPoint:
     label = period_label(start, policy.period_days)
-    speakers = speakers_of(members)
-    head = f"{label} ({', '.join(speakers) or 'no speaker named'}; "
+    head = f"{label} ({', '.join(speakers_of(members)) or 'no speaker named'}; "
     head += f"{plural(len(members), 'conversation')})."
+    attrs = {
+        "level": PERIOD,
+        "period": _day(start).strftime("%Y-%m-%d"),
+        "title": label,
+        "from_us": members[0].created_at_us,
+    }
+    return overview(digest_id(scope, str(start)), KIND, head, members, EXTRACTIVE, attrs)
+
+
+def overview(
+    point_id: str,
+    kind: str,
+    head: str,
+    members: list[MemoryPoint],
+    extractor: str,
+    attrs: Mapping[str, object],
+) -> MemoryPoint:
+    """A digest or thread of ``members`` (summaries, oldest first): ``head``, then the
+    newest :data:`MAX_QUOTED` of them with their dates, citing what it quotes."""
     quoted = members[-MAX_QUOTED:]
     lines = [f"{event_date(m.created_at_us)}: {quote(gist(m.text))}" for m in quoted]
     if len(members) > len(quoted):
         lines.insert(0, f"({len(members) - len(quoted)} earlier not quoted.)")
     newest = members[-1]
     return MemoryPoint(
-        id=digest_id(scope, str(start)),
-        kind=KIND,
+        id=point_id,
+        kind=kind,
         text=" ".join([head, *lines]),
-        scope=scope,
+        scope=newest.scope,
         episode_id=newest.episode_id,
         session_id=newest.session_id,
         sources=merged_sources(quoted),
         created_at_us=newest.created_at_us,
-        extractor=EXTRACTIVE,
+        extractor=extractor,
         attrs={
-            "level": PERIOD,
-            "period": _day(start).strftime("%Y-%m-%d"),
-            "title": label,
+            **attrs,
             "children": [m.id for m in members],
             "episodes": list(dict.fromkeys(m.episode_id for m in members)),
             "basis": basis(members),
-            "from_us": members[0].created_at_us,
         },
     )
 

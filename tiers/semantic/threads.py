@@ -30,14 +30,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from tiers.core.errors import NotFound, TierError
 from tiers.core.records import Scope
-from tiers.semantic.digests import basis, event_date, gist, merged_sources, plural, quote
+from tiers.semantic.digests import event_date, overview, plural
 from tiers.semantic.profiles import PREDICATE_TOPICS, topics_of
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, point_id
 
 KIND = "thread"
 HINT = "topic"  # the message metadata key of topic hints
 MAX_TOPIC_CHARS = 80
-MAX_ENTRIES = 12  # the newest episodes a thread quotes (all are its children)
 WEAVER_TOPICS = 2  # weaver topics per episode at most
 MIN_WEAVER_EPISODES = 2
 
@@ -105,37 +104,15 @@ def build_threads(scope: Scope, summaries: Iterable[MemoryPoint]) -> list[Memory
             key=lambda p: (p.created_at_us, p.id),
         )
     return [
-        _thread(scope, topic, members, "hint" if topic in hinted else "weaver")
+        _thread(topic, members, "hint" if topic in hinted else "weaver")
         for topic, members in sorted(groups.items())
     ]
 
 
-def _thread(scope: Scope, topic: str, members: list[MemoryPoint], origin: str) -> MemoryPoint:
-    quoted = members[-MAX_ENTRIES:]
+def _thread(topic: str, members: list[MemoryPoint], origin: str) -> MemoryPoint:
     head = (
         f"Thread: {topic} ({plural(len(members), 'conversation')}, "
         f"{event_date(members[0].created_at_us)} to {event_date(members[-1].created_at_us)})."
     )
-    lines = [f"{event_date(m.created_at_us)}: {quote(gist(m.text))}" for m in quoted]
-    if len(members) > len(quoted):
-        lines.insert(0, f"({len(members) - len(quoted)} earlier not quoted.)")
-    newest = members[-1]
-    return MemoryPoint(
-        id=thread_id(scope, topic),
-        kind=KIND,
-        text=" ".join([head, *lines]),
-        scope=scope,
-        episode_id=newest.episode_id,
-        session_id=newest.session_id,
-        sources=merged_sources(quoted),
-        created_at_us=newest.created_at_us,
-        extractor="thread",
-        attrs={
-            "topic": topic,
-            "title": f"Thread: {topic}",
-            "origin": origin,
-            "children": [m.id for m in members],
-            "episodes": list(dict.fromkeys(m.episode_id for m in members)),
-            "basis": basis(members),
-        },
-    )
+    attrs = {"topic": topic, "title": f"Thread: {topic}", "origin": origin}
+    return overview(thread_id(members[-1].scope, topic), KIND, head, members, "thread", attrs)

@@ -23,12 +23,12 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from tiers.core.errors import FailedPrecondition, TierError, Unavailable
 from tiers.core.records import Scope
 
-KINDS = (
+Kind = Literal[
     "episode_chunk",
     "episode_turn",
     "summary",
@@ -37,7 +37,8 @@ KINDS = (
     "document",
     "digest",
     "thread",
-)
+]
+KINDS: tuple[str, ...] = get_args(Kind)
 DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
