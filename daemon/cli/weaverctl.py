@@ -88,6 +88,7 @@ def _render_report(r: dict[str, Any]) -> str:
         f"{r.get('chunks', 0)} index points, {r.get('summaries', 0)} summaries, "
         f"{r.get('facts', 0)} facts, {r.get('triplets', 0)} triplets, "
         f"{r.get('superseded', 0)} superseded, {r.get('profiles', 0)} profiles, "
+        f"{r.get('digests', 0)} digests and threads, "
         f"{r.get('failures', 0)} failures, "
         f"{r.get('fallbacks', 0)} fallbacks, {float(r.get('seconds', 0)):.1f} s"
     )

@@ -191,6 +191,8 @@ def test_daemon_errors_become_tool_errors(daemon: ThreadDaemon) -> None:
             text = await error(s, "recall", query="anything", k=MAX_K + 10)
             assert f"INVALID_ARGUMENT: k must be between 1 and {MAX_K}" in text
             assert "less than or equal to 100" in await error(s, "recall", query="q", k=101)
+            text = await error(s, "pack", query="q", thread="knitting")
+            assert "NOT_FOUND: no story thread 'knitting' in this scope" in text
             text = await error(s, "forget")  # neither ids nor everything=true
             assert "INVALID_ARGUMENT: exactly one of scope, episode_ids or memory_ids" in text
             assert "INVALID_ARGUMENT" in await error(s, "get_sources", id="no such id")

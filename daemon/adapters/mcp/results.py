@@ -32,6 +32,14 @@ Kinds = Annotated[
         "fact, profile what is known about one entity, document a note kept with note."
     ),
 ]
+Thread = Annotated[
+    str,
+    Field(
+        description="A story thread's topic: only the memories of its conversations "
+        '(a thread hit\'s attrs.topic; "" = all).',
+        max_length=80,
+    ),
+]
 Start = Annotated[
     dt.datetime | None,
     Field(description="Only what happened at or after this time (ISO 8601; no zone means UTC)."),
@@ -71,6 +79,10 @@ class Hit(Memory):
     score: float
     episode_id: str
     session_id: str
+    attrs: dict[str, str] = Field(
+        default_factory=dict,
+        description="A digest's level, period and title; a thread's topic, origin and title.",
+    )
 
 
 class PackItem(Memory):

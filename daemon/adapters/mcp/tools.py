@@ -40,6 +40,7 @@ from daemon.adapters.mcp.results import (
     SessionId,
     Sources,
     Start,
+    Thread,
     WeaverStatus,
     episode_of,
     from_proto,
@@ -137,15 +138,18 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         kinds: Kinds = None,
         start: Start = None,
         end: End = None,
+        thread: Thread = "",
     ) -> Annotated[CallToolResult, Recalled]:
-        """Search the user's long-term memory: past conversations, their summaries, facts and
-        entity profiles, best match first. Each hit has an id (for get_sources and forget),
-        a score and its sources (session, message number, speaker, time). For a prompt-ready
-        block within a token budget, use pack."""
+        """Search the user's long-term memory: past conversations, their summaries, facts,
+        entity profiles, digests (what happened in a week, the story so far) and story
+        threads (one topic's conversations), best match first. Each hit has an id (for
+        get_sources and forget), a score and its sources (session, message number, speaker,
+        time). For a prompt-ready block within a token budget, use pack."""
         c = await backend.caller(ctx)
         r = await backend.run(
-            c.client.recall, query, k=k, kinds=kinds or (), start=start, end=end, **c.scope
-        )
+            c.client.recall, query, k=k, kinds=kinds or (), start=start, end=end,
+            thread=thread, **c.scope,
+        )  # fmt: skip
         hits = [from_proto(h, Hit, sources=sources_of(h)) for h in r.hits]
         text = [f"{len(hits)} memories for {query!r}:"] if hits else [f"No memory for {query!r}."]
         for i, h in enumerate(hits, 1):
@@ -168,6 +172,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         ] = None,
         start: Start = None,
         end: End = None,
+        thread: Thread = "",
     ) -> Annotated[CallToolResult, Packed]:
         """For an explicit question outside a conversation (no session): the memories most
         relevant to query (the user's preferences, facts about them, earlier conversations)
@@ -177,7 +182,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
         c = await backend.caller(ctx)
         r = await backend.run(
             c.client.pack, query, max_tokens=max_tokens, per_kind_caps=per_kind_caps,
-            kinds=kinds or (), start=start, end=end, **c.scope,
+            kinds=kinds or (), start=start, end=end, thread=thread, **c.scope,
         )  # fmt: skip
         items = [from_proto(i, PackItem, sources=sources_of(i)) for i in r.items]
         degraded = list(r.degraded_channels)
