@@ -9,6 +9,9 @@
                                  each fact linking to its source messages' episode file
     DIR/sessions/<name>.md       one per open session: its messages
     DIR/documents.md             the keyed documents: namespace, key, scope, text, value
+    DIR/story.md                 the story so far, then the period digests, newest first,
+                                 each linking to its episodes
+    DIR/threads/<topic>.md       one per story thread: its text, links to its episodes
 
 Links are relative and only point at files of the tree: a fact whose episode has left the
 journal (so is not in the export) says so instead of linking. The file is read twice (facts
@@ -45,6 +48,8 @@ class _Index:
     summaries: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     facts: list[MemoryPoint] = field(default_factory=list)
     profiles: list[MemoryPoint] = field(default_factory=list)
+    digests: list[MemoryPoint] = field(default_factory=list)
+    threads: list[MemoryPoint] = field(default_factory=list)
     sessions: list[SessionRecord] = field(default_factory=list)
     documents: list[Document] = field(default_factory=list)
 
@@ -83,6 +88,12 @@ def write_tree(jsonl: Path, out: Path) -> TreeSummary:
     if index.documents:
         _write(out / "documents.md", _documents(index.documents))
         files += 1
+    if index.digests:
+        _write(out / "story.md", _story(index))
+        files += 1
+    for t in index.threads:
+        _write(out / "threads" / _thread_file(t), _thread(index, t))
+        files += 1
     _write(out / "index.md", _index(index, sorted(entities)))
     live = sum(1 for s in index.sessions if s.open)
     return TreeSummary(files + len(entities) + 1, len(index.episodes), len(entities), live)
@@ -108,6 +119,10 @@ def _learn(index: _Index, r: Record) -> None:
         index.facts.append(r.value)
     elif r.type == "point" and r.value.kind == "profile":
         index.profiles.append(r.value)
+    elif r.type == "point" and r.value.kind == "digest":
+        index.digests.append(r.value)
+    elif r.type == "point" and r.value.kind == "thread":
+        index.threads.append(r.value)
     elif r.type == "document":
         index.documents.append(r.value)
     if r.type not in ("header", "footer"):
@@ -222,6 +237,43 @@ def _entity(index: _Index, name: str, profiles: list[MemoryPoint], facts: list[M
     return "\n".join(lines)
 
 
+def _story(index: _Index) -> str:
+    """The story so far of each agent of the export, then its period digests, newest first
+    (tiers.semantic.digests)."""
+    lines = ["# The story so far", "", "[All memory](index.md)", ""]
+    ordered = sorted(
+        index.digests,
+        key=lambda d: (d.scope.agent_id, d.attrs.get("level") != "story", -d.created_at_us),
+    )
+    for d in ordered:
+        agent = f" (agent `{_link_text(d.scope.agent_id)}`)" if d.scope.agent_id else ""
+        lines += [f"## {_escape(str(d.attrs.get('title') or 'Digest'))}{agent}", ""]
+        lines += [_quote(d.text), "", _episode_links(index, d, "episodes/"), ""]
+    return "\n".join(lines)
+
+
+def _thread(index: _Index, t: MemoryPoint) -> str:
+    lines = [f"# {_escape(str(t.attrs.get('title') or 'Thread'))}", "", "[All memory](../index.md)"]
+    lines += ["", _quote(t.text), "", _episode_links(index, t, "../episodes/"), ""]
+    return "\n".join(lines)
+
+
+def _thread_file(t: MemoryPoint) -> str:
+    return _file(f"{t.scope.agent_id}/{t.attrs.get('topic', '')}")
+
+
+def _episode_links(index: _Index, point: MemoryPoint, episodes: str) -> str:
+    """Links to the episodes a digest or thread covers (those still in the journal)."""
+    links = []
+    for eid in point.attrs.get("episodes") or ():
+        rec = index.episodes.get(str(eid))
+        if rec is not None:
+            links.append(f"[{_when(rec.episode.started_at_us)}]({episodes}{eid}.md)")
+    gone = len(point.attrs.get("episodes") or ()) - len(links)
+    said = f"Episodes: {', '.join(links)}" if links else "Episodes:"
+    return said + (f" ({_n(gone, 'episode')} left the journal)" if gone else "")
+
+
 def _fact_line(f: MemoryPoint, episodes: str | None) -> str:
     """A fact with its validity and, when ``episodes`` is a path, links to its sources."""
     text = _escape(f.text)
@@ -256,6 +308,13 @@ def _index(index: _Index, entities: list[str]) -> str:
             f"- [{_when(e.started_at_us)}, session {_link_text(e.session_id)}]"
             f"(episodes/{e.episode_id}.md): {_n(e.message_count, 'message')}"
         )
+    if index.digests:
+        lines += ["", "## The story so far", "", "- [The story so far](story.md)"]
+    if index.threads:
+        lines += ["", "## Story threads", ""]
+        for t in sorted(index.threads, key=lambda t: str(t.attrs.get("topic", ""))):
+            title = _link_text(str(t.attrs.get("title") or "Thread"))
+            lines.append(f"- [{title}](threads/{_thread_file(t)})")
     lines += ["", "## Entities", ""]
     lines += [f"- [{_link_text(name)}](entities/{_file(name)})" for name in entities]
     if index.documents:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from daemon.cli import weaverctl as ctl
 from daemon.client import InvalidArgumentError, MemoryClient, NotFoundError, message
 from daemon.pb import memory_pb2 as pb
 from tests.support import QUIET, consolidate, wait_indexed
@@ -277,8 +278,17 @@ def test_get_context_leads_with_the_story_so_far(start_daemon) -> None:
         assert (asked.memories[0].id, asked.memories[0].why) == (story.id, led)
 
 
-def test_digests_and_threads_are_exported(daemon, client) -> None:
+def test_digests_and_threads_are_exported(daemon, client, tmp_path, capsys) -> None:
     talk(client, "ana", "g1", WEEK1, GARDEN_1, "garden")
     weave(client)
     kinds = [r["kind"] for r in records(exported(client, "ana")) if r.get("type") == "point"]
     assert kinds.count("digest") == 2 and kinds.count("thread") == 1
+    # weaverctl's Markdown tree: the story, the thread, links to the episode.
+    out = tmp_path / "ana"
+    assert ctl.main(["--address", daemon.address, "export", "--user", "ana", str(out)]) == 0
+    capsys.readouterr()
+    (thread,) = (out / "threads").glob("*.md")
+    text = thread.read_text()
+    assert text.startswith("# Thread: garden\n") and "raised bed" in text
+    assert "](../episodes/" in text and "](index.md)" in (out / "story.md").read_text()
+    assert "- [Thread: garden](threads/" in (out / "index.md").read_text()

@@ -146,7 +146,10 @@ def test_weaverctl_export_writes_a_markdown_tree_whose_links_resolve(
     assert [r["type"] for r in records(data)].count("episode") == 5
     pages = sorted(out.rglob("*.md"))
     names = {p.relative_to(out).parts[0] for p in pages}
-    assert names == {"index.md", "episodes", "entities", "sessions"}
+    assert names == {"index.md", "story.md", "episodes", "entities", "sessions"}
+    story = (out / "story.md").read_text()
+    assert story.startswith("# The story so far\n") and "## Week of 2023-05-08" in story
+    assert "(episodes/" in story  # the period digests link to their episodes
     assert len(list((out / "episodes").glob("*.md"))) == 5
     index = (out / "index.md").read_text()
     assert "Memory of `alice`" in index and "Caroline" in index
