@@ -67,7 +67,7 @@ def message_hits(
     alone: dict[Key, Candidate] = {}
     within: dict[Key, Candidate] = {}
     for c in candidates:
-        if len(c.point.sources) == 1 or c.point.kind in STANDALONE:
+        if len(c.point.sources) == 1 or (c.point.sources and c.point.kind in STANDALONE):
             alone.setdefault(source_key(c.point, c.point.sources[0]), c)
         for s in c.point.sources:
             within.setdefault(source_key(c.point, s), c)

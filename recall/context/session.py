@@ -246,7 +246,7 @@ class SessionContexts:
         if wanted is None:
             below = self._defaults.story_below_tokens
             wanted = below > 0 and sum(m.tokens for m in window) < below
-        if not wanted:
+        if not wanted or not self._semantic.ready:  # Tier 3 starting: the block without it
             return None
         _embedder, vectors = self._semantic.wait_ready(0)
         found = vectors.get([digest_id(scope, STORY)], scope.user_id)
