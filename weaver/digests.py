@@ -5,8 +5,9 @@ After a run's episodes are consolidated, :meth:`Digests.refresh` brings the dige
 threads of every scope whose summaries changed in line with them
 (:meth:`tiers.semantic.store.SemanticStore.refresh_stories`: extractive, only the ones whose
 children changed). With a :class:`~tiers.semantic.digests.DigestWriter` (an LLM is configured:
-:class:`LLMDigestWriter`), each digest written extractively is then written again by it: the
-periods first, then the story, built again from their new texts. The writer runs outside
+:class:`LLMDigestWriter`), each extractive digest of those scopes is then written again by
+it: the periods first, then the story, built again from their new texts. A rebuild refreshes
+without the writer; the next run asks it for the scopes the rebuild wrote. The writer runs outside
 Tier 3's write lock; its text is written under it only if the digest's children are still
 the ones it read (:meth:`~tiers.semantic.store.SemanticStore.rewrite_digest`), so an episode
 forgotten meanwhile is never quoted. A writer's failure keeps the extractive text; the next
@@ -25,7 +26,7 @@ from tiers.core.models.retry import RetryReply
 from tiers.core.records import Scope
 from tiers.semantic.digests import EXTRACTIVE, KIND, STORY, DigestFailed, DigestWriter
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors import MemoryPoint
+from tiers.semantic.vectors import MemoryPoint, PointFilter
 
 log = logging.getLogger("strata.weaver")
 
@@ -46,28 +47,41 @@ class Digests:
         self._semantic = semantic
         self.writer = writer
         self.stale: set[Scope] = set()
+        self._unwritten: set[Scope] = set()  # refreshed, the writer not asked yet
 
     def refresh(self, *, abstract: bool = True) -> int:
         """Write the digests and threads of the stale scopes; returns how many were written
-        (a digest the writer rewrote counts again). Without ``abstract`` (a rebuild, which
-        never calls a model) the writer is not asked."""
+        (a digest the writer rewrote counts again). Then, with a writer, have it write each
+        extractive digest of those scopes and of the scopes refreshed before without it.
+        Without ``abstract`` (a rebuild, which never calls a model) the writer is not asked:
+        the next refresh with it asks it."""
         written = 0
-        for scope in sorted(self.stale, key=lambda s: (s.user_id, s.agent_id)):
+        for scope in sorted(self.stale, key=_order):
             self.stale.discard(scope)
             with self._semantic.write_lock:
-                points = self._semantic.refresh_stories(scope)[0]
-            written += len(points)
-            if self.writer is None or not abstract:
-                continue
-            for _round in range(2):  # the periods, then the story their new texts changed
-                drafts = [p for p in points if p.kind == KIND and p.extractor == EXTRACTIVE]
-                periods = [p for p in drafts if p.attrs.get("level") != STORY]
-                if not sum(self._abstract(draft) for draft in periods or drafts):
-                    break
+                written += len(self._semantic.refresh_stories(scope)[0])
+            if self.writer is not None:
+                self._unwritten.add(scope)
+        if self.writer is None or not abstract:
+            return written
+        for scope in sorted(self._unwritten, key=_order):
+            self._unwritten.discard(scope)
+            drafts = self._drafts(scope)
+            periods = [p for p in drafts if p.attrs.get("level") != STORY]
+            done = sum(self._abstract(draft) for draft in periods)
+            if done:  # the story is built again from their new texts
                 with self._semantic.write_lock:
-                    points = self._semantic.refresh_stories(scope)[0]
-                written += len(points)
+                    written += done + len(self._semantic.refresh_stories(scope)[0])
+            stories = [p for p in self._drafts(scope) if p.attrs.get("level") == STORY]
+            written += sum(self._abstract(story) for story in stories)
         return written
+
+    def _drafts(self, scope: Scope) -> list[MemoryPoint]:
+        """The scope's digests written extractively."""
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, kinds=(KIND,))
+        found = vectors.scroll(flt, 100_000)
+        return [p for p in found if p.scope == scope and p.extractor == EXTRACTIVE]
 
     def _abstract(self, draft: MemoryPoint) -> bool:
         """Write ``draft`` again with the writer's text; False when the writer failed or the
@@ -84,6 +98,10 @@ class Digests:
             return False
         with self._semantic.write_lock:
             return self._semantic.rewrite_digest(draft, text, self.writer.name)
+
+
+def _order(scope: Scope) -> tuple[str, str]:
+    return (scope.user_id, scope.agent_id)
 
 
 class LLMDigestWriter:

@@ -63,7 +63,12 @@ def test_sources_without_text_borrow_it_and_unmatched_ones_keep_their_order() ->
 
 
 def test_kind_weights_are_validated() -> None:
-    assert Recipe().kind_weights == {"summary": 0.5, "profile": 0.25}
+    assert Recipe().kind_weights == {
+        "summary": 0.5,
+        "profile": 0.25,
+        "digest": 0.25,
+        "thread": 0.25,
+    }
     with pytest.raises(ValueError, match=">= 0"):
         Recipe(kind_weights={"fact": -1})
     with pytest.raises(ValueError):

@@ -71,6 +71,11 @@ def consolidate(c: MemoryClient) -> None:
     assert events[-1].report.ok, events[-1].report
 
 
+# What a rebuild derives as it was: the kinds but digests and threads (an LLM wrote those, and
+# a rebuild writes them extractively until the next run has the LLM write them again).
+DERIVED = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "document")
+
+
 def recall_ids(c: MemoryClient, user: str, kinds: tuple[str, ...] = ()) -> dict[str, set[str]]:
     """The hit ids of each channel alone (k above the number of points: every match)."""
     return {
@@ -177,7 +182,10 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path):
                 if c.get_node(h.id, user_id="alice").episode.episode_id == alice[1]
             )
             c.forget(memory_ids=[fact])
-            before = {user: recall_ids(c, user) for user in ("alice", "bob")}
+            before = {user: recall_ids(c, user, DERIVED) for user in ("alice", "bob")}
+            digests = {h.id: h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
+        # The LLM's (the fake numbers its digests): bob's period and story.
+        assert len(digests) == 2 and all(t.startswith("Digest ") for t in digests.values())
         assert all(before["alice"][ch] for ch in CHANNELS), before
         assert not any(fact in ids for ids in before["alice"].values())
         calls = echo.calls
@@ -193,8 +201,11 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path):
         report = json.loads(out.stdout)
         assert report["episodes"] == "1" and report["recordsReplayed"] == "0"
         with proc.client(timeout=120) as c:
-            assert recall_ids(c, "bob") == before["bob"]
+            assert recall_ids(c, "bob", DERIVED) == before["bob"]
             assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
+            again = {h.id: h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
+            assert again.keys() == digests.keys()  # the same digests, extractive for now
+            assert not set(again.values()) & set(digests.values())
         out = ctl(proc, "--json", "rebuild")
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
@@ -204,8 +215,13 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path):
         human = ctl(proc, "rebuild")  # again: the same points, none doubled
         assert human.returncode == 0 and "3 journal episodes" in human.stdout
         with proc.client(timeout=120) as c:
-            assert {user: recall_ids(c, user) for user in ("alice", "bob")} == before
-        assert echo.calls == calls  # not one LLM call repeated
+            assert {user: recall_ids(c, user, DERIVED) for user in ("alice", "bob")} == before
+            written = echo.digests
+            consolidate(c)  # the next run has the LLM write the rebuilt digests again
+            assert echo.digests > written
+            texts = {h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
+            assert all(t.startswith("Digest ") for t in texts), texts
+        assert echo.calls == calls  # not one extraction asked again
         proc.terminate()
 
 
@@ -235,7 +251,14 @@ def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path):
         wait_tier3(c)
         response = c.admin.rebuild(timeout=120)
         assert (response.episodes, response.records_replayed) == (0, 2)
-        assert response.graph_edges == 2 * 3 and response.vector_points == 2 * (1 + 3)
+        # A summary and three facts per episode, and the digests and threads made of them.
+        overviews = c.recall(QUERY, user_id="alice", k=100, kinds=["digest", "thread"]).hits
+        assert {h.attrs.get("level") for h in overviews if h.kind == "digest"} == {
+            "period",
+            "story",
+        }
+        assert response.graph_edges == 2 * 3
+        assert response.vector_points == 2 * (1 + 3) + len(overviews)
         # The summaries, facts and edges are back from the records alone; the chunks were
         # only in the lost vector store and the expired journal.
         assert recall_ids(c, "alice", kinds=("summary", "fact")) == memories

@@ -69,13 +69,26 @@ class Tombstones:
         return is_forgotten(self._state, memory_id=memory_id)
 
     def keep(self, items: Sequence[D]) -> list[D]:
-        """``items`` without those whose episode or own id was forgotten."""
+        """``items`` without those whose episode or own id was forgotten, nor the points
+        made of forgotten ones (a digest's or thread's ``attrs`` ``episodes`` and
+        ``children``, a profile's ``facts``: an import of an export made before a Forget
+        would bring their texts back)."""
         episodes: dict[str, bool] = {}
+
+        def forgotten(episode_id: str) -> bool:
+            if episode_id not in episodes:
+                episodes[episode_id] = self.episode(episode_id)
+            return episodes[episode_id]
+
         out = []
         for item in items:
-            if item.episode_id not in episodes:
-                episodes[item.episode_id] = self.episode(item.episode_id)
-            if not episodes[item.episode_id] and not self.memory(item.id):
+            if forgotten(item.episode_id) or self.memory(item.id):
+                continue
+            made_of = getattr(item, "attrs", None) or {}
+            if any(forgotten(str(e)) for e in made_of.get("episodes") or ()):
+                continue
+            parts = [*(made_of.get("children") or ()), *(made_of.get("facts") or ())]
+            if not any(self.memory(str(m)) for m in parts):
                 out.append(item)
         return out
 
