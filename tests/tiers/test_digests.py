@@ -70,7 +70,9 @@ def test_periods_and_the_story_from_summaries() -> None:
     assert build_digests(A, points, policy) == out  # deterministic
     assert build_digests(A, [], policy) == []
     one = DigestPolicy(story_periods=1)
-    assert build_digests(A, points, one)[-1].attrs["children"] == [week2.id]
+    newest = build_digests(A, points, one)[-1]
+    assert newest.attrs["children"] == [week2.id]
+    assert newest.text.startswith("The story so far (16 May 2023 to 16 May 2023; Ana; 1 ")
 
 
 def test_a_written_text_stays_while_its_children_do() -> None:

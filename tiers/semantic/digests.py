@@ -239,7 +239,7 @@ def _story(
 ) -> MemoryPoint:
     first, newest = periods[0], periods[-1]
     speakers = list(dict.fromkeys(s for p in periods for s in speakers_of([p])))
-    total = sum(len(m) for m in groups.values())
+    total = sum(len(groups[_start_of(p)]) for p in periods)
     span = f"{event_date(first.attrs['from_us'])} to {event_date(newest.created_at_us)}"
     head = (
         f"The story so far ({span}; {', '.join(speakers) or 'no speaker named'}; "
