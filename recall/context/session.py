@@ -241,11 +241,13 @@ class SessionContexts:
         self, ask: ContextAsk, scope: Scope, window: Sequence[StoredMessage]
     ) -> Candidate | None:
         """The scope's story digest, when the request asks for it, or leaves it to the
-        window's length and the window holds fewer than ``story_below_tokens`` tokens."""
+        window's length and the window holds fewer than ``story_below_tokens`` tokens (and
+        the request's kinds, if it names any, take digests)."""
         wanted = ask.story
         if wanted is None:
             below = self._defaults.story_below_tokens
-            wanted = below > 0 and sum(m.tokens for m in window) < below
+            kinds_ok = not ask.kinds or "digest" in ask.kinds
+            wanted = kinds_ok and below > 0 and sum(m.tokens for m in window) < below
         if not wanted or not self._semantic.ready:  # Tier 3 starting: the block without it
             return None
         _embedder, vectors = self._semantic.wait_ready(0)

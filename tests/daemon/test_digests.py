@@ -270,6 +270,7 @@ def test_get_context_leads_with_the_story_so_far(start_daemon) -> None:
         assert [(m.id, m.why) for m in fresh.memories] == [(story.id, led)]
         assert fresh.text.startswith("From memory:\n[digest · 2023-05-16] The story so far")
         assert not c.get_context("new", 1000, user_id="ana", story=False).memories
+        assert not c.get_context("new", 1000, user_id="ana", kinds=["fact"]).memories
         # A window longer than story_below_tokens: recall alone, unless asked.
         c.append_batch("long", [message(" ".join(["Lisbon"] * 400), name="Alice")], user_id="ana")
         long = c.get_context("long", 1000, user_id="ana", explain=True)
