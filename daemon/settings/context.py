@@ -54,7 +54,7 @@ class ContextSettings(BaseModel):
             "recalled memories when the session's window holds fewer tokens than this "
             "(1: only a window with nothing in it, a new session; 0: never; a request's "
             "story field decides for itself). Measured: with the question in the window, the "
-            "story costs evidence (docs/benchmarks.md, Digests)."
+            "story costs evidence (docs/benchmarks.md, issue 31: digests and story threads)."
         ),
     )
     query_turns: int = Field(
