@@ -125,14 +125,7 @@ def llm_extractor(llm: LLMSettings) -> Extractor | None:
         return None
     from weaver.extractors.llm import LLMExtractor
 
-    client = llm_client(
-        llm,
-        model=llm.model,
-        timeout_seconds=llm.timeout_seconds,
-        max_retries=llm.max_retries,
-        name=f"llm:{llm.model}",
-    )
-    return LLMExtractor(client)
+    return LLMExtractor(weaver_client(llm))
 
 
 def digest_writer(llm: LLMSettings) -> DigestWriter | None:
@@ -142,15 +135,19 @@ def digest_writer(llm: LLMSettings) -> DigestWriter | None:
         return None
     from weaver.digests import LLMDigestWriter
 
-    name = f"llm:{llm.model}"
-    client = llm_client(
+    return LLMDigestWriter(weaver_client(llm))
+
+
+def weaver_client(llm: LLMSettings) -> ModelClient:
+    """A model client of ``llm.model`` with the ``[llm]`` timeout and retries: the
+    extractor's, and the digest writer's."""
+    return llm_client(
         llm,
         model=llm.model,
         timeout_seconds=llm.timeout_seconds,
         max_retries=llm.max_retries,
-        name=name,
+        name=f"llm:{llm.model}",
     )
-    return LLMDigestWriter(client)
 
 
 def llm_client(llm: LLMSettings, *, model: str, **options: Any) -> ModelClient:

@@ -96,8 +96,7 @@ def build_threads(scope: Scope, summaries: Iterable[MemoryPoint]) -> list[Memory
         for topic in p.attrs.get("weaver_topics") or ():
             if not own:
                 derived[str(topic)].append(p)
-    groups = dict(derived.items())
-    groups = {t: m for t, m in groups.items() if len(m) >= MIN_WEAVER_EPISODES}
+    groups = {t: m for t, m in derived.items() if len(m) >= MIN_WEAVER_EPISODES}
     for topic, members in hinted.items():  # a hinted topic also takes derived members
         groups[topic] = sorted(
             {p.id: p for p in [*members, *derived.get(topic, [])]}.values(),
