@@ -74,6 +74,7 @@ def recall_engine(
         access=access,
         query_vectors=s.recall.query_vector_cache,
         speakers=graph.speakers,
+        threads=s.recall.threads,
     )
 
 

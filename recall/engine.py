@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from recall import (
     Candidate,
@@ -37,8 +38,10 @@ from recall.expansion import PARENTS, expand
 from recall.fusion import mmr, rrf
 from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
+from recall.recipe import THREADS
 from recall.result import RecallResult
 from tiers.core.events import Events
+from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
 from tiers.rights.forget.cascade import ScopeCache
@@ -46,8 +49,8 @@ from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, source_key
 
 log = logging.getLogger("strata.recall")
+T = TypeVar("T")
 _WORD = re.compile(r"\w+")
-REQUEST_THREADS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +71,11 @@ class RecallEngine:
         access: AccessCounts | None = None,
         query_vectors: int = 256,
         speakers: Callable[[Scope], Collection[str]] | None = None,
+        threads: int = THREADS,
     ) -> None:
         """``speakers``: the normalized names of a scope's speakers (the graph channel's
         :meth:`~recall.graph.channel.GraphChannel.speakers`), for the speaker-neutral query;
-        None: no such query."""
+        None: no such query. ``threads``: requests computed at once (``recall.threads``)."""
         self.cache = cache
         self._speakers = speakers
         self._access = access
@@ -79,11 +83,12 @@ class RecallEngine:
         self._channels = dict(channels)
         self._rerankers = dict(rerankers)
         self._clock = clock
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall")
         # Recall requests run on their own threads, so that a burst of them does not queue
-        # the daemon's other blocking work (session ends, listings) behind it.
+        # the daemon's other blocking work (session ends, listings) behind it; below the
+        # event loop's CPU priority, so that the appends are served first (tiers.core.priority).
+        self._pool = ThreadPoolExecutor(2, "recall", lower_this_thread, (RECALL_NICE,))
         self._requests = ThreadPoolExecutor(
-            max_workers=REQUEST_THREADS, thread_name_prefix="recall-request"
+            threads, "recall-request", lower_this_thread, (RECALL_NICE,)
         )
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
@@ -105,6 +110,12 @@ class RecallEngine:
     def submit(self, query: Query) -> Future[RecallResult]:
         """:meth:`recall` on the engine's request threads."""
         return self._requests.submit(self.recall, query)
+
+    def submit_then(self, query: Query, answer: Callable[[RecallResult], T]) -> Future[T]:
+        """:meth:`recall`, then ``answer`` on its result, on the same request thread: what
+        a caller builds of the result (packing, the reply's messages) is not built on the
+        event loop that serves the appends."""
+        return self._requests.submit(lambda: answer(self.recall(query)))
 
     def scope_caches(self) -> list[ScopeCache]:
         """What holds per-user recall data (the semantic cache, channel caches), for Forget."""

@@ -5,26 +5,21 @@ Each item is one line block: ``[kind · date · speaker] text`` (a keyed documen
 holds. Items are taken in rank order while they fit; one that does not fit is skipped and
 smaller ones after it may still fit. Tokens are counted as everywhere in Strata
 (:mod:`tiers.core.tokens`), and the block never exceeds the budget. The Pack call
-(:func:`pack_recalled`) recalls on the engine's threads, packs, and counts what the block
-hands out (:mod:`recall.context.access`).
+(:func:`pack_recalled`) packs a recall's hits on the engine's request thread and counts what
+the block hands out (:mod:`recall.context.access`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from recall import Candidate, Query
-from recall.context.access import count_handed
+from recall import Candidate
+from recall.context.access import record_handed
 from recall.result import RecallResult
 from tiers.core.tokens import count_tokens
 from tiers.keyed.access import AccessCounts
-
-if TYPE_CHECKING:
-    from recall.engine import RecallEngine
 
 LABELS = {
     "fact": "fact",
@@ -93,18 +88,15 @@ def pack(
     return Packed(block, count_tokens(block), items, list(degraded))
 
 
-async def pack_recalled(
-    engine: RecallEngine,
+def pack_recalled(
     access: AccessCounts | None,
-    query: Query,
+    result: RecallResult,
     max_tokens: int,
     per_kind_caps: Mapping[str, int] | None = None,
-) -> tuple[Packed, RecallResult]:
-    """Pack: ``query`` recalled on the engine's request threads, its hits packed into
-    ``max_tokens``, and the memories of the block counted
-    (:func:`recall.context.access.count_handed`)
-    before the answer goes out. Returns the block and the recall it was packed from."""
-    result = await asyncio.wrap_future(engine.submit(query))
+) -> Packed:
+    """Pack: a recall's hits packed into ``max_tokens``, and the memories of the block
+    counted (:func:`recall.context.access.record_handed`) before the answer goes out. Blocking:
+    on the engine's request thread (``RecallEngine.submit_then``), after the recall."""
     packed = pack(result.hits, max_tokens, per_kind_caps, result.degraded)
-    await count_handed(access, [i.candidate for i in packed.items])
-    return packed, result
+    record_handed(access, [i.candidate for i in packed.items])
+    return packed

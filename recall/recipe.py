@@ -156,11 +156,24 @@ class Recipe(Section):
         return value
 
 
+THREADS = 4  # recall.threads: measured against the appends' latency (docs/benchmarks.md)
+
+
 class RecallSettings(Recipe):
     """The Recall engine. Its own fields are the "default" recipe; ``recipes`` adds named
     ones (``[recall.recipes.precise]``), chosen per request by name."""
 
     max_k: int = Field(100, ge=1, description="The largest k a Recall may ask for.")
+    threads: int = Field(
+        THREADS,
+        ge=1,
+        le=64,
+        description=(
+            "Recall, Pack and GetContext queries computed at once; more are queued. More "
+            "threads answer a flood of queries a little faster and delay the appends served "
+            "beside them (measured: docs/benchmarks.md, Serving first)."
+        ),
+    )
     recipes: dict[str, Recipe] = Field({}, description="More named recipes.")
     rerank_model: str = Field("", description="litellm model for rerank=llm; empty: llm.model.")
     rerank_timeout_seconds: float = Field(5.0, gt=0, description="Then the fused order stands.")

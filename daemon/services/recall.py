@@ -1,10 +1,12 @@
 """The Recall RPCs of ``strata.v1.MemoryService``: Recall, Pack and GetNode. Each checks its
 request into a :class:`recall.Query` (or an id), calls the engine (:mod:`recall.engine`),
-:func:`recall.pack.pack_recalled` or :func:`recall.nodes.get_node`, and converts the answer."""
+:func:`recall.pack.pack_recalled` or :func:`recall.nodes.get_node`, and converts the answer
+(a Recall's and a Pack's on the recall's thread, not on the event loop)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -38,6 +40,41 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 
 def _timings(result: RecallResult) -> list[pb.StageTiming]:
     return [pb.StageTiming(stage=k, ms=v) for k, v in result.timings.items()]
+
+
+def _recall_response(query: Query, result: RecallResult) -> pb.RecallResponse:
+    return pb.RecallResponse(
+        hits=[convert.hit_pb(c, query.explain, result.weights) for c in result.hits],
+        timings=_timings(result),
+        rerank=result.rerank,
+        rerank_note=result.rerank_note,
+        degraded_channels=result.degraded,
+        cached=result.cached,
+    )
+
+
+def _pack_response(
+    access: AccessCounts | None, max_tokens: int, caps: dict[str, int], result: RecallResult
+) -> pb.PackResponse:
+    packed = pack_recalled(access, result, max_tokens, caps)
+    return pb.PackResponse(
+        text=packed.text,
+        tokens=packed.tokens,
+        items=[
+            pb.PackItem(
+                id=i.candidate.point.id,
+                kind=i.candidate.point.kind,
+                text=i.text,
+                tokens=i.tokens,
+                sources=convert.source_pbs(i.candidate.point),
+                created_at=convert.timestamp(i.candidate.point.created_at_us),
+                superseded=i.candidate.superseded,
+            )
+            for i in packed.items
+        ],
+        degraded_channels=packed.degraded,
+        timings=_timings(result),
+    )
 
 
 class RecallRpcs:
@@ -145,14 +182,9 @@ class RecallRpcs:
             request.thread,
         )
         query = await self._in_thread(query)
-        result = await asyncio.wrap_future(self._engine.submit(query))
-        return pb.RecallResponse(
-            hits=[convert.hit_pb(c, query.explain, result.weights) for c in result.hits],
-            timings=_timings(result),
-            rerank=result.rerank,
-            rerank_note=result.rerank_note,
-            degraded_channels=result.degraded,
-            cached=result.cached,
+        # The reply is built on the recall's thread: the event loop serves the appends.
+        return await asyncio.wrap_future(
+            self._engine.submit_then(query, functools.partial(_recall_response, query))
         )
 
     @rpc
@@ -178,27 +210,10 @@ class RecallRpcs:
             thread=request.thread,
         )
         query = await self._in_thread(query)
-        packed, result = await pack_recalled(
-            self._engine, self._access, query, request.max_tokens, dict(request.per_kind_caps)
+        answer = functools.partial(
+            _pack_response, self._access, request.max_tokens, dict(request.per_kind_caps)
         )
-        return pb.PackResponse(
-            text=packed.text,
-            tokens=packed.tokens,
-            items=[
-                pb.PackItem(
-                    id=i.candidate.point.id,
-                    kind=i.candidate.point.kind,
-                    text=i.text,
-                    tokens=i.tokens,
-                    sources=convert.source_pbs(i.candidate.point),
-                    created_at=convert.timestamp(i.candidate.point.created_at_us),
-                    superseded=i.candidate.superseded,
-                )
-                for i in packed.items
-            ],
-            degraded_channels=packed.degraded,
-            timings=_timings(result),
-        )
+        return await asyncio.wrap_future(self._engine.submit_then(query, answer))
 
     @rpc
     async def GetNode(

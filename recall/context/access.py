@@ -31,12 +31,18 @@ def accessed(handed: Sequence[Candidate]) -> list[Accessed]:
     return out
 
 
-async def count_handed(access: AccessCounts | None, handed: Sequence[Candidate]) -> None:
-    """Count ``handed`` (the write on a worker thread). Nothing without a store or with
+def record_handed(access: AccessCounts | None, handed: Sequence[Candidate]) -> None:
+    """Count ``handed`` (blocking: on a worker thread). Nothing without a store or with
     nothing handed; a store that refuses the write is logged, not raised."""
     if access is None or not handed:
         return
     try:
-        await asyncio.to_thread(access.record, accessed(handed))
+        access.record(accessed(handed))
     except StoreUnavailable as exc:
         log.warning("recall.access_not_counted", extra={"fields": {"error": str(exc)}})
+
+
+async def count_handed(access: AccessCounts | None, handed: Sequence[Candidate]) -> None:
+    """:func:`record_handed` on a worker thread."""
+    if access is not None and handed:
+        await asyncio.to_thread(record_handed, access, handed)

@@ -26,8 +26,9 @@ from recall.context.session import (
     SessionName,
 )
 from recall.engine import RecallEngine
-from recall.pack import pack_recalled
+from recall.pack import Packed, pack_recalled
 from recall.recipe import RecallSettings
+from recall.result import RecallResult
 from tests.contracts.corpus import QUESTION, A, B, Tier3, corpus, filled
 from tests.contracts.stores import Clock, Tiers
 from tiers.core.errors import ScopeMismatch, SessionNotFound
@@ -239,12 +240,19 @@ def test_a_handed_memory_counts_with_what_merged_into_it() -> None:
 
 def test_pack_counts_what_its_block_holds(world: World) -> None:
     query = Query("Where does Caroline work?", A, 10, SETTINGS.recipe(""))
-    packed, result = asyncio.run(pack_recalled(world.engine, world.access, query, 60))
+
+    def packed_on_its_thread() -> tuple[Packed, RecallResult]:
+        def answer(result: RecallResult) -> tuple[Packed, RecallResult]:
+            return pack_recalled(world.access, result, 60), result
+
+        return world.engine.submit_then(query, answer).result(timeout=60)
+
+    packed, result = packed_on_its_thread()
     assert result.hits and packed.items and packed.tokens <= 60
     assert len(packed.items) < len(result.hits)  # the budget left some out
     hits = [(c.point.scope, c.point.id) for c in result.hits]
     before = world.access.counts(hits)
-    packed, _result = asyncio.run(pack_recalled(world.engine, world.access, query, 60))
+    packed, _result = packed_on_its_thread()
     handed = {a.memory_id for a in accessed([i.candidate for i in packed.items])}
     after = world.access.counts(hits)
     for _scope, mid in hits:  # once per Pack, and only what its block holds

@@ -5,6 +5,9 @@ both channels. Real model, RocksDB and embedded engine (the contract corpus)."""
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +19,7 @@ from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
 from tests.contracts.corpus import QUESTION, TWIN, A, Tier3, ctx, filled
+from tiers.core.priority import MAX_NICE, RECALL_NICE
 from tiers.semantic.vectors import Hit, VectorStoreUnavailable
 
 
@@ -117,3 +121,26 @@ def test_a_cut_of_the_shared_search_keeps_the_lower_id_of_tied_hits(tier3):
     for order in ([low, high], [high, low]):
         c.dense = SharedSearch(10, lambda order=order: list(order))
         assert c.dense_hits(1) == [low]
+
+
+def test_a_recall_is_computed_and_answered_below_the_callers_priority(tier3):
+    """The engine's request threads run below the event loop's CPU priority
+    (tiers.core.priority), and ``submit_then`` builds the answer on the recall's thread."""
+    recall = engine(tier3)
+    seen: list[tuple[int, int]] = []
+
+    def answer(result):
+        tid = threading.get_native_id()
+        seen.append((tid, os.getpriority(os.PRIO_PROCESS, tid)))
+        return len(result.hits)
+
+    try:
+        hits = recall.submit_then(Query(QUESTION, A, 5, Recipe()), answer).result(timeout=60)
+    finally:
+        recall.close()
+    assert hits > 0
+    ((tid, nice),) = seen
+    assert tid != threading.get_native_id()
+    if sys.platform == "linux":
+        caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert nice == min(MAX_NICE, caller + RECALL_NICE)

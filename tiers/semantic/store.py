@@ -35,6 +35,7 @@ from pathlib import Path
 from tiers.core import collector
 from tiers.core.errors import one_line
 from tiers.core.events import Events
+from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
 from tiers.semantic.digests import KIND as DIGEST
@@ -248,6 +249,7 @@ class SemanticStore:
         threading.Thread(target=self._open, name="tier3-open", daemon=True).start()
 
     def _open(self) -> None:
+        lower_this_thread(RECALL_NICE)  # the engine's threads started here serve queries
         try:
             embedder = self.embeddings.wait()
             vectors = self._open_vectors()

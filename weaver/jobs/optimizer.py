@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import IndexBuildCancelled
 
@@ -59,6 +60,7 @@ class IndexBuilds:
         self._index_lost = True
 
     def _optimize(self) -> None:
+        lower_this_thread(BACKGROUND_NICE)
         new_points = self.points_since_optimize
         lost, self._index_lost = self._index_lost, False
         if not (new_points or lost) or not self._semantic.ready:

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from tiers.core.errors import Unavailable
 from tiers.core.events import Events
+from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
@@ -189,6 +190,7 @@ class Weaver:
 
     # -- the worker ------------------------------------------------------------------------
     def _work(self) -> None:
+        lower_this_thread(BACKGROUND_NICE)  # below serving and Recall (tiers.core.priority)
         while True:
             job = self._jobs.get()
             if job is None or self._stopping.is_set():

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tiers.core.events import Events
+from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.core.records import u64
 from tiers.rocks import Batch, RocksStore
 from tiers.semantic.store import SemanticStore
@@ -138,6 +139,7 @@ class Purger:
         return thread is None or not thread.is_alive()
 
     def _loop(self) -> None:
+        lower_this_thread(BACKGROUND_NICE)
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._requested or self._closing)

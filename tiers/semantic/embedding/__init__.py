@@ -35,6 +35,7 @@ import numpy as np
 
 from tiers.core.errors import ModelUnavailable, TierError, Unavailable, one_line
 from tiers.core.events import Events
+from tiers.core.priority import RECALL_NICE, lower_this_thread
 
 log = logging.getLogger("strata.embedding")
 # transformers builds models under a process-wide patch of torch (init_empty_weights): two
@@ -333,6 +334,8 @@ class EmbeddingService:
 
     def _load(self) -> None:
         import time
+
+        lower_this_thread(RECALL_NICE)  # the model's CPU threads, started here, inherit it
 
         began = time.monotonic()
         pause = self._retry[0]

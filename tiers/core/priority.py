@@ -1,0 +1,56 @@
+"""CPU priority of the daemon's own threads: serving first, computation after it.
+
+The daemon's event loop serves every RPC (an Append is one RocksDB write on it); the
+computation behind a Recall and the weaver's work run on threads of their own. When the
+cores are busy, the kernel should run the event loop first, so each of those threads lowers
+its own priority as it starts (Linux keeps a nice value per thread, and a thread a library
+starts from it inherits it: the query model's and the vector engine's threads). Worker
+processes go lower still (``workers.nice``). On an idle machine a nice value changes nothing.
+
+Measured under ``make bench-load`` (docs/benchmarks.md, "Serving first"): with these
+priorities the appends' p99 fell and the calls served per second rose.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+log = logging.getLogger("strata.priority")
+
+RECALL_NICE = 5
+"""Recall's computation (its request and channel threads, the query model's threads and
+the vector engine's): below the event loop, above the weaver."""
+
+BACKGROUND_NICE = 10
+"""The weaver's thread, vector index builds and purges."""
+
+MAX_NICE = 19
+
+SWITCH_INTERVAL_SECONDS = 0.001
+"""How long a thread keeps the interpreter while another waits for it (Python's default is
+5 ms): the event loop, woken by a request, waits for a Recall thread to hand the
+interpreter over. Only with the priorities above was a shorter one measured to help."""
+
+
+def lower_this_thread(by: int) -> None:
+    """Run the calling thread ``by`` nice steps below the process's main thread (the event
+    loop's), 19 at most, never higher than it runs now; the threads it starts inherit it.
+    Linux only (elsewhere a nice value is the whole process's, so nothing is changed); a
+    refusal is logged, never raised."""
+    if by <= 0 or sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:
+        main = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's own
+        now = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, max(now, min(MAX_NICE, main + by)))
+    except OSError as exc:  # a sandbox may refuse it: the thread runs at the daemon's priority
+        log.debug("priority.unchanged", extra={"fields": {"error": str(exc)}})
+
+def hand_over_sooner() -> None:
+    """The process's interpreter switch interval: :data:`SWITCH_INTERVAL_SECONDS` (stratad
+    sets it as it starts)."""
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
