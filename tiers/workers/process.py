@@ -19,7 +19,6 @@ cannot run falls back to sentence-transformers on the same export) or
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from tiers.core.priority import below_parent
 from tiers.workers.wire import WireClosed, pack_rows, receive, send
 
 PARENT_CHECK_SECONDS = 1.0
@@ -76,8 +76,7 @@ def _watch_parent() -> None:
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     spec = receive(inp)
-    with contextlib.suppress(OSError):
-        os.nice(int(spec.get("nice", 0)))
+    below_parent(int(spec.get("nice", 0)))  # whichever daemon thread started it
     try:
         model = load(spec["model"])
     except Exception as exc:

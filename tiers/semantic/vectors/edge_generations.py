@@ -27,13 +27,13 @@ removed by :func:`sweep` when the store opens.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
+from tiers.core.priority import below_parent
 from tiers.semantic.vectors.edge_shard import fsync_dir
 
 CURRENT = "CURRENT"
@@ -156,9 +156,8 @@ def _build(gen: str, compact_into: str | None = None) -> int:
 
     from tiers.semantic.vectors.edge_shard import copy_points, read_sidecar
 
-    if compact_into is None:
-        with contextlib.suppress(OSError):
-            os.nice(10)  # the daemon's queries and appends come first on shared cores
+    if compact_into is None:  # the daemon's queries and appends come first on shared cores
+        below_parent(10)
     shard = EdgeShard.load(gen)
     try:
         if compact_into is None:
