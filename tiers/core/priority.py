@@ -11,7 +11,7 @@ machine a nice value changes nothing.
 
 Measured under ``make bench-load`` (docs/benchmarks.md, "Serving first"): with these
 priorities, the shorter switch interval below and ``recall.threads`` at 3, the appends' p99
-beside a flood of queries fell from 72 to 17 ms, and the queries answered per second by 18 %.
+beside a flood of queries fell from 72 to 16 ms, and the queries answered per second by 18 %.
 """
 
 from __future__ import annotations
@@ -43,28 +43,26 @@ def lower_this_thread(by: int) -> None:
     loop's), 19 at most, never higher than it runs now; the threads it starts inherit it.
     Linux only (elsewhere a nice value is the whole process's, so nothing is changed); a
     refusal is logged, never raised."""
-    if by <= 0 or sys.platform != "linux":
-        return
-    tid = threading.get_native_id()
-    try:
-        main = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the main thread's own
-        now = os.getpriority(os.PRIO_PROCESS, tid)
-        os.setpriority(os.PRIO_PROCESS, tid, max(now, min(MAX_NICE, main + by)))
-    except OSError as exc:  # a sandbox may refuse it: the thread runs at the daemon's priority
-        log.debug("priority.unchanged", extra={"fields": {"error": str(exc)}})
+    if sys.platform == "linux":
+        _below(threading.get_native_id(), os.getpid(), by)  # getpid: the main thread's own
 
 
 def below_parent(by: int) -> None:
     """For a child process, as it starts: run ``by`` nice steps below its parent's main
     thread (whichever of the parent's lowered threads started it), 19 at most, never higher
-    than it runs now. A refusal is ignored."""
+    than it runs now. A refusal is logged, never raised."""
+    _below(0, os.getppid(), by)
+
+
+def _below(who: int, base: int, by: int) -> None:
+    """Set ``who``'s nice value (0: the caller) ``by`` steps below ``base``'s."""
     if by <= 0:
         return
     try:
-        parent = os.getpriority(os.PRIO_PROCESS, os.getppid())  # the parent's main thread
-        now = os.getpriority(os.PRIO_PROCESS, 0)
-        os.setpriority(os.PRIO_PROCESS, 0, max(now, min(MAX_NICE, parent + by)))
-    except OSError as exc:
+        target = min(MAX_NICE, os.getpriority(os.PRIO_PROCESS, base) + by)
+        now = os.getpriority(os.PRIO_PROCESS, who)
+        os.setpriority(os.PRIO_PROCESS, who, max(now, target))
+    except OSError as exc:  # a sandbox may refuse it: it runs at the priority it has
         log.debug("priority.unchanged", extra={"fields": {"error": str(exc)}})
 
 
