@@ -20,8 +20,12 @@ from tiers.semantic.digests import DigestWriter
 from tiers.semantic.embedding import Embedder, SentenceTransformerEmbedder
 from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.settings import EmbeddingSettings
+from tiers.working.memory import WorkingMemory
+from tiers.working.progress import LiveProgress
 from weaver.extractors import Extractor
 from weaver.extractors.local import LocalExtractor
+from weaver.index import Indexer
+from weaver.live import LiveIndexer
 from weaver.settings import LLMSettings, WeaverSettings
 
 
@@ -161,3 +165,18 @@ def llm_client(llm: LLMSettings, *, model: str, **options: Any) -> ModelClient:
         api_key_file=llm.api_key_file,
         **options,
     )
+
+
+def live_indexer(
+    weaver: WeaverSettings,
+    working: WorkingMemory,
+    progress: LiveProgress,
+    semantic: SemanticStore,
+    indexer: Indexer,
+) -> LiveIndexer | None:
+    """The live index stage (``weaver.live_index``, which needs ``weaver.index_turns``: its
+    staged turns are what its batches replace); None: sessions are indexed when they end."""
+    if not (weaver.live_index and weaver.index_turns):
+        return None
+    batch = weaver.live_batch_messages, weaver.live_batch_seconds
+    return LiveIndexer(working, progress, semantic, indexer, *batch)

@@ -31,6 +31,7 @@ from daemon.components import (
     embedding_client,
     embedding_description,
     litellm_embedder,
+    live_indexer,
     llm_extractor,
     local_embedder,
     local_extractor,
@@ -65,7 +66,8 @@ from tiers.semantic.vectors import VectorStore
 from tiers.workers.embedder import describe, start_background
 from tiers.workers.pool import WorkerStatus, WorkerUnavailable
 from tiers.working.memory import WorkingMemory
-from tiers.working.session import SessionFlushed, WindowLimits
+from tiers.working.progress import LiveProgress
+from tiers.working.session import WindowLimits
 from weaver.consolidate import Consolidator, redact_record
 from weaver.index import DocumentIndexer, Indexer
 from weaver.jobs.runner import Weaver
@@ -338,7 +340,8 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
         )
         closing.callback(_end_purges, forgetter, semantic)
         local = local_extractor(s.weaver, semantic)
-        indexer = Indexer(journal, semantic, s.weaver)
+        progress = LiveProgress(state, changes)
+        indexer = Indexer(journal, semantic, s.weaver, progress)
         consolidator = Consolidator(
             journal,
             state,
@@ -364,11 +367,10 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
                 next_run=lambda: next_consolidation(scheduler),
                 llm_backoff=(s.llm.retry_backoff_seconds, s.llm.retry_backoff_max_seconds),
                 documents=document_indexer,
+                live=live_indexer(s.weaver, working, progress, semantic, indexer),
             )
             w = weaver
-            working.events.subscribe(
-                SessionFlushed, lambda event: w.notify_flushed(event.result.episode_id)
-            )
+            w.follow(working.events)  # ended sessions, and live ones (the live stage)
             documents.events.subscribe(DocumentPut, lambda _event: w.notify_documents())
             forgetter.purger.events.subscribe(Purged, lambda _event: w.index_lost())
         schedule_jobs(scheduler, s, working, journal, changes, weaver)

@@ -55,6 +55,11 @@ class Query:
     thread: str = ""
     # The thread's episodes (tiers.semantic.threads.episodes_of), set before the engine runs.
     episode_ids: tuple[str, ...] = ()
+    # No memory of these sessions (a benchmark asking about a conversation from within it).
+    exclude_sessions: tuple[str, ...] = ()
+    # (session_id, seq): no memory citing a message of that session from that seq on
+    # (GetContext: the session's window, which the block shows as it is).
+    exclude_from: tuple[tuple[str, int], ...] = ()
 
     def filter(self) -> PointFilter:
         kinds = self.kinds or tuple(self.recipe.kinds)
@@ -67,6 +72,8 @@ class Query:
             episode_ids=self.episode_ids,
             created_from_us=self.start_us,
             created_to_us=self.end_us,
+            exclude_sessions=self.exclude_sessions,
+            exclude_from=self.exclude_from,
         )
 
     def weights(self) -> dict[str, float]:

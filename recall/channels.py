@@ -29,7 +29,9 @@ class VectorChannel:
 
 
 class KeywordChannel:
-    """BM25 over the same points: sparse vectors with IDF, in the same engine."""
+    """BM25 over the same points: sparse vectors with IDF, in the same engine; and over the
+    points staged before their embedding (a live session's newest messages,
+    :mod:`tiers.semantic.pending`), scored on the same scale and merged by score."""
 
     name = "keyword"
 
@@ -41,8 +43,13 @@ class KeywordChannel:
         sparse = self._semantic.keywords.embed_query(ctx.query.text)
         if not sparse.indices:
             return []
-        hits = vectors.search_sparse(sparse, ctx.query.filter(), limit)
-        return _ordered(hits)
+        flt = ctx.query.filter()
+        hits = vectors.search_sparse(sparse, flt, limit)
+        staged = self._semantic.pending.search(vectors.weigh(sparse), flt, limit)
+        if staged:
+            stored = {h.point.id for h in hits}
+            hits += [h for h in staged if h.point.id not in stored]
+        return _ordered(hits)[:limit]
 
 
 def _ordered(hits: list[Hit]) -> list[tuple[MemoryPoint, float]]:

@@ -382,6 +382,8 @@ def _params(query: Query, window: tuple[int, int] | None) -> Hashable:
         query.k,
         query.kinds,
         query.episode_ids,
+        query.exclude_sessions,
+        query.exclude_from,
         query.start_us,
         query.end_us,
         query.channels,

@@ -29,7 +29,7 @@ from tiers.rocks import RocksStore
 from tiers.scoped import KindFactory, ScopedKind
 from tiers.semantic import tombstones
 from tiers.semantic.graph import nxgraph
-from tiers.working import session
+from tiers.working import progress, session
 
 Store = Literal["state", "journal"]
 
@@ -52,6 +52,7 @@ KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCo
 
 FAMILIES: tuple[ColumnFamily, ...] = (
     *_owned("state", session, session.WORKING_CFS),
+    *_owned("state", progress, progress.PROGRESS_CFS),
     *_owned("state", journal, journal.CONSOLIDATION_CFS),
     *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
     *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import StoredMessage
@@ -28,7 +29,15 @@ def load_episode(journal: Journal, episode_id: str, bounds: ToolText | None = No
         messages += page
     if not messages:
         raise EpisodeNotFound(f"episode {episode_id!r} has no messages left in the journal")
-    turns = [
+    return EpisodeInput(
+        episode.episode_id, episode.session_id, episode.scope, turns_of(messages, bounds)
+    )
+
+
+def turns_of(messages: Iterable[StoredMessage], bounds: ToolText) -> list[Turn]:
+    """The turns of ``messages``: one per message with content or a tool call, its text
+    rendered by :func:`weaver.turn_text.turn_text` within ``bounds``."""
+    return [
         Turn(
             seq=m.seq,
             speaker=m.name or m.role,
@@ -42,7 +51,6 @@ def load_episode(journal: Journal, episode_id: str, bounds: ToolText | None = No
         for m, text in ((m, turn_text(m, bounds)) for m in messages)
         if text
     ]
-    return EpisodeInput(episode.episode_id, episode.session_id, episode.scope, turns)
 
 
 def sources(episode: EpisodeInput, seqs: Iterable[int], *, with_text: bool = False) -> list[Source]:
@@ -72,16 +80,45 @@ def latest(episode: EpisodeInput, seqs: Iterable[int]) -> int:
 
 
 def chunk(episode: EpisodeInput, turns: int, overlap: int, max_tokens: int) -> list[list[Turn]]:
+    """Windows of up to ``turns`` consecutive turns of the episode (:func:`windows`)."""
+    return windows(episode.turns, turns, overlap, max_tokens).windows
+
+
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """:func:`windows`' answer: the windows, the index of the turn the next window would
+    start at, and how many turns (from the start) are in a window."""
+
+    windows: list[list[Turn]]
+    start: int
+    covered: int
+
+
+def windows(
+    items: Sequence[Turn],
+    turns: int,
+    overlap: int,
+    max_tokens: int,
+    *,
+    start: int = 0,
+    covered: int = 0,
+    final: bool = True,
+) -> Windows:
     """Windows of up to ``turns`` consecutive turns, ``overlap`` shared with the next window,
     cut short where the text would pass ``max_tokens`` (a longer single turn stands alone).
     A window does not end between a tool call and the tool results right after it unless
     they start the window: it ends before the call instead, and the next window starts there
-    (or earlier, by ``overlap``), so a call and its result share a window where sizes allow."""
+    (or earlier, by ``overlap``), so a call and its result share a window where sizes allow.
+
+    ``start`` and ``covered`` resume where an earlier call stopped. Not ``final`` (a live
+    session, whose later turns are still to come), only the windows that later turns cannot
+    change are made: those with all their turns and the turn after them present, so that the
+    windows of a session, made a batch at a time and then ``final`` at its end, are the
+    windows of its whole episode made at once."""
     out: list[list[Turn]] = []
-    start = 0
-    covered = 0  # the turns before this one are in a window already
-    items = episode.turns
     while start < len(items):
+        if not final and start + turns >= len(items):
+            break
         window: list[Turn] = []
         tokens = 0
         for turn in items[start : start + turns]:
@@ -103,9 +140,10 @@ def chunk(episode: EpisodeInput, turns: int, overlap: int, max_tokens: int) -> l
         out.append(window)
         covered = start + len(window)
         if covered >= len(items):
+            start = len(items)
             break
         start += max(1, len(window) - overlap)
-    return out
+    return Windows(out, start, covered)
 
 
 def _answers(before: Turn, turn: Turn) -> bool:

@@ -27,7 +27,9 @@ from tiers.journal.store import Journal
 from tiers.keyed.documents import Document, DocumentStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, point_id
-from weaver.episodes import chunk, chunk_text, latest, load_episode, sources
+from tiers.working.progress import LiveProgress, Progress
+from weaver.episodes import chunk_text, latest, load_episode, sources, windows
+from weaver.extractors import EpisodeInput, Turn
 from weaver.settings import WeaverSettings
 from weaver.turn_text import ToolText
 
@@ -44,10 +46,20 @@ class IndexResult:
 
 
 class Indexer:
-    def __init__(self, journal: Journal, semantic: SemanticStore, settings: WeaverSettings) -> None:
+    """``progress``: the live index stage's marks (:mod:`weaver.live`): an episode whose
+    session was indexed while it lived embeds only what its mark does not cover."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        semantic: SemanticStore,
+        settings: WeaverSettings,
+        progress: LiveProgress | None = None,
+    ) -> None:
         self._journal = journal
         self._semantic = semantic
-        self._settings = settings
+        self.settings = settings
+        self.progress = progress
         # How tool calls and results read in the turns; the consolidator and a rebuild get
         # the same (app.py), so every point cites the same text for a message.
         self.tool_text = ToolText(settings.tool_call_max_tokens, settings.tool_result_max_tokens)
@@ -55,7 +67,6 @@ class Indexer:
     def index(self, episode_ids: list[str]) -> IndexResult:
         """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable."""
         self._semantic.wait_ready(timeout=None)  # unavailable: raise before reading anything
-        s = self._settings
         points: list[MemoryPoint] = []
         done: list[str] = []
         missing: list[str] = []
@@ -65,29 +76,9 @@ class Indexer:
             except EpisodeNotFound:
                 missing.append(eid)
                 continue
-            windows = chunk(episode, s.chunk_turns, s.chunk_overlap, s.chunk_max_tokens)
-            singles = [[t] for t in episode.turns] if s.index_turns else []
-            for kind, window in [("episode_chunk", w) for w in windows] + [
-                ("episode_turn", w) for w in singles
-            ]:
-                text = chunk_text(window)
-                seqs = [t.seq for t in window]
-                srcs = sources(episode, seqs, with_text=True)
-                points.append(
-                    MemoryPoint(
-                        id=point_id(episode.scope, kind, text, srcs),
-                        kind=kind,
-                        text=text,
-                        scope=episode.scope,
-                        episode_id=eid,
-                        session_id=episode.session_id,
-                        sources=srcs,
-                        created_at_us=latest(episode, seqs),
-                        extractor="index",
-                    )
-                )
+            points += self.episode_points(episode, self._live(eid))
             done.append(eid)
-        points = self._embed(points)  # outside the lock: the write adds keyword vectors
+        points = self.embed(points)  # outside the lock: the write adds keyword vectors
         with self._semantic.write_lock:  # points and marks together, for a backup
             points = self._semantic.write(points)  # never writes forgotten ones
             written = Counter(p.episode_id for p in points)
@@ -95,6 +86,8 @@ class Indexer:
                 self._journal.mark_indexed(eid, written[eid])
             for eid in missing:
                 self._journal.mark_indexed(eid, expired=True)
+            if self.progress is not None:  # after the marks: a crash between re-embeds
+                self.progress.delete(done + missing)
         for eid in missing:
             log.warning(
                 "weaver.index_missing",
@@ -102,13 +95,51 @@ class Indexer:
             )
         return IndexResult(len(done), len(points), missing)
 
-    def _embed(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
+    def _live(self, episode_id: str) -> Progress | None:
+        return None if self.progress is None else self.progress.get(episode_id)
+
+    def episode_points(
+        self, episode: EpisodeInput, live: Progress | None = None
+    ) -> list[MemoryPoint]:
+        """The chunk and turn points of the ended ``episode``; past ``live`` (the live
+        stage's mark), only what the live stage did not index: its later turns and windows."""
+        s = self.settings
+        items = episode.turns
+        first = 0 if live is None else first_at(items, live.chunk_from)
+        covered = 0 if live is None else first_at(items, live.covered_from) - first
+        made = windows(
+            items[first:], s.chunk_turns, s.chunk_overlap, s.chunk_max_tokens, covered=covered
+        )
+        through = 0 if live is None else live.turns_through
+        singles = [[t] for t in items if t.seq > through] if s.index_turns else []
+        return [self.point(episode, "episode_chunk", w) for w in made.windows] + [
+            self.point(episode, "episode_turn", w) for w in singles
+        ]
+
+    def point(self, episode: EpisodeInput, kind: str, window: list[Turn]) -> MemoryPoint:
+        """The ``kind`` point (a chunk or a turn) of these turns of ``episode``."""
+        text = chunk_text(window)
+        seqs = [t.seq for t in window]
+        srcs = sources(episode, seqs, with_text=True)
+        return MemoryPoint(
+            id=point_id(episode.scope, kind, text, srcs),
+            kind=kind,
+            text=text,
+            scope=episode.scope,
+            episode_id=episode.episode_id,
+            session_id=episode.session_id,
+            sources=srcs,
+            created_at_us=latest(episode, seqs),
+            extractor="index",
+        )
+
+    def embed(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
         """The points with their dense vectors (:meth:`SemanticStore.embed`: no lock held).
         With ``weaver.chunk_vectors = "derived"`` (and turns indexed) only the turns are
         embedded, and a chunk's vector is the normalised mean of its turns' vectors: each
         text is embedded once. A chunk whose turns are not all among the points is embedded
         as usual."""
-        s = self._settings
+        s = self.settings
         if not (s.index_turns and s.chunk_vectors == "derived"):
             return self._semantic.embed(points)
         turns = iter(self._semantic.embed([p for p in points if p.kind == "episode_turn"]))
@@ -126,6 +157,11 @@ class Indexer:
                     point = replace(point, dense=(mean / norm if norm > 0 else mean).tolist())
             out.append(point)
         return self._semantic.embed(out)  # anything still without a vector
+
+
+def first_at(items: list[Turn], seq: int) -> int:
+    """The index of the first of ``items`` whose seq is at least ``seq`` (len: none is)."""
+    return next((i for i, t in enumerate(items) if t.seq >= seq), len(items))
 
 
 @dataclass(frozen=True, slots=True)

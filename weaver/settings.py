@@ -35,6 +35,23 @@ class WeaverSettings(Section):
             "turn that matched."
         ),
     )
+    live_index: bool = Field(
+        True,
+        description=(
+            "Index a live session's messages while it lives (with index_turns): each message "
+            "is found by its words within milliseconds of its append, and by its meaning once "
+            "its batch is embedded (live_batch_messages, live_batch_seconds); false: a "
+            "session is indexed when it ends."
+        ),
+    )
+    live_batch_messages: int = Field(
+        8, ge=1, le=128, description="A live session's batch is embedded once this many wait."
+    )
+    live_batch_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="A live session's batch is embedded once its oldest message waited this long.",
+    )
     chunk_vectors: Literal["embedded", "derived"] = Field(
         "embedded",
         description=(

@@ -172,6 +172,7 @@ class MemoryApi(ContextApi[T]):
         explain: bool = False,
         recipe: str = "",
         thread: str = "",
+        exclude_session_ids: Iterable[str] = (),
         timeout: float | None = None,
     ) -> Unary[pb.RecallResponse]:
         """The ``k`` best memories of ``user_id`` for ``query``, each with its sources:
@@ -179,11 +180,12 @@ class MemoryApi(ContextApi[T]):
         ``channels`` ("vector", "keyword", "graph"; empty: the daemon's), reranked by
         ``rerank`` (empty: the daemon's), with scores explained when ``explain``; ``recipe``
         names a recall recipe of the daemon; ``thread`` keeps to one story thread's memories
-        (its topic)."""
+        (its topic); ``exclude_session_ids``: no memory of these sessions."""
         req = recall_request(
             query, user_id, agent_id, k, kinds, start, end, channels, rerank, explain, recipe
         )
         req.thread = thread
+        req.exclude_session_ids.extend(exclude_session_ids)
         return Unary(self._memory.Recall, req, self._t(timeout))
 
     @unary
@@ -200,16 +202,18 @@ class MemoryApi(ContextApi[T]):
         end: Timeish = None,
         recipe: str = "",
         thread: str = "",
+        exclude_session_ids: Iterable[str] = (),
         timeout: float | None = None,
     ) -> Unary[pb.PackResponse]:
         """A prompt-ready block of the best memories of ``user_id`` for ``query``, within
         ``max_tokens`` (at most ``per_kind_caps`` tokens per kind), of ``kinds``, within
         ``start``..``end``; ``recipe`` names a recall recipe of the daemon; ``thread`` keeps
-        to one story thread's memories."""
+        to one story thread's memories; ``exclude_session_ids``: none of these sessions'."""
         req = pack_request(
             query, user_id, agent_id, max_tokens, per_kind_caps, kinds, start, end, recipe
         )
         req.thread = thread
+        req.exclude_session_ids.extend(exclude_session_ids)
         return Unary(self._memory.Pack, req, self._t(timeout))
 
     @unary

@@ -443,7 +443,7 @@ class StageTiming(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., ms: _Optional[float] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "scope", "k", "kinds", "time_range", "channels", "rerank", "explain", "recipe", "thread")
+    __slots__ = ("query", "scope", "k", "kinds", "time_range", "channels", "rerank", "explain", "recipe", "thread", "exclude_session_ids")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
@@ -454,6 +454,7 @@ class RecallRequest(_message.Message):
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     RECIPE_FIELD_NUMBER: _ClassVar[int]
     THREAD_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     query: str
     scope: Scope
     k: int
@@ -464,7 +465,8 @@ class RecallRequest(_message.Message):
     explain: bool
     recipe: str
     thread: str
-    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., k: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., channels: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., explain: _Optional[bool] = ..., recipe: _Optional[str] = ..., thread: _Optional[str] = ...) -> None: ...
+    exclude_session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., k: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., channels: _Optional[_Iterable[str]] = ..., rerank: _Optional[str] = ..., explain: _Optional[bool] = ..., recipe: _Optional[str] = ..., thread: _Optional[str] = ..., exclude_session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
     __slots__ = ("hits", "timings", "rerank", "rerank_note", "degraded_channels", "cached")
@@ -483,7 +485,7 @@ class RecallResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., rerank: _Optional[str] = ..., rerank_note: _Optional[str] = ..., degraded_channels: _Optional[_Iterable[str]] = ..., cached: _Optional[bool] = ...) -> None: ...
 
 class PackRequest(_message.Message):
-    __slots__ = ("query", "scope", "max_tokens", "per_kind_caps", "time_range", "kinds", "recipe", "thread")
+    __slots__ = ("query", "scope", "max_tokens", "per_kind_caps", "time_range", "kinds", "recipe", "thread", "exclude_session_ids")
     class PerKindCapsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -499,6 +501,7 @@ class PackRequest(_message.Message):
     KINDS_FIELD_NUMBER: _ClassVar[int]
     RECIPE_FIELD_NUMBER: _ClassVar[int]
     THREAD_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     query: str
     scope: Scope
     max_tokens: int
@@ -507,7 +510,8 @@ class PackRequest(_message.Message):
     kinds: _containers.RepeatedScalarFieldContainer[str]
     recipe: str
     thread: str
-    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., max_tokens: _Optional[int] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ..., thread: _Optional[str] = ...) -> None: ...
+    exclude_session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ..., max_tokens: _Optional[int] = ..., per_kind_caps: _Optional[_Mapping[str, int]] = ..., time_range: _Optional[_Union[TimeRange, _Mapping]] = ..., kinds: _Optional[_Iterable[str]] = ..., recipe: _Optional[str] = ..., thread: _Optional[str] = ..., exclude_session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PackItem(_message.Message):
     __slots__ = ("id", "kind", "text", "tokens", "sources", "created_at", "superseded")

@@ -83,7 +83,7 @@ class WeaverStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WeaverStatusResponse(_message.Message):
-    __slots__ = ("running", "last_run", "next_run", "pending", "unindexed", "last_error", "pending_near_expiry", "extractor", "embedding_model", "embedding_ready", "tier3_error", "workers", "workers_note")
+    __slots__ = ("running", "last_run", "next_run", "pending", "unindexed", "last_error", "pending_near_expiry", "extractor", "embedding_model", "embedding_ready", "tier3_error", "workers", "workers_note", "live_sessions_behind", "live_unindexed")
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     LAST_RUN_FIELD_NUMBER: _ClassVar[int]
     NEXT_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,8 @@ class WeaverStatusResponse(_message.Message):
     TIER3_ERROR_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_NOTE_FIELD_NUMBER: _ClassVar[int]
+    LIVE_SESSIONS_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    LIVE_UNINDEXED_FIELD_NUMBER: _ClassVar[int]
     running: bool
     last_run: RunReport
     next_run: _timestamp_pb2.Timestamp
@@ -110,7 +112,9 @@ class WeaverStatusResponse(_message.Message):
     tier3_error: str
     workers: _containers.RepeatedCompositeFieldContainer[Worker]
     workers_note: str
-    def __init__(self, running: _Optional[bool] = ..., last_run: _Optional[_Union[RunReport, _Mapping]] = ..., next_run: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., unindexed: _Optional[int] = ..., last_error: _Optional[str] = ..., pending_near_expiry: _Optional[int] = ..., extractor: _Optional[str] = ..., embedding_model: _Optional[str] = ..., embedding_ready: _Optional[bool] = ..., tier3_error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[Worker, _Mapping]]] = ..., workers_note: _Optional[str] = ...) -> None: ...
+    live_sessions_behind: int
+    live_unindexed: int
+    def __init__(self, running: _Optional[bool] = ..., last_run: _Optional[_Union[RunReport, _Mapping]] = ..., next_run: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., unindexed: _Optional[int] = ..., last_error: _Optional[str] = ..., pending_near_expiry: _Optional[int] = ..., extractor: _Optional[str] = ..., embedding_model: _Optional[str] = ..., embedding_ready: _Optional[bool] = ..., tier3_error: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[Worker, _Mapping]]] = ..., workers_note: _Optional[str] = ..., live_sessions_behind: _Optional[int] = ..., live_unindexed: _Optional[int] = ...) -> None: ...
 
 class Worker(_message.Message):
     __slots__ = ("index", "pid", "alive", "busy", "restarts", "calls", "last_exit")

@@ -35,6 +35,7 @@ from tiers.semantic.vectors import KINDS
 
 RERANKERS = ("", "none", "llm", "local")
 MAX_PACK_TOKENS = 200_000
+MAX_EXCLUDED = 64  # exclude_session_ids
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -108,6 +109,7 @@ class RecallRpcs:
         explain: bool = False,
         recipe: str = "",
         thread: str = "",
+        exclude_sessions: Sequence[str] = (),
     ) -> Query:
         if not text.strip():
             raise InvalidArgument("query is required")
@@ -136,6 +138,9 @@ class RecallRpcs:
         if recipe and recipe != "default" and recipe not in settings.recipes:
             raise InvalidArgument(f"recipe: no recipe named {recipe!r} is configured")
         start, end = check.time_range(time_range)
+        if len(exclude_sessions) > MAX_EXCLUDED:
+            raise InvalidArgument(f"exclude_session_ids: {MAX_EXCLUDED} ids at most")
+        excluded = tuple(check.session_id(s, self._limits) for s in exclude_sessions)
         if len(thread) > MAX_TOPIC_CHARS:
             raise InvalidArgument(f"thread: a topic has {MAX_TOPIC_CHARS} characters at most")
         if thread and kinds and set(kinds) <= set(ACROSS_EPISODES):
@@ -155,6 +160,7 @@ class RecallRpcs:
             rerank=rerank,
             explain=explain,
             thread=thread,
+            exclude_sessions=tuple(dict.fromkeys(excluded)),
         )
 
     async def _in_thread(self, query: Query) -> Query:
@@ -180,6 +186,7 @@ class RecallRpcs:
             request.explain,
             request.recipe,
             request.thread,
+            list(request.exclude_session_ids),
         )
         query = await self._in_thread(query)
         # The reply is built on the recall's thread: the event loop serves the appends.
@@ -208,6 +215,7 @@ class RecallRpcs:
             request.time_range,
             recipe=request.recipe,
             thread=request.thread,
+            exclude_sessions=list(request.exclude_session_ids),
         )
         query = await self._in_thread(query)
         answer = functools.partial(

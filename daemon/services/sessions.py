@@ -115,6 +115,8 @@ class SessionRpcs:
         result = self._working.remove_last(
             sid, None if request.all else request.last, user_id=user, allowed=allowed
         )
+        if result.settled is not None:  # their points deleted (the live index stage)
+            await asyncio.wrap_future(result.settled)
         return pb.RemoveMessagesResponse(
             removed=[convert.stored_message(m) for m in result.removed],
             log_messages=result.log_messages,

@@ -112,10 +112,13 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
         weaver = self._require()
         pending = self._journal.pending()
         near = len(self._journal.near_expiry(pending))
+        live = weaver.live_backlog()
         response = pb.WeaverStatusResponse(
             running=weaver.running is not None,
             pending=len(pending),
             unindexed=len(self._journal.unindexed()) + weaver.unindexed_documents(),
+            live_sessions_behind=live.sessions,
+            live_unindexed=live.messages,
             last_error=weaver.last_error,
             pending_near_expiry=near,
             extractor=weaver.extractor_name,

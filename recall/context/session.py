@@ -18,7 +18,8 @@ session's agent; another agent than the session's is ScopeMismatch, as for Appen
    ``query_turns`` messages mention), cut to ``max_query_bytes``; an empty query recalls
    nothing. Recall asks for ``recall_k`` memories (0: ``recall.max_k``, and never more);
 3. Recall runs on the engine's request threads, as for Pack, while the anchor and the pins
-   are read;
+   are read; it never returns a memory citing a message of the session's window (the live
+   session's own older messages it may: the live index stage indexes them as they go);
 4. the story so far (the scope's story digest, ``tiers.semantic.digests``) leads the recalled
    memories when the request asks for it (``story``), or leaves it to the window and the
    window holds fewer than ``story_below_tokens`` tokens;
@@ -33,7 +34,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from recall import Candidate, Query
 from recall.context.access import count_handed
@@ -203,6 +204,8 @@ class SessionContexts:
         scope, view = self.session(name)
         text = self.query_text(ask, view)
         query = self.query(ask, text, scope)
+        if view is not None and view.messages:  # the window is shown as it is: never recalled
+            query = replace(query, exclude_from=((name.session_id, view.messages[0].seq),))
         session_ms = _ms(began)
         # Recall runs on the engine's threads while the anchor and the pins are read.
         recalled: Future[RecallResult] | None = None

@@ -65,6 +65,9 @@ class FlakyVectors:
             self._fail("sparse search")
         return self.inner.search_sparse(vector, flt, limit)
 
+    def weigh(self, vector: SparseVector) -> SparseVector:
+        return self.inner.weigh(vector)
+
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
         return self.inner.get(ids, user_id)
 

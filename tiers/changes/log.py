@@ -56,6 +56,8 @@ TYPES: Mapping[str, str] = {
     "session.appended": "session_id, episode_id, first_seq, last_seq, count",
     "session.messages_removed": "session_id, episode_id, count",
     "session.ended": "session_id, episode_id, count (messages; 0: no episode), reason",
+    "session.indexed": "session_id, episode_id, through_seq (a live session's messages up to "
+    "it are embedded), count (points written)",
     "episode.indexed": "episode_id, session_id, count (points written)",
     "episode.consolidated": "episode_id, session_id, summaries, facts, superseded",
     "episode.expired": "episode_id, session_id (its time to live ended, maybe before the "

@@ -5,7 +5,9 @@ rebuild, entity profiles, Forget, Import, keyed documents) changes vector points
 edges through the methods here, never through the stores themselves:
 
 - :meth:`SemanticStore.write`: points in (tombstones, embedding, keyword vectors, upsert, cache
-  notification, in that order); :meth:`SemanticStore.embed` lets a writer embed before it
+  notification, in that order); :meth:`SemanticStore.stage`: a live session's turns before
+  their embedding, found by the keyword channel alone (:mod:`tiers.semantic.pending`) until
+  :meth:`SemanticStore.write` writes them; :meth:`SemanticStore.embed` lets a writer embed before it
   takes :attr:`SemanticStore.write_lock`, so a long embedding holds up no Forget;
 - :meth:`SemanticStore.write_edges`: graph edges in (tombstones, insert, cache notification);
 - :meth:`SemanticStore.close_facts`: a fact's validity end, in the graph and on its point;
@@ -43,6 +45,7 @@ from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
+from tiers.semantic.pending import PendingPoints
 from tiers.semantic.profiles import KIND as PROFILE
 from tiers.semantic.profiles import build_profiles
 from tiers.semantic.threads import KIND as THREAD
@@ -82,6 +85,8 @@ class SemanticStore:
         self.tombstones = Tombstones(state)
         self.embeddings = embeddings
         self.keywords = KeywordEncoder()
+        # Live sessions' turns staged for the keyword channel until their dense vectors exist.
+        self.pending = PendingPoints()
         self._open_vectors = open_vectors
         self._vectors: VectorStore | None = None
         self._ready = threading.Event()
@@ -129,6 +134,22 @@ class SemanticStore:
             return []
         kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
         vectors.upsert(kept)
+        self.pending.discard(p.id for p in kept)
+        self.notify_write({p.scope.user_id for p in kept})
+        return kept
+
+    def stage(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+        """Stage points that are not embedded yet (a live session's turns), for the keyword
+        channel alone (:mod:`tiers.semantic.pending`): forgotten ones are dropped, the rest
+        get their keyword vectors; :meth:`write` of the same ids replaces them. Nothing is
+        durable and no model runs. Returns the points staged. The caller holds
+        :attr:`write_lock` (the tombstone check and the staging must not be split by a
+        Forget)."""
+        kept = [
+            replace(p, sparse=self.keywords.embed_document(p.text), dense=None)
+            for p in self.tombstones.keep(list(points))
+        ]
+        self.pending.add(kept)
         self.notify_write({p.scope.user_id for p in kept})
         return kept
 
@@ -141,9 +162,10 @@ class SemanticStore:
         point)."""
         if not (flt.user_id or flt.episode_ids or flt.ids):
             raise ValueError("a Tier 3 delete names a user, episodes or point ids")
+        staged = self.pending.delete(flt)
         _embedder, vectors = self.wait_ready(timeout=None)
-        removed = vectors.delete(flt)
-        if removed:
+        removed = vectors.delete(flt)  # staged points are not stored: not counted
+        if removed or staged:
             self.notify_write(set(users))
         return removed
 

@@ -30,7 +30,7 @@ from tiers.changes.log import Change, ChangeLog
 from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Episode, Message, StoredMessage, u64
 from tiers.journal.store import Journal
-from tiers.rocks import Batch, RocksStore
+from tiers.rocks import Batch, RocksStore, prefix_end
 from tiers.working.migration import migrate
 from tiers.working.session import (
     LOG_CF,
@@ -127,6 +127,18 @@ class SessionLog:
                 break
             found.append(StoredMessage.decode(value))
         found.reverse()
+        return found
+
+    def since(self, session: Session, after_seq: int, limit: int) -> list[StoredMessage]:
+        """Up to ``limit`` messages of the session's log after ``after_seq``, oldest first."""
+        found: list[StoredMessage] = []
+        prefix = session.ref.prefix()
+        for _key, value in self._state.scan(
+            LOG_CF, prefix + u64(after_seq + 1), prefix_end(prefix)
+        ):
+            if len(found) >= limit:
+                break
+            found.append(StoredMessage.decode(value))
         return found
 
     def new_records(

@@ -6,17 +6,13 @@ it opened, in the state store (RocksDB, no TTL). A message is in the log before 
 returns; one that leaves the window stays in the log until the session ends, when the whole log
 becomes one episode in the journal.
 
-Sessions are per user: the same session id under two users is two sessions, and nothing one
-user does reveals another's session ids. Calls name a session by its id and, when the caller
-knows it, its user; without a user, the session id must belong to exactly one user
-(:class:`AmbiguousSession` otherwise). A session that ends keeps its meta, so a second
-``end_session`` is told it ended already; a later append reopens it as a new *generation* whose
-log becomes a new episode.
+Sessions are per user (the same id under two users is two sessions). A call names a session by
+its id and, when it knows it, its user; else the id must be one user's (AmbiguousSession). An
+ended session keeps its meta (a second ``end_session`` is told it ended); a later append
+reopens it as a new *generation*, whose log becomes a new episode.
 
-This module keeps the live sessions, their windows and naming, and decides when a session ends
-(client, idle, capacity, rollover); what is durable (key layout, recovery, the flush of a log into
-an episode) is :mod:`tiers.working.log`, the records and values :mod:`tiers.working.session`. The
-daemon calls it from its event loop; a lock guards it for the scheduler's threads.
+Live sessions, windows, naming and when a session ends are here; what is durable is
+:mod:`tiers.working.log`, the records :mod:`tiers.working.session`. A lock guards it.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 
 from tiers.changes.log import ChangeLog
@@ -43,6 +40,9 @@ from tiers.working.log import SessionLog
 from tiers.working.session import (
     AppendResult,
     EndResult,
+    LiveSession,
+    MessagesAppended,
+    MessagesRemoved,
     RemoveResult,
     Session,
     SessionFlushed,
@@ -64,9 +64,8 @@ class AmbiguousSession(TierError, InvalidArgument):
 class WorkingMemory:
     """Errors (:mod:`tiers.core.errors` kinds): ScopeRequired and AmbiguousSession
     (InvalidArgument), ScopeMismatch and SessionEnded (FailedPrecondition), SessionNotFound
-    (NotFound), as each method's docstring says; and StoreUnavailable from every method that writes
-    (all but
-    :meth:`resolve`, :meth:`window`, :meth:`stats`) when a write is refused: it changed nothing."""
+    (NotFound), as each method's docstring says; and StoreUnavailable from every method that
+    writes when a write is refused: it changed nothing."""
 
     def __init__(
         self,
@@ -76,15 +75,14 @@ class WorkingMemory:
         clock: Callable[[], float] = time.time,
         changes: ChangeLog | None = None,
     ) -> None:
-        """``changes``: the change log every write records its change in (None: none)."""
         self._log = SessionLog(state, journal, changes)
         self.limits = limits
         self._clock = clock
         # By (user_id, session_id), least recently active first.
         self._live: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._lock = threading.RLock()
-        # Called with every EndResult once the episode is durable (e.g. the weaver's indexer).
-        self.events = Events("working_memory")  # SessionFlushed
+        # SessionFlushed once an episode is durable; MessagesAppended, MessagesRemoved.
+        self.events = Events("working_memory")
         # Held by every write; a backup holds it to see all stores at one point in time.
         self.write_lock = self._lock
 
@@ -180,6 +178,7 @@ class WorkingMemory:
                 updated.push(record, self.limits)
             self._live[(user, session_id)] = updated
             self._live.move_to_end((user, session_id))
+            self.events.publish(MessagesAppended(updated.live(), stored[-1].seq))
             if updated.log_count >= self.limits.max_log_messages:
                 self._end(updated, "rollover")
             return results
@@ -277,13 +276,26 @@ class WorkingMemory:
             picked.reverse()
             return WindowView(session_id, session.scope, True, picked, tokens, session.log_count)
 
+    def live(self, session: LiveSession, after_seq: int, limit: int) -> list[StoredMessage] | None:
+        """Up to ``limit`` messages of this generation of a live session after ``after_seq``,
+        oldest first; None once the generation is not live (ended, or dropped by Forget)."""
+        with self._lock:
+            s = self._live.get((session.scope.user_id, session.session_id))
+            if s is None or s.episode_id() != session.episode_id:
+                return None
+            if s.window and s.window[0].seq <= after_seq + 1:
+                return [m for m in s.window if m.seq > after_seq][:limit]
+            return self._log.since(s, after_seq, limit)
+
+    def live_sessions(self) -> list[LiveSession]:
+        with self._lock:
+            return [s.live() for s in self._live.values()]
+
     def stats(self) -> WorkingMemoryStats:
         with self._lock:
-            return WorkingMemoryStats(
-                live_sessions=len(self._live),
-                window_messages=sum(len(s.window) for s in self._live.values()),
-                log_messages=sum(s.log_count for s in self._live.values()),
-            )
+            live = self._live.values()
+            windows, logs = sum(len(s.window) for s in live), sum(s.log_count for s in live)
+            return WorkingMemoryStats(len(self._live), windows, logs)
 
     def drop_sessions(self, user_id: str, agent_id: str = "") -> list[tuple[str, int]]:
         """Forget the open sessions of a scope (an empty ``agent_id``: every agent of the
@@ -311,13 +323,10 @@ class WorkingMemory:
         allowed: Callable[[str], bool] | None = None,
     ) -> RemoveResult:
         """Take the newest ``count`` messages (None: all) out of the open session's log and
-        window, durably, before returning: an agent undoing a turn, or clearing its history.
-        A later flush's episode does not hold them; their seqs are not reused, and their
-        message ids may be appended again. A session left without messages closes, with no
-        episode (the next append opens a new generation). A session that is not open has
-        nothing to remove (its messages are an episode, which Forget removes). The session is
-        named as for :meth:`resolve`. Raises SessionNotFound, AmbiguousSession,
-        StoreUnavailable."""
+        window, durably (an agent undoing a turn). Their seqs are not reused; their message
+        ids may be appended again. A session left empty closes, with no episode; one not
+        open has nothing to remove. Named as for :meth:`resolve`. Raises SessionNotFound,
+        AmbiguousSession, StoreUnavailable; ``settled`` of the answer: MessagesRemoved."""
         with self._lock:
             user, session = self._named(session_id, user_id, allowed)
             if session is None:
@@ -332,7 +341,12 @@ class WorkingMemory:
                 self._live.move_to_end((user, session_id))
             else:
                 self._live.pop((user, session_id), None)
-            return RemoveResult(removed, left, left > 0)
+            settled: Future[None] | None = None
+            if removed and self.events.handlers(MessagesRemoved):
+                settled = Future()
+                seqs = tuple(m.seq for m in removed)
+                self.events.publish(MessagesRemoved(session.live(), seqs, settled))
+            return RemoveResult(removed, left, left > 0, settled)
 
     # -- ending ----------------------------------------------------------------------------
     def end_session(

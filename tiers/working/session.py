@@ -18,6 +18,7 @@ moves them at start-up, and their sessions keep deriving episode ids the old way
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from tiers.core.records import Message, Scope, StoredMessage, episode_id_for, pack, unpack
@@ -52,6 +53,9 @@ class RemoveResult:
     removed: list[StoredMessage]  # oldest first
     log_messages: int  # left in the open session's log
     open: bool  # False: the session is not open (it ended, or is now empty and closed)
+    # Settled once the removed messages' Tier 3 points are deleted (the live index stage's
+    # MessagesRemoved handler); None when nothing indexes live sessions.
+    settled: Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,36 @@ class EndResult:
     message_count: int
     reason: str
     user_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSession:
+    """One generation of a live session, as the live index stage names it: its points carry
+    ``episode_id``, the id of the episode it becomes when it ends."""
+
+    scope: Scope
+    session_id: str
+    episode_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesAppended:
+    """Event of :attr:`tiers.working.memory.WorkingMemory.events`: messages up to
+    ``last_seq`` are durable in a live session's log (published under the working-memory
+    lock: a handler only takes note)."""
+
+    session: LiveSession
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesRemoved:
+    """Event of :attr:`tiers.working.memory.WorkingMemory.events`: RemoveMessages took these
+    seqs out of a live session's log (published under the working-memory lock)."""
+
+    session: LiveSession
+    seqs: tuple[int, ...]
+    settled: Future[None]  # set by the handler once the messages' points are deleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +168,9 @@ class Session:
         """The id its current generation's episode gets (the same after a crash)."""
         user = None if self.legacy_ids else self.scope.user_id
         return episode_id_for(self.session_id, self.generation, user)
+
+    def live(self) -> LiveSession:
+        return LiveSession(self.scope, self.session_id, self.episode_id())
 
     def meta(self, is_open: bool) -> bytes:
         doc = {

@@ -5,6 +5,8 @@ run on its worker).
   the head of the line are drained into one batch of at most :data:`MAX_INDEX_BATCH` episodes
   (one embedding call), so one job stays short: shutdown waits for the job at hand. Each
   batch publishes :class:`~weaver.jobs.events.EpisodesIndexed`.
+- :class:`~weaver.jobs.kinds.IndexLive`: a batch of live sessions (:mod:`weaver.live`), queued
+  by the live stage's thread (:class:`weaver.jobs.live.LiveStage`) when one is due.
 - :class:`~weaver.jobs.kinds.IndexDocuments`: the keyed documents marked unindexed,
   :data:`MAX_DOCUMENT_BATCH` per job (:class:`weaver.index.DocumentIndexer`); one such job in
   line is enough.
@@ -25,7 +27,8 @@ from weaver.index import MAX_DOCUMENT_BATCH, DocumentIndexer, Indexer
 from weaver.jobs.backoff import Backoff
 from weaver.jobs.events import EpisodesIndexed
 from weaver.jobs.jobqueue import JobQueue
-from weaver.jobs.kinds import IndexDocuments, IndexEpisodes
+from weaver.jobs.kinds import IndexDocuments, IndexEpisodes, IndexLive
+from weaver.jobs.live import LiveStage
 from weaver.jobs.optimizer import IndexBuilds
 
 log = logging.getLogger("strata.weaver")
@@ -48,6 +51,7 @@ class IndexJobs:
         builds: IndexBuilds,
         events: Events,
         stopping: threading.Event,
+        live: LiveStage | None = None,
     ) -> None:
         self._jobs = jobs
         self._journal = journal
@@ -56,6 +60,7 @@ class IndexJobs:
         self._builds = builds
         self._events = events
         self._stopping = stopping
+        self.live = live
         self.backoff = Backoff(*INDEX_BACKOFF, retry=self.retry)
 
     def notify_flushed(self, episode_id: str) -> None:
@@ -132,6 +137,23 @@ class IndexJobs:
             },
         )
         return result.points
+
+    def notify_live(self, episode_ids: tuple[str, ...]) -> None:
+        """Live sessions' batches are due (:mod:`weaver.jobs.live`)."""
+        if not self._stopping.is_set():
+            self._jobs.put(IndexLive(episode_ids))
+
+    def index_live(self, episode_ids: list[str]) -> None:
+        assert self.live is not None
+        began = time.monotonic()
+        try:
+            result = self.live.live.index(episode_ids)
+        finally:
+            self.live.batch_done()  # a session still behind is due again
+        self._builds.wrote(result.points)
+        ms = round((time.monotonic() - began) * 1000, 1)
+        fields = {"sessions": result.sessions, "points": result.points, "ms": ms}
+        log.info("weaver.live_indexed", extra={"fields": fields})
 
     def index_documents(self) -> None:
         assert self._documents is not None

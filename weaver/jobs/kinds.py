@@ -2,6 +2,7 @@
 their union, which the worker handles with ``match`` (:class:`weaver.jobs.runner.Weaver`).
 
 - :class:`IndexEpisodes`: stage 1 for ended sessions (:mod:`weaver.jobs.indexing`).
+- :class:`IndexLive`: a batch of live sessions' messages (:mod:`weaver.live`).
 - :class:`IndexDocuments`: the keyed documents marked unindexed, a batch per job.
 - :class:`Consolidate`: a consolidation run (:mod:`weaver.jobs.runs`).
 - :class:`Call`: a function run between other jobs, its result in a future (a rebuild).
@@ -24,6 +25,15 @@ class IndexEpisodes:
     """Index these ended sessions' episodes (those still marked unindexed)."""
 
     kind: ClassVar[str] = "index"
+    episode_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLive:
+    """Embed a batch of each of these live sessions (by the episode ids they will get;
+    :mod:`weaver.live`)."""
+
+    kind: ClassVar[str] = "live"
     episode_ids: tuple[str, ...]
 
 
@@ -51,8 +61,8 @@ class Call:
     future: Future[Any]
 
 
-Job = IndexEpisodes | IndexDocuments | Consolidate | Call
-JOB_TYPES = (IndexEpisodes, IndexDocuments, Consolidate, Call)
+Job = IndexEpisodes | IndexLive | IndexDocuments | Consolidate | Call
+JOB_TYPES = (IndexEpisodes, IndexLive, IndexDocuments, Consolidate, Call)
 JOB_KINDS = tuple(t.__name__ for t in JOB_TYPES)
 
 

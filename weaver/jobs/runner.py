@@ -34,15 +34,26 @@ from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
+from tiers.working.session import MessagesAppended, MessagesRemoved, SessionFlushed
 from weaver.consolidate import Consolidator
 from weaver.extractors import Extractor
 from weaver.index import DocumentIndexer, Indexer
 from weaver.jobs.backoff import Backoff
 from weaver.jobs.indexing import IndexJobs
 from weaver.jobs.jobqueue import JobQueue
-from weaver.jobs.kinds import Call, Consolidate, IndexDocuments, IndexEpisodes, Job, unknown
+from weaver.jobs.kinds import (
+    Call,
+    Consolidate,
+    IndexDocuments,
+    IndexEpisodes,
+    IndexLive,
+    Job,
+    unknown,
+)
+from weaver.jobs.live import LiveStage
 from weaver.jobs.optimizer import IndexBuilds
 from weaver.jobs.runs import RunJobs
+from weaver.live import LiveBacklog, LiveIndexer
 from weaver.run import ANY_SCOPE, Run, RunReport
 
 log = logging.getLogger("strata.weaver")
@@ -59,7 +70,10 @@ class Weaver:
         next_run: Callable[[], float | None] = lambda: None,
         llm_backoff: tuple[float, float] = (30.0, 1800.0),
         documents: DocumentIndexer | None = None,
+        live: LiveIndexer | None = None,
     ) -> None:
+        """``live``: the live index stage (:mod:`weaver.live`; None: live sessions are
+        indexed when they end)."""
         self._semantic = semantic
         self._consolidator = consolidator
         self.next_run = next_run
@@ -72,8 +86,21 @@ class Weaver:
         self._builds = IndexBuilds(semantic, self._stopping, self._failed)
         # A failed index stage retries after a pause (index_backoff), and so does a run after
         # the LLM failed (llm_backoff; llm.on_failure = "wait").
+        stage = None
+        if live is not None:
+            stage = LiveStage(
+                live, semantic, lambda ids: self._index.notify_live(ids), self._stopping
+            )
+        self.live = stage
         self._index = IndexJobs(
-            self._jobs, journal, indexer, documents, self._builds, self.events, self._stopping
+            self._jobs,
+            journal,
+            indexer,
+            documents,
+            self._builds,
+            self.events,
+            self._stopping,
+            stage,
         )
         self._runs = RunJobs(
             self._jobs,
@@ -132,12 +159,30 @@ class Weaver:
     def notify_flushed(self, episode_id: str) -> None:
         self._index.notify_flushed(episode_id)
 
+    def follow(self, working: Events) -> None:
+        """Subscribe to the working memory's events: ended sessions are indexed; with the
+        live stage, live ones as they go."""
+        working.subscribe(SessionFlushed, self.session_flushed)
+        if self.live is not None:
+            working.subscribe(MessagesAppended, self.live.appended)
+            working.subscribe(MessagesRemoved, self.live.removed)
+
+    def session_flushed(self, event: SessionFlushed) -> None:
+        """A session ended: its episode is indexed (past what the live stage did)."""
+        if self.live is not None:
+            self.live.ended(event.result.episode_id)
+        self.notify_flushed(event.result.episode_id)
+
     def notify_documents(self) -> None:
         """Documents were put: index the marked ones (one job in line is enough)."""
         self._index.notify_documents()
 
     def unindexed_documents(self) -> int:
         return self._index.unindexed_documents()
+
+    def live_backlog(self) -> LiveBacklog:
+        """Live sessions with messages not embedded yet, and those messages."""
+        return self.live.live.backlog() if self.live is not None else LiveBacklog(0, 0)
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         return self._runs.request_run(episode_ids, scope)
@@ -161,11 +206,15 @@ class Weaver:
         self._thread = threading.Thread(target=self._work, name="weaver", daemon=True)
         self._thread.start()
         self._index.queue_backlog()  # put before a stop or a crash
+        if self.live is not None:
+            self.live.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the episode at hand, then stop (idempotent). Queued work stays marked in
         the state store and is picked up at the next start."""
         self._stopping.set()
+        if self.live is not None:
+            self.live.stop()
         self.llm_backoff.close()
         self.index_backoff.close()
         self._jobs.stop()
@@ -201,7 +250,7 @@ class Weaver:
                 self.last_error = f"{job.kind}: {exc}"
                 log.exception("weaver.job_failed", extra={"fields": {"job": job.kind}})
                 if isinstance(job, IndexEpisodes | IndexDocuments):
-                    self._index.failed(exc)
+                    self._index.failed(exc)  # (IndexLive: due again after its batch time)
 
     def _handle(self, job: Job) -> None:
         """Run one job, by its kind; another value raises
@@ -209,6 +258,8 @@ class Weaver:
         match job:
             case IndexEpisodes(episode_ids):
                 self._index.index_batch(list(episode_ids))
+            case IndexLive(episode_ids):
+                self._index.index_live(list(episode_ids))
             case IndexDocuments():
                 self._index.index_documents()
             case Consolidate(run):

@@ -6,9 +6,8 @@ deletes, in this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild
 step runs meanwhile), then the working-memory lock (no append or session end meanwhile):
 
 1. tombstones for every episode and memory (``tiers.semantic.tombstones``), durable first, so a
-weaver
-   job that read the data before the Forget cannot write it back afterwards;
-2. Tier 1: the scope's open sessions (window, durable log, idempotency keys);
+   weaver job that read the data before the Forget cannot write it back afterwards;
+2. Tier 1: the scope's open sessions (window, durable log, idempotency keys, index marks);
 3. Tier 2: the episodes' headers, messages and index entries;
 4. consolidation state: ``pending`` and ``unindexed`` marks, stored extractions; and every
    kind of scoped data (``tiers.schema.KINDS``, in its order, each through
@@ -28,10 +27,9 @@ weaver
 A fact that a forgotten fact had superseded is made current again, or closed at the next
 remaining fact that supersedes it (:meth:`Forgetter._restore_superseded`).
 
-Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`): RocksDB's
-before Forget returns, the vector store's on the purger's thread, which starts it beside
-RocksDB's (a ``purge`` mark, written with the tombstones, makes the next start finish it
-after a crash).
+Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`):
+RocksDB's before Forget returns, the vector store's on the purger's thread, beside RocksDB's
+(a ``purge`` mark, written with the tombstones, makes the next start finish it after a crash).
 """
 
 from __future__ import annotations
@@ -63,11 +61,12 @@ from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.working.memory import WorkingMemory
+from tiers.working.progress import LIVE_CF
 from tiers.working.session import LOG_CF, MSGIDS_CF
 
 log = logging.getLogger("strata.forget")
 # The state store's families Forget deletes from, besides the kinds' (compacted by the purge).
-STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, *CONSOLIDATION_CFS, *GRAPH_CFS)
+STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, LIVE_CF, *CONSOLIDATION_CFS, *GRAPH_CFS)
 JOURNAL_CFS_TOUCHED = JOURNAL_CFS
 # Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
 READY_TIMEOUT = 60.0
@@ -177,6 +176,8 @@ class Forgetter:
                 _flushed, user_id, agent_id, _sid = unpack(value)
                 if _in(scope, user_id, agent_id):
                     plan.episode_ids.add(key.decode())
+        live = self._working.live_sessions()  # their points too, staged or not yet written
+        plan.episode_ids.update(s.episode_id for s in live if _in(scope, *_scope_order(s.scope)))
         # Stored extractions name their episode's scope: one whose episode expired and that
         # produced no point (or whose points were deleted) is found here.
         for key, value in self._state.scan(EXTRACTIONS_CF, b""):
@@ -376,6 +377,7 @@ class Forgetter:
                 if self._state.get(cf, key) is not None:
                     counts.consolidation_records += 1
                     sbatch.delete(cf, key)
+            sbatch.delete(LIVE_CF, key)  # a live session's index mark
         self._jstore.write(jbatch)
         self._state.write(sbatch)
 

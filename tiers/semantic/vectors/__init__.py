@@ -234,6 +234,10 @@ class PointFilter:
     created_to_us: int | None = None  # exclusive
     include_superseded: bool = True
     ids: tuple[str, ...] = ()  # point ids (UUID strings)
+    exclude_sessions: tuple[str, ...] = ()  # no point of these sessions (payload session_id)
+    # (session_id, seq): no point of that session citing a message from that seq on (a
+    # session's window, which GetContext shows as it is).
+    exclude_from: tuple[tuple[str, int], ...] = ()
 
 
 def admits(flt: PointFilter, point: MemoryPoint) -> bool:
@@ -250,6 +254,11 @@ def admits(flt: PointFilter, point: MemoryPoint) -> bool:
         return False
     if flt.created_to_us is not None and point.created_at_us >= flt.created_to_us:
         return False
+    if flt.exclude_sessions and point.session_id in flt.exclude_sessions:
+        return False
+    for session_id, seq in flt.exclude_from:
+        if point.session_id == session_id and any(s.seq >= seq for s in point.sources):
+            return False
     return flt.include_superseded or point.valid_to_us is None
 
 
@@ -290,6 +299,12 @@ class VectorStore(Protocol):
         points, every user's: the embedded store counts them itself, a Qdrant server per
         shard) first, only points matching ``flt``. Raises ``ValueError`` when ``flt`` has
         no ``user_id``."""
+
+    def weigh(self, vector: SparseVector) -> SparseVector:
+        """A keyword query's terms weighed as :meth:`search_sparse` weighs them before its
+        dot product (BM25's IDF over the store), for scoring texts that are not stored yet
+        on the same scale (:mod:`tiers.semantic.pending`). A store whose engine applies the
+        IDF itself (a Qdrant server) returns ``vector`` unchanged."""
 
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
         """The points that exist among ``ids`` (without vectors), in the order of ``ids``.

@@ -243,6 +243,9 @@ class EdgeVectorStore(EdgeBuilds):
         weighed = self._frequencies.weigh(vector)
         return self._query(EdgeSparseVector(weighed.indices, weighed.values), SPARSE, flt, limit)
 
+    def weigh(self, vector: SparseVector) -> SparseVector:
+        return self._frequencies.weigh(vector)
+
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
         wanted = _wanted(ids)
         if not wanted:

@@ -40,4 +40,13 @@ def build_filter(flt: PointFilter) -> Filter | None:
         must.append(FieldCondition(key="superseded", match=MatchValue(_FALSE)))
     if flt.ids:
         must.append(HasIdCondition({i for i in map(canonical_id, flt.ids) if i is not None}))
+    skip: list[ConditionType] = []
+    if flt.exclude_sessions:
+        skip.append(FieldCondition(key="session_id", match=MatchAny(list(flt.exclude_sessions))))
+    for session_id, seq in flt.exclude_from:
+        session = FieldCondition(key="session_id", match=MatchValue(session_id))
+        later = FieldCondition(key="sources[].seq", range=RangeFloat(gte=seq))
+        skip.append(Filter(must=[session, later]))
+    if skip:
+        return Filter(must=must, must_not=skip)
     return Filter(must=must) if must else None

@@ -244,6 +244,9 @@ class QdrantVectorStore:
         _require_scope(flt)
         return self._query([float(x) for x in vector], DENSE, flt, limit)
 
+    def weigh(self, vector: SparseVector) -> SparseVector:
+        return vector  # the server's IDF modifier weighs the stored points' terms itself
+
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
         _require_scope(flt)
         if not vector.indices:

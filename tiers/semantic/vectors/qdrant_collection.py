@@ -75,7 +75,15 @@ def build_filter(flt: PointFilter) -> models.Filter:
     if flt.ids:
         wanted = [i for i in map(canonical_id, flt.ids) if i is not None and i != META_ID]
         must.append(models.HasIdCondition(has_id=list(wanted)))
-    return models.Filter(must=must or None, must_not=[_NOT_META])
+    must_not: list[models.Condition] = [_NOT_META]
+    if flt.exclude_sessions:
+        sessions = models.MatchAny(any=list(flt.exclude_sessions))
+        must_not.append(models.FieldCondition(key="session_id", match=sessions))
+    for session_id, seq in flt.exclude_from:
+        session = models.FieldCondition(key="session_id", match=models.MatchValue(value=session_id))
+        later = models.FieldCondition(key="sources[].seq", range=models.Range(gte=seq))
+        must_not.append(models.Filter(must=[session, later]))
+    return models.Filter(must=must or None, must_not=must_not)
 
 
 def shard_key(index: int) -> str:

@@ -251,6 +251,9 @@ class ShardedVectorStore:
         store = self._user_store(flt.user_id)
         return [] if store is None else store.search_sparse(vector, flt, limit)
 
+    def weigh(self, vector: SparseVector) -> SparseVector:
+        return self._frequencies.weigh(vector)
+
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
         wanted = _wanted(ids)
         found: dict[str, MemoryPoint] = {}

@@ -1,0 +1,129 @@
+"""The live index stage's thread (:class:`LiveStage`, owned by
+:class:`weaver.jobs.runner.Weaver`): the first, quick speed of :mod:`weaver.live`.
+
+It wakes on every append (:class:`~tiers.working.session.MessagesAppended`), stages the new
+messages for the keyword channel, and hands each session whose batch is due to the weaver's
+worker as an :class:`~weaver.jobs.kinds.IndexLive` job (the second speed: embedding, which
+shares the worker with the other index jobs so that Tier 3's index writes never race). On
+RemoveMessages (:class:`~tiers.working.session.MessagesRemoved`) it deletes the removed
+messages' points and settles the RPC's future. It runs below the event loop's priority, as
+Recall does; it starts once Tier 3 is open (staged points are of no use before: Recall needs
+Tier 3) and first recovers every live session from its mark (:meth:`LiveIndexer.recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from tiers.core.priority import RECALL_NICE, lower_this_thread
+from tiers.semantic.store import SemanticStore
+from tiers.working.session import LiveSession, MessagesAppended, MessagesRemoved
+from weaver.live import LiveIndexer
+
+log = logging.getLogger("strata.weaver")
+# The pause after a step failed (Tier 3 refused a write), before the next.
+RETRY_SECONDS = 1.0
+
+
+class LiveStage:
+    def __init__(
+        self,
+        live: LiveIndexer,
+        semantic: SemanticStore,
+        queue_batch: Callable[[tuple[str, ...]], None],
+        stopping: threading.Event,
+    ) -> None:
+        self.live = live
+        self._semantic = semantic
+        self._queue_batch = queue_batch
+        self._stopping = stopping
+        self._wake = threading.Condition()
+        self._removals: list[tuple[LiveSession, tuple[int, ...], Future[None]]] = []
+        self._thread: threading.Thread | None = None
+
+    # -- events (under the working memory's lock: take note, wake the thread) --------------
+    def appended(self, event: MessagesAppended) -> None:
+        self.live.appended(event.session, event.last_seq)
+        self._notify()
+
+    def removed(self, event: MessagesRemoved) -> None:
+        self.live.removed(event.session, event.seqs)
+        if not self._semantic.ready:  # nothing stored to delete yet: recover() checks
+            event.settled.set_result(None)
+            return
+        with self._wake:
+            self._removals.append((event.session, event.seqs, event.settled))
+            self._wake.notify()
+
+    def ended(self, episode_id: str) -> None:
+        self.live.ended(episode_id)
+
+    def batch_done(self) -> None:
+        """An IndexLive job ended: look again at what is due."""
+        self._notify()
+
+    def _notify(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    # -- control ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="weaver-live", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the step at hand (idempotent); what is not staged is staged again at
+        the next start, from the logs."""
+        self._notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._settle_all()
+
+    # -- the thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        lower_this_thread(RECALL_NICE)  # below the event loop, beside Recall
+        try:
+            self._semantic.wait_ready(timeout=None)
+        except Exception as exc:  # Tier 3 failed to open: nothing to stage into
+            log.warning("weaver.live_unavailable", extra={"fields": {"error": str(exc)}})
+            self._settle_all()
+            return
+        recovered = False
+        while not self._stopping.is_set():
+            try:
+                if not recovered:
+                    self.live.recover()
+                    recovered = True
+                self._step()
+            except Exception as exc:  # a step must never kill the thread
+                log.exception("weaver.live_failed", extra={"fields": {"error": str(exc)}})
+                self._stopping.wait(RETRY_SECONDS)
+
+    def _step(self) -> None:
+        with self._wake:
+            removals, self._removals = self._removals, []
+        for session, seqs, settled in removals:
+            try:
+                self.live.remove(session, seqs)
+                settled.set_result(None)
+            except Exception as exc:
+                settled.set_exception(exc)
+        self.live.stage()
+        ready, soonest = self.live.due()
+        if ready:
+            self._queue_batch(tuple(ready))
+        with self._wake:
+            if self._removals or self.live.to_stage() or self._stopping.is_set():
+                return
+            self._wake.wait(soonest)
+
+    def _settle_all(self) -> None:
+        with self._wake:
+            removals, self._removals = self._removals, []
+        for _session, _seqs, settled in removals:
+            if not settled.done():
+                settled.set_result(None)

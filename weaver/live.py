@@ -1,0 +1,325 @@
+"""The live index stage: a live session's messages recallable while the session lives.
+
+Two speeds, both off the append path (an Append is one durable write):
+
+1. **Staged, by its words, at once.** The stage's thread (:class:`weaver.jobs.live.LiveStage`)
+   takes note of every append (:class:`~tiers.working.session.MessagesAppended`) and stages
+   each new message's ``episode_turn`` point in Tier 3's pending points
+   (:meth:`SemanticStore.stage`): the keyword channel finds it within milliseconds, before any
+   model has run.
+2. **Embedded, by its meaning, in small batches.** When ``weaver.live_batch_messages``
+   messages of a session wait, or the oldest has waited ``weaver.live_batch_seconds``, the
+   weaver's worker runs :meth:`LiveIndexer.index` (job ``IndexLive``): the new turns and the
+   chunk windows whose turns all exist (:func:`weaver.episodes.windows`, not final) are
+   embedded and written, replacing the staged points by the same ids, and the session's
+   mark (:mod:`tiers.working.progress`) says how far it got.
+
+Points carry the episode id the session gets when it ends, and their ids follow from scope,
+session, seq and text, as the ended episode's do: when the session ends, the index of its
+episode resumes after the mark (:meth:`weaver.index.Indexer.episode_points`), so nothing is
+embedded twice and nothing is written twice; after a restart the stage stages again what is
+past each mark and embeds it, by the same ids.
+
+RemoveMessages (:class:`~tiers.working.session.MessagesRemoved`): the removed messages are
+unstaged at once, and their stored points (turns, and chunks holding one) deleted and the
+mark moved back before the RPC answers (:meth:`LiveIndexer.remove`); a crash before that is
+made good at the next start (:meth:`LiveIndexer.recover`). Forget drops the live sessions of
+its scope, tombstones their episodes and deletes their points, staged ones too; every step
+here writes under :attr:`SemanticStore.write_lock` after checking that its messages are
+still live, so nothing removed or forgotten comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from tiers.core.records import StoredMessage
+from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.working.memory import WorkingMemory
+from tiers.working.progress import LiveProgress, Progress
+from tiers.working.session import LiveSession
+from weaver.episodes import turns_of, windows
+from weaver.extractors import EpisodeInput
+from weaver.index import Indexer, first_at
+
+log = logging.getLogger("strata.weaver")
+# Messages of one session staged, or embedded, in one step at most (a job stays short).
+STEP_MESSAGES = 128
+_ALL = 10_000_000
+
+
+@dataclass(slots=True)
+class _Live:
+    """What the stage knows of one live session's generation (by its episode id)."""
+
+    session: LiveSession
+    last: int = 0  # the newest seq appended
+    staged: int = 0  # the newest seq staged (or embedded)
+    embedded: int = 0  # the newest seq embedded (its mark's turns_through)
+    waiting_since: float | None = None  # when the oldest message not embedded was staged
+    queued: bool = False  # an IndexLive job for it is in line
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBacklog:
+    """Live sessions with messages not embedded yet, and those messages."""
+
+    sessions: int
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveIndexResult:
+    sessions: int
+    points: int
+
+
+class LiveIndexer:
+    """The live stage's state and steps. :meth:`appended`, :meth:`removed`, :meth:`ended` are
+    called under the working memory's lock and only take note; :meth:`stage`,
+    :meth:`remove` and :meth:`recover` run on the stage's thread, :meth:`index` on the
+    weaver's worker. Raises what Tier 3 raises (EmbeddingUnavailable,
+    VectorStoreUnavailable) and StoreUnavailable."""
+
+    def __init__(
+        self,
+        working: WorkingMemory,
+        progress: LiveProgress,
+        semantic: SemanticStore,
+        indexer: Indexer,
+        batch_messages: int,
+        batch_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._working = working
+        self._progress = progress
+        self._semantic = semantic
+        self._indexer = indexer
+        self.batch_messages = batch_messages
+        self.batch_seconds = batch_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Live] = {}
+
+    # -- taking note (any thread) ---------------------------------------------------------
+    def appended(self, session: LiveSession, last_seq: int) -> None:
+        with self._lock:
+            live = self._sessions.setdefault(session.episode_id, _Live(session))
+            live.last = max(live.last, last_seq)
+
+    def removed(self, session: LiveSession, seqs: tuple[int, ...]) -> None:
+        """Unstage the removed messages at once (their stored points: :meth:`remove`)."""
+        gone = set(seqs)
+        flt = PointFilter(user_id=session.scope.user_id, episode_ids=(session.episode_id,))
+        staged = self._semantic.pending.points(flt)
+        self._semantic.pending.discard(p.id for p in staged if _holds(p, gone))
+        with self._lock:
+            live = self._sessions.get(session.episode_id)
+            if live is not None:  # RemoveMessages takes the newest messages
+                live.staged = min(live.staged, min(gone) - 1)
+                live.last = min(live.last, min(gone) - 1)
+
+    def ended(self, episode_id: str) -> None:
+        """The session ended (its episode's index does the rest)."""
+        with self._lock:
+            self._sessions.pop(episode_id, None)
+
+    def backlog(self) -> LiveBacklog:
+        with self._lock:
+            behind = [v.last - v.embedded for v in self._sessions.values() if v.last > v.embedded]
+        return LiveBacklog(len(behind), sum(behind))
+
+    def due(self) -> tuple[list[str], float | None]:
+        """The sessions whose batch is due now (each marked queued), and in how many seconds
+        the next one falls due (None: none waits)."""
+        now = self._clock()
+        ready: list[str] = []
+        soonest: float | None = None
+        with self._lock:
+            for episode_id, live in self._sessions.items():
+                if live.queued or live.waiting_since is None or live.staged <= live.embedded:
+                    continue
+                left = live.waiting_since + self.batch_seconds - now
+                if live.staged - live.embedded >= self.batch_messages or left <= 0:
+                    live.queued = True
+                    ready.append(episode_id)
+                elif soonest is None or left < soonest:
+                    soonest = left
+        return ready, soonest
+
+    def to_stage(self) -> bool:
+        with self._lock:
+            return any(v.staged < v.last for v in self._sessions.values())
+
+    # -- the stage's thread -----------------------------------------------------------------
+    def recover(self) -> None:
+        """At start, once Tier 3 is open: every live session from its mark (what is past it
+        is staged and embedded again, by the same ids), and the stored points of messages
+        removed before a crash deleted."""
+        for session in self._working.live_sessions():
+            present = self._working.live(session, 0, _ALL)
+            if not present:
+                continue
+            mark = self._progress.get(session.episode_id)
+            if mark is not None:
+                have = {m.seq for m in present}
+                newest = max(present[-1].seq, mark.turns_through)
+                gone = set(range(present[0].seq, newest + 1)) - have
+                if gone:
+                    with self._semantic.write_lock:
+                        self._delete_stored(session, gone)
+                    mark = self._progress.get(session.episode_id)
+            done = present[0].seq - 1 if mark is None else mark.turns_through
+            with self._lock:
+                live = self._sessions.setdefault(session.episode_id, _Live(session))
+                live.staged = live.embedded = done
+                live.last = max(live.last, present[-1].seq)
+
+    def stage(self) -> int:
+        """Stage the new messages of every live session (a step each). Returns how many."""
+        with self._lock:
+            todo = [(v.session, v.staged) for v in self._sessions.values() if v.staged < v.last]
+        staged = 0
+        for session, after in todo:
+            with self._semantic.write_lock:
+                messages = self._working.live(session, after, STEP_MESSAGES)
+                if messages is None:
+                    self.ended(session.episode_id)
+                    continue
+                episode = self._episode(session, messages)
+                points = [self._indexer.point(episode, "episode_turn", [t]) for t in episode.turns]
+                self._semantic.stage(points)
+            staged += len(points)
+            with self._lock:
+                live = self._sessions.get(session.episode_id)
+                if live is not None and messages:
+                    live.staged = max(live.staged, messages[-1].seq)
+                    if live.waiting_since is None and live.staged > live.embedded:
+                        live.waiting_since = self._clock()
+        return staged
+
+    def remove(self, session: LiveSession, seqs: tuple[int, ...]) -> None:
+        """Delete the stored points of removed messages and move the mark back."""
+        with self._semantic.write_lock:
+            self._delete_stored(session, set(seqs))
+
+    def _delete_stored(self, session: LiveSession, gone: set[int]) -> None:
+        """Under the write lock: the points of ``session`` holding a seq of ``gone`` out, and
+        its mark moved back before them."""
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        user = session.scope.user_id
+        flt = PointFilter(user_id=user, episode_ids=(session.episode_id,))
+        stored = vectors.scroll(flt, _ALL) + self._semantic.pending.points(flt)
+        doomed = [p for p in stored if _holds(p, gone)]
+        if doomed:
+            ids = tuple(dict.fromkeys(p.id for p in doomed))
+            self._semantic.delete(PointFilter(user_id=user, ids=ids), {user})
+        mark = self._progress.get(session.episode_id)
+        if mark is None:
+            return
+        through = min(mark.turns_through, min(gone) - 1)
+        starts = [p.sources[0].seq for p in doomed if p.kind == "episode_chunk" and p.sources]
+        chunk_from = min([mark.chunk_from, *starts]) if starts else mark.chunk_from
+        covered = chunk_from if starts else mark.covered_from
+        moved = replace(mark, turns_through=through, chunk_from=chunk_from, covered_from=covered)
+        if moved != mark:
+            self._progress.put(session.episode_id, moved, 0)
+        with self._lock:
+            live = self._sessions.get(session.episode_id)
+            if live is not None:
+                live.embedded = min(live.embedded, through)
+
+    # -- the weaver's worker ---------------------------------------------------------------
+    def index(self, episode_ids: list[str]) -> LiveIndexResult:
+        """Embed and write a batch of each of these live sessions (at most
+        :data:`STEP_MESSAGES` messages each); one still behind is due again at once."""
+        with self._lock:  # due again if this job fails (after batch_seconds)
+            found = [self._sessions[e] for e in episode_ids if e in self._sessions]
+            for live in found:
+                live.queued = False
+            todo = [live.session for live in found]
+        self._semantic.wait_ready(timeout=None)
+        sessions = points = 0
+        for session in todo:
+            written = self._index_one(session)
+            if written is not None:
+                sessions += 1
+                points += written
+        return LiveIndexResult(sessions, points)
+
+    def _index_one(self, session: LiveSession) -> int | None:
+        eid = session.episode_id
+        mark = self._progress.get(eid) or Progress(session.scope, session.session_id)
+        after = min(mark.chunk_from or 1, mark.turns_through + 1) - 1
+        limit = STEP_MESSAGES + (mark.turns_through - after)
+        messages = self._working.live(session, after, limit)
+        if messages is None:  # ended (its episode's index does the rest), or forgotten
+            self.ended(eid)
+            return None
+        if not messages or messages[-1].seq <= mark.turns_through:
+            return None
+        episode = self._episode(session, messages)
+        points, moved = self._batch(episode, mark, messages[-1].seq)
+        points = self._indexer.embed(points)  # outside the lock
+        with self._semantic.write_lock:
+            now = self._working.live(session, after, limit)
+            if now is not None and [m.seq for m in now] != [m.seq for m in messages]:
+                with self._lock:  # RemoveMessages meanwhile: again, from the moved mark
+                    live = self._sessions.get(eid)
+                    if live is not None:
+                        live.waiting_since = live.waiting_since or self._clock()
+                return None
+            written = self._semantic.write(points)  # forgotten episodes are dropped
+            if now is not None or written:
+                self._progress.put(eid, moved, len(written))
+        with self._lock:
+            live = self._sessions.get(eid)
+            if live is not None:
+                live.embedded = max(live.embedded, moved.turns_through)
+                live.waiting_since = self._clock() if live.staged > live.embedded else None
+        return len(written)
+
+    def _batch(
+        self, episode: EpisodeInput, mark: Progress, last_seq: int
+    ) -> tuple[list[MemoryPoint], Progress]:
+        """The new turns' points and the windows complete so far, and the mark after them."""
+        s = self._indexer.settings
+        # (weaver.index_turns is required: the staged turns are what the batches replace)
+        items = episode.turns
+        first = first_at(items, mark.chunk_from)
+        covered = first_at(items, mark.covered_from) - first if mark.covered_from else 0
+        made = windows(
+            items[first:],
+            s.chunk_turns,
+            s.chunk_overlap,
+            s.chunk_max_tokens,
+            covered=covered,
+            final=False,
+        )
+        points = [self._indexer.point(episode, "episode_chunk", w) for w in made.windows]
+        points += [
+            self._indexer.point(episode, "episode_turn", [t])
+            for t in items
+            if t.seq > mark.turns_through
+        ]
+        moved = replace(mark, turns_through=last_seq)
+        if made.windows:
+            moved = replace(
+                moved,
+                chunk_from=items[first + made.start].seq,
+                covered_from=items[first + made.covered].seq,
+            )
+        return points, moved
+
+    def _episode(self, session: LiveSession, messages: list[StoredMessage]) -> EpisodeInput:
+        turns = turns_of(messages, self._indexer.tool_text)
+        return EpisodeInput(session.episode_id, session.session_id, session.scope, turns)
+
+
+def _holds(point: MemoryPoint, seqs: set[int]) -> bool:
+    return any(s.seq in seqs for s in point.sources)
