@@ -57,9 +57,9 @@ class Query:
     episode_ids: tuple[str, ...] = ()
     # No memory of these sessions (a benchmark asking about a conversation from within it).
     exclude_sessions: tuple[str, ...] = ()
-    # (session_id, seq): no memory citing a message of that session from that seq on
-    # (GetContext: the session's window, which the block shows as it is).
-    exclude_from: tuple[tuple[str, int], ...] = ()
+    # (session_id, first, last): no memory citing a message of that session with a seq from
+    # first to last (GetContext: the session's window, which the block shows as it is).
+    exclude_from: tuple[tuple[str, int, int], ...] = ()
 
     def filter(self) -> PointFilter:
         kinds = self.kinds or tuple(self.recipe.kinds)

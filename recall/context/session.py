@@ -205,7 +205,8 @@ class SessionContexts:
         text = self.query_text(ask, view)
         query = self.query(ask, text, scope)
         if view is not None and view.messages:  # the window is shown as it is: never recalled
-            query = replace(query, exclude_from=((name.session_id, view.messages[0].seq),))
+            shown = (name.session_id, view.messages[0].seq, view.messages[-1].seq)
+            query = replace(query, exclude_from=(shown,))
         session_ms = _ms(began)
         # Recall runs on the engine's threads while the anchor and the pins are read.
         recalled: Future[RecallResult] | None = None

@@ -51,6 +51,7 @@ from tiers.semantic.vectors import (
     VectorStore,
     VectorStoreMismatch,
     VectorStoreUnavailable,
+    admits,
     point_id,
 )
 from tiers.semantic.vectors.qdrant_collection import META_ID
@@ -546,3 +547,51 @@ def test_errors_are_of_their_kinds_and_a_refused_write_writes_nothing(store, ope
         assert isinstance(unavailable.value, Unavailable)
     fresh.close()
     fresh.close()  # idempotent, and a closed store's close raises nothing
+
+
+def test_searches_leave_out_excluded_sessions_and_a_window_of_one(store):
+    """``exclude_sessions`` and ``exclude_from`` (GetContext's window) in every search, read
+    and count, as :func:`~tiers.semantic.vectors.admits` says."""
+    points = [
+        mem("kayak in the red shed", session="a", seq=1, seed=1),
+        mem("kayak in the blue shed", session="b", seq=1, seed=2),
+        mem("kayak in the green shed", session="b", seq=5, seed=3),
+        mem("kayak in the grey shed", session="b", seq=9, seed=4),
+    ]
+    store.upsert(points)
+    query = KEYWORDS.embed_query("kayak shed")
+    cases = [
+        (PointFilter(user_id="alice", exclude_sessions=("a",)), {1, 2, 3}),
+        (PointFilter(user_id="alice", exclude_from=(("b", 4, 6),)), {0, 1, 3}),
+        (
+            PointFilter(user_id="alice", exclude_sessions=("a",), exclude_from=(("b", 9, 9),)),
+            {1, 2},
+        ),
+    ]
+    for flt, kept in cases:
+        want = {points[i].id for i in kept}
+        assert {h.point.id for h in store.search_sparse(query, flt, 10)} == want
+        assert {h.point.id for h in store.search_dense(unit(1), flt, 10)} == want
+        assert {p.id for p in store.scroll(flt)} == want
+        assert store.count(flt) == len(want)
+        assert {p.id for p in points if admits(flt, p)} == want
+
+
+def test_weigh_scores_a_text_as_the_keyword_search_does(store):
+    """What the live stage's staged points are scored with: ``weigh`` then the dot product
+    of the document's term weights gives the stored point's keyword score (or, where the
+    engine weighs by IDF itself, the query unchanged)."""
+    points = [mem(t, seed=i) for i, t in enumerate(["tea with lemon", "tea", "coffee beans"])]
+    store.upsert(points)
+    query = KEYWORDS.embed_query("lemon tea")
+    weighed = store.weigh(query)
+    assert weighed.indices == query.indices and all(v > 0 for v in weighed.values)
+    hits = {h.point.id: h.score for h in store.search_sparse(query, alice(), 10)}
+    for p in points[:2]:
+        assert p.sparse is not None
+        terms = dict(zip(p.sparse.indices, p.sparse.values, strict=True))
+        mine = sum(
+            w * terms.get(t, 0.0) for t, w in zip(weighed.indices, weighed.values, strict=True)
+        )
+        if weighed.values != query.values:  # weighed here: the same scale as the engine's
+            assert mine == pytest.approx(hits[p.id], rel=1e-4)

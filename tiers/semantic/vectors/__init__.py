@@ -235,9 +235,9 @@ class PointFilter:
     include_superseded: bool = True
     ids: tuple[str, ...] = ()  # point ids (UUID strings)
     exclude_sessions: tuple[str, ...] = ()  # no point of these sessions (payload session_id)
-    # (session_id, seq): no point of that session citing a message from that seq on (a
-    # session's window, which GetContext shows as it is).
-    exclude_from: tuple[tuple[str, int], ...] = ()
+    # (session_id, first, last): no point of that session citing a message with a seq from
+    # first to last (a session's window, which GetContext shows as it is).
+    exclude_from: tuple[tuple[str, int, int], ...] = ()
 
 
 def admits(flt: PointFilter, point: MemoryPoint) -> bool:
@@ -256,8 +256,8 @@ def admits(flt: PointFilter, point: MemoryPoint) -> bool:
         return False
     if flt.exclude_sessions and point.session_id in flt.exclude_sessions:
         return False
-    for session_id, seq in flt.exclude_from:
-        if point.session_id == session_id and any(s.seq >= seq for s in point.sources):
+    for session_id, first, last in flt.exclude_from:
+        if point.session_id == session_id and any(first <= s.seq <= last for s in point.sources):
             return False
     return flt.include_superseded or point.valid_to_us is None
 

@@ -43,9 +43,9 @@ def build_filter(flt: PointFilter) -> Filter | None:
     skip: list[ConditionType] = []
     if flt.exclude_sessions:
         skip.append(FieldCondition(key="session_id", match=MatchAny(list(flt.exclude_sessions))))
-    for session_id, seq in flt.exclude_from:
+    for session_id, first, last in flt.exclude_from:
         session = FieldCondition(key="session_id", match=MatchValue(session_id))
-        later = FieldCondition(key="sources[].seq", range=RangeFloat(gte=seq))
+        later = FieldCondition(key="sources[].seq", range=RangeFloat(gte=first, lte=last))
         skip.append(Filter(must=[session, later]))
     if skip:
         return Filter(must=must, must_not=skip)

@@ -79,9 +79,9 @@ def build_filter(flt: PointFilter) -> models.Filter:
     if flt.exclude_sessions:
         sessions = models.MatchAny(any=list(flt.exclude_sessions))
         must_not.append(models.FieldCondition(key="session_id", match=sessions))
-    for session_id, seq in flt.exclude_from:
+    for session_id, first, last in flt.exclude_from:
         session = models.FieldCondition(key="session_id", match=models.MatchValue(value=session_id))
-        later = models.FieldCondition(key="sources[].seq", range=models.Range(gte=seq))
+        later = models.FieldCondition(key="sources[].seq", range=models.Range(gte=first, lte=last))
         must_not.append(models.Filter(must=[session, later]))
     return models.Filter(must=must or None, must_not=must_not)
 
