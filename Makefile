@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -104,6 +104,11 @@ bench-fleet: $(STAMP)
 # The index stage on a quiet daemon beside the model's own throughput on the same cores.
 bench-index: $(STAMP)
 	$(BIN)/python -m tests.bench.index_stage
+
+# One live session of 2,000 LoCoMo turns: Recall, GetContext and Pack of turns 100 to 1,900
+# messages back while the session lives, then again after EndSession (about 3 minutes).
+bench-long-session: $(STAMP)
+	$(BIN)/python -m tests.bench.long_session
 
 # What a Forget costs at 100k and at 400k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)

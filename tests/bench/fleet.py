@@ -15,12 +15,19 @@ warm-up), errors, sessions ended, the share recallable within 60 s (of those end
 60 s before the probing stopped: the agents stop, the probes go on 60 s more), the lag p50 /
 p95, the unindexed backlog over time, and the RSS of the daemon and of its workers. The
 target (issue 27): Append p99 <= 20 ms, Recall p99 <= 300 ms, 95 % recallable within 60 s.
+
+Live sessions: ``--long-share F`` keeps that share of the agents in ONE session for the whole
+run (never ended); ``--probe-every N`` has each agent append, every ~N turns, a probe message
+instead of a LoCoMo turn, and times how soon it is findable by its exact words and by its
+meaning, while its session lives (:mod:`tests.bench.fleet_live`). The issue's run:
+``--agents 100 --long-share 0.5 --probe-every 15``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing as mp
 import random
@@ -34,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
+from tests.bench import fleet_live as live
 from tests.bench._daemon import format_machine, machine_info, percentile, running_daemon
 from tests.bench.locomo_data import load
 from tests.bench.sampler import Sampler
@@ -58,17 +66,7 @@ def scripts() -> list[Script]:
 
 def marker(agent: int, session: int) -> str:
     """A word no other session says (letters only: the keyword encoder keeps it whole)."""
-    letters = "bcdfghjklmnpqrstvwxz"
-
-    def spell(n: int) -> str:
-        word = ""
-        while True:
-            word = letters[n % 20] + word
-            n //= 20
-            if not n:
-                return word
-
-    return f"qu{spell(agent)}o{spell(session)}vek"
+    return f"qu{live.spell(agent)}o{live.spell(session)}vek"
 
 
 # -- the agents (spawned processes, asyncio tasks) -----------------------------------------
@@ -93,31 +91,37 @@ class Tally:
 
 
 async def _agent(
-    address: str, agent: int, script: Script, pace: float, tally: Tally, ended: Queue[Any]
-) -> None:
+    address: str, agent: int, script: Script, pace: float, tally: Tally, ended: Queue[Any],
+    probing: live.Probing | None = None,
+) -> None:  # fmt: skip
     rng = random.Random(agent)
     turns, questions = script
     user = f"fleet-{agent:03d}"
     speakers = sorted({s for s, _ in turns})
     position = rng.randrange(len(turns))
     next_at = time.monotonic() + rng.random() * pace
+    probing = probing or live.Probing(agent, False, 0, None)
+    long = probing.long  # one session for the whole run
     async with AsyncMemoryClient(address, timeout=CALL_TIMEOUT) as c:
         session = 0
         while True:
             sid = f"{user}-s{session}"
-            for n in range(TURNS):
+            for n in itertools.count() if long else range(TURNS):
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 if time.monotonic() >= tally.until:
                     return
                 next_at += pace
-                speaker, text = turns[position % len(turns)]
-                position += 1
-                if n == TURNS - 1:
-                    text = f"{text} ({marker(agent, session)})"
-                role = "user" if speaker == speakers[0] else "assistant"
-                await tally.timed(
-                    "Append", c.append(sid, text, role=role, user_id=user, name=speaker)
-                )
+                if probing.due(last=not long and n == TURNS - 1):
+                    await probing.append(c, user, sid, speakers[0], tally)
+                else:
+                    speaker, text = turns[position % len(turns)]
+                    position += 1
+                    if n == TURNS - 1:
+                        text = f"{text} ({marker(agent, session)})"
+                    role = "user" if speaker == speakers[0] else "assistant"
+                    await tally.timed(
+                        "Append", c.append(sid, text, role=role, user_id=user, name=speaker)
+                    )
                 if rng.random() < P_RECALL:
                     q = rng.choice(questions)
                     await tally.timed("Recall", c.recall(q, user_id=user, k=10))
@@ -136,14 +140,25 @@ def _agents(
     barrier: Barrier,
     ended: Queue[Any],
     results: Queue[Any],
+    live_opts: tuple[int, int, Queue[Any] | None] = (0, 0, None),  # long agents, probe every, to
 ) -> None:
+    long_agents, probe_every, probes = live_opts
+
     async def run() -> Tally:
         await asyncio.to_thread(barrier.wait, 120)
         now = time.monotonic()
         tally = Tally(now + warmup, now + warmup + seconds)
         await asyncio.gather(
             *(
-                _agent(address, a, script_list[a % len(script_list)], pace, tally, ended)
+                _agent(
+                    address,
+                    a,
+                    script_list[a % len(script_list)],
+                    pace,
+                    tally,
+                    ended,
+                    live.Probing(a, a < long_agents, probe_every, probes),
+                )
                 for a in agents
             )
         )
@@ -199,8 +214,12 @@ class Prober(threading.Thread):
 # -- one fleet -------------------------------------------------------------------------------
 
 
-def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int) -> dict[str, Any]:
+def run_fleet(
+    n: int, seconds: float, warmup: float, pace: float, processes: int,
+    long_share: float = 0.0, probe_every: int = 0,
+) -> dict[str, Any]:  # fmt: skip
     script_list = scripts()
+    long_agents = round(long_share * n)  # agents 0.. (spread over the processes)
     with running_daemon({"STRATA_WEAVER__INTERVAL_SECONDS": "60"}) as daemon:
         with MemoryClient(daemon.address, timeout=30) as c:
             wait_until(lambda: c.admin.weaver_status().embedding_ready, 180, "for the model")
@@ -208,6 +227,7 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
         barrier = ctx.Barrier(processes + 1)
         ended: Queue[Any] = ctx.Queue()
         results: Queue[Any] = ctx.Queue()
+        probes: Queue[Any] = ctx.Queue()
         groups = [list(range(n))[w::processes] for w in range(processes)]
         procs = [
             ctx.Process(
@@ -222,6 +242,7 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
                     barrier,
                     ended,
                     results,
+                    (long_agents, probe_every, probes),
                 ),
                 daemon=True,
             )
@@ -237,6 +258,9 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
         sampler.sample()
         prober.start()
         sampler.start()
+        live_prober = live.LiveProber(daemon.address, probes, t0) if probe_every else None
+        if live_prober:
+            live_prober.start()
         ms: dict[str, list[float]] = {r: [] for r in RPCS}
         errors: Counter[str] = Counter()
         for _ in procs:
@@ -249,13 +273,18 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
         for proc in procs:
             proc.join(30)
         agents_done = time.monotonic()
+        if live_prober:
+            live_prober.finish()  # each probe given up by its own deadline (60 s at most)
         prober.join()
         sampler.finish()
     judged = [s for s, t in prober.ended_at.items() if t <= stop_at[0] - WINDOW - PROBE_SECONDS]
     lags = sorted(prober.lags[s] or float("inf") for s in judged)
     within = sum(1 for lag in lags if lag <= WINDOW)
-    return {
+    out: dict[str, Any] = {
         "agents": n,
+        "long_share": long_share,
+        "long_agents": long_agents,
+        "probe_every": probe_every,
         "pace_s": pace,
         "seconds": seconds,
         "warmup": warmup,
@@ -286,6 +315,9 @@ def run_fleet(n: int, seconds: float, warmup: float, pace: float, processes: int
             for r in sampler.samples
         ],
     }
+    if live_prober:
+        out["live"] = live.summarize(live_prober, warmup, agents_done - t0)
+    return out
 
 
 def meets(r: dict[str, Any]) -> bool:
@@ -296,6 +328,7 @@ def meets(r: dict[str, Any]) -> bool:
         and pct is not None
         and pct >= 95
         and not r["errors"]
+        and (not r.get("live") or live.live_meets(r["live"], r["agents"]))
     )
 
 
@@ -324,6 +357,7 @@ def report(machine: dict[str, Any], results: list[dict[str, Any]]) -> str:
             f"{s1['daemon_anon_mib']:.0f}) / {s0['workers_mib']:.0f} -> "
             f"{s1['workers_mib']:.0f} | {'yes' if meets(r) else 'no'}"
         )
+    lines.extend(live.report_lines(results))
     best = [r["agents"] for r in results if meets(r)]
     lines.append(f"  largest fleet meeting the targets: {max(best) if best else 'none'}")
     return "\n".join(lines)
@@ -336,12 +370,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=30.0)
     parser.add_argument("--pace", type=float, default=2.0, help="seconds between an agent's turns")
     parser.add_argument("--processes", type=int, default=2, help="agent processes")
+    parser.add_argument(
+        "--long-share", type=float, default=0.0, metavar="F",
+        help="share of the agents in one long session for the whole run (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--probe-every", type=int, default=0, metavar="N",
+        help="a probe message every ~N turns of each agent, timed until findable (0: none)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     results = []
     for n in args.agents:
-        results.append(run_fleet(n, args.seconds, args.warmup, args.pace, args.processes))
+        a = args
+        r = run_fleet(n, a.seconds, a.warmup, a.pace, a.processes, a.long_share, a.probe_every)
+        results.append(r)
         print(report(machine, results[-1:]), flush=True)
     print()
     print(report(machine, results))

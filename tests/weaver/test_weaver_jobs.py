@@ -106,7 +106,9 @@ def end_session(working: WorkingMemory, session_id: str) -> str:
 
 # -- the jobs --------------------------------------------------------------------------------
 def test_something_else_than_a_job_is_refused_at_the_door(world: World) -> None:
-    refused = r"not a weaver job: \('index', .*\(the kinds: IndexEpisodes, IndexDocuments, "
+    refused = (
+        r"not a weaver job: \('index', .*\(the kinds: IndexEpisodes, IndexLive, IndexDocuments, "
+    )
     with pytest.raises(UnknownJob, match=refused):
         world.weaver._jobs.put(("index", ["a" * 32]))  # type: ignore[arg-type]
     assert world.weaver._jobs.kinds() == []

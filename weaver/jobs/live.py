@@ -26,6 +26,8 @@ from weaver.live import LiveIndexer
 log = logging.getLogger("strata.weaver")
 # The pause after a step failed (Tier 3 refused a write), before the next.
 RETRY_SECONDS = 1.0
+# How often the thread looks whether Tier 3 has opened, before it starts.
+READY_POLL_SECONDS = 0.1
 
 
 class LiveStage:
@@ -86,12 +88,15 @@ class LiveStage:
     # -- the thread ------------------------------------------------------------------------
     def _run(self) -> None:
         lower_this_thread(RECALL_NICE)  # below the event loop, beside Recall
-        try:
-            self._semantic.wait_ready(timeout=None)
-        except Exception as exc:  # Tier 3 failed to open: nothing to stage into
-            log.warning("weaver.live_unavailable", extra={"fields": {"error": str(exc)}})
-            self._settle_all()
-            return
+        while not self._semantic.ready:  # a stop must not wait for the model
+            if self._semantic.error is not None:  # Tier 3 failed to open: nothing to stage into
+                log.warning(
+                    "weaver.live_unavailable", extra={"fields": {"error": self._semantic.error}}
+                )
+                self._settle_all()
+                return
+            if self._stopping.wait(READY_POLL_SECONDS):
+                return
         recovered = False
         while not self._stopping.is_set():
             try:
