@@ -71,7 +71,9 @@ def _render_stats(d: dict[str, Any]) -> str:
             f"live sessions     {wm.get('liveSessions', '0')}",
             f"window messages   {wm.get('windowMessages', '0')}",
             f"log messages      {wm.get('logMessages', '0')}",
+            f"not embedded yet  {wm.get('unembeddedMessages', '0')} (live sessions' messages)",
             f"episodes          {jr.get('episodes', '0')}",
+            f"unindexed         {jr.get('unindexed', '0')} (ended episodes)",
             f"pending           {jr.get('pendingConsolidation', '0')} "
             f"(near expiry: {jr.get('pendingNearExpiry', '0')})",
             f"journal size      {jr.get('sizeBytes', '0')} bytes",
@@ -106,6 +108,8 @@ def _render_status(d: dict[str, Any]) -> str:
         f"running           {d.get('running')}",
         f"pending           {d.get('pending', 0)} (near expiry: {d.get('pendingNearExpiry', 0)})",
         f"unindexed         {d.get('unindexed', 0)}",
+        f"live unindexed    {d.get('liveUnindexed', 0)} messages of "
+        f"{d.get('liveSessionsBehind', 0)} live sessions",
         f"extractor         {d.get('extractor', '')}",
         f"embedding         {d.get('embeddingModel', '')} ({_embedding_state(d)})",
         f"next run          {d.get('nextRun', '-')}",

@@ -290,26 +290,30 @@ class StatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WorkingMemoryStats(_message.Message):
-    __slots__ = ("live_sessions", "window_messages", "log_messages")
+    __slots__ = ("live_sessions", "window_messages", "log_messages", "unembedded_messages")
     LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     LOG_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    UNEMBEDDED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     live_sessions: int
     window_messages: int
     log_messages: int
-    def __init__(self, live_sessions: _Optional[int] = ..., window_messages: _Optional[int] = ..., log_messages: _Optional[int] = ...) -> None: ...
+    unembedded_messages: int
+    def __init__(self, live_sessions: _Optional[int] = ..., window_messages: _Optional[int] = ..., log_messages: _Optional[int] = ..., unembedded_messages: _Optional[int] = ...) -> None: ...
 
 class JournalStats(_message.Message):
-    __slots__ = ("episodes", "pending_consolidation", "size_bytes", "pending_near_expiry")
+    __slots__ = ("episodes", "pending_consolidation", "size_bytes", "pending_near_expiry", "unindexed")
     EPISODES_FIELD_NUMBER: _ClassVar[int]
     PENDING_CONSOLIDATION_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     PENDING_NEAR_EXPIRY_FIELD_NUMBER: _ClassVar[int]
+    UNINDEXED_FIELD_NUMBER: _ClassVar[int]
     episodes: int
     pending_consolidation: int
     size_bytes: int
     pending_near_expiry: int
-    def __init__(self, episodes: _Optional[int] = ..., pending_consolidation: _Optional[int] = ..., size_bytes: _Optional[int] = ..., pending_near_expiry: _Optional[int] = ...) -> None: ...
+    unindexed: int
+    def __init__(self, episodes: _Optional[int] = ..., pending_consolidation: _Optional[int] = ..., size_bytes: _Optional[int] = ..., pending_near_expiry: _Optional[int] = ..., unindexed: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("working_memory", "journal", "uptime_seconds", "version", "state_size_bytes", "records")

@@ -273,6 +273,11 @@ class _StateCollector(Collector):
         yield gauge(
             "strata_journal_unindexed_episodes", "Episodes awaiting indexing (stage 1).", unindexed
         )
+        yield gauge(
+            "strata_live_unembedded_messages",
+            "Live sessions' messages staged for the keyword channel, not embedded yet.",
+            len(self._semantic.pending),
+        )
         totals = {
             purpose: t
             for purpose, backend in self._llm.items()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 
 import grpc
 
@@ -102,11 +102,15 @@ class StatsRpcs:
         journal: Journal,
         state: RocksStore,
         kinds: Sequence[ScopedKind],
+        staged: Sized = (),
     ) -> None:
+        """``staged``: the live sessions' messages not embedded yet (Tier 3's pending
+        points)."""
         self._working = working
         self._journal = journal
         self._state = state
         self._kinds = tuple(kinds)
+        self._staged = staged
         self._started = time.monotonic()
 
     @rpc
@@ -122,12 +126,14 @@ class StatsRpcs:
                 live_sessions=wm.live_sessions,
                 window_messages=wm.window_messages,
                 log_messages=wm.log_messages,
+                unembedded_messages=len(self._staged),
             ),
             journal=pb.JournalStats(
                 episodes=self._journal.count(),
                 pending_consolidation=self._journal.pending_count(),
                 pending_near_expiry=len(self._journal.near_expiry()),
                 size_bytes=self._journal.size_bytes(),
+                unindexed=len(self._journal.unindexed()),
             ),
             uptime_seconds=time.monotonic() - self._started,
             version=VERSION,

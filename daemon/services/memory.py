@@ -221,7 +221,7 @@ def memory_service(
     return MemoryService(
         sessions=SessionRpcs(working, limits),
         episodes=EpisodeRpcs(journal, limits),
-        stats=StatsRpcs(working, journal, state, kinds),
+        stats=StatsRpcs(working, journal, state, kinds, semantic.pending),
         recall=RecallRpcs(engine, semantic, journal, access, settings.recall, limits),
         forget=ForgetRpcs(forgetter, limits),
         documents=DocumentRpcs(documents, forgetter, limits),

@@ -6,6 +6,7 @@ interleavings are forced with a gate in the live batch's embedding (no sleeps)."
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -247,3 +248,58 @@ def test_watch_tells_when_live_messages_are_indexed(live):
         assert [(e.session_id, e.attrs["through_seq"], e.count) for e in events] == [("s", "4", 5)]
         status = c.admin.weaver_status()
         assert status.live_unindexed == 0
+
+
+def test_status_and_stats_show_the_live_backlog_apart(live):
+    with live.client() as c:
+        c.append_batch("s", filler(2), user_id="u")  # fewer than a batch: staged, not embedded
+        staged_two = lambda: c.admin.stats().working_memory.unembedded_messages == 2  # noqa: E731
+        wait_until(staged_two, 10, "staged")
+        status = c.admin.weaver_status()
+        assert (status.live_sessions_behind, status.unindexed) == (1, 0)
+        assert status.live_unindexed == 2 and c.admin.stats().journal.unindexed == 0
+        c.end_session("s")
+        wait_indexed(c)
+        status = c.admin.weaver_status()
+        assert (status.live_unindexed, status.live_sessions_behind) == (0, 0)
+        assert c.admin.stats().working_memory.unembedded_messages == 0
+
+
+@pytest.mark.daemon
+def test_sigkill_between_the_append_and_the_index_loses_and_duplicates_nothing(spawn, tmp_path):
+    """Killed with messages staged and not embedded (and a batch embedded before them): the
+    restart stages them again from the log, embeds them by the same ids, and the ended
+    episode holds exactly the points of its index made in one go."""
+    env = {f"weaver__{k}": str(v) for k, v in LIVE.items()}
+    proc = spawn(tmp_path / "data", **env)
+    with proc.client() as c:
+        c.append_batch("s", filler(4), user_id="u")  # a batch: embedded
+        wait_until(lambda: c.admin.weaver_status().embedding_ready, 120, "for the model")
+        wait_until(lambda: c.admin.weaver_status().live_unindexed == 0, 60, "the batch")
+        c.append("s", "The spare key hangs behind the barometer.", name="Dev")
+        c.append_batch("s", filler(2, 30))  # staged only (a batch is 4)
+        wait_until(lambda: c.admin.weaver_status().live_unindexed == 3, 10, "staged")
+    proc.kill()
+    proc = spawn(tmp_path / "data", **env)
+    with proc.client() as c:
+        wait_until(
+            lambda: (
+                c.admin.weaver_status().embedding_ready
+                and any("barometer" in h.text for h in c.recall("barometer", user_id="u", k=3).hits)
+            ),
+            120,
+            "for the staged turn again",
+        )
+        c.append("s", "One more line after the restart.", name="Dev")  # the batch of 4 is due
+        wait_until(lambda: c.admin.weaver_status().live_unindexed == 0, 60, "the batch")
+        hits = c.recall("where is the spare key?", user_id="u", k=5, channels=["vector"]).hits
+        assert any("barometer" in h.text for h in hits)
+        ended = c.end_session("s")
+        wait_indexed(c)
+        episode = c.get_episode(ended.episode_id)
+        assert len(episode.messages) == 8
+        data = b"".join(chunk.data for chunk in c.admin.export("u"))
+    lines = [json.loads(line) for line in data.splitlines() if line.strip()]
+    ids = [line["id"] for line in lines if line["type"] == "point"]
+    assert len(ids) == len(set(ids)) == 8 + 4  # eight turns, four chunk windows
+    proc.terminate()
