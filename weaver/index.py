@@ -28,6 +28,7 @@ from tiers.keyed.documents import Document, DocumentStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, point_id
 from tiers.working.progress import LiveProgress, Progress
+from tiers.working.session import LiveSession
 from weaver.episodes import chunk_text, latest, load_episode, sources, windows
 from weaver.extractors import EpisodeInput, Turn
 from weaver.settings import WeaverSettings
@@ -97,6 +98,10 @@ class Indexer:
 
     def _live(self, episode_id: str) -> Progress | None:
         return None if self.progress is None else self.progress.get(episode_id)
+
+    def ended(self, session: LiveSession) -> bool:
+        """Whether the live session ``session`` ended with an episode (in the journal)."""
+        return self._journal.find(session.episode_id) is not None
 
     def episode_points(
         self, episode: EpisodeInput, live: Progress | None = None

@@ -220,6 +220,11 @@ class LiveIndexer:
             ids = tuple(dict.fromkeys(p.id for p in doomed))
             self._semantic.delete(PointFilter(user_id=user, ids=ids), {user})
         mark = self._progress.get(session.episode_id)
+        if self._working.live(session, 0, 1) is None and not self._indexer.ended(session):
+            self.ended(session.episode_id)  # every message removed: closed, with no episode
+            if mark is not None:
+                self._progress.delete([session.episode_id])
+            return
         if mark is None:
             return
         through = min(mark.turns_through, min(gone) - 1)

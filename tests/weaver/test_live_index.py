@@ -303,3 +303,13 @@ def test_sigkill_between_the_append_and_the_index_loses_and_duplicates_nothing(s
     ids = [line["id"] for line in lines if line["type"] == "point"]
     assert len(ids) == len(set(ids)) == 8 + 4  # eight turns, four chunk windows
     proc.terminate()
+
+
+def test_removing_every_message_leaves_no_point_and_no_mark(live):
+    with live.client() as c:
+        c.append_batch("r", filler(5), user_id="u")
+        wait_until(lambda: [p for p in stored(live, "u") if p.kind == "episode_chunk"], 60, "batch")
+        c.remove_messages("r", all=True)
+        assert not stored(live, "u") and not staged(live, "u")
+        assert not list(live_indexer(live)._progress.all())
+        assert live_indexer(live).backlog().messages == 0
