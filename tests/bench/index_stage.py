@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -81,12 +82,17 @@ def model_alone(texts: list[str], cache: Path) -> dict[str, float]:
     }
 
 
-def quiet_stage(sessions: list[list[tuple[str, str]]], cache: Path, **settings: str) -> float:
-    """Seconds from the first append until none of ``sessions`` is unindexed."""
+def quiet_stage(
+    sessions: list[list[tuple[str, str]]], cache: Path, **settings: str
+) -> tuple[float, int]:
+    """Seconds from the first append until none of ``sessions`` is unindexed (ended or
+    live), and the points the weaver wrote meanwhile (its log's ``weaver.indexed`` and
+    ``weaver.live_indexed``: a point written twice counts twice)."""
     with tempfile.TemporaryDirectory(prefix="strata-index-") as tmp:
         proc = ProcessDaemon(
             Path(tmp) / "data",
-            log_level="warning",
+            log_level="info",
+            log_format="json",
             embedding__cache_dir=str(cache),
             weaver__interval_seconds="86400",
             vectors__optimize_interval_seconds="86400",
@@ -103,10 +109,24 @@ def quiet_stage(sessions: list[list[tuple[str, str]]], cache: Path, **settings: 
                         user_id=f"user-{i % 50:02d}",
                     )
                     c.end_session(f"quiet-{i}", user_id=f"user-{i % 50:02d}")
-                wait_until(lambda: not c.admin.weaver_status().unindexed, 3600, "for the backlog")
-                return time.perf_counter() - t0
+                wait_until(lambda: _caught_up(c), 3600, "for the backlog")
+                seconds = time.perf_counter() - t0
         finally:
             proc.terminate()
+        text = proc.log_path.read_text(errors="replace")
+        written = sum(
+            int(m.group(1))
+            for line in text.splitlines()
+            if "weaver.indexed" in line or "weaver.live_indexed" in line
+            for m in [re.search(r'"points": (\d+)', line)]
+            if m
+        )
+        return seconds, written
+
+
+def _caught_up(c: MemoryClient) -> bool:
+    status = c.admin.weaver_status()
+    return not status.unindexed and not status.live_unindexed
 
 
 def run(n: int) -> dict[str, Any]:
@@ -122,13 +142,15 @@ def run(n: int) -> dict[str, Any]:
         out: dict[str, Any] = {"sessions": n, "turn_texts": len(turns), "chunk_texts": len(chunks)}
         out["model_alone"] = alone
         for mode in ("embedded", "derived"):
-            seconds = quiet_stage(sessions, cache, weaver__chunk_vectors=mode)
+            seconds, written = quiet_stage(sessions, cache, weaver__chunk_vectors=mode)
             texts = len(turns) + (len(chunks) if mode == "embedded" else 0)
             out[mode] = {
                 "seconds": round(seconds, 1),
                 "sessions_per_s": round(n / seconds, 2),
                 "texts_embedded": texts,
                 "texts_per_s": round(texts / seconds, 1),
+                "points_expected": len(turns) + len(chunks),
+                "points_written": written,
             }
     return out
 
@@ -149,7 +171,8 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
         m = r[mode]
         lines.append(
             f"  chunk_vectors = {mode:<8}: {m['seconds']} s, {m['sessions_per_s']} sessions/s, "
-            f"{m['texts_embedded']} texts embedded ({m['texts_per_s']} texts/s)"
+            f"{m['texts_embedded']} texts embedded ({m['texts_per_s']} texts/s); points "
+            f"written {m['points_written']} of {m['points_expected']} (none twice: equal)"
         )
     return "\n".join(lines)
 
