@@ -141,6 +141,8 @@ class Replay:
             k=K,
             end=session.at,
             explain=self.features is not None,
+            # Its own session is live and recallable: the gold is earlier sessions.
+            exclude_session_ids=[self.persona.session_id(session)],
             timeout=TIMEOUT,
         )
         recall_ms = (time.perf_counter() - began) * 1000.0
