@@ -138,16 +138,17 @@ class IndexJobs:
         )
         return result.points
 
-    def notify_live(self, episode_ids: tuple[str, ...]) -> None:
-        """Live sessions' batches are due (:mod:`weaver.jobs.live`)."""
-        if not self._stopping.is_set():
-            self._jobs.put(IndexLive(episode_ids))
+    def notify_live(self) -> None:
+        """Live sessions' batches are due (:mod:`weaver.jobs.live`): one job in line is
+        enough, so the ended episodes' index jobs behind it still drain into batches."""
+        if not self._stopping.is_set() and not self._jobs.queued(IndexLive):
+            self._jobs.put(IndexLive())
 
-    def index_live(self, episode_ids: list[str]) -> None:
+    def index_live(self) -> None:
         assert self.live is not None
         began = time.monotonic()
         try:
-            result = self.live.live.index(episode_ids)
+            result = self.live.live.index(self.live.take_ready())
         finally:
             self.live.batch_done()  # a session still behind is due again
         self._builds.wrote(result.points)

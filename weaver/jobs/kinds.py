@@ -30,11 +30,10 @@ class IndexEpisodes:
 
 @dataclass(frozen=True, slots=True)
 class IndexLive:
-    """Embed a batch of each of these live sessions (by the episode ids they will get;
-    :mod:`weaver.live`)."""
+    """Embed a batch of each live session whose batch is due (:mod:`weaver.live`; the job
+    takes them when it runs: one such job in line is enough)."""
 
     kind: ClassVar[str] = "live"
-    episode_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

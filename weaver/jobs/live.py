@@ -35,7 +35,7 @@ class LiveStage:
         self,
         live: LiveIndexer,
         semantic: SemanticStore,
-        queue_batch: Callable[[tuple[str, ...]], None],
+        queue_batch: Callable[[], None],
         stopping: threading.Event,
     ) -> None:
         self.live = live
@@ -44,6 +44,7 @@ class LiveStage:
         self._stopping = stopping
         self._wake = threading.Condition()
         self._removals: list[tuple[LiveSession, tuple[int, ...], Future[None]]] = []
+        self._ready: list[str] = []  # sessions whose batch is due, for the next IndexLive job
         self._thread: threading.Thread | None = None
 
     # -- events (under the working memory's lock: take note, wake the thread) --------------
@@ -62,6 +63,12 @@ class LiveStage:
 
     def ended(self, episode_id: str) -> None:
         self.live.ended(episode_id)
+
+    def take_ready(self) -> list[str]:
+        """The sessions whose batch is due (the IndexLive job at hand takes them all)."""
+        with self._wake:
+            ready, self._ready = list(dict.fromkeys(self._ready)), []
+        return ready
 
     def batch_done(self) -> None:
         """An IndexLive job ended: look again at what is due."""
@@ -120,7 +127,9 @@ class LiveStage:
         self.live.stage()
         ready, soonest = self.live.due()
         if ready:
-            self._queue_batch(tuple(ready))
+            with self._wake:
+                self._ready += ready
+            self._queue_batch()
         with self._wake:
             if self._removals or self.live.to_stage() or self._stopping.is_set():
                 return

@@ -88,9 +88,7 @@ class Weaver:
         # the LLM failed (llm_backoff; llm.on_failure = "wait").
         stage = None
         if live is not None:
-            stage = LiveStage(
-                live, semantic, lambda ids: self._index.notify_live(ids), self._stopping
-            )
+            stage = LiveStage(live, semantic, self._notify_live, self._stopping)
         self.live = stage
         self._index = IndexJobs(
             self._jobs,
@@ -114,6 +112,9 @@ class Weaver:
             self._failed,
             llm_backoff,
         )
+
+    def _notify_live(self) -> None:
+        self._index.notify_live()
 
     def _failed(self, error: str) -> None:
         self.last_error = error
@@ -258,8 +259,8 @@ class Weaver:
         match job:
             case IndexEpisodes(episode_ids):
                 self._index.index_batch(list(episode_ids))
-            case IndexLive(episode_ids):
-                self._index.index_live(list(episode_ids))
+            case IndexLive():
+                self._index.index_live()
             case IndexDocuments():
                 self._index.index_documents()
             case Consolidate(run):
