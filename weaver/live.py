@@ -24,16 +24,20 @@ RemoveMessages (:class:`~tiers.working.session.MessagesRemoved`): the removed me
 unstaged at once, and their stored points (turns, and chunks holding one) deleted and the
 mark moved back before the RPC answers (:meth:`LiveIndexer.remove`); a crash before that is
 made good at the next start (:meth:`LiveIndexer.recover`). Forget drops the live sessions of
-its scope, tombstones their episodes and deletes their points, staged ones too; every step
-here writes under :attr:`SemanticStore.write_lock` after checking that its messages are
-still live, so nothing removed or forgotten comes back.
+its scope, tombstones their episodes and deletes their points, staged ones too. A batch
+writes under :attr:`SemanticStore.write_lock` after checking that its messages are still as
+it read them; staging takes no write lock (a consolidation step may hold it for a while):
+it checks the same, and the tombstones, under the pending points' own lock, which Forget's
+delete takes after writing its tombstones. So nothing removed or forgotten comes back.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -50,6 +54,8 @@ from weaver.index import Indexer, first_at
 log = logging.getLogger("strata.weaver")
 # Messages of one session staged, or embedded, in one step at most (a job stays short).
 STEP_MESSAGES = 128
+# Texts one IndexLive job embeds at most (one call): sessions beyond wait for the next job.
+STEP_TEXTS = 512
 _ALL = 10_000_000
 
 
@@ -63,6 +69,21 @@ class _Live:
     embedded: int = 0  # the newest seq embedded (its mark's turns_through)
     waiting_since: float | None = None  # when the oldest message not embedded was staged
     queued: bool = False  # an IndexLive job for it is in line
+    removals: int = 0  # RemoveMessages so far: a step that read before one does not write
+
+
+@dataclass(slots=True)
+class _Step:
+    """One live session's part of an IndexLive job."""
+
+    session: LiveSession
+    removals: int
+    after: int  # the seq it read after
+    limit: int
+    seqs: list[int]  # the seqs it read
+    points: list[MemoryPoint]
+    moved: Progress  # the session's mark once they are written
+    live: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,14 +136,15 @@ class LiveIndexer:
     def removed(self, session: LiveSession, seqs: tuple[int, ...]) -> None:
         """Unstage the removed messages at once (their stored points: :meth:`remove`)."""
         gone = set(seqs)
+        with self._lock:  # first: a staging step that read them now stages nothing
+            live = self._sessions.get(session.episode_id)
+            if live is not None:  # RemoveMessages takes the newest messages
+                live.removals += 1
+                live.staged = min(live.staged, min(gone) - 1)
+                live.last = min(live.last, min(gone) - 1)
         flt = PointFilter(user_id=session.scope.user_id, episode_ids=(session.episode_id,))
         staged = self._semantic.pending.points(flt)
         self._semantic.pending.discard(p.id for p in staged if _holds(p, gone))
-        with self._lock:
-            live = self._sessions.get(session.episode_id)
-            if live is not None:  # RemoveMessages takes the newest messages
-                live.staged = min(live.staged, min(gone) - 1)
-                live.last = min(live.last, min(gone) - 1)
 
     def ended(self, episode_id: str) -> None:
         """The session ended (its episode's index does the rest)."""
@@ -181,27 +203,42 @@ class LiveIndexer:
                 live.last = max(live.last, present[-1].seq)
 
     def stage(self) -> int:
-        """Stage the new messages of every live session (a step each). Returns how many."""
+        """Stage the new messages of every live session (a step each). Returns how many.
+        No write lock: a step stages only if, under the pending points' lock, its session is
+        still live and had no RemoveMessages since it read (:meth:`_unchanged`), and its
+        episode is not forgotten (:meth:`SemanticStore.stage`)."""
         with self._lock:
-            todo = [(v.session, v.staged) for v in self._sessions.values() if v.staged < v.last]
+            todo = [
+                (v.session, v.staged, v.removals)
+                for v in self._sessions.values()
+                if v.staged < v.last
+            ]
         staged = 0
-        for session, after in todo:
-            with self._semantic.write_lock:
-                messages = self._working.live(session, after, STEP_MESSAGES)
-                if messages is None:
-                    self.ended(session.episode_id)
-                    continue
-                episode = self._episode(session, messages)
-                points = [self._indexer.point(episode, "episode_turn", [t]) for t in episode.turns]
-                self._semantic.stage(points)
+        for session, after, removals in todo:
+            messages = self._working.live(session, after, STEP_MESSAGES)
+            if messages is None:
+                self.ended(session.episode_id)
+                continue
+            episode = self._episode(session, messages)
+            points = [self._indexer.point(episode, "episode_turn", [t]) for t in episode.turns]
+            eid = session.episode_id
+            still = functools.partial(self._unchanged, eid, removals)
+            if len(self._semantic.stage(points, still)) < len(points):
+                continue  # RemoveMessages or the end meanwhile, or forgotten: not staged
             staged += len(points)
             with self._lock:
-                live = self._sessions.get(session.episode_id)
-                if live is not None and messages:
+                live = self._sessions.get(eid)
+                if live is not None and messages and live.removals == removals:
                     live.staged = max(live.staged, messages[-1].seq)
                     if live.waiting_since is None and live.staged > live.embedded:
                         live.waiting_since = self._clock()
         return staged
+
+    def _unchanged(self, episode_id: str, removals: int) -> bool:
+        """Whether the session is still live here with no RemoveMessages since ``removals``."""
+        with self._lock:
+            live = self._sessions.get(episode_id)
+            return live is not None and live.removals == removals
 
     def remove(self, session: LiveSession, seqs: tuple[int, ...]) -> None:
         """Delete the stored points of removed messages and move the mark back."""
@@ -242,52 +279,71 @@ class LiveIndexer:
     # -- the weaver's worker ---------------------------------------------------------------
     def index(self, episode_ids: list[str]) -> LiveIndexResult:
         """Embed and write a batch of each of these live sessions (at most
-        :data:`STEP_MESSAGES` messages each); one still behind is due again at once."""
+        :data:`STEP_MESSAGES` messages each, :data:`STEP_TEXTS` texts in all, in one
+        embedding call); one left behind is due again at once."""
         with self._lock:  # due again if this job fails (after batch_seconds)
             found = [self._sessions[e] for e in episode_ids if e in self._sessions]
             for live in found:
                 live.queued = False
-            todo = [live.session for live in found]
+            todo = [(live.session, live.removals) for live in found]
         self._semantic.wait_ready(timeout=None)
-        sessions = points = 0
-        for session in todo:
-            written = self._index_one(session)
-            if written is not None:
-                sessions += 1
-                points += written
-        return LiveIndexResult(sessions, points)
+        steps: list[_Step] = []
+        texts = 0
+        for session, removals in todo:
+            step = self._step(session, removals)
+            if step is None:
+                continue
+            if steps and texts + len(step.points) > STEP_TEXTS:
+                break  # the rest: the next job
+            steps.append(step)
+            texts += len(step.points)
+        vectors = iter(self._indexer.embed([p for s in steps for p in s.points]))  # no lock
+        for step in steps:
+            step.points = [next(vectors) for _ in step.points]
+        points = 0
+        with self._semantic.write_lock:
+            kept = [s for s in steps if self._still(s)]
+            written = self._semantic.write([p for s in kept for p in s.points])
+            counts = Counter(p.episode_id for p in written)
+            for s in kept:
+                if s.live or counts[s.session.episode_id]:
+                    self._progress.put(s.session.episode_id, s.moved, counts[s.session.episode_id])
+            points = len(written)
+        now = self._clock()
+        with self._lock:
+            for s in kept:
+                state = self._sessions.get(s.session.episode_id)
+                if state is not None:
+                    state.embedded = max(state.embedded, s.moved.turns_through)
+                    state.waiting_since = now if state.staged > state.embedded else None
+        return LiveIndexResult(len(kept), points)
 
-    def _index_one(self, session: LiveSession) -> int | None:
-        eid = session.episode_id
-        mark = self._progress.get(eid) or Progress(session.scope, session.session_id)
+    def _step(self, session: LiveSession, removals: int) -> _Step | None:
+        """One session's batch: its new messages, their points and the mark after them."""
+        mark = self._progress.get(session.episode_id) or Progress(session.scope, session.session_id)
         after = min(mark.chunk_from or 1, mark.turns_through + 1) - 1
         limit = STEP_MESSAGES + (mark.turns_through - after)
         messages = self._working.live(session, after, limit)
         if messages is None:  # ended (its episode's index does the rest), or forgotten
-            self.ended(eid)
+            self.ended(session.episode_id)
             return None
         if not messages or messages[-1].seq <= mark.turns_through:
             return None
-        episode = self._episode(session, messages)
-        points, moved = self._batch(episode, mark, messages[-1].seq)
-        points = self._indexer.embed(points)  # outside the lock
-        with self._semantic.write_lock:
-            now = self._working.live(session, after, limit)
-            if now is not None and [m.seq for m in now] != [m.seq for m in messages]:
-                with self._lock:  # RemoveMessages meanwhile: again, from the moved mark
-                    live = self._sessions.get(eid)
-                    if live is not None:
-                        live.waiting_since = live.waiting_since or self._clock()
-                return None
-            written = self._semantic.write(points)  # forgotten episodes are dropped
-            if now is not None or written:
-                self._progress.put(eid, moved, len(written))
-        with self._lock:
-            live = self._sessions.get(eid)
-            if live is not None:
-                live.embedded = max(live.embedded, moved.turns_through)
-                live.waiting_since = self._clock() if live.staged > live.embedded else None
-        return len(written)
+        points, moved = self._batch(self._episode(session, messages), mark, messages[-1].seq)
+        seqs = [m.seq for m in messages]
+        return _Step(session, removals, after, limit, seqs, points, moved)
+
+    def _still(self, step: _Step) -> bool:
+        """Under the write lock: the step's messages are as it read them (no RemoveMessages
+        since); ``step.live`` says whether the session still lives (if it ended, its
+        episode's index comes after this job and resumes from the mark)."""
+        now = self._working.live(step.session, step.after, step.limit)
+        step.live = now is not None
+        if now is None:
+            return True  # ended: the episode holds them; forgotten: the tombstones drop them
+        return [m.seq for m in now] == step.seqs and self._unchanged(
+            step.session.episode_id, step.removals
+        )
 
     def _batch(
         self, episode: EpisodeInput, mark: Progress, last_seq: int

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, SparseVector, admits
 
@@ -36,14 +36,23 @@ class PendingPoints:
         with self._lock:
             return sum(len(points) for points in self._users.values())
 
-    def add(self, points: Sequence[MemoryPoint]) -> None:
-        """Stage ``points`` (each with its ``sparse`` vector; a staged id is replaced)."""
+    def add(
+        self,
+        points: Sequence[MemoryPoint],
+        admit: Callable[[list[MemoryPoint]], list[MemoryPoint]] | None = None,
+    ) -> list[MemoryPoint]:
+        """Stage ``points`` (each with its ``sparse`` vector; a staged id is replaced), those
+        ``admit`` keeps, which it decides under this object's lock (a delete of the same
+        points either comes after and removes them, or before and ``admit`` sees why).
+        Returns the points staged."""
         with self._lock:
+            points = list(points) if admit is None else admit(list(points))
             for p in points:
                 terms = (
                     dict(zip(p.sparse.indices, p.sparse.values, strict=True)) if p.sparse else {}
                 )
                 self._users.setdefault(p.scope.user_id, {})[p.id] = (p, terms)
+        return points
 
     def discard(self, ids: Iterable[str]) -> None:
         """Unstage these ids (written with their dense vectors, or gone)."""

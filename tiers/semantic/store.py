@@ -138,20 +138,20 @@ class SemanticStore:
         self.notify_write({p.scope.user_id for p in kept})
         return kept
 
-    def stage(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+    def stage(
+        self, points: Sequence[MemoryPoint], still: Callable[[], bool] = lambda: True
+    ) -> list[MemoryPoint]:
         """Stage points that are not embedded yet (a live session's turns), for the keyword
-        channel alone (:mod:`tiers.semantic.pending`): forgotten ones are dropped, the rest
-        get their keyword vectors; :meth:`write` of the same ids replaces them. Nothing is
-        durable and no model runs. Returns the points staged. The caller holds
-        :attr:`write_lock` (the tombstone check and the staging must not be split by a
-        Forget)."""
-        kept = [
-            replace(p, sparse=self.keywords.embed_document(p.text), dense=None)
-            for p in self.tombstones.keep(list(points))
-        ]
-        self.pending.add(kept)
-        self.notify_write({p.scope.user_id for p in kept})
-        return kept
+        channel alone (:mod:`tiers.semantic.pending`): they get their keyword vectors, and,
+        unless ``still()`` says no or they are forgotten, are staged; :meth:`write` of the
+        same ids replaces them. Nothing is durable and no model runs. Returns the points
+        staged. Needs no :attr:`write_lock`: ``still`` and the tombstones are checked under
+        the pending points' own lock, which :meth:`delete` (Forget's, after its tombstones)
+        takes too."""
+        bare = [replace(p, sparse=self.keywords.embed_document(p.text), dense=None) for p in points]
+        staged = self.pending.add(bare, lambda ps: self.tombstones.keep(ps) if still() else [])
+        self.notify_write({p.scope.user_id for p in staged})
+        return staged
 
     def delete(self, flt: PointFilter, users: Iterable[str]) -> int:
         """Take the points matching ``flt`` out of Tier 3 with no tombstone (Forget writes
