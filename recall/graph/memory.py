@@ -253,11 +253,14 @@ class MemoryGraphs:
         # Per scope, the features of its current memories, kept between builds: a build after
         # a write reads the ids and only the new points (Features).
         self._features: dict[tuple[str, str], dict[str, Features]] = {}
-        semantic.events.subscribe(Tier3Written, lambda event: self._written(event.user_id))
+        # Staged points are not in the vector store: the graph is built from its points.
+        semantic.events.subscribe(Tier3Written, self._written)
 
-    def _written(self, user_id: str) -> None:
+    def _written(self, event: Tier3Written) -> None:
+        if event.staged:
+            return
         with self._lock:
-            self._versions[user_id] = self._versions.get(user_id, 0) + 1
+            self._versions[event.user_id] = self._versions.get(event.user_id, 0) + 1
 
     def forget_scope(self, user_id: str) -> int:
         """Drop the user's graphs (Forget's hook); returns how many."""

@@ -60,9 +60,12 @@ _ALL = 10_000_000
 
 @dataclass(frozen=True, slots=True)
 class Tier3Written:
-    """Event of :attr:`SemanticStore.events`: Tier 3 was written in ``user_id``'s scope."""
+    """Event of :attr:`SemanticStore.events`: Tier 3 was written in ``user_id``'s scope;
+    ``staged``: only points staged for the keyword channel (:meth:`SemanticStore.stage`),
+    which are not in the vector store (what is derived from its points stays valid)."""
 
     user_id: str
+    staged: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +106,9 @@ class SemanticStore:
         # How summaries roll up into digests (the weaver's settings).
         self.digest_policy = digest_policy or DigestPolicy()
 
-    def notify_write(self, user_ids: set[str]) -> None:
+    def notify_write(self, user_ids: set[str], *, staged: bool = False) -> None:
         for user_id in user_ids:
-            self.events.publish(Tier3Written(user_id))
+            self.events.publish(Tier3Written(user_id, staged))
 
     def embed(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
         """The points, each without a dense vector given its document embedding; a text two
@@ -150,7 +153,7 @@ class SemanticStore:
         takes too."""
         bare = [replace(p, sparse=self.keywords.embed_document(p.text), dense=None) for p in points]
         staged = self.pending.add(bare, lambda ps: self.tombstones.keep(ps) if still() else [])
-        self.notify_write({p.scope.user_id for p in staged})
+        self.notify_write({p.scope.user_id for p in staged}, staged=True)
         return staged
 
     def delete(self, flt: PointFilter, users: Iterable[str]) -> int:
