@@ -341,9 +341,10 @@ class LiveIndexer:
         step.live = now is not None
         if now is None:
             return True  # ended: the episode holds them; forgotten: the tombstones drop them
-        return [m.seq for m in now] == step.seqs and self._unchanged(
-            step.session.episode_id, step.removals
-        )
+        # Later appends may follow what it read; a removal takes the newest messages, so
+        # it shows as a seq of the step's gone or replaced by a newer one.
+        read = [m.seq for m in now][: len(step.seqs)]
+        return read == step.seqs and self._unchanged(step.session.episode_id, step.removals)
 
     def _batch(
         self, episode: EpisodeInput, mark: Progress, last_seq: int

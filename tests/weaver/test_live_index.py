@@ -70,7 +70,10 @@ class Gate:
         indexer = live._indexer
         inner = indexer.embed
 
+        self.texts: list[str] = []  # what the weaver embedded
+
         def embed(points: list[MemoryPoint]) -> list[MemoryPoint]:
+            self.texts += [p.text for p in points if p.dense is None]
             if threading.current_thread().name == "weaver" and not self.release.is_set():
                 self.entered.set()
                 assert self.release.wait(60), "the test never released the gate"
@@ -146,9 +149,11 @@ def test_a_message_appended_while_its_batch_is_embedded_is_indexed_next(live):
             10,
             "for the staged turn",
         )
-        c.append_batch("s", filler(3, 10))
         gate.release.set()
+        c.append_batch("s", filler(3, 10))
         wait_until(caught_up(live), 60, "for the live batches")
+        # The batch embedded meanwhile was written: a later append did not void it.
+        assert len(gate.texts) == len(set(gate.texts)), "no text embedded twice"
         texts = {p.text for p in stored(live, "u") if p.kind == "episode_turn"}
         assert "Dev: The gazebo paint colour is teal." in texts
         assert not staged(live, "u")
