@@ -34,7 +34,6 @@ delete takes after writing its tombstones. So nothing removed or forgotten comes
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 import time
 from collections import Counter
@@ -51,7 +50,6 @@ from weaver.episodes import turns_of, windows
 from weaver.extractors import EpisodeInput
 from weaver.index import Indexer, first_at
 
-log = logging.getLogger("strata.weaver")
 # Messages of one session staged, or embedded, in one step at most (a job stays short).
 STEP_MESSAGES = 128
 # Texts one IndexLive job embeds at most (one call): sessions beyond wait for the next job.
@@ -223,8 +221,9 @@ class LiveIndexer:
             points = [self._indexer.point(episode, "episode_turn", [t]) for t in episode.turns]
             eid = session.episode_id
             still = functools.partial(self._unchanged, eid, removals)
-            if len(self._semantic.stage(points, still)) < len(points):
-                continue  # RemoveMessages or the end meanwhile, or forgotten: not staged
+            if len(self._semantic.stage(points, still)) < len(points) and not still():
+                continue  # RemoveMessages or the end meanwhile: not staged, read again
+            # (fewer staged while still live: forgotten memories, skipped for good)
             staged += len(points)
             with self._lock:
                 live = self._sessions.get(eid)
