@@ -4,12 +4,22 @@
 Every ~N turns an agent appends, as an ordinary user message of its session, a probe: a fact
 of :data:`PAIRS` with a made-up word of its own (letters only) as the fact's name. From the
 Append's ack an outside prober (:class:`LiveProber`, a thread of the driver; its calls are not
-in the agents' figures, at most :data:`CONCURRENCY` of them at once) recalls
+in the agents' figures) recalls
 
 * the word (keyword channel) every :data:`EXACT_EVERY` s until a hit's sources cite the
   message (its session and seq, or its message id), giving up after :data:`EXACT_GIVE_UP` s;
-* the fact's paraphrase, which shares no content word with it (vector channel), every
-  :data:`MEANING_EVERY` s, giving up after :data:`MEANING_GIVE_UP` s.
+* the fact's paraphrase, which shares no content word with it (vector channel), at once when
+  the user's Watch says the message is embedded (``session.indexed`` through its seq, or
+  ``episode.indexed`` of its session), then every :data:`MEANING_EVERY` s, and every
+  :data:`MEANING_FALLBACK` s meanwhile (in case Watch were wrong), giving up after
+  :data:`MEANING_GIVE_UP` s. The lag is the Recall's that found it: Watch only says when to
+  look.
+
+Each kind has its own :data:`CONCURRENCY` calls at most at once. A first prober polled the
+meaning every second with one gate for both: the ~100 probes waiting for their meaning kept
+the exact polls queued for seconds (a lag of the prober, not of the daemon), and their
+Recalls loaded the daemon more than the agents' own did. A lag is measured to the poll that
+found it, so it is an upper bound, by at most the interval in force.
 
 It also samples the weaver's backlog (``unindexed``: ended episodes and documents;
 ``live_unindexed``: messages of live sessions not embedded yet) every :data:`BACKLOG_EVERY` s.
@@ -18,6 +28,7 @@ It also samples the weaver's backlog (``unindexed``: ended episodes and document
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import random
 import re
@@ -33,7 +44,8 @@ from tests.bench._daemon import percentile
 
 CONCURRENCY = 6
 EXACT_EVERY, EXACT_GIVE_UP, EXACT_TARGET = 0.15, 10.0, 2.0
-MEANING_EVERY, MEANING_GIVE_UP, MEANING_TARGET = 1.0, 60.0, 30.0
+MEANING_EVERY, MEANING_FALLBACK, MEANING_GIVE_UP, MEANING_TARGET = 1.0, 10.0, 60.0, 30.0
+INDEXED = ("session.indexed", "episode.indexed")
 BACKLOG_EVERY = 5.0
 CALL_TIMEOUT = 30.0
 BACKLOGS = ("unindexed", "live_unindexed", "live_sessions_behind")
@@ -179,6 +191,9 @@ class LiveProber(threading.Thread):
         self.backlog: list[dict[str, float]] = []
         self.errors: Counter[str] = Counter()
         self._done = threading.Event()
+        self._through: dict[tuple[str, str], float] = {}  # (user, session): embedded through
+        self._news: asyncio.Condition | None = None  # notified on each Watch event
+        self._watches: dict[str, asyncio.Task[None]] = {}
 
     def finish(self) -> None:
         self._done.set()
@@ -188,7 +203,8 @@ class LiveProber(threading.Thread):
         asyncio.run(self._main())
 
     async def _main(self) -> None:
-        gate = asyncio.Semaphore(CONCURRENCY)
+        gates = {k: asyncio.Semaphore(CONCURRENCY) for k in ("keyword", "vector")}
+        self._news = asyncio.Condition()
         async with AsyncMemoryClient(self.address, timeout=CALL_TIMEOUT) as c:
             sampling = asyncio.create_task(self._sample(c))
             tasks: set[asyncio.Task[None]] = set()
@@ -200,22 +216,33 @@ class LiveProber(threading.Thread):
                         break
                     await asyncio.sleep(0.05)
                     continue
-                tasks.add(asyncio.create_task(self._probe(c, gate, p)))
+                if p.user not in self._watches:
+                    self._watches[p.user] = asyncio.create_task(self._watch(c, p.user))
+                tasks.add(asyncio.create_task(self._probe(c, gates, p)))
             await asyncio.gather(*tasks)
             sampling.cancel()
+            for w in self._watches.values():
+                w.cancel()
             await self._status(c)
 
-    async def _probe(self, c: AsyncMemoryClient, gate: asyncio.Semaphore, p: Probe) -> None:
+    async def _probe(
+        self, c: AsyncMemoryClient, gates: dict[str, asyncio.Semaphore], p: Probe
+    ) -> None:
         exact, meaning = await asyncio.gather(
-            self._poll(c, gate, p, p.word, "keyword", EXACT_EVERY, EXACT_GIVE_UP),
-            self._poll(c, gate, p, p.question, "vector", MEANING_EVERY, MEANING_GIVE_UP),
-        )
+            self._poll(c, gates["keyword"], p, p.word, "keyword", EXACT_EVERY, EXACT_GIVE_UP),
+            self._poll(
+                c, gates["vector"], p, p.question, "vector", MEANING_EVERY, MEANING_GIVE_UP,
+                embedded=True,
+            ),
+        )  # fmt: skip
         self.results.append((p, exact, meaning))
 
     async def _poll(
         self, c: AsyncMemoryClient, gate: asyncio.Semaphore, p: Probe, query: str,
-        channel: str, every: float, give_up: float,
+        channel: str, every: float, give_up: float, embedded: bool = False,
     ) -> float | None:  # fmt: skip
+        """Recall ``query`` until a hit cites the probe: every ``every`` s (with ``embedded``:
+        from when Watch says the probe is embedded, every MEANING_FALLBACK s before)."""
         while True:
             hits: Any = ()
             async with gate:
@@ -228,7 +255,31 @@ class LiveProber(threading.Thread):
                 return lag
             if lag >= give_up:
                 return None
-            await asyncio.sleep(every)
+            if not embedded or self._embedded(p):
+                await asyncio.sleep(every)
+                continue
+            assert self._news is not None
+            async with self._news:
+                left = min(MEANING_FALLBACK, give_up - lag)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._news.wait_for(lambda: self._embedded(p)), left)
+
+    def _embedded(self, p: Probe) -> bool:
+        return self._through.get((p.user, p.session_id), 0) >= p.seq
+
+    async def _watch(self, c: AsyncMemoryClient, user: str) -> None:
+        """Take note of how far the user's sessions are embedded (from the oldest change kept:
+        none is missed before the first probe's Watch starts)."""
+        assert self._news is not None
+        try:
+            async for e in c.watch(user_id=user, from_oldest=True, types=INDEXED, timeout=None):
+                through = float(e.attrs["through_seq"]) if e.type == "session.indexed" else 1e18
+                key = (user, e.session_id)
+                async with self._news:
+                    self._through[key] = max(self._through.get(key, 0), through)
+                    self._news.notify_all()
+        except StrataClientError as exc:
+            self.errors[f"Watch {exc.code.name}"] += 1
 
     async def _sample(self, c: AsyncMemoryClient) -> None:
         while True:
