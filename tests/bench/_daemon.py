@@ -7,6 +7,7 @@ import datetime as dt
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,10 +37,12 @@ def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[Runnin
     ``settings`` are extra ``STRATA_*`` variables (for example ``{"STRATA_SYNC": "true"}``).
     On exit the daemon gets SIGTERM; a non-zero exit code is printed with the log's tail, and
     a daemon still running after :data:`STOP_SECONDS` is said so and killed (the benchmark's
-    figures are kept).
+    figures are kept). With ``BENCH_DAEMON_LOG=PATH`` in the environment the daemon logs at
+    info level and its whole log is copied to PATH at the end (to see what it did).
     """
     extra = {k.removeprefix("STRATA_").lower(): v for k, v in (settings or {}).items()}
-    extra.setdefault("log_level", "warning")
+    keep_log = os.environ.get("BENCH_DAEMON_LOG")
+    extra.setdefault("log_level", "info" if keep_log else "warning")
     with tempfile.TemporaryDirectory(prefix="strata-bench-") as tmp:
         proc = ProcessDaemon(Path(tmp) / "data", **extra)
         try:
@@ -56,6 +59,8 @@ def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[Runnin
                 else:
                     if code != 0:
                         print(f"stratad exited with code {code}:\n{proc.log()}")
+            if keep_log:
+                shutil.copyfile(proc.log_path, keep_log)
 
 
 @contextmanager

@@ -185,3 +185,35 @@ def test_an_indexed_episode_and_a_finished_run_reach_their_subscribers_on_the_wo
     finished_event, thread = seen[1]
     assert isinstance(finished_event, RunFinished) and thread == "weaver"
     assert finished_event.report is run.report and finished_event.report.ok
+
+
+def test_index_jobs_in_line_overtake_a_run_between_two_of_its_episodes(world: World) -> None:
+    """A run holds the worker for minutes under a fleet: an episode that ends meanwhile is
+    indexed before the run's next episode, not after the run."""
+    weaver, order = world.weaver, []
+    entered, release = threading.Event(), threading.Event()
+    consolidator = weaver._runs._consolidator
+    consolidate = consolidator.consolidate
+
+    def gated(episode_id: str, near_expiry: bool = False):  # type: ignore[no-untyped-def]
+        order.append("consolidate")
+        if len(order) == 1:
+            entered.set()
+            assert release.wait(30)
+        return consolidate(episode_id, near_expiry)
+
+    consolidator.consolidate = gated  # type: ignore[method-assign]
+    weaver.events.subscribe(EpisodesIndexed, lambda event: order.append("indexed"))
+    weaver.start()
+    end_session(world.working, "s1")
+    end_session(world.working, "s2")
+    wait_until(lambda: order.count("indexed") >= 1 and weaver._jobs.empty(), 30, "indexed")
+    order.clear()
+    run = weaver.request_run()
+    assert entered.wait(30)
+    end_session(world.working, "s3")  # its index job queues behind the run
+    assert weaver._jobs.kinds() == ["index"]
+    release.set()
+    wait_until(lambda: run.report is not None, 30, "for the run")
+    assert run.report is not None and run.report.episodes == 2, run.report
+    assert order == ["consolidate", "indexed", "consolidate"]

@@ -3,7 +3,9 @@
 Only :data:`weaver.jobs.kinds.Job` values get in (anything else raises
 :class:`weaver.jobs.kinds.UnknownJob` at the door); :meth:`JobQueue.stop` puts the mark that
 ends the worker. The worker is the only consumer, so the head it sees is the job it gets next:
-the index jobs drain the index jobs at the head of the line into one batch that way.
+the index jobs drain the index jobs at the head of the line into one batch that way, and a
+consolidation run lets the index jobs in line overtake it between two episodes
+(:meth:`JobQueue.take`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ class JobQueue:
             return None
         assert job is head
         return head
+
+    def take(self, *kinds: type[Job]) -> Job | None:
+        """The first job in line of one of ``kinds``, wherever it stands, taken out of the
+        line; None when there is none. Only the worker calls it."""
+        with self._line.mutex:
+            for i, job in enumerate(self._line.queue):
+                if isinstance(job, kinds):
+                    del self._line.queue[i]
+                    self._line.not_full.notify()
+                    return job
+        return None
 
     def empty(self) -> bool:
         return self._line.empty()

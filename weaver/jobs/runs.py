@@ -3,10 +3,12 @@
 
 - :class:`~weaver.jobs.kinds.Consolidate`: stage 2 over the pending episodes the run wants,
   after indexing any of them still unindexed. Episodes are consolidated one at a time, so a
-  stop ends a run between two of them. When the LLM is down (``llm.on_failure = "wait"``),
-  only episodes close to expiry go on; the rest stay pending and the next run waits for the
-  LLM backoff. A run that wrote :data:`OPTIMIZE_AFTER_POINTS` points or more starts the vector
-  index build. Each run publishes :class:`~weaver.jobs.events.RunFinished`.
+  stop ends a run between two of them, and the index jobs in line run between two of them
+  (:meth:`weaver.jobs.indexing.IndexJobs.overtake`). When the LLM is down
+  (``llm.on_failure = "wait"``), only episodes close to expiry go on; the rest stay pending
+  and the next run waits for the LLM backoff. A run that wrote
+  :data:`OPTIMIZE_AFTER_POINTS` points or more starts the vector index build. Each run
+  publishes :class:`~weaver.jobs.events.RunFinished`.
 
 A run, its progress events and its report are in :mod:`weaver.run`.
 """
@@ -125,6 +127,7 @@ class RunJobs:
             deferred = 0
             total = len(targets)
             for done, pending in enumerate(targets):
+                self._index.overtake(self._failed)
                 if self._stopping.is_set():
                     report.error = "stopped by shutdown"
                     report.ok = False
@@ -174,6 +177,7 @@ class RunJobs:
                 self._builds.wrote(outcome.summaries + outcome.facts)
             else:
                 run.publish(Progress("consolidate", total, total))
+            self._index.overtake(self._failed)
             report.profiles = self._consolidator.refresh_profiles()
             report.digests = self._consolidator.refresh_stories()
             self._builds.wrote(report.profiles + report.digests)
