@@ -179,6 +179,7 @@ def format_machine(info: Mapping[str, Any]) -> str:
         f"cpu        {info['cpu']} ({info['cores']} cores; {info.get('simd', 'flags unknown')})\n"
         f"python     {info['python']} on {info['platform']}\n"
         f"load avg   {load} (at start)"
+        + "".join(f"\nsetting    {k}={v}" for k, v in info.get("settings", {}).items())
     )
 
 

@@ -216,11 +216,11 @@ class Prober(threading.Thread):
 
 def run_fleet(
     n: int, seconds: float, warmup: float, pace: float, processes: int,
-    long_share: float = 0.0, probe_every: int = 0,
+    long_share: float = 0.0, probe_every: int = 0, settings: dict[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     script_list = scripts()
     long_agents = round(long_share * n)  # agents 0.. (spread over the processes)
-    with running_daemon({"STRATA_WEAVER__INTERVAL_SECONDS": "60"}) as daemon:
+    with running_daemon({"STRATA_WEAVER__INTERVAL_SECONDS": "60", **(settings or {})}) as daemon:
         with MemoryClient(daemon.address, timeout=30) as c:
             wait_until(lambda: c.admin.weaver_status().embedding_ready, 180, "for the model")
         ctx = mp.get_context("spawn")
@@ -378,13 +378,22 @@ def main(argv: list[str] | None = None) -> int:
         "--probe-every", type=int, default=0, metavar="N",
         help="a probe message every ~N turns of each agent, timed until findable (0: none)",
     )  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="STRATA_NAME=VALUE",
+        help="a daemon setting other than the defaults (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
-    machine = machine_info()
+    settings = dict(item.split("=", 1) for item in args.set)
+    if any(not k.startswith("STRATA_") for k in settings):
+        parser.error("--set takes STRATA_NAME=VALUE")
+    machine = machine_info() | ({"settings": settings} if settings else {})
     results = []
     for n in args.agents:
         a = args
-        r = run_fleet(n, a.seconds, a.warmup, a.pace, a.processes, a.long_share, a.probe_every)
+        r = run_fleet(
+            n, a.seconds, a.warmup, a.pace, a.processes, a.long_share, a.probe_every, settings
+        )
         results.append(r)
         print(report(machine, results[-1:]), flush=True)
     print()
