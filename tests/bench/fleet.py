@@ -20,7 +20,7 @@ Live sessions: ``--long-share F`` keeps that share of the agents in ONE session 
 run (never ended); ``--probe-every N`` has each agent append, every ~N turns, a probe message
 instead of a LoCoMo turn, and times how soon it is findable by its exact words and by its
 meaning, while its session lives (:mod:`tests.bench.fleet_live`). The issue's run:
-``--agents 100 --long-share 0.5 --probe-every 15``.
+``--agents 100 --long-share 0.5 --probe-every 15``. ``--set KEY=VALUE``: a daemon setting.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench import fleet_live as live
 from tests.bench._daemon import format_machine, machine_info, percentile, running_daemon
 from tests.bench.locomo_data import load
+from tests.bench.recall_cli import parse_settings
 from tests.bench.sampler import Sampler
 from tests.support import wait_until
 
@@ -378,23 +379,15 @@ def main(argv: list[str] | None = None) -> int:
         "--probe-every", type=int, default=0, metavar="N",
         help="a probe message every ~N turns of each agent, timed until findable (0: none)",
     )  # fmt: skip
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="STRATA_NAME=VALUE",
-        help="a daemon setting other than the defaults (repeatable)",
-    )  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
-    settings = dict(item.split("=", 1) for item in args.set)
-    if any(not k.startswith("STRATA_") for k in settings):
-        parser.error("--set takes STRATA_NAME=VALUE")
+    settings = parse_settings(args.set)
     machine = machine_info() | ({"settings": settings} if settings else {})
     results = []
     for n in args.agents:
-        a = args
-        r = run_fleet(
-            n, a.seconds, a.warmup, a.pace, a.processes, a.long_share, a.probe_every, settings
-        )
-        results.append(r)
+        results.append(run_fleet(n, args.seconds, args.warmup, args.pace, args.processes,
+                                 args.long_share, args.probe_every, settings))  # fmt: skip
         print(report(machine, results[-1:]), flush=True)
     print()
     print(report(machine, results))
