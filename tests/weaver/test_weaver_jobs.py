@@ -32,7 +32,8 @@ from weaver.consolidate import Consolidator
 from weaver.extractors.local import LocalExtractor
 from weaver.index import Indexer
 from weaver.jobs.events import EpisodesIndexed, RunFinished
-from weaver.jobs.kinds import Call, Consolidate, IndexEpisodes, UnknownJob
+from weaver.jobs.jobqueue import JobQueue
+from weaver.jobs.kinds import Call, Consolidate, IndexEpisodes, IndexLive, UnknownJob
 from weaver.jobs.runner import Weaver
 from weaver.run import Run
 from weaver.settings import WeaverSettings
@@ -217,3 +218,21 @@ def test_index_jobs_in_line_overtake_a_run_between_two_of_its_episodes(world: Wo
     wait_until(lambda: run.report is not None, 30, "for the run")
     assert run.report is not None and run.report.episodes == 2, run.report
     assert order == ["consolidate", "indexed", "consolidate"]
+
+
+def test_a_run_lets_only_the_index_jobs_then_in_line_overtake_it() -> None:
+    """``JobQueue.take``: the index jobs in line, in order, and nothing else; what is queued
+    after is the next episode's to take, so a stream of jobs cannot hold a run back."""
+    line = JobQueue()
+    first, run, live, second = (
+        IndexEpisodes(("a",)),
+        Consolidate(Run("r")),
+        IndexLive(),
+        IndexEpisodes(("b",)),
+    )
+    for job in (first, run, live, second):
+        line.put(job)
+    assert line.take(IndexLive, IndexEpisodes) == [first, live, second]
+    assert line.kinds() == ["run"] and line.take(IndexLive, IndexEpisodes) == []
+    line.put(IndexLive())
+    assert line.take(IndexLive) == [IndexLive()] and line.kinds() == ["run"]

@@ -177,12 +177,12 @@ class IndexJobs:
         log.info("weaver.documents_indexed", extra={"fields": fields})
 
     def overtake(self, failed: Callable[[str], None]) -> None:
-        """Run the index jobs in line now (the worker, between two episodes of a run);
-        ``failed`` hears a job's error, as the worker's would."""
-        while not self._stopping.is_set():
-            job = self._jobs.take(IndexLive, IndexEpisodes)
-            if job is None:
-                return
+        """Run the index jobs in line now (the worker, between two episodes of a run): those
+        in line when it is called, so that a stream of new ones cannot hold the run back for
+        ever. ``failed`` hears a job's error, as the worker's would."""
+        for job in self._jobs.take(IndexLive, IndexEpisodes):
+            if self._stopping.is_set():
+                return  # what is unindexed is queued again at the next start
             try:
                 if isinstance(job, IndexLive):
                     self.index_live()

@@ -55,16 +55,17 @@ class JobQueue:
         assert job is head
         return head
 
-    def take(self, *kinds: type[Job]) -> Job | None:
-        """The first job in line of one of ``kinds``, wherever it stands, taken out of the
-        line; None when there is none. Only the worker calls it."""
+    def take(self, *kinds: type[Job]) -> list[Job]:
+        """Every job in line of one of ``kinds``, in order, wherever they stand, taken out of
+        the line. Only the worker calls it."""
         with self._line.mutex:
-            for i, job in enumerate(self._line.queue):
-                if isinstance(job, kinds):
-                    del self._line.queue[i]
-                    self._line.not_full.notify()
-                    return job
-        return None
+            taken = [job for job in self._line.queue if isinstance(job, kinds)]
+            if taken:
+                kept = [job for job in self._line.queue if not isinstance(job, kinds)]
+                self._line.queue.clear()
+                self._line.queue.extend(kept)
+                self._line.not_full.notify_all()
+        return taken
 
     def empty(self) -> bool:
         return self._line.empty()
