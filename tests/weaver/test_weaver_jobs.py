@@ -189,8 +189,8 @@ def test_an_indexed_episode_and_a_finished_run_reach_their_subscribers_on_the_wo
 
 
 def test_index_jobs_in_line_overtake_a_run_between_two_of_its_episodes(world: World) -> None:
-    """A run holds the worker for minutes under a fleet: an episode that ends meanwhile is
-    indexed before the run's next episode, not after the run."""
+    """A run holds the worker for minutes under a fleet: the episodes that end meanwhile are
+    indexed before the run's next episode, not after the run, in one batch."""
     weaver, order = world.weaver, []
     entered, release = threading.Event(), threading.Event()
     consolidator = weaver._runs._consolidator
@@ -204,20 +204,21 @@ def test_index_jobs_in_line_overtake_a_run_between_two_of_its_episodes(world: Wo
         return consolidate(episode_id, near_expiry)
 
     consolidator.consolidate = gated  # type: ignore[method-assign]
-    weaver.events.subscribe(EpisodesIndexed, lambda event: order.append("indexed"))
+    weaver.events.subscribe(EpisodesIndexed, lambda event: order.append(f"{event.episodes}"))
     weaver.start()
     end_session(world.working, "s1")
     end_session(world.working, "s2")
-    wait_until(lambda: order.count("indexed") >= 1 and weaver._jobs.empty(), 30, "indexed")
+    wait_until(lambda: sum(map(int, order)) == 2, 30, "for s1 and s2's index")  # their events
     order.clear()
     run = weaver.request_run()
     assert entered.wait(30)
-    end_session(world.working, "s3")  # its index job queues behind the run
-    assert weaver._jobs.kinds() == ["index"]
+    end_session(world.working, "s3")  # their index jobs queue behind the run
+    end_session(world.working, "s4")
+    assert weaver._jobs.kinds() == ["index", "index"]
     release.set()
     wait_until(lambda: run.report is not None, 30, "for the run")
     assert run.report is not None and run.report.episodes == 2, run.report
-    assert order == ["consolidate", "indexed", "consolidate"]
+    assert order == ["consolidate", "2", "consolidate"]  # both ended episodes, one batch
 
 
 def test_a_run_lets_only_the_index_jobs_then_in_line_overtake_it() -> None:

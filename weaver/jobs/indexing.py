@@ -179,15 +179,20 @@ class IndexJobs:
     def overtake(self, failed: Callable[[str], None]) -> None:
         """Run the index jobs in line now (the worker, between two episodes of a run): those
         in line when it is called, so that a stream of new ones cannot hold the run back for
-        ever. ``failed`` hears a job's error, as the worker's would."""
-        for job in self._jobs.take(IndexLive, IndexEpisodes):
+        ever; their episodes in one batch, as at the head of the line. ``failed`` hears a
+        job's error, as the worker's would."""
+        taken = self._jobs.take(IndexLive, IndexEpisodes)
+        episodes = [e for job in taken if isinstance(job, IndexEpisodes) for e in job.episode_ids]
+        todo: list[IndexLive | IndexEpisodes] = [IndexEpisodes(tuple(episodes))] if episodes else []
+        if any(isinstance(job, IndexLive) for job in taken):
+            todo.insert(0, IndexLive())
+        for job in todo:
             if self._stopping.is_set():
                 return  # what is unindexed is queued again at the next start
             try:
                 if isinstance(job, IndexLive):
                     self.index_live()
                 else:
-                    assert isinstance(job, IndexEpisodes)
                     self.index_batch(list(job.episode_ids))
             except Exception as exc:  # as the worker does: log, back off, go on
                 failed(f"{job.kind}: {exc}")
