@@ -1,8 +1,10 @@
 """GetNode: from any hit down to its episode and its exact source messages.
 
-The messages come from the journal while it has the episode; after the journal entry has
-expired they come from Tier 3, whose chunk points keep each source message's text, speaker
-and time. A memory citing several sessions (an entity profile) has no one episode: its
+The messages come from the journal while it has the episode; from the working memory while
+the session still lives (a live session's point, stored or only staged for the keyword
+channel, :mod:`tiers.semantic.pending`); after the journal entry has expired they come from
+Tier 3, whose chunk points keep each source message's text, speaker and time. A memory
+citing several sessions (an entity profile) has no one episode: its
 messages are its sources' own texts, in the order of its sources (each names its session).
 A keyed document (``tiers.keyed.documents``) comes from no conversation: the node alone, no episode
 and no messages. A digest or a story thread (``tiers.semantic.digests``, ``tiers.semantic.threads``)
@@ -20,6 +22,8 @@ from tiers.core.tokens import count_tokens
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, VectorStore
+from tiers.working.memory import WorkingMemory
+from tiers.working.session import LiveSession
 
 
 class NodeNotFound(TierError, NotFound):
@@ -38,9 +42,15 @@ class NodeView:
 MAX_CITED = 200  # source messages of a digest or a thread at most (its newest)
 
 
-def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Scope) -> NodeView:
+def get_node(
+    semantic: SemanticStore,
+    journal: Journal,
+    node_id: str,
+    scope: Scope,
+    working: WorkingMemory | None = None,
+) -> NodeView:
     _embedder, vectors = semantic.wait_ready(0)
-    found = vectors.get([node_id], scope.user_id)
+    found = vectors.get([node_id], scope.user_id) or semantic.pending.get([node_id], scope.user_id)
     if not found:
         raise NodeNotFound(f"memory {node_id!r} not found")
     point = found[0]
@@ -55,15 +65,23 @@ def get_node(semantic: SemanticStore, journal: Journal, node_id: str, scope: Sco
         return _overview(journal, vectors, point)
     if len({s.session_id for s in point.sources}) > 1:
         return NodeView(point, None, [_message(s) for s in point.sources if s.text], False)
-    return _episode(journal, vectors, point)
+    return _episode(journal, vectors, point, working)
 
 
-def _episode(journal: Journal, vectors: VectorStore, point: MemoryPoint) -> NodeView:
+def _episode(
+    journal: Journal,
+    vectors: VectorStore,
+    point: MemoryPoint,
+    working: WorkingMemory | None = None,
+) -> NodeView:
     """A memory of one episode: the episode and its source messages."""
     seqs = sorted({s.seq for s in point.sources})
     try:
         episode = journal.get(point.episode_id)
     except EpisodeNotFound:
+        live = _live(working, point, seqs) if working is not None and seqs else None
+        if live is not None:  # its session has not ended: no episode yet, nothing expired
+            return NodeView(point, None, live, False)
         return NodeView(point, None, _from_tier3(vectors, point, seqs), True)
     messages = (
         [
@@ -95,6 +113,17 @@ def _overview(journal: Journal, vectors: VectorStore, point: MemoryPoint) -> Nod
         expired = expired or view.journal_expired
         messages[:0] = view.messages[-(MAX_CITED - len(messages)) :]
     return NodeView(point, None, messages, expired, children)
+
+
+def _live(
+    working: WorkingMemory, point: MemoryPoint, seqs: list[int]
+) -> list[StoredMessage] | None:
+    """The source messages of a live session's point, from its session's log; None once
+    that generation of the session is not live."""
+    session = LiveSession(point.scope, point.sources[0].session_id, point.episode_id)
+    wanted = set(seqs)
+    messages = working.live(session, seqs[0] - 1, seqs[-1] - seqs[0] + 1)
+    return None if messages is None else [m for m in messages if m.seq in wanted]
 
 
 def _from_tier3(vectors: VectorStore, point: MemoryPoint, seqs: list[int]) -> list[StoredMessage]:

@@ -222,7 +222,7 @@ def memory_service(
         sessions=SessionRpcs(working, limits),
         episodes=EpisodeRpcs(journal, limits),
         stats=StatsRpcs(working, journal, state, kinds, semantic.pending),
-        recall=RecallRpcs(engine, semantic, journal, access, settings.recall, limits),
+        recall=RecallRpcs(engine, semantic, journal, working, access, settings.recall, limits),
         forget=ForgetRpcs(forgetter, limits),
         documents=DocumentRpcs(documents, forgetter, limits),
         context=ContextRpcs(contexts, pinned, settings.recall, limits),

@@ -32,6 +32,7 @@ from tiers.keyed.access import AccessCounts
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.threads import MAX_TOPIC_CHARS, episodes_of
 from tiers.semantic.vectors import KINDS
+from tiers.working.memory import WorkingMemory
 
 RERANKERS = ("", "none", "llm", "local")
 MAX_PACK_TOKENS = 200_000
@@ -86,6 +87,7 @@ class RecallRpcs:
         engine: RecallEngine,
         semantic: SemanticStore,
         journal: Journal,
+        working: WorkingMemory,
         access: AccessCounts | None,
         settings: RecallSettings,
         limits: LimitsSettings,
@@ -93,6 +95,7 @@ class RecallRpcs:
         self._engine = engine
         self._semantic = semantic
         self._journal = journal
+        self._working = working
         self._access = access
         self._recall_settings = settings
         self._limits = limits
@@ -231,7 +234,9 @@ class RecallRpcs:
             raise InvalidArgument("id must be a hit's id (a UUID)")
         scope = check.scope(request.scope, self._limits)
         scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
-        view = await asyncio.to_thread(get_node, self._semantic, self._journal, request.id, scope)
+        view = await asyncio.to_thread(
+            get_node, self._semantic, self._journal, request.id, scope, self._working
+        )
         if not auth.visible(view.point.scope.user_id):
             raise NodeNotFound(f"memory {request.id!r} not found")
         response = pb.GetNodeResponse(

@@ -235,6 +235,37 @@ def test_tenants_see_only_their_own_live_messages(live):
         assert not c.recall("locker combination", user_id="mallory", k=5).hits
 
 
+def test_get_node_of_a_live_hit_shows_its_message_staged_embedded_and_ended(live):
+    """A hit of a live session (only staged, then embedded) drills down to its message from
+    the session's log; once the session ends, to its episode. Another tenant: NOT_FOUND."""
+
+    def drill() -> Any:
+        hits = c.recall("gazebo paint", user_id="u", k=3).hits
+        assert hits, "the live turn is found"
+        return c.get_node(hits[0].id, user_id="u")
+
+    with live.client() as c:
+        c.append("s", "The gazebo paint colour is teal.", user_id="u", name="Dev")
+        wait_until(lambda: c.recall("gazebo", user_id="u", k=3).hits, 10, "for the staged turn")
+        assert staged(live, "u"), "not embedded yet"
+        node = drill()
+        assert [m.message.content for m in node.messages] == ["The gazebo paint colour is teal."]
+        assert not node.journal_expired and not node.HasField("episode")
+        with pytest.raises(Exception) as err:
+            c.get_node(node.node.id, user_id="mallory")
+        assert "not found" in str(err.value)
+        c.append_batch("s", filler(3))  # the fourth message: the batch is due
+        wait_until(caught_up(live), 60, "for the live batch")
+        assert not staged(live, "u")
+        node = drill()
+        assert [m.message.content for m in node.messages] == ["The gazebo paint colour is teal."]
+        episode_id = c.end_session("s").episode_id
+        wait_indexed(c)
+        node = drill()
+        assert node.episode.episode_id == episode_id == node.node.episode_id
+        assert [m.message.content for m in node.messages] == ["The gazebo paint colour is teal."]
+
+
 def test_a_request_can_exclude_a_session(live):
     with live.client() as c:
         c.append("a", "The kayak is stored in the red shed.", user_id="u", name="Kim")

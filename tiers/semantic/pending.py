@@ -81,6 +81,19 @@ class PendingPoints:
                     self._users.pop(user, None)
         return removed
 
+    def get(self, ids: Iterable[str], user_id: str = "") -> list[MemoryPoint]:
+        """The staged points of these ids (of this user; of any user if empty), as
+        :meth:`VectorStore.get` finds the stored ones."""
+        wanted = set(ids)
+        with self._lock:
+            users = [user_id] if user_id else list(self._users)
+            return [
+                point
+                for user in users
+                for point_id, (point, _terms) in self._users.get(user, {}).items()
+                if point_id in wanted
+            ]
+
     def points(self, flt: PointFilter) -> list[MemoryPoint]:
         """The staged points ``flt`` admits (its user's)."""
         with self._lock:
