@@ -6,8 +6,8 @@ keyword channels again on the query without those names (``neutral``), and when 
 date or a period, within it (``dated``; both :mod:`recall.cues.searches`); fuse with RRF;
 merge hits that share their sources; apply the superseded factor and the recency decay; MMR;
 rerank the top, or reorder the hits by the recipe's learned fusion (``learned``,
-:mod:`recall.learned`). A failed channel is reported as degraded and the others go on; a
-failed reranker leaves the fused order and says so.
+:mod:`recall.learned`); put a newer statement of a rival value first (:mod:`recall.updates`).
+A failed channel is degraded and the others go on; a failed reranker keeps the fused order.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.recipe import THREADS
 from recall.result import RecallResult
+from recall.updates import current_first
 from tiers.core.events import Events
 from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
@@ -192,9 +193,11 @@ class RecallEngine:
             t = time.perf_counter()
             top = self._learned(ctx, top)
             timings["learned"] = _ms(t)
+        t = time.perf_counter()  # the current truth first (recall.updates)
+        top = current_first(top, query, ctx.vector.tolist(), _vectors)
+        timings["updates"] = _ms(t)
         if query.recipe.expand_digests:  # last: what follows a digest stays after it
-            vectors = self._semantic.wait_ready(0)[1]
-            top = expand(top, query.k, vectors, query.filter())[: query.k]
+            top = expand(top, query.k, _vectors, query.filter())[: query.k]
         timings["total"] = _ms(began)
         result = RecallResult(top, timings, rerank_name, note, degraded, weights=weights)
         if self.cache is not None and not degraded and not note:

@@ -43,6 +43,30 @@ class Recipe(Section):
     superseded_factor: float = Field(
         0.5, ge=0, le=1, description="Score multiplier of a superseded fact."
     )
+    updates_top: int = Field(
+        3,
+        ge=0,
+        description=(
+            "A question about the present puts a newer statement of a rival value right above "
+            "an older one among this many best hits (recall.updates; 0: off)."
+        ),
+    )
+    updates_depth: int = Field(
+        10,
+        ge=1,
+        description="How deep below the older statement its newer rival is looked for.",
+    )
+    updates_relevance: float = Field(
+        0.3,
+        ge=0,
+        description=(
+            "A newer rival is about the same thing when its cosine to the query is at least "
+            "this times the older one's, ..."
+        ),
+    )
+    updates_similarity: float = Field(
+        0.5, ge=-1, le=1, description="... or when its cosine to the older one is this or more."
+    )
     recency_half_life_days: float = Field(
         0.0, ge=0, description="Recency decay by event time (0: off)."
     )

@@ -103,6 +103,9 @@ HIT_ATTRS = {
     "thread": ("topic", "origin", "title"),
     "profile": ("entity", "topic"),
 }
+# ... and of every kind: which hit of the same answer replaced it, or it replaces
+# (recall.updates).
+UPDATE_ATTRS = ("replaced_by", "replaces")
 
 
 def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
@@ -117,7 +120,9 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
         superseded=c.superseded,
         episode_id=p.episode_id,
         session_id=p.session_id,
-        attrs={k: str(p.attrs[k]) for k in HIT_ATTRS.get(p.kind, ()) if k in p.attrs},
+        attrs={
+            k: str(p.attrs[k]) for k in (*HIT_ATTRS.get(p.kind, ()), *UPDATE_ATTRS) if k in p.attrs
+        },
     )
     if p.valid_from_us is not None:
         hit.valid_from.CopyFrom(timestamp(p.valid_from_us))

@@ -49,19 +49,22 @@ _DATE_WORDS = (
     r"January|February|March|April|May|June|July|August|September|October|November|December|"
     r"summer|spring|fall|winter"
 )
+# A full stop, not the one of a title ("Dr. Okafor" is one name).
+_STOP = r"(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bSt)\."
 # An object (noun phrase) ends at a clause boundary or a date phrase.
 _NP_END = re.compile(
     r"(?:\s+(?:and (?:it|she|he|they|we|that|then|this|was|is|had|got|so|[A-Z]\w* (?:and|is|"
     r"was|has))|because|but|which|who|where|when|while|since|so|as|if|though|although|to|"
     r"with|during|on|at|in (?:\d+|the|" + _DATE_WORDS + r")|around|after|before|for|last|this|"
     r"next|yesterday|today|tomorrow|recently|lately|together|too|again|now|soon|every|once|"
-    r"twice|often|sometimes|'cause|cause)\b|\s+[-\u2013\u2014]|[\u2013\u2014]|\s*[:;,.!?(\[\"]).*$",
+    r"twice|often|sometimes|'cause|cause)\b|\s+[-\u2013\u2014]|[\u2013\u2014]|"
+    r"\s*(?:[:;,!?(\[\"]|" + _STOP + r")).*$",
     re.DOTALL,
 )
 _VP_END = re.compile(
     r"(?:\s+(?:because|but|which|where|while|since|so that|so|though|although|on \d+|"
     r"in \d+|in the week|on the|around \d+|'cause|in (?:" + _DATE_WORDS + r"))\b|"
-    r"\s+[-\u2013\u2014]|[\u2013\u2014]|\s*[:;,.!?(\[\"]).*$",
+    r"\s+[-\u2013\u2014]|[\u2013\u2014]|\s*(?:[:;,!?(\[\"]|" + _STOP + r")).*$",
     re.DOTALL,
 )
 _VP_CUT = re.compile(r"\s+(?:to|and|so|that|when|with|for|if)\s")

@@ -1,0 +1,228 @@
+"""The current truth: when two of the best hits state different values of the same kind, the
+newer one is the update, and a question about the present gets it first.
+
+A memory that changes a value an earlier one stated (a budget raised, a move to another city,
+a new manager, a deadline pushed) often shares few words with the question, and the earlier
+statement is the plainer match. Nothing here depends on how an update is worded: it reads
+only what every statement of a value has, the value itself, and when it was said.
+
+- **Values** (:func:`values`): amounts of money, other numbers, dates (a month and a day),
+  weekdays, and names (capitalised words that do not start a sentence).
+- **Rivals**: two hits of the same speaker, neither a question, each holding a value of one
+  kind (a date and a date, a name and a name) that the other does not hold.
+- **Newer first**: a question about the present (:func:`asks_about_past` says no) moves a
+  rival among the best :attr:`Recipe.updates_depth` hits right above the older rival it
+  follows, when that one is among the best :attr:`Recipe.updates_top`. The older hit is shown
+  as replaced (``valid_to`` the newer one's time, ``attrs["replaced_by"]`` its id) and the
+  newer one names it (``attrs["replaces"]``). Only the order of the hits already found
+  changes: R@k at ``updates_depth`` and beyond never moves.
+- A question about the past ("before", "used to", "originally", a past tense, or a time
+  range) keeps the order: the earlier value is what it asks for.
+
+A pure function over the engine's top hits; the policy (on or off, both depths) is the
+recipe's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from recall import Candidate, Query
+from tiers.semantic.vectors import VectorStore
+
+__all__ = ["asks_about_past", "current_first", "newer_first", "values"]
+
+Related = Callable[[Candidate, Candidate], bool]
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_MONTHS = _words(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+)
+_WEEKDAYS = _words("monday tuesday wednesday thursday friday saturday sunday")
+_MONEY = re.compile(
+    r"[$€£¥]\s?\d[\d,.]*\s?[kKmM]?\b|\b\d[\d,.]*\s?(?:dollars|euros|pounds|usd|eur|gbp)\b", re.I
+)
+_DATE = re.compile(
+    rf"\b(?:{'|'.join(_MONTHS)})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{'|'.join(_MONTHS)})\b"
+    r"|\b\d{4}-\d{2}-\d{2}\b",
+    re.I,
+)
+_WEEKDAY = re.compile(rf"\b(?:{'|'.join(_WEEKDAYS)})s?\b", re.I)
+_NUMBER = re.compile(r"\b\d[\d,.]*\b")
+_NAME = re.compile(r"\b[A-Z][\w'-]*(?:\.?\s+[A-Z0-9][\w'-]*)*")
+_SENTENCE = re.compile(r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<=[.!?])\s+")
+_SPEAKER = re.compile(r"^[^:\n]{1,60}:\s+")
+# Capitalised words that name no value.
+_NOT_NAMES = frozenset(
+    (
+        *_words("i i'm i've i'll i'd ok okay dr mr mrs ms the a an my our we you it this that"),
+        *_MONTHS,
+        *_WEEKDAYS,
+    )
+)
+_PAST = re.compile(
+    r"\b(?:did|was|were|had|before|used to|originally|original|previous|previously|former|"
+    r"formerly|earlier|initially|at first|back then|ago)\b",
+    re.I,
+)
+
+
+def values(text: str) -> dict[str, frozenset[str]]:
+    """The values a statement holds, by kind: ``money``, ``date``, ``weekday``, ``number``,
+    ``name`` (lower-cased; a number inside an amount or a date is not counted again)."""
+    body = _SPEAKER.sub("", text, count=1)
+    found: dict[str, set[str]] = {}
+
+    def take(kind: str, pattern: re.Pattern[str], s: str) -> str:
+        for m in pattern.finditer(s):
+            found.setdefault(kind, set()).add(re.sub(r"\W+", " ", m.group(0).lower()).strip())
+        return pattern.sub(" ", s)
+
+    rest = take("money", _MONEY, body)
+    rest = take("date", _DATE, rest)
+    rest = take("weekday", _WEEKDAY, rest)
+    rest = take("number", _NUMBER, rest)
+    for sentence in _SENTENCE.split(rest):
+        for m in _NAME.finditer(sentence.strip()):
+            words = [w for w in m.group(0).split() if w.lower().strip("'.") not in _NOT_NAMES]
+            if m.start() == 0 and len(words) == 1 and len(m.group(0).split()) == 1:
+                continue  # one capitalised word starting a sentence: any word
+            if words:
+                found.setdefault("name", set()).add(" ".join(words).lower())
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+def asks_about_past(query: str) -> bool:
+    """Whether a question asks about an earlier state ("Where did I live before?")."""
+    return bool(_PAST.search(query))
+
+
+def _speaker(c: Candidate) -> str:
+    sources = c.point.sources
+    return sources[0].speaker if sources else ""
+
+
+def _rivals(older: dict[str, frozenset[str]], newer: dict[str, frozenset[str]]) -> bool:
+    return any(newer[k] - older[k] and older[k] - newer[k] for k in older.keys() & newer.keys())
+
+
+def current_first(
+    hits: Sequence[Candidate], query: Query, query_vector: Sequence[float], vectors: VectorStore
+) -> list[Candidate]:
+    """The engine's stage: :func:`newer_first` with the query's recipe, a question with a
+    time range taken as one about the past, and rivals related as :func:`related_by` says
+    (their stored vectors read once, and only when two hits are rivals)."""
+    recipe = query.recipe
+    past = query.start_us is not None or query.end_us is not None or asks_about_past(query.text)
+    if past or not recipe.updates_top:
+        return list(hits)
+    return newer_first(
+        hits,
+        query.text,
+        top=recipe.updates_top,
+        depth=recipe.updates_depth,
+        past=False,
+        related=related_by(
+            query_vector,
+            lambda ids: vectors.dense(ids, query.scope.user_id),
+            [h.point.id for h in hits[: recipe.updates_depth]],
+            recipe.updates_relevance,
+            recipe.updates_similarity,
+        ),
+    )
+
+
+def related_by(
+    query_vector: Sequence[float],
+    dense: Callable[[list[str]], dict[str, list[float]]],
+    ids: list[str],
+    relevance: float,
+    similarity: float,
+) -> Related:
+    """Whether a newer rival is about what the older one is: it answers the query nearly as
+    well (its cosine to the query at least ``relevance`` times the older one's), or says
+    something close to it (their cosine at least ``similarity``). The vectors of ``ids``
+    are read on the first call; a point without one (staged, not embedded yet) is not
+    related."""
+    found: dict[str, np.ndarray] = {}
+
+    def unit(v: Sequence[float]) -> np.ndarray:
+        a = np.asarray(v, dtype=np.float32)
+        n = float(np.linalg.norm(a))
+        return a / n if n else a
+
+    qn = unit(query_vector)
+
+    def related(older: Candidate, newer: Candidate) -> bool:
+        if not found:
+            found.update({i: unit(v) for i, v in dense(ids).items()})
+            found.setdefault("", qn)  # read once, even when nothing was found
+        a, b = found.get(older.point.id), found.get(newer.point.id)
+        if a is None or b is None:
+            return False
+        if float(qn @ b) >= relevance * float(qn @ a):
+            return True
+        return float(a @ b) >= similarity
+
+    return related
+
+
+def newer_first(
+    hits: Sequence[Candidate],
+    query: str,
+    *,
+    top: int,
+    depth: int,
+    past: bool | None = None,
+    related: Related | None = None,
+) -> list[Candidate]:
+    """``hits`` (best first) with each newer rival among the first ``depth`` moved right
+    above the older rival it follows among the first ``top`` (see the module's docstring),
+    when ``related`` (if given) says the two are about the same thing; the hits unchanged
+    for a question about the past."""
+    out = list(hits)
+    if (asks_about_past(query) if past is None else past) or len(out) < 2:
+        return out
+    window = out[:depth]
+    held = [None if c.point.text.rstrip().endswith("?") else values(c.point.text) for c in window]
+    moved: set[str] = set()
+    for j in range(1, len(window)):
+        newer, newer_values = window[j], held[j]
+        if not newer_values or newer.point.id in moved:
+            continue
+        for i in range(min(j, top)):
+            older, older_values = window[i], held[i]
+            if (
+                older_values
+                and older.point.created_at_us < newer.point.created_at_us
+                and _speaker(older) == _speaker(newer)
+                and _rivals(older_values, newer_values)
+                and (related is None or related(older, newer))
+            ):
+                window.insert(i, window.pop(j))
+                held.insert(i, held.pop(j))
+                _mark(older, newer)
+                moved.add(newer.point.id)
+                break
+    return window + out[depth:]
+
+
+def _mark(older: Candidate, newer: Candidate) -> None:
+    """Show the older hit as replaced by the newer one (in this answer; nothing stored)."""
+    if older.point.valid_to_us is None:
+        older.point = replace(
+            older.point,
+            valid_to_us=newer.point.created_at_us,
+            attrs={**older.point.attrs, "replaced_by": newer.point.id},
+        )
+    newer.point = replace(newer.point, attrs={**newer.point.attrs, "replaces": older.point.id})
