@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -109,6 +109,10 @@ bench-index: $(STAMP)
 # messages back while the session lives, then again after EndSession (about 3 minutes).
 bench-long-session: $(STAMP)
 	$(BIN)/python -m tests.bench.long_session
+
+# Updates: the current value first, the earlier one still found (dev and held-out halves).
+bench-updates: $(STAMP)
+	$(BIN)/python -m tests.bench.updates $(UPDATES)
 
 # What a Forget costs at 100k and at 400k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)
