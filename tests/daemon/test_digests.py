@@ -121,6 +121,26 @@ def test_digests_roll_up_incrementally_and_drill_down(daemon, client: MemoryClie
     assert "2 conversations" in threads(client, "ana")["lisbon trip"].text
 
 
+def test_the_story_keeps_in_mind_what_the_user_asked_to_keep(daemon, client) -> None:
+    """An allergy said in passing is in the story so far, though no summary leads with it;
+    a fact forgotten leaves it at once (the story is rewritten by Forget)."""
+    allergy = "By the way, I'm allergic to penicillin, remember that."
+    talk(client, "ana", "g1", WEEK1, [*GARDEN_1[:2], allergy, GARDEN_1[2]])
+    talk(client, "ana", "t1", WEEK2, TRIP_1)
+    weave(client)
+    story = digests(client, "ana")["story"]
+    assert "allergic to penicillin" in story.text, story.text
+    head, rest = story.text.split("To keep in mind:", 1)
+    assert head.startswith("The story so far") and "Week of" in rest
+    fact = next(
+        h
+        for h in client.recall("allergic penicillin", user_id="ana", k=10, kinds=["fact"]).hits
+        if "penicillin" in h.text
+    )
+    client.forget(memory_ids=[fact.id])
+    assert "penicillin" not in digests(client, "ana")["story"].text
+
+
 def test_threads_filter_recall_and_pack(daemon, client: MemoryClient) -> None:
     ids = {
         "g1": talk(client, "ana", "g1", WEEK1, GARDEN_1, "garden"),

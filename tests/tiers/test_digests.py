@@ -119,3 +119,44 @@ def test_threads_need_two_episodes_unless_hinted() -> None:
     assert threads["pets"].attrs["episodes"] == ["e-s1", "e-s4"]
     assert threads["vet"].attrs["origin"] == "hint"
     assert threads["pets"].text.startswith("Thread: pets (2 conversations, 8 May 2023 to 11 ")
+
+
+def fact(day: int, text: str, category: str = "", valid_to_us: int | None = None) -> MemoryPoint:
+    when = us(dt.date(2023, 5, day))
+    src = [Source(f"s{day}", 1, speaker="Ana", created_at_us=when, text=text)]
+    return MemoryPoint(
+        id=point_id(A, "fact", text, src),
+        kind="fact",
+        text=text,
+        scope=A,
+        episode_id=f"e{day}",
+        session_id=f"s{day}",
+        sources=src,
+        created_at_us=when,
+        extractor="local",
+        valid_to_us=valid_to_us,
+        attrs={"category": category} if category else {},
+    )
+
+
+def test_the_story_keeps_in_mind_the_current_facts_of_a_kept_category() -> None:
+    summaries = [summary(dt.date(2023, 5, 8), "Ana: I started pottery.", "s1")]
+    facts = [
+        fact(1, "Ana is allergic to penicillin", "preference"),
+        fact(2, "Ana likes jazz.", "preference", valid_to_us=us(dt.date(2023, 5, 3))),
+        fact(3, "Ana lives in Porto."),  # a plain fact
+        fact(4, "Always answer Ana in French.", "instruction"),
+        fact(5, "Ana is allergic to penicillin.", "preference"),  # said again
+        replace(fact(6, "Bo hates mornings.", "preference"), scope=Scope("bo")),
+    ]
+    story = build_digests(A, summaries, DigestPolicy(), facts=facts)[-1]
+    head, kept = story.text.split(" Week of", 1)[0].split(" To keep in mind: ")
+    assert head.startswith("The story so far")
+    assert kept == "Always answer Ana in French. Ana is allergic to penicillin."
+    assert story.attrs["kept"] == [facts[3].id, facts[4].id]
+    without = build_digests(A, summaries, DigestPolicy())[-1]
+    assert "To keep in mind" not in without.text
+    assert without.attrs["basis"] != story.attrs["basis"], "a kept fact rewrites the story"
+    many = [fact(d, f"Ana prefers tea number {d}.", "preference") for d in range(1, 12)]
+    kept_many = build_digests(A, summaries, DigestPolicy(), facts=many)[-1].attrs["kept"]
+    assert kept_many == [f.id for f in many[-8:]]

@@ -8,9 +8,12 @@ A digest is a Tier 3 point of kind ``digest`` at one of two levels (``attrs["lev
       Week of 2023-05-08 (Caroline, Melanie; 2 conversations). 8 May: Caroline went to an
       LGBTQ support group ... 12 May: Melanie ...
 
-- ``story``: one per scope, the story so far: its newest period digests (at most
-  ``digests.story_periods``), oldest first, each by the first sentence of its newest three
-  summaries.
+- ``story``: one per scope, the story so far: what to keep in mind (the scope's current
+  facts that the weaver categorised as a standing instruction, a correction or a preference,
+  such as an allergy: at most :data:`MAX_KEPT`, the newest), then its newest period digests
+  (at most ``digests.story_periods``), oldest first, each by the first sentence of its
+  newest three summaries. A fact superseded or forgotten leaves the story at its next
+  refresh.
 
 A digest's sources are the messages of what it quotes: the summaries a period digest quotes
 (its newest :data:`MAX_QUOTED`), the first message of each summary the story quotes.
@@ -55,6 +58,9 @@ DAY_US = 86_400_000_000
 _MONDAY = 3  # the epoch (1970-01-01) was a Thursday: day + 3 is a multiple of 7 on Mondays
 MAX_QUOTED = 12  # the newest children a period digest quotes (all are its children)
 MAX_WORDS = 60  # words of a summary quoted in a period digest
+MAX_KEPT = 8  # facts the story keeps in mind
+# The categories of facts the story keeps in mind (attrs["category"], weaver.categories).
+KEPT = ("instruction", "correction", "preference")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # The local extractor's first sentence of a summary, which a digest says with its own date.
 _HEADER = re.compile(r"^Conversation (?:between|with) [^.]*? (?:on|from) [^.]*?\.\s+")
@@ -154,11 +160,13 @@ def build_digests(
     summaries: Iterable[MemoryPoint],
     policy: DigestPolicy,
     known: Mapping[str, MemoryPoint] | None = None,
+    facts: Iterable[MemoryPoint] = (),
 ) -> list[MemoryPoint]:
     """The digests of ``scope`` from its episode summaries, without vectors: the period
-    digests, oldest first, then the story (none without summaries). ``known`` (the stored
-    digests by id) keeps a written text (an LLM's) whose basis has not changed.
-    Deterministic: the same summaries and digests give the same points."""
+    digests, oldest first, then the story (none without summaries), which keeps in mind the
+    current ``facts`` of a :data:`KEPT` category. ``known`` (the stored digests by id) keeps
+    a written text (an LLM's) whose basis has not changed. Deterministic: the same
+    summaries, facts and digests give the same points."""
     known = known or {}
     current = sorted(
         (p for p in summaries if p.kind == "summary" and p.scope == scope and p.text),
@@ -173,7 +181,27 @@ def build_digests(
     ]
     if not periods:
         return []
-    return [*periods, _kept(_story(scope, periods[-policy.story_periods :], groups), known)]
+    kept = kept_facts(scope, facts)
+    story = _story(scope, periods[-policy.story_periods :], groups, kept)
+    return [*periods, _kept(story, known)]
+
+
+def kept_facts(scope: Scope, facts: Iterable[MemoryPoint]) -> list[MemoryPoint]:
+    """The facts a story keeps in mind: the scope's current ones of a :data:`KEPT` category,
+    each text once, the newest :data:`MAX_KEPT`, oldest first."""
+    current = sorted(
+        (
+            f
+            for f in facts
+            if f.kind == "fact"
+            and f.scope == scope
+            and f.valid_to_us is None
+            and f.attrs.get("category") in KEPT
+        ),
+        key=lambda f: (f.created_at_us, f.id),
+    )
+    by_text = {f.text.strip().rstrip(".").lower(): f for f in current}
+    return sorted(by_text.values(), key=lambda f: (f.created_at_us, f.id))[-MAX_KEPT:]
 
 
 def _kept(new: MemoryPoint, known: Mapping[str, MemoryPoint]) -> MemoryPoint:
@@ -235,7 +263,10 @@ def overview(
 
 
 def _story(
-    scope: Scope, periods: list[MemoryPoint], groups: Mapping[int, list[MemoryPoint]]
+    scope: Scope,
+    periods: list[MemoryPoint],
+    groups: Mapping[int, list[MemoryPoint]],
+    kept: Sequence[MemoryPoint] = (),
 ) -> MemoryPoint:
     first, newest = periods[0], periods[-1]
     speakers = list(dict.fromkeys(s for p in periods for s in speakers_of([p])))
@@ -247,6 +278,10 @@ def _story(
     )
     lines = []
     cited: list[Source] = []  # what it quotes: the first message of each summary it quotes
+    if kept:
+        said = " ".join(f.text.strip().rstrip(".") + "." for f in kept)
+        lines.append(f"To keep in mind: {said}")
+        cited += [s for f in kept for s in f.sources[:1]]
     for period in periods:
         children = groups[_start_of(period)][-3:]
         if period.extractor != EXTRACTIVE:  # an LLM's digest: its own first sentence
@@ -271,7 +306,8 @@ def _story(
             "title": "The story so far",
             "children": [p.id for p in periods],
             "episodes": [e for p in periods for e in p.attrs["episodes"]],
-            "basis": basis(periods),
+            "basis": basis([*periods, *kept]),
+            **({"kept": [f.id for f in kept]} if kept else {}),
         },
     )
 

@@ -235,7 +235,8 @@ class SemanticStore:
 
     def refresh_stories(self, scope: Scope) -> tuple[list[MemoryPoint], int]:
         """Bring the digests (:mod:`tiers.semantic.digests`) and story threads
-        (:mod:`tiers.semantic.threads`) of ``scope`` in line with its summaries: write the new
+        (:mod:`tiers.semantic.threads`) of ``scope`` in line with its summaries (and the story
+        with the current facts it keeps in mind): write the new
         and changed ones (an unchanged basis keeps a writer's text), delete the ones left
         without summaries. Returns (the points written, how many deleted). The caller holds
         :attr:`write_lock`."""
@@ -243,12 +244,13 @@ class SemanticStore:
         own = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
         with collector.quiet():  # every summary of the scope, decoded: a burst (tiers.core)
             summaries = vectors.scroll(replace(own, kinds=("summary",)), _ALL)
+            facts = vectors.scroll(replace(own, kinds=("fact",), include_superseded=False), _ALL)
             old = {
                 p.id: p
                 for p in vectors.scroll(replace(own, kinds=(DIGEST, THREAD)), _ALL)
                 if p.scope == scope
             }
-        new = build_digests(scope, summaries, self.digest_policy, old)
+        new = build_digests(scope, summaries, self.digest_policy, old, facts)
         new += build_threads(scope, summaries)
         changed = [p for p in new if _differs(old.get(p.id), p) or p.attrs != old[p.id].attrs]
         stale = sorted(set(old) - {p.id for p in new})
