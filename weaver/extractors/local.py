@@ -34,8 +34,10 @@ Embed = Callable[[list[str]], np.ndarray]
 _SKIP_ROLES = frozenset({"system", "tool"})
 _PHOTO = re.compile(r"\s*\[shares? (?:an? )?(?:photo|image|picture|pic) of ([^\]]*)\]", re.I)
 _CAPTION_LEAD = re.compile(r"^(?:(?:a|an) (?:photo|photography|image|picture) of\s+)+", re.I)
+# A sentence ends at a full stop, not at a title's ("Dr. Okafor" is one name).
+_END = r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<=[.!?])\s+"
 _SPLIT = re.compile(
-    r"(?<=[.!?])\s+|\n+|\s+[-\u2013\u2014]+\s+|--+|;\s+|(?<=[a-z])-\s+|"
+    _END + r"|\n+|\s+[-\u2013\u2014]+\s+|--+|;\s+|(?<=[a-z])-\s+|"
     r"(?<=[a-z])\s*[\u2013\u2014]\s*(?=[a-zA-Z])"
 )
 _LEADIN = (
@@ -92,7 +94,7 @@ def _gist(text: str, vocatives: str) -> str:
     """A turn without its photo, greetings, fillers and questions (for the summary)."""
     text = _PHOTO.sub("", text).strip()
     kept = []
-    for raw in re.split(r"(?<=[.!?])\s+|\n+", text):
+    for raw in re.split(_END + r"|\n+", text):
         sentence = _clean_sentence(raw.strip(), vocatives)
         if len(sentence.split()) < 3 or sentence.endswith("?") or _FILLER.match(sentence):
             continue
