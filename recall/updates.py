@@ -8,7 +8,8 @@ only what every statement of a value has, the value itself, and when it was said
 
 - **Values** (:func:`values`): amounts of money, other numbers, dates (a month and a day),
   weekdays, and names (capitalised words that do not start a sentence).
-- **Rivals**: two hits of the same speaker, neither a question, each holding a value of one
+- **Rivals**: two hits of the same speaker, each a statement (:data:`STATEMENTS`: a turn,
+  a chunk, a fact or a document) and not a question, each holding a value of one
   kind (a date and a date, a name and a name) that the other does not hold.
 - **Newer first**: a question about the present (:func:`asks_about_past` says no) moves a
   rival among the best :attr:`Recipe.updates_depth` hits right above the older rival it
@@ -37,6 +38,9 @@ from tiers.semantic.vectors import VectorStore
 __all__ = ["asks_about_past", "current_first", "newer_first", "values"]
 
 Related = Callable[[Candidate, Candidate], bool]
+# The kinds that state something once; a summary, a profile, a digest or a thread gathers
+# many statements (and their values) and is never taken for an update or a replaced value.
+STATEMENTS = frozenset({"episode_turn", "episode_chunk", "fact", "document"})
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -194,7 +198,12 @@ def newer_first(
     if (asks_about_past(query) if past is None else past) or len(out) < 2:
         return out
     window = out[:depth]
-    held = [None if c.point.text.rstrip().endswith("?") else values(c.point.text) for c in window]
+    held = [
+        values(c.point.text)
+        if c.point.kind in STATEMENTS and not c.point.text.rstrip().endswith("?")
+        else None
+        for c in window
+    ]
     moved: set[str] = set()
     for j in range(1, len(window)):
         newer, newer_values = window[j], held[j]

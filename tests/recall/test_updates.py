@@ -4,6 +4,8 @@ rule names."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from recall import Candidate
@@ -101,6 +103,14 @@ def test_no_rivals_no_move(older, newer, why):
     a, b = hit("a", *older), hit("b", *newer)
     out = newer_first([a, b], "Where do I live?", top=3, depth=10)
     assert [h.point.id for h in out] == ["a", "b"], why
+
+
+def test_a_summary_is_no_rival():
+    old = hit("old", "I live in Lisbon.", 1)
+    new = hit("new", "We moved to Porto.", 9)
+    new.point = replace(new.point, kind="summary")
+    out = newer_first([old, new], "Where do I live?", top=3, depth=10)
+    assert [h.point.id for h in out] == ["old", "new"]
 
 
 def test_only_within_the_depth_and_above_the_top():
