@@ -6,7 +6,7 @@ keyword channels again on the query without those names (``neutral``), and when 
 date or a period, within it (``dated``; both :mod:`recall.cues.searches`); fuse with RRF;
 merge hits that share their sources; apply the superseded factor and the recency decay; MMR;
 rerank the top, or reorder the hits by the recipe's learned fusion (``learned``,
-:mod:`recall.learned`); put a newer statement of a rival value first (:mod:`recall.updates`).
+:mod:`recall.learned`); put a newer statement of a rival value first (:mod:`recall.cues.updates`).
 A failed channel is degraded and the others go on; a failed reranker keeps the fused order.
 """
 
@@ -34,13 +34,13 @@ from recall import (
 from recall.cache import QueryVectors, SemanticCache
 from recall.cues.searches import CueSearches
 from recall.cues.speakers import mentioned
+from recall.cues.updates import current_first
 from recall.expansion import PARENTS, expand
 from recall.fusion import mmr, rrf
 from recall.messages import answers_first, fuse_messages, message_hits
 from recall.provenance import order_sources
 from recall.recipe import THREADS
 from recall.result import RecallResult
-from recall.updates import current_first
 from tiers.core.events import Events
 from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
@@ -193,8 +193,8 @@ class RecallEngine:
             t = time.perf_counter()
             top = self._learned(ctx, top)
             timings["learned"] = _ms(t)
-        t = time.perf_counter()  # the current truth first (recall.updates)
-        top = current_first(top, query, ctx.vector.tolist(), _vectors)
+        t = time.perf_counter()  # the current truth first (recall.cues.updates)
+        top = current_first(top, query, ctx.vector.tolist(), _vectors, self._speakers_of(ctx))
         timings["updates"] = _ms(t)
         if query.recipe.expand_digests:  # last: what follows a digest stays after it
             top = expand(top, query.k, _vectors, query.filter())[: query.k]

@@ -48,7 +48,7 @@ class Recipe(Section):
         ge=0,
         description=(
             "A question about the present puts a newer statement of a rival value right above "
-            "an older one among this many best hits (recall.updates; 0: off)."
+            "an older one among this many best hits (recall.cues.updates; 0: off)."
         ),
     )
     updates_depth: int = Field(

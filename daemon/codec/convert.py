@@ -104,7 +104,7 @@ HIT_ATTRS = {
     "profile": ("entity", "topic"),
 }
 # ... and of every kind: which hit of the same answer replaced it, or it replaces
-# (recall.updates).
+# (recall.cues.updates).
 UPDATE_ATTRS = ("replaced_by", "replaces")
 
 

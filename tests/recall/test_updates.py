@@ -1,4 +1,4 @@
-"""recall.updates: the newer of two rival statements first for a question about the present,
+"""recall.cues.updates: the newer of two rival statements first for a question about the present,
 the order kept for one about the past; values read from many wordings, none of which the
 rule names."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from recall import Candidate
-from recall.updates import asks_about_past, newer_first, related_by, values
+from recall.cues.updates import asks_about_past, asks_about_present, newer_first, related_by, values
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, Source
 
@@ -68,6 +68,25 @@ def test_a_statement_without_a_value_holds_none(text):
 )
 def test_questions_about_the_past(query, past):
     assert asks_about_past(query) is past
+
+
+@pytest.mark.parametrize(
+    ("query", "present"),
+    [
+        ("Which city do I live in?", True),
+        ("What's our rent?", True),
+        ("Who is your owner?", True),
+        ("Who runs the platform team now?", True),
+        ("What is Caroline's job currently?", True),
+        ("What is Caroline's job?", False),
+        ("What is the budget for the remodel?", True),
+        ("Where did I live before?", False),
+    ],
+)
+def test_questions_about_the_present(query, present):
+    assert asks_about_present(query, ["caroline", "melanie"]) is present
+    if not asks_about_past(query):
+        assert asks_about_present(query), "no speaker named: about the present"
 
 
 def test_the_newer_rival_moves_right_above_the_older_and_both_are_marked():

@@ -17,8 +17,11 @@ only what every statement of a value has, the value itself, and when it was said
   as replaced (``valid_to`` the newer one's time, ``attrs["replaced_by"]`` its id) and the
   newer one names it (``attrs["replaces"]``). Only the order of the hits already found
   changes: R@k at ``updates_depth`` and beyond never moves.
-- A question about the past ("before", "used to", "originally", a past tense, or a time
-  range) keeps the order: the earlier value is what it asks for.
+- Only a question about the present (:func:`asks_about_present`) is reordered: not about
+  the past, and not about a speaker of the scope by name unless in the first or second
+  person or with a cue such as "now". A question
+  about the past ("before", "used to", "originally", a past tense, or a time range) keeps
+  the order: the earlier value is what it asks for.
 
 A pure function over the engine's top hits; the policy (on or off, both depths) is the
 recipe's.
@@ -27,20 +30,29 @@ recipe's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from recall import Candidate, Query
+from recall.cues.speakers import mentioned
 from tiers.semantic.vectors import VectorStore
 
-__all__ = ["asks_about_past", "current_first", "newer_first", "values"]
+__all__ = ["asks_about_past", "asks_about_present", "current_first", "newer_first", "values"]
 
 Related = Callable[[Candidate, Candidate], bool]
 # The kinds that state something once; a summary, a profile, a digest or a thread gathers
 # many statements (and their values) and is never taken for an update or a replaced value.
 STATEMENTS = frozenset({"episode_turn", "episode_chunk", "fact", "document"})
+
+
+_PERSON = re.compile(r"\b(?:i|i'm|i've|me|my|mine|we|we're|us|our|ours|you|your|yours)\b", re.I)
+_NOW = re.compile(
+    r"\b(?:now|currently|current|these days|at the moment|at present|still|anymore|any more|"
+    r"latest|nowadays)\b",
+    re.I,
+)
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -111,6 +123,17 @@ def asks_about_past(query: str) -> bool:
     return bool(_PAST.search(query))
 
 
+def asks_about_present(query: str, speakers: Collection[str] = ()) -> bool:
+    """Whether a question asks for a current state: not about the past, and not about one of
+    the scope's ``speakers`` by name unless it is asked in the first or second person or with
+    a cue of the present ("now", "currently"). "What is Caroline's job?" asked of a
+    conversation between Caroline and Melanie often means what was said at some time, which
+    the plain order answers; "Where do I live?" or "What is the budget?" asks for now."""
+    if asks_about_past(query):
+        return False
+    return not mentioned(query, speakers) or bool(_PERSON.search(query) or _NOW.search(query))
+
+
 def _speaker(c: Candidate) -> str:
     sources = c.point.sources
     return sources[0].speaker if sources else ""
@@ -121,14 +144,18 @@ def _rivals(older: dict[str, frozenset[str]], newer: dict[str, frozenset[str]]) 
 
 
 def current_first(
-    hits: Sequence[Candidate], query: Query, query_vector: Sequence[float], vectors: VectorStore
+    hits: Sequence[Candidate],
+    query: Query,
+    query_vector: Sequence[float],
+    vectors: VectorStore,
+    speakers: Collection[str] = (),
 ) -> list[Candidate]:
     """The engine's stage: :func:`newer_first` with the query's recipe, a question with a
     time range taken as one about the past, and rivals related as :func:`related_by` says
     (their stored vectors read once, and only when two hits are rivals)."""
     recipe = query.recipe
-    past = query.start_us is not None or query.end_us is not None or asks_about_past(query.text)
-    if past or not recipe.updates_top:
+    ranged = query.start_us is not None or query.end_us is not None
+    if ranged or not recipe.updates_top or not asks_about_present(query.text, speakers):
         return list(hits)
     return newer_first(
         hits,
@@ -195,7 +222,7 @@ def newer_first(
     when ``related`` (if given) says the two are about the same thing; the hits unchanged
     for a question about the past."""
     out = list(hits)
-    if (asks_about_past(query) if past is None else past) or len(out) < 2:
+    if (not asks_about_present(query) if past is None else past) or len(out) < 2:
         return out
     window = out[:depth]
     held = [
