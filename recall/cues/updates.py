@@ -185,7 +185,7 @@ def related_by(
     something close to it (their cosine at least ``similarity``). The vectors of ``ids``
     are read on the first call; a point without one (staged, not embedded yet) is not
     related."""
-    found: dict[str, np.ndarray] = {}
+    found: dict[str, np.ndarray] | None = None  # read on the first call
 
     def unit(v: Sequence[float]) -> np.ndarray:
         a = np.asarray(v, dtype=np.float32)
@@ -195,9 +195,9 @@ def related_by(
     qn = unit(query_vector)
 
     def related(older: Candidate, newer: Candidate) -> bool:
-        if not found:
-            found.update({i: unit(v) for i, v in dense(ids).items()})
-            found.setdefault("", qn)  # read once, even when nothing was found
+        nonlocal found
+        if found is None:
+            found = {i: unit(v) for i, v in dense(ids).items()}
         a, b = found.get(older.point.id), found.get(newer.point.id)
         if a is None or b is None:
             return False

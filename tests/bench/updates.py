@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import statistics
-import time
+from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient, message
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.recall_cli import parse_settings
 from tests.bench.updates_data import KINDS, SPLITS, Scenario, scenarios
+from tests.support import wait_indexed
 
 K = 10
 START = dt.datetime(2026, 1, 5, 9, tzinfo=dt.UTC)
@@ -49,17 +51,6 @@ def live(client: MemoryClient, s: Scenario) -> None:
         ]
         client.append_batch(f"{s.user}-s{n}", msgs, user_id=s.user)
         client.end_session(f"{s.user}-s{n}", user_id=s.user)
-
-
-def wait_indexed(client: MemoryClient, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = client.admin.weaver_status()
-        if status.embedding_ready and status.unindexed == 0 and status.live_unindexed == 0:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError("sessions still unindexed")
-        time.sleep(0.1)
 
 
 def first(texts: list[str], value: str) -> int | None:
@@ -94,14 +85,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with running_daemon(settings) as d, MemoryClient(d.address, timeout=120) as client:
         for s in cases:
             live(client, s)
-        wait_indexed(client)
+        wait_indexed(client, 600)
         for stage in ("index only", "after the weaver's run"):
             if stage != "index only":
                 for s in cases:
                     for event in client.admin.run_weaver(user_id=s.user, timeout=None):
                         if event.WhichOneof("event") == "report" and event.report.error:
                             raise RuntimeError(event.report.error)
-                wait_indexed(client)
+                wait_indexed(client, 600)
             for s in cases:
                 row = ask(client, s)
                 out["rows"].append({"stage": stage, "split": s.split, "kind": s.kind, **row})
@@ -129,9 +120,6 @@ def render(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import json
-    from pathlib import Path
-
     parser = argparse.ArgumentParser(prog="python -m tests.bench.updates", description=__doc__)
     parser.add_argument("--users", type=int, default=40, help="users per split")
     parser.add_argument("--split", choices=(*SPLITS, "both"), default="both")
