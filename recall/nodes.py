@@ -9,13 +9,15 @@ messages are its sources' own texts, in the order of its sources (each names its
 A keyed document (``tiers.keyed.documents``) comes from no conversation: the node alone, no episode
 and no messages. A digest or a story thread (``tiers.semantic.digests``, ``tiers.semantic.threads``)
 drills down to its children (summaries, or the story's period digests) and the source messages
-of the summaries under it.
+of the summaries under it. Every node shows its chain of values: the memories it replaces and
+those that replace it (:func:`recall.cues.updates.chain`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from recall.cues.updates import chain
 from tiers.core.errors import EpisodeNotFound, NotFound, TierError
 from tiers.core.records import Episode, Scope, StoredMessage
 from tiers.core.tokens import count_tokens
@@ -37,6 +39,10 @@ class NodeView:
     messages: list[StoredMessage]
     journal_expired: bool
     children: list[MemoryPoint] = field(default_factory=list)  # a digest's or a thread's
+    # Its chain of values (recall.cues.updates.chain): what it replaces, newest first, and
+    # what replaces it, oldest first.
+    replaces: list[MemoryPoint] = field(default_factory=list)
+    replaced_by: list[MemoryPoint] = field(default_factory=list)
 
 
 MAX_CITED = 200  # source messages of a digest or a thread at most (its newest)
@@ -48,7 +54,13 @@ def get_node(
     node_id: str,
     scope: Scope,
     working: WorkingMemory | None = None,
+    *,
+    depth: int = 10,
+    similarity: float = 0.5,
 ) -> NodeView:
+    """The node ``node_id`` of ``scope``; its chain of values compares it with its ``depth``
+    nearest statements at ``similarity`` (the recipe's ``updates_depth`` and
+    ``updates_similarity``). Raises NodeNotFound."""
     _embedder, vectors = semantic.wait_ready(0)
     found = vectors.get([node_id], scope.user_id) or semantic.pending.get([node_id], scope.user_id)
     if not found:
@@ -63,9 +75,12 @@ def get_node(
         return NodeView(point, None, [], False)
     if point.kind in ("digest", "thread"):
         return _overview(journal, vectors, point)
+    older, newer = chain(point, vectors, depth=depth, similarity=similarity)
     if len({s.session_id for s in point.sources}) > 1:
-        return NodeView(point, None, [_message(s) for s in point.sources if s.text], False)
-    return _episode(journal, vectors, point, working)
+        view = NodeView(point, None, [_message(s) for s in point.sources if s.text], False)
+    else:
+        view = _episode(journal, vectors, point, working)
+    return replace(view, replaces=older, replaced_by=newer)
 
 
 def _episode(

@@ -9,7 +9,10 @@ Per episode, in this order, so that a crash at any point resumes without duplica
    time, message id and metadata; not the text), so a rebuild can replay it after the
    journal entry has expired (:func:`decode_record`);
 2. the summary and fact points are written (deterministic ids; ``SemanticStore.write``);
-3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to``);
+3. the graph edges are written, and facts a new fact supersedes are closed (``valid_to`` and
+   ``replaced_by``): one of the same subject and functional predicate with another value,
+   and one the extractor said it updates (:attr:`Fact.updates`: an extractor that
+   ``reads_known`` is shown the scope's current facts nearest to the episode);
 4. only then is the episode's ``pending`` mark removed;
 5. once per run, the entity profiles of the scopes whose facts changed are rewritten from
    their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.semantic.profiles``),
@@ -37,15 +40,19 @@ from tiers.semantic.digests import DigestWriter
 from tiers.semantic.graph import Edge, normalize
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.threads import hints, topics_of_episode
-from tiers.semantic.vectors import MemoryPoint, Source, point_id
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, point_id
 from weaver.categories import categorize
 from weaver.digests import Digests
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
-from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
+from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, KnownFact, Triplet, Turn
 from weaver.turn_text import ToolText
 
 log = logging.getLogger("strata.weaver")
+# The known facts an extractor that reads them is shown: the scope's current facts nearest
+# to the episode's turns (KNOWN_PER_TURN per turn, of its last MAX_KNOWN turns).
+MAX_KNOWN = 30
+KNOWN_PER_TURN = 3
 
 
 @dataclass(slots=True)
@@ -98,7 +105,7 @@ class Consolidator:
         if stored is not None:
             return decode_extraction(stored)
         try:
-            extraction = self.extractor.extract(episode)
+            extraction = self.extractor.extract(self._with_known(episode))
         except ExtractionFailed as exc:
             if self.extractor is self._fallback:
                 raise
@@ -120,6 +127,34 @@ class Consolidator:
             batch.put(EXTRACTIONS_CF, key, encode_extraction(extraction, episode))
             self._state.write(batch)
         return extraction
+
+    def _with_known(self, episode: EpisodeInput) -> EpisodeInput:
+        """``episode`` with the scope's current facts nearest to its turns (at most
+        :data:`MAX_KNOWN`, from other episodes) when the extractor reads them."""
+        if not self.extractor.reads_known or not episode.turns:
+            return episode
+        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        turns = [t for t in episode.turns if t.text.strip()][-MAX_KNOWN:]
+        if not turns:
+            return episode
+        flt = PointFilter(
+            user_id=episode.scope.user_id,
+            agent_id=episode.scope.agent_id,
+            kinds=("fact",),
+            include_superseded=False,
+        )
+        best: dict[str, float] = {}
+        found: dict[str, MemoryPoint] = {}
+        for vector in embedder.encode_queries([t.text for t in turns]):
+            for hit in vectors.search_dense(vector.tolist(), flt, KNOWN_PER_TURN):
+                p = hit.point
+                if p.episode_id == episode.episode_id or p.scope != episode.scope:
+                    continue
+                if hit.score > best.get(p.id, -2.0):
+                    best[p.id], found[p.id] = hit.score, p
+        nearest = sorted(best, key=lambda i: -best[i])[:MAX_KNOWN]
+        known = sorted((found[i] for i in nearest), key=lambda p: (p.created_at_us, p.id))
+        return replace(episode, known=[KnownFact(p.id, p.text, p.created_at_us) for p in known])
 
     def store_provenance(self, episode: EpisodeInput) -> None:
         """Add the episode's provenance to its stored record when the record predates it."""
@@ -186,7 +221,7 @@ class Consolidator:
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
         edges = self._semantic.write_edges(edges)
         outcome.triplets = len(edges)
-        outcome.superseded = self._supersede(edges)
+        outcome.superseded = self._supersede(edges) + self._apply_updates(facts)
         if facts or outcome.superseded:
             self._stale_profiles.add(episode.scope)
         if outcome.summaries:
@@ -195,9 +230,14 @@ class Consolidator:
 
     def _as_known(self, point: MemoryPoint) -> MemoryPoint:
         """A fact written again (a resumed run, from the stored extraction) keeps the end of
-        validity its graph edge has: a fact superseded since is never current again, not even
-        between its write and the supersession step after it. A rebuild removes the edges
-        first, so it derives validity afresh."""
+        validity, and what replaced it, that it has: a fact superseded since is never
+        current again, not even between its write and the supersession step after it. A
+        rebuild removes the points and edges first, so it derives validity afresh."""
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        stored = vectors.get([point.id], point.scope.user_id)
+        if stored and stored[0].valid_to_us is not None:
+            old = stored[0]
+            return replace(point, valid_to_us=old.valid_to_us, replaced_by=old.replaced_by)
         known = self._semantic.graph.get(point.id)
         if known is None or known.valid_to_us is None:
             return point
@@ -269,7 +309,8 @@ class Consolidator:
     def _supersede(self, edges: list[Edge]) -> int:
         """Close the older of two current facts with the same subject and functional
         predicate but a different value. Returns how many facts were closed."""
-        closed: dict[str, int] = {}
+        closed: dict[str, int | None] = {}
+        by: dict[str, str] = {}
         graph = self._semantic.graph
         for new in edges:
             if new.predicate not in self._functional:
@@ -281,7 +322,38 @@ class Consolidator:
                 current = graph.get(older.id)
                 if current is not None and current.valid_to_us is None:
                     closed[older.id] = newer.valid_from_us
-        self._semantic.close_facts(closed)
+                    by[older.id] = newer.id
+        self._semantic.close_facts(closed, replaced_by=by)
+        return len(closed)
+
+    def _apply_updates(self, facts: list[tuple[MemoryPoint, Fact]]) -> int:
+        """Close the known facts that the extractor said a new fact updates (valid_to the
+        new fact's start, replaced_by its id): only a current fact of the same scope that
+        is not newer than it. Returns how many were closed."""
+        wanted = sorted({old for _p, f in facts for old in f.updates})
+        if not wanted:
+            return 0
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        users = {p.scope.user_id for p, _f in facts}
+        stored = {p.id: p for user in users for p in vectors.get(wanted, user)}
+        closed: dict[str, int | None] = {}
+        by: dict[str, str] = {}
+        for point, fact in facts:
+            for old_id in fact.updates:
+                old = stored.get(old_id)
+                if (
+                    old is None
+                    or old.id == point.id
+                    or old.kind != "fact"
+                    or old.scope != point.scope
+                    or old.valid_to_us is not None
+                    or old.created_at_us > point.created_at_us
+                    or old_id in closed
+                ):
+                    continue
+                closed[old_id] = point.valid_from_us or point.created_at_us
+                by[old_id] = point.id
+        self._semantic.close_facts(closed, replaced_by=by)
         return len(closed)
 
 
@@ -332,6 +404,7 @@ def encode_extraction(extraction: Extraction, episode: EpisodeInput | None = Non
                     else None,
                     f.valid_from_us,
                     f.confidence,
+                    f.updates,
                 ]
                 for f in extraction.facts
             ],
@@ -371,8 +444,9 @@ def decode_extraction(raw: bytes) -> Extraction:
         summary=d["s"],
         summary_source_seqs=list(d["ss"]),
         facts=[
-            Fact(text, list(seqs), Triplet(*t) if t else None, valid_from, confidence)
-            for text, seqs, t, valid_from, confidence in d["f"]
+            # A record stored before Fact.updates has five fields.
+            Fact(text, list(seqs), Triplet(*t) if t else None, valid_from, confidence, list(*up))
+            for text, seqs, t, valid_from, confidence, *up in d["f"]
         ],
         extractor=d["x"],
     )

@@ -103,9 +103,8 @@ HIT_ATTRS = {
     "thread": ("topic", "origin", "title"),
     "profile": ("entity", "topic"),
 }
-# ... and of every kind: which hit of the same answer replaced it, or it replaces
-# (recall.cues.updates).
-UPDATE_ATTRS = ("replaced_by", "replaces")
+# ... and of every kind: which hit of the same answer it replaces (recall.cues.updates).
+UPDATE_ATTRS = ("replaces",)
 
 
 def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
@@ -124,6 +123,8 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
             k: str(p.attrs[k]) for k in (*HIT_ATTRS.get(p.kind, ()), *UPDATE_ATTRS) if k in p.attrs
         },
     )
+    if p.replaced_by:  # a fact the weaver closed, or a hit a newer one of the answer replaces
+        hit.attrs["replaced_by"] = p.replaced_by
     if p.valid_from_us is not None:
         hit.valid_from.CopyFrom(timestamp(p.valid_from_us))
     if p.valid_to_us is not None:

@@ -558,18 +558,22 @@ class GetNodeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[_Union[Scope, _Mapping]] = ...) -> None: ...
 
 class GetNodeResponse(_message.Message):
-    __slots__ = ("node", "episode", "messages", "journal_expired", "children")
+    __slots__ = ("node", "episode", "messages", "journal_expired", "children", "replaces", "replaced_by")
     NODE_FIELD_NUMBER: _ClassVar[int]
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_BY_FIELD_NUMBER: _ClassVar[int]
     node: Hit
     episode: Episode
     messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
     journal_expired: bool
     children: _containers.RepeatedCompositeFieldContainer[Hit]
-    def __init__(self, node: _Optional[_Union[Hit, _Mapping]] = ..., episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., journal_expired: _Optional[bool] = ..., children: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ...) -> None: ...
+    replaces: _containers.RepeatedCompositeFieldContainer[Hit]
+    replaced_by: _containers.RepeatedCompositeFieldContainer[Hit]
+    def __init__(self, node: _Optional[_Union[Hit, _Mapping]] = ..., episode: _Optional[_Union[Episode, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., journal_expired: _Optional[bool] = ..., children: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., replaces: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., replaced_by: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
     __slots__ = ("scope", "episode_ids", "memory_ids")

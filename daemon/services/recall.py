@@ -234,8 +234,16 @@ class RecallRpcs:
             raise InvalidArgument("id must be a hit's id (a UUID)")
         scope = check.scope(request.scope, self._limits)
         scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
+        recipe = self._recall_settings.recipe("")  # the chain compares as the default recipe
         view = await asyncio.to_thread(
-            get_node, self._semantic, self._journal, request.id, scope, self._working
+            get_node,
+            self._semantic,
+            self._journal,
+            request.id,
+            scope,
+            self._working,
+            depth=recipe.updates_depth,
+            similarity=recipe.updates_similarity,
         )
         if not auth.visible(view.point.scope.user_id):
             raise NodeNotFound(f"memory {request.id!r} not found")
@@ -244,6 +252,8 @@ class RecallRpcs:
             messages=[convert.stored_message(m) for m in view.messages],
             journal_expired=view.journal_expired,
             children=[convert.hit_pb(Candidate(c), False, {}) for c in view.children],
+            replaces=[convert.hit_pb(Candidate(p), False, {}) for p in view.replaces],
+            replaced_by=[convert.hit_pb(Candidate(p), False, {}) for p in view.replaced_by],
         )
         if view.episode is not None:
             response.episode.CopyFrom(episode_pb(self._journal, view.episode))

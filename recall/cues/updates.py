@@ -24,7 +24,9 @@ only what every statement of a value has, the value itself, and when it was said
   the order: the earlier value is what it asks for.
 
 A pure function over the engine's top hits; the policy (on or off, both depths) is the
-recipe's.
+recipe's. GetNode shows a memory's chain (:func:`chain`): what it replaces and what replaced
+it, the facts the weaver closed (stored ``replaced_by``) and the statements of its kind and
+speaker nearest to it that hold a rival value (compared as above, without a question).
 """
 
 from __future__ import annotations
@@ -37,9 +39,16 @@ import numpy as np
 
 from recall import Candidate, Query
 from recall.cues.speakers import mentioned
-from tiers.semantic.vectors import VectorStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 
-__all__ = ["asks_about_past", "asks_about_present", "current_first", "newer_first", "values"]
+__all__ = [
+    "asks_about_past",
+    "asks_about_present",
+    "chain",
+    "current_first",
+    "newer_first",
+    "values",
+]
 
 Related = Callable[[Candidate, Candidate], bool]
 # The kinds that state something once; a summary, a profile, a digest or a thread gathers
@@ -135,8 +144,7 @@ def asks_about_present(query: str, speakers: Collection[str] = ()) -> bool:
 
 
 def _speaker(c: Candidate) -> str:
-    sources = c.point.sources
-    return sources[0].speaker if sources else ""
+    return _speaker_of(c.point)
 
 
 def _rivals(older: dict[str, frozenset[str]], newer: dict[str, frozenset[str]]) -> bool:
@@ -253,12 +261,58 @@ def newer_first(
     return window + out[depth:]
 
 
+def _statement(point: MemoryPoint) -> dict[str, frozenset[str]] | None:
+    """The values a statement holds (None for another kind, or a question)."""
+    if point.kind not in STATEMENTS or point.text.rstrip().endswith("?"):
+        return None
+    return values(point.text)
+
+
+def chain(
+    point: MemoryPoint, vectors: VectorStore, *, depth: int = 10, similarity: float = 0.5
+) -> tuple[list[MemoryPoint], list[MemoryPoint]]:
+    """The memories ``point`` replaces (newest first) and those that replace it (oldest
+    first), of its scope: the facts closed with ``replaced_by`` it and the fact that closed
+    it (stored by the weaver), and among the ``depth`` statements of its kind nearest to it
+    those of the same speaker holding a rival value whose cosine to it is at least ``similarity`` (what
+    :func:`newer_first` compares). A point not embedded yet has only its stored links."""
+    user = point.scope.user_id
+    scope = PointFilter(user_id=user, agent_id=point.scope.agent_id)
+    older: dict[str, MemoryPoint] = {}
+    newer: dict[str, MemoryPoint] = {}
+    stored = replace(scope, replaced_by=(point.id,))
+    for p in vectors.scroll(stored, limit=max(1, vectors.count(stored))):
+        older[p.id] = p
+    if point.replaced_by:
+        for p in vectors.get([point.replaced_by], user):
+            newer[p.id] = p
+    mine = _statement(point)
+    vector = vectors.dense([point.id], user).get(point.id) if mine else None
+    if mine and vector is not None:
+        near = replace(scope, kinds=(point.kind,))  # a turn's rivals are turns, and so on
+        for hit in vectors.search_dense(vector, near, depth + 1):
+            other = hit.point
+            theirs = _statement(other)
+            if other.id == point.id or hit.score < similarity or not theirs:
+                continue
+            if _speaker_of(other) != _speaker_of(point):
+                continue
+            if other.created_at_us < point.created_at_us and _rivals(theirs, mine):
+                older.setdefault(other.id, other)
+            elif other.created_at_us > point.created_at_us and _rivals(mine, theirs):
+                newer.setdefault(other.id, other)
+    by_time = sorted(older.values(), key=lambda p: (p.created_at_us, p.id), reverse=True)
+    return by_time, sorted(newer.values(), key=lambda p: (p.created_at_us, p.id))
+
+
+def _speaker_of(point: MemoryPoint) -> str:
+    return point.sources[0].speaker if point.sources else ""
+
+
 def _mark(older: Candidate, newer: Candidate) -> None:
     """Show the older hit as replaced by the newer one (in this answer; nothing stored)."""
     if older.point.valid_to_us is None:
         older.point = replace(
-            older.point,
-            valid_to_us=newer.point.created_at_us,
-            attrs={**older.point.attrs, "replaced_by": newer.point.id},
+            older.point, valid_to_us=newer.point.created_at_us, replaced_by=newer.point.id
         )
     newer.point = replace(newer.point, attrs={**newer.point.attrs, "replaces": older.point.id})

@@ -80,8 +80,10 @@ class FlakyVectors:
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return self.inner.scroll(flt, limit)
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
-        self.inner.set_valid_to(ids, valid_to_us)
+    def set_valid_to(
+        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+    ) -> None:
+        self.inner.set_valid_to(ids, valid_to_us, replaced_by)
 
     def delete(self, flt: PointFilter) -> int:
         return self.inner.delete(flt)

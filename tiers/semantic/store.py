@@ -183,18 +183,27 @@ class SemanticStore:
             self.notify_write({e.scope.user_id for e in kept})
         return kept
 
-    def close_facts(self, valid_to: Mapping[str, int | None], *, notify: bool = True) -> None:
+    def close_facts(
+        self,
+        valid_to: Mapping[str, int | None],
+        *,
+        replaced_by: Mapping[str, str] | None = None,
+        notify: bool = True,
+    ) -> None:
         """Set the end of validity of facts by id (None: current again), on their graph edge
-        and on their point together (supersession, and Forget undoing it). With ``notify``,
-        the scopes' caches are told (Forget tells them itself). The caller holds
+        (when they have one) and on their point together, with the id of the fact that
+        replaced each (``replaced_by``; none for a fact made current again): supersession,
+        an update the extractor reported, and Forget undoing either. With ``notify``, the
+        scopes' caches are told (Forget tells them itself). The caller holds
         :attr:`write_lock`. Raises StoreUnavailable, VectorStoreUnavailable."""
         if not valid_to:
             return
         _embedder, vectors = self.wait_ready(timeout=None)
-        users = {e.scope.user_id for e in map(self.graph.get, valid_to) if e is not None}
-        for edge_id, end in valid_to.items():
-            self.graph.close_edges([edge_id], end)
-            vectors.set_valid_to([edge_id], end)
+        users = {p.scope.user_id for p in vectors.get(list(valid_to))}
+        by = replaced_by or {}
+        for fact_id, end in valid_to.items():
+            self.graph.close_edges([fact_id], end)
+            vectors.set_valid_to([fact_id], end, by.get(fact_id) if end is not None else None)
         if notify:
             self.notify_write(users)
 

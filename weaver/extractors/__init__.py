@@ -34,11 +34,22 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
+class KnownFact:
+    """A current fact of the scope from earlier episodes, shown to an extractor that reads
+    them (:attr:`Extractor.reads_known`) so it can say which of them a new fact updates."""
+
+    id: str  # its point id
+    text: str
+    created_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodeInput:
     episode_id: str
     session_id: str
     scope: Scope
     turns: list[Turn]
+    known: list[KnownFact] = field(default_factory=list)  # only for a reads_known extractor
 
     @property
     def speakers(self) -> list[str]:
@@ -62,6 +73,9 @@ class Fact:
     triplet: Triplet | None = None
     valid_from_us: int | None = None  # when it became true, if known; else the turn's time
     confidence: float = 1.0
+    # The ids of the episode's known facts (EpisodeInput.known) that this one updates,
+    # corrects or contradicts: the weaver closes them (valid_to, replaced_by).
+    updates: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +97,13 @@ class Extractor(Protocol):
     (the model's error, e.g. :class:`tiers.core.errors.ModelUnavailable` or
     :class:`tiers.semantic.embedding.EmbeddingUnavailable`, is its ``__cause__``); it never returns
     a partial or unvalidated one. ``tests/contracts/test_extractor.py`` runs the
-    contract against each implementation."""
+    contract against each implementation.
+
+    ``reads_known``: whether it reads :attr:`EpisodeInput.known` (the scope's current facts
+    nearest to the episode) and reports in :attr:`Fact.updates` which of them a new fact
+    updates; only ids of ``known`` appear there."""
 
     name: str
+    reads_known: bool
 
     def extract(self, episode: EpisodeInput) -> Extraction: ...

@@ -58,6 +58,7 @@ class LLMExtractor:
         if not 0.0 <= temperature <= 2.0:
             raise ValueError("temperature must be in [0, 2]")
         self.client = client
+        self.reads_known = True  # a fact may update one the scope knows (Fact.updates)
         self.name = f"llm:{client.model}"
         self.model = client.model
         self.max_tokens = max_tokens

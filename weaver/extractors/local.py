@@ -153,6 +153,7 @@ class LocalExtractor:
     """Extractive summary plus rule-based facts and triplets; see the module docstring."""
 
     name = "local"
+    reads_known = False  # supersession of its functional predicates is the weaver's
 
     def __init__(self, embed: Embed | None = None, summary_turns: int = 4) -> None:
         self.embed = embed

@@ -218,6 +218,7 @@ def point(p: MemoryPoint) -> dict[str, Any]:
         "created_at_us": p.created_at_us,
         "valid_from_us": p.valid_from_us,
         "valid_to_us": p.valid_to_us,
+        "replaced_by": p.replaced_by,
         "extractor": p.extractor,
         "attrs": p.attrs,
     }

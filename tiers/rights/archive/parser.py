@@ -346,7 +346,14 @@ class ExportParser:
             valid_from_us=fields.micros(d, "valid_from_us", optional=True),
             valid_to_us=fields.micros(d, "valid_to_us", optional=True),
             attrs=fields.mapping(d, "attrs"),
+            replaced_by=self._replaced_by(d),
         )
+
+    def _replaced_by(self, d: dict[str, Any]) -> str | None:
+        """The id of the fact that superseded this one (absent in archives before it)."""
+        if d.get("replaced_by") is None:
+            return None
+        return fields.uuid_str(d, "replaced_by")
 
     def _read_edge(self, d: dict[str, Any]) -> Edge:
         confidence = d.get("confidence")

@@ -244,7 +244,12 @@ class Forgetter:
                 counts.session_messages = sum(n for _sid, n in dropped)
             self._delete_episodes(episodes, plan, counts)
             semantic, graph = self._semantic, self._semantic.graph
+            # The facts forgotten, read before their points go: what they replaced is current
+            # again (an update the extractor reported; supersession is derived again below).
+            facts = set(plan.memory_ids)
             if episodes:
+                of_facts = PointFilter(episode_ids=tuple(episodes), kinds=("fact",))
+                facts |= set(vectors.ids(of_facts, limit=vectors.count(of_facts)))
                 of_episodes = PointFilter(episode_ids=tuple(episodes))
                 counts.vector_points += semantic.delete(of_episodes, ())
                 wanted = set(episodes)
@@ -266,7 +271,7 @@ class Forgetter:
                 counts.consolidation_records += self._redact(vectors.get(list(ids)))
                 counts.vector_points += semantic.delete(PointFilter(ids=ids), ())
                 self._remove_edges(list(ids), counts, removed)
-            counts.facts_restored = self._restore_superseded(removed)
+            counts.facts_restored = self._reopen(facts) + self._restore_superseded(removed)
             # A scope's own Forget deleted its profiles with its points; documents are in none.
             if scope is None and (episodes or plan.memory_ids - record_ids):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
@@ -337,6 +342,17 @@ class Forgetter:
         counts.graph_edges += edges
         counts.graph_nodes += nodes
 
+    def _reopen(self, forgotten: set[str]) -> int:
+        """Make current again the facts that one of the ``forgotten`` replaced (their
+        ``replaced_by``). Returns how many."""
+        if not forgotten:
+            return 0
+        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        flt = PointFilter(replaced_by=tuple(sorted(forgotten)))
+        reopened = {i: None for i in vectors.ids(flt, limit=vectors.count(flt))}
+        self._semantic.close_facts(reopened, notify=False)  # the caches are emptied after
+        return len(reopened)
+
     def _restore_superseded(self, removed: list[Edge]) -> int:
         """Facts that a forgotten fact superseded: for each (scope, subject, predicate) that
         lost a fact, the remaining closed facts are closed at the earliest later fact of
@@ -344,6 +360,7 @@ class Forgetter:
         would have done without the forgotten facts). Returns how many facts changed."""
         graph = self._semantic.graph
         changed: dict[str, int | None] = {}
+        by: dict[str, str] = {}
         groups = {(e.scope, e.subject, e.predicate) for e in removed}
         for scope, subject, predicate in sorted(groups, key=repr):
             left = sorted(
@@ -352,15 +369,15 @@ class Forgetter:
             for i, edge in enumerate(left):
                 if edge.valid_to_us is None:
                     continue
-                later = (
-                    e.valid_from_us
-                    for e in left[i + 1 :]
-                    if normalize(e.object) != normalize(edge.object)
-                )
-                valid_to = next(later, None)
+                later = (e for e in left[i + 1 :] if normalize(e.object) != normalize(edge.object))
+                newer = next(later, None)
+                valid_to = None if newer is None else newer.valid_from_us
                 if valid_to != edge.valid_to_us:
                     changed[edge.id] = valid_to
-        self._semantic.close_facts(changed, notify=False)  # the caches are emptied after
+                    if newer is not None:
+                        by[edge.id] = newer.id
+        # The caches are emptied after.
+        self._semantic.close_facts(changed, replaced_by=by, notify=False)
         return len(changed)
 
     def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:

@@ -102,6 +102,7 @@ class MemoryPoint:
     attrs: dict[str, Any] = field(default_factory=dict)  # e.g. subject/predicate/object
     dense: list[float] | None = None
     sparse: SparseVector | None = None
+    replaced_by: str | None = None  # facts: the id of the newer fact that superseded it
 
     def payload(self) -> dict[str, Any]:
         """The payload schema, identical in every implementation."""
@@ -129,6 +130,7 @@ class MemoryPoint:
             "valid_from": self.valid_from_us,
             "valid_to": self.valid_to_us,
             "superseded": self.valid_to_us is not None,
+            "replaced_by": self.replaced_by,
             "extractor": self.extractor,
             "attrs": self.attrs,
         }
@@ -160,6 +162,7 @@ class MemoryPoint:
             valid_from_us=payload.get("valid_from"),
             valid_to_us=payload.get("valid_to"),
             attrs=dict(payload.get("attrs") or {}),
+            replaced_by=payload.get("replaced_by"),
         )
 
 
@@ -238,6 +241,16 @@ class PointFilter:
     # (session_id, first, last): no point of that session citing a message with a seq from
     # first to last (a session's window, which GetContext shows as it is).
     exclude_from: tuple[tuple[str, int, int], ...] = ()
+    replaced_by: tuple[str, ...] = ()  # only points that one of these ids superseded
+
+
+def validity(valid_to_us: int | None, replaced_by: str | None) -> dict[str, Any]:
+    """The payload keys :meth:`VectorStore.set_valid_to` sets (no replacement when current)."""
+    return {
+        "valid_to": valid_to_us,
+        "superseded": valid_to_us is not None,
+        "replaced_by": replaced_by if valid_to_us is not None else None,
+    }
 
 
 def admits(flt: PointFilter, point: MemoryPoint) -> bool:
@@ -259,6 +272,8 @@ def admits(flt: PointFilter, point: MemoryPoint) -> bool:
     for session_id, first, last in flt.exclude_from:
         if point.session_id == session_id and any(first <= s.seq <= last for s in point.sources):
             return False
+    if flt.replaced_by and point.replaced_by not in flt.replaced_by:
+        return False
     return flt.include_superseded or point.valid_to_us is None
 
 
@@ -324,9 +339,13 @@ class VectorStore(Protocol):
         :meth:`scroll` would return, without reading the payloads (a caller that keeps what
         it derived from each point reads only the new ones)."""
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
-        """Mark facts superseded: set ``valid_to`` (and ``superseded``) in their payloads;
-        ``None`` makes them current again (Forget of the fact that superseded them)."""
+    def set_valid_to(
+        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+    ) -> None:
+        """Mark facts superseded: set ``valid_to`` (and ``superseded``) and ``replaced_by``
+        (the id of the fact that superseded them, if known) in their payloads; ``None`` makes
+        them current again (Forget of the fact that superseded them). Ids that do not exist
+        are skipped."""
 
     def delete(self, flt: PointFilter) -> int:
         """Delete the matching points; returns how many there were."""

@@ -48,6 +48,7 @@ from tiers.semantic.vectors import (
     VectorStoreMismatch,
     VectorStoreUnavailable,
     canonical_id,
+    validity,
 )
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
@@ -207,13 +208,15 @@ class EdgeVectorStore(EdgeBuilds):
             self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
             self._points.invalidate(latest)
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
+    def set_valid_to(
+        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+    ) -> None:
         wanted = {i for i in map(canonical_id, ids) if i is not None}
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
         flt = Filter(must=[HasIdCondition(set(wanted))])
-        payload = {"valid_to": valid_to_us, "superseded": valid_to_us is not None}
+        payload = validity(valid_to_us, replaced_by)
         with self._write_lock, self._engine("set_valid_to"):
             self._apply(UpdateOperation.set_payload_by_filter(flt, payload))
             self._points.invalidate(wanted)

@@ -38,6 +38,8 @@ def build_filter(flt: PointFilter) -> Filter | None:
         )
     if not flt.include_superseded:
         must.append(FieldCondition(key="superseded", match=MatchValue(_FALSE)))
+    if flt.replaced_by:
+        must.append(FieldCondition(key="replaced_by", match=MatchAny(list(flt.replaced_by))))
     if flt.ids:
         must.append(HasIdCondition({i for i in map(canonical_id, flt.ids) if i is not None}))
     skip: list[ConditionType] = []

@@ -43,6 +43,7 @@ from tiers.semantic.vectors import (
     VectorStoreUnavailable,
     canonical_id,
     shard_of,
+    validity,
 )
 from tiers.semantic.vectors.qdrant_collection import (
     META_ID,
@@ -202,7 +203,9 @@ class QdrantVectorStore:
                     self.collection, points=structs, wait=True, shard_key_selector=key or None
                 )
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
+    def set_valid_to(
+        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+    ) -> None:
         wanted: list[models.ExtendedPointId] = [
             i for i in map(canonical_id, ids) if i is not None and i != META_ID
         ]
@@ -216,7 +219,7 @@ class QdrantVectorStore:
             self._check_open()
             self.client.set_payload(
                 self.collection,
-                {"valid_to": valid_to_us, "superseded": valid_to_us is not None},
+                validity(valid_to_us, replaced_by),
                 points=selector,
                 wait=True,
             )

@@ -72,6 +72,9 @@ def build_filter(flt: PointFilter) -> models.Filter:
         )
     if not flt.include_superseded:
         must.append(models.FieldCondition(key="superseded", match=models.MatchValue(value=False)))
+    if flt.replaced_by:
+        replaced = models.MatchAny(any=list(flt.replaced_by))
+        must.append(models.FieldCondition(key="replaced_by", match=replaced))
     if flt.ids:
         wanted = [i for i in map(canonical_id, flt.ids) if i is not None and i != META_ID]
         must.append(models.HasIdCondition(has_id=list(wanted)))

@@ -217,12 +217,14 @@ class ShardedVectorStore:
             self._writable(index).upsert(group)
             ledger.wrote(index)
 
-    def set_valid_to(self, ids: Sequence[str], valid_to_us: int | None) -> None:
+    def set_valid_to(
+        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+    ) -> None:
         wanted = _wanted(ids)
         for index, store in self._open_stores():
             held = store.contains(wanted) if wanted else set()
             if held:
-                store.set_valid_to(sorted(held), valid_to_us)
+                store.set_valid_to(sorted(held), valid_to_us, replaced_by)
                 self._open_ledger().wrote(index)
 
     def delete(self, flt: PointFilter) -> int:
