@@ -87,10 +87,17 @@ _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _NAME = re.compile(r"\b[A-Z][\w'-]*(?:\.?\s+[A-Z0-9][\w'-]*)*")
 _SENTENCE = re.compile(r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<=[.!?])\s+")
 _SPEAKER = re.compile(r"^[^:\n]{1,60}:\s+")
+# After a capitalised word starting a sentence, a verb of the third person singular in -s:
+# the word is the subject, most often a name ("Helen runs our team", "Hooli pays my salary").
+# Not "is", "was" or "has", which follow any noun as often ("Rent is $900").
+_SUBJECT_VERB = re.compile(r"\s+(?!(?:was|has|does|goes|seems|looks|feels)\b)[a-z]+[^\Wsu]s\b")
 # Capitalised words that name no value.
 _NOT_NAMES = frozenset(
     (
         *_words("i i'm i've i'll i'd ok okay dr mr mrs ms the a an my our we you it this that"),
+        *_words("he she they his her their its there here what who how when where why which"),
+        *_words("everything everyone something someone nothing nobody each every one"),
+        *_words("today tomorrow yesterday"),
         *_MONTHS,
         *_WEEKDAYS,
     )
@@ -120,8 +127,9 @@ def values(text: str) -> dict[str, frozenset[str]]:
     for sentence in _SENTENCE.split(rest):
         for m in _NAME.finditer(sentence.strip()):
             words = [w for w in m.group(0).split() if w.lower().strip("'.") not in _NOT_NAMES]
-            if m.start() == 0 and len(words) == 1 and len(m.group(0).split()) == 1:
-                continue  # one capitalised word starting a sentence: any word
+            alone = m.start() == 0 and len(words) == 1 and len(m.group(0).split()) == 1
+            if alone and not _SUBJECT_VERB.match(sentence.strip(), m.end()):
+                continue  # one capitalised word starting a sentence: any word, unless a subject
             if words:
                 found.setdefault("name", set()).add(" ".join(words).lower())
     return {k: frozenset(v) for k, v in found.items()}
@@ -274,8 +282,9 @@ def chain(
     """The memories ``point`` replaces (newest first) and those that replace it (oldest
     first), of its scope: the facts closed with ``replaced_by`` it and the fact that closed
     it (stored by the weaver), and among the ``depth`` statements of its kind nearest to it
-    those of the same speaker holding a rival value whose cosine to it is at least ``similarity`` (what
-    :func:`newer_first` compares). A point not embedded yet has only its stored links."""
+    those of the same speaker holding a rival value whose cosine to it is at least
+    ``similarity`` (what :func:`newer_first` compares). A point not embedded yet has only its
+    stored links."""
     user = point.scope.user_id
     scope = PointFilter(user_id=user, agent_id=point.scope.agent_id)
     older: dict[str, MemoryPoint] = {}

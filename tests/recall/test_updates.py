@@ -39,6 +39,11 @@ def hit(pid: str, text: str, day: int, speaker: str = "Ana") -> Candidate:
         ("My new ride is a Tesla Model 3.", "name", "tesla model"),
         ("I have a new manager now: Aisha.", "name", "aisha"),
         ("We are 4 people on the team.", "number", "4"),
+        # A capitalised word starting a sentence is a name when it is the subject of a verb
+        # in the third person singular.
+        ("Marta runs the design team now.", "name", "marta"),
+        ("Globex pays my salary these days.", "name", "globex"),
+        ("Lisbon suits us better.", "name", "lisbon"),
     ],
 )
 def test_values_are_read_from_any_wording(text, kind, value):
@@ -47,7 +52,16 @@ def test_values_are_read_from_any_wording(text, kind, value):
 
 @pytest.mark.parametrize(
     "text",
-    ["Advisor moved the deadline.", "I love it.", "The weather is grey.", "OK, I will call."],
+    [
+        "Advisor moved the deadline.",
+        "I love it.",
+        "The weather is grey.",
+        "OK, I will call.",
+        "Thanks for the help.",
+        "Everything is fine.",
+        "Traffic in the centre was awful.",
+        "Rent is high.",
+    ],
 )
 def test_a_statement_without_a_value_holds_none(text):
     assert values(text) == {}
@@ -95,7 +109,7 @@ def test_the_newer_rival_moves_right_above_the_older_and_both_are_marked():
     new = hit("new", "Advisor moved it to October 22.", 9)
     out = newer_first([old, other, new], "When is my chapter due?", top=3, depth=10)
     assert [h.point.id for h in out] == ["new", "old", "other"]
-    assert out[1].point.valid_to_us == 9 * DAY and out[1].point.attrs["replaced_by"] == "new"
+    assert out[1].point.valid_to_us == 9 * DAY and out[1].point.replaced_by == "new"
     assert out[0].point.attrs["replaces"] == "old" and out[0].point.valid_to_us is None
 
 
