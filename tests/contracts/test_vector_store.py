@@ -366,6 +366,18 @@ def test_superseded_facts_are_hidden_on_request(store):
     assert store.get([old.id])[0] == bare(old)
     assert set(ids(store.search_dense(list(vec), current, limit=10))) == {old.id, new.id, other.id}
 
+    # With what replaced it: stored, and found by it (Forget finds what a fact replaced).
+    store.set_valid_to([old.id], T0 + 9, replaced_by=new.id)
+    assert store.get([old.id])[0] == dataclasses.replace(
+        bare(old), valid_to_us=T0 + 9, replaced_by=new.id
+    )
+    assert ids(store.scroll(PointFilter(replaced_by=(new.id, other.id)))) == [old.id]
+    assert ids(store.scroll(alice(replaced_by=(new.id,)))) == [old.id]
+    assert store.ids(PointFilter(replaced_by=(other.id,))) == []
+    store.set_valid_to([old.id], None, replaced_by=new.id)  # current again: replaced by none
+    assert store.get([old.id])[0] == bare(old)
+    assert store.ids(PointFilter(replaced_by=(new.id,))) == []
+
 
 def test_purge_keeps_every_live_point_and_serves_on(store):
     kept = [mem(f"alice keeps {i}", seq=i, seed=10 + i) for i in range(6)]
