@@ -37,22 +37,19 @@ from tiers.core.records import Scope, pack, unpack
 from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.rocks import RocksStore
 from tiers.semantic.digests import DigestWriter
-from tiers.semantic.graph import Edge, normalize
+from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.threads import hints, topics_of_episode
-from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, point_id
+from tiers.semantic.vectors import MemoryPoint, Source, point_id
 from weaver.categories import categorize
 from weaver.digests import Digests
 from weaver.episodes import latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
-from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, KnownFact, Triplet, Turn
+from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
+from weaver.supersession import apply_updates, known_facts, supersede
 from weaver.turn_text import ToolText
 
 log = logging.getLogger("strata.weaver")
-# The known facts an extractor that reads them is shown: the scope's current facts nearest
-# to the episode's turns (KNOWN_PER_TURN per turn, of its last MAX_KNOWN turns).
-MAX_KNOWN = 30
-KNOWN_PER_TURN = 3
 
 
 @dataclass(slots=True)
@@ -129,32 +126,10 @@ class Consolidator:
         return extraction
 
     def _with_known(self, episode: EpisodeInput) -> EpisodeInput:
-        """``episode`` with the scope's current facts nearest to its turns (at most
-        :data:`MAX_KNOWN`, from other episodes) when the extractor reads them."""
-        if not self.extractor.reads_known or not episode.turns:
+        """``episode`` with the scope's known facts when the extractor reads them."""
+        if not self.extractor.reads_known:
             return episode
-        embedder, vectors = self._semantic.wait_ready(timeout=None)
-        turns = [t for t in episode.turns if t.text.strip()][-MAX_KNOWN:]
-        if not turns:
-            return episode
-        flt = PointFilter(
-            user_id=episode.scope.user_id,
-            agent_id=episode.scope.agent_id,
-            kinds=("fact",),
-            include_superseded=False,
-        )
-        best: dict[str, float] = {}
-        found: dict[str, MemoryPoint] = {}
-        for vector in embedder.encode_queries([t.text for t in turns]):
-            for hit in vectors.search_dense(vector.tolist(), flt, KNOWN_PER_TURN):
-                p = hit.point
-                if p.episode_id == episode.episode_id or p.scope != episode.scope:
-                    continue
-                if hit.score > best.get(p.id, -2.0):
-                    best[p.id], found[p.id] = hit.score, p
-        nearest = sorted(best, key=lambda i: -best[i])[:MAX_KNOWN]
-        known = sorted((found[i] for i in nearest), key=lambda p: (p.created_at_us, p.id))
-        return replace(episode, known=[KnownFact(p.id, p.text, p.created_at_us) for p in known])
+        return replace(episode, known=known_facts(self._semantic, episode))
 
     def store_provenance(self, episode: EpisodeInput) -> None:
         """Add the episode's provenance to its stored record when the record predates it."""
@@ -221,7 +196,9 @@ class Consolidator:
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
         edges = self._semantic.write_edges(edges)
         outcome.triplets = len(edges)
-        outcome.superseded = self._supersede(edges) + self._apply_updates(facts)
+        outcome.superseded = supersede(self._semantic, edges, self._functional) + apply_updates(
+            self._semantic, facts
+        )
         if facts or outcome.superseded:
             self._stale_profiles.add(episode.scope)
         if outcome.summaries:
@@ -305,56 +282,6 @@ class Consolidator:
             valid_from_us=valid_from,
             attrs=attrs,
         )
-
-    def _supersede(self, edges: list[Edge]) -> int:
-        """Close the older of two current facts with the same subject and functional
-        predicate but a different value. Returns how many facts were closed."""
-        closed: dict[str, int | None] = {}
-        by: dict[str, str] = {}
-        graph = self._semantic.graph
-        for new in edges:
-            if new.predicate not in self._functional:
-                continue
-            for other in graph.edges_about(new.scope, new.subject, new.predicate):
-                if other.id == new.id or normalize(other.object) == normalize(new.object):
-                    continue
-                older, newer = sorted((other, new), key=lambda e: (e.valid_from_us, e.id))
-                current = graph.get(older.id)
-                if current is not None and current.valid_to_us is None:
-                    closed[older.id] = newer.valid_from_us
-                    by[older.id] = newer.id
-        self._semantic.close_facts(closed, replaced_by=by)
-        return len(closed)
-
-    def _apply_updates(self, facts: list[tuple[MemoryPoint, Fact]]) -> int:
-        """Close the known facts that the extractor said a new fact updates (valid_to the
-        new fact's start, replaced_by its id): only a current fact of the same scope that
-        is not newer than it. Returns how many were closed."""
-        wanted = sorted({old for _p, f in facts for old in f.updates})
-        if not wanted:
-            return 0
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
-        users = {p.scope.user_id for p, _f in facts}
-        stored = {p.id: p for user in users for p in vectors.get(wanted, user)}
-        closed: dict[str, int | None] = {}
-        by: dict[str, str] = {}
-        for point, fact in facts:
-            for old_id in fact.updates:
-                old = stored.get(old_id)
-                if (
-                    old is None
-                    or old.id == point.id
-                    or old.kind != "fact"
-                    or old.scope != point.scope
-                    or old.valid_to_us is not None
-                    or old.created_at_us > point.created_at_us
-                    or old_id in closed
-                ):
-                    continue
-                closed[old_id] = point.valid_from_us or point.created_at_us
-                by[old_id] = point.id
-        self._semantic.close_facts(closed, replaced_by=by)
-        return len(closed)
 
 
 def _edge(point: MemoryPoint, triplet: Triplet) -> Edge:

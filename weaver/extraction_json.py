@@ -6,7 +6,8 @@ type
 
     {"extractor": "local", "summary": "...", "summary_source_seqs": [1, 2],
      "facts": [{"text": "...", "source_seqs": [1], "valid_from_us": null, "confidence": 1.0,
-                "triplet": {"subject": "Alice", "predicate": "lives_in", "object": "Paris"}}],
+                "triplet": {"subject": "Alice", "predicate": "lives_in", "object": "Paris"},
+                "updates": ["<the id of a fact it replaced>"]}],
      "provenance": {"session_id": "s1", "turns": [{"seq": 1, "speaker": "Alice",
                     "role": "user", "created_at_us": 0, "message_id": "", "metadata": {}}]}}
 
@@ -62,6 +63,7 @@ def record_to_json(raw: bytes) -> tuple[Scope | None, dict[str, Any]]:
                 ),
                 "valid_from_us": f.valid_from_us,
                 "confidence": f.confidence,
+                "updates": list(f.updates),
             }
             for f in extraction.facts
         ],
@@ -91,6 +93,11 @@ def record_from_json(episode_id: str, scope: Scope, doc: dict[str, Any]) -> byte
                 ),
                 valid_from_us=_opt_int(f["valid_from_us"], "facts[].valid_from_us"),
                 confidence=_number(f["confidence"], "facts[].confidence"),
+                # Absent in exports made before a fact could name what it updates.
+                updates=[
+                    _str(u, "facts[].updates[]")
+                    for u in _list(f.get("updates", []), "facts[].updates")
+                ],
             )
         )
     extraction = Extraction(

@@ -24,8 +24,9 @@ step runs meanwhile), then the working-memory lock (no append or session end mea
    quotes a forgotten episode;
 6. caches: the semantic cache and per-scope caches (:class:`ScopeCache`).
 
-A fact that a forgotten fact had superseded is made current again, or closed at the next
-remaining fact that supersedes it (:meth:`Forgetter._restore_superseded`).
+A fact that a forgotten fact had superseded (or replaced, as an extractor reported) is made
+current again, or closed at the next remaining fact that supersedes it
+(:mod:`tiers.rights.forget.validity`).
 
 Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`):
 RocksDB's before Forget returns, the vector store's on the purger's thread, beside RocksDB's
@@ -53,9 +54,10 @@ from tiers.journal.store import (
 )
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
 from tiers.rights.forget.purge import Purger
+from tiers.rights.forget.validity import reopen, restore_superseded
 from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Owned, ScopedKind
-from tiers.semantic.graph import Edge, normalize
+from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import GRAPH_CFS
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
@@ -271,7 +273,7 @@ class Forgetter:
                 counts.consolidation_records += self._redact(vectors.get(list(ids)))
                 counts.vector_points += semantic.delete(PointFilter(ids=ids), ())
                 self._remove_edges(list(ids), counts, removed)
-            counts.facts_restored = self._reopen(facts) + self._restore_superseded(removed)
+            counts.facts_restored = reopen(semantic, facts) + restore_superseded(semantic, removed)
             # A scope's own Forget deleted its profiles with its points; documents are in none.
             if scope is None and (episodes or plan.memory_ids - record_ids):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
@@ -341,44 +343,6 @@ class Forgetter:
         edges, nodes = self._semantic.remove_edges(wanted)
         counts.graph_edges += edges
         counts.graph_nodes += nodes
-
-    def _reopen(self, forgotten: set[str]) -> int:
-        """Make current again the facts that one of the ``forgotten`` replaced (their
-        ``replaced_by``). Returns how many."""
-        if not forgotten:
-            return 0
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
-        flt = PointFilter(replaced_by=tuple(sorted(forgotten)))
-        reopened = {i: None for i in vectors.ids(flt, limit=vectors.count(flt))}
-        self._semantic.close_facts(reopened, notify=False)  # the caches are emptied after
-        return len(reopened)
-
-    def _restore_superseded(self, removed: list[Edge]) -> int:
-        """Facts that a forgotten fact superseded: for each (scope, subject, predicate) that
-        lost a fact, the remaining closed facts are closed at the earliest later fact of
-        another value that remains, or made current again when none does (what supersession
-        would have done without the forgotten facts). Returns how many facts changed."""
-        graph = self._semantic.graph
-        changed: dict[str, int | None] = {}
-        by: dict[str, str] = {}
-        groups = {(e.scope, e.subject, e.predicate) for e in removed}
-        for scope, subject, predicate in sorted(groups, key=repr):
-            left = sorted(
-                graph.edges_about(scope, subject, predicate), key=lambda e: (e.valid_from_us, e.id)
-            )
-            for i, edge in enumerate(left):
-                if edge.valid_to_us is None:
-                    continue
-                later = (e for e in left[i + 1 :] if normalize(e.object) != normalize(edge.object))
-                newer = next(later, None)
-                valid_to = None if newer is None else newer.valid_from_us
-                if valid_to != edge.valid_to_us:
-                    changed[edge.id] = valid_to
-                    if newer is not None:
-                        by[edge.id] = newer.id
-        # The caches are emptied after.
-        self._semantic.close_facts(changed, replaced_by=by, notify=False)
-        return len(changed)
 
     def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:
         jbatch = self._jstore.batch()
