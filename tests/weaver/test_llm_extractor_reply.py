@@ -14,8 +14,9 @@ import pytest
 
 from tests.support.llm_extraction import EPISODE, VALID
 from tiers.core.models import ModelClient
-from tiers.core.records import pack, unpack
+from tiers.core.records import Scope, pack, unpack
 from weaver.consolidate import decode_extraction, encode_extraction
+from weaver.extraction_json import record_from_json, record_to_json
 from weaver.extractors import Extraction, Fact, KnownFact
 from weaver.extractors.llm import LLMExtractor
 from weaver.extractors.llm_reply import (
@@ -155,6 +156,11 @@ def test_a_stored_record_keeps_the_updates_and_reads_one_stored_before_them():
     fact = Fact("Alice lives in Porto.", [0], None, None, 1.0, ["id-old"])
     raw = encode_extraction(Extraction("s", [0], [fact], "llm:x"))
     assert decode_extraction(raw).facts == [fact]
+    _scope, as_json = record_to_json(raw)  # an export's form, and back
+    assert as_json["facts"][0]["updates"] == ["id-old"]
+    assert decode_extraction(record_from_json("e", Scope("u"), as_json)).facts == [fact]
+    del as_json["facts"][0]["updates"]  # an export made before them
+    assert decode_extraction(record_from_json("e", Scope("u"), as_json)).facts[0].updates == []
     doc = unpack(raw)
     doc["f"] = [row[:5] for row in doc["f"]]  # a record written before Fact.updates
     assert decode_extraction(pack(doc)).facts == [Fact("Alice lives in Porto.", [0])]
