@@ -44,7 +44,7 @@ class Recipe(Section):
         0.5, ge=0, le=1, description="Score multiplier of a superseded fact."
     )
     updates_top: int = Field(
-        3,
+        5,
         ge=0,
         description=(
             "A question about the present puts a newer statement of a rival value right above "

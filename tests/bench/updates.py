@@ -1,11 +1,12 @@
 """Updates: does Recall tell the current truth, and can the earlier value still be found?
 
-Run as ``python -m tests.bench.updates [--users N] [--split dev|held-out|both] [--set K=V ...]
-[--json PATH]`` (``make bench-updates``). The scenarios are :mod:`tests.bench.updates_data`'s:
-each user states a fact, talks about other things for several weeks (sessions a few days
-apart, each ended), updates the fact, and then asks. A fresh ``stratad`` lives all users'
-sessions through the gRPC API; each question is asked twice, with the index stage alone (every
-session indexed, no consolidation) and after ``RunNow`` (the weaver's summaries and facts).
+Run as ``python -m tests.bench.updates [--users N] [--split dev|held-out|fresh|both|all] [--set
+K=V ...] [--json PATH]`` (``make bench-updates``). The scenarios are
+:mod:`tests.bench.updates_data`'s: each user states a fact, talks about other things for
+several weeks (sessions a few days apart, each ended), updates the fact, and then asks. A fresh
+``stratad`` lives all users' sessions through the gRPC API; each question is asked twice, with
+the index stage alone (every session indexed, no consolidation) and after ``RunNow`` (the
+weaver's summaries and facts).
 
 Per question (Recall, k 10; a hit holds a value when its text contains it):
 
@@ -30,7 +31,7 @@ from typing import Any
 from daemon.client import MemoryClient, message
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.recall_cli import parse_settings
-from tests.bench.updates_data import KINDS, SPLITS, Scenario, scenarios
+from tests.bench.updates_data import HALVES, SPLITS, Scenario, kind_named, scenarios
 from tests.support import wait_indexed
 
 K = 10
@@ -63,7 +64,7 @@ def ask(client: MemoryClient, s: Scenario) -> dict[str, Any]:
 
     now, past, stable = texts(s.now), texts(s.past), texts(s.stable_question)
     new, old = first(now, s.new), first(now, s.old)
-    kind = next(k for k in KINDS if k.name == s.stable_kind)
+    kind = kind_named(s.stable_kind)
     others = [v for pair in kind.values for v in pair if v != s.stable_value]
     stable_at = first(stable, s.stable_value)
     rival = min((i for v in others if (i := first(stable, v)) is not None), default=None)
@@ -78,7 +79,7 @@ def ask(client: MemoryClient, s: Scenario) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    splits = SPLITS if args.split == "both" else (args.split,)
+    splits = {"both": HALVES, "all": SPLITS}.get(args.split, (args.split,))
     cases = [s for split in splits for s in scenarios(split, args.users)]
     settings = {**SETTINGS, **parse_settings(args.set)}
     out: dict[str, Any] = {"machine": machine_info(), "settings": settings, "rows": []}
@@ -122,7 +123,12 @@ def render(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.updates", description=__doc__)
     parser.add_argument("--users", type=int, default=40, help="users per split")
-    parser.add_argument("--split", choices=(*SPLITS, "both"), default="both")
+    parser.add_argument(
+        "--split",
+        choices=(*SPLITS, "both", "all"),
+        default="both",
+        help="both: dev and held-out; all: with fresh too",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)

@@ -10,6 +10,10 @@ carry over by accident.
 
 Each scenario also has a stable fact of another kind that is never updated but talked about
 again (a topic turn without a value): the control for updates detected where there is none.
+
+A third split, ``fresh`` (``tests/data/updates_fresh.json``), has eight other kinds with all
+their wordings, written after the rules were last changed and measured once: the figure
+for a set no rule was tuned on, and no miss of which was looked at first.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-SPLITS = ("dev", "held-out")
+HALVES = ("dev", "held-out")  # of tests/data/updates.json
+SPLITS = (*HALVES, "fresh")
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,15 @@ class Kind:
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "updates.json"
 _DOC = json.loads(DATA.read_text())
-KINDS = [Kind(**{**k, "values": [tuple(v) for v in k["values"]]}) for k in _DOC["kinds"]]
+FRESH = Path(__file__).resolve().parents[1] / "data" / "updates_fresh.json"
+
+
+def _kinds(doc: dict[str, Any]) -> list[Kind]:
+    return [Kind(**{**k, "values": [tuple(v) for v in k["values"]]}) for k in doc["kinds"]]
+
+
+KINDS = _kinds(_DOC)
+FRESH_KINDS = _kinds(json.loads(FRESH.read_text()))
 FILLER: list[str] = _DOC["filler"]
 
 
@@ -61,19 +75,25 @@ def _say(template: str, value: str) -> str:
 
 
 def _half(items: list[str], split: str) -> list[str]:
-    return items[SPLITS.index(split) :: 2]
+    """The wordings (or values) of ``split``: every other one of a half, all for ``fresh``."""
+    return list(items) if split == "fresh" else items[HALVES.index(split) :: 2]
+
+
+def kind_named(name: str) -> Kind:
+    return next(k for k in (*KINDS, *FRESH_KINDS) if k.name == name)
 
 
 def scenarios(split: str, n: int, seed: int = 7) -> list[Scenario]:
     """``n`` users of ``split``: each states a fact, talks for several weeks (a stable fact of
     another kind among it, talked about again), updates the fact, then asks."""
     rng = random.Random(f"{seed}-{split}")
+    kinds = FRESH_KINDS if split == "fresh" else KINDS
     out = []
     for i in range(n):
-        kind = KINDS[i % len(KINDS)]
-        stable = KINDS[(i * 3 + 1) % len(KINDS)]
+        kind = kinds[i % len(kinds)]
+        stable = kinds[(i * 3 + 1) % len(kinds)]
         if stable is kind:
-            stable = KINDS[(KINDS.index(kind) + 1) % len(KINDS)]
+            stable = kinds[(kinds.index(kind) + 1) % len(kinds)]
         old, new = rng.choice(_half([f"{a}\t{b}" for a, b in kind.values], split)).split("\t")
         stable_value = rng.choice(_half([a for a, _b in stable.values], split))
         statement = _say(rng.choice(_half(kind.states, split)), old)
