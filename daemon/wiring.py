@@ -17,6 +17,7 @@ the daemon with another vector store).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -293,12 +294,12 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
     the error raised. Nothing here is slow: Tier 3 opens when it is started."""
     s, make = settings, factories
     s.data_dir.mkdir(parents=True, exist_ok=True)
+    rocks = functools.partial(RocksStore, sync=s.sync, space=s.storage.space(s.data_dir))
     with ExitStack() as closing:
-        state = RocksStore(s.data_dir / "state", STATE_CFS, sync=s.sync)
+        state = rocks(s.data_dir / "state", STATE_CFS)
         closing.callback(_close_store, state)
-        journal_store = RocksStore(
-            s.data_dir / "journal", JOURNAL_CFS, sync=s.sync, ttl_seconds=s.journal.ttl_seconds
-        )
+        ttl = s.journal.ttl_seconds
+        journal_store = rocks(s.data_dir / "journal", JOURNAL_CFS, ttl_seconds=ttl)
         closing.callback(_close_store, journal_store)
         kinds = open_kinds(state)  # the keyed stores record their changes in the change log
         changes = kind_of(kinds, ChangeLog).configured(s.changes.retention_seconds, make.clock)

@@ -25,6 +25,7 @@ from rocksdict import (
 )
 
 from tiers.core.errors import StoreUnavailable
+from tiers.space import DiskSpace
 
 
 class StoreLocked(StoreUnavailable):
@@ -56,8 +57,11 @@ class RocksStore:
         *,
         sync: bool = False,
         ttl_seconds: int | None = None,
+        space: DiskSpace | None = None,
     ) -> None:
         self.path = path
+        # The reserve of free space on the disk (tiers.space): checked before every write.
+        self.space = space
         path.parent.mkdir(parents=True, exist_ok=True)
         access = AccessType.with_ttl(ttl_seconds) if ttl_seconds else AccessType.read_write()
         try:
@@ -85,8 +89,12 @@ class RocksStore:
         return Batch(self._handles)
 
     def write(self, batch: Batch) -> None:
+        """Write ``batch`` atomically. Raises DiskFull (below the disk's reserve: nothing
+        written) or StoreUnavailable (RocksDB refused it)."""
         if batch.empty:
             return
+        if self.space is not None:
+            self.space.check(f"a write to the {self.path.name} store")
         try:
             self._db.write(batch.raw)
         except Exception as exc:

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from tiers.core.settings import Section
 from tiers.semantic.vectors import MAX_SHARDS
 from tiers.semantic.vectors.point_cache import POINT_CACHE
+from tiers.space import MB, DiskSpace
 
 # The default shard count of the embedded vector store and the default shard keys of a new
 # Qdrant collection (docs/scaling.md, "Shards of the vector store": what a shard costs, and a
@@ -174,6 +175,26 @@ class EmbeddingSettings(Section):
         if self.api_key_env and self.api_key_file is not None:
             raise ValueError("set embedding.api_key_env or embedding.api_key_file, not both")
         return self
+
+
+class StorageSettings(Section):
+    """``[storage]``: the data dir's disk (:mod:`tiers.space`)."""
+
+    min_free_mb: int = Field(
+        512,
+        ge=0,
+        description=(
+            "Writes are refused (RESOURCE_EXHAUSTED, nothing written, reads go on) while the "
+            "data dir's disk has less free space than this, and go on by themselves once it "
+            "has more; a Forget may use a quarter of it. 0: no check (a full disk then fails "
+            "writes with UNAVAILABLE, or kills the daemon when the vector store's mapped files "
+            "cannot grow)."
+        ),
+    )
+
+    def space(self, data_dir: Path) -> DiskSpace:
+        """The reserve of free space on ``data_dir``'s disk that the stores check."""
+        return DiskSpace(data_dir, self.min_free_mb * MB)
 
 
 class WorkersSettings(Section):

@@ -34,6 +34,7 @@ from tiers.settings import (
     ChangesSettings,
     EmbeddingSettings,
     JournalSettings,
+    StorageSettings,
     VectorsSettings,
     WorkersSettings,
     WorkingMemorySettings,
@@ -85,6 +86,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     workers: WorkersSettings = WorkersSettings()
     vectors: VectorsSettings = VectorsSettings()
+    storage: StorageSettings = StorageSettings()
     weaver: WeaverSettings = WeaverSettings()
     llm: LLMSettings = LLMSettings()
     recall: RecallSettings = RecallSettings()

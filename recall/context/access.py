@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from recall import Candidate
 from tiers.core.errors import StoreUnavailable
 from tiers.keyed.access import AccessCounts, Accessed
+from tiers.space import DiskFull
 
 log = logging.getLogger("strata.recall")
 
@@ -38,7 +39,7 @@ def record_handed(access: AccessCounts | None, handed: Sequence[Candidate]) -> N
         return
     try:
         access.record(accessed(handed))
-    except StoreUnavailable as exc:
+    except (StoreUnavailable, DiskFull) as exc:
         log.warning("recall.access_not_counted", extra={"fields": {"error": str(exc)}})
 
 

@@ -61,6 +61,11 @@ def test_window_is_bounded_by_tokens(impl):
     assert [m.content for m in t.wm.window("s", max_tokens=2).messages] == ["eight nine"]
     assert [m.content for m in t.wm.window("s", max_messages=1).messages] == ["eight nine"]
     assert t.wm.window("s", max_tokens=1).messages == []
+    # One message over the window's budget alone is still the window (the newest is kept).
+    t.wm.append(
+        "s", ALICE, [msg("ten eleven twelve thirteen fourteen fifteen sixteen seventeen x")]
+    )
+    assert len(t.wm.window("s").messages) == 1
 
 
 def test_message_id_is_an_idempotency_key(impl):

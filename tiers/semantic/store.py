@@ -84,6 +84,7 @@ class SemanticStore:
         digest_policy: DigestPolicy | None = None,
     ) -> None:
         self.graph = NetworkXGraph(state)
+        self._space = state.space
         # Checked (under its lock) before every Tier 3 write: see tiers.semantic.tombstones.
         self.tombstones = Tombstones(state)
         self.embeddings = embeddings
@@ -105,6 +106,12 @@ class SemanticStore:
         self.write_lock = threading.RLock()
         # How summaries roll up into digests (the weaver's settings).
         self.digest_policy = digest_policy or DigestPolicy()
+
+    def check_space(self, what: str) -> None:
+        """Raise DiskFull when the data dir's disk is below its reserve (the state store's
+        :class:`tiers.space.DiskSpace`; the vector store lives on the same data dir)."""
+        if self._space is not None:
+            self._space.check(what)
 
     def notify_write(self, user_ids: set[str], *, staged: bool = False) -> None:
         for user_id in user_ids:
@@ -129,12 +136,14 @@ class SemanticStore:
         (tombstones), points without a dense vector are embedded, every point gets its
         keyword vector, then one upsert and the scopes' caches are told. Returns the points
         written. The caller holds :attr:`write_lock` (the tombstone check and the upsert
-        must not be split by a Forget). Raises EmbeddingUnavailable, VectorStoreUnavailable.
+        must not be split by a Forget). Raises EmbeddingUnavailable, VectorStoreUnavailable,
+        DiskFull.
         """
         _embedder, vectors = self.wait_ready(timeout=None)
         kept = self.embed(self.tombstones.keep(list(points)))
         if not kept:
             return []
+        self.check_space("a write to the vector store")
         kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
         vectors.upsert(kept)
         self.pending.discard(p.id for p in kept)
@@ -195,10 +204,11 @@ class SemanticStore:
         replaced each (``replaced_by``; none for a fact made current again): supersession,
         an update the extractor reported, and Forget undoing either. With ``notify``, the
         scopes' caches are told (Forget tells them itself). The caller holds
-        :attr:`write_lock`. Raises StoreUnavailable, VectorStoreUnavailable."""
+        :attr:`write_lock`. Raises StoreUnavailable, VectorStoreUnavailable, DiskFull."""
         if not valid_to:
             return
         _embedder, vectors = self.wait_ready(timeout=None)
+        self.check_space("a change of the facts' validity")
         users = {p.scope.user_id for p in vectors.get(list(valid_to))}
         by = replaced_by or {}
         for fact_id, end in valid_to.items():

@@ -253,9 +253,9 @@ class WorkingMemory:
         user_id: str = "",
         allowed: Callable[[str], bool] | None = None,
     ) -> WindowView:
-        """The newest messages within the budgets (default: the configured window), newest
-        last. The session is named as for :meth:`resolve`. Raises SessionNotFound,
-        AmbiguousSession."""
+        """The newest messages within the budgets (default: the configured window, which keeps
+        the newest even over its token budget), newest last. The session is named as for
+        :meth:`resolve`. Raises SessionNotFound, AmbiguousSession."""
         with self._lock:
             user = self.resolve(session_id, user_id, allowed)
             session = self._live.get((user, session_id))
@@ -268,8 +268,9 @@ class WorkingMemory:
             limit_tokens = max_tokens or self.limits.max_tokens
             picked: list[StoredMessage] = []
             tokens = 0
-            for message in reversed(session.window):
-                if len(picked) >= limit_messages or tokens + message.tokens > limit_tokens:
+            for message in reversed(session.window):  # a max_tokens given is a hard limit
+                over = tokens + message.tokens > limit_tokens and bool(picked or max_tokens)
+                if len(picked) >= limit_messages or over:
                     break
                 picked.append(message)
                 tokens += message.tokens

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import IndexBuildCancelled
+from tiers.space import DiskFull
 
 log = logging.getLogger("strata.weaver")
 
@@ -68,12 +69,17 @@ class IndexBuilds:
             return
         began = time.monotonic()
         try:
+            self._semantic.check_space("an index build of the vector store")
             _embedder, vectors = self._semantic.wait_ready(0)
             vectors.optimize()
             vectors.flush()
         except IndexBuildCancelled as exc:  # a purge rewrote the store: build again later
             self._index_lost = True
             log.info("vectors.build_cancelled", extra={"fields": {"reason": str(exc)}})
+            return
+        except DiskFull as exc:  # no build below the disk's reserve: the next one, later
+            self._index_lost = self._index_lost or lost
+            log.warning("vectors.build_deferred", extra={"fields": {"reason": str(exc)}})
             return
         except Exception as exc:
             if not self._stopping.is_set():

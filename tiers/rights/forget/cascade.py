@@ -62,6 +62,7 @@ from tiers.semantic.graph.nxgraph import GRAPH_CFS
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.space import freeing
 from tiers.working.memory import WorkingMemory
 from tiers.working.progress import LIVE_CF
 from tiers.working.session import LOG_CF, MSGIDS_CF
@@ -210,6 +211,12 @@ class Forgetter:
 
     # -- run -------------------------------------------------------------------------------
     def run(self, plan: ForgetPlan) -> ForgetCounts:
+        """Carry out ``plan`` (a Forget frees space: its writes may use the disk's reserve,
+        :mod:`tiers.space`)."""
+        with freeing(self._state.space):
+            return self._run(plan)
+
+    def _run(self, plan: ForgetPlan) -> ForgetCounts:
         counts = ForgetCounts()
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope

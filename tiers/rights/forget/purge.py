@@ -32,6 +32,7 @@ from tiers.core.records import u64
 from tiers.rocks import Batch, RocksStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
+from tiers.space import freeing
 
 log = logging.getLogger("strata.forget")
 RETRY_SECONDS = 10.0
@@ -140,6 +141,10 @@ class Purger:
 
     def _loop(self) -> None:
         lower_this_thread(BACKGROUND_NICE)
+        with freeing(self._state.space):  # a purge frees space: it may use the reserve
+            self._purge_forever()
+
+    def _purge_forever(self) -> None:
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._requested or self._closing)
