@@ -4,6 +4,7 @@ them to the stores)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +108,27 @@ def litellm_embedder(e: EmbeddingSettings, client: ModelClient) -> Embedder:
     )
 
 
+def model_cache(data_dir: Path) -> Path:
+    """Where ONNX exports of the model are kept by default: the user's cache
+    (``$XDG_CACHE_HOME/strata/models``, else ``~/.cache/strata/models``), shared by every data
+    dir of the user, so a data dir does not carry its own copy of the model (174 MB for
+    all-MiniLM-L6-v2 with its int8 variant); ``<data_dir>/models`` where that cannot be made."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    cache = Path(base) / "strata" / "models"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return data_dir / "models"
+    return cache if os.access(cache, os.W_OK) else data_dir / "models"
+
+
 def local_embedder(e: EmbeddingSettings, data_dir: Path) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(
         e.model,
         backend=e.backend,
         threads=e.threads,
         batch_size=e.batch_size,
-        cache_dir=e.cache_dir or data_dir / "models",
+        cache_dir=e.cache_dir or model_cache(data_dir),
     )
 
 

@@ -107,8 +107,9 @@ class EmbeddingSettings(Section):
     cache_dir: Path | None = Field(
         None,
         description=(
-            "local: where ONNX exports of the model are kept (default: <data_dir>/models); "
-            "daemons may share one."
+            "local: where ONNX exports of the model are kept (default: the user's cache, "
+            "$XDG_CACHE_HOME/strata/models or ~/.cache/strata/models, else "
+            "<data_dir>/models); daemons may share one."
         ),
     )
     batch_size: int = Field(

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from daemon.codec.status import ConfigError
+from daemon.components import model_cache
 from daemon.settings import load_settings
 
 
@@ -55,3 +56,16 @@ def test_bad_config_is_one_clear_line(tmp_path, monkeypatch, toml, env, reason):
 def test_missing_config_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.toml")
+
+
+def test_the_model_cache_is_the_users_not_each_data_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert (
+        model_cache(tmp_path / "a")
+        == model_cache(tmp_path / "b")
+        == (tmp_path / "cache" / "strata" / "models")
+    )
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # cannot be made: the data dir's
+    assert model_cache(tmp_path / "a") == tmp_path / "a" / "models"
