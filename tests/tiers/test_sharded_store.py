@@ -95,7 +95,14 @@ def test_a_shard_is_made_with_its_first_point_and_holds_its_users_alone(store, r
     store.upsert(of("alice", 3) + of("bob", 2) + of("carol", 1))
     shards = store.open_shards()
     assert sorted(shards) == [2, 3]
-    assert sorted(p.name for p in root.iterdir()) == ["shard-002", "shard-003", SIDECAR]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "build-marks",  # the store keeps build marks: the two shards need their first build
+        "shard-002",
+        "shard-002.build",
+        "shard-003",
+        "shard-003.build",
+        SIDECAR,
+    ]
     assert shards[3].count(PointFilter()) == 3
     assert shards[2].count(PointFilter(user_id="bob")) == 2
     assert shards[2].count(PointFilter(user_id="carol")) == 1
@@ -161,6 +168,49 @@ def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, 
     store.purge()  # a purge's copy has no index: the shard is built again
     store.optimize()
     assert built == ["shard-003"]
+
+
+def test_a_restart_builds_only_the_shards_written_since_their_last_build(root, monkeypatch):
+    index_small_stores(monkeypatch)
+    built: list[str] = []
+    real = generations.child_command
+
+    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
+        if compact_into is None:
+            built.append(gen.parent.name)
+        return real(gen, compact_into)
+
+    monkeypatch.setattr(generations, "child_command", command)
+
+    def reopened() -> ShardedVectorStore:
+        s = ShardedVectorStore(root, SHARDS)
+        s.ensure(MODEL, DIM)
+        return s
+
+    store = reopened()
+    store.upsert(of("alice", 30) + of("bob", 30))
+    store.optimize()
+    store.upsert(of("carol", 20))  # written after the build: carol's shard only
+    assert layout.build_mark(root, 2).exists() and not layout.build_mark(root, 3).exists()
+    store.close()
+    built.clear()
+    store = reopened()
+    try:
+        store.optimize()
+        assert built == ["shard-002"]  # bob's and carol's shard; alice's is built
+        built.clear()
+        store.optimize()
+        assert built == []
+    finally:
+        store.close()
+    # A store from before build marks: every shard holding points is built once.
+    layout.build_marks_kept(root).unlink()
+    store = reopened()
+    try:
+        store.optimize()
+        assert sorted(built) == ["shard-002", "shard-003"]
+    finally:
+        store.close()
 
 
 def test_a_purge_rewrites_only_the_shards_deleted_from_and_leaves_no_byte(store, root):

@@ -104,7 +104,9 @@ def check_moved(root: Path, shards: int, written: list[MemoryPoint]) -> None:
     finally:
         store.close()
     names = {p.name for p in root.iterdir()}
-    assert names - {SIDECAR} == {layout.shard_name(i) for i in layout.shards_present(root, shards)}
+    marks = {layout.BUILD_MARKS} | {layout.build_mark(root, i).name for i in range(shards)}
+    present = layout.shards_present(root, shards)
+    assert names - {SIDECAR} - marks == {layout.shard_name(i) for i in present}
     assert layout.inspect(root) == layout.Found("sharded", MODEL, DIM, shards)
     assert files_with(root, SECRET) == []
 

@@ -8,8 +8,9 @@ Under the store's directory (``<data_dir>/vectors``):
 - ``shard-NNN/`` (``000`` up to ``shards - 1``): one shard, an
   :class:`~tiers.semantic.vectors.edge.EdgeVectorStore` directory (its own format-1 sidecar,
   ``CURRENT``, ``gen-NNNNNN/``), made when the first point of one of its users is written;
-- ``shard-NNN.purge``: the shard was deleted from since its last purge
-  (:mod:`tiers.semantic.vectors.shard_ledger`);
+- ``shard-NNN.purge``: the shard was deleted from since its last purge, and
+  ``shard-NNN.build``: written since its last index build (``build-marks``: the store keeps
+  build marks) (:mod:`tiers.semantic.vectors.shard_ledger`);
 - ``reshard/``: a layout being written by a move (:mod:`tiers.semantic.vectors.edge_resharding`),
 with
   its own ``shard-NNN/`` and, written last, its sidecar.
@@ -46,6 +47,7 @@ from tiers.semantic.vectors.edge_shard import (
 )
 
 STAGING = "reshard"
+BUILD_MARKS = "build-marks"
 _SHARD = re.compile(r"shard-(\d{3})")
 # What marks a directory as holding a store (any layout), besides a sidecar.
 _ENGINE = re.compile(r"edge_config\.json|segments|wal|CURRENT|gen-\d{6}|shard-\d{3}")
@@ -74,6 +76,15 @@ def shard_index(name: str) -> int | None:
 
 def purge_mark(root: Path, index: int) -> Path:
     return root / f"{shard_name(index)}.purge"
+
+
+def build_mark(root: Path, index: int) -> Path:
+    return root / f"{shard_name(index)}.build"
+
+
+def build_marks_kept(root: Path) -> Path:
+    """The file saying the store keeps its build marks (a store from before them has none)."""
+    return root / BUILD_MARKS
 
 
 def staging(root: Path) -> Path:

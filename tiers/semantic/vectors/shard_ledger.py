@@ -10,9 +10,11 @@ The purge needs are also on disk, as an empty file per shard (``shard-NNN.purge`
 directory, :func:`tiers.semantic.vectors.edge_layout.purge_mark`), made durable *before* the first
 delete since the shard's last purge reaches the engine and removed after a purge that covered every
 delete: a restart after a crash purges exactly the shards whose files may still hold deleted points
-(:meth:`tiers.rights.forget.purge.Purger.resume`). The build needs are not kept: at start-up every
-shard that holds points counts as unbuilt (its first build finds out, in its child, whether there is
-anything to index).
+(:meth:`tiers.rights.forget.purge.Purger.resume`). The build needs are on disk the same way
+(``shard-NNN.build``, made durable before the first write since the shard's last build, removed
+after a build that covered every write): a restart builds only the shards written since their
+last build, not every shard that holds points. A store from before build marks (no
+``build-marks`` file) marks every shard holding points once.
 
 Thread-safe: one lock guards the counters and the files.
 """
@@ -23,22 +25,29 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from tiers.semantic.vectors.edge_layout import purge_mark
+from tiers.semantic.vectors.edge_layout import build_mark, build_marks_kept, purge_mark
 from tiers.semantic.vectors.edge_shard import fsync_dir
 
 _NEVER = -1  # a token no counter equals
 
 
 class ShardLedger:
-    """The build and purge needs of ``shards`` shards of the store at ``root``: those with
-    points (``unbuilt``) need a build, those with a purge mark on disk a purge."""
+    """The build and purge needs of ``shards`` shards of the store at ``root``: those with a
+    build mark on disk need a build (in a store from before build marks, those holding
+    points, ``with_points``), those with a purge mark a purge."""
 
-    def __init__(self, root: Path, shards: int, unbuilt: Iterable[int]) -> None:
+    def __init__(self, root: Path, shards: int, with_points: Iterable[int]) -> None:
         self._root = root
         self._lock = threading.Lock()
         self._writes = [0] * shards
         self._built = [0] * shards
-        for index in unbuilt:
+        if not build_marks_kept(root).exists():  # a store from before build marks
+            for index in with_points:
+                build_mark(root, index).touch()
+            build_marks_kept(root).touch()
+            fsync_dir(root)
+        self._unbuilt = {i for i in range(shards) if build_mark(root, i).exists()}
+        for index in self._unbuilt:
             self._built[index] = _NEVER
         self._deletes = [0] * shards
         marks = {i: purge_mark(root, i) for i in range(shards)}
@@ -48,6 +57,17 @@ class ShardLedger:
         self._latest = {i: marks[i].stat().st_mtime_ns for i in self._dirty}
 
     # -- builds --------------------------------------------------------------------------
+
+    def writing(self, index: int) -> None:
+        """Points are about to be written to shard ``index``: its build mark is durable when
+        this returns (a build that began before covers the write only if it began after
+        :meth:`wrote`). Call :meth:`wrote` after the write."""
+        with self._lock:
+            self._writes[index] += 1
+            if index not in self._unbuilt:
+                build_mark(self._root, index).touch()
+                fsync_dir(self._root)
+                self._unbuilt.add(index)
 
     def wrote(self, index: int) -> None:
         """A write to shard ``index`` returned."""
@@ -66,9 +86,13 @@ class ShardLedger:
 
     def built(self, index: int, token: int) -> None:
         """A build of shard ``index`` that began at ``token`` is done (swapped in, or found
-        nothing to build)."""
+        nothing to build): its build mark goes unless a write came since."""
         with self._lock:
             self._built[index] = token
+            if self._writes[index] == token and index in self._unbuilt:
+                build_mark(self._root, index).unlink(missing_ok=True)
+                fsync_dir(self._root)
+                self._unbuilt.discard(index)
 
     # -- purges --------------------------------------------------------------------------
 
@@ -104,6 +128,10 @@ class ShardLedger:
         delete came since; the shard has no index until its next build."""
         with self._lock:
             self._built[index] = _NEVER
+            if index not in self._unbuilt:  # the purge's copy has no index: durable need
+                build_mark(self._root, index).touch()
+                fsync_dir(self._root)
+                self._unbuilt.add(index)
             if self._deletes[index] == token and index in self._dirty:
                 purge_mark(self._root, index).unlink(missing_ok=True)
                 fsync_dir(self._root)

@@ -107,18 +107,18 @@ class ShardedVectorStore:
                 if found.kind == "single" or found.shards != self.shards:
                     move(self.path, found, model, dim, self.shards)
             self._model, self._dim = model, dim
-            unbuilt = []
+            with_points = []
             try:
                 for index in layout.shards_present(self.path, self.shards):
                     store = self._open_shard(index)
                     if store.count(PointFilter()):
-                        unbuilt.append(index)
+                        with_points.append(index)
             except BaseException:
                 self._close_shards()
                 self._stores = [None] * self.shards
                 self._frequencies.clear()
                 raise
-            self._ledger = ShardLedger(self.path, self.shards, unbuilt)
+            self._ledger = ShardLedger(self.path, self.shards, with_points)
 
     def optimize(self) -> None:
         """Build the index of every shard written since its last build, one at a time (each
@@ -214,8 +214,11 @@ class ShardedVectorStore:
             groups.setdefault(shard_of(p.scope.user_id, self.shards), []).append(p)
         for index, group in sorted(groups.items()):
             ledger = self._open_ledger()
-            self._writable(index).upsert(group)
-            ledger.wrote(index)
+            ledger.writing(index)  # the build mark is on disk before the engine writes
+            try:
+                self._writable(index).upsert(group)
+            finally:
+                ledger.wrote(index)
 
     def set_valid_to(
         self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
