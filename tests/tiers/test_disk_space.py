@@ -194,3 +194,36 @@ def test_a_full_disk_is_an_answer_not_a_crash(spawn, small_disk):
         wait_until(lambda: shutil.disk_usage(small_disk).free > 100 * MB, 10, "for the space")
         after_freeing(c, "s", acked)
     assert proc.terminate() == 0, proc.log()
+
+
+@pytest.mark.slow
+def test_an_end_refused_after_its_episode_reached_the_journal_is_taken_back(start_daemon, tmp_path):
+    """The journal takes the episode, then the disk drops below the reserve before the
+    state store commits the end: the episode comes back out of the journal (a write that
+    frees space, under the reserve), the session stays open, and nothing ends at the next
+    start."""
+    d = start_daemon(data_dir=tmp_path / "data", weaver=QUIET, storage={"min_free_mb": 64})
+    space = d.daemon.parts.state.space
+    assert space is not None
+    with d.client(timeout=60) as c:
+        c.append_batch("s", [message(f"turn {i}") for i in range(3)], user_id="u")
+        checks: list[int] = []
+
+        def probe(_path: Path) -> int:  # room for the journal's write, then none
+            checks.append(1)
+            return 256 * MB if len(checks) == 1 else 20 * MB
+
+        space.probe = probe
+        with pytest.raises(StrataClientError) as info:
+            c.end_session("s", user_id="u")
+        _exhausted(info.value)
+        assert len(checks) >= 2  # the journal's write, then the state's, then the undo
+        space.probe = Probe(256 * MB)
+        window = c.get_working_memory("s", user_id="u")
+        assert window.state == pb.SESSION_STATE_OPEN and window.log_messages == 3
+    d.stop()
+    again = start_daemon(data_dir=tmp_path / "data", weaver=QUIET)
+    with again.client(timeout=60) as c:
+        window = c.get_working_memory("s", user_id="u")
+        assert window.state == pb.SESSION_STATE_OPEN and window.log_messages == 3
+        assert not list(c.list_episodes(user_id="u").episodes)

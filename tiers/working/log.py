@@ -31,6 +31,7 @@ from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Episode, Message, StoredMessage, u64
 from tiers.journal.store import Journal
 from tiers.rocks import Batch, RocksStore, prefix_end
+from tiers.space import DiskFull, freeing
 from tiers.working.migration import migrate
 from tiers.working.session import (
     LOG_CF,
@@ -234,7 +235,7 @@ class SessionLog:
     # -- ending ----------------------------------------------------------------------------
     def flush(self, session: Session, reason: str, now_us: int) -> Episode:
         """Write the session's log to the journal as one episode, then close the session in
-        the state store. Raises StoreUnavailable with neither done."""
+        the state store. Raises StoreUnavailable or DiskFull with neither done."""
         messages = [
             StoredMessage.decode(v)
             for _k, v in self._state.scan_prefix(LOG_CF, session.ref.prefix())
@@ -255,12 +256,14 @@ class SessionLog:
         self._journal.write_episode(episode, messages)
         try:
             self._commit_end(session, episode)
-        except StoreUnavailable as exc:
+        except (StoreUnavailable, DiskFull) as exc:
             # The state store refused the end (disk full...): take the episode back out of the
-            # journal, so the refused end does not happen at the next start after all.
+            # journal, so the refused end does not happen at the next start after all. That
+            # frees space: it may use the disk's reserve (tiers.space).
             try:
-                self._journal.delete_episode(episode)
-            except StoreUnavailable:
+                with freeing(self._state.space):
+                    self._journal.delete_episode(episode)
+            except (StoreUnavailable, DiskFull):
                 raise StoreUnavailable(
                     f"{exc}; the episode is in the journal already, so the session will end "
                     "when the daemon next starts"
