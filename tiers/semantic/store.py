@@ -209,7 +209,10 @@ class SemanticStore:
             return
         _embedder, vectors = self.wait_ready(timeout=None)
         self.check_space("a change of the facts' validity")
-        users = {p.scope.user_id for p in vectors.get(list(valid_to))}
+        edges = {i: self.graph.get(i) for i in valid_to}
+        users = {e.scope.user_id for e in edges.values() if e is not None}
+        alone = [i for i, e in edges.items() if e is None]  # a fact without a triplet
+        users |= {p.scope.user_id for p in vectors.get(alone)} if alone else set()
         by = replaced_by or {}
         for fact_id, end in valid_to.items():
             self.graph.close_edges([fact_id], end)
