@@ -258,27 +258,36 @@ def test_the_door_check_sees_a_write_past_the_door(tmp_path: Path):
 
 # Rooms inside the packages (docs/architecture.md, "Packages"): what a room's modules may
 # import of the project, as module-name prefixes. The kernel imports nothing but itself, so
-# every floor may import it; the client and the adapters import nothing of the server, so
+# every floor may import it; the disk's reserve (tiers.space) sits beside the RocksDB wrapper,
+# which checks it; the client and the adapters import nothing of the server, so
 # installing the client brings none of the daemon's dependencies.
 ROOMS = {
     "tiers.core": ("tiers.core",),
-    "tiers.semantic": ("tiers.core", "tiers.rocks", "tiers.semantic"),
+    "tiers.semantic": ("tiers.core", "tiers.rocks", "tiers.space", "tiers.semantic"),
     # The change log: a kind of scoped data (tiers.scoped) that the stores below write into.
     "tiers.changes": (
         "tiers.core",
         "tiers.rocks",
+        "tiers.space",
         "tiers.scoped",
         "tiers.semantic",
         "tiers.changes",
     ),
-    "tiers.journal": ("tiers.core", "tiers.rocks", "tiers.changes", "tiers.journal"),
+    "tiers.journal": ("tiers.core", "tiers.rocks", "tiers.space", "tiers.changes", "tiers.journal"),
     "tiers.working": (
-        *("tiers.core", "tiers.rocks", "tiers.changes", "tiers.journal"),
+        *("tiers.core", "tiers.rocks", "tiers.space", "tiers.changes", "tiers.journal"),
         "tiers.working",
     ),
     "tiers.workers": ("tiers.core", "tiers.semantic", "tiers.workers"),
     "tiers.keyed": (
-        *("tiers.core", "tiers.rocks", "tiers.scoped", "tiers.journal", "tiers.semantic"),
+        *(
+            "tiers.core",
+            "tiers.rocks",
+            "tiers.space",
+            "tiers.scoped",
+            "tiers.journal",
+            "tiers.semantic",
+        ),
         *("tiers.changes", "tiers.keyed"),
     ),
     "daemon.client": ("daemon.client", "daemon.pb"),

@@ -187,7 +187,9 @@ class StorageSettings(Section):
         description=(
             "Writes are refused (RESOURCE_EXHAUSTED, nothing written, reads go on) while the "
             "data dir's disk has less free space than this, and go on by themselves once it "
-            "has more; a Forget may use a quarter of it. 0: no check (a full disk then fails "
+            "has more; a Forget may use a quarter of it. It must hold what RocksDB writes at "
+            "once in the background (a memtable flush and a new log file per store, about "
+            "140 MB each): 300 or more. 0: no check (a full disk then fails "
             "writes with UNAVAILABLE, or kills the daemon when the vector store's mapped files "
             "cannot grow)."
         ),

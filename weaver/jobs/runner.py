@@ -34,6 +34,7 @@ from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
+from tiers.space import DiskFull
 from tiers.working.session import MessagesAppended, MessagesRemoved, SessionFlushed
 from weaver.consolidate import Consolidator
 from weaver.extractors import Extractor
@@ -249,7 +250,11 @@ class Weaver:
                 self._handle(job)
             except Exception as exc:  # a job must never kill the worker
                 self.last_error = f"{job.kind}: {exc}"
-                log.exception("weaver.job_failed", extra={"fields": {"job": job.kind}})
+                if isinstance(exc, DiskFull):  # expected while the disk is low: no traceback
+                    fields = {"job": job.kind, "error": str(exc)}
+                    log.warning("weaver.job_deferred", extra={"fields": fields})
+                else:
+                    log.exception("weaver.job_failed", extra={"fields": {"job": job.kind}})
                 if isinstance(job, IndexEpisodes | IndexDocuments):
                     self._index.failed(exc)  # (IndexLive: due again after its batch time)
 
