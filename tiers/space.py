@@ -97,7 +97,7 @@ class DiskSpace:
         if free >= (floor or self.reserve_bytes):
             return
         raise DiskFull(
-            f"{what} was refused: the data dir's disk has {free / MB:.0f} MB free, below "
+            f"{what} was refused: the data dir's disk has {free / MB:.1f} MB free, below "
             f"storage.min_free_mb ({self.reserve_bytes / MB:.0f} MB); nothing was written. "
             "Free space on the disk: writes go on by themselves, reads go on meanwhile"
         )
