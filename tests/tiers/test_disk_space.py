@@ -50,7 +50,8 @@ def test_writes_stop_at_the_reserve_and_resume_without_a_reopen(tmp_path):
         batch.put("a", b"k2", b"v2")
         with pytest.raises(DiskFull) as info:
             store.write(batch)
-        assert "storage.min_free_mb (64 MB)" in str(info.value) and "63.0 MB free" in str(info.value)
+        said = str(info.value)
+        assert "storage.min_free_mb (64 MB)" in said and "63.0 MB free" in said
         assert store.get("a", b"k2") is None and store.get("a", b"k1") == b"v1"  # reads go on
         with space.freeing():  # a Forget: down to a quarter of the reserve
             store.write(batch)
