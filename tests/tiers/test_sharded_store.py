@@ -142,7 +142,8 @@ def test_reads_and_deletes_that_name_a_user_touch_its_shard_alone(store, monkeyp
     assert {i for i, _name in calls} == {2, 3}
 
 
-def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, monkeypatch):
+def recorded_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Small stores indexed, and the list that every index build's shard is added to."""
     index_small_stores(monkeypatch)
     built: list[str] = []
     real = generations.child_command
@@ -153,6 +154,11 @@ def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, 
         return real(gen, compact_into)
 
     monkeypatch.setattr(generations, "child_command", command)
+    return built
+
+
+def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, monkeypatch):
+    built = recorded_builds(monkeypatch)
     store.upsert(of("alice", 30) + of("bob", 30))
     store.optimize()
     assert sorted(built) == ["shard-002", "shard-003"] and store.builds == 2
@@ -171,16 +177,7 @@ def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, 
 
 
 def test_a_restart_builds_only_the_shards_written_since_their_last_build(root, monkeypatch):
-    index_small_stores(monkeypatch)
-    built: list[str] = []
-    real = generations.child_command
-
-    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
-        if compact_into is None:
-            built.append(gen.parent.name)
-        return real(gen, compact_into)
-
-    monkeypatch.setattr(generations, "child_command", command)
+    built = recorded_builds(monkeypatch)
 
     def reopened() -> ShardedVectorStore:
         s = ShardedVectorStore(root, SHARDS)
