@@ -183,9 +183,10 @@ class Consolidator:
             srcs = sources(episode, fact.source_seqs, with_text=True)
             if not srcs:
                 continue
-            point = self._as_known(self._point(episode, "fact", fact.text, srcs, extraction, fact))
-            points.append(point)
-            facts.append((point, fact))
+            facts.append((self._point(episode, "fact", fact.text, srcs, extraction, fact), fact))
+        known = self._as_known([p for p, _f in facts])
+        facts = list(zip(known, [f for _p, f in facts], strict=True))
+        points += [p for p, _f in facts]
         # Forgotten memories are never written again (the door's tombstone check).
         points = self._semantic.write(points)
         kept = {p.id for p in points}
@@ -205,20 +206,26 @@ class Consolidator:
             self.digests.stale.add(episode.scope)
         return outcome
 
-    def _as_known(self, point: MemoryPoint) -> MemoryPoint:
-        """A fact written again (a resumed run, from the stored extraction) keeps the end of
-        validity, and what replaced it, that it has: a fact superseded since is never
+    def _as_known(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
+        """Facts written again (a resumed run, from the stored extraction) keep the end of
+        validity, and what replaced them, that they have: a fact superseded since is never
         current again, not even between its write and the supersession step after it. A
-        rebuild removes the points and edges first, so it derives validity afresh."""
+        rebuild removes the points and edges first, so it derives validity afresh. One read
+        of the vector store for them all."""
+        if not points:
+            return points
         _embedder, vectors = self._semantic.wait_ready(timeout=None)
-        stored = vectors.get([point.id], point.scope.user_id)
-        if stored and stored[0].valid_to_us is not None:
-            old = stored[0]
-            return replace(point, valid_to_us=old.valid_to_us, replaced_by=old.replaced_by)
-        known = self._semantic.graph.get(point.id)
-        if known is None or known.valid_to_us is None:
-            return point
-        return replace(point, valid_to_us=known.valid_to_us)
+        stored = {p.id: p for p in vectors.get([p.id for p in points], points[0].scope.user_id)}
+        out = []
+        for point in points:
+            old = stored.get(point.id)
+            known = self._semantic.graph.get(point.id)
+            if old is not None and old.valid_to_us is not None:
+                point = replace(point, valid_to_us=old.valid_to_us, replaced_by=old.replaced_by)
+            elif known is not None and known.valid_to_us is not None:
+                point = replace(point, valid_to_us=known.valid_to_us)
+            out.append(point)
+        return out
 
     def refresh_profiles(self) -> int:
         """Step 5: rewrite the entity profiles of every scope whose facts changed since the

@@ -255,10 +255,13 @@ class Forgetter:
             semantic, graph = self._semantic, self._semantic.graph
             # The facts forgotten, read before their points go: what they replaced is current
             # again (an update the extractor reported; supersession is derived again below).
+            # A scope's Forget takes every fact of the scope, and a fact replaces only facts
+            # of its own scope: nothing to read then.
             facts = set(plan.memory_ids)
-            if episodes:
+            if episodes and scope is None:
                 of_facts = PointFilter(episode_ids=tuple(episodes), kinds=("fact",))
                 facts |= set(vectors.ids(of_facts, limit=vectors.count(of_facts)))
+            if episodes:
                 of_episodes = PointFilter(episode_ids=tuple(episodes))
                 counts.vector_points += semantic.delete(of_episodes, ())
                 wanted = set(episodes)
