@@ -14,6 +14,7 @@ from recall.cache import SemanticCache
 from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
+from recall.graph.features import FeatureFiles, graph_features_path
 from recall.rerank import LLMReranker, LocalReranker
 from tiers.core.models import ModelClient
 from tiers.keyed.access import AccessCounts
@@ -65,7 +66,12 @@ def recall_engine(
             s.recall.cache_ttl_seconds, s.recall.cache_size, s.recall.cache_similarity
         )
         semantic.events.subscribe(Tier3Written, lambda event: cache.invalidate(event.user_id))
-    graph = GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20)
+    files = FeatureFiles(
+        graph_features_path(s.data_dir),
+        min_memories=s.recall.graph_files_min_memories,
+        check=semantic.check_space,
+    )
+    graph = GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20, files=files)
     channels: dict[str, Channel] = {
         "vector": VectorChannel(semantic),
         "keyword": KeywordChannel(semantic),

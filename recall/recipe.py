@@ -220,6 +220,14 @@ class RecallSettings(Recipe):
         ge=1,
         description="Memory for the graph channel's per-scope graphs; least recently used out.",
     )
+    graph_files_min_memories: int = Field(
+        200,
+        ge=1,
+        description=(
+            "A scope with this many turns and facts or more keeps its graph's features on disk "
+            "(<data_dir>/graphs), so it is built again fast after an eviction or a restart."
+        ),
+    )
     cache_similarity: float = Field(
         0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
     )

@@ -28,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from recall import QueryContext
+from recall.graph.features import FeatureFiles
 from recall.graph.memory import MEMORY_KINDS, REPLY_WEIGHT, MemoryGraphs, ScopeGraph
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
@@ -51,6 +52,7 @@ class GraphChannel:
         kinds: tuple[str, ...] = MEMORY_KINDS,
         reply_weight: float = REPLY_WEIGHT,
         cache_bytes: int = 256 * 2**20,
+        files: FeatureFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._semantic = semantic
@@ -60,6 +62,7 @@ class GraphChannel:
             kinds=kinds,
             reply_weight=reply_weight,
             max_bytes=cache_bytes,
+            files=files,
             clock=clock,
         )
         self.entity_seed = entity_seed
@@ -68,7 +71,8 @@ class GraphChannel:
         self.alpha = alpha
 
     def forget_scope(self, user_id: str) -> int:
-        """Forget's hook: drop the user's cached graphs. Returns how many."""
+        """Forget's hook: drop the user's cached graphs and their features on disk. Returns
+        how many graphs were dropped."""
         return self.graphs.forget_scope(user_id)
 
     def speakers(self, scope: Scope) -> frozenset[str]:

@@ -17,7 +17,8 @@ mark) is also linked to the next turn of its session, the reply, at ``reply_weig
 question finds the turn that asks it (which echoes its words), and the answer is the turn
 after it, often by the other speaker and without those words.
 
-The graph is derived, never stored: it is built from the vector store's points and the fact
+The graph is derived, never stored (its memories' features may be:
+:mod:`recall.graph.features`): it is built from the vector store's points and the fact
 graph on a scope's first query, and again on the first query after that scope was written:
 a query sees every write made before it. Only a large scope (``large_scope`` memories or
 more) keeps a build younger than ten times its own duration, so that under steady writes it
@@ -39,8 +40,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from recall.graph.features import FEATURE_BYTES, FeatureFiles, Features
 from recall.graph.pagerank import Walk
-from recall.words import mentions, names
+from recall.words import mentions
 from tiers.core import collector
 from tiers.core.records import Scope
 from tiers.semantic.graph import normalize
@@ -114,30 +116,6 @@ def short_names(speakers: set[str], keys: set[str]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Features:
-    """What the graph takes from one memory point: a function of the point's id for the
-    graph's kinds (a turn's, a chunk's and a fact's id is derived from its text and sources),
-    so :class:`MemoryGraphs` keeps them between builds and reads only new points."""
-
-    kind: str
-    speakers: frozenset[str]  # the normalized speakers of its source turns
-    inside: frozenset[str]  # names inside a sentence (recall.words.names)
-    initial: frozenset[str]  # candidates from runs that start a sentence
-    turn: tuple[str, int] | None = None  # an episode_turn's message: (session_id, seq)
-    asks: bool = False  # an episode_turn whose text holds a question mark
-
-    @classmethod
-    def of(cls, point: MemoryPoint) -> Features:
-        inside, initial = names(point.text)
-        speakers = frozenset(normalize(s.speaker) for s in point.sources if s.speaker)
-        turn = None
-        if point.kind == "episode_turn" and len(point.sources) == 1:
-            turn = (point.sources[0].session_id, point.sources[0].seq)
-        asks = turn is not None and "?" in point.text
-        return cls(point.kind, speakers, frozenset(inside), frozenset(initial), turn, asks)
-
-
 def build(
     points: list[MemoryPoint],
     triplets: list[tuple[str, str, str]],
@@ -155,10 +133,18 @@ def assemble(
     """The graph of the memories ``(point id, features)``, in that order; ``triplets`` are
     ``(fact point id, subject, object)``, in any order (they are sorted); ``reply_weight``:
     a question turn's link to its reply (0: none)."""
-    triplets = sorted(triplets)
+    named: dict[str, str] = {}  # each name of a triplet normalized once
+    triplets = sorted(
+        (
+            pid,
+            named.get(s) or named.setdefault(s, normalize(s)),
+            named.get(o) or named.setdefault(o, normalize(o)),
+        )
+        for pid, s, o in triplets
+    )
     speakers = {k for _id, f in memories_ for k in f.speakers if k}
     known = speakers | {k for _id, f in memories_ for k in f.inside}
-    known |= {normalize(x) for _id, s, o in triplets for x in (s, o)}
+    known |= {x for _id, s, o in triplets for x in (s, o)}
     alias = short_names(speakers, known)
     links: list[set[str]] = []
     for _id, f in memories_:
@@ -168,7 +154,7 @@ def assemble(
     for point_id, subject, obj in triplets:
         i = index.get(point_id)
         if i is not None:
-            links[i] |= {normalize(subject), normalize(obj)}
+            links[i] |= {subject, obj}
     links = [{alias.get(k, k) for k in keys if k} for keys in links]
     entities: dict[str, int] = {}
     src: list[int] = []
@@ -180,7 +166,6 @@ def assemble(
     degree = np.bincount(np.asarray(dst, dtype=np.int64), minlength=len(memories) + len(entities))
     weight = [1.0 / math.log1p(float(degree[d])) for d in dst]
     for _id, subject, obj in triplets:  # entity - entity
-        subject, obj = normalize(subject), normalize(obj)
         u, v = entities.get(alias.get(subject, subject)), entities.get(alias.get(obj, obj))
         if u is not None and v is not None and u != v:
             src.append(len(memories) + u)
@@ -202,9 +187,6 @@ def assemble(
     walk = Walk.of(size, src_, dst_, weight_)
     spoken = frozenset(speakers) | frozenset(alias)  # a short form names one speaker
     return ScopeGraph(memories, nodes, src_, dst_, weight_, index, size, walk, spoken)
-
-
-FEATURE_BYTES = 1000  # a memory's Features with its id (measured with tracemalloc: 1,012)
 
 
 def kept_bytes(graph: ScopeGraph) -> int:
@@ -235,9 +217,11 @@ class MemoryGraphs:
         max_points: int = 200_000,
         kinds: tuple[str, ...] = MEMORY_KINDS,
         reply_weight: float = REPLY_WEIGHT,
+        files: FeatureFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._semantic = semantic
+        self.files = files  # the features on disk, for a scope not kept here (or none)
         self.kinds = kinds
         self.reply_weight = reply_weight
         self.refresh_seconds = refresh_seconds
@@ -272,7 +256,9 @@ class MemoryGraphs:
             for key in [k for k in self._features if k[0] == user_id]:
                 del self._features[key]
             self._versions[user_id] = self._versions.get(user_id, 0) + 1
-            return len(doomed)
+        if self.files is not None:
+            self.files.forget(user_id)
+        return len(doomed)
 
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
@@ -301,9 +287,15 @@ class MemoryGraphs:
                     return entry.graph  # built while this thread waited
                 version = self._versions.get(scope.user_id, 0)
                 began = self._clock()
+                cold = key not in self._features
                 features = self._features.setdefault(key, {})
+            generation = self.files.generation(scope.user_id) if self.files is not None else 0
+            if cold and self.files is not None:
+                features.update(self.files.load(scope))
             with collector.quiet():  # a burst of decoded points: no full collection walks it
-                graph = self._build(scope, vectors, features)
+                graph, changed = self._build(scope, vectors, features)
+            if changed and self.files is not None:
+                self.files.save(scope, features, generation)
             with self._lock:
                 old = self._entries.pop(key, None)
                 if old is not None:
@@ -319,10 +311,11 @@ class MemoryGraphs:
 
     def _build(
         self, scope: Scope, vectors: VectorStore, features: dict[str, Features]
-    ) -> ScopeGraph:
+    ) -> tuple[ScopeGraph, bool]:
         """The scope's graph from its current memories: their ids from the store, the
         features of those not in ``features`` from their points (kept there; those of
-        memories gone are dropped)."""
+        memories gone are dropped), and whether ``features`` changed."""
+        before = len(features)
         flt = PointFilter(
             user_id=scope.user_id,
             agent_id=scope.agent_id,
@@ -334,8 +327,10 @@ class MemoryGraphs:
             flt = replace(flt, kinds=FALLBACK_KINDS)
             memories = self._memories(flt, vectors, features)
         current = {pid for pid, _f in memories}
-        for gone in [pid for pid in features if pid not in current]:
-            del features[gone]
+        gone = [pid for pid in features if pid not in current]
+        for pid in gone:
+            del features[pid]
+        changed = bool(gone) or len(features) != before
         if len(memories) >= self.max_points:
             log.warning(
                 "recall.graph_truncated",
@@ -349,7 +344,7 @@ class MemoryGraphs:
                 scope.user_id,
             )
         ]
-        return assemble(memories, triplets, self.reply_weight)
+        return assemble(memories, triplets, self.reply_weight), changed
 
     def _memories(
         self, flt: PointFilter, vectors: VectorStore, features: dict[str, Features]

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+import pytest
 
+from recall.graph.features import FeatureFiles
 from recall.graph.memory import FALLBACK_KINDS, MEMORY_KINDS, MemoryGraphs, ScopeGraph, build
 from tests.recall.test_graph_channel import A2, A, B, World
 from tiers.core.records import Scope
@@ -69,9 +72,16 @@ def assert_same(kept: ScopeGraph, fresh: ScopeGraph, after: str) -> None:
         )
 
 
-def test_after_every_write_the_kept_graph_equals_one_built_from_scratch(world: World):
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "features-on-disk"])
+def test_after_every_write_the_kept_graph_equals_one_built_from_scratch(
+    world: World, tmp_path: Path, on_disk: bool
+):
+    """With ``on_disk``, the features also go to files, and every fifth step the graphs are
+    dropped as a restart would (a new MemoryGraphs on the same files), or a scope is evicted
+    (a budget of one byte keeps only the graph just built)."""
     rng = random.Random(27)
-    graphs = MemoryGraphs(world.semantic)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1) if on_disk else None
+    graphs = MemoryGraphs(world.semantic, files=files, max_bytes=1 if on_disk else 256 * 2**20)
     facts: list[str] = []
     closed: list[str] = []
     seq = iter(range(1, 10_000))
@@ -126,7 +136,11 @@ def test_after_every_write_the_kept_graph_equals_one_built_from_scratch(world: W
         scope = rng.choice((A, A2, B))
         write = rng.choice(writes)
         write(scope)
+        if files is not None and step % 5 == 4:
+            graphs = MemoryGraphs(world.semantic, files=files, max_bytes=1)  # a restart
         for seen in (A, A2, B):
             kept = graphs.get(seen, world.vectors)
             assert_same(kept, scratch(world, seen), f"step {step}: {write.__name__} {scope}")
     assert graphs.get(B, world.vectors).memories  # B got turns: no longer the chunk fallback
+    if files is not None:
+        assert files.loads > 10  # builds after a restart or an eviction read the files

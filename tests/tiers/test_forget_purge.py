@@ -59,6 +59,7 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             **QUIET_ENV,
             "llm__model": "openai/test",
             "llm__api_base": fake.base_url,
+            "recall__graph_files_min_memories": "1",  # the graph's features on disk too
         }
         d = spawn(data, **settings)
         with d.client(60) as c:
@@ -72,9 +73,14 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             reversed_ = [w[::-1] for w in everything if w != still_open]  # consolidated
             before = _on_disk(data, everything + reversed_)
             assert {w for hits in before.values() for w in hits} == set(everything + reversed_)
+            # The graph's features hold the names normalized: in lower case.
+            named = [by_episode.lower(), by_scope.lower()]
+            c.recall("code word stamps", user_id="alice", k=5)  # builds alice's graph
+            assert set(_graphs(data, named)) == set(named)
 
             r = c.forget(episode_ids=[episode])
             assert r.episodes == 1 and r.vector_points >= 4
+            assert _graphs(data, named) == []  # the user's feature files, at once
             # RocksDB's part is done when Forget returns; the vector store's follows at once.
             assert not any(
                 not p.startswith("vectors/") for p in _on_disk(data, [by_episode, by_episode[::-1]])
@@ -116,8 +122,15 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             on_disk = _on_disk(data, [bobs, bobs[::-1]])
             assert any(p.startswith("journal/") for p in on_disk)
             assert any(p.startswith("vectors/") for p in on_disk)
+            assert _graphs(data, [w.lower() for w in gone]) == []
         assert d.terminate() == 0
     assert not any(w in d.log_path.read_text() for w in gone)  # nor in our own log
+
+
+def _graphs(data: Any, needles: list[str]) -> list[str]:
+    """The needles found in the graph's feature files (``<data_dir>/graphs``)."""
+    found = _on_disk(data, needles)
+    return sorted({n for path, hits in found.items() if path.startswith("graphs/") for n in hits})
 
 
 def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path):

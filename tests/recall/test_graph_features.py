@@ -1,0 +1,145 @@
+"""The graph's features on disk (recall.graph.features.FeatureFiles): a scope built again after
+a restart reads its features from the file and only the points the file lacks; Forget leaves
+no file and no byte of the user's names, even with a build's save under way; an unreadable
+file is ignored and written again; a full disk writes nothing. Real RocksDB, NetworkXGraph and
+embedded engine (tests.recall.test_graph_channel's World)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recall.graph.features import FeatureFiles, Features
+from recall.graph.memory import MemoryGraphs
+from tests.recall.test_graph_channel import A, B, World
+from tests.recall.test_graph_kept import assert_same, scratch
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.space import DiskSpace
+
+
+class CountingReads:
+    """The world's vector store, counting the points ``get`` returns (a proxy, not a fake)."""
+
+    def __init__(self, vectors: VectorStore) -> None:
+        self._vectors = vectors
+        self.read = 0
+
+    def get(self, ids: list[str], user_id: str | None = None) -> list[MemoryPoint]:
+        found = self._vectors.get(ids, user_id)
+        self.read += len(found)
+        return found
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._vectors, name)
+
+
+def fill(world: World) -> None:
+    for seq, name in enumerate(("Caroline", "Lisbon", "Biscuit", "Clay Corner"), start=1):
+        world.turn(A, "Melanie", f"We talked about {name} all day.", seq=seq)
+        world.turn(B, "Jon", f"{name} again?", seq=seq)
+    world.fact(A, "Melanie", "visited", "Lisbon", seqs=(9,))
+
+
+def files_of(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_a_build_after_a_restart_reads_the_file_and_only_new_points(world: World, tmp_path: Path):
+    fill(world)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    assert files.saves == 1 and len(files_of(tmp_path / "graphs")) == 1
+    world.turn(A, "Melanie", "We met Dave at Clay Corner.", seq=20)  # after the save
+
+    reads = CountingReads(world.vectors)
+    restarted = MemoryGraphs(world.semantic, files=files)
+    graph = restarted.get(A, reads)  # type: ignore[arg-type]
+    assert reads.read == 1  # the new turn; the others' features came from the file
+    assert files.loads == 1
+    assert_same(graph, scratch(world, A), "a restart")
+    assert files.saves == 2  # the file now holds the new turn too
+    assert "dave" in graph.entities
+
+
+def test_a_file_holding_points_deleted_since_is_rewritten_without_them(
+    world: World, tmp_path: Path
+):
+    fill(world)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    gone = world.turn(A, "Melanie", "Zanzibar is on my list.", seq=30)
+    MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    world.semantic.delete(PointFilter(user_id=A.user_id, ids=(gone,)), {A.user_id})
+
+    graph = MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    assert "zanzibar" not in graph.entities
+    assert_same(graph, scratch(world, A), "a delete")
+    assert not any(
+        b"Zanzibar" in f.read_bytes() or gone.encode() in f.read_bytes()
+        for f in files_of(tmp_path / "graphs")
+    )
+
+
+def test_forget_deletes_the_users_files_and_a_save_under_way_is_dropped(
+    world: World, tmp_path: Path
+):
+    fill(world)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    graphs = MemoryGraphs(world.semantic, files=files)
+    graphs.get(A, world.vectors)
+    graphs.get(B, world.vectors)
+    assert len(files_of(tmp_path / "graphs")) == 2
+
+    generation = files.generation(A.user_id)  # a build of A begins ...
+    features = {
+        p.id: Features.of(p) for p in world.vectors.scroll(PointFilter(user_id="alice"), 99)
+    }
+    graphs.forget_scope(A.user_id)  # ... A is forgotten meanwhile ...
+    assert not files.save(A, features, generation)  # ... and its save is dropped
+
+    left = files_of(tmp_path / "graphs")
+    assert len(left) == 1  # B's
+    assert not any(b"caroline" in f.read_bytes() and b"melanie" in f.read_bytes() for f in left)
+    assert files.save(A, features, files.generation(A.user_id))  # a build after the Forget
+
+
+def test_an_unreadable_file_is_ignored_and_written_again(world: World, tmp_path: Path):
+    fill(world)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    (file,) = files_of(tmp_path / "graphs")
+    file.write_bytes(b'{"format": 1, "rows": [["cut')
+
+    graph = MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    assert_same(graph, scratch(world, A), "an unreadable file")
+    assert files.loads == 0 and files.saves == 2
+    assert files.load(A)  # readable again
+
+
+def test_no_file_is_written_below_the_disk_reserve_or_for_a_small_scope(
+    world: World, tmp_path: Path
+):
+    fill(world)
+    space = DiskSpace(tmp_path, 100 * 2**20, probe=lambda _path: 2**20)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1, check=space.check)
+    graph = MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    assert graph.memories and files.saves == 0
+    assert files_of(tmp_path / "graphs") == []
+
+    few = FeatureFiles(tmp_path / "few", min_memories=100)
+    MemoryGraphs(world.semantic, files=few).get(A, world.vectors)
+    assert few.saves == 0 and not (tmp_path / "few").exists()
+
+
+def test_a_temporary_file_a_crash_left_is_swept_at_open(tmp_path: Path):
+    (tmp_path / "graphs" / "tmp").mkdir(parents=True)
+    (tmp_path / "graphs" / "tmp" / "cut.json").write_text("{")
+    FeatureFiles(tmp_path / "graphs")
+    assert not (tmp_path / "graphs" / "tmp").exists()
+
+
+@pytest.mark.parametrize("row", [[], ["id"], [1, "fact", [], [], [], None, 0, 0]])
+def test_a_row_of_another_shape_is_refused(row: list[object]):
+    with pytest.raises((ValueError, TypeError)):
+        Features.of_row(row)
