@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.settings import Settings
+from daemon.settings.security import read_secret_file
 from recall import Channel, Reranker
 from recall.cache import SemanticCache
 from recall.channels import KeywordChannel, VectorChannel
@@ -20,7 +21,8 @@ from tiers.core.models import ModelClient
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.digests import DigestWriter
 from tiers.semantic.embedding import Embedder, SentenceTransformerEmbedder
-from tiers.semantic.store import SemanticStore, Tier3Written
+from tiers.semantic.store import SemanticStore, Tier3Written, edge_store_path
+from tiers.semantic.vectors import VectorStore
 from tiers.settings import EmbeddingSettings
 from tiers.working.memory import WorkingMemory
 from tiers.working.progress import LiveProgress
@@ -201,3 +203,27 @@ def live_indexer(
         return None
     batch = weaver.live_batch_messages, weaver.live_batch_seconds
     return LiveIndexer(working, progress, semantic, indexer, *batch)
+
+
+def configured_vectors(settings: Settings) -> VectorStore:
+    """The vector store the settings name: the Qdrant server at ``qdrant_url`` (a new
+    collection with ``vectors.shard_keys`` shard keys), else the embedded engine under the
+    data directory in ``vectors.shards`` shards."""
+    s = settings
+    if s.qdrant_url:
+        from tiers.semantic.vectors.qdrant import QdrantVectorStore
+
+        key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+        if s.qdrant_api_key_file is not None:
+            key = read_secret_file(s.qdrant_api_key_file)
+        return QdrantVectorStore.from_url(
+            s.qdrant_url,
+            key,
+            s.vectors.collection,
+            shards=s.vectors.shard_keys,
+            quantization=s.vectors.quantization,
+        )
+    from tiers.semantic.vectors.sharded import ShardedVectorStore
+
+    v = s.vectors
+    return ShardedVectorStore(edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization)

@@ -28,6 +28,7 @@ import grpc
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from daemon.components import (
+    configured_vectors,
     digest_writer,
     embedding_client,
     embedding_description,
@@ -46,7 +47,6 @@ from daemon.services.memory import memory_service
 from daemon.services.watch import ChangeFeed
 from daemon.services.weaver import WeaverService
 from daemon.settings import Settings
-from daemon.settings.security import read_secret_file
 from recall.engine import RecallEngine
 from tiers.changes.log import ChangeLog
 from tiers.core.models import ModelClient
@@ -62,7 +62,7 @@ from tiers.schema import STATE_CFS, kind_of, open_kinds
 from tiers.scoped import ScopedKind
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.semantic.embedding.priority import PriorityEmbedder
-from tiers.semantic.store import SemanticStore, edge_store_path
+from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import VectorStore
 from tiers.workers.embedder import describe, start_background
 from tiers.workers.pool import WorkerStatus, WorkerUnavailable
@@ -75,25 +75,6 @@ from weaver.jobs.runner import Weaver
 from weaver.rebuild import Rebuilder, RebuildReport
 
 log = logging.getLogger("strata.daemon")
-
-
-def configured_vectors(settings: Settings) -> VectorStore:
-    """The vector store the settings name: the Qdrant server at ``qdrant_url`` (a new
-    collection with ``vectors.shard_keys`` shard keys), else the embedded engine under the
-    data directory in ``vectors.shards`` shards."""
-    s = settings
-    if s.qdrant_url:
-        from tiers.semantic.vectors.qdrant import QdrantVectorStore
-
-        key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
-        if s.qdrant_api_key_file is not None:
-            key = read_secret_file(s.qdrant_api_key_file)
-        return QdrantVectorStore.from_url(
-            s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys
-        )
-    from tiers.semantic.vectors.sharded import ShardedVectorStore
-
-    return ShardedVectorStore(edge_store_path(s.data_dir), s.vectors.shards, s.vectors.point_cache)
 
 
 def configured_embedder(settings: Settings, client: ModelClient | None) -> Embedder:

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tiers.core.settings import Section
-from tiers.semantic.vectors import MAX_SHARDS
+from tiers.semantic.vectors import MAX_SHARDS, Quantization
 from tiers.semantic.vectors.point_cache import POINT_CACHE
 from tiers.space import MB, DiskSpace
 
@@ -245,6 +245,15 @@ class VectorsSettings(Section):
         description=(
             "Embedded store: memory points kept decoded in memory for searches and reads "
             "(least recently used out; about 1.6 KB each, so 20,000 take about 32 MB; 0: none)."
+        ),
+    )
+    quantization: Quantization = Field(
+        "none",
+        description=(
+            'Dense vectors: "int8" keeps an int8 copy of each indexed segment\'s vectors in '
+            "memory, searched first, and the float32 originals on disk, read to rescore the "
+            "candidates (a quarter of the vectors' memory; segments indexed after the change). "
+            '"none": the originals only.'
         ),
     )
     shard_keys: int = Field(

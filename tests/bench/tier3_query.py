@@ -51,7 +51,7 @@ from tests.bench.tier3_points import (
     PointMaker,
     embed_pool,
 )
-from tiers.semantic.vectors import PointFilter, SparseVector
+from tiers.semantic.vectors import QUANTIZATIONS, PointFilter, Quantization, SparseVector
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.settings import EmbeddingSettings
@@ -166,6 +166,7 @@ def measure_size(
     n_queries: int,
     limit: int,
     seed: int,
+    quantization: Quantization = "none",
 ) -> dict[str, Any]:
     keywords = KeywordEncoder()
     rng = np.random.default_rng(seed + 1)
@@ -175,7 +176,7 @@ def measure_size(
     sparse_q: list[SparseVector] = [keywords.embed_query(questions[int(p)]) for p in picks]
 
     with tempfile.TemporaryDirectory(prefix="strata-bench-tier3-") as tmp:
-        store = EdgeVectorStore(Path(tmp) / "vectors")
+        store = EdgeVectorStore(Path(tmp) / "vectors", quantization=quantization)
         store.ensure(EmbeddingSettings().model, int(pool.shape[1]))
         try:
 
@@ -210,10 +211,13 @@ def measure_size(
             sparse_after, sparse_hits_after = latencies(sparse, n_queries)
             store.flush()
             disk = dir_bytes(Path(tmp) / "vectors")
+            rss = rss_mib()
         finally:
             store.close()
     return {
         "points": size,
+        "quantization": quantization,
+        "rss_mib": rss,
         "build_seconds": round(build, 3),
         "upsert_seconds": round(upsert, 3),
         "upsert_points_per_s": round(size / upsert, 1),
@@ -227,6 +231,16 @@ def measure_size(
         "sparse_same_as_before": overlap(sparse_hits_before, sparse_hits_after),
         "disk_mib": round(disk / 2**20, 1),
     }
+
+
+def rss_mib() -> dict[str, float]:
+    """This process's resident memory now: anonymous and file-backed (mapped files), MiB."""
+    found: dict[str, float] = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("RssAnon", "RssFile"):
+            found[name] = round(int(value.split()[0]) / 1024, 1)
+    return found
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -296,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=2, help="torch threads for embedding the pool (default 2)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--quantization",
+        default="none",
+        choices=QUANTIZATIONS,
+        help="the store's vectors.quantization (none)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -331,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.queries,
                 args.limit,
                 args.seed,
+                args.quantization,
             )
         )
 

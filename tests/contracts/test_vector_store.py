@@ -25,6 +25,7 @@ from tests.contracts.vectors import (
     BACKENDS,
     BOB,
     DIM,
+    INDEXED_DIM,
     KEYWORDS,
     MIN_US,
     MODEL,
@@ -38,6 +39,7 @@ from tests.contracts.vectors import (
     alice,
     bare,
     ids,
+    indexable_points,
     mem,
     near,
     unit,
@@ -479,6 +481,36 @@ def test_reopen_and_optimize_keep_points_and_results(store, opened):
     again.ensure(MODEL, DIM)
     assert results(again) == before
     assert again.get([pts[0].id])[0].valid_to_us == T0 + 1
+
+
+@pytest.mark.parametrize("quantization", ["int8", "none"])
+def test_quantized_searches_score_on_the_original_vectors(backend, opened, quantization):
+    """``vectors.quantization``: over an indexed segment (its vectors quantized with "int8"),
+    a dense search's scores are the exact cosines of the original vectors (rescored), and the
+    point planted nearest each query ranks first; "none" on the same store, reopened, reads
+    the originals alike."""
+    backend.quantization = quantization
+    store = opened.open()
+    store.ensure(MODEL, INDEXED_DIM)
+    points, asked = indexable_points(queries=8)
+    for start in range(0, len(points), 1000):
+        store.upsert(points[start : start + 1000])
+    matrix = np.array([p.dense for p in points])
+    store.optimize()
+
+    def check(s: VectorStore) -> None:
+        for i, query in enumerate(asked):
+            hits = s.search_dense(list(query), alice(), limit=10)
+            assert hits[0].point.id == points[i].id
+            exact = {p.id: float(v @ query) for p, v in zip(points, matrix, strict=True)}
+            for hit in hits:
+                assert hit.score == pytest.approx(exact[hit.point.id], abs=2e-5)
+
+    check(store)
+    backend.quantization = "none"
+    again = opened.reopen(store)
+    again.ensure(MODEL, INDEXED_DIM)
+    check(again)
 
 
 def test_closed_store_is_unavailable(store):

@@ -16,7 +16,15 @@ import numpy as np
 from qdrant_client import QdrantClient
 
 from tiers.core.records import Scope
-from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, point_id
+from tiers.semantic.vectors import (
+    Hit,
+    MemoryPoint,
+    PointFilter,
+    Quantization,
+    Source,
+    VectorStore,
+    point_id,
+)
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
@@ -38,6 +46,7 @@ class Backend:
     """Opens stores over one storage: ``reopen`` gives a new store object on the same data."""
 
     name = ""
+    quantization: Quantization = "none"  # what the stores it opens are given
 
     def open(self) -> VectorStore:
         raise NotImplementedError
@@ -56,7 +65,7 @@ class EdgeBackend(Backend):
         self.path = path
 
     def open(self) -> VectorStore:
-        return EdgeVectorStore(self.path)
+        return EdgeVectorStore(self.path, quantization=self.quantization)
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()  # the shard is locked while open
@@ -74,7 +83,7 @@ class ShardedBackend(Backend):
         self.shards = shards or SHARDS
 
     def open(self) -> VectorStore:
-        return ShardedVectorStore(self.path, self.shards)
+        return ShardedVectorStore(self.path, self.shards, quantization=self.quantization)
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()
@@ -91,7 +100,7 @@ class MemoryBackend(Backend):
         self.client = QdrantClient(":memory:")
 
     def open(self) -> VectorStore:
-        return QdrantVectorStore(self.client, shards=SHARDS)
+        return QdrantVectorStore(self.client, shards=SHARDS, quantization=self.quantization)
 
     def reopen(self, store: VectorStore) -> VectorStore:
         return self.open()  # another store on the same client and collection
@@ -110,7 +119,11 @@ class ServerBackend(Backend):
 
     def open(self) -> VectorStore:
         return QdrantVectorStore.from_url(
-            self.url, self.api_key, collection=self.collection, shards=SHARDS
+            self.url,
+            self.api_key,
+            collection=self.collection,
+            shards=SHARDS,
+            quantization=self.quantization,
         )
 
     def reopen(self, store: VectorStore) -> VectorStore:
@@ -207,3 +220,43 @@ def ids(hits: list[Hit] | list[MemoryPoint]) -> list[str]:
 
 def alice(**kw: Any) -> PointFilter:
     return PointFilter(user_id="alice", **kw)
+
+
+INDEXED_DIM = 384  # the model's size: a segment of INDEXED_POINTS of it is indexed
+INDEXED_POINTS = 7_000  # over the engine's indexing threshold (6,700 points of 384 dims)
+
+
+def indexable_points(queries: int, seed: int = 5) -> tuple[list[MemoryPoint], np.ndarray]:
+    """:data:`INDEXED_POINTS` of alice's points of :data:`INDEXED_DIM` dims in clusters (as
+    embeddings are), and ``queries`` query vectors, each with a point planted near it."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, INDEXED_DIM))
+    vectors = centres[rng.integers(40, size=INDEXED_POINTS)] + 0.6 * rng.standard_normal(
+        (INDEXED_POINTS, INDEXED_DIM)
+    )
+    asked = centres[rng.integers(40, size=queries)] + 0.6 * rng.standard_normal(
+        (queries, INDEXED_DIM)
+    )
+    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
+    noise = rng.standard_normal((queries, INDEXED_DIM)) / np.sqrt(INDEXED_DIM)
+    vectors[:queries] = asked + 0.1 * noise  # cosine about 0.995
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    points = []
+    for i, row in enumerate(vectors):
+        sources = [Source("chat-q", i, f"m-{i}")]
+        points.append(
+            MemoryPoint(
+                id=point_id(ALICE, "fact", f"point {i}", sources),
+                kind="fact",
+                text=f"point {i}",
+                scope=ALICE,
+                episode_id="ep-q",
+                session_id="chat-q",
+                sources=sources,
+                created_at_us=T0 + i,
+                extractor="index",
+                dense=row.tolist(),
+                sparse=KEYWORDS.embed_document(f"point {i}"),
+            )
+        )
+    return points, asked

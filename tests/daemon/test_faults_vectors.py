@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from daemon.components import configured_vectors
 from daemon.settings import Settings
-from daemon.wiring import Factories, configured_vectors
+from daemon.wiring import Factories
 from tests.support import MAY, QUIET, wait_until
 from tests.support.weaving import conversation, run
 from tiers.journal.store import EXTRACTIONS_CF

@@ -12,7 +12,7 @@ import pytest
 from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import Pause
-from tiers.semantic.vectors import edge_builds, edge_shard
+from tiers.semantic.vectors import Quantization, edge_builds, edge_shard
 from tiers.semantic.vectors import edge_generations as generations
 
 
@@ -23,11 +23,12 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     kept in the shard's config, so a build's child process indexes too."""
     real = edge_shard.config
 
-    def config(dim: int, *, idf: bool = False) -> EdgeConfig:
-        base = real(dim, idf=idf)
+    def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") -> EdgeConfig:
+        base = real(dim, idf=idf, quantization=quantization)
         return EdgeConfig(
             vectors=base.vectors,
             sparse_vectors=base.sparse_vectors,
+            quantization_config=base.quantization_config,
             max_search_threads=base.max_search_threads,
             optimizers=EdgeOptimizersConfig(indexing_threshold=1),
         )

@@ -11,7 +11,16 @@ from typing import Any, cast
 import pytest
 from qdrant_client import QdrantClient, models
 
-from tests.contracts.vectors import BOB, DIM, KEYWORDS, MODEL, mem, unit
+from tests.contracts.vectors import (
+    BOB,
+    DIM,
+    INDEXED_DIM,
+    KEYWORDS,
+    MODEL,
+    indexable_points,
+    mem,
+    unit,
+)
 from tiers.semantic.vectors import (
     PointFilter,
     SparseVector,
@@ -22,6 +31,7 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
 from tiers.semantic.vectors.qdrant_collection import META_ID
+from tiers.semantic.vectors.sharded import ShardedVectorStore
 
 
 def test_edge_sidecar_and_lock(tmp_path):
@@ -201,3 +211,18 @@ def test_qdrant_keeps_using_a_collection_without_shard_keys_and_the_collections_
     third.count(PointFilter(user_id="alice"))
     assert spy.calls == [("count", f"shard-{shard_of('alice', 4):03d}")]
     client.close()
+
+
+@pytest.mark.parametrize("quantization", ["int8", "none"])
+def test_edge_int8_segments_keep_quantized_vectors(tmp_path, quantization):
+    """The embedded store's index build writes the int8 copy of its vectors with "int8" (the
+    contract suite checks the scores), and none without."""
+    store = ShardedVectorStore(tmp_path / "vectors", 4, quantization=quantization)
+    store.ensure(MODEL, INDEXED_DIM)
+    points, _asked = indexable_points(queries=1)
+    for start in range(0, len(points), 1000):
+        store.upsert(points[start : start + 1000])
+    store.optimize()
+    quantized = list((tmp_path / "vectors").rglob("quantized.data"))
+    store.close()
+    assert bool(quantized) == (quantization == "int8")

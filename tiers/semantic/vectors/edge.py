@@ -44,6 +44,7 @@ from tiers.semantic.vectors import (
     Hit,
     MemoryPoint,
     PointFilter,
+    Quantization,
     SparseVector,
     VectorStoreMismatch,
     VectorStoreUnavailable,
@@ -63,6 +64,7 @@ from tiers.semantic.vectors.edge_shard import (
     payload_indexes,
     read_sidecar,
     records_sparse,
+    search_params,
     sparse_pages,
     to_point,
     write_sidecar,
@@ -105,8 +107,9 @@ class EdgeVectorStore(EdgeBuilds):
         path: Path,
         frequencies: DocumentFrequencies | None = None,
         points: PointCache | None = None,
+        quantization: Quantization = "none",
     ) -> None:
-        super().__init__(path)
+        super().__init__(path, quantization)
         self._model = ""
         self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
         self._points = points if points is not None else PointCache(POINT_CACHE)
@@ -151,7 +154,7 @@ class EdgeVectorStore(EdgeBuilds):
                     if gen == self.path:
                         gen = generations.first(self.path)
                         generations.switch(self.path, gen)
-                    shard = create_shard(gen, dim)
+                    shard = create_shard(gen, dim, self.quantization)
                 try:
                     for records in sparse_pages(shard):
                         self._frequencies.add(records_sparse(records))
@@ -346,6 +349,7 @@ class EdgeVectorStore(EdgeBuilds):
             limit=limit,
             query=Query.Nearest(vector, using=using),
             filter=build_filter(flt),
+            params=search_params(self.quantization) if using == DENSE else None,
             with_payload=False,  # the points come from the cache, the missing ones by id
         )
         snapshot = self._points.snapshot()

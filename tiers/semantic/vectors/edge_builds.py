@@ -36,7 +36,7 @@ from pathlib import Path
 
 from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
-from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
+from tiers.semantic.vectors import IndexBuildCancelled, Quantization, VectorStoreUnavailable
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_shard import engine_errors, indexable, load_shard
 
@@ -51,8 +51,9 @@ class EdgeBuilds:
     """The live shard of an edge store with its locks and read leases, and the making of its
     next generation (an index build or a purge) in a child process, swapped in when done."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, quantization: Quantization = "none") -> None:
         self.path = path
+        self.quantization: Quantization = quantization
         self._shard: EdgeShard | None = None
         self._dim = 0
         self._closed = False
@@ -263,4 +264,4 @@ class EdgeBuilds:
         return engine_errors(self.path, what)
 
     def _load(self, gen: Path, dim: int) -> EdgeShard:
-        return load_shard(self.path, gen, dim)
+        return load_shard(self.path, gen, dim, self.quantization)

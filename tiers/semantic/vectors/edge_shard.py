@@ -27,10 +27,15 @@ from qdrant_edge import (
     EdgeVectorParams,
     Filter,
     KeywordIndexParams,
+    Memory,
     Modifier,
     PayloadSchemaType,
     Point,
+    QuantizationSearchParams,
+    ScalarQuantizationConfig,
+    ScalarType,
     ScrollRequest,
+    SearchParams,
     UpdateOperation,
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
@@ -38,8 +43,10 @@ from qdrant_edge import SparseVector as EdgeSparseVector
 from tiers.core.errors import StrataError
 from tiers.semantic.vectors import (
     DENSE,
+    RESCORE_OVERSAMPLING,
     SPARSE,
     MemoryPoint,
+    Quantization,
     SparseVector,
     VectorStoreMismatch,
     VectorStoreUnavailable,
@@ -72,7 +79,7 @@ def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
     }
 
 
-def config(dim: int, *, idf: bool = False) -> EdgeConfig:
+def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") -> EdgeConfig:
     """Strata's shard config. Two search threads per shard: the engine's default pool (8
     threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
     queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
@@ -82,12 +89,39 @@ def config(dim: int, *, idf: bool = False) -> EdgeConfig:
     The sparse vectors have no modifier: the store weighs a query's terms by IDF over all its
     shards (:mod:`tiers.semantic.vectors.term_frequencies`). ``idf`` gives the config of a shard
     written before that, whose engine applied IDF itself (:func:`engine_idf`), to open it
-    and move its points."""
+    and move its points.
+
+    ``quantization = "int8"``: the engine keeps a scalar (int8) copy of the dense vectors of
+    each segment it indexes, in memory, and the original float32 vectors on disk (mapped,
+    read only to rescore: :func:`search_params`); 0.99 of the values set the int8 range.
+    ``"none"`` leaves a shard's quantization as it is (the engine has no way to drop it once
+    made); searches then read the original vectors only."""
+    int8 = quantization == "int8"
     return EdgeConfig(
-        vectors={DENSE: EdgeVectorParams(size=dim, distance=Distance.Cosine)},
+        vectors={
+            DENSE: EdgeVectorParams(
+                size=dim, distance=Distance.Cosine, memory=Memory.Cold if int8 else None
+            )
+        },
         sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf if idf else None)},
+        quantization_config=(
+            ScalarQuantizationConfig(type=ScalarType.Int8, quantile=0.99, memory=Memory.Cached)
+            if int8
+            else None
+        ),
         max_search_threads=SEARCH_THREADS,
     )
+
+
+def search_params(quantization: Quantization) -> SearchParams:
+    """A dense search's parameters: with ``"int8"``, the candidates found on the int8 vectors
+    (:data:`RESCORE_OVERSAMPLING` times the limit) are scored again on the original vectors,
+    so every score is the exact cosine; with ``"none"``, the int8 vectors are not used."""
+    if quantization == "int8":
+        return SearchParams(
+            quantization=QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
+        )
+    return SearchParams(quantization=QuantizationSearchParams(ignore=True))
 
 
 def indexable(points: int, dim: int) -> bool:
@@ -108,9 +142,9 @@ def to_point(p: MemoryPoint) -> Point:
     return Point(id=p.id, vector=vector, payload=p.payload())
 
 
-def create_shard(dest: Path, dim: int) -> EdgeShard:
+def create_shard(dest: Path, dim: int, quantization: Quantization = "none") -> EdgeShard:
     """A new, empty shard at ``dest`` with Strata's config and payload indexes."""
-    shard = EdgeShard.create(str(dest), config(dim))
+    shard = EdgeShard.create(str(dest), config(dim, quantization=quantization))
     try:
         for name, schema in payload_indexes().items():
             shard.update(UpdateOperation.create_field_index(name, schema))
@@ -266,11 +300,12 @@ def engine_idf(gen: Path) -> bool:
     return isinstance(params, dict) and str(params.get("modifier", "")).lower() == "idf"
 
 
-def load_shard(path: Path, gen: Path, dim: int) -> EdgeShard:
+def load_shard(path: Path, gen: Path, dim: int, quantization: Quantization = "none") -> EdgeShard:
     """Open the generation ``gen`` of the store at ``path``, checking it against ``dim`` (and
-    against the config it was made with: :func:`engine_idf`)."""
+    against the config it was made with: :func:`engine_idf`); with ``quantization`` "int8",
+    the segments indexed from now on are quantized too (:func:`config`)."""
     try:
-        return EdgeShard.load(str(gen), config(dim, idf=engine_idf(gen)))
+        return EdgeShard.load(str(gen), config(dim, idf=engine_idf(gen), quantization=quantization))
     except Exception as exc:
         if "incompatible" not in str(exc).lower():
             raise

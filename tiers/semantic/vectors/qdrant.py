@@ -38,6 +38,7 @@ from tiers.semantic.vectors import (
     Hit,
     MemoryPoint,
     PointFilter,
+    Quantization,
     SparseVector,
     VectorStoreMismatch,
     VectorStoreUnavailable,
@@ -49,41 +50,38 @@ from tiers.semantic.vectors.qdrant_collection import (
     META_ID,
     build_filter,
     create_collection,
+    ensure_quantization,
     ensure_shard_keys,
+    owned_by,
     read_meta,
+    require_scope,
+    search_params,
     shard_key,
     to_point,
+    wanted_ids,
     write_meta,
 )
 
 log = logging.getLogger("strata.vectors")
 
 
-def _wanted(ids: Sequence[str]) -> list[str]:
-    """The canonical forms of ``ids`` that are UUIDs (never the metadata point's), in order."""
-    return [i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID]
-
-
-def _of(payload: dict[str, Any] | None, user_id: str) -> bool:
-    """Whether a retrieved payload is ``user_id``'s (any user's when it is empty)."""
-    return not user_id or (payload or {}).get("user_id") == user_id
-
-
-def _require_scope(flt: PointFilter) -> None:
-    if not flt.user_id:
-        raise ValueError("a vector search needs a user_id: scope is a hard filter")
-
-
 class QdrantVectorStore:
     """A :class:`~tiers.semantic.vectors.VectorStore` in one collection of a Qdrant server (or of
     ``qdrant-client``'s local mode). The store owns ``client``: :meth:`close` closes it."""
 
-    def __init__(self, client: QdrantClient, collection: str = COLLECTION, shards: int = 1) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str = COLLECTION,
+        shards: int = 1,
+        quantization: Quantization = "none",
+    ) -> None:
         if shards < 1:
             raise ValueError(f"a collection has at least one shard key, not {shards}")
         self.client = client
         self.collection = collection
         self.shards = shards  # the shard keys of a collection this store creates
+        self.quantization: Quantization = quantization
         self._keys = 0  # the collection's shard keys (0: none, a collection made before)
         options = client.init_options
         self._local = options.get("location") == ":memory:" or options.get("path") is not None
@@ -102,16 +100,12 @@ class QdrantVectorStore:
         *,
         timeout: int = 10,
         shards: int = 1,
+        quantization: Quantization = "none",
     ) -> QdrantVectorStore:
         """A store on the Qdrant server (or cluster) at ``url``. Nothing is sent before
         :meth:`ensure`."""
         client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
-        return cls(client, collection, shards)
-
-    @classmethod
-    def in_memory(cls, collection: str = COLLECTION, shards: int = 1) -> QdrantVectorStore:
-        """A store in ``qdrant-client``'s in-process ``:memory:`` mode (tests only)."""
-        return cls(QdrantClient(":memory:"), collection, shards)
+        return cls(client, collection, shards, quantization)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -125,8 +119,15 @@ class QdrantVectorStore:
             with self._errors("ensure"):
                 if not self.client.collection_exists(self.collection):
                     create_collection(
-                        self.client, self.collection, model, dim, self.shards, local=self._local
+                        self.client,
+                        self.collection,
+                        model,
+                        dim,
+                        self.shards,
+                        local=self._local,
+                        quantization=self.quantization,
                     )
+                ensure_quantization(self.client, self.collection, self.quantization)
                 params = self.client.get_collection(self.collection).config.params
                 meta = read_meta(self.client, self.collection)
                 vectors = params.vectors if isinstance(params.vectors, dict) else {}
@@ -244,21 +245,21 @@ class QdrantVectorStore:
     # -- reads -------------------------------------------------------------------------------
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
-        _require_scope(flt)
+        require_scope(flt)
         return self._query([float(x) for x in vector], DENSE, flt, limit)
 
     def weigh(self, vector: SparseVector) -> SparseVector:
         return vector  # the server's IDF modifier weighs the stored points' terms itself
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
-        _require_scope(flt)
+        require_scope(flt)
         if not vector.indices:
             return []
         query = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
         return self._query(query, SPARSE, flt, limit)
 
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
-        wanted = _wanted(ids)
+        wanted = wanted_ids(ids)
         if not wanted:
             return []
         with self._reading(), self._errors("get"):
@@ -272,12 +273,12 @@ class QdrantVectorStore:
         found = {
             canonical_id(r.id): r.payload
             for r in records
-            if r.payload is not None and _of(r.payload, user_id)
+            if r.payload is not None and owned_by(r.payload, user_id)
         }
         return [MemoryPoint.from_payload(i, found[i]) for i in wanted if i in found]
 
     def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
-        wanted = _wanted(ids)
+        wanted = wanted_ids(ids)
         if not wanted:
             return {}
         with self._reading(), self._errors("dense"):
@@ -292,7 +293,7 @@ class QdrantVectorStore:
         for r in records:
             vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
             key = canonical_id(r.id)
-            if key is not None and isinstance(vector, list) and _of(r.payload, user_id):
+            if key is not None and isinstance(vector, list) and owned_by(r.payload, user_id):
                 out[key] = [float(x) for x in vector]  # type: ignore[arg-type]
         return out
 
@@ -344,6 +345,7 @@ class QdrantVectorStore:
                 using=using,
                 query_filter=build_filter(flt),
                 limit=limit,
+                search_params=search_params(self.quantization) if using == DENSE else None,
                 with_payload=True,
                 with_vectors=False,
                 shard_key_selector=self._route(flt.user_id),

@@ -21,11 +21,20 @@ management, so no key is made there (:func:`ensure_shard_keys`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from tiers.semantic.vectors import DENSE, SPARSE, MemoryPoint, PointFilter, canonical_id
+from tiers.semantic.vectors import (
+    DENSE,
+    RESCORE_OVERSAMPLING,
+    SPARSE,
+    MemoryPoint,
+    PointFilter,
+    Quantization,
+    canonical_id,
+)
 
 META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
 META_KIND = "_meta"
@@ -94,14 +103,56 @@ def shard_key(index: int) -> str:
     return f"shard-{index:03d}"
 
 
+def quantization_config(quantization: Quantization) -> models.ScalarQuantization | None:
+    """The collection's quantization for ``vectors.quantization`` (as the embedded store's:
+    :func:`tiers.semantic.vectors.edge_shard.config`)."""
+    if quantization != "int8":
+        return None
+    return models.ScalarQuantization(
+        scalar=models.ScalarQuantizationConfig(
+            type=models.ScalarType.INT8, quantile=0.99, always_ram=True
+        )
+    )
+
+
+def search_params(quantization: Quantization) -> models.SearchParams:
+    """A dense search's: rescored on the original vectors with int8, which are not used
+    otherwise (:func:`tiers.semantic.vectors.edge_shard.search_params`)."""
+    if quantization == "int8":
+        return models.SearchParams(
+            quantization=models.QuantizationSearchParams(
+                rescore=True, oversampling=RESCORE_OVERSAMPLING
+            )
+        )
+    return models.SearchParams(quantization=models.QuantizationSearchParams(ignore=True))
+
+
+def ensure_quantization(client: QdrantClient, collection: str, quantization: Quantization) -> None:
+    """Quantize an existing collection that is not yet (its server builds the int8 vectors in
+    the background); one that is stays so with ``"none"``, whose searches do not use them."""
+    if (
+        quantization == "int8"
+        and client.get_collection(collection).config.quantization_config is None
+    ):
+        client.update_collection(collection, quantization_config=quantization_config(quantization))
+
+
 def create_collection(
-    client: QdrantClient, collection: str, model: str, dim: int, shards: int, *, local: bool
+    client: QdrantClient,
+    collection: str,
+    model: str,
+    dim: int,
+    shards: int,
+    *,
+    local: bool,
+    quantization: Quantization = "none",
 ) -> None:
     """The collection with Strata's layout, custom sharding with ``shards`` shard keys (none
     made in ``local`` mode), its payload indexes and its metadata point. One that another
     process created first is left as it is, for
     :meth:`tiers.semantic.vectors.qdrant.QdrantVectorStore.ensure` to check."""
-    dense = models.VectorParams(size=dim, distance=models.Distance.COSINE)
+    int8 = quantization == "int8"
+    dense = models.VectorParams(size=dim, distance=models.Distance.COSINE, on_disk=int8 or None)
     sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
     try:
         client.create_collection(
@@ -109,6 +160,7 @@ def create_collection(
             vectors_config={DENSE: dense},
             sparse_vectors_config={SPARSE: sparse},
             sharding_method=models.ShardingMethod.CUSTOM,
+            quantization_config=quantization_config(quantization),
         )
     except Exception:
         if client.collection_exists(collection):
@@ -163,3 +215,18 @@ def to_point(p: MemoryPoint) -> models.PointStruct:
             indices=list(p.sparse.indices), values=list(p.sparse.values)
         )
     return models.PointStruct(id=p.id, vector=vector, payload=p.payload())
+
+
+def wanted_ids(ids: Sequence[str]) -> list[str]:
+    """The canonical forms of ``ids`` that are UUIDs (never the metadata point's), in order."""
+    return [i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID]
+
+
+def owned_by(payload: dict[str, Any] | None, user_id: str) -> bool:
+    """Whether a retrieved payload is ``user_id``'s (any user's when it is empty)."""
+    return not user_id or (payload or {}).get("user_id") == user_id
+
+
+def require_scope(flt: PointFilter) -> None:
+    if not flt.user_id:
+        raise ValueError("a vector search needs a user_id: scope is a hard filter")

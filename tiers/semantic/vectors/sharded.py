@@ -49,6 +49,7 @@ from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
     PointFilter,
+    Quantization,
     SparseVector,
     VectorStoreUnavailable,
     canonical_id,
@@ -72,11 +73,18 @@ class ShardedVectorStore:
     keeping up to ``point_cache`` decoded points (:mod:`tiers.semantic.vectors.point_cache`). Raises
     ``ValueError`` for a shard count outside 1 to :data:`~tiers.semantic.vectors.MAX_SHARDS`."""
 
-    def __init__(self, path: Path, shards: int, point_cache: int = POINT_CACHE) -> None:
+    def __init__(
+        self,
+        path: Path,
+        shards: int,
+        point_cache: int = POINT_CACHE,
+        quantization: Quantization = "none",
+    ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
         self.path = path
         self.shards = shards
+        self.quantization: Quantization = quantization  # every shard's
         self._stores: list[EdgeVectorStore | None] = [None] * shards
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
         self._points = PointCache(point_cache)  # every shard's decoded points
@@ -337,7 +345,10 @@ class ShardedVectorStore:
     def _open_shard(self, index: int) -> EdgeVectorStore:
         """Open (or make) shard ``index``; under the lock."""
         store = EdgeVectorStore(
-            self.path / layout.shard_name(index), self._frequencies, self._points
+            self.path / layout.shard_name(index),
+            self._frequencies,
+            self._points,
+            self.quantization,
         )
         try:
             store.ensure(self._model, self._dim)
