@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates bench-cold protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -113,6 +113,11 @@ bench-long-session: $(STAMP)
 # Updates: the current value first, the earlier one still found (dev and held-out halves).
 bench-updates: $(STAMP)
 	$(BIN)/python -m tests.bench.updates $(UPDATES)
+
+# Recall of users whose graph is not kept in memory (evicted, or after a restart): the
+# graph's features read from <data_dir>/graphs instead of every point. COLD="--users 8" etc.
+bench-cold: $(STAMP)
+	$(BIN)/python -m tests.bench.cold_scopes $(COLD)
 
 # What a Forget costs at 100k and at 400k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)
