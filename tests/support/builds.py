@@ -64,8 +64,8 @@ def held_load(monkeypatch: pytest.MonkeyPatch, pause: Pause) -> None:
     replayed into it (a store opened from existing files loads it first: arm this after)."""
     real = edge_builds.load_shard
 
-    def load(root: Path, gen: Path, dim: int) -> object:
+    def load(root: Path, gen: Path, dim: int, quantization: Quantization = "none") -> object:
         pause()
-        return real(root, gen, dim)
+        return real(root, gen, dim, quantization)
 
     monkeypatch.setattr(edge_builds, "load_shard", load)
