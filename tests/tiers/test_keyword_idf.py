@@ -11,14 +11,16 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from qdrant_edge import EdgeShard, Query, QueryRequest, UpdateOperation
 from qdrant_edge import SparseVector as EdgeSparseVector
 
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tiers.core.records import Scope
-from tiers.semantic.vectors import SPARSE, MemoryPoint, PointFilter, VectorStore, shard_of
+from tiers.semantic.vectors import SPARSE, MemoryPoint, PointFilter, VectorStore, edge, shard_of
 from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_shard import (
     config,
@@ -170,11 +172,72 @@ def test_the_counts_kept_by_writes_equal_the_ones_rebuilt_at_open(tmp_path):
     store.upsert(points("alice", ["the cat sat on the mat", "another cat"]))  # one replaced
     kept = {user: scores(store, user) for user in ("alice", "bob")}
     store.close()
+    assert layout.term_counts(path).exists()  # a clean close keeps them
 
+    layout.term_counts(path).unlink()  # as after a crash: the open counts every shard
     store = ShardedVectorStore(path, SHARDS)
     store.ensure(MODEL, DIM)
     try:
         assert {user: scores(store, user) for user in ("alice", "bob")} == kept
+    finally:
+        store.close()
+
+
+def test_the_counts_a_clean_close_kept_are_read_at_open_and_no_shard_is_scanned(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "sharded"
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    for user in TEXTS:
+        store.upsert(points(user))
+    store.delete(PointFilter(user_id="carol", ids=(points("carol")[0].id,)))
+    kept = {user: scores(store, user) for user in TEXTS}
+    store.close()
+
+    def scanned(*_args: object, **_kw: object) -> None:
+        raise AssertionError("a shard's terms were counted again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(edge, "sparse_pages", scanned)
+        store = ShardedVectorStore(path, SHARDS)
+        store.ensure(MODEL, DIM)
+    # Gone at once, before any write: a crash from now on leaves no file, and the next
+    # open counts the shards again.
+    assert not layout.term_counts(path).exists()
+    assert {user: scores(store, user) for user in TEXTS} == kept
+    store.upsert(points("alice", ["a new cat arrives"]))
+    kept = {user: scores(store, user) for user in TEXTS}
+    store.close()
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    try:
+        assert {user: scores(store, user) for user in TEXTS} == kept
+    finally:
+        store.close()
+
+
+def test_the_kept_counts_hold_no_term_of_deleted_points_and_a_bad_file_is_counted_over(
+    tmp_path,
+):
+    path = tmp_path / "sharded"
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
+    store.delete(PointFilter(user_id="bob"))
+    kept = scores(store)
+    store.close()
+    with np.load(layout.term_counts(path)) as doc:
+        terms = set(doc["terms"].tolist())
+    assert not terms & set(KEYWORDS.embed_document("quokkaword").indices)
+    assert set(KEYWORDS.embed_document("cat").indices) <= terms
+
+    layout.term_counts(path).write_bytes(b"PK\x03\x04 cut short")
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)  # logged, and counted from the shards
+    try:
+        assert scores(store) == kept
+        assert not layout.term_counts(path).exists()
     finally:
         store.close()
 

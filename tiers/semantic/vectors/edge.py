@@ -108,8 +108,11 @@ class EdgeVectorStore(EdgeBuilds):
         frequencies: DocumentFrequencies | None = None,
         points: PointCache | None = None,
         quantization: Quantization = "none",
+        *,
+        count_terms: bool = True,
     ) -> None:
         super().__init__(path, quantization)
+        self._count_terms = count_terms  # at open (False: the sharded store read its counts)
         self._model = ""
         self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
         self._points = points if points is not None else PointCache(POINT_CACHE)
@@ -156,7 +159,7 @@ class EdgeVectorStore(EdgeBuilds):
                         generations.switch(self.path, gen)
                     shard = create_shard(gen, dim, self.quantization)
                 try:
-                    for records in sparse_pages(shard):
+                    for records in sparse_pages(shard) if self._count_terms else ():
                         self._frequencies.add(records_sparse(records))
                 except Exception:
                     shard.close()

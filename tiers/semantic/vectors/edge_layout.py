@@ -82,6 +82,11 @@ def build_mark(root: Path, index: int) -> Path:
     return root / f"{shard_name(index)}.build"
 
 
+def term_counts(root: Path) -> Path:
+    """The keyword counts a clean close left (:mod:`tiers.semantic.vectors.term_frequencies`)."""
+    return root / "term-frequencies"
+
+
 def build_marks_kept(root: Path) -> Path:
     """The file saying the store keeps its build marks (a store from before them has none)."""
     return root / BUILD_MARKS

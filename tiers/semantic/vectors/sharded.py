@@ -115,10 +115,12 @@ class ShardedVectorStore:
                 if found.kind == "single" or found.shards != self.shards:
                     move(self.path, found, model, dim, self.shards)
             self._model, self._dim = model, dim
+            with engine_errors(self.path, "open"):
+                counted = self._frequencies.take(layout.term_counts(self.path))
             with_points = []
             try:
                 for index in layout.shards_present(self.path, self.shards):
-                    store = self._open_shard(index)
+                    store = self._open_shard(index, count_terms=not counted)
                     if store.count(PointFilter()):
                         with_points.append(index)
             except BaseException:
@@ -194,8 +196,11 @@ class ShardedVectorStore:
 
     def close(self) -> None:
         with self._lock:
+            opened = self._ledger is not None and not self._closed
             self._closed = True
         self._close_shards()
+        if opened:  # nothing is written now: the counts are the shards'
+            self._frequencies.keep(layout.term_counts(self.path))
 
     @property
     def builds(self) -> int:
@@ -342,13 +347,15 @@ class ShardedVectorStore:
             self._open_ledger()
             return self._stores[index] or self._open_shard(index)
 
-    def _open_shard(self, index: int) -> EdgeVectorStore:
-        """Open (or make) shard ``index``; under the lock."""
+    def _open_shard(self, index: int, *, count_terms: bool = True) -> EdgeVectorStore:
+        """Open (or make) shard ``index``, counting its terms unless told not to; under the
+        lock."""
         store = EdgeVectorStore(
             self.path / layout.shard_name(index),
             self._frequencies,
             self._points,
             self.quantization,
+            count_terms=count_terms,
         )
         try:
             store.ensure(self._model, self._dim)

@@ -11,19 +11,32 @@ by :meth:`DocumentFrequencies.weigh` before the engine's dot product. The formul
 engine's (BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))``), so scores are those of one
 store with the modifier, exact under deletes.
 
-The counts live in memory only and are rebuilt from the shards' sparse vectors when the store
-opens: nothing derived from a forgotten text is written anywhere.
+The counts are rebuilt from the shards' sparse vectors when the store opens (0.3 s per 50k
+points), unless the store was closed cleanly: a sharded store then writes them at close
+(:meth:`DocumentFrequencies.save`, ``<vectors>/term-frequencies``), reads them at its next
+open instead of the scan and deletes the file at once (durably, before any write), so a
+file exists only while the store is closed and always counts exactly what it holds. It
+holds term ids (hashes) with their counts, and only of terms some point still holds: a term
+that only forgotten points held has left the counts with them.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import threading
+import zipfile
 from collections import Counter
 from collections.abc import Iterable
 from itertools import chain
+from pathlib import Path
+
+import numpy as np
 
 from tiers.semantic.vectors import SparseVector
+
+log = logging.getLogger("strata.vectors")
 
 __all__ = ["DocumentFrequencies"]
 
@@ -61,6 +74,60 @@ class DocumentFrequencies:
             self._counts.clear()
             self._points = 0
 
+    def keep(self, path: Path) -> bool:
+        """Write the counts to ``path``, durably (a temporary file fsynced, then renamed), for
+        :meth:`take`; False when that failed, which is logged (the next open counts)."""
+        with self._lock:
+            size = len(self._counts)
+            terms = np.fromiter(self._counts.keys(), dtype=np.int64, count=size)
+            counts = np.fromiter(self._counts.values(), dtype=np.int64, count=size)
+            points = np.array([self._points], dtype=np.int64)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with tmp.open("wb") as f:
+                np.savez(f, terms=terms, counts=counts, points=points)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            log.warning(
+                "vectors.term_frequencies_unsaved",
+                extra={"fields": {"file": str(path), "error": str(exc)}},
+            )
+            return False
+        return True
+
+    def take(self, path: Path) -> bool:
+        """Take the counts :meth:`keep` wrote to ``path`` in place of these, and delete the
+        file (durably, so a crash after any later write leaves none). False, with the counts
+        unchanged, when there is no file or it cannot be read (which is logged). Raises
+        ``OSError`` when the file cannot be deleted."""
+        path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # a keep a crash cut short
+        try:
+            with np.load(path) as doc:
+                terms, counts, points = doc["terms"], doc["counts"], doc["points"]
+                if terms.shape != counts.shape or points.shape != (1,):
+                    raise ValueError(f"arrays of {terms.shape}, {counts.shape}, {points.shape}")
+                table = dict(zip(terms.tolist(), counts.tolist(), strict=True))
+                total = int(points[0])
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            log.warning(
+                "vectors.term_frequencies_unreadable",
+                extra={"fields": {"file": str(path), "error": str(exc)}},
+            )
+            path.unlink(missing_ok=True)
+            return False
+        path.unlink()
+        _fsync_dir(path.parent)
+        with self._lock:
+            self._counts = table
+            self._points = total
+        return True
+
     def weigh(self, query: SparseVector) -> SparseVector:
         """``query`` with each term's weight multiplied by its IDF."""
         with self._lock:
@@ -91,3 +158,11 @@ class DocumentFrequencies:
 def _idf(total: int, n: int) -> float:
     """BM25's IDF as the engine computes it (its ``Idf`` modifier)."""
     return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
