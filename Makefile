@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates bench-cold protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates bench-cold bench-scale protos docs clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -118,6 +118,12 @@ bench-updates: $(STAMP)
 # graph's features read from <data_dir>/graphs instead of every point. COLD="--users 8" etc.
 bench-cold: $(STAMP)
 	$(BIN)/python -m tests.bench.cold_scopes $(COLD)
+
+# A store of a million points over 1,000 users with a skew, filled offline, then a real stratad
+# on it: start, memory, disk, Recall per user, a restart and a Forget of the largest user
+# (issue 44). SCALE="--points 10000000 --dir /big/disk" for ten million.
+bench-scale: $(STAMP)
+	$(BIN)/python -m tests.bench.scale $(SCALE)
 
 # What a Forget costs at 100k and at 400k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)

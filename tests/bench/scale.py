@@ -1,0 +1,270 @@
+"""A store of a million points or more on one machine: start, memory, disk, Recall per user,
+a restart and a Forget of the largest user (issue 44's table).
+
+Run as ``python -m tests.bench.scale`` (``make bench-scale``; ``SCALE="--points 10000000"``).
+
+**Fill** (offline, as ``tests.bench.recall_latency`` fills: the real model's vectors of the
+LoCoMo turns, jittered, 60 % chunks, 10 % summaries and 30 % facts with a fact graph edge
+each, in the daemon's layout and default settings), over ``--users`` users with a skew: the
+``--big-users`` largest hold ``--big-points`` points each (at most 60 % of the store between
+them), the rest share what is left by a log-uniform weight between 1 and 10 (at 10M points
+and 1,000 users: 1k to 20k points each). The index is built unless ``--no-index``.
+
+**Then a real** ``stratad`` on it (log level info, to read ``gc.*`` and ``vectors.built``):
+
+- the time from ``stratad serve`` to its ready file, and to the first Recall answered;
+- its resident memory (anonymous and file-backed) after start and after the queries;
+- the data dir's size (apparent and allocated), per point;
+- Recall (k 10, all channels) of the big users and of ``--sample`` small ones asked in turn
+  for ``--rounds`` rounds: the first visit of each and the later ones apart;
+- a restart: the shards rebuilt in its first ``--settle`` seconds (index builds every 20 s),
+  and its start times;
+- a Forget of the largest user while a thread recalls small users: its duration and the
+  others' slowest Recall meanwhile;
+- the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+
+from daemon.client import MemoryClient, StrataClientError
+from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench.recall_latency import build
+from tests.bench.tier3_points import embed_pool
+from tests.support import QUIET_ENV, ProcessDaemon
+from tiers.semantic.vectors import MemoryPoint
+
+
+def sizes(points: int, users: int, big_users: int, big_points: int, seed: int) -> list[int]:
+    """Points per user, the big users first; they add up to ``points``."""
+    big = [min(big_points, int(0.6 * points) // max(1, big_users))] * big_users
+    rest, small = points - sum(big), users - big_users
+    weights = np.exp(np.random.default_rng(seed).uniform(0.0, math.log(10.0), size=small))
+    counts = np.floor(weights / weights.sum() * rest).astype(int)
+    counts[: rest - int(counts.sum())] += 1
+    return big + counts.tolist()
+
+
+def name(index: int, big_users: int) -> str:
+    return f"big-{index}" if index < big_users else f"user-{index:04d}"
+
+
+class Owners:
+    """Gives each point of the fill's stream its user, by a shuffled list of owners."""
+
+    def __init__(self, counts: list[int], big_users: int, seed: int) -> None:
+        owners = np.repeat(np.arange(len(counts)), counts)
+        np.random.default_rng(seed).shuffle(owners)
+        self.owners = owners
+        self.big_users = big_users
+        self.next = 0
+
+    def __call__(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
+        out = []
+        for p in points:
+            user = name(int(self.owners[self.next]), self.big_users)
+            self.next += 1
+            out.append(replace(p, scope=replace(p.scope, user_id=user)))
+        return out
+
+
+def rss(pid: int) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("RssAnon", "RssFile"):
+            found[key] = round(int(value.split()[0]) / 1024, 1)
+    return found
+
+
+def disk(path: Path) -> dict[str, float]:
+    apparent = allocated = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            st = os.stat(os.path.join(root, f))
+            apparent += st.st_size
+            allocated += st.st_blocks * 512
+    return {"apparent_gb": round(apparent / 1e9, 2), "allocated_gb": round(allocated / 1e9, 2)}
+
+
+def start(data: Path, **settings: str) -> tuple[ProcessDaemon, dict[str, float]]:
+    """A daemon on ``data``, with the seconds to its ready file and to a first Recall."""
+    t0 = time.perf_counter()
+    proc = ProcessDaemon(data, log_level="info", **QUIET_ENV, **settings)
+    ready = time.perf_counter() - t0
+    with MemoryClient(proc.address, timeout=60) as c:
+        while True:
+            try:
+                c.recall("what did we talk about", user_id="user-0999", k=10)
+                break
+            except StrataClientError as exc:
+                if exc.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                time.sleep(0.05)
+    return proc, {"ready_s": round(ready, 1), "first_recall_s": round(time.perf_counter() - t0, 1)}
+
+
+def in_turn(address: str, users: list[str], rounds: int, questions: list[str]) -> dict[str, Any]:
+    rng = random.Random(5)
+    first: list[float] = []
+    later: list[float] = []
+    with MemoryClient(address, timeout=120) as c:
+        for r in range(rounds):
+            for user in users:
+                t0 = time.perf_counter()
+                c.recall(rng.choice(questions), user_id=user, k=10)
+                (first if r == 0 else later).append((time.perf_counter() - t0) * 1000)
+    return {"first_visit": summary(first), "later": summary(later)}
+
+
+def summary(ms: list[float]) -> dict[str, float]:
+    if not ms:
+        return {}
+    ms = sorted(ms)
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 1),
+        "p99_ms": round(percentile(ms, 99), 1),
+        "max_ms": round(ms[-1], 1),
+    }
+
+
+def forget_largest(
+    address: str, big: str, small: list[str], questions: list[str]
+) -> dict[str, Any]:
+    """Forget ``big`` while a thread recalls the small users; its duration and theirs."""
+    done = threading.Event()
+    others: list[float] = []
+
+    def recalls() -> None:
+        rng = random.Random(9)
+        with MemoryClient(address, timeout=120) as c:
+            while not done.is_set():
+                t0 = time.perf_counter()
+                c.recall(rng.choice(questions), user_id=rng.choice(small), k=10)
+                others.append((time.perf_counter() - t0) * 1000)
+
+    thread = threading.Thread(target=recalls)
+    thread.start()
+    time.sleep(1.0)
+    with MemoryClient(address, timeout=600) as c:
+        t0 = time.perf_counter()
+        c.forget(user_id=big)
+        seconds = time.perf_counter() - t0
+    time.sleep(1.0)
+    done.set()
+    thread.join()
+    return {"forget_s": round(seconds, 2), "others": summary(others)}
+
+
+def log_figures(text: str) -> dict[str, Any]:
+    pauses = [float(m) for m in re.findall(r"event=gc\.pause .*?ms=([\d.]+)", text)]
+    frozen = re.findall(r"event=gc\.frozen .*?ms=([\d.]+)", text)
+    objects = re.findall(r"event=gc\.frozen .*?objects=(\d+)", text)
+    return {
+        "gc_frozen_ms": [float(m) for m in frozen],
+        "gc_frozen_objects": [int(n) for n in objects],
+        "gc_pauses_over_50ms": len(pauses),
+        "gc_pause_max_ms": max(pauses, default=0.0),
+        "shards_built": len(re.findall(r"event=vectors\.built\b", text)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.scale")
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--big-users", type=int, default=3)
+    parser.add_argument("--big-points", type=int, default=200_000)
+    parser.add_argument("--sample", type=int, default=20, help="small users asked in turn")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--settle", type=float, default=60.0, help="seconds watched after a restart"
+    )
+    parser.add_argument("--no-index", action="store_true", help="fill without building the index")
+    parser.add_argument("--dir", type=Path, help="fill here and keep it (default: a temporary one)")
+    parser.add_argument("--json", type=Path, metavar="PATH")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    texts, pool, questions, _queries, _secs = embed_pool(threads=2)
+    counts = sizes(args.points, args.users, args.big_users, args.big_points, seed=11)
+    result: dict[str, Any] = {
+        "points": args.points,
+        "users": args.users,
+        "big_users": args.big_users,
+        "points_of_big_users": counts[: args.big_users],
+        "small_users_points": [min(counts[args.big_users :]), max(counts[args.big_users :])],
+    }
+    with tempfile.TemporaryDirectory(prefix="strata-scale-", dir=args.dir) as tmp:
+        data = Path(tmp) / "data"
+        print(f"filling {args.points} points over {args.users} users ...", flush=True)
+        t0 = time.perf_counter()
+        result["fill"] = build(
+            data,
+            args.points,
+            texts,
+            pool,
+            optimize=not args.no_index,
+            remap=Owners(counts, args.big_users, seed=12),
+        )
+        result["fill"]["seconds"] = round(time.perf_counter() - t0, 1)
+        result["disk"] = disk(data)
+        result["disk"]["bytes_per_point"] = round(result["disk"]["apparent_gb"] * 1e9 / args.points)
+        rng = random.Random(4)
+        small = [name(i, args.big_users) for i in range(args.big_users, args.users)]
+        asked = [name(i, args.big_users) for i in range(args.big_users)]
+        asked += rng.sample(small, min(args.sample, len(small)))
+        print("starting stratad ...", flush=True)
+        proc, result["start"] = start(data)
+        try:
+            result["rss_after_start_mib"] = rss(proc.pid)
+            print("asking in turn ...", flush=True)
+            result["recall_big"] = in_turn(
+                proc.address, asked[: args.big_users], args.rounds, questions
+            )
+            result["recall_small"] = in_turn(
+                proc.address, asked[args.big_users :], args.rounds, questions
+            )
+            result["rss_after_queries_mib"] = rss(proc.pid)
+        finally:
+            proc.terminate(120)
+        result["first_run_log"] = log_figures(proc.log_path.read_text(errors="replace"))
+        print("restarting ...", flush=True)
+        proc.log_path.unlink()
+        # A build round soon after the start (every 20 s): what a restart rebuilds shows.
+        proc, result["restart"] = start(data, vectors__optimize_interval_seconds="20")
+        try:
+            time.sleep(args.settle)
+            result["restart"].update(log_figures(proc.log_path.read_text(errors="replace")))
+            print("forgetting the largest user ...", flush=True)
+            result["forget"] = forget_largest(
+                proc.address, asked[0], asked[args.big_users :], questions
+            )
+        finally:
+            proc.terminate(120)
+    print()
+    print(f"A store of {args.points} points over {args.users} users on one machine")
+    print(format_machine(machine))
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
