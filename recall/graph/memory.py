@@ -237,6 +237,7 @@ class MemoryGraphs:
         # Per scope, the features of its current memories, kept between builds: a build after
         # a write reads the ids and only the new points (Features).
         self._features: dict[tuple[str, str], dict[str, Features]] = {}
+        self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
         # Staged points are not in the vector store: the graph is built from its points.
         semantic.events.subscribe(Tier3Written, self._written)
 
@@ -255,6 +256,7 @@ class MemoryGraphs:
                 self._builds.pop(key, None)
             for key in [k for k in self._features if k[0] == user_id]:
                 del self._features[key]
+                self._saved.pop(key, None)
             self._versions[user_id] = self._versions.get(user_id, 0) + 1
         if self.files is not None:
             self.files.forget(user_id)
@@ -292,10 +294,14 @@ class MemoryGraphs:
             generation = self.files.generation(scope.user_id) if self.files is not None else 0
             if cold and self.files is not None:
                 features.update(self.files.load(scope))
+                with self._lock:
+                    self._saved[key] = len(features)
             with collector.quiet():  # a burst of decoded points: no full collection walks it
-                graph, changed = self._build(scope, vectors, features)
-            if changed and self.files is not None:
-                self.files.save(scope, features, generation)
+                graph, removed = self._build(scope, vectors, features)
+            files = self.files if self._to_save(key, len(features), removed) else None
+            if files is not None and files.save(scope, features, generation):
+                with self._lock:
+                    self._saved[key] = len(features)
             with self._lock:
                 old = self._entries.pop(key, None)
                 if old is not None:
@@ -307,15 +313,23 @@ class MemoryGraphs:
                     self.nbytes -= kept_bytes(entry.graph)
                     self._builds.pop(evicted, None)
                     self._features.pop(evicted, None)
+                    self._saved.pop(evicted, None)
             return graph
+
+    def _to_save(self, key: tuple[str, str], size: int, removed: int) -> bool:
+        """Whether a build's features go to their file: after a memory went (its names leave
+        the disk at once), or once a tenth more memories than the file holds came (so a
+        scope under steady writes does not write its whole file at every build)."""
+        with self._lock:
+            saved = self._saved.get(key)
+        return removed > 0 or saved is None or size - saved >= max(1, saved // 10)
 
     def _build(
         self, scope: Scope, vectors: VectorStore, features: dict[str, Features]
-    ) -> tuple[ScopeGraph, bool]:
+    ) -> tuple[ScopeGraph, int]:
         """The scope's graph from its current memories: their ids from the store, the
         features of those not in ``features`` from their points (kept there; those of
-        memories gone are dropped), and whether ``features`` changed."""
-        before = len(features)
+        memories gone are dropped), and how many were dropped."""
         flt = PointFilter(
             user_id=scope.user_id,
             agent_id=scope.agent_id,
@@ -330,7 +344,6 @@ class MemoryGraphs:
         gone = [pid for pid in features if pid not in current]
         for pid in gone:
             del features[pid]
-        changed = bool(gone) or len(features) != before
         if len(memories) >= self.max_points:
             log.warning(
                 "recall.graph_truncated",
@@ -344,7 +357,7 @@ class MemoryGraphs:
                 scope.user_id,
             )
         ]
-        return assemble(memories, triplets, self.reply_weight), changed
+        return assemble(memories, triplets, self.reply_weight), len(gone)
 
     def _memories(
         self, flt: PointFilter, vectors: VectorStore, features: dict[str, Features]

@@ -143,3 +143,28 @@ def test_a_temporary_file_a_crash_left_is_swept_at_open(tmp_path: Path):
 def test_a_row_of_another_shape_is_refused(row: list[object]):
     with pytest.raises((ValueError, TypeError)):
         Features.of_row(row)
+
+
+def test_steady_writes_rewrite_the_file_per_tenth_and_a_delete_at_once(
+    world: World, tmp_path: Path
+):
+    for seq in range(1, 31):
+        world.turn(A, "Melanie", f"Note {seq} about Lisbon.", seq=seq)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    graphs = MemoryGraphs(world.semantic, files=files)
+    graphs.get(A, world.vectors)
+    assert files.saves == 1  # 30 memories
+    for seq in (31, 32):
+        world.turn(A, "Melanie", f"Note {seq} about Biscuit.", seq=seq)
+        graphs.get(A, world.vectors)
+    assert files.saves == 1  # 2 new of 30: under a tenth, kept in memory only
+    world.turn(A, "Melanie", "Note 33 about Biscuit.", seq=33)
+    graphs.get(A, world.vectors)
+    assert files.saves == 2  # 3 of 30
+    gone = world.turn(A, "Melanie", "Zanzibar, once.", seq=34)
+    graphs.get(A, world.vectors)
+    assert files.saves == 2
+    world.semantic.delete(PointFilter(user_id=A.user_id, ids=(gone,)), {A.user_id})
+    graphs.get(A, world.vectors)
+    assert files.saves == 3  # a memory went: its names leave the file at once
+    assert not any(b"zanzibar" in f.read_bytes() for f in files_of(tmp_path / "graphs"))
