@@ -246,3 +246,36 @@ def test_an_end_refused_after_its_episode_reached_the_journal_is_taken_back(star
         window = c.get_working_memory("s", user_id="u")
         assert window.state == pb.SESSION_STATE_OPEN and window.log_messages == 3
         assert not list(c.list_episodes(user_id="u").episodes)
+
+
+def test_an_append_whose_rollover_the_reserve_refuses_is_still_acknowledged(start_daemon):
+    """The append that fills a session's log is stored, then its rollover (the log as an
+    episode in the journal) is refused by the reserve: the append still succeeds (it was
+    stored), the session stays open with every message, and the next append rolls it over."""
+    d = start_daemon(
+        weaver={**QUIET, "live_index": False},
+        working_memory={"max_log_messages": 5},
+        storage={"min_free_mb": 64},
+    )
+    space = d.daemon.parts.state.space
+    assert space is not None
+    with d.client(timeout=60) as c:
+        for i in range(4):
+            c.append("s", f"turn {i}", user_id="u", message_id=f"m{i}")
+        checks: list[int] = []
+
+        def probe(_path: Path) -> int:  # room for the append's write, then none
+            checks.append(1)
+            return 256 * MB if len(checks) == 1 else 20 * MB
+
+        space.probe = probe
+        assert c.append("s", "turn 4", user_id="u", message_id="m4").seq == 5
+        assert len(checks) >= 2  # the append's write, then the rollover's
+        window = c.get_working_memory("s", user_id="u")
+        assert window.state == pb.SESSION_STATE_OPEN and window.log_messages == 5
+        assert not list(c.list_episodes(user_id="u").episodes)
+
+        space.probe = Probe(256 * MB)  # space freed: the next append rolls the log over
+        c.append("s", "turn 5", user_id="u", message_id="m5")
+        (episode,) = c.list_episodes(user_id="u").episodes
+        assert episode.message_count == 6 and episode.end_reason == pb.END_REASON_ROLLOVER

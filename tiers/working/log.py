@@ -23,6 +23,7 @@ its lock around these calls.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from tiers.changes import log as changelog
@@ -45,6 +46,13 @@ from tiers.working.session import (
     message_tokens,
     users_prefix,
 )
+
+log = logging.getLogger("strata.working")
+
+
+class EndInJournal(StoreUnavailable):
+    """A session's end that the state store refused after its episode reached the journal,
+    and whose episode could not be taken back out: it ends at the next start."""
 
 
 class SessionLog:
@@ -264,12 +272,28 @@ class SessionLog:
                 with freeing(self._state.space):
                     self._journal.delete_episode(episode)
             except (StoreUnavailable, DiskFull):
-                raise StoreUnavailable(
+                raise EndInJournal(
                     f"{exc}; the episode is in the journal already, so the session will end "
                     "when the daemon next starts"
                 ) from exc
             raise
         return episode
+
+    def roll_over(self, session: Session, now_us: int) -> Episode | None:
+        """:meth:`flush` a session whose log reached its limit, after an append that is stored
+        already: None when the disk's reserve or the store refused it with nothing done
+        (logged, ``session.rollover_deferred``), so the append still succeeds and the next
+        one tries again. Raises :class:`EndInJournal` (half done: the journal holds it)."""
+        try:
+            return self.flush(session, "rollover", now_us)
+        except EndInJournal:
+            raise
+        except (StoreUnavailable, DiskFull) as exc:
+            log.warning(
+                "session.rollover_deferred",
+                extra={"fields": {"session_id": session.session_id, "error": str(exc)}},
+            )
+            return None
 
     def _commit_end(self, session: Session, episode: Episode) -> None:
         key = session.ref.key()

@@ -9,11 +9,10 @@ becomes one episode in the journal.
 Sessions are per user (the same id under two users is two sessions). A call names a session by
 its id and, when it knows it, its user; else the id must be one user's (AmbiguousSession). An
 ended session keeps its meta (a second ``end_session`` is told it ended); a later append
-reopens it as a new *generation*, whose log becomes a new episode.
-
-Live sessions, windows, naming and when a session ends are here; what is durable is
-:mod:`tiers.working.log`, the records :mod:`tiers.working.session`. A lock guards it.
-"""
+reopens it as a new *generation*, whose log becomes a new episode. Live sessions, windows,
+naming and when a session ends are here (a rollover the disk refuses waits for the next
+append); what is durable is :mod:`tiers.working.log`, the records
+:mod:`tiers.working.session`. A lock guards it."""
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ from tiers.core.errors import (
     TierError,
 )
 from tiers.core.events import Events
-from tiers.core.records import Message, Scope, StoredMessage
+from tiers.core.records import Episode, Message, Scope, StoredMessage
 from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
 from tiers.working.log import SessionLog
@@ -50,6 +49,7 @@ from tiers.working.session import (
     WindowLimits,
     WindowView,
     WorkingMemoryStats,
+    mismatch,
 )
 
 
@@ -155,7 +155,7 @@ class WorkingMemory:
             if session is None:
                 session = self._opening(SessionKey(user, session_id), scope, now)
             elif scope != Scope("") and scope != session.scope:
-                raise ScopeMismatch(_mismatch(session_id))
+                raise ScopeMismatch(mismatch(session_id))
 
             results, stored = self._log.new_records(session, messages, now)
             if not stored:
@@ -179,8 +179,10 @@ class WorkingMemory:
             self._live[(user, session_id)] = updated
             self._live.move_to_end((user, session_id))
             self.events.publish(MessagesAppended(updated.live(), stored[-1].seq))
-            if updated.log_count >= self.limits.max_log_messages:
-                self._end(updated, "rollover")
+            if updated.log_count >= self.limits.max_log_messages:  # the append stays stored
+                episode = self._log.roll_over(updated, self._now_us())
+                if episode is not None:
+                    self._ended(updated, episode, "rollover")
             return results
 
     def _opening(self, ref: SessionKey, scope: Scope, now: int) -> Session:
@@ -196,7 +198,7 @@ class WorkingMemory:
                 session_id, scope, generation=1, next_seq=1, log_count=0, last_active_us=now
             )
         if scope != Scope("") and scope != previous.scope:
-            raise ScopeMismatch(_mismatch(session_id))
+            raise ScopeMismatch(mismatch(session_id))
         return Session(
             session_id,
             previous.scope,
@@ -383,7 +385,9 @@ class WorkingMemory:
         return ended
 
     def _end(self, session: Session, reason: str) -> EndResult:
-        episode = self._log.flush(session, reason, self._now_us())
+        return self._ended(session, self._log.flush(session, reason, self._now_us()), reason)
+
+    def _ended(self, session: Session, episode: Episode, reason: str) -> EndResult:
         self._live.pop((session.scope.user_id, session.session_id), None)
         result = EndResult(
             session.session_id,
@@ -394,7 +398,3 @@ class WorkingMemory:
         )
         self.events.publish(SessionFlushed(result))
         return result
-
-
-def _mismatch(session_id: str) -> str:
-    return f"scope differs from the scope of session {session_id!r}, which its first message fixed"

@@ -207,3 +207,8 @@ def message_tokens(message: Message) -> int:
     if message.tool_call is not None:
         tokens += count_tokens(message.tool_call.name) + count_tokens(message.tool_call.arguments)
     return tokens
+
+
+def mismatch(session_id: str) -> str:
+    """The message of an append whose scope is not its session's."""
+    return f"scope differs from the scope of session {session_id!r}, which its first message fixed"
