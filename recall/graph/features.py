@@ -110,7 +110,8 @@ class FeatureFiles:
     """The features of each scope kept with ``min_memories`` memories or more, as one file per
     scope under ``path`` (``<user digest>/<agent digest>.json``). ``check(what)`` raises
     :class:`tiers.space.DiskFull` when no file may be written now (the data dir's reserve).
-    No method raises for a file that cannot be read or written: it is logged and skipped."""
+    A file that cannot be read or written is logged and skipped, never raised (only
+    :meth:`forget` raises, when it cannot delete)."""
 
     def __init__(
         self,
@@ -163,14 +164,15 @@ class FeatureFiles:
         ``generation``. Returns whether the file was written."""
         if len(features) < self.min_memories:
             return False
+        tmp = self.path / "tmp" / f"{uuid.uuid4().hex}.json"
         try:
             if self._check is not None:
                 self._check("a file of the graph's features")
-            tmp = self.path / "tmp" / f"{uuid.uuid4().hex}.json"
             tmp.parent.mkdir(parents=True, exist_ok=True)
             rows = [f.row(pid) for pid, f in features.items()]
             tmp.write_text(json.dumps({"format": FORMAT, "rows": rows}, separators=(",", ":")))
         except (OSError, TierError) as exc:
+            tmp.unlink(missing_ok=True)  # a write the disk cut short
             log.warning(
                 "recall.graph_features_unsaved",
                 extra={"fields": {"user_id": scope.user_id, "error": str(exc)}},
