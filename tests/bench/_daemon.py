@@ -183,6 +183,19 @@ def format_machine(info: Mapping[str, Any]) -> str:
     )
 
 
+def summary(ms: Sequence[float]) -> dict[str, float]:
+    """Count, p50, p99 and max of latencies in milliseconds (empty: nothing)."""
+    if not ms:
+        return {}
+    ordered = sorted(ms)
+    return {
+        "n": len(ordered),
+        "p50_ms": round(percentile(ordered, 50), 1),
+        "p99_ms": round(percentile(ordered, 99), 1),
+        "max_ms": round(ordered[-1], 1),
+    }
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100) of already sorted values, nearest-rank."""
     if not sorted_values:

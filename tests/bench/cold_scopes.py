@@ -18,14 +18,13 @@ import argparse
 import dataclasses
 import json
 import random
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from daemon.client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench._daemon import format_machine, machine_info, summary
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
@@ -46,15 +45,6 @@ def rounds(address: str, users: int, count: int, questions: list[str]) -> list[l
                 row.append((time.perf_counter() - t0) * 1000)
             out.append(row)
     return out
-
-
-def figures(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_ms": round(statistics.median(ordered), 1),
-        "p99_ms": round(percentile(ordered, 99), 1),
-        "max_ms": round(ordered[-1], 1),
-    }
 
 
 def serve(data: Path, users: int, count: int, questions: list[str]) -> list[list[float]]:
@@ -99,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             "users": args.users,
             "points_per_user": args.points,
             "rounds": args.rounds,
-            "first_round": figures(first[0]),
-            "evicted": figures([ms for row in first[1:] for ms in row]),
-            "after_restart": figures(restarted[0]),
+            "first_round": summary(first[0]),
+            "evicted": summary([ms for row in first[1:] for ms in row]),
+            "after_restart": summary(restarted[0]),
             "feature_files": len(files),
             "feature_file_bytes": sum(f.stat().st_size for f in files),
         }

@@ -44,7 +44,7 @@ import grpc
 import numpy as np
 
 from daemon.client import MemoryClient, StrataClientError
-from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench._daemon import format_machine, machine_info, summary
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
@@ -136,18 +136,6 @@ def in_turn(address: str, users: list[str], rounds: int, questions: list[str]) -
                 c.recall(rng.choice(questions), user_id=user, k=10)
                 (first if r == 0 else later).append((time.perf_counter() - t0) * 1000)
     return {"first_visit": summary(first), "later": summary(later)}
-
-
-def summary(ms: list[float]) -> dict[str, float]:
-    if not ms:
-        return {}
-    ms = sorted(ms)
-    return {
-        "n": len(ms),
-        "p50_ms": round(percentile(ms, 50), 1),
-        "p99_ms": round(percentile(ms, 99), 1),
-        "max_ms": round(ms[-1], 1),
-    }
 
 
 def forget_largest(

@@ -161,10 +161,11 @@ def test_steady_writes_rewrite_the_file_per_tenth_and_a_delete_at_once(
     world.turn(A, "Melanie", "Note 33 about Biscuit.", seq=33)
     graphs.get(A, world.vectors)
     assert files.saves == 2  # 3 of 30
-    gone = world.turn(A, "Melanie", "Zanzibar, once.", seq=34)
+    gone = [world.turn(A, "Melanie", f"Zanzibar, time {n}.", seq=34 + n) for n in range(4)]
     graphs.get(A, world.vectors)
-    assert files.saves == 2
-    world.semantic.delete(PointFilter(user_id=A.user_id, ids=(gone,)), {A.user_id})
+    assert files.saves == 3  # 4 of 33: the file now names Zanzibar
+    assert any(b"zanzibar" in f.read_bytes() for f in files_of(tmp_path / "graphs"))
+    world.semantic.delete(PointFilter(user_id=A.user_id, ids=tuple(gone)), {A.user_id})
     graphs.get(A, world.vectors)
-    assert files.saves == 3  # a memory went: its names leave the file at once
+    assert files.saves == 4  # memories went: their names leave the file at once
     assert not any(b"zanzibar" in f.read_bytes() for f in files_of(tmp_path / "graphs"))

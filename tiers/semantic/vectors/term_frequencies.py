@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from tiers.semantic.vectors import SparseVector
+from tiers.semantic.vectors.edge_shard import fsync_dir
 
 log = logging.getLogger("strata.vectors")
 
@@ -89,7 +90,7 @@ class DocumentFrequencies:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             log.warning(
@@ -122,7 +123,7 @@ class DocumentFrequencies:
             path.unlink(missing_ok=True)
             return False
         path.unlink()
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         with self._lock:
             self._counts = table
             self._points = total
@@ -158,11 +159,3 @@ class DocumentFrequencies:
 def _idf(total: int, n: int) -> float:
     """BM25's IDF as the engine computes it (its ``Idf`` modifier)."""
     return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
