@@ -15,7 +15,7 @@ from recall.cache import SemanticCache
 from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
-from recall.graph.features import FeatureFiles, graph_features_path
+from recall.graph.files import FeatureFiles, graph_features_path
 from recall.rerank import LLMReranker, LocalReranker
 from tiers.core.models import ModelClient
 from tiers.keyed.access import AccessCounts

@@ -28,8 +28,9 @@ from dataclasses import replace
 import numpy as np
 
 from recall import QueryContext
-from recall.graph.features import FeatureFiles
-from recall.graph.memory import MEMORY_KINDS, REPLY_WEIGHT, MemoryGraphs, ScopeGraph
+from recall.graph.files import FeatureFiles
+from recall.graph.memory import MEMORY_KINDS, MemoryGraphs
+from recall.graph.scope import REPLY_WEIGHT, ScopeGraph
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
@@ -86,13 +87,13 @@ class GraphChannel:
             return []
         _embedder, vectors = self._semantic.wait_ready(0)
         graph = self.graphs.get(ctx.query.scope, vectors)
-        if not graph.memories:
+        if not graph.count:
             return []
         flt = ctx.query.filter()
         seeds = self.seeds(ctx, graph, vectors, flt)
         if not seeds.any():
             return []
-        mass = graph.walk.rank(seeds, self.alpha)[: len(graph.memories)]
+        mass = graph.walk.rank(seeds, self.alpha)[: graph.count]
         order = np.argsort(-mass, kind="stable")
         out: list[tuple[MemoryPoint, float]] = []
         pos = 0
@@ -102,9 +103,10 @@ class GraphChannel:
             pos += want
             if not batch:
                 break
-            found = {p.id: p for p in vectors.get([graph.memories[i] for i in batch], flt.user_id)}
-            for i in batch:
-                point = found.get(graph.memories[i])
+            wanted = [graph.point_id(i) for i in batch]
+            found = {p.id: p for p in vectors.get(wanted, flt.user_id)}
+            for i, point_id in zip(batch, wanted, strict=True):
+                point = found.get(point_id)
                 if point is not None and admits(flt, point):  # gone since the build: skipped
                     out.append((point, float(mass[i])))
         return out[:limit]
@@ -125,7 +127,7 @@ class GraphChannel:
                     ctx.vector.tolist(), replace(flt, kinds=kinds), self.dense_seeds
                 )
             for hit in hits:
-                i = graph.index.get(hit.point.id)
+                i = graph.node(hit.point.id)
                 if i is not None and hit.score > 0:
                     seeds[i] += self.dense_seed * hit.score / self.dense_seeds
         return seeds

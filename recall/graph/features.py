@@ -1,43 +1,25 @@
-"""What the graph takes from each memory point (:class:`Features`), and a copy of a scope's
-features on disk (:class:`FeatureFiles`) so that a scope evicted from memory, or a daemon
-restarted, builds its graph again without reading and parsing every point.
+"""What the graph takes from each memory point (:class:`Features`), and the features of a
+scope's memories as arrays (:class:`FeatureTable`): no Python object per memory stays
+resident, and a table goes to disk and back as a few arrays (:mod:`recall.graph.files`).
 
 A point's features are a function of its id (a turn's, a chunk's and a fact's id is derived
-from its text and sources), so a file never goes stale: a build reads the scope's current ids
-from the vector store, takes the features of the ids the file holds and reads only the points
-it lacks. What the file holds beyond the current ids is left out, and the file is rewritten.
-
-Forget leaves none of it: :meth:`FeatureFiles.forget` deletes the user's files, and a file a
-build was writing while the user was forgotten is thrown away, never renamed into place. The
-files are a cache: one that cannot be read (a crash mid-write leaves only a temporary file,
-swept at open) is ignored and written again, and none is written while the disk is below its
-reserve.
+from its text and sources), so features once read never go stale: a build takes the rows of
+the ids a table holds and reads only the points it lacks.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import logging
-import os
-import shutil
-import threading
-import uuid
-from collections.abc import Callable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+import numpy as np
 
 from recall.words import names
-from tiers.core.errors import TierError
-from tiers.core.records import Scope
 from tiers.semantic.graph import normalize
 from tiers.semantic.vectors import MemoryPoint
 
-log = logging.getLogger("strata.recall")
-
-FORMAT = 1
-FEATURE_BYTES = 1000  # a memory's Features with its id (measured with tracemalloc: 1,012)
+ID = np.dtype("S")  # point ids, as ASCII bytes (a UUID's text), sized to the longest
+NAME_BYTES = 120  # a word of the vocabulary: its str, list slot and dict entry (tracemalloc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,148 +43,190 @@ class Features:
         asks = turn is not None and "?" in point.text
         return cls(point.kind, speakers, frozenset(inside), frozenset(initial), turn, asks)
 
-    def row(self, point_id: str) -> list[object]:
-        """The JSON row of this point's features (:meth:`of_row` reads it)."""
-        session, seq = self.turn if self.turn is not None else (None, 0)
-        return [
-            point_id,
-            self.kind,
-            sorted(self.speakers),
-            sorted(self.inside),
-            sorted(self.initial),
-            session,
-            seq,
-            int(self.asks),
-        ]
+
+@dataclass(frozen=True, slots=True)
+class Ragged:
+    """A list of code lists: row ``i`` is ``codes[offsets[i]:offsets[i + 1]]``."""
+
+    offsets: np.ndarray  # int64, rows + 1
+    codes: np.ndarray  # int32
 
     @classmethod
-    def of_row(
-        cls, row: list[object], sets: dict[tuple[str, ...], frozenset[str]] | None = None
-    ) -> tuple[str, Features]:
-        """The point id and features of a row of :meth:`row`; ``sets`` shares equal sets
-        between the rows of one file (most rows name the same few speakers, or nothing).
-        Raises ``ValueError``, ``TypeError`` or ``IndexError`` for a row of another shape."""
-        point_id, kind, speakers, inside, initial, session, seq, asks = row
-        if not isinstance(point_id, str) or not isinstance(kind, str):
-            raise TypeError("a feature row starts with a point id and a kind")
-        shared = {} if sets is None else sets
+    def of(cls, rows: Sequence[Sequence[int]]) -> Ragged:
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        codes = np.fromiter((c for r in rows for c in r), dtype=np.int32, count=int(offsets[-1]))
+        return cls(offsets, codes)
 
-        def frozen(items: object) -> frozenset[str]:
-            if not isinstance(items, list):
-                raise TypeError("a feature row's names are a list")
-            key = tuple(items)
-            found = shared.get(key)
-            if found is None:
-                found = shared[key] = frozenset(key)
-            return found
+    @property
+    def rows(self) -> np.ndarray:
+        """The row of each code."""
+        return np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))
 
-        turn = (str(session), int(seq)) if session is not None else None  # type: ignore[call-overload]
-        return point_id, cls(
-            kind, frozen(speakers), frozen(inside), frozen(initial), turn, bool(asks)
+    def take(self, rows: np.ndarray) -> Ragged:
+        starts, lengths = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        within = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], lengths)
+        return Ragged(offsets, self.codes[np.repeat(starts, lengths) + within])
+
+    def append(self, other: Ragged) -> Ragged:
+        offsets = np.concatenate([self.offsets, other.offsets[1:] + self.offsets[-1]])
+        return Ragged(offsets, np.concatenate([self.codes, other.codes]))
+
+    def recode(self, codes: np.ndarray) -> Ragged:
+        return Ragged(self.offsets, codes[self.codes].astype(np.int32))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets.nbytes + self.codes.nbytes)
+
+
+RAGGED = ("speakers", "inside", "initial")
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureTable:
+    """The :class:`Features` of a scope's memories, row ``i`` for ``ids[i]``. Every string
+    (names, kinds, session ids) is a code into ``words``, which holds no word that no row
+    uses; ``session`` is ``-1`` for a memory that is no single turn."""
+
+    ids: np.ndarray  # ID
+    kind: np.ndarray  # int32 codes
+    speakers: Ragged
+    inside: Ragged
+    initial: Ragged
+    session: np.ndarray  # int32 codes, -1: no turn
+    seq: np.ndarray  # int64
+    asks: np.ndarray  # bool
+    words: tuple[str, ...]
+
+    @classmethod
+    def empty(cls) -> FeatureTable:
+        return cls.of([])
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[str, Features]]) -> FeatureTable:
+        """The table of these ``(point id, features)`` rows, in that order."""
+        code: dict[str, int] = {}
+
+        def coded(words: Iterable[str]) -> list[int]:
+            return [code.setdefault(w, len(code)) for w in sorted(words)]
+
+        speakers, inside, initial = [], [], []
+        kinds, session = [], []
+        for _pid, f in rows:
+            kinds.append(code.setdefault(f.kind, len(code)))
+            speakers.append(coded(f.speakers))
+            inside.append(coded(f.inside))
+            initial.append(coded(f.initial))
+            session.append(-1 if f.turn is None else code.setdefault(f.turn[0], len(code)))
+        return cls(
+            np.array([pid for pid, _f in rows], dtype=ID),
+            np.array(kinds, dtype=np.int32),
+            Ragged.of(speakers),
+            Ragged.of(inside),
+            Ragged.of(initial),
+            np.array(session, dtype=np.int32),
+            np.array([0 if f.turn is None else f.turn[1] for _p, f in rows], dtype=np.int64),
+            np.array([f.asks for _p, f in rows], dtype=bool),
+            tuple(code),
         )
 
+    def __len__(self) -> int:
+        return len(self.ids)
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    @property
+    def nbytes(self) -> int:
+        arrays = self.ids.nbytes + self.kind.nbytes + self.session.nbytes + self.seq.nbytes
+        ragged = sum(getattr(self, name).nbytes for name in RAGGED)
+        return int(arrays + ragged + self.asks.nbytes + NAME_BYTES * len(self.words))
 
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """The row of each of ``ids`` (``ID``), or -1 where this table has none."""
+        if not len(self.ids) or not len(ids):
+            return np.full(len(ids), -1, dtype=np.int64)
+        order = np.argsort(self.ids, kind="stable")
+        sorted_ids = self.ids[order]
+        at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+        return np.where(sorted_ids[at] == ids, order[at], -1)
 
-class FeatureFiles:
-    """The features of each scope kept with ``min_memories`` memories or more, as one file per
-    scope under ``path`` (``<user digest>/<agent digest>.json``). ``check(what)`` raises
-    :class:`tiers.space.DiskFull` when no file may be written now (the data dir's reserve).
-    A file that cannot be read or written is logged and skipped, never raised (only
-    :meth:`forget` raises, when it cannot delete)."""
+    def take(self, rows: np.ndarray) -> FeatureTable:
+        """The table of these rows, in this order, its words cut to those they use."""
+        rows = np.asarray(rows, dtype=np.int64)
+        part = FeatureTable(
+            self.ids[rows],
+            self.kind[rows],
+            self.speakers.take(rows),
+            self.inside.take(rows),
+            self.initial.take(rows),
+            self.session[rows],
+            self.seq[rows],
+            self.asks[rows],
+            self.words,
+        )
+        return part.compact()
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        min_memories: int = 200,
-        check: Callable[[str], None] | None = None,
-    ) -> None:
-        self.path = path
-        self.min_memories = min_memories
-        self._check = check
-        self._lock = threading.Lock()
-        self._forgotten: dict[str, int] = {}  # user -> Forgets seen
-        self.loads = 0  # files read (for tests and figures)
-        self.saves = 0  # files written
-        shutil.rmtree(path / "tmp", ignore_errors=True)  # a write a crash cut short
+    def compact(self) -> FeatureTable:
+        """This table with no word that no row uses (renumbered in the order of ``words``)."""
+        used = np.zeros(len(self.words) + 1, dtype=bool)  # the last slot: -1 (no session)
+        for codes in (self.kind, self.session, *(getattr(self, n).codes for n in RAGGED)):
+            used[codes] = True
+        used = used[:-1]
+        if used.all():
+            return self
+        recode = np.full(len(self.words) + 1, -1, dtype=np.int64)
+        recode[:-1][used] = np.arange(int(used.sum()))
+        return FeatureTable(
+            self.ids,
+            recode[self.kind].astype(np.int32),
+            self.speakers.recode(recode),
+            self.inside.recode(recode),
+            self.initial.recode(recode),
+            recode[self.session].astype(np.int32),
+            self.seq,
+            self.asks,
+            tuple(w for w, u in zip(self.words, used, strict=True) if u),
+        )
 
-    def _file(self, scope: Scope) -> Path:
-        return self.path / _digest(scope.user_id) / f"{_digest(scope.agent_id)}.json"
+    def append(self, other: FeatureTable) -> FeatureTable:
+        """This table's rows, then ``other``'s (its words merged into these)."""
+        if not len(other):
+            return self
+        code = {w: i for i, w in enumerate(self.words)}
+        for w in other.words:
+            code.setdefault(w, len(code))
+        recode = np.array([code[w] for w in other.words] + [-1], dtype=np.int64)
+        return FeatureTable(
+            np.concatenate([self.ids, other.ids]),
+            np.concatenate([self.kind, recode[other.kind].astype(np.int32)]),
+            self.speakers.append(other.speakers.recode(recode)),
+            self.inside.append(other.inside.recode(recode)),
+            self.initial.append(other.initial.recode(recode)),
+            np.concatenate([self.session, recode[other.session].astype(np.int32)]),
+            np.concatenate([self.seq, other.seq]),
+            np.concatenate([self.asks, other.asks]),
+            tuple(code),
+        )
 
-    def generation(self, user_id: str) -> int:
-        """The user's Forget count: :meth:`save` keeps a build's file only when it is unchanged
-        since the build began."""
-        with self._lock:
-            return self._forgotten.get(user_id, 0)
+    def has_kind(self, kind: str) -> bool:
+        return kind in self.words and bool((self.kind == self.words.index(kind)).any())
 
-    def load(self, scope: Scope) -> dict[str, Features]:
-        """The scope's features as last saved (none when there is no readable file)."""
-        file = self._file(scope)
-        try:
-            doc = json.loads(file.read_bytes())
-            if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-                raise ValueError(f"not a feature file of format {FORMAT}")
-            sets: dict[tuple[str, ...], frozenset[str]] = {}
-            found = dict(Features.of_row(row, sets) for row in doc["rows"])
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:
-            log.warning(
-                "recall.graph_features_unreadable",
-                extra={"fields": {"file": str(file), "error": str(exc)}},
-            )
-            return {}
-        self.loads += 1
-        return found
+    def features(self, row: int) -> Features:
+        """Row ``row`` as :class:`Features` (for tests and debugging: the graph reads arrays)."""
 
-    def save(self, scope: Scope, features: dict[str, Features], generation: int) -> bool:
-        """Write the scope's features (in place of its file), unless they are fewer than
-        ``min_memories`` or the user was forgotten since :meth:`generation` gave
-        ``generation``. Returns whether the file was written."""
-        if len(features) < self.min_memories:
-            return False
-        tmp = self.path / "tmp" / f"{uuid.uuid4().hex}.json"
-        try:
-            if self._check is not None:
-                self._check("a file of the graph's features")
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            rows = [f.row(pid) for pid, f in features.items()]
-            tmp.write_text(json.dumps({"format": FORMAT, "rows": rows}, separators=(",", ":")))
-        except (OSError, TierError) as exc:
-            tmp.unlink(missing_ok=True)  # a write the disk cut short
-            log.warning(
-                "recall.graph_features_unsaved",
-                extra={"fields": {"user_id": scope.user_id, "error": str(exc)}},
-            )
-            return False
-        file = self._file(scope)
-        with self._lock:
-            if self._forgotten.get(scope.user_id, 0) == generation:
-                try:
-                    file.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(tmp, file)
-                    self.saves += 1
-                    return True
-                except OSError as exc:
-                    log.warning(
-                        "recall.graph_features_unsaved",
-                        extra={"fields": {"user_id": scope.user_id, "error": str(exc)}},
-                    )
-        tmp.unlink(missing_ok=True)
-        return False
+        def words(ragged: Ragged) -> frozenset[str]:
+            codes = ragged.codes[ragged.offsets[row] : ragged.offsets[row + 1]]
+            return frozenset(self.words[c] for c in codes)
 
-    def forget(self, user_id: str) -> None:
-        """Delete every file of the user (all its agents'); a save under way is dropped.
-        Raises ``OSError`` when a file cannot be deleted."""
-        with self._lock:
-            self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(self.path / _digest(user_id))
-
-
-def graph_features_path(data_dir: Path) -> Path:
-    """Where the daemon keeps the feature files: ``<data_dir>/graphs``."""
-    return data_dir / "graphs"
+        session = int(self.session[row])
+        turn = None if session < 0 else (self.words[session], int(self.seq[row]))
+        return Features(
+            self.words[int(self.kind[row])],
+            words(self.speakers),
+            words(self.inside),
+            words(self.initial),
+            turn,
+            bool(self.asks[row]),
+        )

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from recall import Query, QueryContext
 from recall.graph.channel import GraphChannel
-from recall.graph.memory import MemoryGraphs, ScopeGraph, build, kept_bytes
+from recall.graph.memory import MemoryGraphs
+from recall.graph.scope import ScopeGraph, build
 from recall.recipe import Recipe
 from tests.support.fakes import HashEmbedder
 from tiers.core.records import Scope
@@ -174,7 +175,7 @@ def test_entity_memory_graph_links(world: World):
             for k, n in graph.entities.items()
             if k != "mel"  # an alias of melanie's node
             and any(
-                {graph.src[i], graph.dst[i]} == {graph.index[m], n} for i in range(len(graph.src))
+                {graph.src[i], graph.dst[i]} == {graph.node(m), n} for i in range(len(graph.src))
             )
         }
         for m in memories
@@ -191,8 +192,8 @@ def test_entity_memory_graph_links(world: World):
         for u, v, w in zip(graph.src, graph.dst, graph.weight, strict=True)
     }
     assert (
-        weight[(graph.index[hey], graph.entities["clay corner"])]
-        > weight[(graph.index[hey], graph.entities["melanie"])]
+        weight[(graph.node(hey), graph.entities["clay corner"])]
+        > weight[(graph.node(hey), graph.entities["melanie"])]
     )
     # the triplet also joins its two entities
     assert weight[(graph.entities["melanie"], graph.entities["dave"])] == 1.0
@@ -208,9 +209,9 @@ def test_a_question_turn_links_to_its_reply(world: World):
     points = {p.id: p for p in world.vectors.get([ask, reply, after, other])}
 
     def pairs(g: ScopeGraph) -> dict[frozenset[str], float]:  # memory - memory links
-        n = len(g.memories)
+        n, ids = g.count, g.memory_ids()
         links = zip(g.src, g.dst, g.weight, strict=True)
-        return {frozenset((g.memories[u], g.memories[v])): w for u, v, w in links if max(u, v) < n}
+        return {frozenset((ids[u], ids[v])): w for u, v, w in links if max(u, v) < n}
 
     graph = build([points[i] for i in (ask, reply, after, other)], [], reply_weight=0.7)
     assert pairs(graph) == {frozenset((ask, reply)): 0.7}
@@ -365,10 +366,10 @@ def test_a_large_scope_under_writes_keeps_a_young_build(world: World):
         ticks = itertools.count()  # each reading of the clock is one second later
         graphs = MemoryGraphs(world.semantic, large_scope=large, clock=lambda t=ticks: next(t))
         first = graphs.get(A, world.vectors)  # built in one "second"
-        world.turn(A, "Zed", f"I play chess {large}.", seq=2 + len(first.memories))
+        world.turn(A, "Zed", f"I play chess {large}.", seq=2 + first.count)
         again = graphs.get(A, world.vectors)  # two "seconds" later: within 10x the build
         assert (again is not first) is seen
-        assert (len(again.memories) > len(first.memories)) is seen
+        assert (again.count > first.count) is seen
 
 
 def test_the_graphs_are_kept_within_their_memory_budget(world: World):
@@ -376,19 +377,19 @@ def test_the_graphs_are_kept_within_their_memory_budget(world: World):
     for scope in (A, A2, B):
         world.turn(scope, "Caroline", f"I like painting, says {scope.agent_id}.")
     one = build(world.vectors.scroll(PointFilter(user_id="alice", agent_id="bot"), 10), [])
-    graphs = MemoryGraphs(world.semantic, max_bytes=2 * kept_bytes(one) + kept_bytes(one) * 3 // 5)
+    graphs = MemoryGraphs(world.semantic, max_bytes=2 * one.nbytes + one.nbytes * 3 // 5)
     a, a2 = graphs.get(A, world.vectors), graphs.get(A2, world.vectors)
-    assert graphs.nbytes == kept_bytes(a) + kept_bytes(a2) <= graphs.max_bytes
+    assert graphs.nbytes == a.nbytes + a2.nbytes <= graphs.max_bytes
     graphs.get(A, world.vectors)  # A is now the most recently used
     b = graphs.get(B, world.vectors)  # over budget: A2 goes
-    assert graphs.nbytes == kept_bytes(a) + kept_bytes(b)
+    assert graphs.nbytes == a.nbytes + b.nbytes
     assert graphs.get(A, world.vectors) is a  # kept
     assert graphs.get(A2, world.vectors) is not a2  # built again (and B goes)
-    assert graphs.nbytes == kept_bytes(a) + kept_bytes(graphs.get(A2, world.vectors))
+    assert graphs.nbytes == a.nbytes + graphs.get(A2, world.vectors).nbytes
     world.turn(A, "Zed", "I play chess.", seq=2)  # a write: A is rebuilt, its old size out
     bigger = graphs.get(A, world.vectors)
     assert bigger is not a
-    assert graphs.nbytes == kept_bytes(bigger) + kept_bytes(graphs.get(A2, world.vectors))
+    assert graphs.nbytes == bigger.nbytes + graphs.get(A2, world.vectors).nbytes
     assert graphs.forget_scope("alice") == 2 and graphs.nbytes == 0
     tiny = MemoryGraphs(world.semantic, max_bytes=1)  # one graph is kept even if larger
     assert tiny.get(B, world.vectors) is tiny.get(B, world.vectors) and tiny.nbytes > 1
