@@ -30,8 +30,8 @@ from tests.bench.locomo_data import load
 from tests.support import ProcessDaemon, wait_until
 from tiers.core.records import Scope
 from tiers.semantic.embedding import SentenceTransformerEmbedder
+from tiers.semantic.embedding.onnx import OnnxModel
 from tiers.settings import EmbeddingSettings, WorkersSettings
-from tiers.workers.onnx_model import OnnxModel
 from weaver.episodes import chunk, chunk_text
 from weaver.extractors import EpisodeInput, Turn
 from weaver.settings import WeaverSettings

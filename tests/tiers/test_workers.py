@@ -21,8 +21,8 @@ import pytest
 
 from tests.support import MODEL_CACHE, ROOT, wait_until
 from tiers.semantic.embedding import SentenceTransformerEmbedder
+from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
 from tiers.workers.embedder import BackgroundEmbedder, start_background
-from tiers.workers.onnx_model import OnnxModel, UnsupportedModel
 from tiers.workers.pool import WorkerPool, WorkerUnavailable
 from tiers.workers.wire import unpack_rows
 
@@ -60,17 +60,44 @@ def embed(pool: WorkerPool, texts: list[str]) -> np.ndarray:
 def test_onnxruntime_alone_computes_sentence_transformers_vectors(
     onnx: SentenceTransformerEmbedder,
 ) -> None:
+    from sentence_transformers import SentenceTransformer
+
     spec = onnx.worker_spec(1)
     model = OnnxModel(Path(spec["dir"]), spec["file"], spec["model_name"], batch_size=2)
+    theirs = SentenceTransformer(
+        spec["dir"], backend="onnx", device="cpu", model_kwargs={"file_name": spec["file"]}
+    )
     assert (model.model_name, model.dim) == (MODEL, onnx.dim)
-    for mine, theirs in [
-        (model.encode_documents, onnx.encode_documents),
-        (model.encode_queries, onnx.encode_queries),
+    for mine, reference, embedder in [
+        (model.encode_documents, theirs.encode_document, onnx.encode_documents),
+        (model.encode_queries, theirs.encode_query, onnx.encode_queries),
     ]:
         rows = mine(TEXTS)
         assert rows.dtype == np.float32 and rows.shape == (len(TEXTS), onnx.dim)
-        assert np.abs(rows - theirs(TEXTS)).max() < 1e-5
+        expected = reference(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+        assert np.abs(rows - expected).max() < 1e-5
+        assert np.abs(embedder(TEXTS) - expected).max() < 1e-5  # the daemon's, in process
     assert model.encode_documents([]).shape == (0, onnx.dim)
+
+
+def test_the_daemons_onnx_model_needs_neither_torch_nor_sentence_transformers(
+    onnx: SentenceTransformerEmbedder,
+) -> None:
+    """Once exported, the model in the daemon's process is onnxruntime's: a start imports
+    neither torch nor sentence-transformers (seconds of imports, hundreds of MB)."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tiers.semantic.embedding import SentenceTransformerEmbedder\n"
+        f"e = SentenceTransformerEmbedder({MODEL!r}, backend='onnx', "
+        f"cache_dir=Path({str(MODEL_CACHE)!r}))\n"
+        "assert e.encode_queries(['hello']).shape == (1, e.dim)\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stderr
 
 
 def test_a_pipeline_it_cannot_run_is_refused(onnx: SentenceTransformerEmbedder, tmp_path: Path):

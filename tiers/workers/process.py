@@ -37,7 +37,7 @@ def load(spec: dict[str, Any]) -> Any:
     """The embedder a model spec names (module doc)."""
     threads = int(spec.get("threads", 1))
     if spec["kind"] == "onnx":
-        from tiers.workers.onnx_model import OnnxModel, UnsupportedModel
+        from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
 
         try:
             return OnnxModel(

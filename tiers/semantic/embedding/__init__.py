@@ -8,13 +8,16 @@ local directory, or a model name on the Hugging Face hub (where the hub is reach
 Queries and documents go through ``encode_query`` / ``encode_document``, so each model's own
 prompts apply (E5 ``query:``/``passage:``, EmbeddingGemma's task prompts).
 
-``backend = "onnx-int8"`` exports the model once to ONNX, quantizes it to int8 for this CPU
-(ARM, AVX-512 VNNI, AVX-512 or AVX2: :func:`quantization_config`) under
-``<data_dir>/models/``, and serves from that: about 3-4x lower latency per query at the same
-retrieval quality.
+``backend = "onnx"`` (the daemon's default) exports the model once to ONNX under the model
+cache and serves from that with onnxruntime alone (:mod:`tiers.semantic.embedding.onnx`); the
+first start's export imports sentence-transformers and torch, later starts neither.
+``backend = "onnx-int8"`` also quantizes the export to int8 for this CPU (ARM, AVX-512 VNNI,
+AVX-512 or AVX2: :func:`tiers.semantic.embedding.onnx.quantization_config`): about 3-4x lower
+latency per query at the same retrieval quality.
 
-Importing sentence-transformers takes seconds, so :class:`EmbeddingService` loads the model in
-a background thread; everything that needs it waits on :meth:`EmbeddingService.wait`.
+Loading a model takes seconds (importing sentence-transformers alone takes seven), so
+:class:`EmbeddingService` loads it in a background thread; everything that needs it waits on
+:meth:`EmbeddingService.wait`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import logging
 import os
 import platform
 import re
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,92 +105,16 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def quantization_config(cpu_flags: str, machine: str) -> str:
-    """The ONNX dynamic-quantization config for a CPU: its ``/proc/cpuinfo`` flags and
-    ``platform.machine()``. One of sentence-transformers' ``arm64``, ``avx512_vnni``,
-    ``avx512`` or ``avx2`` (the baseline every x86-64 CPU this runs on has)."""
-    if machine.lower() in ("aarch64", "arm64"):
-        return "arm64"
-    flags = set(cpu_flags.split())
-    if "avx512_vnni" in flags or "avx512vnni" in flags:
-        return "avx512_vnni"
-    if {"avx512f", "avx512bw"} <= flags:
-        return "avx512"
-    return "avx2"
-
-
-def onnx_file_name(config: str) -> str:
-    """The file the export writes for ``config``, relative to the model directory. Passed to
-    the export as its suffix, so the name never depends on the weight type a config picks
-    (AVX2 quantizes to unsigned int8, AVX-512 and ARM to signed)."""
-    return f"onnx/model_int8_{config}.onnx"
-
-
-FP32_FILE = "onnx/model.onnx"  # the plain export: torch's vectors, 2-4x faster per query
-
-
-def _cpu_flags() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-    match = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
-    return match.group(1) if match else ""
-
-
-def _export(path: str, target: Path, file_name: str, int8_config: str | None) -> None:
-    """Export the model at ``path`` to ONNX in ``target`` (quantized with ``int8_config``).
-
-    Another process may export the same model at the same time (daemons sharing a model
-    cache): each works in a directory of its own, and the first to finish wins."""
-    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
-
-    log.info(
-        "embedding.onnx_export",
-        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
-    )
-    tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    # sentence-transformers warns that it is exporting and that the export should be saved,
-    # which is what this does: not for the daemon's log.
-    quiet = logging.getLogger("sentence_transformers.backend")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        source = target if target.is_dir() else Path(path)  # keep an earlier export's files
-        if source.is_dir():
-            shutil.copytree(source, tmp)
-            model = SentenceTransformer(str(tmp), backend="onnx", device="cpu")
-        else:
-            model = SentenceTransformer(path, backend="onnx", device="cpu")
-        if not (tmp / FP32_FILE).exists():  # else it was loaded from there
-            model.save_pretrained(str(tmp))  # the fp32 export: onnx/model.onnx
-        if int8_config is not None:
-            suffix = Path(file_name).stem.removeprefix("model_")
-            export_dynamic_quantized_onnx_model(model, int8_config, str(tmp), file_suffix=suffix)
-        if not (tmp / file_name).exists():
-            written = sorted(p.name for p in (tmp / "onnx").glob("*.onnx"))
-            raise TierError(
-                f"the ONNX export ({int8_config or 'fp32'}) did not write {file_name} "
-                f"(it wrote {', '.join(written) or 'nothing'})"
-            )
-        if (target / file_name).exists():
-            return  # another process finished first
-        old = tmp.with_name(tmp.name + ".old")
-        with contextlib.suppress(FileNotFoundError):
-            target.rename(old)
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / file_name).exists():
-                raise
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        quiet.setLevel(level)
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 class SentenceTransformerEmbedder:
+    """A sentence-transformers model in this process. With ``backend`` ``"onnx"`` or
+    ``"onnx-int8"`` it is exported once to ``cache_dir`` and, from then on, run by
+    onnxruntime and tokenizers alone (:class:`tiers.semantic.embedding.onnx.OnnxModel`, the
+    same vectors): torch and sentence-transformers are never imported, a start saves their
+    seconds of imports and their memory. A pipeline onnxruntime alone cannot run is run by
+    sentence-transformers over the same export."""
+
+    dim: int
+
     def __init__(
         self,
         model: str,
@@ -199,10 +125,6 @@ class SentenceTransformerEmbedder:
         cache_dir: Path | None = None,
     ) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        torch.set_num_threads(threads)
         # The name the vector store records: int8 vectors are not torch's, so a store is
         # never filled with both (switching is refused, naming the rebuild); the fp32 ONNX
         # export computes torch's vectors, so torch and onnx share stores.
@@ -210,12 +132,20 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._source = (model, backend, cache_dir)
         self._onnx_export: tuple[Path, str] | None = None  # the ONNX export: directory, file
+        self._runtime: Any = None  # onnxruntime alone (OnnxModel), or None
         path = resolve_model(model)
         if backend in ("onnx", "onnx-int8"):
             self._model = self._onnx(path, model, cache_dir, backend == "onnx-int8", threads)
         else:
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            torch.set_num_threads(threads)
             self._model = SentenceTransformer(path, device="cpu")
-        self.dim = int(self._model.get_embedding_dimension())
+        if self._runtime is not None:
+            self.dim = int(self._runtime.dim)
+        else:
+            self.dim = int(self._model.get_embedding_dimension())
 
     def worker_spec(self, threads: int) -> dict[str, Any]:
         """What a worker process (:mod:`tiers.workers.process`) loads to compute this model's
@@ -246,21 +176,31 @@ class SentenceTransformerEmbedder:
 
     def _onnx(self, path: str, name: str, cache_dir: Path | None, int8: bool, threads: int) -> Any:
         """The model exported once to ONNX under ``cache_dir`` (and quantized for this CPU
-        with ``int8``), served by onnxruntime with ``threads`` threads."""
+        with ``int8``), served by onnxruntime with ``threads`` threads: alone when it can
+        run the pipeline, else through sentence-transformers."""
         import onnxruntime
+
+        from tiers.semantic.embedding import onnx
+        from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
+
+        config = onnx.quantization_config(onnx.cpu_flags(), platform.machine())
+        target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
+        file_name = onnx.onnx_file_name(config) if int8 else onnx.FP32_FILE
+        if not (target / file_name).exists():
+            onnx.export(path, target, file_name, config if int8 else None)
+        self._onnx_export = (target, file_name)
+        # Between calls the model's threads sleep instead of spinning for work: the daemon's
+        # other threads and the workers have the cores meanwhile.
+        with contextlib.suppress(UnsupportedModel):
+            self._runtime = OnnxModel(
+                target, file_name, self.model_name, threads=threads, spinning=False
+            )
+            return None
         from sentence_transformers import SentenceTransformer
 
-        config = quantization_config(_cpu_flags(), platform.machine())
-        target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
-        file_name = onnx_file_name(config) if int8 else FP32_FILE
-        if not (target / file_name).exists():
-            _export(path, target, file_name, config if int8 else None)
-        self._onnx_export = (target, file_name)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        # Between calls the model's threads sleep instead of spinning for work: the daemon's
-        # other threads and the workers have the cores meanwhile.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return SentenceTransformer(
             str(target),
@@ -270,9 +210,13 @@ class SentenceTransformerEmbedder:
         )
 
     def encode_documents(self, texts: list[str]) -> np.ndarray:
+        if self._runtime is not None:
+            return np.asarray(self._runtime.encode_documents(texts))
         return self._encode(self._model.encode_document, texts)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
+        if self._runtime is not None:
+            return np.asarray(self._runtime.encode_queries(texts))
         return self._encode(self._model.encode_query, texts)
 
     def _encode(self, fn: Any, texts: list[str]) -> np.ndarray:
@@ -296,6 +240,9 @@ class EmbeddingRetrying:
     error: str
 
 
+CLOSE_WAIT = 20.0  # seconds a close waits for a load under way
+
+
 class EmbeddingService:
     """Loads the embedder in the background; :meth:`wait` hands it out once ready.
 
@@ -313,6 +260,7 @@ class EmbeddingService:
         self._ready = threading.Event()
         self._closed = threading.Event()
         self._embedder: Embedder | None = None
+        self._handing = threading.Lock()  # the loaded embedder handed out, or closed
         self.error: str | None = None
         self.attempts = 0
         # Called from the loader thread with the reason, each time a load will be retried.
@@ -324,13 +272,20 @@ class EmbeddingService:
             self._thread = threading.Thread(target=self._load, name="embedding-load", daemon=True)
             self._thread.start()
 
-    def close(self) -> None:
-        """Stop retrying a load, and close the embedder if it holds anything (worker
-        processes, a thread pool); idempotent. Waiters get the last error."""
-        self._closed.set()
-        embedder = self._embedder
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Stop retrying a load, wait up to ``wait`` seconds for a load under way (a process
+        must not exit while a thread is inside the model's native code: its runtime aborts
+        the exit), and close the embedder if it holds anything (worker processes, a thread
+        pool): a load that ends after this closes what it loaded. Idempotent. Waiters get
+        the last error."""
+        with self._handing:
+            self._closed.set()
+            embedder = self._embedder
         if isinstance(embedder, SupportsClose):
             embedder.close()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(wait)
 
     def _load(self) -> None:
         import time
@@ -364,7 +319,15 @@ class EmbeddingService:
                     log.error("embedding.failed", extra={"fields": {"error": self.error}})
                     log.debug("embedding.failed_detail", exc_info=True)
                     return
-                self._embedder, self.error = embedder, None
+                with self._handing:
+                    closed = self._closed.is_set()
+                    if not closed:
+                        self._embedder, self.error = embedder, None
+                if closed:  # closed while it loaded: nobody will use or close it
+                    if isinstance(embedder, SupportsClose):
+                        embedder.close()
+                    self.error = f"the embedding model {self.description} was closed"
+                    return
                 log.info(
                     "embedding.ready",
                     extra={

@@ -17,7 +17,13 @@ texts per second of the call's own order on conversational turns (docs/benchmark
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
+import re
+import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +32,97 @@ import numpy as np
 from tiers.core.errors import TierError
 from tiers.semantic.embedding import parts_by_length
 
+log = logging.getLogger("strata.embedding")
+
 _SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
 _POOLING = ("mean", "cls", "max", "lasttoken")
 BATCH_SIZE = 16  # texts per model run: the best of 16, 32, 64 for turns here
+
+
+def quantization_config(cpu_flags: str, machine: str) -> str:
+    """The ONNX dynamic-quantization config for a CPU: its ``/proc/cpuinfo`` flags and
+    ``platform.machine()``. One of sentence-transformers' ``arm64``, ``avx512_vnni``,
+    ``avx512`` or ``avx2`` (the baseline every x86-64 CPU this runs on has)."""
+    if machine.lower() in ("aarch64", "arm64"):
+        return "arm64"
+    flags = set(cpu_flags.split())
+    if "avx512_vnni" in flags or "avx512vnni" in flags:
+        return "avx512_vnni"
+    if {"avx512f", "avx512bw"} <= flags:
+        return "avx512"
+    return "avx2"
+
+
+def onnx_file_name(config: str) -> str:
+    """The file the export writes for ``config``, relative to the model directory. Passed to
+    the export as its suffix, so the name never depends on the weight type a config picks
+    (AVX2 quantizes to unsigned int8, AVX-512 and ARM to signed)."""
+    return f"onnx/model_int8_{config}.onnx"
+
+
+FP32_FILE = "onnx/model.onnx"  # the plain export: torch's vectors, 2-4x faster per query
+
+
+def cpu_flags() -> str:
+    """This CPU's flags (``/proc/cpuinfo``; empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    match = re.search(r"^(?:flags|Features)\s*:(.*)$", text, re.MULTILINE)
+    return match.group(1) if match else ""
+
+
+def export(path: str, target: Path, file_name: str, int8_config: str | None) -> None:
+    """Export the model at ``path`` to ONNX in ``target`` (quantized with ``int8_config``).
+
+    Another process may export the same model at the same time (daemons sharing a model
+    cache): each works in a directory of its own, and the first to finish wins."""
+    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+
+    log.info(
+        "embedding.onnx_export",
+        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
+    )
+    tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    # sentence-transformers warns that it is exporting and that the export should be saved,
+    # which is what this does: not for the daemon's log.
+    quiet = logging.getLogger("sentence_transformers.backend")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        source = target if target.is_dir() else Path(path)  # keep an earlier export's files
+        if source.is_dir():
+            shutil.copytree(source, tmp)
+            model = SentenceTransformer(str(tmp), backend="onnx", device="cpu")
+        else:
+            model = SentenceTransformer(path, backend="onnx", device="cpu")
+        if not (tmp / FP32_FILE).exists():  # else it was loaded from there
+            model.save_pretrained(str(tmp))  # the fp32 export: onnx/model.onnx
+        if int8_config is not None:
+            suffix = Path(file_name).stem.removeprefix("model_")
+            export_dynamic_quantized_onnx_model(model, int8_config, str(tmp), file_suffix=suffix)
+        if not (tmp / file_name).exists():
+            written = sorted(p.name for p in (tmp / "onnx").glob("*.onnx"))
+            raise TierError(
+                f"the ONNX export ({int8_config or 'fp32'}) did not write {file_name} "
+                f"(it wrote {', '.join(written) or 'nothing'})"
+            )
+        if (target / file_name).exists():
+            return  # another process finished first
+        old = tmp.with_name(tmp.name + ".old")
+        with contextlib.suppress(FileNotFoundError):
+            target.rename(old)
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / file_name).exists():
+                raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        quiet.setLevel(level)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class UnsupportedModel(TierError):
