@@ -18,7 +18,7 @@ and 1,000 users: 1k to 20k points each). The index is built unless ``--no-index`
 - Recall (k 10, all channels) of the big users and of ``--sample`` small ones asked in turn
   for ``--rounds`` rounds: the first visit of each and the later ones apart;
 - a restart: the shards rebuilt in its first ``--settle`` seconds (index builds every 20 s),
-  and its start times;
+  its start times, and a first Recall of each big user (its graph read back from disk);
 - a Forget of the largest user while a thread recalls small users: its duration and the
   others' slowest Recall meanwhile;
 - the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
@@ -262,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             time.sleep(args.settle)
             result["restart"].update(log_figures(proc.log_path.read_text(errors="replace")))
+            # A big user's first visit after a restart: its graph from its feature file.
+            big = in_turn(proc.address, asked[: args.big_users], 1, questions)
+            result["restart"]["recall_big_first_visit"] = big["first_visit"]
             print("forgetting the largest user ...", flush=True)
             result["forget"] = forget_largest(
                 proc.address, asked[0], asked[args.big_users :], questions

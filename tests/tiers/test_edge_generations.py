@@ -272,6 +272,11 @@ def test_a_copy_keeps_the_bytes_and_leaves_the_zeros_as_holes(tmp_path):
     assert dst.read_bytes() == src.read_bytes()
     assert dst.stat().st_size == 9 << 20
     assert dst.stat().st_blocks * 512 < 1 << 20
+    # the source's holes are skipped unread: a copy costs what the disk holds
+    with src.open("rb") as f:
+        ranges = generations._data_ranges(f.fileno())
+    assert ranges[0][0] == 0 and any(start <= 5 << 20 < end for start, end in ranges)
+    assert sum(end - start for start, end in ranges) < 2 << 20
 
 
 def test_a_built_shard_is_not_filled_with_the_write_ahead_logs_zeros(store, path):

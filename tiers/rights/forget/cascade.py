@@ -166,7 +166,7 @@ class Forgetter:
             )
             plan.episode_ids.update(p.episode_id for p in points)
         edges = self._semantic.graph.edges_where(
-            lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
+            lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
         )
         plan.episode_ids.update(e.episode_id for e in edges)
         prefix = scope.user_id.encode() + b"\x00"
@@ -261,12 +261,9 @@ class Forgetter:
             if episodes and scope is None:
                 of_facts = PointFilter(episode_ids=tuple(episodes), kinds=("fact",))
                 facts |= set(vectors.ids(of_facts, limit=vectors.count(of_facts)))
-            if episodes:
-                of_episodes = PointFilter(episode_ids=tuple(episodes))
-                counts.vector_points += semantic.delete(of_episodes, ())
-                wanted = set(episodes)
-                edge_ids = [e.id for e in graph.edges_where(lambda e: e.episode_id in wanted)]
-                self._remove_edges(edge_ids, counts, removed)
+            # A scope's episodes are its own: their points and edges are looked for in the
+            # user's shard and edges only, after the scope's (most of them go with those).
+            user_id = scope.user_id if scope is not None else ""
             if scope is not None:
                 counts.vector_points += semantic.delete(
                     PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
@@ -274,8 +271,16 @@ class Forgetter:
                 edge_ids = [
                     e.id
                     for e in graph.edges_where(
-                        lambda e: _in(scope, e.scope.user_id, e.scope.agent_id)
+                        lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), user_id
                     )
+                ]
+                self._remove_edges(edge_ids, counts, removed)
+            if episodes:
+                of_episodes = PointFilter(user_id=user_id, episode_ids=tuple(episodes))
+                counts.vector_points += semantic.delete(of_episodes, ())
+                wanted = set(episodes)
+                edge_ids = [
+                    e.id for e in graph.edges_where(lambda e: e.episode_id in wanted, user_id)
                 ]
                 self._remove_edges(edge_ids, counts, removed)
             if plan.memory_ids:
