@@ -186,6 +186,8 @@ def test_reads_and_writes_without_a_user_span_every_user(store):
     assert len(store.scroll(PointFilter(), limit=4)) == 4
     assert len(store.ids(PointFilter(), limit=4)) == 4 and store.ids(PointFilter(), limit=0) == []
     assert len(store.scroll(PointFilter(episode_ids=("ep-shared",)), limit=10)) == 5
+    assert store.episode_ids(PointFilter()) == {"ep-shared", "ep-carol"}
+    assert store.episode_ids(PointFilter(user_id="carol")) == {"ep-carol"}
     store.set_valid_to([pts[0].id, pts[3].id], T0 + 3)  # two users' facts, by id alone
     assert [p.valid_to_us for p in store.get([pts[0].id, pts[3].id, pts[5].id])] == [
         T0 + 3,
@@ -315,6 +317,8 @@ def test_agent_kind_episode_and_time_filters(store):
         by_scroll = set(ids(store.scroll(flt)))
         assert by_search == by_scroll
         assert sorted(store.ids(flt)) == sorted(by_scroll)  # the same points, ids alone
+        episodes = {p.episode_id for p in store.scroll(flt)}
+        assert store.episode_ids(flt) == episodes  # their episodes, one field read
         assert store.count(flt) == len(by_scroll)
         return {name for name, p in pts.items() if p.id in by_search}
 

@@ -78,6 +78,9 @@ class FlakyVectors:
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
         return self.inner.ids(flt, limit)
 
+    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
+        return self.inner.episode_ids(flt, limit)
+
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return self.inner.scroll(flt, limit)
 

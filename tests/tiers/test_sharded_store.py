@@ -116,6 +116,58 @@ def test_a_shard_is_made_with_its_first_point_and_holds_its_users_alone(store, r
         again.close()
 
 
+def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
+    """Serving begins without opening every shard: a user's shard opens with its first read
+    or write, what needs every shard opens the rest, and deletes and purges work on shards
+    opened this way; after a crash (no keyword counts kept) every shard opens at once."""
+    store.upsert(of("alice", 3) + of("bob", 2) + of("ivan", 2, "violin"))
+    store.close()
+    again = ShardedVectorStore(root, SHARDS, open_behind=False)
+    again.ensure(MODEL, DIM)
+    try:
+        assert again.opened == []
+        query = unit(hash_seed("alice")).tolist()
+        assert len(again.search_dense(query, PointFilter(user_id="alice"), 3)) == 3
+        assert again.opened == [3]
+        assert again.delete(PointFilter(user_id="ivan")) == 2 and again.opened == [0, 3]
+        again.purge()
+        assert again.purges == 1 and again.opened == [0, 3]
+        assert again.count(PointFilter()) == 5 and again.opened == [0, 2, 3]
+    finally:
+        again.close()
+    behind = ShardedVectorStore(root, SHARDS)  # the rest opened by a thread of its own
+    behind.ensure(MODEL, DIM)
+    try:
+        wait_until(lambda: behind.opened == [0, 2, 3], DEADLINE, "for the shards to open")
+        assert behind.count(PointFilter(user_id="bob")) == 2
+    finally:
+        behind.close()
+    (root / "term-frequencies").unlink()  # as a crash leaves it
+    crashed = ShardedVectorStore(root, SHARDS, open_behind=False)
+    crashed.ensure(MODEL, DIM)
+    try:
+        assert crashed.opened == [0, 2, 3]  # each counted its terms
+    finally:
+        crashed.close()
+
+
+def test_a_close_while_shards_open_behind_leaves_none_open(store, root):
+    for user in ("alice", "bob", "ivan"):
+        store.upsert(of(user, 2))
+    store.close()
+    for _ in range(5):
+        again = ShardedVectorStore(root, SHARDS)
+        again.ensure(MODEL, DIM)
+        again.close()  # the opener stops with the store, which closes what it opened
+        assert not any(t.name == "vectors-open" for t in threading.enumerate())
+    last = ShardedVectorStore(root, SHARDS)
+    last.ensure(MODEL, DIM)
+    try:
+        assert last.count(PointFilter()) == 6
+    finally:
+        last.close()
+
+
 def test_reads_and_deletes_that_name_a_user_touch_its_shard_alone(store, monkeypatch):
     alice, bob = of("alice", 3), of("bob", 3)
     store.upsert(alice + bob)

@@ -41,7 +41,6 @@ from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import replace
 
 from tiers.changes.log import Change, ChangeLog
-from tiers.core import collector
 from tiers.core.records import Scope, unpack
 from tiers.journal.store import (
     BY_USER_CF,
@@ -160,11 +159,11 @@ class Forgetter:
     def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> None:
         """Every episode with data of ``scope`` anywhere: journal, marks, points, edges."""
         _embedder, vectors = self._semantic.wait_ready(0)
-        with collector.quiet():  # every point of the scope, decoded (tiers.core)
-            points = vectors.scroll(
+        plan.episode_ids.update(
+            vectors.episode_ids(
                 PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
             )
-            plan.episode_ids.update(p.episode_id for p in points)
+        )
         edges = self._semantic.graph.edges_where(
             lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
         )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
@@ -179,6 +179,11 @@ def canonical_id(point_id: object) -> str | None:
         return str(point_id if isinstance(point_id, uuid.UUID) else uuid.UUID(str(point_id)))
     except ValueError:
         return None
+
+
+def episodes_of(payloads: Iterable[Mapping[str, Any] | None]) -> set[str]:
+    """The non-empty ``episode_id`` fields of these payloads (:meth:`VectorStore.episode_ids`)."""
+    return {str(p["episode_id"]) for p in payloads if p and p.get("episode_id")}
 
 
 def point_id(scope: Scope, kind: str, text: str, sources: Sequence[Source]) -> str:
@@ -344,6 +349,11 @@ class VectorStore(Protocol):
         """The ids of up to ``limit`` points matching ``flt``, in no particular order: what
         :meth:`scroll` would return, without reading the payloads (a caller that keeps what
         it derived from each point reads only the new ones)."""
+
+    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
+        """The episode ids of up to ``limit`` points matching ``flt`` (none empty), reading
+        that one payload field: a scope's Forget finds its episodes without decoding every
+        point."""
 
     def set_valid_to(
         self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None

@@ -49,6 +49,7 @@ from tiers.semantic.vectors import (
     VectorStoreMismatch,
     VectorStoreUnavailable,
     canonical_id,
+    episodes_of,
     validity,
 )
 from tiers.semantic.vectors import edge_generations as generations
@@ -303,7 +304,10 @@ class EdgeVectorStore(EdgeBuilds):
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
         return [str(r.id) for r in self._scrolled(flt, limit, payload=False)]
 
-    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool) -> list[Record]:
+    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
+        return episodes_of(r.payload for r in self._scrolled(flt, limit, payload=["episode_id"]))
+
+    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool | list[str]) -> list[Record]:
         """Up to ``limit`` records matching ``flt``, with their payloads or not."""
         if limit <= 0:
             return []

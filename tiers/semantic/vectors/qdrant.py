@@ -14,10 +14,10 @@ delete that names a user, passes that key (``shard_key_selector``): it reaches t
 Reads and deletes without a user, and ``set_valid_to``, pass none: they reach every shard. A
 collection without shard keys (made before) is used without selectors, as before.
 
-Every write waits for the server to apply it (``wait=True``). ``optimize()`` and ``flush()``
-do nothing: the server optimizes and persists in the background. Writes are serialized by a
-lock (so ``delete``'s count-then-delete is atomic with respect to this process's writes);
-in local mode reads take it too, because the local engine is plain Python dicts.
+Every write waits for the server to apply it (``wait=True``); ``optimize()`` and ``flush()``
+do nothing (the server optimizes and persists in the background). Writes are serialized by a
+lock (``delete``'s count-then-delete is atomic with respect to this process's writes); in
+local mode reads take it too: the local engine is plain Python dicts.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from tiers.semantic.vectors import (
     VectorStoreMismatch,
     VectorStoreUnavailable,
     canonical_id,
+    episodes_of,
     shard_of,
     validity,
 )
@@ -86,8 +87,7 @@ class QdrantVectorStore:
         options = client.init_options
         self._local = options.get("location") == ":memory:" or options.get("path") is not None
         self._lock = threading.RLock()
-        self._ready = False
-        self._closed = False
+        self._ready = self._closed = False
         self._model = ""
         self._dim = 0
 
@@ -173,8 +173,7 @@ class QdrantVectorStore:
         self._check_open()
 
     def purge(self) -> None:
-        """Nothing under the data directory: a server vacuums deleted points itself (its
-        optimizer rewrites segments), and ``:memory:`` keeps no files."""
+        """Nothing here: a server's optimizer vacuums its segments; ``:memory:`` has no files."""
 
     def flush(self) -> None:
         """Nothing to do: every write waited for the server (``wait=True``)."""
@@ -298,17 +297,17 @@ class QdrantVectorStore:
         return out
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
-        return [
-            MemoryPoint.from_payload(str(r.id), r.payload)
-            for r in self._scrolled(flt, limit, payload=True)
-            if r.payload is not None
-        ]
+        found = self._scrolled(flt, limit, payload=True)
+        return [MemoryPoint.from_payload(str(r.id), r.payload) for r in found if r.payload]
 
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
         return [str(r.id) for r in self._scrolled(flt, limit, payload=False)]
 
-    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool) -> list[models.Record]:
-        """Up to ``limit`` records matching ``flt``, with their payloads or not."""
+    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
+        return episodes_of(r.payload for r in self._scrolled(flt, limit, payload=["episode_id"]))
+
+    def _scrolled(self, flt: PointFilter, limit: int, *, payload: Any) -> list[models.Record]:
+        """Up to ``limit`` records matching ``flt``, with their payloads (or these fields)."""
         if limit <= 0:
             return []
         with self._reading(), self._errors("scroll"):

@@ -29,7 +29,9 @@ same shard only (:class:`~tiers.semantic.vectors.IndexBuildCancelled`); :meth:`o
 with the other shards and raises it at the end.
 
 At start-up :meth:`ensure` moves a store of an earlier release (one shard) or with another
-shard count into this layout (:mod:`tiers.semantic.vectors.edge_resharding`).
+shard count into this layout (:mod:`tiers.semantic.vectors.edge_resharding`). After a clean
+close it opens no shard: each is opened when first asked for, the rest behind
+(:mod:`tiers.semantic.vectors.shard_set`), so serving begins whatever the store's size.
 
 Threads: the shards' own locks serialize writes per shard; reads run concurrently. A lock of
 this store guards the making of shards and closing; :meth:`optimize` and :meth:`purge` each
@@ -61,6 +63,7 @@ from tiers.semantic.vectors.edge_resharding import move
 from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.semantic.vectors.shard_ledger import ShardLedger
+from tiers.semantic.vectors.shard_set import ShardSet
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 __all__ = ["ShardedVectorStore"]
@@ -79,20 +82,24 @@ class ShardedVectorStore:
         shards: int,
         point_cache: int = POINT_CACHE,
         quantization: Quantization = "none",
+        *,
+        open_behind: bool = True,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
         self.path = path
         self.shards = shards
         self.quantization: Quantization = quantization  # every shard's
-        self._stores: list[EdgeVectorStore | None] = [None] * shards
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
         self._points = PointCache(point_cache)  # every shard's decoded points
+        self._set = ShardSet(
+            path, shards, self._frequencies, self._points, quantization, open_behind=open_behind
+        )
         self._ledger: ShardLedger | None = None
         self._model = ""
         self._dim = 0
         self._closed = False
-        self._lock = threading.Lock()  # opening, making shards, closing
+        self._lock = self._set.lock  # opening, making shards, closing
         self._optimize_lock = threading.Lock()
         self._purge_lock = threading.Lock()
 
@@ -117,15 +124,16 @@ class ShardedVectorStore:
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
                 counted = self._frequencies.take(layout.term_counts(self.path))
-            with_points = []
+                lazy = counted and layout.build_marks_kept(self.path).exists()
+            if lazy:
+                # The keyword counts came from their file and the build needs are marks on
+                # disk: nothing needs every shard open to start (shard_set).
+                self._set.open_later(model, dim)
+                self._ledger = ShardLedger(self.path, self.shards, ())
+                return
             try:
-                for index in layout.shards_present(self.path, self.shards):
-                    store = self._open_shard(index, count_terms=not counted)
-                    if store.count(PointFilter()):
-                        with_points.append(index)
+                with_points = self._set.open_all(model, dim, count_terms=not counted)
             except BaseException:
-                self._close_shards()
-                self._stores = [None] * self.shards
                 self._frequencies.clear()
                 raise
             self._ledger = ShardLedger(self.path, self.shards, with_points)
@@ -139,7 +147,7 @@ class ShardedVectorStore:
             ledger = self._open_ledger()
             error: VectorStoreUnavailable | None = None
             for index in ledger.to_build():
-                store = self._stores[index]
+                store = self._set.get(index)
                 if store is None:
                     continue
                 token = ledger.build_began(index)
@@ -163,7 +171,7 @@ class ShardedVectorStore:
             ledger = self._open_ledger()
             error: VectorStoreUnavailable | None = None
             for index in ledger.to_purge():
-                store = self._stores[index]
+                store = self._set.get(index)
                 token = ledger.purge_began(index)
                 try:
                     if store is not None:
@@ -198,23 +206,28 @@ class ShardedVectorStore:
         with self._lock:
             opened = self._ledger is not None and not self._closed
             self._closed = True
-        self._close_shards()
+        self._set.close()
         if opened:  # nothing is written now: the counts are the shards'
             self._frequencies.keep(layout.term_counts(self.path))
 
     @property
     def builds(self) -> int:
         """Index builds swapped in, over every shard (for tests and figures)."""
-        return sum(store.builds for _index, store in self._shards())
+        return sum(store.builds for _index, store in self._set.opened())
 
     @property
     def purges(self) -> int:
         """Purges done, over every shard."""
-        return sum(store.purges for _index, store in self._shards())
+        return sum(store.purges for _index, store in self._set.opened())
 
     def open_shards(self) -> dict[int, EdgeVectorStore]:
-        """The shards made so far, by index (for tests and benchmarks)."""
-        return dict(self._shards())
+        """The shards made so far, by index, every one opened (for tests and benchmarks)."""
+        return dict(self._open_stores())
+
+    @property
+    def opened(self) -> list[int]:
+        """The shards opened so far (for tests and figures; :meth:`open_shards` opens all)."""
+        return [index for index, _store in self._set.opened()]
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -294,6 +307,12 @@ class ShardedVectorStore:
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
         return self._gathered(flt, limit, EdgeVectorStore.ids)
 
+    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
+        found: set[str] = set()
+        for _index, store in self._scoped(flt.user_id):
+            found |= store.episode_ids(flt, limit)
+        return found
+
     def _gathered(
         self,
         flt: PointFilter,
@@ -320,16 +339,14 @@ class ShardedVectorStore:
             raise VectorStoreUnavailable(f"the vector store at {self.path} is {state}")
         return ledger
 
-    def _shards(self) -> list[tuple[int, EdgeVectorStore]]:
-        return [(i, s) for i, s in enumerate(self._stores) if s is not None]
-
     def _open_stores(self) -> list[tuple[int, EdgeVectorStore]]:
+        """Every shard, those not opened yet opened now."""
         self._open_ledger()
-        return self._shards()
+        return self._set.every()
 
     def _user_store(self, user_id: str) -> EdgeVectorStore | None:
         self._open_ledger()
-        return self._stores[shard_of(user_id, self.shards)]
+        return self._set.get(shard_of(user_id, self.shards))
 
     def _scoped(self, user_id: str) -> list[tuple[int, EdgeVectorStore]]:
         """The user's shard (when made) with ``user_id``, else every shard."""
@@ -340,34 +357,8 @@ class ShardedVectorStore:
 
     def _writable(self, index: int) -> EdgeVectorStore:
         """Shard ``index``, made now if it was not."""
-        store = self._stores[index]
-        if store is not None:
-            return store
-        with self._lock:
-            self._open_ledger()
-            return self._stores[index] or self._open_shard(index)
-
-    def _open_shard(self, index: int, *, count_terms: bool = True) -> EdgeVectorStore:
-        """Open (or make) shard ``index``, counting its terms unless told not to; under the
-        lock."""
-        store = EdgeVectorStore(
-            self.path / layout.shard_name(index),
-            self._frequencies,
-            self._points,
-            self.quantization,
-            count_terms=count_terms,
-        )
-        try:
-            store.ensure(self._model, self._dim)
-        except BaseException:
-            store.close()
-            raise
-        self._stores[index] = store
-        return store
-
-    def _close_shards(self) -> None:
-        for _index, store in self._shards():
-            store.close()
+        self._open_ledger()
+        return self._set.make(index)
 
 
 def _reported(

@@ -1,0 +1,168 @@
+"""The shards of a :class:`~tiers.semantic.vectors.sharded.ShardedVectorStore`, each an
+:class:`~tiers.semantic.vectors.edge.EdgeVectorStore`, opened as they are needed.
+
+Opening a shard takes 50-100 ms (the engine loads its segments), so a store of a hundred
+shards would take seconds to open. After a clean close nothing needs them all at start (the
+keyword counts were kept in their file, the build needs are marks on disk), so
+:meth:`ShardSet.open_later` opens none: a shard is opened when it is first asked for
+(:meth:`ShardSet.get`), and a thread of its own opens the others one after another, so
+serving begins in the time of one shard, whatever the store's size. What needs every shard
+(:meth:`ShardSet.every`: a count or a scroll without a user, a backup) opens those not open
+yet. After a crash :meth:`ShardSet.open_all` opens every shard at once, counting its terms.
+
+Threads: :attr:`ShardSet.lock` guards opening, making and closing shards; a shard once opened
+is read without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from tiers.semantic.vectors import PointFilter, Quantization, VectorStoreUnavailable
+from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.point_cache import PointCache
+from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
+
+log = logging.getLogger("strata.vectors")
+
+
+class ShardSet:
+    """The ``count`` shards under ``path``, sharing ``frequencies`` and ``points``. Raises
+    :class:`~tiers.semantic.vectors.VectorStoreUnavailable` once closed, and what
+    :meth:`EdgeVectorStore.ensure` raises for a shard that cannot be opened."""
+
+    def __init__(
+        self,
+        path: Path,
+        count: int,
+        frequencies: DocumentFrequencies,
+        points: PointCache,
+        quantization: Quantization,
+        *,
+        open_behind: bool = True,
+    ) -> None:
+        self.path = path
+        self.count = count
+        self.quantization: Quantization = quantization
+        self.lock = threading.Lock()  # opening, making shards, closing
+        self._frequencies = frequencies
+        self._points = points
+        self._stores: list[EdgeVectorStore | None] = [None] * count
+        self._unopened: set[int] = set()  # on disk, not opened yet
+        self._open_behind = open_behind
+        self._opener: threading.Thread | None = None
+        self._model = ""
+        self._dim = 0
+        self._closed = False
+
+    def open_all(self, model: str, dim: int, *, count_terms: bool) -> list[int]:
+        """Open every shard on disk now (under :attr:`lock`), counting its terms if told;
+        returns those holding points. On an error none stays open."""
+        self._model, self._dim = model, dim
+        with_points = []
+        try:
+            for index in layout.shards_present(self.path, self.count):
+                store = self._open(index, count_terms=count_terms)
+                if store.count(PointFilter()):
+                    with_points.append(index)
+        except BaseException:
+            self._close_opened()
+            self._stores = [None] * self.count
+            raise
+        return with_points
+
+    def open_later(self, model: str, dim: int) -> None:
+        """Open no shard now: each when asked for, and the rest behind (module text)."""
+        self._model, self._dim = model, dim
+        self._unopened = set(layout.shards_present(self.path, self.count))
+        if self._open_behind and self._unopened:
+            self._opener = threading.Thread(
+                target=self._open_rest, name="vectors-open", daemon=True
+            )
+            self._opener.start()
+
+    def get(self, index: int) -> EdgeVectorStore | None:
+        """Shard ``index`` (opened now if it is on disk and was not), or None when it was
+        never made."""
+        store = self._stores[index]
+        if store is not None or index not in self._unopened:
+            return store
+        with self.lock:
+            self._check_open()
+            store = self._stores[index]
+            if store is None and index in self._unopened:
+                store = self._open(index, count_terms=False)
+            self._unopened.discard(index)
+            return store
+
+    def make(self, index: int) -> EdgeVectorStore:
+        """Shard ``index``, made now if it was not."""
+        store = self.get(index)
+        if store is not None:
+            return store
+        with self.lock:
+            self._check_open()
+            return self._stores[index] or self._open(index, count_terms=True)
+
+    def opened(self) -> list[tuple[int, EdgeVectorStore]]:
+        """The shards open now, by index."""
+        return [(i, s) for i, s in enumerate(self._stores) if s is not None]
+
+    def every(self) -> list[tuple[int, EdgeVectorStore]]:
+        """Every shard made, those not opened yet opened now."""
+        for index in sorted(self._unopened):
+            self.get(index)
+        return self.opened()
+
+    def close(self) -> None:
+        """Stop the opener (after the shard it is opening) and close every open shard;
+        idempotent."""
+        with self.lock:
+            self._closed = True
+        if self._opener is not None:
+            self._opener.join()
+        self._close_opened()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+
+    def _open_rest(self) -> None:
+        """Open the shards not asked for yet, one after another, until closed (a shard that
+        cannot be opened is logged, and raises to whoever asks for it)."""
+        for index in sorted(self._unopened):
+            if self._closed:
+                return
+            try:
+                self.get(index)
+            except Exception as exc:  # the shard's reader gets it again
+                if self._closed:
+                    return
+                log.warning(
+                    "vectors.shard_unopened",
+                    extra={"fields": {"store": self.path.name, "shard": index, "error": str(exc)}},
+                )
+
+    def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
+        """Open (or make) shard ``index``, counting its terms if told; under the lock."""
+        store = EdgeVectorStore(
+            self.path / layout.shard_name(index),
+            self._frequencies,
+            self._points,
+            self.quantization,
+            count_terms=count_terms,
+        )
+        try:
+            store.ensure(self._model, self._dim)
+        except BaseException:
+            store.close()
+            raise
+        self._stores[index] = store
+        return store
+
+    def _close_opened(self) -> None:
+        for _index, store in self.opened():
+            store.close()
