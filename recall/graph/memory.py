@@ -173,10 +173,10 @@ class MemoryGraphs:
             kinds=self.kinds,
             include_superseded=False,
         )
-        table = self._memories(flt, vectors, known)
+        table, seen = self._memories(flt, vectors, known)
         if "episode_turn" in self.kinds and not table.has_kind("episode_turn"):
             flt = replace(flt, kinds=FALLBACK_KINDS)
-            table = self._memories(flt, vectors, known)
+            table, _seen = self._memories(flt, vectors, seen)  # the facts are not read again
         removed = len(known) - int(np.isin(known.ids, table.ids).sum()) if len(known) else 0
         if len(table) >= self.max_points:
             log.warning(
@@ -195,10 +195,10 @@ class MemoryGraphs:
 
     def _memories(
         self, flt: PointFilter, vectors: VectorStore, known: FeatureTable
-    ) -> FeatureTable:
+    ) -> tuple[FeatureTable, FeatureTable]:
         """The features of the memories matching ``flt``, in the store's order: ``known``'s
         rows, and those of the new ones read from their points (a point deleted between the
-        two reads is left out)."""
+        two reads is left out); and ``known`` with the rows read."""
         ids = np.array(vectors.ids(flt, limit=self.max_points), dtype=ID)
         at = known.positions(ids)
         new = [bytes(i).decode() for i in ids[at < 0]]
@@ -206,4 +206,4 @@ class MemoryGraphs:
             read = vectors.get(new, flt.user_id)
             known = known.append(FeatureTable.of([(p.id, Features.of(p)) for p in read]))
             at = known.positions(ids)
-        return known.take(at[at >= 0])
+        return known.take(at[at >= 0]), known

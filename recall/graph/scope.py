@@ -55,6 +55,7 @@ class ScopeGraph:
     size: int  # nodes
     walk: Walk  # the random walk over the edges (its sparse transition matrix)
     order: np.ndarray  # the memories' rows by id (for node)
+    sorted_ids: np.ndarray  # ids[order]
     speakers: frozenset[str] = frozenset()  # the speakers' keys, short forms included
 
     @property
@@ -79,8 +80,8 @@ class ScopeGraph:
         if not self.count:
             return None
         key = point_id.encode()
-        at = int(np.searchsorted(self.ids, key, sorter=self.order))
-        if at < self.count and self.ids[self.order[at]] == key:
+        at = int(np.searchsorted(self.sorted_ids, key))
+        if at < self.count and self.sorted_ids[at] == key:
             return int(self.order[at])
         return None
 
@@ -89,7 +90,7 @@ class ScopeGraph:
         """About what the graph holds in memory: its arrays, its features, and per entity its
         key with its dict entry (measured with ``tracemalloc``: about 120 bytes)."""
         arrays = self.src.nbytes + self.dst.nbytes + self.weight.nbytes + self.walk.nbytes
-        arrays += self.order.nbytes + self.features.nbytes
+        arrays += self.order.nbytes + self.sorted_ids.nbytes + self.features.nbytes
         return arrays + NAME_BYTES * len(self.entities) + 1024
 
     def link(self, text: str, max_words: int = 4) -> list[str]:
@@ -234,7 +235,9 @@ def assemble(
     walk = Walk.of(size, src_, dst_, weight_)
     spoken_keys = frozenset(speakers) | frozenset(alias)  # a short form names one speaker
     order = np.argsort(table.ids, kind="stable")
-    return ScopeGraph(table, nodes, src_, dst_, weight_, size, walk, order, spoken_keys)
+    return ScopeGraph(
+        table, nodes, src_, dst_, weight_, size, walk, order, table.ids[order], spoken_keys
+    )
 
 
 def replies(table: FeatureTable) -> tuple[np.ndarray, np.ndarray]:

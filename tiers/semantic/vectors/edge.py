@@ -25,7 +25,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from qdrant_edge import (
     CountRequest,
@@ -56,6 +56,7 @@ from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
 from tiers.semantic.vectors.edge_filter import build_filter
 from tiers.semantic.vectors.edge_shard import (
+    COPY_PAGE,
     SIDECAR,
     check_model,
     copy_points,
@@ -234,10 +235,12 @@ class EdgeVectorStore(EdgeBuilds):
             shard = self._open()
             n = shard.count(CountRequest(exact=True, filter=engine_filter))
             if n:
-                removed = [r for records in sparse_pages(shard, engine_filter) for r in records]
-                self._apply(UpdateOperation.delete_points_by_filter(engine_filter))
-                self._frequencies.remove(records_sparse(removed))
-                self._points.invalidate(str(r.id) for r in removed)
+                # A page at a time (the engine holds the GIL through a call): ids read, then
+                # deleted by id, then their terms uncounted.
+                for removed in sparse_pages(shard, engine_filter):
+                    self._apply(UpdateOperation.delete_points([r.id for r in removed]))
+                    self._frequencies.remove(records_sparse(removed))
+                    self._points.invalidate(str(r.id) for r in removed)
             return n
 
     # -- reads -------------------------------------------------------------------------------
@@ -309,14 +312,25 @@ class EdgeVectorStore(EdgeBuilds):
 
     def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool | list[str]) -> list[Record]:
         """Up to ``limit`` records matching ``flt``, with their payloads or not."""
-        if limit <= 0:
-            return []
-        request = ScrollRequest(
-            limit=limit, filter=build_filter(flt), with_payload=payload, with_vector=False
-        )
-        with self._read("scroll") as shard:
-            records, _ = shard.scroll(request)
-        return records
+        # A page at a time: the engine holds the GIL through a call, and one call over a large
+        # user's points would stall every other thread for a second.
+        out: list[Record] = []
+        offset: Any = None
+        engine_filter = build_filter(flt)
+        while len(out) < limit:
+            request = ScrollRequest(
+                offset=offset,
+                limit=min(COPY_PAGE, limit - len(out)),
+                filter=engine_filter,
+                with_payload=payload,
+                with_vector=False,
+            )
+            with self._read("scroll") as shard:
+                records, offset = shard.scroll(request)
+            out += records
+            if offset is None:
+                break
+        return out
 
     def count(self, flt: PointFilter) -> int:
         with self._read("count") as shard:
