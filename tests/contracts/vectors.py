@@ -28,7 +28,7 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 DIM = 16
 MODEL = "test-model-a"

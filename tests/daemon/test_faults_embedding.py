@@ -20,7 +20,7 @@ from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.semantic.store import edge_store_path
 from tiers.semantic.vectors import VectorStoreMismatch
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.settings import VectorsSettings
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from tiers.journal.store import EXTRACTIONS_CF, JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.settings import VectorsSettings
 from weaver.consolidate import decode_extraction
 from weaver.digests import PROMPT as DIGEST_PROMPT

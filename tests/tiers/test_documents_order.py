@@ -41,7 +41,7 @@ from tests.support.gates import (
 from tiers.semantic.store import edge_store_path
 from tiers.semantic.tombstones import is_forgotten
 from tiers.semantic.vectors import shard_of
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from weaver.jobs.runner import Weaver
 
 pytestmark = pytest.mark.slow

@@ -29,7 +29,7 @@ from tiers.semantic.vectors.edge_shard import (
     to_point,
     write_sidecar,
 )
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 SHARDS = 4

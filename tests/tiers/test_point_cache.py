@@ -18,7 +18,7 @@ from tests.support.gates import Pause
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.semantic.vectors.point_cache import PointCache
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 ALICE = Scope("alice", "assistant")
 QUERY = "favourite colour"

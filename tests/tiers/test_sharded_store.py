@@ -1,5 +1,5 @@
-"""The embedded store in shards (tiers.semantic.vectors.sharded): a user's points live in one shard,
-reads and writes that name a user touch it alone, a build rebuilds only the shards written
+"""The embedded store in shards (tiers.semantic.vectors.shards): a user's points live in one
+shard, reads and writes that name a user touch it alone, a build rebuilds only the shards written
 since their last one, a purge rewrites only the shards deleted from (their marks survive a
 restart) and leaves no byte of what was deleted, and a purge of one shard does not give up a
 build of another. What every store does is in tests/contracts/test_vector_store.py; moving an
@@ -24,7 +24,8 @@ from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import SIDECAR
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.members import ShardSet
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 SHARDS = 4
 USERS = {"alice": 3, "bob": 2, "carol": 2, "ivan": 0}  # shard_of(user, 4)
@@ -149,6 +150,36 @@ def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
         assert crashed.opened == [0, 2, 3]  # each counted its terms
     finally:
         crashed.close()
+
+
+def test_a_request_waits_for_its_own_shard_not_for_the_others_being_opened(
+    store, root, monkeypatch
+):
+    """The thread opening the other shards holds none of them up: alice's Recall opens her
+    shard while the opener is stuck on another."""
+    for user in ("alice", "bob", "ivan"):
+        store.upsert(of(user, 2))
+    store.close()
+    release = threading.Event()
+    real = ShardSet._open
+
+    def gated(self: ShardSet, index: int, *, count_terms: bool) -> Any:
+        if index != USERS["alice"]:
+            release.wait(DEADLINE)  # the opener, on shard 0 first
+        return real(self, index, count_terms=count_terms)
+
+    monkeypatch.setattr(ShardSet, "_open", gated)
+    again = ShardedVectorStore(root, SHARDS)
+    again.ensure(MODEL, DIM)
+    try:
+        query = unit(hash_seed("alice")).tolist()
+        assert len(again.search_dense(query, PointFilter(user_id="alice"), 2)) == 2
+        assert again.opened == [USERS["alice"]]  # the opener is still held on shard 0
+        release.set()
+        wait_until(lambda: again.opened == [0, 2, 3], DEADLINE, "for the opener")
+    finally:
+        release.set()
+        again.close()
 
 
 def test_a_close_while_shards_open_behind_leaves_none_open(store, root):

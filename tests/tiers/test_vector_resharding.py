@@ -23,7 +23,7 @@ from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStoreMismatch
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 USERS = ("alice", "bob", "carol", "ivan", "judy")
 SECRET = b"Wombatsecret"
@@ -156,7 +156,7 @@ CRASH = """
 import os, sys
 from pathlib import Path
 from tiers.semantic.vectors import edge_layout
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 root, step, shards = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 

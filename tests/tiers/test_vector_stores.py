@@ -31,7 +31,7 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
 from tiers.semantic.vectors.qdrant_collection import META_ID
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 
 def test_edge_sidecar_and_lock(tmp_path):

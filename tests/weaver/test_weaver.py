@@ -13,7 +13,7 @@ from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, conversation, run
 from tiers.core.records import Scope
 from tiers.semantic.vectors import PointFilter
-from tiers.semantic.vectors.sharded import ShardedVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 pytestmark = pytest.mark.slow
 ALICE = Scope("alice")

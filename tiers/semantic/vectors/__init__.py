@@ -5,7 +5,7 @@ BM25 vector (``sparse``, weighed by IDF at query time, so the keyword channel li
 same engine), plus a payload (:meth:`MemoryPoint.payload`). Two implementations share the
 collection layout and payload schema:
 
-- :class:`tiers.semantic.vectors.sharded.ShardedVectorStore`: the embedded Qdrant engine
+- :class:`tiers.semantic.vectors.shards.store.ShardedVectorStore`: the embedded Qdrant engine
   (``qdrant-edge-py``) in shards, the default: one
   :class:`tiers.semantic.vectors.edge.EdgeVectorStore` per shard, a user's points in one of them
   (:func:`shard_of`);

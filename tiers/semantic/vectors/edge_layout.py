@@ -1,4 +1,4 @@
-"""The directory of the sharded embedded store (:mod:`tiers.semantic.vectors.sharded`): what a
+"""The directory of the sharded embedded store (:mod:`tiers.semantic.vectors.shards.store`): what a
 directory holds, and how a new layout written beside the old one replaces it.
 
 Under the store's directory (``<data_dir>/vectors``):
@@ -10,7 +10,7 @@ Under the store's directory (``<data_dir>/vectors``):
   ``CURRENT``, ``gen-NNNNNN/``), made when the first point of one of its users is written;
 - ``shard-NNN.purge``: the shard was deleted from since its last purge, and
   ``shard-NNN.build``: written since its last index build (``build-marks``: the store keeps
-  build marks) (:mod:`tiers.semantic.vectors.shard_ledger`);
+  build marks) (:mod:`tiers.semantic.vectors.shards.ledger`);
 - ``reshard/``: a layout being written by a move (:mod:`tiers.semantic.vectors.edge_resharding`),
 with
   its own ``shard-NNN/`` and, written last, its sidecar.

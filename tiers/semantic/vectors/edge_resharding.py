@@ -1,6 +1,6 @@
 """Moving an embedded store into the sharded layout with the configured shard count, at
-start-up (:meth:`tiers.semantic.vectors.sharded.ShardedVectorStore.ensure`, on the Tier 3 loader
-thread: appends are served meanwhile).
+start-up (:meth:`tiers.semantic.vectors.shards.store.ShardedVectorStore.ensure`, on the
+Tier 3 loader thread: appends are served meanwhile).
 
 The store to move is an earlier release's single shard (flat, or in generations) or a sharded store
 with another shard count (:func:`tiers.semantic.vectors.edge_layout.inspect`). Every live point,

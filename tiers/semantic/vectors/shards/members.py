@@ -1,4 +1,4 @@
-"""The shards of a :class:`~tiers.semantic.vectors.sharded.ShardedVectorStore`, each an
+"""The shards of a :class:`~tiers.semantic.vectors.shards.store.ShardedVectorStore`, each an
 :class:`~tiers.semantic.vectors.edge.EdgeVectorStore`, opened as they are needed.
 
 Opening a shard takes 50-100 ms (the engine loads its segments), so a store of a hundred
@@ -10,8 +10,10 @@ serving begins in the time of one shard, whatever the store's size. What needs e
 (:meth:`ShardSet.every`: a count or a scroll without a user, a backup) opens those not open
 yet. After a crash :meth:`ShardSet.open_all` opens every shard at once, counting its terms.
 
-Threads: :attr:`ShardSet.lock` guards opening, making and closing shards; a shard once opened
-is read without it.
+Threads: a lock per shard guards its opening and making, so a request for one shard waits
+for that shard alone, never for the thread opening the others (a single lock would let that
+thread take it again shard after shard, and a request wait for all of them);
+:attr:`ShardSet.lock` guards closing. A shard once opened is read without a lock.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class ShardSet:
         self.path = path
         self.count = count
         self.quantization: Quantization = quantization
-        self.lock = threading.Lock()  # opening, making shards, closing
+        self.lock = threading.Lock()  # closing (and the owner's opening of the store)
+        self._locks = [threading.Lock() for _ in range(count)]  # opening or making shard i
         self._frequencies = frequencies
         self._points = points
         self._stores: list[EdgeVectorStore | None] = [None] * count
@@ -59,7 +62,7 @@ class ShardSet:
         self._closed = False
 
     def open_all(self, model: str, dim: int, *, count_terms: bool) -> list[int]:
-        """Open every shard on disk now (under :attr:`lock`), counting its terms if told;
+        """Open every shard on disk now (before any other call), counting its terms if told;
         returns those holding points. On an error none stays open."""
         self._model, self._dim = model, dim
         with_points = []
@@ -90,7 +93,7 @@ class ShardSet:
         store = self._stores[index]
         if store is not None or index not in self._unopened:
             return store
-        with self.lock:
+        with self._locks[index]:
             self._check_open()
             store = self._stores[index]
             if store is None and index in self._unopened:
@@ -103,7 +106,7 @@ class ShardSet:
         store = self.get(index)
         if store is not None:
             return store
-        with self.lock:
+        with self._locks[index]:
             self._check_open()
             return self._stores[index] or self._open(index, count_terms=True)
 
@@ -118,12 +121,15 @@ class ShardSet:
         return self.opened()
 
     def close(self) -> None:
-        """Stop the opener (after the shard it is opening) and close every open shard;
-        idempotent."""
+        """Stop the opener (after the shard it is opening), wait for the shards being opened
+        by others, and close every open shard; idempotent."""
         with self.lock:
             self._closed = True
         if self._opener is not None:
             self._opener.join()
+        for lock in self._locks:  # an open under way ends; none starts after this
+            with lock:
+                pass
         self._close_opened()
 
     def _check_open(self) -> None:
@@ -147,7 +153,7 @@ class ShardSet:
                 )
 
     def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
-        """Open (or make) shard ``index``, counting its terms if told; under the lock."""
+        """Open (or make) shard ``index``, counting its terms if told; under its lock."""
         store = EdgeVectorStore(
             self.path / layout.shard_name(index),
             self._frequencies,

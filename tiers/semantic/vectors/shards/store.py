@@ -20,7 +20,7 @@ A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
   do not depend on who shares its shard; they share one
   :class:`~tiers.semantic.vectors.point_cache.PointCache` of decoded points too.
 
-Builds and purges (:mod:`tiers.semantic.vectors.shard_ledger` keeps which shards need them):
+Builds and purges (:mod:`tiers.semantic.vectors.shards.ledger` keeps which shards need them):
 :meth:`optimize` builds the shards written since their last build, one at a time, each in its own
 child process as before (:mod:`tiers.semantic.vectors.edge_builds`), so the load of a built copy
 holds the GIL for one shard's worth; :meth:`purge` rewrites only the shards deleted from since their
@@ -31,7 +31,7 @@ with the other shards and raises it at the end.
 At start-up :meth:`ensure` moves a store of an earlier release (one shard) or with another
 shard count into this layout (:mod:`tiers.semantic.vectors.edge_resharding`). After a clean
 close it opens no shard: each is opened when first asked for, the rest behind
-(:mod:`tiers.semantic.vectors.shard_set`), so serving begins whatever the store's size.
+(:mod:`tiers.semantic.vectors.shards.members`), so serving begins whatever the store's size.
 
 Threads: the shards' own locks serialize writes per shard; reads run concurrently. A lock of
 this store guards the making of shards and closing; :meth:`optimize` and :meth:`purge` each
@@ -62,8 +62,8 @@ from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_resharding import move
 from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
-from tiers.semantic.vectors.shard_ledger import ShardLedger
-from tiers.semantic.vectors.shard_set import ShardSet
+from tiers.semantic.vectors.shards.ledger import ShardLedger
+from tiers.semantic.vectors.shards.members import ShardSet
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 __all__ = ["ShardedVectorStore"]
@@ -99,7 +99,7 @@ class ShardedVectorStore:
         self._model = ""
         self._dim = 0
         self._closed = False
-        self._lock = self._set.lock  # opening, making shards, closing
+        self._lock = self._set.lock  # opening the store, closing
         self._optimize_lock = threading.Lock()
         self._purge_lock = threading.Lock()
 
@@ -127,7 +127,7 @@ class ShardedVectorStore:
                 lazy = counted and layout.build_marks_kept(self.path).exists()
             if lazy:
                 # The keyword counts came from their file and the build needs are marks on
-                # disk: nothing needs every shard open to start (shard_set).
+                # disk: nothing needs every shard open to start (shards.members).
                 self._set.open_later(model, dim)
                 self._ledger = ShardLedger(self.path, self.shards, ())
                 return
