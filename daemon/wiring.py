@@ -304,7 +304,7 @@ def open_parts(settings: Settings, factories: Factories) -> Parts:
         if client is not None:  # its thread pool, once nothing embeds
             closing.callback(client.close)
         vectors = make.embedding_service(s, client), lambda: make.open_vectors(s)
-        semantic = SemanticStore(state, *vectors, s.weaver.digest_policy())
+        semantic = SemanticStore(state, *vectors, s.weaver.digest_policy(), s.graph.cache_edges)
         closing.callback(semantic.close)
         documents, anchors = kind_of(kinds, DocumentStore), kind_of(kinds, AnchorStore)
         pins, access = kind_of(kinds, PinStore), kind_of(kinds, AccessCounts)

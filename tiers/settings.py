@@ -1,6 +1,6 @@
 """The sections of the settings about the stores: ``[working_memory]`` (Tier 1),
-``[journal]`` (Tier 2), ``[changes]`` (the change log), ``[embedding]``, ``[workers]`` and
-``[vectors]`` (Tier 3).
+``[journal]`` (Tier 2), ``[changes]`` (the change log), ``[embedding]``, ``[workers]``,
+``[vectors]`` and ``[graph]`` (Tier 3).
 
 They are part of the one :class:`daemon.settings.Settings` object, which holds the top-level
 settings and loads them all; each package owns its sections (``weaver.settings``,
@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tiers.core.settings import Section
+from tiers.semantic.graph import CACHE_EDGES
 from tiers.semantic.vectors import MAX_SHARDS, Quantization
 from tiers.semantic.vectors.point_cache import POINT_CACHE
 from tiers.space import MB, DiskSpace
@@ -265,5 +266,21 @@ class VectorsSettings(Section):
             "Qdrant: the shard keys of a collection the daemon creates (user-defined "
             "sharding, a user's points under one key; each key is a shard of the cluster). "
             "An existing collection keeps its own."
+        ),
+    )
+
+
+class GraphSettings(Section):
+    """Tier 3: the fact graph (:mod:`tiers.semantic.graph.nxgraph`)."""
+
+    cache_edges: int = Field(
+        CACHE_EDGES,
+        ge=0,
+        le=100_000_000,
+        description=(
+            "Fact-graph edges held in memory, a user's graph at a time: a user's graph is read "
+            "from the state store when first asked for, and the least recently used users' "
+            "graphs are dropped past this (about 2.3 kB an edge, so 150,000 take about 350 MB; "
+            "the graph of the user being read is held whatever its size)."
         ),
     )

@@ -33,6 +33,7 @@ from tiers.core.errors import ConfigError
 from tiers.settings import (
     ChangesSettings,
     EmbeddingSettings,
+    GraphSettings,
     JournalSettings,
     StorageSettings,
     VectorsSettings,
@@ -86,6 +87,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     workers: WorkersSettings = WorkersSettings()
     vectors: VectorsSettings = VectorsSettings()
+    graph: GraphSettings = GraphSettings()
     storage: StorageSettings = StorageSettings()
     weaver: WeaverSettings = WeaverSettings()
     llm: LLMSettings = LLMSettings()

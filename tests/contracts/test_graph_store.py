@@ -1,7 +1,7 @@
 """Tier 3's fact graph: one contract suite for every GraphStore implementation (today
-``tiers.semantic.graph.nxgraph.NetworkXGraph``, a networkx graph kept in a real RocksDB state store
-in
-tmp_path). Entity names are normalized (``tests/tiers/test_graph.py`` tests :func:`normalize`)."""
+``tiers.semantic.graph.nxgraph.NetworkXGraph``, a networkx graph a user kept in a real RocksDB
+state store in tmp_path, with its default memory budget and with one that holds a single
+user). Entity names are normalized (``tests/tiers/test_graph.py`` tests :func:`normalize`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tiers.core.records import Scope
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.graph import Edge, GraphStore
-from tiers.semantic.graph.nxgraph import NetworkXGraph
+from tiers.semantic.graph.nxgraph import CACHE_EDGES, NetworkXGraph
 from tiers.semantic.vectors import Source
 
 A, B = Scope("alice"), Scope("bob")
@@ -26,16 +26,17 @@ EP1, EP2 = "1" * 32, "2" * 32
 class Graphs:
     """Opens a graph over one storage; ``reopen`` is a restarted daemon's graph."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, cache_edges: int) -> None:
         self.path = path
+        self.cache_edges = cache_edges
         self.state = RocksStore(path / "state", STATE_CFS)
-        self.graph: GraphStore = NetworkXGraph(self.state)
+        self.graph: GraphStore = NetworkXGraph(self.state, cache_edges)
 
     def reopen(self) -> GraphStore:
         self.graph.close()
         self.state.close()
         self.state = RocksStore(self.path / "state", STATE_CFS)
-        self.graph = NetworkXGraph(self.state)
+        self.graph = NetworkXGraph(self.state, self.cache_edges)
         return self.graph
 
     def and_reopened(self) -> Iterator[GraphStore]:
@@ -48,9 +49,11 @@ class Graphs:
         close_broken(self.state)
 
 
-@pytest.fixture(params=["networkx"])
+# "networkx-one-user": a memory budget of one edge, so that every call on another user drops
+# the graph held and reads its own again from the store (graph.cache_edges).
+@pytest.fixture(params=["networkx", "networkx-one-user"])
 def impl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Graphs]:
-    graphs = Graphs(tmp_path)
+    graphs = Graphs(tmp_path, 1 if request.param == "networkx-one-user" else CACHE_EDGES)
     yield graphs
     graphs.close()
 

@@ -21,7 +21,8 @@ Every writer holds :attr:`SemanticStore.write_lock` around a consistent step, so
 writes its tombstones under the same lock) never falls between a writer's tombstone check and
 its write: a forgotten id cannot come back through any of them.
 
-The graph opens at once (it lives in the state store). The vector store's size comes from the
+The graph opens at once (it lives in the state store, and a user's graph is read when first
+asked for). The vector store's size comes from the
 model, so it opens when the model has loaded, in the loader's background thread; until then
 :meth:`SemanticStore.wait_ready` raises :class:`EmbeddingUnavailable` after its timeout.
 """
@@ -43,7 +44,7 @@ from tiers.rocks import RocksStore
 from tiers.semantic.digests import KIND as DIGEST
 from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
-from tiers.semantic.graph import Edge
+from tiers.semantic.graph import CACHE_EDGES, Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.pending import PendingPoints
 from tiers.semantic.profiles import KIND as PROFILE
@@ -82,8 +83,9 @@ class SemanticStore:
         embeddings: EmbeddingService,
         open_vectors: Callable[[], VectorStore],
         digest_policy: DigestPolicy | None = None,
+        graph_cache_edges: int = CACHE_EDGES,
     ) -> None:
-        self.graph = NetworkXGraph(state)
+        self.graph = NetworkXGraph(state, graph_cache_edges)
         self._space = state.space
         # Checked (under its lock) before every Tier 3 write: see tiers.semantic.tombstones.
         self.tombstones = Tombstones(state)

@@ -16,6 +16,10 @@ from typing import Protocol, runtime_checkable
 from tiers.core.records import Scope
 from tiers.semantic.vectors import Source
 
+# The edges an implementation holding users' graphs in memory keeps by default
+# (graph.cache_edges; about 2.3 kB each in NetworkXGraph).
+CACHE_EDGES = 150_000
+
 _ARTICLE = re.compile(r"^(the|a|an)\s+")
 _PUNCT = re.compile(r"[^\w\s'-]+")
 

@@ -1,245 +1,335 @@
-"""The fact graph as a ``networkx.MultiDiGraph``, durable in RocksDB.
+"""The fact graph as one ``networkx.MultiDiGraph`` a user, durable in RocksDB.
 
-Every change is written to the state store (column family ``graph_edges``, no TTL) before the
-in-memory graph changes, and the graph is rebuilt from there at start-up; it is never pickled.
+Every change is written to the state store (no TTL) before the graph in memory changes; it is
+never pickled. A user's graph is read from the store when first asked for (a prefix scan of
+the user's rows), and the least recently used users' graphs are dropped once more than
+``cache_edges`` edges are held (``graph.cache_edges``): a start reads no edge, and the memory
+held does not grow with the store.
 
-Key layout: ``graph_edges  <user_id> 0x00 <agent_id> 0x00 <edge id>  -> Edge (msgpack)``.
+Key layout (state store, column families):
+
+- ``graph_edges  <user_id> 0x00 <agent_id> 0x00 <edge id>  -> Edge (msgpack)``;
+- ``graph_edge_ids  <edge id>  -> <user_id> 0x00 <agent_id>``: where an edge's row is, so that
+  the calls given ids (:meth:`NetworkXGraph.get`, :meth:`~NetworkXGraph.close_edges`,
+  :meth:`~NetworkXGraph.remove_edges`) read one row each. A store written before it existed
+  is indexed once, at the first open (a scan of the keys); the row ``0x00 indexed`` says so.
+
 Nodes are ``(user_id, agent_id, normalized name)`` tuples, so scopes never share a node even
 when they share an entity name; a node's ``aliases`` are the surface forms seen.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
 import networkx as nx
 
-from tiers.core.records import Scope, pack, unpack
+from tiers.core.errors import StoreUnavailable
+from tiers.core.records import Scope
 from tiers.rocks import RocksStore
-from tiers.semantic.graph import Edge, normalize
-from tiers.semantic.vectors import Source
+from tiers.semantic.graph import CACHE_EDGES, Edge, normalize, rows
 
 GRAPH_CF = "graph_edges"
-GRAPH_CFS = (GRAPH_CF,)  # state store; tiers.schema
+IDS_CF = "graph_edge_ids"
+GRAPH_CFS = (GRAPH_CF, IDS_CF)  # state store; tiers.schema
+_INDEXED = b"\x00indexed"  # IDS_CF: every edge has its id row
+_INDEX_BATCH = 10_000
 Node = tuple[str, str, str]
+log = logging.getLogger("strata.semantic")
 
 
-def _key(scope: Scope, edge_id: str) -> bytes:
-    return f"{scope.user_id}\x00{scope.agent_id}\x00{edge_id}".encode()
+class UserGraph:
+    """One user's edges in memory; changed under that user's lock only."""
 
+    __slots__ = ("ends", "graph")
 
-def _encode(edge: Edge) -> bytes:
-    return pack(
-        {
-            "id": edge.id,
-            "u": edge.scope.user_id,
-            "a": edge.scope.agent_id,
-            "s": edge.subject,
-            "p": edge.predicate,
-            "o": edge.object,
-            "text": edge.fact_text,
-            "e": edge.episode_id,
-            "src": [
-                [s.session_id, s.seq, s.message_id, s.metadata, s.speaker, s.created_at_us]
-                for s in edge.sources
-            ],
-            "t": edge.created_at_us,
-            "vf": edge.valid_from_us,
-            "vt": edge.valid_to_us,
-            "c": edge.confidence,
-            "x": edge.extractor,
-            "attrs": edge.attrs,
-        }
-    )
-
-
-def _decode(raw: bytes) -> Edge:
-    d = unpack(raw)
-    return Edge(
-        id=d["id"],
-        scope=Scope(d["u"], d["a"]),
-        subject=d["s"],
-        predicate=d["p"],
-        object=d["o"],
-        fact_text=d["text"],
-        episode_id=d["e"],
-        sources=[Source(s[0], s[1], s[2], dict(s[3]), s[4], s[5]) for s in d["src"]],
-        created_at_us=d["t"],
-        valid_from_us=d["vf"],
-        valid_to_us=d["vt"],
-        confidence=d["c"],
-        extractor=d["x"],
-        attrs=dict(d["attrs"]),
-    )
-
-
-class NetworkXGraph:
-    """Thread-safe: one lock guards the graph and its store writes."""
-
-    def __init__(self, state: RocksStore) -> None:
-        self._state = state
-        self._lock = threading.RLock()
+    def __init__(self) -> None:
         self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
-        self._ends: dict[str, tuple[Node, Node]] = {}  # edge id -> (subject node, object node)
-        self._users: dict[str, set[str]] = {}  # user id -> the ids of its edges
-        for _key_bytes, raw in state.scan(GRAPH_CF, b""):
-            self._apply(_decode(raw))
+        self.ends: dict[str, tuple[Node, Node]] = {}  # edge id -> (subject node, object node)
 
-    @staticmethod
-    def node(scope: Scope, name: str) -> Node:
-        return (scope.user_id, scope.agent_id, normalize(name))
-
-    def _apply(self, edge: Edge) -> None:
-        if edge.id in self._ends:
-            u, v = self._forget(edge.id)
+    def apply(self, edge: Edge) -> None:
+        """Insert ``edge`` or replace the edge of its id."""
+        if edge.id in self.ends:
+            u, v = self.ends.pop(edge.id)
             self.graph.remove_edge(u, v, key=edge.id)
-        u, v = self.node(edge.scope, edge.subject), self.node(edge.scope, edge.object)
+        u, v = (
+            NetworkXGraph.node(edge.scope, edge.subject),
+            NetworkXGraph.node(edge.scope, edge.object),
+        )
         for node, alias in ((u, edge.subject), (v, edge.object)):
             if node not in self.graph:
                 self.graph.add_node(node, aliases=set())
             self.graph.nodes[node]["aliases"].add(alias)
         self.graph.add_edge(u, v, key=edge.id, edge=edge)
-        self._ends[edge.id] = (u, v)
-        self._users.setdefault(edge.scope.user_id, set()).add(edge.id)
+        self.ends[edge.id] = (u, v)
 
-    def _forget(self, edge_id: str) -> tuple[Node, Node]:
-        """Drop an edge id from the indexes (under the lock); returns its ends."""
-        u, v = self._ends.pop(edge_id)
-        ids = self._users.get(u[0])
-        if ids is not None:
-            ids.discard(edge_id)
-            if not ids:
-                del self._users[u[0]]
-        return u, v
+    def edge(self, edge_id: str) -> Edge | None:
+        ends = self.ends.get(edge_id)
+        if ends is None:
+            return None
+        found: Edge = self.graph.edges[ends[0], ends[1], edge_id]["edge"]
+        return found
 
+    def edges(self) -> Iterator[Edge]:
+        return (d["edge"] for _u, _v, d in self.graph.edges(data=True))
+
+    def drop(self, edge_ids: Iterable[str]) -> int:
+        """Remove these edges (unknown ids skipped), then the nodes left without one, and the
+        surface forms only removed edges had. Returns how many nodes were removed."""
+        touched: set[Node] = set()
+        for edge_id in edge_ids:
+            ends = self.ends.pop(edge_id, None)
+            if ends is not None:
+                self.graph.remove_edge(ends[0], ends[1], key=edge_id)
+                touched.update(ends)
+        orphans = [n for n in touched if self.graph.degree(n) == 0]
+        self.graph.remove_nodes_from(orphans)
+        for node in touched.difference(orphans):
+            out = (d["edge"].subject for _u, _v, d in self.graph.out_edges(node, data=True))
+            into = (d["edge"].object for _u, _v, d in self.graph.in_edges(node, data=True))
+            self.graph.nodes[node]["aliases"] = {*out, *into}
+        return len(orphans)
+
+
+class NetworkXGraph:
+    """Thread-safe: a lock per user guards that user's rows and graph; calls over several
+    users take their locks in order. ``cache_edges``: the edges held in memory before the
+    least recently used users' graphs are dropped (the user being read is always held)."""
+
+    def __init__(self, state: RocksStore, cache_edges: int = CACHE_EDGES) -> None:
+        self._state = state
+        self._cache_edges = cache_edges
+        self._guard = threading.Lock()  # the three dicts below and _held
+        self._locks: dict[str, threading.RLock] = {}
+        self._users: OrderedDict[str, UserGraph] = OrderedDict()  # least recently used first
+        self._sizes: dict[str, int] = {}  # a held graph's edges when read (+1), for _held
+        self._held = 0
+        self._indexed = state.get(IDS_CF, _INDEXED) is not None
+        if not self._indexed:
+            self._index()
+
+    @staticmethod
+    def node(scope: Scope, name: str) -> Node:
+        return (scope.user_id, scope.agent_id, normalize(name))
+
+    # -- where things are -------------------------------------------------------------------
+    def _index(self) -> None:
+        """Write the id row of every edge (a store from before they existed), then the mark.
+        A store that refuses is left unmarked: ids are then looked for by a scan, and the
+        next open tries again."""
+        try:
+            batch, n = self._state.batch(), 0
+            for key, _raw in self._state.scan(GRAPH_CF, b""):
+                where, _sep, edge_id = key.rpartition(b"\x00")
+                batch.put(IDS_CF, edge_id, where)
+                n += 1
+                if n % _INDEX_BATCH == 0:
+                    self._state.write(batch)
+                    batch = self._state.batch()
+            batch.put(IDS_CF, _INDEXED, b"1")
+            self._state.write(batch)
+        except StoreUnavailable as exc:
+            log.warning("graph.ids_unindexed", extra={"fields": {"error": str(exc)}})
+            return
+        self._indexed = True
+        log.info("graph.ids_indexed", extra={"fields": {"edges": n}})
+
+    def _places(self, ids: Iterable[str]) -> dict[str, bytes]:
+        """``user 0x00 agent`` of each known id's row."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        if self._indexed:
+            found = self._state.get_many(IDS_CF, [i.encode() for i in wanted])
+            return {i: w for i, w in zip(wanted, found, strict=True) if w is not None}
+        keys = {i.encode(): i for i in wanted}
+        places = {}
+        for key, _raw in self._state.scan(GRAPH_CF, b""):
+            where, _sep, edge_id = key.rpartition(b"\x00")
+            if edge_id in keys:
+                places[keys[edge_id]] = where
+        return places
+
+    def _lock(self, user_id: str) -> threading.RLock:
+        with self._guard:
+            return self._locks.setdefault(user_id, threading.RLock())
+
+    @contextmanager
+    def _holding(self, users: Iterable[str]) -> Iterator[None]:
+        with ExitStack() as stack:
+            for user_id in sorted(set(users)):
+                stack.enter_context(self._lock(user_id))
+            yield
+
+    def _held_graph(self, user_id: str) -> UserGraph | None:
+        """The user's graph if in memory (the caller holds the user's lock)."""
+        with self._guard:
+            graph = self._users.get(user_id)
+            if graph is not None:
+                self._users.move_to_end(user_id)
+            return graph
+
+    def _graph(self, user_id: str) -> UserGraph:
+        """The user's graph, read from the store if not in memory (the caller holds the
+        user's lock)."""
+        graph = self._held_graph(user_id)
+        if graph is not None:
+            return graph
+        graph = UserGraph()
+        for _key, raw in self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id)):
+            graph.apply(rows.decode(raw))
+        with self._guard:
+            self._users[user_id] = graph
+            self._sizes[user_id] = len(graph.ends) + 1
+            self._held += self._sizes[user_id]
+            while self._held > self._cache_edges and len(self._users) > 1:
+                user, _dropped = self._users.popitem(last=False)
+                self._held -= self._sizes.pop(user)
+        return graph
+
+    def _read(self, edge_id: str, where: bytes) -> Edge | None:
+        """The edge from its user's graph if held, else from its row (the caller holds the
+        user's lock)."""
+        graph = self._held_graph(rows.user_of(where))
+        if graph is not None:
+            return graph.edge(edge_id)
+        raw = self._state.get(GRAPH_CF, where + b"\x00" + edge_id.encode())
+        return rows.decode(raw) if raw is not None else None
+
+    # -- writes ----------------------------------------------------------------------------
     def add_edges(self, edges: Sequence[Edge]) -> None:
         if not edges:
             return
-        with self._lock:
+        with self._holding(e.scope.user_id for e in edges):
             batch = self._state.batch()
             for edge in edges:
-                batch.put(GRAPH_CF, _key(edge.scope, edge.id), _encode(edge))
+                batch.put(GRAPH_CF, rows.key(edge.scope, edge.id), rows.encode(edge))
+                batch.put(IDS_CF, edge.id.encode(), rows.where(edge.scope))
             self._state.write(batch)
             for edge in edges:
-                self._apply(edge)
+                graph = self._held_graph(edge.scope.user_id)
+                if graph is not None:
+                    graph.apply(edge)
 
     def remove_episodes(self, episode_ids: set[str], user_id: str = "") -> int:
         """Delete every edge derived from these episodes (of ``user_id``, or of any user), and
         the nodes left without edges. Returns how many edges were deleted."""
         if not episode_ids:
             return 0
-        prefix = f"{user_id}\x00".encode() if user_id else b""
-        rows = (
+        prefix = rows.user_prefix(user_id) if user_id else b""
+        scanned = (
             self._state.scan_prefix(GRAPH_CF, prefix) if prefix else self._state.scan(GRAPH_CF, b"")
         )
-        with self._lock:
-            doomed = [
-                (key, edge) for key, raw in rows if (edge := _decode(raw)).episode_id in episode_ids
-            ]
-            if not doomed:
-                return 0
+        doomed = [
+            edge for _key, raw in scanned if (edge := rows.decode(raw)).episode_id in episode_ids
+        ]
+        if not doomed:
+            return 0
+        with self._holding(e.scope.user_id for e in doomed):
             batch = self._state.batch()
-            for key, _edge in doomed:
-                batch.delete(GRAPH_CF, key)
+            for edge in doomed:
+                batch.delete(GRAPH_CF, rows.key(edge.scope, edge.id))
+                batch.delete(IDS_CF, edge.id.encode())
             self._state.write(batch)
-            for _key, edge in doomed:
-                if edge.id not in self._ends:
-                    continue
-                ends = self._forget(edge.id)
-                self.graph.remove_edge(ends[0], ends[1], key=edge.id)
-                for node in ends:
-                    if node in self.graph and self.graph.degree(node) == 0:
-                        self.graph.remove_node(node)
-            return len(doomed)
-
-    def get(self, edge_id: str) -> Edge | None:
-        with self._lock:
-            ends = self._ends.get(edge_id)
-            if ends is None:
-                return None
-            edge: Edge = self.graph.edges[ends[0], ends[1], edge_id]["edge"]
-            return edge
-
-    def edges_where(self, keep: Callable[[Edge], bool], user_id: str = "") -> list[Edge]:
-        """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (from
-        its index, without looking at the other users' edges), else of any scope."""
-        with self._lock:
-            if not user_id:
-                return [d["edge"] for _u, _v, d in self.graph.edges(data=True) if keep(d["edge"])]
-            found = []
-            for edge_id in self._users.get(user_id, ()):
-                u, v = self._ends[edge_id]
-                edge: Edge = self.graph.edges[u, v, edge_id]["edge"]
-                if keep(edge):
-                    found.append(edge)
-            return found
+            for user in {e.scope.user_id for e in doomed}:
+                graph = self._held_graph(user)
+                if graph is not None:
+                    graph.drop(e.id for e in doomed if e.scope.user_id == user)
+        return len(doomed)
 
     def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
         """Delete these edges (unknown ids are skipped), then every node of theirs left
         without an edge. Returns (edges, nodes) removed."""
-        with self._lock:
-            found = [e for e in map(self.get, dict.fromkeys(ids)) if e is not None]
-            if not found:
-                return 0, 0
+        places = self._places(ids)
+        if not places:
+            return 0, 0
+        by_user: dict[str, list[str]] = {}
+        for edge_id, where in places.items():
+            by_user.setdefault(rows.user_of(where), []).append(edge_id)
+        with self._holding(by_user):
+            graphs = {user: self._graph(user) for user in by_user}  # to count their nodes
             batch = self._state.batch()
-            for edge in found:
-                batch.delete(GRAPH_CF, _key(edge.scope, edge.id))
+            for edge_id, where in places.items():
+                batch.delete(GRAPH_CF, where + b"\x00" + edge_id.encode())
+                batch.delete(IDS_CF, edge_id.encode())
             self._state.write(batch)
-            ends: set[Node] = set()
-            for edge in found:
-                u, v = self._forget(edge.id)
-                self.graph.remove_edge(u, v, key=edge.id)
-                ends.update((u, v))
-            orphans = [n for n in ends if self.graph.degree(n) == 0]
-            self.graph.remove_nodes_from(orphans)
-            for node in ends.difference(orphans):  # surface forms only forgotten edges had
-                out = (d["edge"].subject for _u, _v, d in self.graph.out_edges(node, data=True))
-                into = (d["edge"].object for _u, _v, d in self.graph.in_edges(node, data=True))
-                self.graph.nodes[node]["aliases"] = {*out, *into}
-            return len(found), len(orphans)
+            edges = sum(i in graphs[u].ends for u, user_ids in by_user.items() for i in user_ids)
+            nodes = sum(graphs[user].drop(user_ids) for user, user_ids in by_user.items())
+            return edges, nodes
 
     def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
-        with self._lock:
-            closed = [
-                replace(edge, valid_to_us=valid_to_us)
-                for edge in (self.get(i) for i in ids)
-                if edge is not None
+        places = self._places(ids)
+        with self._holding(rows.user_of(w) for w in places.values()):
+            edges = (self._read(edge_id, where) for edge_id, where in places.items())
+            self.add_edges([replace(e, valid_to_us=valid_to_us) for e in edges if e is not None])
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, edge_id: str) -> Edge | None:
+        where = self._places([edge_id]).get(edge_id)
+        if where is None:
+            return None
+        with self._lock(rows.user_of(where)):
+            return self._read(edge_id, where)
+
+    def edges_where(self, keep: Callable[[Edge], bool], user_id: str = "") -> list[Edge]:
+        """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (from
+        its graph, without looking at the other users' edges), else of any scope (read from
+        the store, no graph kept)."""
+        if not user_id:
+            return [
+                e for _key, raw in self._state.scan(GRAPH_CF, b"") if keep(e := rows.decode(raw))
             ]
-            self.add_edges(closed)
+        with self._lock(user_id):
+            return [e for e in self._graph(user_id).edges() if keep(e)]
 
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
-        with self._lock:
-            node = self.node(scope, subject)
-            if node not in self.graph:
+        with self._lock(scope.user_id):
+            graph, node = self._graph(scope.user_id).graph, self.node(scope, subject)
+            if node not in graph:
                 return []
-            return [
-                data["edge"]
-                for _u, _v, data in self.graph.out_edges(node, data=True)
-                if data["edge"].predicate == predicate
-            ]
+            out = graph.out_edges(node, data=True)
+            return [d["edge"] for _u, _v, d in out if d["edge"].predicate == predicate]
 
     def edges_of(self, scope: Scope, entity: str) -> list[Edge]:
-        with self._lock:
-            node = self.node(scope, entity)
-            if node not in self.graph:
+        with self._lock(scope.user_id):
+            graph, node = self._graph(scope.user_id).graph, self.node(scope, entity)
+            if node not in graph:
                 return []
-            out = [d["edge"] for _u, _v, d in self.graph.out_edges(node, data=True)]
-            into = [d["edge"] for _u, _v, d in self.graph.in_edges(node, data=True)]
+            out = [d["edge"] for _u, _v, d in graph.out_edges(node, data=True)]
+            into = [d["edge"] for _u, _v, d in graph.in_edges(node, data=True)]
             return out + into
 
     def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
-        with self._lock:
+        with self._lock(scope.user_id):
             return [
                 (node[2], sorted(data["aliases"]))
-                for node, data in self.graph.nodes(data=True)
-                if node[0] == scope.user_id and node[1] == scope.agent_id
+                for node, data in self._graph(scope.user_id).graph.nodes(data=True)
+                if node[1] == scope.agent_id
             ]
 
     def counts(self) -> tuple[int, int]:
-        with self._lock:
-            return self.graph.number_of_nodes(), self.graph.number_of_edges()
+        """(entities, edges) of every user, read from the store."""
+        nodes: set[Node] = set()
+        edges = 0
+        for _key, raw in self._state.scan(GRAPH_CF, b""):
+            edge = rows.decode(raw)
+            nodes.update((self.node(edge.scope, edge.subject), self.node(edge.scope, edge.object)))
+            edges += 1
+        return len(nodes), edges
+
+    def held(self) -> tuple[int, int]:
+        """(users, edges) whose graphs are in memory."""
+        with self._guard:
+            return len(self._users), sum(len(g.ends) for g in self._users.values())
 
     def close(self) -> None:
-        """Nothing to release: the state store is closed by its owner."""
+        """Drop the graphs held (the state store is closed by its owner)."""
+        with self._guard:
+            self._users.clear()
+            self._sizes.clear()
+            self._held = 0
