@@ -182,8 +182,9 @@ class Forgetter:
         plan.episode_ids.update(s.episode_id for s in live if _in(scope, *_scope_order(s.scope)))
         # Stored extractions name their episode's scope: one whose episode expired and that
         # produced no point (or whose points were deleted) is found here.
+        user = scope.user_id.encode()  # in a record of the scope (msgpack keeps it as is)
         for key, value in self._state.scan(EXTRACTIONS_CF, b""):
-            owner = _extraction_owner(value)
+            owner = _extraction_owner(value) if user in value else None
             if owner is not None and _in(scope, owner.user_id, owner.agent_id):
                 plan.episode_ids.add(key.decode())
 
@@ -245,7 +246,8 @@ class Forgetter:
                 Tombstones.add(batch, episodes, sorted(memories))
                 with self._noted(batch, plan, len(episodes), len(memories), records):
                     mark, earlier = self.purger.write_marked(batch)
-            removed: list[Edge] = []
+            # The edges removed, for the facts they superseded (none left in a scope's Forget).
+            removed: list[Edge] | None = [] if scope is None else None
             if scope is not None:
                 dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
                 counts.sessions = len(dropped)
@@ -287,7 +289,9 @@ class Forgetter:
                 counts.consolidation_records += self._redact(vectors.get(list(ids)))
                 counts.vector_points += semantic.delete(PointFilter(ids=ids), ())
                 self._remove_edges(list(ids), counts, removed)
-            counts.facts_restored = reopen(semantic, facts) + restore_superseded(semantic, removed)
+            counts.facts_restored = reopen(semantic, facts) + restore_superseded(
+                semantic, removed or []
+            )
             # A scope's own Forget deleted its profiles with its points; documents are in none.
             if scope is None and (episodes or plan.memory_ids - record_ids):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
@@ -302,7 +306,7 @@ class Forgetter:
             for user_id in sorted(users):
                 for cache in self.caches:
                     counts.cache_entries += cache.forget_scope(user_id)
-        if not earlier and not any(_dict(counts).values()):
+        if not earlier and not any(counts.as_dict().values()):
             self.purger.clear(mark)  # nothing was deleted (unknown ids): nothing to rewrite
         else:
             # Keyed records alone (DeleteDocument): only the kinds' column families to compact.
@@ -311,7 +315,7 @@ class Forgetter:
             # purger's thread, beside RocksDB's here.
             self.purger.request()
             counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else ())
-        log.info("forget.done", extra={"fields": {"users": len(users), **_dict(counts)}})
+        log.info("forget.done", extra={"fields": {"users": len(users), **counts.as_dict()}})
         return counts
 
     def _noted(
@@ -350,10 +354,14 @@ class Forgetter:
         self._state.write(batch)
         return rewritten
 
-    def _remove_edges(self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge]) -> None:
+    def _remove_edges(
+        self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge] | None
+    ) -> None:
+        """Delete edges by id, counting them; read first into ``removed`` when given."""
         graph = self._semantic.graph
         wanted = list(ids)
-        removed.extend(e for e in map(graph.get, wanted) if e is not None)
+        if removed is not None:
+            removed.extend(e for e in map(graph.get, wanted) if e is not None)
         edges, nodes = self._semantic.remove_edges(wanted)
         counts.graph_edges += edges
         counts.graph_nodes += nodes
@@ -387,9 +395,3 @@ def _extraction_owner(raw: bytes) -> Scope | None:
     doc = unpack(raw)
     ep = doc.get("ep") if isinstance(doc, dict) else None
     return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
-
-
-def _dict(counts: ForgetCounts) -> dict[str, float]:
-    """Every count, the kinds' by their names (``purge_ms`` too)."""
-    fields = {n: getattr(counts, n) for n in counts.__dataclass_fields__ if n != "kinds"}
-    return {**fields, **counts.kinds}

@@ -75,6 +75,11 @@ class ForgetCounts:
     # Per kind of scoped data (tiers.schema.KINDS), by its name: the records it deleted.
     kinds: dict[str, int] = field(default_factory=dict)
 
+    def as_dict(self) -> dict[str, float]:
+        """Every count, the kinds' by their names (``purge_ms`` too)."""
+        fields = {n: getattr(self, n) for n in self.__dataclass_fields__ if n != "kinds"}
+        return {**fields, **self.kinds}
+
     @property
     def documents(self) -> int:
         """Keyed documents (their points are in ``vector_points``)."""
