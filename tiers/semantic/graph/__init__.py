@@ -8,6 +8,7 @@ server graph database can implement :class:`GraphStore` without touching the wea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ _ARTICLE = re.compile(r"^(the|a|an)\s+")
 _PUNCT = re.compile(r"[^\w\s'-]+")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a user's graph is read with the same names again and again
 def normalize(name: str) -> str:
     """The key of an entity: lower case, no leading article, no punctuation, single spaces."""
     text = _PUNCT.sub(" ", name.lower()).strip()
