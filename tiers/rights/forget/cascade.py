@@ -1,9 +1,10 @@
 """Forget: delete a scope's, some episodes' or some memories' data from every tier.
 
 :meth:`Forgetter.plan` resolves what a request names into episode ids and memory ids, with
-their owners (so a caller can check rights before anything is deleted); :meth:`Forgetter.run`
-deletes, in this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild or backup
-step runs meanwhile), then the working-memory lock (no append or session end meanwhile):
+their owners (so a caller can check rights before anything is deleted; a scope's episodes are
+found by :meth:`Forgetter.run`, once, under its locks); :meth:`Forgetter.run` deletes, in
+this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild or backup step runs
+meanwhile), then the working-memory lock (no append or session end meanwhile):
 
 1. tombstones for every episode and memory (``tiers.semantic.tombstones``), durable first, so a
    weaver job that read the data before the Forget cannot write it back afterwards;
@@ -132,9 +133,8 @@ class Forgetter:
         is still starting (nothing is deleted then)."""
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         plan = ForgetPlan(target)
-        if target.scope is not None:
+        if target.scope is not None:  # its episodes are found by run(), under the locks
             plan.owners.add(target.scope)
-            self._scope_episodes(target.scope, plan)
         elif target.episode_ids:
             for eid in target.episode_ids:
                 owner = self._owner(eid, plan)
@@ -221,7 +221,7 @@ class Forgetter:
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
         with self._semantic.write_lock, self._working.write_lock:  # the backup's order
-            if scope is not None:  # again: sessions may have ended since plan()
+            if scope is not None:  # here, where no session can end meanwhile
                 self._scope_episodes(scope, plan)
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
