@@ -4,6 +4,7 @@ does is the contract suite ``tests/contracts/test_graph_store.py``."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,7 +64,23 @@ def test_an_open_reads_no_edge_and_a_call_reads_its_user_only(state: RocksStore)
     assert {e.id for e in graph.edges_where(lambda e: True, "alice")} == {
         f"alice-{i}" for i in range(3)
     }
+    assert graph.held() == (1, 4)  # read from alice's rows: nothing held
+    assert len(graph.edges_about(Scope("alice"), "Person 1", "likes")) == 1
     assert graph.held() == (2, 7)
+
+
+def test_a_graph_held_gives_the_collector_about_one_object_an_edge(state: RocksStore) -> None:
+    NetworkXGraph(state).add_edges(_edges("alice", 2_000))
+    graph = NetworkXGraph(state)
+    gc.collect()  # twice: a pass untracks the tuples and dicts that hold no container
+    gc.collect()
+    before = len(gc.get_objects())
+    assert len(graph.entities(Scope("alice"))) == 4_000
+    gc.collect()
+    gc.collect()
+    tracked = len(gc.get_objects()) - before
+    # 2,000 edges between 4,000 nodes: a dict of keys an edge, two of neighbours a node
+    assert 2_000 <= tracked < 2 * 2_000 + 2 * 4_000 + 500, tracked
 
 
 def test_the_graphs_held_stay_within_the_budget(state: RocksStore) -> None:
@@ -74,7 +91,7 @@ def test_the_graphs_held_stay_within_the_budget(state: RocksStore) -> None:
         assert len(graph.entities(Scope(user))) == 8
         assert graph.held() == (min(asked, 2), 4 * min(asked, 2))
     big = NetworkXGraph(state, cache_edges=1)  # the user asked for is held, whatever its size
-    assert len(big.edges_where(lambda e: True, "u5")) == 4 and big.held() == (1, 4)
+    assert len(big.edges_of(Scope("u5"), "Person 1")) == 1 and big.held() == (1, 4)
     graph.close()
     assert graph.held() == (0, 0)
 

@@ -18,8 +18,8 @@ from tiers.core.records import Scope
 from tiers.semantic.vectors import Source
 
 # The edges an implementation holding users' graphs in memory keeps by default
-# (graph.cache_edges; about 2.3 kB each in NetworkXGraph).
-CACHE_EDGES = 150_000
+# (graph.cache_edges; about 1.4 kB each in NetworkXGraph).
+CACHE_EDGES = 100_000
 
 _ARTICLE = re.compile(r"^(the|a|an)\s+")
 _PUNCT = re.compile(r"[^\w\s'-]+")

@@ -1,10 +1,14 @@
 """The fact graph as one ``networkx.MultiDiGraph`` a user, durable in RocksDB.
 
 Every change is written to the state store (no TTL) before the graph in memory changes; it is
-never pickled. A user's graph is read from the store when first asked for (a prefix scan of
-the user's rows), and the least recently used users' graphs are dropped once more than
-``cache_edges`` edges are held (``graph.cache_edges``): a start reads no edge, and the memory
-held does not grow with the store.
+never pickled. A start reads no edge. The weaver's calls on a user
+(:meth:`~NetworkXGraph.edges_about`, :meth:`~NetworkXGraph.edges_of`,
+:meth:`~NetworkXGraph.entities`) read the user's graph from its rows (a prefix scan) and hold
+it, and the least recently used users' graphs are dropped once more than ``cache_edges``
+edges are held (``graph.cache_edges``), so the memory held does not grow with the store.
+Recall's and Forget's :meth:`~NetworkXGraph.edges_where` read the rows of a user not held,
+and hold nothing (a graph held is walked by every full garbage collection:
+:class:`UserGraph`).
 
 Key layout (state store, column families):
 
@@ -29,6 +33,7 @@ from dataclasses import replace
 
 import networkx as nx
 
+from tiers.core import collector
 from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
@@ -44,7 +49,12 @@ log = logging.getLogger("strata.semantic")
 
 
 class UserGraph:
-    """One user's edges in memory; changed under that user's lock only."""
+    """One user's edges in memory; changed under that user's lock only.
+
+    An edge's data is its row as stored, with its subject, predicate and object beside it,
+    and a node's aliases a tuple: nothing the garbage collector has to walk but the graph's
+    own dicts (about one object an edge, where decoded edges were six). An edge is decoded
+    when read."""
 
     __slots__ = ("ends", "graph")
 
@@ -52,8 +62,8 @@ class UserGraph:
         self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
         self.ends: dict[str, tuple[Node, Node]] = {}  # edge id -> (subject node, object node)
 
-    def apply(self, edge: Edge) -> None:
-        """Insert ``edge`` or replace the edge of its id."""
+    def apply(self, edge: Edge, raw: bytes) -> None:
+        """Insert ``edge`` (``raw``: its row) or replace the edge of its id."""
         if edge.id in self.ends:
             u, v = self.ends.pop(edge.id)
             self.graph.remove_edge(u, v, key=edge.id)
@@ -63,20 +73,35 @@ class UserGraph:
         )
         for node, alias in ((u, edge.subject), (v, edge.object)):
             if node not in self.graph:
-                self.graph.add_node(node, aliases=set())
-            self.graph.nodes[node]["aliases"].add(alias)
-        self.graph.add_edge(u, v, key=edge.id, edge=edge)
+                self.graph.add_node(node, aliases=(alias,))
+            elif alias not in (aliases := self.graph.nodes[node]["aliases"]):
+                self.graph.nodes[node]["aliases"] = (*aliases, alias)
+        s, p, o = edge.subject, edge.predicate, edge.object
+        self.graph.add_edge(u, v, key=edge.id, raw=raw, s=s, p=p, o=o)
         self.ends[edge.id] = (u, v)
 
     def edge(self, edge_id: str) -> Edge | None:
         ends = self.ends.get(edge_id)
         if ends is None:
             return None
-        found: Edge = self.graph.edges[ends[0], ends[1], edge_id]["edge"]
-        return found
+        return rows.decode(self.graph.edges[ends[0], ends[1], edge_id]["raw"])
 
     def edges(self) -> Iterator[Edge]:
-        return (d["edge"] for _u, _v, d in self.graph.edges(data=True))
+        return (rows.decode(d["raw"]) for _u, _v, d in self.graph.edges(data=True))
+
+    def about(self, node: Node, predicate: str) -> list[Edge]:
+        """The edges from ``node`` with ``predicate``."""
+        if node not in self.graph:
+            return []
+        out = self.graph.out_edges(node, data=True)
+        return [rows.decode(d["raw"]) for _u, _v, d in out if d["p"] == predicate]
+
+    def touching(self, node: Node) -> list[Edge]:
+        """The edges from ``node``, then those to it."""
+        if node not in self.graph:
+            return []
+        out = [rows.decode(d["raw"]) for _u, _v, d in self.graph.out_edges(node, data=True)]
+        return out + [rows.decode(d["raw"]) for _u, _v, d in self.graph.in_edges(node, data=True)]
 
     def drop(self, edge_ids: Iterable[str]) -> int:
         """Remove these edges (unknown ids skipped), then the nodes left without one, and the
@@ -90,9 +115,9 @@ class UserGraph:
         orphans = [n for n in touched if self.graph.degree(n) == 0]
         self.graph.remove_nodes_from(orphans)
         for node in touched.difference(orphans):
-            out = (d["edge"].subject for _u, _v, d in self.graph.out_edges(node, data=True))
-            into = (d["edge"].object for _u, _v, d in self.graph.in_edges(node, data=True))
-            self.graph.nodes[node]["aliases"] = {*out, *into}
+            out = (d["s"] for _u, _v, d in self.graph.out_edges(node, data=True))
+            into = (d["o"] for _u, _v, d in self.graph.in_edges(node, data=True))
+            self.graph.nodes[node]["aliases"] = tuple(dict.fromkeys((*out, *into)))
         return len(orphans)
 
 
@@ -174,15 +199,18 @@ class NetworkXGraph:
                 self._users.move_to_end(user_id)
             return graph
 
-    def _graph(self, user_id: str) -> UserGraph:
-        """The user's graph, read from the store if not in memory (the caller holds the
-        user's lock)."""
+    def _graph(self, user_id: str, *, hold: bool = True) -> UserGraph:
+        """The user's graph, read from the store if not in memory, and then held when
+        ``hold`` (the caller holds the user's lock)."""
         graph = self._held_graph(user_id)
         if graph is not None:
             return graph
         graph = UserGraph()
-        for _key, raw in self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id)):
-            graph.apply(rows.decode(raw))
+        with collector.quiet():  # a burst of decoded edges (tiers.core.collector)
+            for _key, raw in self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id)):
+                graph.apply(rows.decode(raw), raw)
+        if not hold:
+            return graph
         with self._guard:
             self._users[user_id] = graph
             self._sizes[user_id] = len(graph.ends) + 1
@@ -206,15 +234,15 @@ class NetworkXGraph:
         if not edges:
             return
         with self._holding(e.scope.user_id for e in edges):
-            batch = self._state.batch()
-            for edge in edges:
-                batch.put(GRAPH_CF, rows.key(edge.scope, edge.id), rows.encode(edge))
+            batch, encoded = self._state.batch(), [rows.encode(e) for e in edges]
+            for edge, raw in zip(edges, encoded, strict=True):
+                batch.put(GRAPH_CF, rows.key(edge.scope, edge.id), raw)
                 batch.put(IDS_CF, edge.id.encode(), rows.where(edge.scope))
             self._state.write(batch)
-            for edge in edges:
+            for edge, raw in zip(edges, encoded, strict=True):
                 graph = self._held_graph(edge.scope.user_id)
                 if graph is not None:
-                    graph.apply(edge)
+                    graph.apply(edge, raw)
 
     def remove_episodes(self, episode_ids: set[str], user_id: str = "") -> int:
         """Delete every edge derived from these episodes (of ``user_id``, or of any user), and
@@ -252,7 +280,7 @@ class NetworkXGraph:
         for edge_id, where in places.items():
             by_user.setdefault(rows.user_of(where), []).append(edge_id)
         with self._holding(by_user):
-            graphs = {user: self._graph(user) for user in by_user}  # to count their nodes
+            graphs = {user: self._graph(user, hold=False) for user in by_user}  # their nodes
             batch = self._state.batch()
             for edge_id, where in places.items():
                 batch.delete(GRAPH_CF, where + b"\x00" + edge_id.encode())
@@ -278,31 +306,29 @@ class NetworkXGraph:
 
     def edges_where(self, keep: Callable[[Edge], bool], user_id: str = "") -> list[Edge]:
         """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (from
-        its graph, without looking at the other users' edges), else of any scope (read from
-        the store, no graph kept)."""
+        its graph when held, else from its rows, without looking at the other users' edges),
+        else of any scope (from the rows). Reading rows holds no graph: a graph held is
+        walked by every full garbage collection, so only the calls that come again and again
+        for one user (the weaver's, :meth:`edges_about`) hold one."""
         if not user_id:
-            return [
-                e for _key, raw in self._state.scan(GRAPH_CF, b"") if keep(e := rows.decode(raw))
-            ]
-        with self._lock(user_id):
-            return [e for e in self._graph(user_id).edges() if keep(e)]
+            with collector.quiet():
+                return [
+                    e for _k, raw in self._state.scan(GRAPH_CF, b"") if keep(e := rows.decode(raw))
+                ]
+        with self._lock(user_id), collector.quiet():
+            graph = self._held_graph(user_id)
+            if graph is not None:
+                return [e for e in graph.edges() if keep(e)]
+            scanned = self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id))
+            return [e for _key, raw in scanned if keep(e := rows.decode(raw))]
 
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
         with self._lock(scope.user_id):
-            graph, node = self._graph(scope.user_id).graph, self.node(scope, subject)
-            if node not in graph:
-                return []
-            out = graph.out_edges(node, data=True)
-            return [d["edge"] for _u, _v, d in out if d["edge"].predicate == predicate]
+            return self._graph(scope.user_id).about(self.node(scope, subject), predicate)
 
     def edges_of(self, scope: Scope, entity: str) -> list[Edge]:
         with self._lock(scope.user_id):
-            graph, node = self._graph(scope.user_id).graph, self.node(scope, entity)
-            if node not in graph:
-                return []
-            out = [d["edge"] for _u, _v, d in graph.out_edges(node, data=True)]
-            into = [d["edge"] for _u, _v, d in graph.in_edges(node, data=True)]
-            return out + into
+            return self._graph(scope.user_id).touching(self.node(scope, entity))
 
     def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
         with self._lock(scope.user_id):
