@@ -253,7 +253,7 @@ class Daemon:
         def opened(ok: bool) -> None:
             if ok:
                 log.info("server.ready")
-                if self._freeze_gc:  # the model and the fact graph are loaded: out of the GC's way
+                if self._freeze_gc:  # the model is loaded: out of the GC's way
                     gc_pauses.freeze()
                 parts.forgetter.purger.resume()  # a Forget's purge that a stop interrupted
             health.reason = "" if ok else semantic.error or "Tier 3 failed to open"

@@ -41,7 +41,7 @@ def _callback(phase: str, info: dict[str, Any]) -> None:
 
 def freeze() -> int:
     """Move every object alive now out of the collector's reach (``gc.freeze``): what the
-    daemon loaded at start-up (modules, the model, the fact graph) is never walked again by
+    daemon loaded at start-up (modules, the model) is never walked again by
     a full collection. Returns how many objects are frozen.
 
     The collection before the freeze (so that little garbage is frozen) is of the young
