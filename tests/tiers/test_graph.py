@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,16 @@ def test_the_graphs_held_stay_within_the_budget(state: RocksStore) -> None:
     assert len(big.edges_of(Scope("u5"), "Person 1")) == 1 and big.held() == (1, 4)
     graph.close()
     assert graph.held() == (0, 0)
+
+
+def test_a_held_graph_that_grows_counts_against_the_budget(state: RocksStore) -> None:
+    graph = NetworkXGraph(state, cache_edges=10)
+    graph.add_edges(_edges("u0", 4) + _edges("u1", 4))
+    assert len(graph.edges_of(Scope("u0"), "Person 0")) == 1 and graph.held() == (1, 4)
+    graph.add_edges([replace(e, id=f"{e.id}-more") for e in _edges("u0", 6)])
+    assert graph.held() == (1, 10)
+    assert len(graph.edges_of(Scope("u1"), "Person 0")) == 1
+    assert graph.held() == (1, 4)  # u0's 10 edges and u1's 4 are over the budget
 
 
 def test_a_write_reaches_a_held_graph_and_a_dropped_one(state: RocksStore) -> None:

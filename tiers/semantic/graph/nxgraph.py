@@ -220,6 +220,16 @@ class NetworkXGraph:
                 self._held -= self._sizes.pop(user)
         return graph
 
+    def _measure(self, users: Iterable[str]) -> None:
+        """Count again the edges of these users' graphs held (after a write)."""
+        with self._guard:
+            for user_id in users:
+                graph = self._users.get(user_id)
+                if graph is not None:
+                    size = len(graph.ends) + 1
+                    self._held += size - self._sizes[user_id]
+                    self._sizes[user_id] = size
+
     def _read(self, edge_id: str, where: bytes) -> Edge | None:
         """The edge from its user's graph if held, else from its row (the caller holds the
         user's lock)."""
@@ -243,6 +253,7 @@ class NetworkXGraph:
                 graph = self._held_graph(edge.scope.user_id)
                 if graph is not None:
                     graph.apply(edge, raw)
+            self._measure({e.scope.user_id for e in edges})
 
     def remove_episodes(self, episode_ids: set[str], user_id: str = "") -> int:
         """Delete every edge derived from these episodes (of ``user_id``, or of any user), and
@@ -268,6 +279,7 @@ class NetworkXGraph:
                 graph = self._held_graph(user)
                 if graph is not None:
                     graph.drop(e.id for e in doomed if e.scope.user_id == user)
+            self._measure({e.scope.user_id for e in doomed})
         return len(doomed)
 
     def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
@@ -288,6 +300,7 @@ class NetworkXGraph:
             self._state.write(batch)
             edges = sum(i in graphs[u].ends for u, user_ids in by_user.items() for i in user_ids)
             nodes = sum(graphs[user].drop(user_ids) for user, user_ids in by_user.items())
+            self._measure(by_user)
             return edges, nodes
 
     def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
