@@ -58,3 +58,8 @@ def test_names_in_memories():
     assert names("I went to London \u2013 like in Harry Potter!")[0] == {"london", "harry potter"}
     assert names("no names here at all") == (set(), set())
     assert names("I'm sure. Here's the Louvre, I've been.") == ({"louvre"}, set())
+    # a sentence ends at ".!?:;" or a new line; spaces alone do not end a run
+    met = {"met", "met anna smith", "anna smith", "bob", "bob jones", "jones"}
+    assert names("Met Anna Smith;\nBob Jones came too") == (set(), met)
+    assert names("we saw  New  York and Paris: Rome was next") == ({"new york", "paris"}, {"rome"})
+    assert names("see \u2018Nate\u2019 and the Acme Corp team") == ({"nate", "acme corp"}, set())
