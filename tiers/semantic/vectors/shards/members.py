@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 
 from tiers.semantic.vectors import PointFilter, Quantization, VectorStoreUnavailable
@@ -30,7 +29,6 @@ from tiers.semantic.vectors.point_cache import PointCache
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 log = logging.getLogger("strata.vectors")
-OPEN_PAUSE_MAX = 1.0  # the opener's longest pause between two shards, in seconds
 
 
 class ShardSet:
@@ -58,7 +56,6 @@ class ShardSet:
         self._stores: list[EdgeVectorStore | None] = [None] * count
         self._unopened: set[int] = set()  # on disk, not opened yet
         self._open_behind = open_behind
-        self._closing = threading.Event()  # wakes the opener from its pause
         self._opener: threading.Thread | None = None
         self._model = ""
         self._dim = 0
@@ -128,7 +125,6 @@ class ShardSet:
         by others, and close every open shard; idempotent."""
         with self.lock:
             self._closed = True
-        self._closing.set()
         if self._opener is not None:
             self._opener.join()
         for lock in self._locks:  # an open under way ends; none starts after this
@@ -142,13 +138,10 @@ class ShardSet:
 
     def _open_rest(self) -> None:
         """Open the shards not asked for yet, one after another, until closed (a shard that
-        cannot be opened is logged, and raises to whoever asks for it). After each, wait as
-        long as it took: the engine holds the GIL through an open, so an opener that never
-        paused would leave the requests of the first minute half the process or less."""
+        cannot be opened is logged, and raises to whoever asks for it)."""
         for index in sorted(self._unopened):
             if self._closed:
                 return
-            began = time.monotonic()
             try:
                 self.get(index)
             except Exception as exc:  # the shard's reader gets it again
@@ -158,7 +151,6 @@ class ShardSet:
                     "vectors.shard_unopened",
                     extra={"fields": {"store": self.path.name, "shard": index, "error": str(exc)}},
                 )
-            self._closing.wait(min(time.monotonic() - began, OPEN_PAUSE_MAX))
 
     def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
         """Open (or make) shard ``index``, counting its terms if told; under its lock."""
