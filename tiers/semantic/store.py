@@ -22,9 +22,9 @@ writes its tombstones under the same lock) never falls between a writer's tombst
 its write: a forgotten id cannot come back through any of them.
 
 The graph opens at once (it lives in the state store, and a user's graph is read when first
-asked for). The vector store's size comes from the
-model, so it opens when the model has loaded, in the loader's background thread; until then
-:meth:`SemanticStore.wait_ready` raises :class:`EmbeddingUnavailable` after its timeout.
+asked for). The vector store's size comes from the model, so it opens when the model has
+loaded, in the loader's background thread; until then :meth:`SemanticStore.wait_ready`
+raises :class:`EmbeddingUnavailable` after its timeout.
 """
 
 from __future__ import annotations
