@@ -278,11 +278,11 @@ class GraphSettings(Section):
         ge=0,
         le=100_000_000,
         description=(
-            "Fact-graph edges held in memory, a user's graph at a time: a user's graph is read "
-            "from the state store when first asked for, and the least recently used users' "
-            "graphs are dropped past this (about 1.4 kB an edge, so 100,000 take about 140 MB, "
-            "and a full garbage collection walks about one object an edge held; the graph of "
-            "the user being read is held whatever its size). Recall and Forget read a user's "
-            "edges from the store when the graph is not held, without holding it."
+            "Fact-graph edges held in memory, a user's graph at a time: the weaver's calls on "
+            "a user read its graph from the state store and hold it, and the least recently "
+            "used users' graphs are dropped past this (about 1.4 kB an edge, so 100,000 take "
+            "about 140 MB, and a full garbage collection walks about one object an edge held; "
+            "the graph of the user being read is held whatever its size). Recall and Forget "
+            "read a user's edges from the store when its graph is not held, and hold nothing."
         ),
     )
