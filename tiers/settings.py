@@ -283,6 +283,6 @@ class GraphSettings(Section):
             "used users' graphs are dropped past this (about 1.4 kB an edge, so 100,000 take "
             "about 140 MB, and a full garbage collection walks about one object an edge held; "
             "the graph of the user being read is held whatever its size). Recall and Forget "
-            "read a user's edges from the store when its graph is not held, and hold nothing."
+            "read a user's edges from the store, and hold nothing."
         ),
     )

@@ -6,8 +6,8 @@ never pickled. A start reads no edge. The weaver's calls on a user
 :meth:`~NetworkXGraph.entities`) read the user's graph from its rows (a prefix scan) and hold
 it, and the least recently used users' graphs are dropped once more than ``cache_edges``
 edges are held (``graph.cache_edges``), so the memory held does not grow with the store.
-Recall's and Forget's :meth:`~NetworkXGraph.edges_where` read the rows of a user not held,
-and hold nothing (a graph held is walked by every full garbage collection:
+Recall's and Forget's :meth:`~NetworkXGraph.edges_where` read the user's rows, and hold
+nothing (a graph held is walked by every full garbage collection:
 :class:`UserGraph`).
 
 Key layout (state store, column families):
@@ -85,9 +85,6 @@ class UserGraph:
         if ends is None:
             return None
         return rows.decode(self.graph.edges[ends[0], ends[1], edge_id]["raw"])
-
-    def edges(self) -> Iterator[Edge]:
-        return (rows.decode(d["raw"]) for _u, _v, d in self.graph.edges(data=True))
 
     def about(self, node: Node, predicate: str) -> list[Edge]:
         """The edges from ``node`` with ``predicate``."""
@@ -318,21 +315,16 @@ class NetworkXGraph:
             return self._read(edge_id, where)
 
     def edges_where(self, keep: Callable[[Edge], bool], user_id: str = "") -> list[Edge]:
-        """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (from
-        its graph when held, else from its rows, without looking at the other users' edges),
-        else of any scope (from the rows). Reading rows holds no graph: a graph held is
-        walked by every full garbage collection, so only the calls that come again and again
-        for one user (the weaver's, :meth:`edges_about`) hold one."""
-        if not user_id:
-            with collector.quiet():
-                return [
-                    e for _k, raw in self._state.scan(GRAPH_CF, b"") if keep(e := rows.decode(raw))
-                ]
-        with self._lock(user_id), collector.quiet():
-            graph = self._held_graph(user_id)
-            if graph is not None:
-                return [e for e in graph.edges() if keep(e)]
-            scanned = self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id))
+        """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (its
+        rows, without looking at the other users' edges), else of any scope. Read from the
+        rows, holding no graph: a graph held is walked by every full garbage collection, so
+        only the calls that come again and again for one user (the weaver's,
+        :meth:`edges_about`) hold one, and a held edge would be decoded from its row anyway."""
+        with self._holding([user_id] if user_id else []), collector.quiet():
+            if user_id:
+                scanned = self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id))
+            else:
+                scanned = self._state.scan(GRAPH_CF, b"")
             return [e for _key, raw in scanned if keep(e := rows.decode(raw))]
 
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
