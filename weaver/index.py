@@ -16,6 +16,7 @@ its mark and is indexed again; one deleted meanwhile is not written back).
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -65,8 +66,9 @@ class Indexer:
         # the same (app.py), so every point cites the same text for a message.
         self.tool_text = ToolText(settings.tool_call_max_tokens, settings.tool_result_max_tokens)
 
-    def index(self, episode_ids: list[str]) -> IndexResult:
-        """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable."""
+    def index(self, episode_ids: list[str], stopping: threading.Event | None = None) -> IndexResult:
+        """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable, and
+        Stopped when ``stopping`` is set before the batch is embedded (nothing written)."""
         self._semantic.wait_ready(timeout=None)  # unavailable: raise before reading anything
         points: list[MemoryPoint] = []
         done: list[str] = []
@@ -79,7 +81,7 @@ class Indexer:
                 continue
             points += self.episode_points(episode, self._live(eid))
             done.append(eid)
-        points = self.embed(points)  # outside the lock: the write adds keyword vectors
+        points = self.embed(points, stopping)  # outside the lock: the write adds keyword vectors
         with self._semantic.write_lock:  # points and marks together, for a backup
             points = self._semantic.write(points)  # never writes forgotten ones
             written = Counter(p.episode_id for p in points)
@@ -138,16 +140,20 @@ class Indexer:
             extractor="index",
         )
 
-    def embed(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
-        """The points with their dense vectors (:meth:`SemanticStore.embed`: no lock held).
+    def embed(
+        self, points: list[MemoryPoint], stopping: threading.Event | None = None
+    ) -> list[MemoryPoint]:
+        """The points with their dense vectors (:meth:`SemanticStore.embed`: no lock held;
+        a set ``stopping`` raises Stopped between two of its calls).
         With ``weaver.chunk_vectors = "derived"`` (and turns indexed) only the turns are
         embedded, and a chunk's vector is the normalised mean of its turns' vectors: each
         text is embedded once. A chunk whose turns are not all among the points is embedded
         as usual."""
         s = self.settings
         if not (s.index_turns and s.chunk_vectors == "derived"):
-            return self._semantic.embed(points)
-        turns = iter(self._semantic.embed([p for p in points if p.kind == "episode_turn"]))
+            return self._semantic.embed(points, stopping)
+        bare = [p for p in points if p.kind == "episode_turn"]
+        turns = iter(self._semantic.embed(bare, stopping))
         points = [next(turns) if p.kind == "episode_turn" else p for p in points]
         vectors = {
             (p.episode_id, p.sources[0].seq): p.dense for p in points if p.kind == "episode_turn"
@@ -161,7 +167,7 @@ class Indexer:
                     norm = float(np.linalg.norm(mean))
                     point = replace(point, dense=(mean / norm if norm > 0 else mean).tolist())
             out.append(point)
-        return self._semantic.embed(out)  # anything still without a vector
+        return self._semantic.embed(out, stopping)  # anything still without a vector
 
 
 def first_at(items: list[Turn], seq: int) -> int:

@@ -276,10 +276,14 @@ class LiveIndexer:
                 live.embedded = min(live.embedded, through)
 
     # -- the weaver's worker ---------------------------------------------------------------
-    def index(self, episode_ids: list[str]) -> LiveIndexResult:
+    def index(
+        self, episode_ids: list[str], stopping: threading.Event | None = None
+    ) -> LiveIndexResult:
         """Embed and write a batch of each of these live sessions (at most
         :data:`STEP_MESSAGES` messages each, :data:`STEP_TEXTS` texts in all, in one
-        embedding call); one left behind is due again at once."""
+        embedding call); one left behind is due again at once. Raises Stopped when
+        ``stopping`` is set before the batch is embedded: nothing is written, and the marks
+        say what is embedded again after a restart."""
         with self._lock:  # due again if this job fails (after batch_seconds)
             found = [self._sessions[e] for e in episode_ids if e in self._sessions]
             for live in found:
@@ -296,7 +300,8 @@ class LiveIndexer:
                 break  # the rest: the next job
             steps.append(step)
             texts += len(step.points)
-        vectors = iter(self._indexer.embed([p for s in steps for p in s.points]))  # no lock
+        bare = [p for s in steps for p in s.points]
+        vectors = iter(self._indexer.embed(bare, stopping))  # no lock
         for step in steps:
             step.points = [next(vectors) for _ in step.points]
         points = 0

@@ -115,8 +115,13 @@ class ProcessDaemon:
         return self.wait(timeout)
 
     def wait(self, timeout: float = 30) -> int:
+        """The exit code; AssertionError with the log's tail (it is killed) if it has not
+        exited within ``timeout``."""
         try:
             return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"stratad did not exit in {timeout:g} s: {self.log()}") from None
         finally:
             self._log.close()
 

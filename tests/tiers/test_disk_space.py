@@ -25,6 +25,7 @@ from tiers.rocks import RocksStore
 from tiers.space import MB, DiskFull, DiskSpace
 
 BIG = 50_000  # bytes of content per message
+DISK_MB, BALLAST_MB, RESERVE_MB = 1000, 600, 320  # the small disk's test
 
 
 class Probe:
@@ -69,8 +70,12 @@ def test_writes_stop_at_the_reserve_and_resume_without_a_reopen(tmp_path):
 
 
 def _content(sid: str, i: int) -> str:
+    """``BIG`` characters that take their size on disk: random hex in words of 1,000 (the
+    stores compress, and a message of one repeated letter filled the disk so slowly that a
+    flush of the log's files could keep it above the reserve for 4,000 messages)."""
     head = f"{sid} message {i} "
-    return head + "x" * (BIG - len(head))
+    digits = os.urandom(BIG // 2).hex()
+    return (head + " ".join(digits[j : j + 1000] for j in range(0, BIG, 1000)))[:BIG]
 
 
 def _exhausted(err: StrataClientError) -> None:
@@ -172,14 +177,14 @@ def test_a_full_disk_refuses_writes_serves_reads_and_recovers_in_process(start_d
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 704 MB tmpfs, mounted for the test; skipped where this process may not mount (the
-    in-process test above covers the same behaviour through the probe)."""
+    """A tmpfs of ``DISK_MB``, mounted for the test; skipped where this process may not mount
+    (the in-process test above covers the same behaviour through the probe)."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small filesystem needs root")
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=704m", "tmpfs", str(mnt)], capture_output=True
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mnt)], capture_output=True
     )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
@@ -195,22 +200,36 @@ def test_a_full_disk_is_an_answer_not_a_crash(spawn, small_disk):
     reserve refuses, stays up (no SIGBUS), serves reads, and takes writes again once a
     ballast file is deleted. The reserve is what RocksDB may write at once in the background
     (a memtable flush and a preallocated log file per store: about 140 MB each), so the
-    default's 512 MB is cut to 320 here, not further; the ballast is large, as the index
-    stage goes on turning the acknowledged messages into points (several times their size)
-    once space is freed. About 60 MB of messages fit."""
+    default's 512 MB is cut to 320 here, not further. About 50 MB of messages fit.
+
+    Once space is freed, the index stage goes on turning the acknowledged messages into
+    points, several times their size, while the session's end needs its episode's room above
+    the reserve: hence a ballast that frees about twice that much."""
     ballast = small_disk / "ballast"
-    ballast.write_bytes(b"\0" * (300 * MB))
-    proc = spawn(small_disk / "data", storage__min_free_mb="320")
+    ballast.write_bytes(b"\0" * (BALLAST_MB * MB))
+    # One session holds every message: no rollover (at 2,000 messages) ends it on the way.
+    proc = spawn(
+        small_disk / "data",
+        storage__min_free_mb=str(RESERVE_MB),
+        working_memory__max_log_messages="100000",
+    )
     acked: list[str] = []
     with proc.client(timeout=60) as c:
         fill_until_refused(
             c, "s", acked, died=lambda: f"exit {proc.proc.poll()}: {proc.log()[-3000:]}"
         )
         assert acked and proc.proc.poll() is None
+        # The disk stays full: a log file the stores delete after a flush would lift it back
+        # above the reserve (the daemon then takes writes again, rightly), so a second file
+        # takes it down to half the reserve.
+        full = small_disk / "full"
+        full.write_bytes(b"\0" * max(0, shutil.disk_usage(small_disk).free - RESERVE_MB * MB // 2))
         while_full(c, "s", acked)
         assert proc.proc.poll() is None, proc.log()
+        full.unlink()
         ballast.unlink()
-        wait_until(lambda: shutil.disk_usage(small_disk).free > 500 * MB, 10, "for the space")
+        room = RESERVE_MB * MB + sum(len(text) for text in acked)  # the end's episode
+        assert shutil.disk_usage(small_disk).free > room, "the ballast freed too little"
         after_freeing(c, "s", acked)
     assert proc.terminate() == 0, proc.log()
 

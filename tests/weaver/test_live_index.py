@@ -15,6 +15,8 @@ import pytest
 
 from daemon.client import message
 from tests.support import QUIET, ThreadDaemon, wait_indexed, wait_until
+from tests.support.gates import DEADLINE, Hooks
+from tiers.semantic.store import EMBED_SLICE
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from weaver.live import LiveIndexer
 
@@ -72,12 +74,14 @@ class Gate:
 
         self.texts: list[str] = []  # what the weaver embedded
 
-        def embed(points: list[MemoryPoint]) -> list[MemoryPoint]:
+        def embed(
+            points: list[MemoryPoint], stopping: threading.Event | None = None
+        ) -> list[MemoryPoint]:
             self.texts += [p.text for p in points if p.dense is None]
             if threading.current_thread().name == "weaver" and not self.release.is_set():
                 self.entered.set()
                 assert self.release.wait(60), "the test never released the gate"
-            return inner(points)
+            return inner(points, stopping)
 
         indexer.embed = embed  # type: ignore[method-assign]
 
@@ -209,9 +213,11 @@ def test_end_session_during_a_batch_indexes_each_text_once(live):
     indexer = live_indexer(live)._indexer
     inner = indexer.embed
 
-    def counted(points: list[MemoryPoint]) -> list[MemoryPoint]:
+    def counted(
+        points: list[MemoryPoint], stopping: threading.Event | None = None
+    ) -> list[MemoryPoint]:
         embedded.extend(p.text for p in points if p.dense is None)
-        return inner(points)
+        return inner(points, stopping)
 
     indexer.embed = counted  # type: ignore[method-assign]
     with live.client() as c:
@@ -299,6 +305,54 @@ def test_status_and_stats_show_the_live_backlog_apart(live):
         status = c.admin.weaver_status()
         assert (status.live_unindexed, status.live_sessions_behind) == (0, 0)
         assert c.admin.stats().working_memory.unembedded_messages == 0
+
+
+def test_a_stop_during_a_big_batch_waits_for_one_slice_of_it_and_writes_nothing(
+    start_daemon, tmp_path
+):
+    """A batch is embedded EMBED_SLICE texts at a time, and a stop is looked at between
+    two slices: a stop during a big batch (minutes, with long texts on a slow machine) waits
+    for the slice at hand only. Nothing of the batch is written, and the next start embeds it
+    all, once."""
+    hooks = Hooks()
+    big = {**QUIET, "live_batch_messages": 60, "live_batch_seconds": 60.0}
+    d = start_daemon(data_dir=tmp_path / "data", weaver=big, factories=hooks.factories)
+    d.daemon.parts.semantic.wait_ready(120)
+    weaver = d.daemon.parts.weaver
+    assert hooks.embedder is not None and weaver is not None
+    pause = hooks.pause("the first slice of the live batch")
+    slices: list[int] = []
+
+    def hold(texts: list[str]) -> None:
+        if threading.current_thread().name == "weaver":
+            slices.append(len(texts))
+            pause()
+
+    hooks.embedder.before_documents.append(hold)
+    with d.client() as c:
+        c.append_batch("s", filler(60), user_id="u")  # 60 turns and their chunk windows
+        try:
+            pause.reached()
+            stopping = threading.Thread(target=weaver.stop, kwargs={"timeout": DEADLINE})
+            stopping.start()
+            wait_until(lambda: weaver.submit(lambda: None).done(), 10, "for the stop to begin")
+            pause.release()
+            stopping.join(DEADLINE)
+            assert not stopping.is_alive(), "the stop waited for the whole batch"
+        finally:
+            hooks.release_all()
+        assert slices == [EMBED_SLICE]  # one slice, then the stop
+        assert not [p for p in stored(d, "u") if p.session_id == "s"]
+    d.stop()
+    again = start_daemon(data_dir=tmp_path / "data", weaver=big)
+    again.daemon.parts.semantic.wait_ready(120)
+
+    def turns() -> list[str]:
+        return [p.id for p in stored(again, "u") if p.kind == "episode_turn"]
+
+    wait_until(lambda: len(turns()) >= 60, 120, "for the batch after the restart")
+    wait_until(caught_up(again), 60, "for the rest of it")
+    assert len(turns()) == len(set(turns())) == 60
 
 
 @pytest.mark.daemon

@@ -102,6 +102,11 @@ class StoreUnavailable(TierError, Unavailable):
     """A RocksDB write or read failed (disk full, I/O error, store closed)."""
 
 
+class Stopped(TierError, Unavailable):
+    """Work given a stop event gave up because the event was set (the daemon is stopping):
+    nothing of it was written."""
+
+
 class ModelError(TierError):
     """A model behind litellm (:mod:`tiers.core.models`) failed a request. ``detail`` is the
     message without the client's name, ``cause`` the last failure alone (both redacted)."""

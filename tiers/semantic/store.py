@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tiers.core import collector
-from tiers.core.errors import one_line
+from tiers.core.errors import Stopped, one_line
 from tiers.core.events import Events
 from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
@@ -57,6 +57,8 @@ from tiers.semantic.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
 _ALL = 10_000_000
+# Texts embedded in one call when a stop event is given, which is looked at between calls.
+EMBED_SLICE = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +121,30 @@ class SemanticStore:
         for user_id in user_ids:
             self.events.publish(Tier3Written(user_id, staged))
 
-    def embed(self, points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+    def embed(
+        self, points: Sequence[MemoryPoint], stopping: threading.Event | None = None
+    ) -> list[MemoryPoint]:
         """The points, each without a dense vector given its document embedding; a text two
         points share is embedded once (a one-turn chunk and its turn). Needs no lock:
-        writers call it before taking :attr:`write_lock`. Raises EmbeddingUnavailable."""
+        writers call it before taking :attr:`write_lock`. With ``stopping``, the texts go
+        :data:`EMBED_SLICE` at a time, similar lengths together, and a set event stops the
+        work between two calls (a big batch on a slow machine is minutes of work; a stop
+        must not wait for it). Raises EmbeddingUnavailable, Stopped."""
         embedder, _vectors = self.wait_ready(timeout=None)
         out = list(points)
         bare = [i for i, p in enumerate(out) if p.dense is None]
         if bare:
             texts = list(dict.fromkeys(out[i].text for i in bare))
-            dense = dict(zip(texts, embedder.encode_documents(texts), strict=True))
+            if stopping is None:
+                dense = dict(zip(texts, embedder.encode_documents(texts), strict=True))
+            else:
+                dense = {}
+                texts.sort(key=len)
+                for i in range(0, len(texts), EMBED_SLICE):
+                    if stopping.is_set():
+                        raise Stopped(f"stopped with {len(texts) - i} texts not embedded")
+                    part = texts[i : i + EMBED_SLICE]
+                    dense.update(zip(part, embedder.encode_documents(part), strict=True))
             for i in bare:
                 out[i] = replace(out[i], dense=dense[out[i].text].tolist())
         return out

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from tiers.core.errors import Stopped
 from tiers.core.events import Events
 from tiers.journal.store import Journal
 from weaver.index import MAX_DOCUMENT_BATCH, DocumentIndexer, Indexer
@@ -124,7 +125,7 @@ class IndexJobs:
         if not batch:
             return 0
         began = time.monotonic()
-        result = self._indexer.index(batch)
+        result = self._indexer.index(batch, self._stopping)
         if self.backoff.failures:  # Tier 3 works again: what failed before goes now
             self.backoff.succeeded()
             self.retry()
@@ -154,7 +155,7 @@ class IndexJobs:
         assert self.live is not None
         began = time.monotonic()
         try:
-            result = self.live.live.index(self.live.take_ready())
+            result = self.live.live.index(self.live.take_ready(), self._stopping)
         finally:
             self.live.batch_done()  # a session still behind is due again
         self._builds.wrote(result.points)
@@ -194,6 +195,8 @@ class IndexJobs:
                     self.index_live()
                 else:
                     self.index_batch(list(job.episode_ids))
+            except Stopped:
+                return  # as above; the caller sees the stop too
             except Exception as exc:  # as the worker does: log, back off, go on
                 failed(f"{job.kind}: {exc}")
                 log.exception("weaver.job_failed", extra={"fields": {"job": job.kind}})

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from tiers.core.errors import Unavailable
+from tiers.core.errors import Stopped, Unavailable
 from tiers.core.events import Events
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.core.records import Scope
@@ -248,6 +248,9 @@ class Weaver:
                 return
             try:
                 self._handle(job)
+            except Stopped:  # the stop came mid-job: what it did not write is redone later
+                log.info("weaver.job_stopped", extra={"fields": {"job": job.kind}})
+                return
             except Exception as exc:  # a job must never kill the worker
                 self.last_error = f"{job.kind}: {exc}"
                 if isinstance(exc, DiskFull):  # expected while the disk is low: no traceback

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from tiers.core.errors import EpisodeNotFound
+from tiers.core.errors import EpisodeNotFound, Stopped
 from tiers.core.events import Events
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
@@ -115,6 +115,10 @@ class RunJobs:
                 run.publish(Progress("index", 0, len(to_index)))
                 try:
                     report.chunks = self._index.index_all(to_index)
+                except Stopped:
+                    report.ok = False
+                    report.error = "stopped by shutdown"
+                    return
                 except Exception as exc:
                     # Tier 3 refused the chunks: everything stays unindexed and pending.
                     report.ok = False
