@@ -4,6 +4,7 @@ on its edge and its point together, and a delete must name what it deletes."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,10 +14,18 @@ import pytest
 
 from tests.contracts.corpus import A, B, Tier3, corpus, filled
 from tests.contracts.models_kit import minilm
+from tiers.core.errors import Stopped
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.embedding import Embedder, EmbeddingService
-from tiers.semantic.store import SemanticStore, Tier3Written
+from tiers.semantic.store import (
+    FIRST_SLICE,
+    MAX_SLICE,
+    SLICE_SECONDS,
+    SemanticStore,
+    Tier3Written,
+    next_slice,
+)
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors.edge import EdgeVectorStore
@@ -124,3 +133,47 @@ def test_a_text_two_points_share_is_embedded_once(tmp_path: Path) -> None:
     finally:
         semantic.close()
         state.close()
+
+
+def test_with_a_stop_event_texts_go_in_slices_and_a_set_event_ends_the_work(tmp_path: Path):
+    counting = Counting(minilm())
+    calls: list[int] = []
+    stopping = threading.Event()
+    inner = counting.encode_documents
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(len(texts))
+        if len(calls) == 2:
+            stopping.set()  # the stop comes during the second slice: it is finished
+        return inner(texts)
+
+    counting.encode_documents = encode  # type: ignore[method-assign]
+    state = RocksStore(tmp_path / "state", STATE_CFS)
+    semantic = SemanticStore(
+        state,
+        EmbeddingService(lambda: counting, "counting"),
+        lambda: EdgeVectorStore(tmp_path / "vectors"),
+    )
+    try:
+        semantic.start()
+        semantic.wait_ready(60)
+        points, _edges = corpus()
+        bare = [replace(p, dense=None, text=f"{p.text} ({i})") for i, p in enumerate(points * 8)]
+        done = semantic.embed(bare[:5], threading.Event())  # fewer than a slice: one call
+        assert calls == [5] and all(p.dense is not None for p in done)
+        calls.clear()
+        with pytest.raises(Stopped, match="not embedded"):
+            semantic.embed(bare, stopping)
+        assert len(calls) == 2 and calls[0] == FIRST_SLICE
+        assert len(bare) > sum(calls)  # the rest was never embedded
+    finally:
+        semantic.close()
+        state.close()
+
+
+def test_a_slice_takes_about_slice_seconds_at_the_pace_of_the_last() -> None:
+    assert next_slice(8, SLICE_SECONDS / 8) == MAX_SLICE  # fast: the most in one call
+    assert next_slice(8, 4 * SLICE_SECONDS) == 2  # two texts a second
+    assert next_slice(8, 100 * SLICE_SECONDS) == 1  # never none
+    assert next_slice(8, 0.0) == MAX_SLICE
+    assert next_slice(10, SLICE_SECONDS / 2) == 20

@@ -16,7 +16,7 @@ import pytest
 from daemon.client import message
 from tests.support import QUIET, ThreadDaemon, wait_indexed, wait_until
 from tests.support.gates import DEADLINE, Hooks
-from tiers.semantic.store import EMBED_SLICE
+from tiers.semantic.store import FIRST_SLICE
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from weaver.live import LiveIndexer
 
@@ -310,9 +310,9 @@ def test_status_and_stats_show_the_live_backlog_apart(live):
 def test_a_stop_during_a_big_batch_waits_for_one_slice_of_it_and_writes_nothing(
     start_daemon, tmp_path
 ):
-    """A batch is embedded EMBED_SLICE texts at a time, and a stop is looked at between
-    two slices: a stop during a big batch (minutes, with long texts on a slow machine) waits
-    for the slice at hand only. Nothing of the batch is written, and the next start embeds it
+    """A batch is embedded a slice at a time, and a stop is looked at between two slices: a
+    stop during a big batch (minutes, with long texts on a busy machine) waits for the slice
+    at hand only. Nothing of the batch is written, and the next start embeds it
     all, once."""
     hooks = Hooks()
     big = {**QUIET, "live_batch_messages": 60, "live_batch_seconds": 60.0}
@@ -341,7 +341,7 @@ def test_a_stop_during_a_big_batch_waits_for_one_slice_of_it_and_writes_nothing(
             assert not stopping.is_alive(), "the stop waited for the whole batch"
         finally:
             hooks.release_all()
-        assert slices == [EMBED_SLICE]  # one slice, then the stop
+        assert slices == [FIRST_SLICE]  # one slice, then the stop
         assert not [p for p in stored(d, "u") if p.session_id == "s"]
     d.stop()
     again = start_daemon(data_dir=tmp_path / "data", weaver=big)

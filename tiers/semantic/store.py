@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,8 +58,10 @@ from tiers.semantic.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
 _ALL = 10_000_000
-# Texts embedded in one call when a stop event is given, which is looked at between calls.
-EMBED_SLICE = 32
+# With a stop event, texts are embedded a slice at a time and the event is looked at between
+# two slices: the first slice's texts, the most in one, and the seconds a slice should take
+# at the pace of the one before (a starved worker embeds two texts a second).
+FIRST_SLICE, MAX_SLICE, SLICE_SECONDS = 8, 64, 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +129,10 @@ class SemanticStore:
     ) -> list[MemoryPoint]:
         """The points, each without a dense vector given its document embedding; a text two
         points share is embedded once (a one-turn chunk and its turn). Needs no lock:
-        writers call it before taking :attr:`write_lock`. With ``stopping``, the texts go
-        :data:`EMBED_SLICE` at a time, similar lengths together, and a set event stops the
-        work between two calls (a big batch on a slow machine is minutes of work; a stop
-        must not wait for it). Raises EmbeddingUnavailable, Stopped."""
+        writers call it before taking :attr:`write_lock`. With ``stopping``, the texts go a
+        slice at a time (:func:`next_slice`), similar lengths together, and a set event stops
+        the work between two slices: a big batch on a busy machine is minutes of work, and a
+        stop must not wait for it. Raises EmbeddingUnavailable, Stopped."""
         embedder, _vectors = self.wait_ready(timeout=None)
         out = list(points)
         bare = [i for i, p in enumerate(out) if p.dense is None]
@@ -140,11 +143,15 @@ class SemanticStore:
             else:
                 dense = {}
                 texts.sort(key=len)
-                for i in range(0, len(texts), EMBED_SLICE):
+                i, size = 0, FIRST_SLICE
+                while i < len(texts):
                     if stopping.is_set():
                         raise Stopped(f"stopped with {len(texts) - i} texts not embedded")
-                    part = texts[i : i + EMBED_SLICE]
+                    part = texts[i : i + size]
+                    began = time.monotonic()
                     dense.update(zip(part, embedder.encode_documents(part), strict=True))
+                    i += len(part)
+                    size = next_slice(len(part), time.monotonic() - began)
             for i in bare:
                 out[i] = replace(out[i], dense=dense[out[i].text].tolist())
         return out
@@ -371,3 +378,11 @@ def _differs(old: MemoryPoint | None, new: MemoryPoint) -> bool:
         return True
     keys = [(s.session_id, s.seq, s.text) for s in old.sources]
     return old.text != new.text or keys != [(s.session_id, s.seq, s.text) for s in new.sources]
+
+
+def next_slice(texts: int, seconds: float) -> int:
+    """The texts of the next slice of an embedding: about :data:`SLICE_SECONDS` of work at the
+    pace of the last slice (``texts`` in ``seconds``), from 1 to :data:`MAX_SLICE`."""
+    if seconds <= 0:
+        return MAX_SLICE
+    return max(1, min(MAX_SLICE, int(texts * SLICE_SECONDS / seconds)))
