@@ -68,7 +68,8 @@ class Indexer:
 
     def index(self, episode_ids: list[str], stopping: threading.Event | None = None) -> IndexResult:
         """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable, and
-        Stopped when ``stopping`` is set before the batch is embedded (nothing written)."""
+        Stopped when ``stopping`` is set before the batch is all embedded (nothing written:
+        the episodes stay unindexed)."""
         self._semantic.wait_ready(timeout=None)  # unavailable: raise before reading anything
         points: list[MemoryPoint] = []
         done: list[str] = []
@@ -187,13 +188,16 @@ class DocumentIndexer:
         self.documents = documents
         self._semantic = semantic
 
-    def index(self, limit: int = MAX_DOCUMENT_BATCH) -> DocumentIndexResult:
+    def index(
+        self, limit: int = MAX_DOCUMENT_BATCH, stopping: threading.Event | None = None
+    ) -> DocumentIndexResult:
         """Index up to ``limit`` documents marked unindexed. Raises when Tier 3 is
-        unavailable (the marks stay)."""
+        unavailable, and Stopped when ``stopping`` is set before they are all embedded (the
+        marks stay either way)."""
         pending = self.documents.unindexed(limit + 1)
         more = len(pending) > limit
         pending = pending[:limit]
-        return DocumentIndexResult(len(pending), self.write(pending), more)
+        return DocumentIndexResult(len(pending), self.write(pending, stopping), more)
 
     def reindex(self, user_id: str = "") -> int:
         """Write the points of every document (one user's, or all): a rebuild. Returns the
@@ -208,12 +212,13 @@ class DocumentIndexer:
                 batch = []
         return points + self.write(batch)
 
-    def write(self, docs: list[Document]) -> int:
+    def write(self, docs: list[Document], stopping: threading.Event | None = None) -> int:
         """Embed ``docs`` and write the points of those still stored as they are, then clear
         their marks. Returns the points written."""
         if not docs:
             return 0
-        points = self._semantic.embed([d.point() for d in docs if d.recalled])  # outside the lock
+        bare = [d.point() for d in docs if d.recalled]
+        points = self._semantic.embed(bare, stopping)  # outside the lock
         by_id = {p.id: p for p in points}
         with self._semantic.write_lock:  # no Forget between the check and the write
             current = self.documents.current(docs)

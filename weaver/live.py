@@ -281,9 +281,9 @@ class LiveIndexer:
     ) -> LiveIndexResult:
         """Embed and write a batch of each of these live sessions (at most
         :data:`STEP_MESSAGES` messages each, :data:`STEP_TEXTS` texts in all, in one
-        embedding call); one left behind is due again at once. Raises Stopped when
-        ``stopping`` is set before the batch is embedded: nothing is written, and the marks
-        say what is embedded again after a restart."""
+        embedding batch); one left behind is due again at once. Raises Stopped when
+        ``stopping`` is set before the batch is all embedded: nothing is written, and the
+        marks say what is embedded again after a restart."""
         with self._lock:  # due again if this job fails (after batch_seconds)
             found = [self._sessions[e] for e in episode_ids if e in self._sessions]
             for live in found:

@@ -166,7 +166,7 @@ class IndexJobs:
     def index_documents(self) -> None:
         assert self._documents is not None
         began = time.monotonic()
-        result = self._documents.index()
+        result = self._documents.index(stopping=self._stopping)
         if result.more:  # the rest after what is in line now
             self._jobs.put(IndexDocuments())
         if self.backoff.failures:
