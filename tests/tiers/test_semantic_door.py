@@ -5,7 +5,8 @@ on its edge and its point together, and a delete must name what it deletes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,34 +94,49 @@ def test_a_delete_names_what_it_deletes(tier3: Tier3) -> None:
 
 
 class Counting:
-    """The real model, counting the texts it embeds."""
+    """The real model, counting the texts it embeds (``texts``, and each call's count in
+    ``calls``); ``during`` runs inside each call, with the calls so far."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.model_name = inner.model_name
         self.dim = inner.dim
         self.texts: list[str] = []
+        self.calls: list[int] = []
+        self.during: Callable[[list[int]], None] = lambda _calls: None
 
     def encode_documents(self, texts: list[str]) -> np.ndarray:
         self.texts.extend(texts)
+        self.calls.append(len(texts))
+        self.during(self.calls)
         return self.inner.encode_documents(texts)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self.inner.encode_queries(texts)
 
 
-def test_a_text_two_points_share_is_embedded_once(tmp_path: Path) -> None:
-    # a one-turn chunk and its turn point have the same text
-    counting = Counting(minilm())
+@contextmanager
+def semantic_over(tmp_path: Path, embedder: Embedder) -> Iterator[SemanticStore]:
+    """A started semantic store on real stores, embedding with ``embedder``."""
     state = RocksStore(tmp_path / "state", STATE_CFS)
     semantic = SemanticStore(
         state,
-        EmbeddingService(lambda: counting, "counting"),
+        EmbeddingService(lambda: embedder, "counting"),
         lambda: EdgeVectorStore(tmp_path / "vectors"),
     )
     try:
         semantic.start()
         semantic.wait_ready(60)
+        yield semantic
+    finally:
+        semantic.close()
+        state.close()
+
+
+def test_a_text_two_points_share_is_embedded_once(tmp_path: Path) -> None:
+    # a one-turn chunk and its turn point have the same text
+    counting = Counting(minilm())
+    with semantic_over(tmp_path, counting) as semantic:
         points, _edges = corpus()
         twin = replace(points[1], text=points[0].text, dense=None)  # embed does not read ids
         bare = [replace(p, dense=None) for p in points[:3]]
@@ -130,45 +146,27 @@ def test_a_text_two_points_share_is_embedded_once(tmp_path: Path) -> None:
         expected = minilm().encode_documents([p.text for p in bare])
         for point, vec in zip(done, expected, strict=False):
             assert point.dense is not None and np.allclose(point.dense, vec, atol=1e-5)
-    finally:
-        semantic.close()
-        state.close()
 
 
 def test_with_a_stop_event_texts_go_in_slices_and_a_set_event_ends_the_work(tmp_path: Path):
     counting = Counting(minilm())
-    calls: list[int] = []
     stopping = threading.Event()
-    inner = counting.encode_documents
 
-    def encode(texts: list[str]) -> np.ndarray:
-        calls.append(len(texts))
+    def during(calls: list[int]) -> None:
         if len(calls) == 2:
             stopping.set()  # the stop comes during the second slice: it is finished
-        return inner(texts)
 
-    counting.encode_documents = encode  # type: ignore[method-assign]
-    state = RocksStore(tmp_path / "state", STATE_CFS)
-    semantic = SemanticStore(
-        state,
-        EmbeddingService(lambda: counting, "counting"),
-        lambda: EdgeVectorStore(tmp_path / "vectors"),
-    )
-    try:
-        semantic.start()
-        semantic.wait_ready(60)
+    with semantic_over(tmp_path, counting) as semantic:
         points, _edges = corpus()
         bare = [replace(p, dense=None, text=f"{p.text} ({i})") for i, p in enumerate(points * 8)]
         done = semantic.embed(bare[:5], threading.Event())  # fewer than a slice: one call
-        assert calls == [5] and all(p.dense is not None for p in done)
-        calls.clear()
+        assert counting.calls == [5] and all(p.dense is not None for p in done)
+        counting.calls.clear()
+        counting.during = during
         with pytest.raises(Stopped, match="not embedded"):
             semantic.embed(bare, stopping)
-        assert len(calls) == 2 and calls[0] == FIRST_SLICE
-        assert len(bare) > sum(calls)  # the rest was never embedded
-    finally:
-        semantic.close()
-        state.close()
+        assert len(counting.calls) == 2 and counting.calls[0] == FIRST_SLICE
+        assert len(bare) > sum(counting.calls)  # the rest was never embedded
 
 
 def test_a_slice_takes_about_slice_seconds_at_the_pace_of_the_last() -> None:
