@@ -3,8 +3,9 @@ a restart and a Forget of the largest user (issue 44's table).
 
 Run as ``python -m tests.bench.scale`` (``make bench-scale``; ``SCALE="--points 10000000"``).
 
-**Fill** (offline, as ``tests.bench.recall_latency`` fills: the real model's vectors of the
-LoCoMo turns, jittered, 60 % chunks, 10 % summaries and 30 % facts with a fact graph edge
+**Fill** (offline, in ``--workers`` processes, :mod:`tests.bench.scale_fill`; the points are
+made as ``tests.bench.recall_latency`` makes them: the real model's vectors of the LoCoMo
+turns, jittered, 60 % chunks, 10 % summaries and 30 % facts with a fact graph edge
 each, in the daemon's layout and default settings), over ``--users`` users with a skew: the
 ``--big-users`` largest hold ``--big-points`` points each (at most 60 % of the store between
 them), the rest share what is left by a log-uniform weight between 1 and 10 (at 10M points
@@ -36,7 +37,6 @@ import re
 import tempfile
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,9 @@ import numpy as np
 
 from daemon.client import MemoryClient, StrataClientError
 from tests.bench._daemon import format_machine, machine_info, summary
-from tests.bench.recall_latency import build
+from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
-from tiers.semantic.vectors import MemoryPoint, shard_of
-from tiers.settings import VectorsSettings
 
 
 def sizes(points: int, users: int, big_users: int, big_points: int, seed: int) -> list[int]:
@@ -64,29 +62,6 @@ def sizes(points: int, users: int, big_users: int, big_points: int, seed: int) -
 
 def name(index: int, big_users: int) -> str:
     return f"big-{index}" if index < big_users else f"user-{index:04d}"
-
-
-class Owners:
-    """Gives each point of the fill's stream its user: the owners shuffled, then ordered by
-    their shard, so that a batch of the fill writes one or two shards (one durable write
-    each) rather than every shard (a write each: 60 times slower)."""
-
-    def __init__(self, counts: list[int], big_users: int, seed: int) -> None:
-        owners = np.repeat(np.arange(len(counts)), counts)
-        np.random.default_rng(seed).shuffle(owners)
-        shards = VectorsSettings().shards
-        shard = np.array([shard_of(name(u, big_users), shards) for u in range(len(counts))])
-        self.owners = owners[np.argsort(shard[owners], kind="stable")]
-        self.big_users = big_users
-        self.next = 0
-
-    def __call__(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
-        out = []
-        for p in points:
-            user = name(int(self.owners[self.next]), self.big_users)
-            self.next += 1
-            out.append(replace(p, scope=replace(p.scope, user_id=user)))
-        return out
 
 
 def rss(pid: int) -> dict[str, float]:
@@ -190,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--settle", type=float, default=60.0, help="seconds watched after a restart"
     )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="fill processes (one core each: 2 here)"
+    )
     parser.add_argument("--no-index", action="store_true", help="fill without building the index")
     parser.add_argument(
         "--dir",
@@ -221,13 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"filling {args.points} points over {args.users} users ...", flush=True)
             t0 = time.perf_counter()
-            result["fill"] = build(
+            result["fill"] = fill(
                 data,
-                args.points,
+                [name(i, args.big_users) for i in range(len(counts))],
+                counts,
                 texts,
                 pool,
+                workers=args.workers,
                 optimize=not args.no_index,
-                remap=Owners(counts, args.big_users, seed=12),
             )
             result["fill"]["seconds"] = round(time.perf_counter() - t0, 1)
             filled.write_text(json.dumps(result["fill"]))

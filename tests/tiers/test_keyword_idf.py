@@ -277,3 +277,16 @@ def test_counts_follow_adds_and_removes_and_never_go_below_zero():
     assert frequencies.count(dog.indices[0]) == 0
     frequencies.remove([dog, dog])
     assert (frequencies.points, frequencies.count(dog.indices[0])) == (0, 0)
+
+
+def test_counts_of_two_stores_add_up_to_one_store_holding_both():
+    cat, dog = KEYWORDS.embed_document("cat"), KEYWORDS.embed_document("dog")
+    left, right, both = DocumentFrequencies(), DocumentFrequencies(), DocumentFrequencies()
+    left.add([cat, dog])
+    right.add([cat, cat])
+    both.add([cat, dog, cat, cat])
+    left.add_counts(right)
+    assert left.points == both.points == 4
+    for term in (cat.indices[0], dog.indices[0]):
+        assert left.count(term) == both.count(term)
+    assert (right.points, right.count(cat.indices[0])) == (2, 2)  # the other is unchanged

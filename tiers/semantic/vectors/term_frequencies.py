@@ -70,6 +70,15 @@ class DocumentFrequencies:
         below zero)."""
         self._update(vectors, -1)
 
+    def add_counts(self, other: DocumentFrequencies) -> None:
+        """Count also what ``other`` counts (the points of other shards)."""
+        with other._lock:
+            counts, points = dict(other._counts), other._points
+        with self._lock:
+            self._points += points
+            for term, n in counts.items():
+                self._counts[term] = self._counts.get(term, 0) + n
+
     def clear(self) -> None:
         with self._lock:
             self._counts.clear()
