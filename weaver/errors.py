@@ -16,7 +16,3 @@ class ExtractionFailed(WeaverError):
 class ExtractionDeferred(WeaverError, Unavailable):
     """The LLM failed an episode and ``llm.on_failure`` is "wait": it stays pending for a later
     run (the weaver backs off)."""
-
-
-class WeaverBusy(WeaverError, Unavailable):
-    """A run is in progress already."""

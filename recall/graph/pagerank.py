@@ -63,17 +63,3 @@ class Walk:
                 break
         return x
 
-
-def personalized_pagerank(
-    size: int,
-    src: np.ndarray,
-    dst: np.ndarray,
-    weight: np.ndarray,
-    seeds: np.ndarray,
-    alpha: float = 0.85,
-    tol: float = 1e-6,
-    max_iter: int = 100,
-) -> np.ndarray:
-    """:meth:`Walk.rank` of the graph ``src[i] - dst[i]`` (``weight[i]``) on ``size`` nodes,
-    for a walk done once (the graph channel keeps its :class:`Walk`)."""
-    return Walk.of(size, src, dst, weight).rank(seeds, alpha, tol, max_iter)

@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from recall.graph.pagerank import personalized_pagerank
+from recall.graph.pagerank import Walk
 from recall.words import mentions, names
 
 
@@ -24,7 +24,7 @@ def test_mentions_handle_possessives_and_stop_words():
     assert "will" not in {k for _s, _e, k in mentions("What will I say? Will it rain?")}
 
 
-def test_personalized_pagerank_matches_networkx():
+def test_the_walks_pagerank_matches_networkx():
     rng = random.Random(3)
     size = 40
     pairs = [(rng.randrange(size - 2), rng.randrange(size - 2)) for _ in range(90)]
@@ -43,9 +43,9 @@ def test_personalized_pagerank_matches_networkx():
     vector = np.zeros(size)
     for node, w in seeds.items():
         vector[node] = w
-    got = personalized_pagerank(size, src, dst, weight, vector, 0.85, tol=1e-10, max_iter=500)
+    got = Walk.of(size, src, dst, weight).rank(vector, 0.85, tol=1e-10, max_iter=500)
     assert got == pytest.approx([expected[n] for n in range(size)], abs=1e-8)
-    assert personalized_pagerank(0, src[:0], dst[:0], weight[:0], vector[:0]).size == 0
+    assert Walk.of(0, src[:0], dst[:0], weight[:0]).rank(vector[:0]).size == 0
 
 
 def test_names_in_memories():

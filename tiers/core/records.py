@@ -166,7 +166,3 @@ def u64(n: int) -> bytes:
 def time_key(us: int) -> bytes:
     """A signed microsecond time as 8 bytes that sort in time order (before 1970 too)."""
     return (us + (1 << 63)).to_bytes(8, "big")
-
-
-def from_time_key(raw: bytes) -> int:
-    return int.from_bytes(raw, "big") - (1 << 63)
