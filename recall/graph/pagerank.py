@@ -62,4 +62,3 @@ class Walk:
             if float(np.abs(x - last).sum()) < self.size * tol:
                 break
         return x
-
