@@ -290,6 +290,12 @@ ROOMS = {
         ),
         *("tiers.changes", "tiers.keyed"),
     ),
+    # The server imports the services, never the other way (the door sets the caller, the
+    # services' tenancy reads it).
+    "daemon.services": (
+        *("tiers", "recall", "weaver"),
+        *("daemon.services", "daemon.codec", "daemon.settings", "daemon.pb"),
+    ),
     "daemon.client": ("daemon.client", "daemon.pb"),
     "daemon.adapters": ("daemon.adapters", "daemon.client", "daemon.pb"),
 }

@@ -1,36 +1,32 @@
-"""Authentication, rights and tenants.
+"""Authentication and rights, at the server's door.
 
 A call carries ``authorization: Bearer <token>`` in its metadata. :class:`AuthInterceptor`
 hashes the token (SHA-256), finds its entry in ``auth.tokens``, checks that the entry has the
-right the method needs (:data:`RIGHTS_BY_METHOD`; admin implies every right) and sets the
-caller's :class:`Principal` in a context variable for the length of the call. Handlers then
-ask :func:`effective_user` which tenant (``user_id``) a request acts for and :func:`visible`
-whether a stored thing belongs to the caller. With authentication off there is no principal
-and both helpers change nothing.
+right the method needs (:data:`RIGHTS_BY_METHOD`; admin implies every right) and runs the call
+as the token's :class:`daemon.services.tenancy.Principal`. The handlers ask
+:mod:`daemon.services.tenancy` which tenant a request acts for and what it may see.
 
 Health and reflection stay open: they are what probes and tools use before they have a token.
 """
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from daemon.codec.status import (
-    InvalidArgument,
     PermissionDenied,
     StrataError,
     Unauthenticated,
     grpc_status,
 )
-from daemon.settings.security import ALL_TENANTS, RIGHTS, AuthSettings, TokenEntry
+from daemon.services.tenancy import Principal, act_as
+from daemon.settings.security import AuthSettings
 
 log = logging.getLogger("strata.auth")
 
@@ -82,69 +78,6 @@ def right_for(method: str) -> str | None:
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling: a token's name, its tenants (None: all tenants) and its rights."""
-
-    name: str
-    tenants: frozenset[str] | None
-    rights: frozenset[str]
-
-    @classmethod
-    def of(cls, entry: TokenEntry) -> Principal:
-        rights = frozenset(RIGHTS) if "admin" in entry.rights else frozenset(entry.rights)
-        tenants = None if entry.tenants == [ALL_TENANTS] else frozenset(entry.tenants)
-        return cls(entry.name, tenants, rights)
-
-    def allows(self, user_id: str) -> bool:
-        return self.tenants is None or user_id in self.tenants
-
-
-_current: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
-    "strata_principal", default=None
-)
-
-
-def current() -> Principal | None:
-    """The caller of the RPC being served; None when authentication is off."""
-    return _current.get()
-
-
-def effective_user(requested: str) -> str:
-    """The tenant a request acts for.
-
-    A named ``user_id`` must be one of the token's tenants (PERMISSION_DENIED otherwise). An
-    empty one becomes the token's tenant when it has exactly one; it stays empty for an
-    all-tenants token (the caller may see every user) and is an INVALID_ARGUMENT for a token of
-    several tenants, which must say which one it means.
-    """
-    p = current()
-    if p is None:
-        return requested
-    if requested:
-        if not p.allows(requested):
-            raise PermissionDenied(f"this token may not act for user_id {requested!r}")
-        return requested
-    if p.tenants is None:
-        return ""
-    if len(p.tenants) == 1:
-        return next(iter(p.tenants))
-    raise InvalidArgument("scope.user_id is required: this token has several tenants")
-
-
-def visible(user_id: str) -> bool:
-    """Whether something stored for ``user_id`` may be shown to (or changed by) the caller."""
-    p = current()
-    return p is None or p.allows(user_id)
-
-
-def require_all_tenants(what: str) -> None:
-    """For operations over every tenant at once (a backup): only an all-tenants token."""
-    p = current()
-    if p is not None and p.tenants is not None:
-        raise PermissionDenied(f'{what} needs a token whose tenants are ["*"]')
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
@@ -201,7 +134,7 @@ def _wrap(handler: grpc.RpcMethodHandler, outcome: Principal | StrataError) -> A
         if isinstance(outcome, StrataError):
             await context.abort(grpc_status(outcome), str(outcome))
         else:
-            _current.set(outcome)  # each call is its own task: its context ends with it
+            act_as(outcome)  # each call is its own task: its context ends with it
 
     codec = {
         "request_deserializer": handler.request_deserializer,
@@ -257,20 +190,3 @@ async def _items(produced: Any) -> AsyncIterator[Any]:
 
 def interceptors(settings: AuthSettings) -> list[grpc.aio.ServerInterceptor]:
     return [AuthInterceptor(settings)] if settings.enabled else []
-
-
-def session_user(requested: str) -> tuple[str, Callable[[str], bool] | None]:
-    """How a call names a session's user (sessions are per user): the user, or "" with the
-    users it may be found among (None: any), when the session is to be found by its id.
-
-    A named user must be one of the token's tenants (PERMISSION_DENIED otherwise); an empty
-    one is the token's tenant when it has one, and otherwise is found among its tenants. Another
-    tenant's session of the same id is a different session, never named by this caller."""
-    p = current()
-    if p is None or requested:
-        return effective_user(requested), None
-    if p.tenants is None:
-        return "", None
-    if len(p.tenants) == 1:
-        return next(iter(p.tenants)), None
-    return "", p.allows

@@ -16,7 +16,7 @@ from daemon.codec import convert, validation
 from daemon.codec.status import FailedPrecondition, rpc
 from daemon.pb import admin_pb2 as pb
 from daemon.pb import admin_pb2_grpc
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.services.export import TransferRpcs, TransferSources
 from daemon.settings import Settings
 from daemon.settings.sections import LimitsSettings
@@ -56,7 +56,7 @@ class MaintenanceRpcs:
         self, request: pb.BackupRequest, context: grpc.aio.ServicerContext
     ) -> pb.BackupResponse:
         destination = validation.backup_destination(request.destination)
-        auth.require_all_tenants("a backup (it holds every tenant)")
+        tenancy.require_all_tenants("a backup (it holds every tenant)")
         b = self._backup
         vectors = await asyncio.to_thread(b.vectors)
         try:
@@ -79,7 +79,7 @@ class MaintenanceRpcs:
         self, request: pb.RebuildRequest, context: grpc.aio.ServicerContext
     ) -> pb.RebuildResponse:
         # a token of some tenants rebuilds only them: its one tenant, or the one it names
-        user_id = auth.effective_user(validation.user_id(request.user_id, self._limits))
+        user_id = tenancy.effective_user(validation.user_id(request.user_id, self._limits))
         report = await self._rebuild(user_id)
         return pb.RebuildResponse(
             episodes=report.episodes,

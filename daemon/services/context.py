@@ -1,11 +1,11 @@
 """The context RPCs of ``strata.v1.MemoryService``: GetContext, SetAnchor, GetAnchor and
-PinMemory. Each checks its request, names the session through auth, calls one method of
+PinMemory. Each checks its request, names the session through tenancy, calls one method of
 :class:`recall.context.session.SessionContexts` (GetContext, the anchors) or
 :class:`recall.context.pins.PinnedMemories` (PinMemory), and converts the answer. The rules (how
 a session is named, the budget, the query, what is counted) are there; the block's assembly
 is :mod:`recall.context.assembly`.
 
-A session is named as for GetWorkingMemory (:func:`daemon.server.auth.session_user`): by its id
+A session is named as for GetWorkingMemory (:func:`daemon.server.tenancy.session_user`): by its id
 and, when the caller knows it, its user.
 """
 
@@ -20,7 +20,7 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.services.recall import MAX_PACK_TOKENS
 from daemon.services.sessions import session_state
 from daemon.settings.sections import LimitsSettings
@@ -52,7 +52,7 @@ class ContextRpcs:
     def _name(self, sid: str, scope: pb.Scope) -> SessionName:
         """The session a call names (PERMISSION_DENIED for a user the token may not name)."""
         requested = check.scope(scope, self._limits)
-        user, allowed = auth.session_user(requested.user_id)
+        user, allowed = tenancy.session_user(requested.user_id)
         return SessionName(sid, user, requested.agent_id, allowed)
 
     # -- anchors -----------------------------------------------------------------------------
@@ -88,7 +88,7 @@ class ContextRpcs:
         self, request: pb.PinMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.PinMemoryResponse:
         checked = check.scope(request.scope, self._limits)
-        scope = Scope(auth.effective_user(checked.user_id), checked.agent_id)
+        scope = Scope(tenancy.effective_user(checked.user_id), checked.agent_id)
         if not scope.user_id:
             raise InvalidArgument("scope.user_id is required: a pin belongs to one user")
         if not _UUID.match(request.memory_id):

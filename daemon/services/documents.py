@@ -19,7 +19,7 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.errors import DocumentNotFound
 from tiers.core.records import Scope
@@ -41,7 +41,7 @@ class DocumentRpcs:
         self, scope: pb.Scope, namespace: list[str], key: str
     ) -> tuple[Scope, tuple[str, ...], str]:
         checked = check.scope(scope, self._limits)
-        user = auth.effective_user(checked.user_id)
+        user = tenancy.effective_user(checked.user_id)
         if not user:
             raise InvalidArgument("scope.user_id is required: a document belongs to one user")
         return (
@@ -91,7 +91,7 @@ class DocumentRpcs:
         self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDocumentsResponse:
         checked = check.scope(request.scope, self._limits)
-        user = auth.effective_user(checked.user_id)
+        user = tenancy.effective_user(checked.user_id)
         if not user:
             raise InvalidArgument("scope.user_id is required: documents are listed per user")
         prefix = check.namespace(list(request.namespace_prefix), self._limits, "namespace_prefix")

@@ -14,7 +14,7 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode
@@ -46,7 +46,7 @@ class EpisodeRpcs:
         self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEpisodesResponse:
         scope = check.scope(request.scope, self._limits)
-        user_id = auth.effective_user(scope.user_id)
+        user_id = tenancy.effective_user(scope.user_id)
         start, end = check.time_range(request.time_range)
         size = check.page_size(request.page_size, self._limits, default=50)
         page = await asyncio.to_thread(
@@ -77,7 +77,7 @@ class EpisodeRpcs:
 
     def _get_episode(self, eid: str, size: int, after: int) -> pb.GetEpisodeResponse:
         episode = self._journal.get(eid)
-        if not auth.visible(episode.scope.user_id):
+        if not tenancy.visible(episode.scope.user_id):
             raise EpisodeNotFound(f"episode {eid!r} not found")  # as if it did not exist
         response = pb.GetEpisodeResponse(episode=episode_pb(self._journal, episode))
         messages = self._journal.messages(eid, after_seq=after, limit=size + 1)

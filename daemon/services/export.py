@@ -38,7 +38,7 @@ from daemon.codec.status import (
     rpc_stream,
 )
 from daemon.pb import admin_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.errors import InvalidExport
 from tiers.core.records import Scope
@@ -125,7 +125,7 @@ class TransferRpcs:
     async def Export(
         self, request: pb.ExportRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ExportChunk]:
-        user_id = auth.effective_user(validation.user_id(request.user_id, self._limits))
+        user_id = tenancy.effective_user(validation.user_id(request.user_id, self._limits))
         if not user_id:
             raise InvalidArgument("user_id is required: an export holds one user")
         agent_id = validation.agent_id(request.agent_id, self._limits)
@@ -174,7 +174,7 @@ class TransferRpcs:
                 if parser is None:
                     named = validation.user_id(chunk.user_id, self._limits)
                     if named:
-                        auth.effective_user(named)  # PERMISSION_DENIED for another tenant
+                        tenancy.effective_user(named)  # PERMISSION_DENIED for another tenant
                     parser = ExportParser(named, _limits(self._limits), t.check_extraction)
                 received += len(chunk.data)
                 pending += chunk.data
@@ -221,7 +221,7 @@ def _check(parser: ExportParser, spool: IO[bytes], lines: bytes) -> None:
     allowed the file's user, which the header names."""
     for line in lines.split(b"\n")[:-1]:  # ``lines`` ends with one; a CR is JSON whitespace
         record = parser.feed(line)
-        if record.type == "header" and not auth.visible(parser.user_id):
+        if record.type == "header" and not tenancy.visible(parser.user_id):
             raise PermissionDenied(f"this token may not act for user_id {parser.user_id!r}")
     spool.write(lines)
 

@@ -11,7 +11,7 @@ import grpc
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.records import Scope
 from tiers.rights.forget.cascade import ForgetCounts, ForgetTarget, Forgetter
@@ -43,7 +43,7 @@ def forget_target(request: pb.ForgetRequest, limits: LimitsSettings) -> ForgetTa
         )
     if request.HasField("scope"):
         scope = check.scope(request.scope, limits)
-        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
+        scope = Scope(tenancy.effective_user(scope.user_id), scope.agent_id)
         if not scope.user_id:
             raise InvalidArgument("scope.user_id is required: Forget never spans users")
         return ForgetTarget(scope=scope)
@@ -92,8 +92,8 @@ class ForgetRpcs:
     ) -> pb.ForgetResponse:
         target = forget_target(request, self._limits)
         # Another tenant's episodes and memories are treated as unknown ids (the worker thread
-        # runs in a copy of this call's context, which auth reads).
+        # runs in a copy of this call's context, which tenancy reads).
         counts = await asyncio.to_thread(
-            self._forgetter.forget, target, lambda owner: auth.visible(owner.user_id)
+            self._forgetter.forget, target, lambda owner: tenancy.visible(owner.user_id)
         )
         return counts_pb(counts)

@@ -17,7 +17,7 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.services.episodes import episode_pb
 from daemon.settings.sections import LimitsSettings
 from recall import ACROSS_EPISODES, CHANNELS, Candidate, Query
@@ -122,7 +122,7 @@ class RecallRpcs:
                 f"query is {size} bytes; the limit is {self._limits.max_content_bytes}"
             )
         checked = check.scope(scope, self._limits)
-        checked = Scope(auth.effective_user(checked.user_id), checked.agent_id)
+        checked = Scope(tenancy.effective_user(checked.user_id), checked.agent_id)
         if not checked.user_id:
             raise InvalidArgument("scope.user_id is required: recall never crosses users")
         settings = self._recall_settings
@@ -233,7 +233,7 @@ class RecallRpcs:
         if not _UUID.match(request.id):
             raise InvalidArgument("id must be a hit's id (a UUID)")
         scope = check.scope(request.scope, self._limits)
-        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
+        scope = Scope(tenancy.effective_user(scope.user_id), scope.agent_id)
         recipe = self._recall_settings.recipe("")  # the chain compares as the default recipe
         view = await asyncio.to_thread(
             get_node,
@@ -245,7 +245,7 @@ class RecallRpcs:
             depth=recipe.updates_depth,
             similarity=recipe.updates_similarity,
         )
-        if not auth.visible(view.point.scope.user_id):
+        if not tenancy.visible(view.point.scope.user_id):
             raise NodeNotFound(f"memory {request.id!r} not found")
         response = pb.GetNodeResponse(
             node=convert.hit_pb(Candidate(view.point), False, {}),

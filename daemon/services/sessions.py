@@ -2,7 +2,7 @@
 EndSession and RemoveMessages, over :mod:`tiers.working.memory`.
 
 A session is per user: a call names it by its id and, when the caller knows it, its user
-(:func:`daemon.server.auth.session_user` decides which users a caller may name).
+(:func:`daemon.server.tenancy.session_user` decides which users a caller may name).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import rpc
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.records import Scope
 from tiers.working.memory import WorkingMemory
@@ -25,8 +25,8 @@ from tiers.working.memory import WorkingMemory
 
 def append_scope(requested: Scope) -> tuple[Scope, str, Callable[[str], bool] | None]:
     """The scope an append gives (empty: the session's), and how its session is named
-    (:func:`auth.session_user`)."""
-    user, allowed = auth.session_user(requested.user_id)
+    (:func:`tenancy.session_user`)."""
+    user, allowed = tenancy.session_user(requested.user_id)
     if requested != Scope("") and user:
         requested = Scope(user, requested.agent_id)
     return requested, user, allowed
@@ -72,7 +72,7 @@ class SessionRpcs:
         self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetWorkingMemoryResponse:
         sid = check.session_id(request.session_id, self._limits)
-        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
         view = self._working.window(
             sid,
             max_messages=check.budget(request.max_messages, "max_messages"),
@@ -94,7 +94,7 @@ class SessionRpcs:
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
         sid = check.session_id(request.session_id, self._limits)
-        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
         result = await asyncio.to_thread(
             functools.partial(self._working.end_session, sid, user_id=user, allowed=allowed)
         )
@@ -107,7 +107,7 @@ class SessionRpcs:
         self, request: pb.RemoveMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.RemoveMessagesResponse:
         sid = check.session_id(request.session_id, self._limits)
-        user, allowed = auth.session_user(check.scope(request.scope, self._limits).user_id)
+        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
         if request.all == (request.last > 0):
             raise check.InvalidArgument(
                 "set exactly one of last (how many of the newest messages to remove) and all"

@@ -28,7 +28,7 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, Unavailable, rpc_stream
 from daemon.pb import memory_pb2 as pb
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.changes.log import TYPES, ChangeLog, ChangesVisible, Entry
 from tiers.core.records import Scope
@@ -116,7 +116,7 @@ class WatchRpcs:
         self, request: pb.WatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ChangeEvent]:
         asked = check.scope(request.scope, self._limits)
-        user = auth.effective_user(asked.user_id)
+        user = tenancy.effective_user(asked.user_id)
         if not user:
             raise InvalidArgument("scope.user_id is required: Watch follows one user")
         scope = Scope(user, asked.agent_id)

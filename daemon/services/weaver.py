@@ -12,7 +12,7 @@ from daemon.codec import validation as check
 from daemon.codec.status import FailedPrecondition, NotFound, rpc, rpc_stream
 from daemon.pb import weaver_pb2 as pb
 from daemon.pb import weaver_pb2_grpc
-from daemon.server import auth
+from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
@@ -71,8 +71,8 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
         ids = tuple(check.episode_id(e) for e in request.episode_ids)
         scope = check.scope(request.scope, self._limits)
         # A token limited to some tenants runs the weaver for them only.
-        scope = Scope(auth.effective_user(scope.user_id), scope.agent_id)
-        if ids and auth.current() is not None:
+        scope = Scope(tenancy.effective_user(scope.user_id), scope.agent_id)
+        if ids and tenancy.current() is not None:
             await asyncio.to_thread(self._check_visible, ids)
         run = weaver.request_run(ids, scope)
         seen = 0
@@ -99,7 +99,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
                 owner = self._journal.get(eid).scope.user_id
             except NotFound:
                 continue  # the run reports it as unknown, as without authentication
-            if not auth.visible(owner):
+            if not tenancy.visible(owner):
                 raise NotFound(f"episode {eid!r} was not found")
 
     @rpc
