@@ -51,7 +51,10 @@ def build(
     """Fill ``data_dir`` with ``size`` points and their graph, as the daemon would store them
     (with the index built unless ``optimize`` is false; each batch passed through ``remap``
     first when given, e.g. to give one user a bigger share)."""
-    vectors = ShardedVectorStore(data_dir / "vectors", VectorsSettings().shards)
+    settings = VectorsSettings()  # the daemon's defaults: its shards and quantization
+    vectors = ShardedVectorStore(
+        data_dir / "vectors", settings.shards, quantization=settings.quantization
+    )
     vectors.ensure(MODEL, pool.shape[1])
     state = RocksStore(data_dir / "state", STATE_CFS)
     graph = NetworkXGraph(state)
