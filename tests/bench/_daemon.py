@@ -31,8 +31,11 @@ class RunningDaemon(NamedTuple):
 
 
 @contextmanager
-def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[RunningDaemon]:
-    """Run ``stratad serve`` in a fresh temporary data directory until the block exits.
+def running_daemon(
+    settings: Mapping[str, str] | None = None, data_dir: Path | None = None
+) -> Iterator[RunningDaemon]:
+    """Run ``stratad serve`` in a fresh temporary data directory (or on ``data_dir``, kept)
+    until the block exits.
 
     ``settings`` are extra ``STRATA_*`` variables (for example ``{"STRATA_SYNC": "true"}``).
     On exit the daemon gets SIGTERM; a non-zero exit code is printed with the log's tail, and
@@ -43,8 +46,13 @@ def running_daemon(settings: Mapping[str, str] | None = None) -> Iterator[Runnin
     extra = {k.removeprefix("STRATA_").lower(): v for k, v in (settings or {}).items()}
     keep_log = os.environ.get("BENCH_DAEMON_LOG")
     extra.setdefault("log_level", "info" if keep_log else "warning")
-    with tempfile.TemporaryDirectory(prefix="strata-bench-") as tmp:
-        proc = ProcessDaemon(Path(tmp) / "data", **extra)
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-bench-"))
+            )
+            data_dir = data_dir / "data"
+        proc = ProcessDaemon(data_dir, **extra)
         try:
             yield RunningDaemon(proc.address, proc.pid, proc.data_dir)
         finally:

@@ -21,6 +21,8 @@ run (never ended); ``--probe-every N`` has each agent append, every ~N turns, a 
 instead of a LoCoMo turn, and times how soon it is findable by its exact words and by its
 meaning, while its session lives (:mod:`tests.bench.fleet_live`). The issue's run:
 ``--agents 100 --long-share 0.5 --probe-every 15``. ``--set KEY=VALUE``: a daemon setting.
+``--data-dir DIR``: serve DIR (kept) instead of a fresh data dir, e.g. a store filled by
+:mod:`tests.bench.scale`, to see the fleet beside millions of points.
 """
 
 from __future__ import annotations
@@ -218,10 +220,12 @@ class Prober(threading.Thread):
 def run_fleet(
     n: int, seconds: float, warmup: float, pace: float, processes: int,
     long_share: float = 0.0, probe_every: int = 0, settings: dict[str, str] | None = None,
+    data_dir: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     script_list = scripts()
     long_agents = round(long_share * n)  # agents 0.. (spread over the processes)
-    with running_daemon({"STRATA_WEAVER__INTERVAL_SECONDS": "60", **(settings or {})}) as daemon:
+    settings = {"STRATA_WEAVER__INTERVAL_SECONDS": "60", **(settings or {})}
+    with running_daemon(settings, data_dir) as daemon:
         with MemoryClient(daemon.address, timeout=30) as c:
             wait_until(lambda: c.admin.weaver_status().embedding_ready, 180, "for the model")
         ctx = mp.get_context("spawn")
@@ -380,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a probe message every ~N turns of each agent, timed until findable (0: none)",
     )  # fmt: skip
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="serve this data dir (kept; e.g. one filled by tests.bench.scale) instead of a "
+        "fresh one for each fleet size",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     settings = parse_settings(args.set)
@@ -387,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for n in args.agents:
         results.append(run_fleet(n, args.seconds, args.warmup, args.pace, args.processes,
-                                 args.long_share, args.probe_every, settings))  # fmt: skip
+                                 args.long_share, args.probe_every, settings,
+                                 args.data_dir))  # fmt: skip
         print(report(machine, results[-1:]), flush=True)
     print()
     print(report(machine, results))
