@@ -83,12 +83,15 @@ def disk(path: Path) -> dict[str, float]:
     return {"apparent_gb": round(apparent / 1e9, 2), "allocated_gb": round(allocated / 1e9, 2)}
 
 
+FIRST_RECALL_TIMEOUT = 900.0  # at 10M, a small user's first Recall ever took over 60 s
+
+
 def start(data: Path, **settings: str) -> tuple[ProcessDaemon, dict[str, float]]:
     """A daemon on ``data``, with the seconds to its ready file and to a first Recall."""
     t0 = time.perf_counter()
     proc = ProcessDaemon(data, log_level="info", **QUIET_ENV, **settings)
     ready = time.perf_counter() - t0
-    with MemoryClient(proc.address, timeout=60) as c:
+    with MemoryClient(proc.address, timeout=FIRST_RECALL_TIMEOUT) as c:
         while True:
             try:
                 c.recall("what did we talk about", user_id="user-0999", k=10)
