@@ -9,7 +9,7 @@ turns, jittered, 60 % chunks, 10 % summaries and 30 % facts with a fact graph ed
 each, in the daemon's layout and default settings), over ``--users`` users with a skew: the
 ``--big-users`` largest hold ``--big-points`` points each (at most 60 % of the store between
 them), the rest share what is left by a log-uniform weight between 1 and 10 (at 10M points
-and 1,000 users: 1k to 20k points each). The index is built unless ``--no-index``.
+and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-index``.
 
 **Then a real** ``stratad`` on it (log level info, to read ``gc.*`` and ``vectors.built``):
 
