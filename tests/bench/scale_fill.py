@@ -107,7 +107,7 @@ def _work(
 ) -> None:
     """Worker ``k``: fill ``root`` with ``users``' points (``counts`` each) a shard at a time
     (opened, written, built and closed, so that one shard's points are in memory at once),
-    sending each batch's fact edges through ``edges`` (then None and the worker's times)."""
+    sending each batch's fact edges through ``edges``, then the worker's times."""
     settings = VectorsSettings()
     by_shard: dict[int, list[int]] = {}
     for i, user in enumerate(users):
@@ -137,7 +137,6 @@ def _work(
         vectors.flush()
         vectors.close()
         built += time.perf_counter() - began
-    edges.put(None)
     edges.put({"worker": k, "upsert_s": round(upsert, 1), "optimize_s": round(built, 1)})
 
 
@@ -174,8 +173,6 @@ def fill(
             except queue.Empty:
                 if any(p.exitcode not in (None, 0) for p in procs):
                     raise RuntimeError("a fill worker died") from None
-                continue
-            if item is None:
                 continue
             if isinstance(item, dict):
                 reports.append(item)
