@@ -40,6 +40,33 @@ BATCH = 2000
 NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Maria", "John", "Joanna", "Nate", "Tim", "Audrey")
 
 
+def object_words(texts: list[str]) -> list[str]:
+    """The words the fill's graph edges take their objects from: the capitalised words of
+    the first 500 texts."""
+    return [w for t in texts[:500] for w in t.split() if w[:1].isupper()]
+
+
+def fact_edges(points: list[MemoryPoint], rng: random.Random, words: list[str]) -> list[Edge]:
+    """A fact graph edge for each fact of ``points``: a speaker name, a predicate and an
+    object drawn from ``words``."""
+    return [
+        Edge(
+            id=p.id,
+            scope=p.scope,
+            subject=rng.choice(NAMES),
+            predicate=rng.choice(("likes", "went_to", "has", "plans_to")),
+            object=rng.choice(words),
+            fact_text=p.text,
+            episode_id=p.episode_id,
+            sources=p.sources,
+            created_at_us=p.created_at_us,
+            valid_from_us=p.created_at_us,
+        )
+        for p in points
+        if p.kind == "fact"
+    ]
+
+
 def build(
     data_dir: Path,
     size: int,
@@ -61,30 +88,13 @@ def build(
     maker = PointMaker(texts, pool, seed=7)
     began = time.perf_counter()
     rng = random.Random(7)
+    words = object_words(texts)
     while maker.made < size:
         points = maker.batch(min(BATCH, size - maker.made))
         if remap is not None:
             points = remap(points)
         vectors.upsert(points)
-        words = [w for t in texts[:500] for w in t.split() if w[:1].isupper()]
-        graph.add_edges(
-            [
-                Edge(
-                    id=p.id,
-                    scope=p.scope,
-                    subject=rng.choice(NAMES),
-                    predicate=rng.choice(("likes", "went_to", "has", "plans_to")),
-                    object=rng.choice(words),
-                    fact_text=p.text,
-                    episode_id=p.episode_id,
-                    sources=p.sources,
-                    created_at_us=p.created_at_us,
-                    valid_from_us=p.created_at_us,
-                )
-                for p in points
-                if p.kind == "fact"
-            ]
-        )
+        graph.add_edges(fact_edges(points, rng, words))
     upsert = time.perf_counter() - began
     began = time.perf_counter()
     if optimize:

@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from tests.bench.recall_latency import BATCH, MODEL, NAMES
+from tests.bench.recall_latency import BATCH, MODEL, fact_edges, object_words
 from tests.bench.tier3_points import PointMaker
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
-from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.vectors import MemoryPoint, shard_of
 from tiers.semantic.vectors import edge_layout as layout
@@ -76,25 +75,6 @@ def split(users: list[str], counts: list[int], workers: int) -> list[list[int]]:
     return parts
 
 
-def _edges(points: list[MemoryPoint], rng: random.Random, words: list[str]) -> list[Edge]:
-    return [
-        Edge(
-            id=p.id,
-            scope=p.scope,
-            subject=rng.choice(NAMES),
-            predicate=rng.choice(("likes", "went_to", "has", "plans_to")),
-            object=rng.choice(words),
-            fact_text=p.text,
-            episode_id=p.episode_id,
-            sources=p.sources,
-            created_at_us=p.created_at_us,
-            valid_from_us=p.created_at_us,
-        )
-        for p in points
-        if p.kind == "fact"
-    ]
-
-
 def _work(
     k: int,
     root: Path,
@@ -114,7 +94,7 @@ def _work(
         by_shard.setdefault(shard_of(user, settings.shards), []).append(i)
     maker = PointMaker(texts, pool, seed=7 + k)
     rng = random.Random(7 + k)
-    words = [w for t in texts[:500] for w in t.split() if w[:1].isupper()]
+    words = object_words(texts)
     upsert = built = 0.0
     for shard, members in sorted(by_shard.items()):
         began = time.perf_counter()
@@ -129,7 +109,7 @@ def _work(
             points = owners(maker.batch(min(BATCH, left)))
             left -= len(points)
             vectors.upsert(points)
-            edges.put(_edges(points, rng, words))
+            edges.put(fact_edges(points, rng, words))
         upsert += time.perf_counter() - began
         began = time.perf_counter()
         if optimize:
