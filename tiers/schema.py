@@ -14,19 +14,19 @@ Forget, Export and Import handle each in its own step (``docs/architecture.md``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal, TypeVar
 
-from tiers.changes.log import ChangeLog
+from tiers.changes.log import CORE_TYPES, ChangeLog
 from tiers.journal import store as journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
 from tiers.keyed.documents import DocumentStore
 from tiers.keyed.pins import PinStore
 from tiers.rocks import RocksStore
-from tiers.scoped import KindFactory, ScopedKind
+from tiers.scoped import KindFactory, RecordsChanges, ScopedKind
 from tiers.semantic import tombstones
 from tiers.semantic.graph import nxgraph
 from tiers.working import progress, session
@@ -50,28 +50,54 @@ def _owned(store: Store, owner: ModuleType, names: Sequence[str]) -> tuple[Colum
 # counts go too. The change log last: it forgets the changes that name the documents forgotten.
 KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCounts, ChangeLog)
 
-FAMILIES: tuple[ColumnFamily, ...] = (
-    *_owned("state", session, session.WORKING_CFS),
-    *_owned("state", progress, progress.PROGRESS_CFS),
-    *_owned("state", journal, journal.CONSOLIDATION_CFS),
-    *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
-    *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),
-    *(ColumnFamily(cf, "state", kind.__module__) for kind in KINDS for cf in kind.column_families),
-    *_owned("journal", journal, journal.JOURNAL_CFS),
-)
-STATE_CFS = [cf.name for cf in FAMILIES if cf.store == "state"]
+
+def families(kinds: Sequence[KindFactory] = KINDS) -> tuple[ColumnFamily, ...]:
+    """Every column family of both stores, with ``kinds``' own among the state store's."""
+    return (
+        *_owned("state", session, session.WORKING_CFS),
+        *_owned("state", progress, progress.PROGRESS_CFS),
+        *_owned("state", journal, journal.CONSOLIDATION_CFS),
+        *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
+        *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),
+        *(
+            ColumnFamily(cf, "state", kind.__module__)
+            for kind in kinds
+            for cf in kind.column_families
+        ),
+        *_owned("journal", journal, journal.JOURNAL_CFS),
+    )
+
+
+def state_families(kinds: Sequence[KindFactory] = KINDS) -> list[str]:
+    """The state store's column families, in the order it opens them."""
+    return [cf.name for cf in families(kinds) if cf.store == "state"]
+
+
+FAMILIES = families()
+STATE_CFS = state_families()
 JOURNAL_CFS = [cf.name for cf in FAMILIES if cf.store == "journal"]
 
 K = TypeVar("K")
 
 
+def change_types(kinds: Iterable[KindFactory | ScopedKind] = KINDS) -> dict[str, str]:
+    """Every type a change may have (what ``MemoryService.Watch`` may say), with what each
+    names: the tiers' own and each kind's, in the registry's order."""
+    types = dict(CORE_TYPES)
+    for kind in kinds:
+        types.update(kind.change_types)
+    return types
+
+
 def open_kinds(state: RocksStore, kinds: Sequence[KindFactory] = KINDS) -> tuple[ScopedKind, ...]:
-    """One store of each kind on ``state``, in the registry's order; the keyed stores that
-    record their changes record them in the change log among them."""
+    """One store of each kind on ``state``, in the registry's order; the kinds that record
+    their changes record them in the change log among them, which takes every kind's types."""
     opened = tuple(make(state) for make in kinds)
     changes = next((k for k in opened if isinstance(k, ChangeLog)), None)
+    if changes is not None:
+        changes.types = change_types(kinds)
     for kind in opened:
-        if isinstance(kind, DocumentStore | AnchorStore | PinStore):
+        if isinstance(kind, RecordsChanges):
             kind.changes = changes
     return opened
 
@@ -90,6 +116,9 @@ __all__ = [
     "KINDS",
     "STATE_CFS",
     "ColumnFamily",
+    "change_types",
+    "families",
     "kind_of",
     "open_kinds",
+    "state_families",
 ]

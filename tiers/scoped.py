@@ -3,17 +3,21 @@ which Forget must remove, Export write, Import read back and Stats count.
 
 Each kind implements :class:`ScopedKind` in its own module, and ``tiers/schema.py`` lists it
 in :data:`tiers.schema.KINDS`; Forget (:mod:`tiers.rights.forget.cascade`), Export and
-Import (:mod:`tiers.rights.archive`) and Stats reach every kind through that list, in its
-order, and name none of them. So adding a kind of data touches its own module and one line
-of the schema (``docs/architecture.md``, "Adding a kind of data").
+Import (:mod:`tiers.rights.archive`), Stats and Watch reach every kind through that list, in
+its order, and name none of them. A kind owns what is its own: its column families, its
+export records (written by :meth:`ScopedKind.export`, read by ``read_record``) and the types
+of the changes it records (``change_types``). The export format's record types, the parser's
+dispatch and the change log's types are derived from the list. So adding a kind of data
+touches its own module and one line of the schema (``docs/architecture.md``, "Adding a kind
+of data").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from tiers.core.records import Scope
 from tiers.rocks import Batch, RocksStore
@@ -21,6 +25,48 @@ from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
 Owned = tuple[Scope, str]  # (owner, episode or memory id)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The importing daemon's limits on ids and messages (``limits.*`` settings), which the
+    readers of export records apply."""
+
+    max_id_bytes: int = 256
+    max_session_id_bytes: int = 256
+    max_content_bytes: int = 65_536
+    max_metadata_entries: int = 64
+    max_namespace_labels: int = 8
+    max_document_bytes: int = 131_072  # text and value (limits.max_message_bytes)
+    max_anchor_bytes: int = 4096
+
+
+class RecordReader(Protocol):
+    """What a kind's ``read_record`` gets from the export parser
+    (:class:`tiers.rights.archive.parser.ExportParser`): the import's limits and the readers
+    of the fields every record has. Each method raises ``ValueError`` saying what is wrong
+    with the field (the parser adds the line)."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def scope(self, d: dict[str, Any]) -> Scope:
+        """The record's ``user_id`` and ``agent_id``, checked against the file's header."""
+
+    def id(self, d: dict[str, Any], key: str, *, empty: bool = False, limit: int = 0) -> str:
+        """An id: a string within ``limit`` bytes (``limits.max_id_bytes`` when 0), no
+        control characters."""
+
+    def string(self, d: dict[str, Any], key: str, *, empty: bool = False) -> str: ...
+
+    def micros(self, d: dict[str, Any], key: str) -> int:
+        """A time in microseconds since the epoch, within a timestamp's range."""
+
+    def uuid(self, d: dict[str, Any], key: str) -> str:
+        """A memory id (a UUID), in its canonical form."""
+
+    def once(self, key: Hashable, what: str) -> None:
+        """Raises when ``key`` was seen before in the file: ``what`` appears twice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +112,16 @@ class ScopedKind(Protocol):
         """Its column families of the state store: compacted by a Forget's purge."""
 
     @property
+    def change_types(self) -> Mapping[str, str]:
+        """The types of the changes it records in the change log (``MemoryService.Watch``),
+        each with what its attrs name; empty for a kind that records none."""
+
+    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any:
+        """One export record of :attr:`record_type` read into the value :meth:`import_values`
+        takes (``reader`` checks the common fields). Raises ``ValueError`` saying what is
+        wrong; never called for a kind that is not exported."""
+
+    @property
     def lock(self) -> AbstractContextManager[object]:
         """Held by a Forget from before :meth:`forget_into` until its batch (with the
         tombstones) is written: a writer of the kind that holds it too never writes what the
@@ -100,13 +156,36 @@ class ScopedKind(Protocol):
         ``SemanticStore.write_lock`` held."""
 
 
+def not_exported(d: dict[str, Any], reader: RecordReader) -> Any:
+    """The ``read_record`` of a kind that is not exported (its ``record_type`` is empty)."""
+    raise ValueError("this kind of data is not exported, so it has no records to read")
+
+
+@runtime_checkable
+class RecordsChanges(Protocol):
+    """A kind whose writes record changes: ``tiers.schema.open_kinds`` hands it the change
+    log opened among the kinds (a ``tiers.changes.log.ChangeLog``, which imports this
+    module)."""
+
+    changes: Any
+
+
 class KindFactory(Protocol):
     """What ``tiers.schema.KINDS`` lists: a kind's store class, which names its column
-    families (the schema composes them, with the class's module as their owner) and opens
-    the store on the state store."""
+    families (the schema composes them, with the class's module as their owner), its export
+    record type and change types (the format and the change log compose them), reads its
+    export records, and opens the store on the state store."""
 
     @property
     def column_families(self) -> tuple[str, ...]: ...
+
+    @property
+    def record_type(self) -> str: ...
+
+    @property
+    def change_types(self) -> Mapping[str, str]: ...
+
+    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any: ...
 
     @property
     def __module__(self) -> str: ...  # type: ignore[override]

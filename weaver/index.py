@@ -25,7 +25,8 @@ import numpy as np
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
-from tiers.keyed.documents import Document, DocumentStore
+from tiers.keyed.document import Document
+from tiers.keyed.documents import DocumentStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, point_id
 from tiers.working.progress import LiveProgress, Progress

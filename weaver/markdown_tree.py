@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from tiers.core.records import StoredMessage
-from tiers.keyed.documents import Document
+from tiers.keyed.document import Document
 from tiers.rights.archive.format import EpisodeRecord, Header, MessageRecord, Record, SessionRecord
 from tiers.rights.archive.parser import ExportParser
 from tiers.semantic.vectors import MemoryPoint

@@ -9,7 +9,7 @@ from daemon.pb import memory_pb2 as pb
 from recall import Candidate
 from tiers.core.records import Episode, Scope, StoredMessage
 from tiers.keyed.anchors import Anchor
-from tiers.keyed.documents import Document
+from tiers.keyed.document import Document
 from tiers.semantic.vectors import MemoryPoint
 
 _ROLES = {name: value for value, name in ROLE_NAMES.items()}

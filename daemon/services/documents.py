@@ -23,7 +23,8 @@ from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from tiers.core.errors import DocumentNotFound
 from tiers.core.records import Scope
-from tiers.keyed.documents import DocumentStore, document_id
+from tiers.keyed.document import document_id
+from tiers.keyed.documents import DocumentStore
 from tiers.rights.forget.cascade import Forgetter
 
 

@@ -44,11 +44,11 @@ from tiers.core.errors import InvalidExport
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.rights.archive.exporter import Exporter
-from tiers.rights.archive.format import MAX_LINE_BYTES, Limits, Record
+from tiers.rights.archive.format import MAX_LINE_BYTES, Record
 from tiers.rights.archive.importer import Importer, ImportReport
 from tiers.rights.archive.parser import ExportParser
 from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind
+from tiers.scoped import Limits, ScopedKind
 from tiers.semantic.store import SemanticStore
 from tiers.working.memory import WorkingMemory
 from weaver.extraction_json import record_from_json, record_to_json

@@ -30,7 +30,7 @@ from daemon.codec.status import InvalidArgument, Unavailable, rpc_stream
 from daemon.pb import memory_pb2 as pb
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
-from tiers.changes.log import TYPES, ChangeLog, ChangesVisible, Entry
+from tiers.changes.log import ChangeLog, ChangesVisible, Entry
 from tiers.core.records import Scope
 
 PAGE = 256  # changes read at a time
@@ -120,10 +120,11 @@ class WatchRpcs:
         if not user:
             raise InvalidArgument("scope.user_id is required: Watch follows one user")
         scope = Scope(user, asked.agent_id)
-        unknown = sorted(set(request.types) - set(TYPES))
+        types = self._changes.types  # the tiers' and every kind's (tiers.schema.change_types)
+        unknown = sorted(set(request.types) - set(types))
         if unknown:
             raise InvalidArgument(
-                f"types: unknown change type {unknown[0]!r} (one of {', '.join(TYPES)})"
+                f"types: unknown change type {unknown[0]!r} (one of {', '.join(types)})"
             )
         wanted = set(request.types)
         after = self._start(scope, request)

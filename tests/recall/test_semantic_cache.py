@@ -23,7 +23,7 @@ from recall.result import RecallResult
 from tests.contracts.corpus import Tier3
 from tests.support.gates import DEADLINE, Pause
 from tiers.core.records import Scope
-from tiers.keyed.documents import Document
+from tiers.keyed.document import Document
 from tiers.semantic.store import Tier3Written
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 

@@ -22,7 +22,7 @@ from tiers.changes.log import (
 from tiers.core.errors import InvalidArgument
 from tiers.core.records import Scope
 from tiers.rocks import RocksStore
-from tiers.schema import STATE_CFS
+from tiers.schema import STATE_CFS, change_types
 from tiers.scoped import Covered
 
 ALICE, ALICE_BOT, BOB = Scope("alice"), Scope("alice", "bot"), Scope("bob")
@@ -61,7 +61,7 @@ def types(entries: list) -> list[str]:  # type: ignore[type-arg]
 
 
 def test_changes_are_read_in_order_from_a_cursor_per_scope(state: RocksStore) -> None:
-    log = ChangeLog(state)
+    log = ChangeLog(state, types=change_types())
     log.write(state.batch(), [Change(ALICE, "session.started", {"session_id": "s1"})])
     log.write(state.batch(), [appended(BOB, "b1"), appended(ALICE_BOT, "s1", 2)])
     log.write(state.batch(), [Change(ALICE, "anchor.set", {"session_id": "s1"})])
@@ -156,7 +156,7 @@ def user_bytes(state: RocksStore, user: bytes) -> int:
 
 def test_a_forget_leaves_no_change_of_what_it_forgot(state: RocksStore) -> None:
     clock = Clock()
-    log = ChangeLog(state, retention_seconds=3600, clock=clock)
+    log = ChangeLog(state, retention_seconds=3600, clock=clock, types=change_types())
     log.write(state.batch(), [appended(ALICE, "s1")])
     clock.now += 7200
     log.trim()  # alice has a retention mark now

@@ -16,7 +16,7 @@ from daemon.client import AsyncMemoryClient, MemoryClient
 from daemon.server.auth import token_hash
 from tests.support import QUIET, ThreadDaemon, code
 from tiers.core.records import Scope
-from tiers.keyed.documents import document_id
+from tiers.keyed.document import document_id
 
 NOTE = "Alice's favourite colour is teal, like the sea at Sounion."
 

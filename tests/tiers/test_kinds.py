@@ -1,7 +1,10 @@
-"""The kinds of scoped data (``tiers.schema.KINDS``) are reached by Forget, Export and Import
-through the registry alone: a kind registered here, in a test, with a column family of its own,
-is counted, forgotten with its scope, exported with it and imported back, on real RocksDB
-stores and a real Tier 3 (the embedded vector engine and the real model)."""
+"""The kinds of scoped data (``tiers.schema.KINDS``) are reached by Forget, Export, Import,
+Stats and Watch through the registry alone: a kind registered here, in a test, by one edit
+(:data:`REGISTERED`, the registry with the kind added), with a column family, an export record
+and a change type of its own, is counted, watched, forgotten with its scope, exported with it,
+parsed and imported back, on real RocksDB stores and a real Tier 3 (the embedded vector engine
+and the real model). Nothing else names it: the state store's families, the export format's
+record types, the parser's dispatch and the change log's types are derived from the list."""
 
 from __future__ import annotations
 
@@ -15,17 +18,21 @@ from typing import Any
 import pytest
 
 from tests.contracts.models_kit import minilm
+from tiers.changes.log import Change, ChangeLog
+from tiers.changes.log import write as write_changes
+from tiers.core.errors import InvalidExport
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.store import Journal
 from tiers.keyed.anchors import AnchorStore
 from tiers.rights.archive.exporter import Exporter
 from tiers.rights.archive.format import TYPES, Record
 from tiers.rights.archive.importer import Importer
+from tiers.rights.archive.parser import ExportParser
 from tiers.rights.forget.cascade import Forgetter
 from tiers.rights.forget.plan import ForgetTarget
 from tiers.rocks import Batch, RocksStore
-from tiers.schema import FAMILIES, JOURNAL_CFS, KINDS, STATE_CFS, kind_of, open_kinds
-from tiers.scoped import Covered, Forgotten
+from tiers.schema import FAMILIES, JOURNAL_CFS, KINDS, kind_of, open_kinds, state_families
+from tiers.scoped import Covered, Forgotten, RecordReader
 from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
@@ -44,15 +51,26 @@ class Notes:
     name = "notes"
     record_type = "note"
     column_families = (NOTES_CF,)
+    change_types = {"note.put": "id"}
 
     def __init__(self, state: RocksStore) -> None:
         self._state = state
         self.lock = threading.Lock()
+        self.changes: ChangeLog | None = None  # set by open_kinds
+
+    @staticmethod
+    def read_record(d: dict[str, Any], reader: RecordReader) -> dict[str, Any]:
+        scope = reader.scope(d)
+        note_id = reader.id(d, "id")
+        reader.once(("note", scope.agent_id, note_id), f"note {note_id!r}")
+        return {**d, "text": reader.string(d, "text")}
 
     def put(self, scope: Scope, note_id: str, text: str) -> None:
         batch = self._state.batch()
         batch.put(NOTES_CF, _key(scope, note_id), pack(text))
-        self._state.write(batch)
+        write_changes(
+            self._state, batch, self.changes, [Change(scope, "note.put", {"id": note_id})]
+        )
 
     def of_scope(self, scope: Scope) -> Iterator[tuple[Scope, str, str]]:
         for key, raw in self._state.scan_prefix(NOTES_CF, scope.user_id.encode() + b"\x00"):
@@ -88,6 +106,10 @@ class Notes:
         return len(values)
 
 
+# The one edit that registers the kind: the daemon's registry with it added.
+REGISTERED = (*KINDS, Notes)
+
+
 def _key(scope: Scope, note_id: str) -> bytes:
     return f"{scope.user_id}\x00{scope.agent_id}\x00{note_id}".encode()
 
@@ -97,7 +119,7 @@ class Rights:
     and :class:`Notes`."""
 
     def __init__(self, root: Path) -> None:
-        self.state = RocksStore(root / "state", [*STATE_CFS, NOTES_CF])
+        self.state = RocksStore(root / "state", state_families(REGISTERED))
         self.jstore = RocksStore(root / "journal", JOURNAL_CFS, ttl_seconds=3600)
         self.journal = Journal(self.jstore, self.state, 3600)
         self.working = WorkingMemory(self.state, self.journal, WindowLimits())
@@ -108,7 +130,7 @@ class Rights:
         )
         self.semantic.start()
         self.semantic.wait_ready(60)
-        self.kinds = open_kinds(self.state, (*KINDS, Notes))
+        self.kinds = open_kinds(self.state, REGISTERED)
         self.notes = kind_of(self.kinds, Notes)
         self.forgetter = Forgetter(
             self.working, self.journal, self.jstore, self.state, self.semantic, kinds=self.kinds
@@ -125,10 +147,11 @@ class Rights:
             self.state, self.journal, self.working, self.semantic, _no_extraction, self.kinds
         )
 
-    def export(self, scope: Scope) -> list[dict[str, Any]]:
+    def export(self, scope: Scope) -> list[bytes]:
+        """The export file of ``scope``, by line."""
         out = io.BytesIO()
         self.exporter.write(out, scope)
-        return [json.loads(line) for line in out.getvalue().splitlines()]
+        return out.getvalue().splitlines()
 
     def close(self) -> None:
         self.forgetter.purger.close()
@@ -157,7 +180,7 @@ def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
     """Each kind's families are its own module's, in the schema; its records' type is one of
     the export format's (or none: not exported); no two kinds share a name or a type."""
     owners = {cf.name: cf.owner for cf in FAMILIES if cf.store == "state"}
-    state = RocksStore(tmp_path / "state", STATE_CFS)
+    state = RocksStore(tmp_path / "state", state_families())
     try:
         kinds = open_kinds(state)
     finally:
@@ -171,21 +194,33 @@ def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
     assert len(set(types)) == len(types)
 
 
-def test_a_registered_kind_is_exported_forgotten_and_imported(rights: Rights) -> None:
+def test_a_registered_kind_is_counted_watched_exported_forgotten_and_imported(
+    rights: Rights,
+) -> None:
     rights.notes.put(ALICE, "n1", "alice's own note")
     rights.notes.put(ALICE_BOT, "n2", "the bot's note of alice")
     rights.notes.put(BOB, "n3", "bob's note")
     kind_of(rights.kinds, AnchorStore).set(ALICE_BOT, "s1", "step 2 of 3")
     counted = {kind.name: kind.count() for kind in rights.kinds}  # what Stats reports
-    # the anchor set is a change too
-    expected = {"documents": 0, "anchors": 1, "pins": 0, "access_counts": 0, "changes": 1}
+    # three notes put and an anchor set are four changes
+    expected = {"documents": 0, "anchors": 1, "pins": 0, "access_counts": 0, "changes": 4}
     assert counted == {**expected, "notes": 3}
 
-    exported = rights.export(ALICE)
-    notes = [r for r in exported if r["type"] == "note"]
+    # watched: the kind's change type is one the log takes and a reader of alice is told
+    log = kind_of(rights.kinds, ChangeLog)
+    assert (
+        log.types["note.put"] == "id"
+        and "note.put" not in kind_of(open_kinds(rights.state), ChangeLog).types
+    )  # the daemon's own registry does not know it
+    seen = [(e.change.type, e.change.attrs) for e in log.page(ALICE, 0, 10).entries]
+    assert seen == [("note.put", {"id": "n1"}), ("note.put", {"id": "n2"}),
+                    ("anchor.set", {"session_id": "s1", "cleared": False})]  # fmt: skip
+
+    raw = rights.export(ALICE)
+    notes = [json.loads(line) for line in raw if json.loads(line)["type"] == "note"]
     assert sorted(r["id"] for r in notes) == ["n1", "n2"]
-    assert [r["text"] for r in exported if r["type"] == "anchor"] == ["step 2 of 3"]
-    assert exported[-1]["type"] == "footer"
+    footer = json.loads(raw[-1])
+    assert footer["type"] == "footer" and footer["records"]["note"] == 2
 
     plan = rights.forgetter.plan(ForgetTarget(scope=ALICE))
     counts = rights.forgetter.run(plan)
@@ -194,10 +229,23 @@ def test_a_registered_kind_is_exported_forgotten_and_imported(rights: Rights) ->
     assert list(rights.notes.of_scope(ALICE)) == []
     assert [n for _s, n, _t in rights.notes.of_scope(BOB)] == ["n3"]  # another user's stays
     assert rights.notes.count() == 1 and kind_of(rights.kinds, AnchorStore).count() == 0
+    # its changes went with the scope; the Forget's own is told
+    assert [e.change.type for e in log.page(ALICE, 0, 10).entries] == ["memory.forgotten"]
 
-    report = rights.importer.apply(Record(i + 1, r["type"], r) for i, r in enumerate(notes))
-    assert report.written["note"] == 2
+    # the file, read by the parser of the registry that knows the kind, and imported back
+    parser = ExportParser("alice", kinds=REGISTERED)
+    records = [parser.feed(line) for line in raw]
+    parser.finish()
+    assert parser.counts["note"] == 2 and "note" in parser.types
+    report = rights.importer.apply(r for r in records if r.type in ("note", "anchor"))
+    assert report.written["note"] == 2 and report.written["anchor"] == 1
     assert sorted(n for _s, n, _t in rights.notes.of_scope(ALICE)) == ["n1", "n2"]
+
+    # the daemon's own parser does not know the kind's records: one line names the type
+    daemons = ExportParser("alice")
+    with pytest.raises(InvalidExport, match="unknown record type 'note'"):
+        for line in raw:
+            daemons.feed(line)
 
 
 def test_a_record_of_a_kind_this_daemon_lacks_is_refused(rights: Rights) -> None:

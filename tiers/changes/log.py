@@ -39,7 +39,7 @@ from tiers.core.errors import InvalidArgument, OutOfRange, TierError
 from tiers.core.events import Events
 from tiers.core.records import Scope, pack, u64, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten
+from tiers.scoped import Covered, Forgotten, not_exported
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
@@ -50,8 +50,10 @@ META = b"\xff" * 8  # sorts after every seq: the log's own records
 TRIMMED = META + b"trimmed"
 EXPIRED = META + b"expired"
 
-# What a change can say (``Change.type``), and what each names in ``attrs``.
-TYPES: Mapping[str, str] = {
+# What a change of the tiers can say (``Change.type``), and what each names in ``attrs``; the
+# kinds of scoped data add theirs (``change_types``: "document.put", "pin.changed", ...), and
+# ``tiers.schema.change_types`` composes them all.
+CORE_TYPES: Mapping[str, str] = {
     "session.started": "session_id, episode_id (the episode the session becomes)",
     "session.appended": "session_id, episode_id, first_seq, last_seq, count",
     "session.messages_removed": "session_id, episode_id, count",
@@ -62,10 +64,6 @@ TYPES: Mapping[str, str] = {
     "episode.consolidated": "episode_id, session_id, summaries, facts, superseded",
     "episode.expired": "episode_id, session_id (its time to live ended, maybe before the "
     "weaver's work)",
-    "document.put": "memory_id, namespace, key, version",
-    "document.deleted": "memory_id (its namespace and key are forgotten with it)",
-    "anchor.set": "session_id, cleared",
-    "pin.changed": "memory_id, pinned",
     "memory.forgotten": "target (scope, episodes or memories), episodes, memories",
 }
 
@@ -76,7 +74,8 @@ class CursorExpired(TierError, OutOfRange):
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """A change to record: its scope, its type (one of :data:`TYPES`) and what it names."""
+    """A change to record: its scope, its type (one of :attr:`ChangeLog.types`) and what it
+    names."""
 
     scope: Scope
     type: str
@@ -121,12 +120,15 @@ class ChangeLog:
     name = "changes"
     record_type = ""  # not exported: a log of what happened here, not memory
     column_families = CHANGE_CFS
+    change_types = CORE_TYPES  # the tiers' own; ``types`` adds the kinds' (open_kinds)
+    read_record = staticmethod(not_exported)
 
     def __init__(
         self,
         state: RocksStore,
         retention_seconds: float = 7 * 86_400.0,
         clock: Callable[[], float] = time.time,
+        types: Mapping[str, str] = CORE_TYPES,
     ) -> None:
         self._state = state
         self.retention_seconds = retention_seconds
@@ -141,6 +143,8 @@ class ChangeLog:
         self._users: dict[int, str] = {}  # whose change each seq not visible yet is
         self._visible = newest
         self.events = Events("changes")  # ChangesVisible
+        # What a change may say: every kind's (``tiers.schema.open_kinds`` sets them).
+        self.types = types
 
     def configured(self, retention_seconds: float, clock: Callable[[], float]) -> ChangeLog:
         """The log, with this retention and clock (the daemon's settings and clock)."""
@@ -155,7 +159,7 @@ class ChangeLog:
         block. Readers see them (and anything numbered after them) once the block is left,
         whether the write succeeded or raised. Yields their seqs."""
         for change in changes:
-            if change.type not in TYPES:
+            if change.type not in self.types:
                 raise InvalidArgument(f"unknown change type {change.type!r}")
         with self._seqs:
             seqs = list(range(self._next, self._next + len(changes)))

@@ -24,11 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten
+from tiers.scoped import Covered, Forgotten, not_exported
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
@@ -75,7 +75,9 @@ class AccessCounts:
 
     name = "access_counts"
     record_type = ""
+    change_types: ClassVar[dict[str, str]] = {}  # counting a use is no change of memory
     column_families = ACCESS_CFS
+    read_record = staticmethod(not_exported)
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state

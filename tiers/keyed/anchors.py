@@ -28,7 +28,7 @@ from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten
+from tiers.scoped import Covered, Forgotten, RecordReader
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
@@ -73,12 +73,25 @@ class Anchor:
         return cls(session.decode(), Scope(user.decode(), d["a"]), d["t"], d["u"])
 
 
+def read_record(d: dict[str, Any], reader: RecordReader) -> Anchor:
+    """An ``anchor`` record of an export file (:meth:`Anchor.record`), checked."""
+    sid = reader.id(d, "session_id", limit=reader.limits.max_session_id_bytes)
+    text = reader.string(d, "text")
+    if len(text.encode()) > reader.limits.max_anchor_bytes:
+        raise ValueError(f"text is over limits.max_anchor_bytes ({reader.limits.max_anchor_bytes})")
+    anchor = Anchor(sid, reader.scope(d), text, reader.micros(d, "updated_at_us"))
+    reader.once(("anchor", sid), f"the anchor of session {sid!r}")
+    return anchor
+
+
 class AnchorStore:
     """The anchors in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
 
     name = "anchors"
     record_type = RECORD_TYPE
     column_families = ANCHOR_CFS
+    change_types = {"anchor.set": "session_id, cleared"}
+    read_record = staticmethod(read_record)
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state

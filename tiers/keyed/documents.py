@@ -14,7 +14,7 @@ Key layout of the state store (``<data_dir>/state``)::
     doc_unindexed  K                  -> b""   (put since the weaver last indexed it)
     doc_ids        <id: 36 ascii>     -> K     (a hit id back to its document)
 
-    K = <user_id> 0x00 <agent_id> 0x00 (<label> 0x00)* 0x01 <key>
+    K = <user_id> 0x00 <agent_id> 0x00 (<label> 0x00)* 0x01 <key>   (tiers.keyed.document)
 
 Ids and labels contain no control characters (the daemon validates them), so ``<user_id>
 0x00`` is every document of a user, ``<user_id> 0x00 <agent_id> 0x00`` of one scope, and
@@ -37,11 +37,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import json
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,122 +46,25 @@ from typing import Any
 from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.events import Events
-from tiers.core.records import Scope, pack, unpack
+from tiers.core.records import Scope
 from tiers.journal.store import InvalidPageToken
+from tiers.keyed.document import (
+    KIND,
+    Document,
+    namespace_prefix,
+    read_record,
+    scope_prefix,
+    storage_key,
+)
 from tiers.rocks import Batch, RocksStore, prefix_end
 from tiers.scoped import Covered, Forgotten
 from tiers.semantic.tombstones import Tombstones
-from tiers.semantic.vectors import MemoryPoint, Source
+from tiers.semantic.vectors import MemoryPoint
 
 DOCUMENTS_CF = "documents"
 MARKS_CF = "doc_unindexed"
 IDS_CF = "doc_ids"
 DOCUMENT_CFS = (DOCUMENTS_CF, MARKS_CF, IDS_CF)
-KIND = "document"
-_END = b"\x01"  # ends the namespace labels, before the key
-
-
-def scope_prefix(scope: Scope, *, any_agent: bool = False) -> bytes:
-    """Every document of ``scope`` (of every agent of the user with ``any_agent``)."""
-    user = scope.user_id.encode() + b"\x00"
-    return user if any_agent else user + scope.agent_id.encode() + b"\x00"
-
-
-def namespace_prefix(scope: Scope, labels: Iterable[str]) -> bytes:
-    """Every document of ``scope`` whose namespace starts with ``labels``."""
-    return scope_prefix(scope) + b"".join(label.encode() + b"\x00" for label in labels)
-
-
-def storage_key(scope: Scope, namespace: Iterable[str], key: str) -> bytes:
-    return namespace_prefix(scope, namespace) + _END + key.encode()
-
-
-def parse_key(raw: bytes) -> tuple[Scope, tuple[str, ...], str]:
-    user, agent, rest = raw.split(b"\x00", 2)
-    labels, key = rest.split(_END, 1)
-    namespace = tuple(label.decode() for label in labels.split(b"\x00")[:-1])
-    return Scope(user.decode(), agent.decode()), namespace, key.decode()
-
-
-def document_id(scope: Scope, namespace: Iterable[str], key: str) -> str:
-    """The document's Tier 3 point id: a UUID of a hash of scope, namespace and key (never
-    the text, so a replace overwrites the same point)."""
-    h = hashlib.sha256(b"document\x00")
-    h.update(storage_key(scope, namespace, key))
-    return str(uuid.UUID(bytes=h.digest()[:16]))
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    scope: Scope
-    namespace: tuple[str, ...]
-    key: str
-    text: str
-    value: str  # a JSON document, or "" when none was given
-    created_at_us: int
-    updated_at_us: int
-
-    @property
-    def id(self) -> str:
-        return document_id(self.scope, self.namespace, self.key)
-
-    @property
-    def storage_key(self) -> bytes:
-        return storage_key(self.scope, self.namespace, self.key)
-
-    def encode(self) -> bytes:
-        return pack(
-            {"t": self.text, "v": self.value, "c": self.created_at_us, "u": self.updated_at_us}
-        )
-
-    @classmethod
-    def decode(cls, key: bytes, raw: bytes) -> Document:
-        scope, namespace, name = parse_key(key)
-        d = unpack(raw)
-        return cls(scope, namespace, name, d["t"], d["v"], d["c"], d["u"])
-
-    def record(self) -> dict[str, Any]:
-        """Its export record (:mod:`tiers.rights.archive.format`: ``document``)."""
-        return {
-            "type": KIND,
-            "id": self.id,
-            "user_id": self.scope.user_id,
-            "agent_id": self.scope.agent_id,
-            "namespace": list(self.namespace),
-            "key": self.key,
-            "text": self.text,
-            "value": self.value,
-            "created_at_us": self.created_at_us,
-            "updated_at_us": self.updated_at_us,
-        }
-
-    @property
-    def recalled(self) -> bool:
-        """Whether Recall finds it: a document put without text is only got and listed."""
-        return bool(self.text)
-
-    def point(self) -> MemoryPoint:
-        """Its Tier 3 point: the text, and one source naming the document (no session, no
-        message: ``metadata`` holds the namespace, as a JSON list, and the key)."""
-        labels = list(self.namespace)
-        source = Source(
-            session_id="",
-            seq=0,
-            metadata={"namespace": json.dumps(labels, ensure_ascii=False), "key": self.key},
-            created_at_us=self.updated_at_us,
-        )
-        return MemoryPoint(
-            id=self.id,
-            kind=KIND,
-            text=self.text,
-            scope=self.scope,
-            episode_id="",
-            session_id="",
-            sources=[source],
-            created_at_us=self.updated_at_us,
-            extractor=KIND,
-            attrs={"namespace": labels, "key": self.key},
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +87,11 @@ class DocumentStore:
     name = "documents"
     record_type = KIND
     column_families = DOCUMENT_CFS
+    change_types = {
+        "document.put": "memory_id, namespace, key, version",
+        "document.deleted": "memory_id (its namespace and key are forgotten with it)",
+    }
+    read_record = staticmethod(read_record)
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state

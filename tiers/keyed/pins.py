@@ -32,7 +32,7 @@ from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten
+from tiers.scoped import Covered, Forgotten, RecordReader
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
@@ -78,12 +78,21 @@ class Pin:
         return cls(Scope(user.decode(), agent.decode()), memory_id.decode(), unpack(raw)["t"])
 
 
+def read_record(d: dict[str, Any], reader: RecordReader) -> Pin:
+    """A ``pin`` record of an export file (:meth:`Pin.record`), checked."""
+    pin = Pin(reader.scope(d), reader.uuid(d, "memory_id"), reader.micros(d, "pinned_at_us"))
+    reader.once(("pin", pin.scope.agent_id, pin.memory_id), f"the pin of {pin.memory_id}")
+    return pin
+
+
 class PinStore:
     """The pins in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
 
     name = "pins"
     record_type = RECORD_TYPE
     column_families = PIN_CFS
+    change_types = {"pin.changed": "memory_id, pinned"}
+    read_record = staticmethod(read_record)
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state

@@ -73,6 +73,7 @@ class Exporter:
         self._working_lock = working_lock
         self._extraction_json = extraction_json
         self._kinds = tuple(kinds)  # tiers.schema.KINDS, opened
+        self._types = export.record_types(k.record_type for k in self._kinds if k.record_type)
 
     def write(
         self, out: IO[bytes], scope: Scope, progress: Progress | None = None
@@ -82,7 +83,7 @@ class Exporter:
             raise ValueError("an export needs a user_id")
         began = time.monotonic()
         embedder, vectors = self._semantic.wait_ready(timeout=None)
-        writer = _Writer(out, progress)
+        writer = _Writer(out, progress, self._types)
         with self._semantic.write_lock:
             with self._working_lock:
                 sessions = self._sessions(scope)
@@ -112,7 +113,7 @@ class Exporter:
             for edge in sorted(tombstones.keep(self._edges(scope)), key=_edge_order):
                 writer.put(export.edge(edge), "edge")
         kinds = Counter({k: writer.counts[f"point:{k}"] for k in export.POINT_KINDS})
-        writer.put(export.footer(writer.counts, kinds))
+        writer.put(export.footer(writer.counts, kinds, self._types))
         return ExportSummary(writer.counts, writer.bytes, time.monotonic() - began)
 
     def _sessions(self, scope: Scope) -> list[tuple[SessionRecord, list[StoredMessage]]]:
@@ -208,9 +209,10 @@ class Exporter:
 class _Writer:
     """Lines out, counts kept, progress told every PROGRESS_EVERY records."""
 
-    def __init__(self, out: IO[bytes], progress: Progress | None) -> None:
+    def __init__(self, out: IO[bytes], progress: Progress | None, types: Sequence[str]) -> None:
         self._out = out
         self._progress = progress
+        self._types = types  # the file's record types (a point is also counted by its kind)
         self.counts: Counter[str] = Counter()
         self.bytes = 0
         self.scope = Scope("")
@@ -226,7 +228,7 @@ class _Writer:
         if (
             kinds
             and self._progress is not None
-            and sum(self.counts[t] for t in export.TYPES) % PROGRESS_EVERY == 0
+            and sum(self.counts[t] for t in self._types) % PROGRESS_EVERY == 0
         ):
             self._progress(Counter(self.counts))
 

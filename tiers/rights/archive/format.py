@@ -14,7 +14,8 @@ epoch (UTC, fields ending in ``_us``). In file order:
   ``seq``, ``role``, ``content``, ``name``, ``tool_call``, ``message_id``, ``metadata``,
   ``created_at_us``, ``received_at_us``, ``tokens``;
 - the records of the kinds of scoped data (``tiers.schema.KINDS``; each kind writes its own, by
-  ``Document.record``, ``Anchor.record``, ``Pin.record``):
+  ``Document.record``, ``Anchor.record``, ``Pin.record``, and reads them back by its
+  ``read_record``):
 
   * ``document``: a keyed document (``tiers.keyed.documents``): scope, ``namespace`` (its
     labels), ``key``, ``text``, ``value``, ``created_at_us``, ``updated_at_us`` and its point
@@ -47,21 +48,18 @@ import datetime as dt
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tiers.core.records import Episode, Scope, StoredMessage
-from tiers.keyed.anchors import RECORD_TYPE as ANCHOR
-from tiers.keyed.documents import KIND as DOCUMENT
-from tiers.keyed.pins import RECORD_TYPE as PIN
+from tiers.keyed.document import KIND as DOCUMENT
+from tiers.schema import KINDS as SCOPED_KINDS
 from tiers.semantic.graph import Edge
 from tiers.semantic.vectors import KINDS, MemoryPoint, Source
 
 FORMAT = "strata-memory-export"
 VERSION = 1
-TYPES = (
-    "session", "episode", "message", DOCUMENT, ANCHOR, PIN, "extraction", "point", "edge"
-)  # fmt: skip
 POINT_KINDS = tuple(k for k in KINDS if k != DOCUMENT)  # the kinds of ``point`` records
 EPISODE_ID = re.compile(r"[0-9a-f]{32}")
 # Timestamp's range (0001-01-01 .. 9999-12-31), in microseconds.
@@ -69,17 +67,15 @@ MIN_US, MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The importing daemon's limits on ids and messages (``limits.*`` settings)."""
+def record_types(kind_types: Iterable[str]) -> tuple[str, ...]:
+    """Every record type of a file between its header and footer, in file order: the
+    sessions', episodes' and messages', then ``kind_types`` (the exported kinds of scoped
+    data, in :data:`tiers.schema.KINDS`' order), then extractions, points and edges."""
+    return ("session", "episode", "message", *kind_types, "extraction", "point", "edge")
 
-    max_id_bytes: int = 256
-    max_session_id_bytes: int = 256
-    max_content_bytes: int = 65_536
-    max_metadata_entries: int = 64
-    max_namespace_labels: int = 8
-    max_document_bytes: int = 131_072  # text and value (limits.max_message_bytes)
-    max_anchor_bytes: int = 4096
+
+# The daemon's record types: those of :data:`tiers.schema.KINDS` that are exported.
+TYPES = record_types(k.record_type for k in SCOPED_KINDS if k.record_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +240,12 @@ def edge(e: Edge) -> dict[str, Any]:
     }
 
 
-def footer(counts: Counter[str], kinds: Counter[str]) -> dict[str, Any]:
+def footer(
+    counts: Counter[str], kinds: Counter[str], types: Iterable[str] = TYPES
+) -> dict[str, Any]:
     return {
         "type": "footer",
-        "records": {t: counts[t] for t in TYPES},
+        "records": {t: counts[t] for t in types},
         "kinds": {k: kinds[k] for k in POINT_KINDS if kinds[k]},
     }
 

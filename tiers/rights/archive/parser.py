@@ -14,49 +14,73 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
 from tiers.core.errors import InvalidExport
 from tiers.core.records import ROLES, Episode, Scope, StoredMessage, ToolCall
-from tiers.keyed.anchors import Anchor
-from tiers.keyed.documents import Document
-from tiers.keyed.pins import Pin
 from tiers.rights.archive import fields
 from tiers.rights.archive.fields import Bad
 from tiers.rights.archive.format import (
     FORMAT,
     MAX_LINE_BYTES,
     POINT_KINDS,
-    TYPES,
     VERSION,
     EpisodeRecord,
     ExtractionRecord,
     Header,
-    Limits,
     MessageRecord,
     Record,
     SessionRecord,
+    record_types,
 )
+from tiers.schema import KINDS
+from tiers.scoped import Limits, RecordReader
 from tiers.semantic.graph import Edge
 from tiers.semantic.vectors import MemoryPoint
+
+
+class ExportedKind(Protocol):
+    """A kind of scoped data as the parser sees it (its class in :data:`tiers.schema.KINDS`,
+    or its opened store): its records' type (empty: not exported) and their reader."""
+
+    @property
+    def record_type(self) -> str: ...
+
+    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any: ...
 
 
 class ExportParser:
     """Reads an export line by line (:meth:`feed`, then :meth:`finish`) and checks it as it
     goes: JSON objects, a known header and version, every record of ``user_id`` (the header's
     user when empty) and of the header's agent when it names one, messages right after their
-    episode or session and as many as it says, the footer's counts. Raises InvalidExport."""
+    episode or session and as many as it says, the footer's counts. Raises InvalidExport.
+
+    The records of the kinds of scoped data are read by their kind (``kinds``: the daemon's,
+    :data:`tiers.schema.KINDS`, unless given), with this parser as their
+    :class:`tiers.scoped.RecordReader`."""
 
     def __init__(
         self,
         user_id: str = "",
         limits: Limits | None = None,
         check_extraction: Callable[[str, Scope, dict[str, Any]], object] | None = None,
+        kinds: Sequence[ExportedKind] = KINDS,
     ) -> None:
         self.user_id = user_id
         self.limits = limits or Limits()
         self._check_extraction = check_extraction
+        exported = [k for k in kinds if k.record_type]
+        self.types = record_types(k.record_type for k in exported)
+        self._readers: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "session": self._read_session,
+            "episode": self._read_episode,
+            "message": self._read_message,
+            **{k.record_type: self._kind_reader(k) for k in exported},
+            "extraction": self._read_extraction,
+            "point": self._read_point,
+            "edge": self._read_edge,
+        }
         self.header: Header | None = None
         self.counts: Counter[str] = Counter()
         self.kinds: Counter[str] = Counter()
@@ -65,8 +89,7 @@ class ExportParser:
         self._parent: tuple[str, str, int, int] | None = None  # type, id, left, next seq
         self._episodes: set[str] = set()
         self._sessions: set[str] = set()
-        self._documents: set[bytes] = set()
-        self._keys: set[tuple[str, ...]] = set()  # anchors' and pins'
+        self._keys: set[Hashable] = set()  # the kinds' records (RecordReader.once)
 
     def feed(self, raw: bytes) -> Record:
         self.lines += 1
@@ -107,11 +130,23 @@ class ExportParser:
             raise Bad("a second header")
         if kind == "footer":
             return Record(self.lines, "footer", self._read_footer(doc))
-        if kind not in TYPES:
-            raise Bad(f"unknown record type {kind!r}; known: {', '.join(TYPES)}")
-        value = getattr(self, f"_read_{kind}")(doc)
+        read = self._readers.get(kind) if isinstance(kind, str) else None
+        if read is None or not isinstance(kind, str):
+            raise Bad(f"unknown record type {kind!r}; known: {', '.join(self.types)}")
+        value = read(doc)
         self.counts[kind] += 1
         return Record(self.lines, kind, value)
+
+    def _kind_reader(self, kind: ExportedKind) -> Callable[[dict[str, Any]], Any]:
+        def read(d: dict[str, Any]) -> Any:
+            try:
+                return kind.read_record(d, self)
+            except Bad:
+                raise
+            except ValueError as exc:  # the kind's own check
+                raise Bad(str(exc)) from None
+
+        return read
 
     # -- records ---------------------------------------------------------------------------------
     def _read_header(self, d: dict[str, Any]) -> Header:
@@ -142,7 +177,7 @@ class ExportParser:
         records = d.get("records")
         if not isinstance(records, dict):
             raise Bad("footer.records must be an object of counts per record type")
-        for kind in TYPES:
+        for kind in self.types:
             if records.get(kind, 0) != self.counts[kind]:
                 raise Bad(
                     f"the footer counts {records.get(kind, 0)} {kind} records, the file has "
@@ -257,62 +292,23 @@ class ExportParser:
             metadata=metadata,
         )
 
-    def _read_document(self, d: dict[str, Any]) -> Document:
-        lim = self.limits
-        labels = d.get("namespace")
-        if not isinstance(labels, list) or len(labels) > lim.max_namespace_labels:
-            raise Bad(
-                f"namespace must be a list of at most {lim.max_namespace_labels} labels"
-                " (limits.max_namespace_labels)"
-            )
-        namespace = tuple(
-            self._id({f"namespace[{i}]": label}, f"namespace[{i}]")
-            for i, label in enumerate(labels)
-        )
-        text = fields.string(d, "text", empty=True)
-        value = fields.string(d, "value", empty=True)
-        if (text and not text.strip()) or not (text or value):
-            raise Bad("text must not be only white space, and a document needs text or value")
-        if len(text.encode()) + len(value.encode()) > lim.max_document_bytes:
-            raise Bad(
-                f"text and value are over limits.max_message_bytes ({lim.max_document_bytes})"
-            )
-        if value:
-            try:
-                json.loads(value)
-            except ValueError:
-                raise Bad("value is not valid JSON") from None
-        doc = Document(
-            self._scope(d),
-            namespace,
-            self._id(d, "key"),
-            text,
-            value,
-            fields.micros(d, "created_at_us"),
-            fields.micros(d, "updated_at_us"),
-        )
-        if doc.updated_at_us < doc.created_at_us:
-            raise Bad("updated_at_us is before created_at_us")
-        if doc.storage_key in self._documents:
-            raise Bad(f"document {doc.key!r} of namespace {list(namespace)} appears twice")
-        self._documents.add(doc.storage_key)
-        return doc
+    # -- RecordReader: what a kind's read_record gets ---------------------------------------
+    def scope(self, d: dict[str, Any]) -> Scope:
+        return self._scope(d)
 
-    def _read_anchor(self, d: dict[str, Any]) -> Anchor:
-        sid = self._id(d, "session_id", limit=self.limits.max_session_id_bytes)
-        text = fields.string(d, "text")
-        if len(text.encode()) > self.limits.max_anchor_bytes:
-            raise Bad(f"text is over limits.max_anchor_bytes ({self.limits.max_anchor_bytes})")
-        anchor = Anchor(sid, self._scope(d), text, fields.micros(d, "updated_at_us"))
-        self._once(("anchor", sid), f"the anchor of session {sid!r}")
-        return anchor
+    def id(self, d: dict[str, Any], key: str, *, empty: bool = False, limit: int = 0) -> str:
+        return self._id(d, key, empty=empty, limit=limit)
 
-    def _read_pin(self, d: dict[str, Any]) -> Pin:
-        pin = Pin(self._scope(d), fields.uuid_str(d, "memory_id"), fields.micros(d, "pinned_at_us"))
-        self._once(("pin", pin.scope.agent_id, pin.memory_id), f"the pin of {pin.memory_id}")
-        return pin
+    def string(self, d: dict[str, Any], key: str, *, empty: bool = False) -> str:
+        return fields.string(d, key, empty=empty)
 
-    def _once(self, key: tuple[str, ...], what: str) -> None:
+    def micros(self, d: dict[str, Any], key: str) -> int:
+        return fields.micros(d, key)
+
+    def uuid(self, d: dict[str, Any], key: str) -> str:
+        return fields.uuid_str(d, key)
+
+    def once(self, key: Hashable, what: str) -> None:
         if key in self._keys:
             raise Bad(f"{what} appears twice")
         self._keys.add(key)
