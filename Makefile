@@ -16,12 +16,17 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates bench-cold bench-scale protos docs clean
 
-$(STAMP): pyproject.toml $(LOCK)
+# Both distributions of the repository, editable: the client (daemon/client/, stratad-client)
+# and the daemon (stratad), which depends on it.
+CLIENT := daemon/client
+
+$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(PIP)"
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -r $(LOCK)
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip uninstall --quiet --yes strata 2>/dev/null || true  # its name until 0.1
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e $(CLIENT) -e .
 	touch $@
 
 run: $(STAMP)
@@ -38,17 +43,23 @@ test-fast: $(STAMP)
 lock-check: $(STAMP)
 	$(BIN)/python -m tests.support.lockfile
 
-# Re-resolve the lock after a change to pyproject.toml, keeping every pin that still fits
+# Re-resolve the lock after a change to either pyproject.toml, keeping every pin that still fits
 # (make lock LOCK_ARGS=--upgrade moves everything to the newest versions that install).
 # pip-tools runs in its own venv: it resolves with this machine's pip settings, which is
-# how the local CPU build of torch is found.
+# how the local CPU build of torch is found. The daemon depends on the client, which is no
+# package index's: its wheel is built first for the resolver, and its pin left out of the lock
+# (the Makefile installs it from daemon/client/).
 lock:
 	test -x $(VENV)-lock/bin/pip-compile || ( $(PYTHON) -m venv $(VENV)-lock \
 		&& $(VENV)-lock/bin/python -m pip install --quiet "$(PIP)" "$(PIP_TOOLS)" )
-	$(VENV)-lock/bin/pip-compile --quiet --extra daemon --extra dev --extra mcp --extra agents --extra langgraph \
-		--extra adk --all-build-deps --allow-unsafe \
+	rm -rf $(VENV)-lock/wheels
+	$(VENV)-lock/bin/python -m pip wheel --quiet --no-deps -w $(VENV)-lock/wheels $(CLIENT)
+	$(VENV)-lock/bin/pip-compile --quiet --extra dev --extra mcp --extra agents --extra langgraph \
+		--extra adk --all-build-deps --allow-unsafe --find-links $(VENV)-lock/wheels \
 		--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_ARGS) \
-		--output-file $(LOCK) pyproject.toml
+		--output-file $(LOCK) $(CLIENT)/pyproject.toml pyproject.toml
+	awk '/^stratad-client==/{own=1;next} own&&/^ /{next} {own=0;print}' $(LOCK) > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
@@ -137,4 +148,4 @@ docs: $(STAMP)
 	$(BIN)/python -m daemon.dev.docgen
 
 clean:
-	rm -rf $(VENV) $(VENV)-lock .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV)-lock .pytest_cache .mypy_cache .ruff_cache *.egg-info $(CLIENT)/*.egg-info

@@ -19,7 +19,7 @@ free port, ``data_dir`` a temporary directory removed afterwards, a short shutdo
 ``STRATA_*`` variables apply as for ``stratad``. The embedding model is the local one unless
 the settings name another; it loads in the background after the start (``wait_ready``).
 
-This module is the daemon's (it needs ``strata[daemon]``); the client alone does not import it.
+This module is the daemon's (it needs ``stratad``); the client alone does not import it.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from daemon.app import Daemon
-from daemon.client import (
+from daemon.settings import Settings
+from stratad_client import (
     AdminClient,
     AsyncAdminClient,
     AsyncMemoryClient,
     MemoryClient,
     StrataClientError,
 )
-from daemon.settings import Settings
 
 T = TypeVar("T")
 READY_POLL_SECONDS = 0.1

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from daemon.client import MemoryClient
 from daemon.settings import Settings
 from daemon.wiring import Factories
+from stratad_client import MemoryClient
 from tests.support import MODEL_CACHE, ProcessDaemon, ThreadDaemon, tier
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

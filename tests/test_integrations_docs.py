@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.support import ROOT, ProcessDaemon, daemon_env, wait_until
 from tests.support.llm_server import FakeOpenAI
 

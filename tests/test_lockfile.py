@@ -48,6 +48,18 @@ def test_each_kind_of_drift_is_named() -> None:
     assert check(PYPROJECT_TEXT, LOCK_TEXT + "httpx>=0.27\n") == ["not an exact pin: 'httpx>=0.27'"]
 
 
+def test_a_requirement_of_the_other_distribution_is_no_pin_but_its_own_requirements_are() -> None:
+    client = '[project]\nname = "x-client"\ndependencies = ["protobuf>=7"]\n'
+    daemon = PYPROJECT_TEXT.replace('"grpcio==1.85.1",', '"grpcio==1.85.1", "x-client==0.1.0",')
+    parsed, bad = parse_lock(LOCK_TEXT + "protobuf==7.35.1\n")
+    assert mismatches(tomllib.loads(daemon), parsed, bad, tomllib.loads(client)) == []
+    parsed, bad = parse_lock(LOCK_TEXT)
+    assert mismatches(tomllib.loads(daemon), parsed, bad, tomllib.loads(client)) == [
+        "protobuf>=7 is not in the lock"
+    ]
+    assert check(daemon, LOCK_TEXT) == ["x-client==0.1.0 is not in the lock"]  # no sibling
+
+
 def test_the_environment_is_compared_with_the_lock() -> None:
     lock, _ = parse_lock("packaging==0.0.1\nno-such-package-strata==1.0\n")
     problems = not_installed(lock)

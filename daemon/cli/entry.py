@@ -1,6 +1,7 @@
 """The console scripts ``stratad`` and ``weaverctl``: they run the daemon's command-line tools,
-which need the daemon's dependencies (the extra ``strata[daemon]``). Installed without it (the
-client alone), they say so and what to install, instead of a traceback."""
+which need the daemon's dependencies (those of the distribution ``stratad``). Installed
+without them (``--no-deps``, or a dependency removed since), they say so and what to install,
+instead of a traceback."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _main(module: str, command: str) -> int:
             raise
         print(
             f"{command}: the daemon's dependencies are not installed (no module {missing!r}); "
-            'install them with: pip install "strata[daemon]"',
+            "install them with: pip install stratad",
             file=sys.stderr,
         )
         return EXIT_MISSING

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from daemon.client import AdminClient
-from daemon.pb import admin_pb2
+from stratad_client import AdminClient
+from stratad_client.pb import admin_pb2
 from weaver.markdown_tree import write_tree
 
 FILE_NAME = "memory.jsonl"

@@ -19,7 +19,8 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from daemon.cli.transfer import TransferError, export_to, import_from, render_export, render_import
-from daemon.client import (
+from daemon.codec.status import StrataError
+from stratad_client import (
     ADDRESS_ENV,
     DEFAULT_ADDRESS,
     MemoryClient,
@@ -27,7 +28,6 @@ from daemon.client import (
     UnavailableError,
     default_address,
 )
-from daemon.codec.status import StrataError
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from daemon.codec.validation import ROLE_NAMES
-from daemon.pb import memory_pb2 as pb
 from recall import Candidate
+from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Episode, Scope, StoredMessage
 from tiers.keyed.anchors import Anchor
 from tiers.keyed.document import Document

@@ -15,8 +15,8 @@ from pathlib import Path
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from daemon.codec.status import InvalidArgument, ResourceExhausted
-from daemon.pb import memory_pb2 as pb
 from daemon.settings import LimitsSettings
+from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Message, Scope, ToolCall
 
 ROLE_NAMES = {

@@ -28,7 +28,7 @@ EXAMPLE_TOML = ROOT / "deploy" / "strata.example.toml"
 MODULES_DOC = ROOT / "docs" / "modules.md"
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 PACKAGES = ("tiers", "weaver", "recall", "daemon")  # bottom floor first
-GENERATED = ("daemon/pb",)
+GENERATED = ("daemon/client/stratad_client/pb",)
 
 
 def _helps(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, str]]:

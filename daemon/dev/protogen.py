@@ -1,13 +1,14 @@
-"""Generate the Python gRPC stubs in ``daemon/pb`` from ``proto/strata/v1/*.proto``.
+"""Generate the Python gRPC stubs in ``stratad_client.pb`` from ``proto/strata/v1/*.proto``.
 
 This is the only way the stubs are made::
 
-    python -m daemon.dev.protogen          # regenerate daemon/pb
-    python -m daemon.dev.protogen --check  # exit 1 if daemon/pb differs from a fresh generation
+    python -m daemon.dev.protogen          # regenerate daemon/client/stratad_client/pb
+    python -m daemon.dev.protogen --check  # exit 1 if the stubs differ from a fresh generation
 
 protoc writes ``from strata.v1 import memory_pb2``; the imports are rewritten to
-``from daemon.pb import memory_pb2`` so the stubs live inside the ``daemon`` package (a
-top-level ``strata`` or ``proto`` package would be a name squatted on PyPI).
+``from stratad_client.pb import memory_pb2`` so the stubs live inside the client's package,
+which the daemon imports too (a top-level ``strata`` or ``proto`` package would be a name
+other projects hold on PyPI).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "proto"
 PACKAGE_DIR = "strata/v1"
-OUT_DIR = ROOT / "daemon" / "pb"
+OUT_DIR = ROOT / "daemon" / "client" / "stratad_client" / "pb"
 _IMPORT = re.compile(r"^from strata\.v1 import (\w+_pb2)", re.MULTILINE)
 _INIT = '"""Generated gRPC stubs (python -m daemon.dev.protogen). Do not edit."""\n'
 
@@ -51,7 +52,7 @@ def generate(out_dir: Path) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         written = []
         for src in sorted((Path(tmp) / PACKAGE_DIR).iterdir()):
-            text = _IMPORT.sub(r"from daemon.pb import \1", src.read_text())
+            text = _IMPORT.sub(r"from stratad_client.pb import \1", src.read_text())
             dst = out_dir / src.name
             dst.write_text(text)
             written.append(dst)
@@ -73,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m daemon.dev.protogen", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--check", action="store_true", help="fail if daemon/pb is out of date")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if daemon/client/stratad_client/pb is out of date",
+    )
     args = parser.parse_args(argv)
     if args.check:
         stale = drift()

@@ -13,7 +13,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from daemon.codec.wire import MalformedRequestInterceptor
-from daemon.pb import (
+from daemon.server import auth
+from daemon.services.admin import AdminService
+from daemon.services.memory import MemoryService
+from daemon.services.weaver import WeaverService
+from daemon.settings import Settings
+from stratad_client.pb import (
     admin_pb2,
     admin_pb2_grpc,
     memory_pb2,
@@ -21,11 +26,6 @@ from daemon.pb import (
     weaver_pb2,
     weaver_pb2_grpc,
 )
-from daemon.server import auth
-from daemon.services.admin import AdminService
-from daemon.services.memory import MemoryService
-from daemon.services.weaver import WeaverService
-from daemon.settings import Settings
 
 SERVICES = (
     memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,

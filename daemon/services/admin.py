@@ -14,12 +14,12 @@ import grpc
 
 from daemon.codec import convert, validation
 from daemon.codec.status import FailedPrecondition, rpc
-from daemon.pb import admin_pb2 as pb
-from daemon.pb import admin_pb2_grpc
 from daemon.services import tenancy
 from daemon.services.export import TransferRpcs, TransferSources
 from daemon.settings import Settings
 from daemon.settings.sections import LimitsSettings
+from stratad_client.pb import admin_pb2 as pb
+from stratad_client.pb import admin_pb2_grpc
 from tiers.rights.backup import VectorsSource, take_backup
 from tiers.rocks import RocksStore
 from tiers.semantic.embedding import EmbeddingUnavailable

@@ -19,7 +19,6 @@ import grpc
 from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
-from daemon.pb import memory_pb2 as pb
 from daemon.services import tenancy
 from daemon.services.recall import MAX_PACK_TOKENS
 from daemon.services.sessions import session_state
@@ -28,6 +27,7 @@ from recall.context.assembly import Context
 from recall.context.pins import PinnedMemories
 from recall.context.session import ContextAsk, SessionContexts, SessionName
 from recall.recipe import RecallSettings
+from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Scope
 from tiers.semantic.vectors import KINDS
 

@@ -18,9 +18,9 @@ import grpc
 from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
-from daemon.pb import memory_pb2 as pb
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
+from stratad_client.pb import memory_pb2 as pb
 from tiers.core.errors import DocumentNotFound
 from tiers.core.records import Scope
 from tiers.keyed.document import document_id

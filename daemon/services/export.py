@@ -37,9 +37,9 @@ from daemon.codec.status import (
     rpc,
     rpc_stream,
 )
-from daemon.pb import admin_pb2 as pb
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
+from stratad_client.pb import admin_pb2 as pb
 from tiers.core.errors import InvalidExport
 from tiers.core.records import Scope
 from tiers.journal.store import Journal

@@ -13,8 +13,6 @@ from typing import TypeVar
 
 import grpc
 
-from daemon.pb import memory_pb2 as pb
-from daemon.pb import memory_pb2_grpc
 from daemon.services.context import ContextRpcs
 from daemon.services.documents import DocumentRpcs
 from daemon.services.episodes import EpisodeRpcs, StatsRpcs
@@ -26,6 +24,8 @@ from daemon.settings import Settings
 from recall.context.pins import PinnedMemories
 from recall.context.session import ContextDefaults, SessionContexts
 from recall.engine import RecallEngine
+from stratad_client.pb import memory_pb2 as pb
+from stratad_client.pb import memory_pb2_grpc
 from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore

@@ -16,7 +16,6 @@ import grpc
 from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
-from daemon.pb import memory_pb2 as pb
 from daemon.services import tenancy
 from daemon.services.episodes import episode_pb
 from daemon.settings.sections import LimitsSettings
@@ -26,6 +25,7 @@ from recall.nodes import NodeNotFound, get_node
 from recall.pack import pack_recalled
 from recall.recipe import RecallSettings
 from recall.result import RecallResult
+from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts

@@ -16,9 +16,9 @@ import grpc
 from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import rpc
-from daemon.pb import memory_pb2 as pb
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
+from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Scope
 from tiers.working.memory import WorkingMemory
 

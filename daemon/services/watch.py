@@ -27,9 +27,9 @@ import grpc
 from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, Unavailable, rpc_stream
-from daemon.pb import memory_pb2 as pb
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
+from stratad_client.pb import memory_pb2 as pb
 from tiers.changes.log import ChangeLog, ChangesVisible, Entry
 from tiers.core.records import Scope
 

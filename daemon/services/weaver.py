@@ -10,10 +10,10 @@ import grpc
 from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import FailedPrecondition, NotFound, rpc, rpc_stream
-from daemon.pb import weaver_pb2 as pb
-from daemon.pb import weaver_pb2_grpc
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
+from stratad_client.pb import weaver_pb2 as pb
+from stratad_client.pb import weaver_pb2_grpc
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.workers.pool import WorkerStatus

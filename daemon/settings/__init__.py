@@ -44,7 +44,7 @@ from weaver.settings import LLMSettings, WeaverSettings
 
 ENV_PREFIX = "STRATA_"
 CONFIG_ENV = "STRATA_CONFIG"
-# Variables for the clients (daemon.client, weaverctl), not settings of the daemon.
+# Variables for the clients (stratad_client, weaverctl), not settings of the daemon.
 CLIENT_VARS = {"ADDRESS", "TOKEN", "TOKEN_FILE", "TLS_CA", "TLS_CERT", "TLS_KEY"}
 
 

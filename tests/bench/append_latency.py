@@ -27,7 +27,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-from daemon.client import AsyncMemoryClient, MemoryClient
+from stratad_client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import (
     cpu_seconds,
     format_machine,

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool

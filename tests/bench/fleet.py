@@ -42,7 +42,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
+from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench import fleet_live as live
 from tests.bench._daemon import machine_info, percentile, running_daemon
 from tests.bench.fleet_report import P_RECALL, RPCS, TURNS, report

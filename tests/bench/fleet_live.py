@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from typing import Any
 
-from daemon.client import AsyncMemoryClient, StrataClientError
+from stratad_client import AsyncMemoryClient, StrataClientError
 from tests.bench._daemon import percentile
 
 CONCURRENCY = 6

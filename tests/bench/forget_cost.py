@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build, measure
 from tests.bench.recorders import Recorder, gc_freeze_ms, stop, summary

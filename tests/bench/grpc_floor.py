@@ -7,8 +7,8 @@ import asyncio
 
 import grpc
 
-from daemon.pb import memory_pb2 as pb
-from daemon.pb import memory_pb2_grpc
+from stratad_client.pb import memory_pb2 as pb
+from stratad_client.pb import memory_pb2_grpc
 
 
 class _Floor(memory_pb2_grpc.MemoryServiceServicer):

@@ -39,7 +39,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.recall_latency import build, measure
 from tests.bench.recorders import (

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.bench._daemon import format_machine, machine_info
 from tests.bench.locomo_data import load
 from tests.support import ProcessDaemon, wait_until

@@ -39,7 +39,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
+from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench._daemon import (
     cpu_seconds,
     machine_info,

@@ -15,7 +15,7 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from daemon.client import AsyncMemoryClient, StrataClientError
+from stratad_client import AsyncMemoryClient, StrataClientError
 from tests.bench._daemon import percentile
 
 Result = tuple[list[float], Counter[str], str | None]  # lags (ms), errors, a failure

@@ -36,9 +36,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from daemon.client import MemoryClient, message
 from recall.cues.speakers import mentioned
 from recall.recipe import RecallSettings
+from stratad_client import MemoryClient, message
 from tests.bench import locomo_digests
 from tests.bench import locomo_metrics as m
 from tests.bench._daemon import machine_info, running_daemon

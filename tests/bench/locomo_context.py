@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.bench import locomo_metrics as m
 
 # GetContext with no query, in a new session holding the question, at this budget.

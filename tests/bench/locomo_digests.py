@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.bench.locomo_data import LOCOMO_DIR, Conversation
 
 _WORD = re.compile(r"[a-z0-9']+")

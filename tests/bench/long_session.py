@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient
+from stratad_client.pb import memory_pb2 as pb
 from tests.bench._daemon import machine_info, percentile, running_daemon
 from tests.bench.locomo_data import CATEGORIES, FIXES, LOCOMO, load, load_fixes
 from tests.bench.locomo_metrics import table

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.bench import realmem_metrics as m
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.learned_fusion import FeatureLog

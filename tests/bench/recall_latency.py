@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.bench._daemon import format_machine, machine_info, percentile
 from tests.bench.tier3_points import PointMaker, embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.client import StrataClientError
+from stratad_client import StrataClientError
 from tests.bench._daemon import percentile
 from tests.support import ProcessDaemon, wait_until
 from tiers.semantic.vectors import edge_generations as generations

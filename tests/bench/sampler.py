@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from daemon.client import MemoryClient, StrataClientError
+from stratad_client import MemoryClient, StrataClientError
 from tests.bench._daemon import (
     RunningDaemon,
     anon_rss_bytes,

@@ -43,7 +43,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from daemon.client import MemoryClient, StrataClientError
+from stratad_client import MemoryClient, StrataClientError
 from tests.bench._daemon import format_machine, machine_info, summary
 from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool

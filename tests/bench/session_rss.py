@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.bench._daemon import format_machine, machine_info, rss_bytes, running_daemon
 
 IDLE_SECONDS = 2.0

@@ -28,7 +28,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.bench._daemon import machine_info, running_daemon
 from tests.bench.recall_cli import parse_settings
 from tests.bench.updates_data import HALVES, SPLITS, Scenario, kind_named, scenarios

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.bench._daemon import cpu_seconds, running_daemon
 from tests.bench.weaver_inputs import LocomoSession, pb_messages
 from tests.support import wait_until

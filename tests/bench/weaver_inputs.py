@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from daemon.client import message
+from stratad_client import message
 from tests.bench.locomo_data import Conversation, Session, load
 from tiers.core.records import Message, Scope
 from weaver.episodes import chunk, chunk_text

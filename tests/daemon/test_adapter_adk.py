@@ -16,8 +16,8 @@ from google.adk.tools.preload_memory_tool import PreloadMemoryTool
 from google.genai import types
 from pydantic import Field
 
-from daemon.adapters.google_adk import StrataMemoryService
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
+from stratad_client.integrations.google_adk import StrataMemoryService
 from tests.support import QUIET, wait_indexed
 
 pytestmark = pytest.mark.slow

@@ -18,9 +18,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from daemon.adapters.openai_agents import ITEM_KEY, StrataSession
-from daemon.client import MemoryClient
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient
+from stratad_client.integrations.openai_agents import ITEM_KEY, StrataSession
+from stratad_client.pb import memory_pb2 as pb
 
 set_tracing_disabled(True)  # no trace export to OpenAI from a test
 

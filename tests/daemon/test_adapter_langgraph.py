@@ -11,8 +11,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item
 from langgraph.store.memory import InMemoryStore
 
-from daemon.adapters.langgraph_store import StrataStore
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
+from stratad_client.integrations.langgraph import StrataStore
 from tests.support import QUIET, wait_indexed
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
-"""strata-mcp (daemon/adapters/mcp/server.py) through the MCP SDK's own clients, over stdio and
-streamable HTTP, against real daemons: the tools, their errors, whose memory they act on, and
-the client configurations of docs/integrations.md (the CLI's own checks:
+"""stratad-mcp (:mod:`stratad_client.integrations.mcp.server`) through the MCP SDK's own
+clients, over stdio and streamable HTTP, against real daemons: the tools, their errors, whose
+memory they act on, and the client configurations of docs/integrations.md (the CLI's own checks:
 ``tests/daemon/test_adapter_mcp_config.py``)."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import httpx2
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from daemon.adapters.mcp.backend import Backend
-from daemon.adapters.mcp.server import parse_config
-from daemon.client import MemoryClient
 from daemon.server.auth import token_hash
+from stratad_client import MemoryClient
+from stratad_client.integrations.mcp.backend import Backend
+from stratad_client.integrations.mcp.server import parse_config
 from tests.support import ROOT, ThreadDaemon, wait_until
 from tests.support.mcp_sessions import (
     MAX_K,
@@ -250,7 +250,7 @@ def test_each_server_acts_for_its_configured_user_only(daemon: ThreadDaemon) -> 
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Start ``strata-mcp --transport http`` subprocesses; returns their URLs."""
+    """Start ``stratad-mcp --transport http`` subprocesses; returns their URLs."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(address: str, *args: str) -> str:
@@ -267,7 +267,7 @@ def http_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
             with socket.socket() as sock:
                 return sock.connect_ex(("127.0.0.1", port)) == 0
 
-        wait_until(listening, timeout=30, what="for strata-mcp to listen")
+        wait_until(listening, timeout=30, what="for stratad-mcp to listen")
         return f"http://127.0.0.1:{port}/mcp"
 
     yield start
@@ -372,14 +372,14 @@ def test_docs_client_configurations_name_a_command_the_cli_accepts() -> None:
     configs = snippets()
     assert {"claude_desktop_config.json", ".cursor/mcp.json"} <= {name for name, _ in configs}
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["strata-mcp"] == "daemon.adapters.mcp.server:main"
+    assert scripts["stratad-mcp"] == "stratad_client.integrations.mcp.server:main"
     http = parse_config(["--transport", "http", "--user-id", "u"], {})
     for name, config in configs:
         for server in config["mcpServers"].values():
             if "url" in server:  # a server started with --transport http and the defaults
                 assert server["url"] == f"http://{http.host}:{http.port}/mcp", name
                 continue
-            assert server["command"] == "strata-mcp", name
+            assert server["command"] == "stratad-mcp", name
             parsed = parse_config(server["args"], server.get("env", {}))
             assert parsed.user_id and parsed.transport == "stdio", name
             assert set(server.get("env", {})) <= {

@@ -1,4 +1,4 @@
-"""strata-mcp's configuration: what it refuses, what it reads from the environment, and the
+"""stratad-mcp's configuration: what it refuses, what it reads from the environment, and the
 process's exit status on a bad one (the tools against real daemons:
 ``tests/daemon/test_adapter_mcp.py``)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.adapters.mcp.server import build_parser, parse_config
+from stratad_client.integrations.mcp.server import build_parser, parse_config
 from tests.support import ROOT
 from tests.support.mcp_sessions import MODULE, env
 

@@ -9,9 +9,9 @@ import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError, message
-from daemon.pb import memory_pb2 as pb
-from daemon.pb import memory_pb2_grpc
+from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError, message
+from stratad_client.pb import memory_pb2 as pb
+from stratad_client.pb import memory_pb2_grpc
 from tests.support import wait_until
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
 from daemon.codec.status import ConfigError
 from daemon.server.auth import token_hash
 from daemon.settings import Settings, load_settings
+from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET, QUIET_ENV, ROOT, daemon_env, wait_until
 from tests.support.llm_server import FakeOpenAI
 from tests.support.weaving import EchoLLM
@@ -64,7 +64,7 @@ def test_no_or_a_wrong_token_is_unauthenticated_and_probes_stay_open(secured):
     # A malformed header is refused the same way.
     with MemoryClient(secured.address) as c, pytest.raises(grpc.RpcError) as raw:
         c._memory.Stats(  # the raw stub: the client sends no such header
-            __import__("daemon.pb.memory_pb2", fromlist=["x"]).StatsRequest(),
+            __import__("stratad_client.pb.memory_pb2", fromlist=["x"]).StatsRequest(),
             metadata=[("authorization", "Basic tok-ops-all")],
             timeout=5,
         )

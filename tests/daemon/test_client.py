@@ -10,8 +10,9 @@ import socket
 import grpc
 import pytest
 
-import daemon.client
-from daemon.client import (
+import stratad_client
+from daemon.codec import status
+from stratad_client import (
     AdminClient,
     AsyncAdminClient,
     AsyncMemoryClient,
@@ -22,14 +23,15 @@ from daemon.client import (
     StrataClientError,
     UnavailableError,
 )
-from daemon.client.admin import AdminApi
-from daemon.client.errors import error_from
-from daemon.client.memory import MemoryApi
-from daemon.codec import status
+from stratad_client.admin import AdminApi
+from stratad_client.errors import error_from
+from stratad_client.memory import MemoryApi
+from tiers.semantic.vectors import KINDS
 
 EXPORTED = [
     "ADDRESS_ENV",
     "DEFAULT_ADDRESS",
+    "MEMORY_KINDS",
     "AdminClient",
     "AlreadyExistsError",
     "AsyncAdminClient",
@@ -40,6 +42,7 @@ EXPORTED = [
     "InternalError",
     "InvalidArgumentError",
     "MemoryClient",
+    "MemoryKind",
     "NotFoundError",
     "OutOfRangeError",
     "PermissionDeniedError",
@@ -55,8 +58,13 @@ EXPORTED = [
 
 
 def test_the_exported_names_are_pinned():
-    assert daemon.client.__all__ == EXPORTED
-    assert all(hasattr(daemon.client, name) for name in EXPORTED)
+    assert stratad_client.__all__ == EXPORTED
+    assert all(hasattr(stratad_client, name) for name in EXPORTED)
+
+
+def test_the_clients_kinds_of_memory_are_the_daemons():
+    """The client's one list (which the MCP tools take) names the kinds Tier 3 stores."""
+    assert stratad_client.MEMORY_KINDS == KINDS
 
 
 def _methods(cls: type) -> dict[str, inspect.Signature]:

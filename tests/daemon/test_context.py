@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
-from daemon.pb import memory_pb2 as pb
 from daemon.server.auth import token_hash
 from daemon.settings import Settings
+from stratad_client import MemoryClient, StrataClientError, message
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, wait_indexed
 from tiers.core.records import Scope, StoredMessage
 from tiers.core.tokens import count_tokens

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from daemon.client import MemoryClient, message
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient, message
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET_ENV, wait_indexed, wait_until
 
 pytestmark = pytest.mark.slow

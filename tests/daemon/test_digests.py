@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from daemon.cli import weaverctl as ctl
-from daemon.client import InvalidArgumentError, MemoryClient, NotFoundError, message
-from daemon.pb import memory_pb2 as pb
+from stratad_client import InvalidArgumentError, MemoryClient, NotFoundError, message
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, consolidate, wait_indexed
 from tests.support.exporting import exported, records
 from tests.support.forgetting import _gone_within

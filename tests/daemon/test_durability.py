@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
+from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import ProcessDaemon, wait_until
 
 pytestmark = pytest.mark.slow

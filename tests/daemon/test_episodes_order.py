@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.support import MAY, QUIET, ThreadDaemon
 from tests.support.forgetting import SECRET, talk
 from tests.support.gates import (

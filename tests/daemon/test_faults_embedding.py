@@ -13,8 +13,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from daemon.client import MemoryClient, StrataClientError, message
 from daemon.server.grpc_server import REASON_KEY
+from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.semantic.embedding import SentenceTransformerEmbedder

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
+from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, all_points, stored_extraction_facts, tier3

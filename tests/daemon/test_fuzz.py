@@ -1,7 +1,7 @@
 """Property-based fuzzing of every RPC of the daemon's services over real gRPC.
 
-The RPCs are enumerated from the generated descriptors (``daemon.pb``), so a new RPC is fuzzed
-as soon as it is in the ``.proto``. Two inputs per RPC, on one throwaway daemon:
+The RPCs are enumerated from the generated descriptors (``stratad_client.pb``), so a new
+RPC is fuzzed as soon as it is in the ``.proto``. Two inputs per RPC, on one throwaway daemon:
 
 - *fields*: the request message built from its descriptor with random field combinations
   (any subset of fields set): random and adversarial unicode, huge strings, out-of-range and
@@ -34,9 +34,9 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from daemon.client import StrataClientError
-from daemon.pb import admin_pb2
 from daemon.settings import Settings
+from stratad_client import StrataClientError
+from stratad_client.pb import admin_pb2
 from tests.support import QUIET, ThreadDaemon, wait_indexed
 from tests.support.fuzz_target import RPCS, SERVICES, Fuzz, Rpc
 from tests.support.fuzzing import TEMPLATES, Pooled, UnderTmp, fill, message_values, mutated

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from daemon.client import MemoryClient, message
 from daemon.settings import Settings
 from recall import rerank
+from stratad_client import MemoryClient, message
 from tests.support import QUIET, ThreadDaemon, wait_indexed
 from tests.support.llm_server import FakeOpenAI, Reply
 from weaver.extractors import llm_reply

@@ -9,8 +9,8 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
 from daemon.server.auth import token_hash
+from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET, wait_until
 
 TENANTS = ("alice", "bob")

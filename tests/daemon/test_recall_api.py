@@ -8,7 +8,7 @@ import time
 import grpc
 import pytest
 
-from daemon.client import StrataClientError
+from stratad_client import StrataClientError
 from tests.support import MAY, QUIET, consolidate, talk, wait_indexed, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.core.tokens import count_tokens

@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from daemon.client import StrataClientError
-from daemon.pb import memory_pb2 as pb
+from stratad_client import StrataClientError
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import wait_until
 
 

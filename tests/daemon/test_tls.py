@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from daemon.client import AsyncMemoryClient, MemoryClient, StrataClientError
 from daemon.server.auth import token_hash
+from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.support import ROOT, daemon_env
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.support import QUIET, wait_indexed
 from tiers.core.tokens import count_tokens
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from daemon.client import MemoryClient, message
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient, message
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, consolidate, wait_indexed
 from tests.support.llm_server import FakeOpenAI, Reply
 from weaver.extractors.llm_reply import DATA_CLOSE, DATA_OPEN, KNOWN_CLOSE, KNOWN_OPEN

@@ -7,8 +7,8 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from daemon.pb import memory_pb2 as pb
-from daemon.pb import memory_pb2_grpc
+from stratad_client.pb import memory_pb2 as pb
+from stratad_client.pb import memory_pb2_grpc
 
 LIMITS = {
     "max_session_id_bytes": 16,

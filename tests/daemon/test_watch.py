@@ -13,7 +13,8 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import (
+from daemon.wiring import Factories
+from stratad_client import (
     AsyncMemoryClient,
     InvalidArgumentError,
     MemoryClient,
@@ -22,8 +23,7 @@ from daemon.client import (
     StrataClientError,
     UnavailableError,
 )
-from daemon.pb import memory_pb2 as pb
-from daemon.wiring import Factories
+from stratad_client.pb import memory_pb2 as pb
 from tests.daemon.test_auth import TOKENS, entries
 from tests.support import MAY, QUIET, consolidate, talk, wait_indexed, wait_until
 

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.support import QUIET_ENV, ProcessDaemon
 
 MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)

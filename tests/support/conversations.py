@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 
 MAY = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from daemon.app import Daemon
-from daemon.client import MemoryClient
 from daemon.settings import Settings
 from daemon.wiring import Factories
+from stratad_client import MemoryClient
 from tests.support.models import shared_factories
 from tests.support.polling import wait_until
 from tests.support.settings import MODEL_CACHE

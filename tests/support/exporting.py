@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.support import ThreadDaemon, wait_indexed
 from tiers.semantic.vectors import PointFilter
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.support import MAY, wait_until
 
 SECRET = "Zebra-7781-Quartz"

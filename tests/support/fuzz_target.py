@@ -13,7 +13,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 
-from daemon.pb import admin_pb2, memory_pb2, weaver_pb2
+from stratad_client.pb import admin_pb2, memory_pb2, weaver_pb2
 from tests.support import ThreadDaemon
 
 SERVICES = (

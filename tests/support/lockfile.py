@@ -1,10 +1,12 @@
-"""Check that ``deploy/requirements.lock`` matches ``pyproject.toml`` and the installed venv.
+"""Check that ``deploy/requirements.lock`` matches the two ``pyproject.toml`` files (the
+daemon's, ``stratad``, and the client's, ``daemon/client/``) and the installed venv.
 
 Run as ``python -m tests.support.lockfile`` (``make test`` does, before the linters). It fails,
 saying what is wrong and how to refresh the lock (``make lock``), when:
 
-- a requirement of ``pyproject.toml`` (dependencies, every optional extra, build-system
-  requires) is missing from the lock, or pinned at a version its specifier refuses;
+- a requirement of either ``pyproject.toml`` (dependencies, every optional extra, build-system
+  requires) is missing from the lock, or pinned at a version its specifier refuses (the
+  daemon's requirement of the client aside: both are built from this repository);
 - the lock was compiled without one of the project's extras;
 - a line of the lock is not an exact ``name==version`` pin;
 - with ``--installed`` (the default): a locked package is missing from this environment or
@@ -31,6 +33,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "deploy" / "requirements.lock"
 PYPROJECT = ROOT / "pyproject.toml"
+CLIENT_PYPROJECT = ROOT / "daemon" / "client" / "pyproject.toml"
 REFRESH = "refresh it with `make lock` (docs/operations.md, 'Dependencies and the lock file')"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*(?:#.*)?$")
 
@@ -72,13 +75,24 @@ def project_requirements(pyproject: dict[str, Any]) -> tuple[list[Requirement], 
     return [Requirement(line) for line in lines], set(optional)
 
 
-def mismatches(pyproject: dict[str, Any], lock: Lock, bad_lines: list[str]) -> list[str]:
+def mismatches(
+    pyproject: dict[str, Any], lock: Lock, bad_lines: list[str], *others: dict[str, Any]
+) -> list[str]:
+    """What is wrong with ``lock`` for ``pyproject`` and the ``others`` of the repository (a
+    requirement of one of them by another is no pin of the lock)."""
     problems = [f"not an exact pin: {line!r}" for line in bad_lines]
-    requirements, extras = project_requirements(pyproject)
+    requirements, extras = [], set()
+    for project in (pyproject, *others):
+        found, named = project_requirements(project)
+        requirements += found
+        extras |= named
+    own = {canonicalize_name(p["project"]["name"]) for p in (pyproject, *others)}
     for extra in sorted(extras - lock.extras):
         problems.append(f"the lock was compiled without the extra [{extra}]")
     for req in requirements:
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        if canonicalize_name(req.name) in own:
             continue
         pinned = lock.pins.get(canonicalize_name(req.name))
         if pinned is None:
@@ -105,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.lockfile", description=__doc__)
     parser.add_argument("--lock", type=Path, default=LOCK)
     parser.add_argument("--pyproject", type=Path, default=PYPROJECT)
+    parser.add_argument("--client-pyproject", type=Path, default=CLIENT_PYPROJECT)
     parser.add_argument(
         "--no-installed", action="store_true", help="do not compare the lock with this venv"
     )
@@ -113,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.lock} is missing: {REFRESH}", file=sys.stderr)
         return 1
     lock, bad = parse_lock(args.lock.read_text())
-    problems = mismatches(tomllib.loads(args.pyproject.read_text()), lock, bad)
+    problems = mismatches(
+        tomllib.loads(args.pyproject.read_text()),
+        lock,
+        bad,
+        tomllib.loads(args.client_pyproject.read_text()),
+    )
     if problems:
         print(f"{args.lock.name} does not match pyproject.toml; {REFRESH}:", file=sys.stderr)
         for problem in problems:

@@ -1,4 +1,4 @@
-"""strata-mcp from the tests' side (``tests/daemon/test_adapter_mcp*.py``): its daemons' settings,
+"""stratad-mcp from the tests' side (``tests/daemon/test_adapter_mcp*.py``): its daemons' settings,
 the environment it runs in, MCP client sessions over stdio and streamable HTTP, tool calls and tool
 errors."""
 
@@ -17,11 +17,11 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from daemon.client import MemoryClient
 from daemon.settings import Settings
+from stratad_client import MemoryClient
 from tests.support import MODEL_CACHE, QUIET, ROOT, wait_indexed
 
-MODULE = ["-m", "daemon.adapters.mcp.server"]
+MODULE = ["-m", "stratad_client.integrations.mcp.server"]
 MAX_K = 50  # the daemons' recall.max_k: below the tool's own bound (100)
 
 
@@ -45,7 +45,7 @@ def env(address: str, **extra: str) -> dict[str, str]:
 async def stdio(
     address: str, *args: str, on_message: Any = None, **extra: str
 ) -> AsyncIterator[ClientSession]:
-    """A session with ``strata-mcp ARGS`` started by the SDK's stdio client; ``on_message``:
+    """A session with ``stratad-mcp ARGS`` started by the SDK's stdio client; ``on_message``:
     the session's handler of the server's notifications."""
     params = StdioServerParameters(
         command=sys.executable, args=[*MODULE, *args], env=env(address, **extra), cwd=ROOT

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 
 
 def wait_until(

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import StrataClientError
+from stratad_client import StrataClientError
 
 
 def code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:

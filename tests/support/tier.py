@@ -12,7 +12,7 @@ from typing import Any
 
 DAEMON_FIXTURES = frozenset({"start_daemon", "daemon", "client", "spawn"})
 # What a command line that runs a daemon names (stratad, or the MCP server that talks to one).
-_DAEMON_COMMANDS = ("stratad", "strata-mcp", "daemon.adapters.mcp.server")
+_DAEMON_COMMANDS = ("stratad", "stratad-mcp", "stratad_client.integrations.mcp.server")
 
 _fast = False
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from daemon.client import MemoryClient, message
-from daemon.pb import weaver_pb2
+from stratad_client import MemoryClient, message
+from stratad_client.pb import weaver_pb2
 from tests.support.llm_server import Reply
 from tiers.journal.store import EXTRACTIONS_CF, JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore

@@ -13,7 +13,7 @@ import time
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
+from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, ROOT, ProcessDaemon, daemon_env, wait_indexed, wait_until
 from tests.support.llm_server import FakeOpenAI
 from tests.support.weaving import EchoLLM

@@ -18,8 +18,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError, message
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient, StrataClientError, message
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, wait_until
 from tiers.rocks import RocksStore
 from tiers.space import MB, DiskFull, DiskSpace

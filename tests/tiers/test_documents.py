@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import AsyncMemoryClient, MemoryClient
 from daemon.server.auth import token_hash
+from stratad_client import AsyncMemoryClient, MemoryClient
 from tests.support import QUIET, ThreadDaemon, code
 from tiers.core.records import Scope
 from tiers.keyed.document import document_id

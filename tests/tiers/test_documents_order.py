@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import grpc
 import pytest
 
-from daemon.client import MemoryClient
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, ThreadDaemon, code, wait_until
 from tests.support.builds import gated_child, held_load, index_small_stores
 from tests.support.gates import (

@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError
-from daemon.pb import memory_pb2 as pb
+from stratad_client import MemoryClient, StrataClientError
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, code, wait_until
 from tests.support.forgetting import _gone_within, _on_disk
 from tiers.semantic.tombstones import is_forgotten

@@ -8,8 +8,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from daemon.client import message
 from daemon.server.grpc_server import REASON_KEY
+from stratad_client import message
 from tests.support import QUIET_ENV, wait_until, weaverctl
 
 pytestmark = pytest.mark.slow

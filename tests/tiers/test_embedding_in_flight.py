@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from daemon.client import message
 from daemon.settings import Settings
 from daemon.wiring import configured_embedder
+from stratad_client import message
 from tests.support import wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.core.errors import ModelError, ModelRequestFailed, ModelUnavailable

@@ -18,9 +18,9 @@ import grpc
 import pytest
 
 from daemon.cli import weaverctl as ctl
-from daemon.client import MemoryClient
 from daemon.server.auth import token_hash
 from daemon.settings import Settings
+from stratad_client import MemoryClient
 from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, code, wait_indexed, wait_until
 from tests.support.exporting import BOB_ONLY, exported, fill, records, user_points
 from tests.support.fakes import hash_embed

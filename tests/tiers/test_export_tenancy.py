@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from daemon.client import MemoryClient
+from stratad_client import MemoryClient
 from tests.support import QUIET, code
 from tests.support.exporting import ALICE_ONLY, BOB_ONLY, exported, fill, records, user_points
 

@@ -13,8 +13,8 @@ import signal
 import grpc
 import pytest
 
-from daemon.client import StrataClientError, message
-from daemon.pb import memory_pb2 as pb
+from stratad_client import StrataClientError, message
+from stratad_client.pb import memory_pb2 as pb
 
 pytestmark = pytest.mark.slow
 

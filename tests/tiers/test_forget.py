@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from daemon.cli import weaverctl as ctl
-from daemon.client import StrataClientError
+from stratad_client import StrataClientError
 from tests.support import MAY, QUIET, consolidate, wait_until
 from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply

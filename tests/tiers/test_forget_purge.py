@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
-from daemon.client import StrataClientError
+from stratad_client import StrataClientError
 from tests.support import QUIET, QUIET_ENV, consolidate, wait_until
 from tests.support.forgetting import SECRET, _gone_within, _on_disk, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply

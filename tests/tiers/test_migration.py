@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from daemon.client import MemoryClient, StrataClientError
+from stratad_client import MemoryClient, StrataClientError
 from tests.support import QUIET_ENV, wait_until
 from tiers.core.records import episode_id_for
 from tiers.rocks import RocksStore

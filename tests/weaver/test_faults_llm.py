@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from daemon.client import MemoryClient
 from daemon.wiring import Factories
+from stratad_client import MemoryClient
 from tests.support import MAY, QUIET, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply, free_port_refuses
 from tests.support.weaving import EchoLLM, conversation, run

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from daemon.client import message
+from stratad_client import message
 from tests.support import QUIET, ThreadDaemon, wait_indexed, wait_until
 from tests.support.gates import DEADLINE, Hooks
 from tiers.semantic.store import FIRST_SLICE

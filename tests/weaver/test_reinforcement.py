@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import MemoryClient, message
-from daemon.pb import memory_pb2 as pb
 from daemon.settings import Settings
+from stratad_client import MemoryClient, message
+from stratad_client.pb import memory_pb2 as pb
 from tests.support import MODEL_CACHE, QUIET, ThreadDaemon, wait_indexed
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from daemon.client import MemoryClient, message
+from stratad_client import MemoryClient, message
 from tests.support import QUIET_ENV, wait_until, weaverctl
 from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, all_points, stored_extraction_facts, tier3

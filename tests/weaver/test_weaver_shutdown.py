@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from daemon.client import message
+from stratad_client import message
 from tests.support import QUIET, ProcessDaemon, ThreadDaemon, wait_until
 from weaver.jobs.indexing import MAX_INDEX_BATCH
 

@@ -1,1 +1,0 @@
-"""``strata-mcp``: Strata's memory as Model Context Protocol tools, through the client."""
