@@ -6,12 +6,13 @@ are safe to call again, and from several tasks. Once started it holds a :class:`
 :class:`~daemon.wiring.Parts` over the stores, its address and its health.
 
 Start-up, each part registering the stage that stops it (:mod:`daemon.stages`): the stores
-(data directory, state store, journal store, Tier 3 and the engines over them:
-:func:`daemon.wiring.open_parts`), working-memory recovery, the metrics endpoint (when
-enabled), the gRPC server (memory, admin, health, reflection: :mod:`daemon.server.grpc_server`),
-Tier 3 opening in the background, the weaver's worker, the scheduler
-(:mod:`daemon.server.scheduler`), the services' health. The server accepts appends as soon as
-it starts; nothing slow is on that path. A part that fails to start stops what had started.
+(data directory, state store, journal store, Tier 3 and the engines and services over them,
+each with its own stage: :func:`daemon.wiring.open_parts`, the composition root),
+working-memory recovery, the metrics endpoint (when enabled), the gRPC server (memory, admin,
+health, reflection: :mod:`daemon.server.grpc_server`), Tier 3 opening in the background, the
+weaver's worker, the scheduler (:mod:`daemon.server.scheduler`), the services' health. The
+server accepts appends as soon as it starts; nothing slow is on that path. A part that fails
+to start stops what had started.
 
 Health: every named service is SERVING once the parts have started (appends are served); the
 overall status ("") is NOT_SERVING until Tier 3 (embedding model and vector store) is open,
@@ -38,7 +39,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from daemon.server import gc_pauses
-from daemon.server.grpc_server import SERVICES, HealthServicer, bind
+from daemon.server.grpc_server import SERVICES, HealthServicer, bind, build_server
 from daemon.server.metrics import Metrics
 from daemon.settings import Settings, is_loopback
 from daemon.stages import Stages, in_thread
@@ -175,8 +176,7 @@ class Daemon:
         s, stages = self.settings, self._stages
         grace = s.shutdown_grace_seconds
         async with stages.starting("stores"):
-            parts = open_parts(s, self.factories)
-            stages.push("stores", parts.close)
+            parts = open_parts(s, self.factories, stages)  # each store's stage pushed
         async with stages.starting("working memory"):
             recovered = parts.working.recover()
         stats = parts.working.stats()
@@ -198,7 +198,10 @@ class Daemon:
                 metrics_address = metrics.serve(s.metrics.listen)
                 stages.push("metrics", lambda: in_thread(metrics.close))
         async with stages.starting("server"):
-            server, health = parts.server(interceptor)
+            services = parts.services
+            server, health = build_server(
+                s, services.memory, services.weaver, services.admin, interceptor
+            )
             address = bind(server, s)
             stages.push("server", lambda: server.stop(grace))
             stages.push("watch", parts.feed.close)  # first: Watch streams end, not wait

@@ -1,10 +1,14 @@
-"""The parts the daemon builds from its settings: the recall engine with its channels,
-rerankers and cache, the embedders, and the LLM extractor (:class:`daemon.app.Daemon` wires
-them to the stores)."""
+"""The parts the daemon builds from its settings, and the table of the settings that choose
+an implementation (:data:`EMBEDDERS` by ``embedding.provider``, :data:`VECTOR_STORES` by
+where the vectors are): the recall engine with its channels, rerankers and cache, the
+embedders, the vector store, and the LLM extractor. :func:`daemon.wiring.open_parts`, the
+composition root, wires them to the stores."""
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +24,18 @@ from recall.rerank import LLMReranker, LocalReranker
 from tiers.core.models import ModelClient
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.digests import DigestWriter
-from tiers.semantic.embedding import Embedder, SentenceTransformerEmbedder
+from tiers.semantic.embedding import (
+    Embedder,
+    EmbeddingService,
+    EmbeddingUnavailable,
+    SentenceTransformerEmbedder,
+)
+from tiers.semantic.embedding.priority import PriorityEmbedder
 from tiers.semantic.store import SemanticStore, Tier3Written, edge_store_path
 from tiers.semantic.vectors import VectorStore
 from tiers.settings import EmbeddingSettings
+from tiers.workers.embedder import describe, start_background
+from tiers.workers.pool import WorkerStatus, WorkerUnavailable
 from tiers.working.memory import WorkingMemory
 from tiers.working.progress import LiveProgress
 from weaver.extractors import Extractor
@@ -31,6 +43,8 @@ from weaver.extractors.local import LocalExtractor
 from weaver.index import Indexer
 from weaver.live import LiveIndexer
 from weaver.settings import LLMSettings, WeaverSettings
+
+log = logging.getLogger("strata.daemon")
 
 
 def embedding_description(e: EmbeddingSettings) -> str:
@@ -205,25 +219,99 @@ def live_indexer(
     return LiveIndexer(working, progress, semantic, indexer, *batch)
 
 
-def configured_vectors(settings: Settings) -> VectorStore:
-    """The vector store the settings name: the Qdrant server at ``qdrant_url`` (a new
-    collection with ``vectors.shard_keys`` shard keys), else the embedded engine under the
-    data directory in ``vectors.shards`` shards."""
-    s = settings
-    if s.qdrant_url:
-        from tiers.semantic.vectors.qdrant import QdrantVectorStore
+def qdrant_vectors(s: Settings) -> VectorStore:
+    """The Qdrant server at ``qdrant_url``: a new collection with ``vectors.shard_keys`` shard
+    keys."""
+    from tiers.semantic.vectors.qdrant import QdrantVectorStore
 
-        key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
-        if s.qdrant_api_key_file is not None:
-            key = read_secret_file(s.qdrant_api_key_file)
-        return QdrantVectorStore.from_url(
-            s.qdrant_url,
-            key,
-            s.vectors.collection,
-            shards=s.vectors.shard_keys,
-            quantization=s.vectors.quantization,
-        )
+    key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+    if s.qdrant_api_key_file is not None:
+        key = read_secret_file(s.qdrant_api_key_file)
+    return QdrantVectorStore.from_url(
+        s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys,
+        quantization=s.vectors.quantization,
+    )  # fmt: skip
+
+
+def embedded_vectors(s: Settings) -> VectorStore:
+    """The embedded engine under the data directory, in ``vectors.shards`` shards."""
     from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
     v = s.vectors
     return ShardedVectorStore(edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization)
+
+
+def local_model(settings: Settings, client: ModelClient | None) -> Embedder:
+    """The local model: queries in this process, documents in ``workers.count`` worker
+    processes at a lower CPU priority (:mod:`tiers.workers`); with no workers, or when they
+    cannot start, in this process, the weaver's documents waiting while a query is embedded."""
+    local = local_embedder(settings.embedding, settings.data_dir)
+    w = settings.workers
+    if not w.count:
+        return PriorityEmbedder(local, note="in the daemon's process (workers.count = 0)")
+    try:
+        return start_background(local, local.worker_spec(w.threads), count=w.count, nice=w.nice)
+    except WorkerUnavailable as exc:
+        log.error(
+            "workers.disabled",
+            extra={"fields": {"error": str(exc), "detail": "documents are embedded here"}},
+        )
+        return PriorityEmbedder(
+            local, note=f"in the daemon's process: the workers were refused ({exc})"
+        )
+
+
+def remote_model(settings: Settings, client: ModelClient | None) -> Embedder:
+    """A model served elsewhere through litellm; a slice of documents fills the requests in
+    flight."""
+    e = settings.embedding
+    assert client is not None, "embedding.provider = litellm has its model client"
+    slice_ = e.batch_size * e.max_in_flight
+    return PriorityEmbedder(litellm_embedder(e, client), document_slice=slice_)
+
+
+# The settings that choose an implementation, each value with what it makes.
+# ``embedding.provider``: the embedder (its ``client`` is the model client of "litellm").
+EMBEDDERS: Mapping[str, Callable[[Settings, ModelClient | None], Embedder]] = {
+    "local": local_model,
+    "litellm": remote_model,
+}
+# Where the vectors are: "qdrant" when ``qdrant_url`` is set, else "embedded".
+VECTOR_STORES: Mapping[str, Callable[[Settings], VectorStore]] = {
+    "embedded": embedded_vectors,
+    "qdrant": qdrant_vectors,
+}
+
+
+def vectors_backend(settings: Settings) -> str:
+    return "qdrant" if settings.qdrant_url else "embedded"
+
+
+def configured_vectors(settings: Settings) -> VectorStore:
+    """The vector store the settings name (:data:`VECTOR_STORES`)."""
+    return VECTOR_STORES[vectors_backend(settings)](settings)
+
+
+def configured_embedder(settings: Settings, client: ModelClient | None) -> Embedder:
+    """Load the embedding model the settings name (:data:`EMBEDDERS`; slow: on the loader
+    thread). ``client``: the model client of ``embedding.provider = "litellm"``, None for a
+    local model."""
+    return EMBEDDERS[settings.embedding.provider](settings, client)
+
+
+def configured_embeddings(settings: Settings, client: ModelClient | None) -> EmbeddingService:
+    """The embedding model the settings name, loaded in the background by
+    :func:`configured_embedder`."""
+    return EmbeddingService(
+        lambda: configured_embedder(settings, client), embedding_description(settings.embedding)
+    )
+
+
+def workers_of(embeddings: EmbeddingService) -> tuple[list[WorkerStatus], str]:
+    """The worker processes behind the loaded embedder, and the note on where documents are
+    embedded (``weaverctl status``); none while the model loads."""
+    try:
+        embedder = embeddings.wait(0)
+    except EmbeddingUnavailable:
+        return [], "the embedding model is loading"
+    return describe(embedder)

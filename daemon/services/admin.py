@@ -15,7 +15,7 @@ import grpc
 from daemon.codec import convert, validation
 from daemon.codec.status import FailedPrecondition, rpc
 from daemon.services import tenancy
-from daemon.services.export import TransferRpcs, TransferSources
+from daemon.services.export import TransferRpcs
 from daemon.settings import Settings
 from daemon.settings.sections import LimitsSettings
 from stratad_client.pb import admin_pb2 as pb
@@ -117,16 +117,6 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         self, requests: AsyncIterator[pb.ImportChunk], context: grpc.aio.ServicerContext
     ) -> pb.ImportResponse:
         return await self._transfer.Import(requests, context)
-
-
-def admin_service(
-    backup: BackupSources,
-    rebuild: Callable[[str], Awaitable[RebuildReport]],
-    limits: LimitsSettings,
-    transfer: TransferSources,
-) -> AdminService:
-    """The admin service: backups and rebuilds, exports and imports."""
-    return AdminService(MaintenanceRpcs(backup, rebuild, limits), TransferRpcs(transfer, limits))
 
 
 def backup_vectors(

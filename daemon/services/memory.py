@@ -4,12 +4,11 @@ group: sessions (:mod:`daemon.services.sessions`), episodes and stats
 (:mod:`daemon.services.episodes`), Recall, Pack and GetNode (:mod:`daemon.services.recall`),
 Forget (:mod:`daemon.services.forget`), the keyed documents (:mod:`daemon.services.documents`),
 the context (:mod:`daemon.services.context`) and Watch (:mod:`daemon.services.watch`).
-:func:`memory_service` builds it over a daemon's stores."""
+:func:`daemon.wiring.open_parts` builds it, with each handler object, over a daemon's stores."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TypeVar
+from collections.abc import AsyncIterator
 
 import grpc
 
@@ -19,25 +18,9 @@ from daemon.services.episodes import EpisodeRpcs, StatsRpcs
 from daemon.services.forget import ForgetRpcs
 from daemon.services.recall import RecallRpcs
 from daemon.services.sessions import SessionRpcs
-from daemon.services.watch import ChangeFeed, WatchRpcs
-from daemon.settings import Settings
-from recall.context.pins import PinnedMemories
-from recall.context.session import ContextDefaults, SessionContexts
-from recall.engine import RecallEngine
+from daemon.services.watch import WatchRpcs
 from stratad_client.pb import memory_pb2 as pb
 from stratad_client.pb import memory_pb2_grpc
-from tiers.journal.store import Journal
-from tiers.keyed.access import AccessCounts
-from tiers.keyed.anchors import AnchorStore
-from tiers.keyed.documents import DocumentStore
-from tiers.keyed.pins import PinStore
-from tiers.rights.forget.cascade import Forgetter
-from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind
-from tiers.semantic.store import SemanticStore
-from tiers.working.memory import WorkingMemory
-
-_Part = TypeVar("_Part")
 
 
 class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
@@ -168,63 +151,3 @@ class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
     ) -> AsyncIterator[pb.ChangeEvent]:
         async for event in self._watch.Watch(request, context):
             yield event
-
-
-def _given(part: _Part | None, name: str) -> _Part:
-    if part is None:
-        raise ValueError(f"the memory service needs {name}")
-    return part
-
-
-def memory_service(
-    settings: Settings,
-    working: WorkingMemory,
-    journal: Journal,
-    state: RocksStore,
-    semantic: SemanticStore | None,
-    engine: RecallEngine | None,
-    forgetter: Forgetter | None,
-    documents: DocumentStore | None,
-    anchors: AnchorStore | None,
-    pins: PinStore | None,
-    access: AccessCounts | None = None,
-    kinds: Sequence[ScopedKind] = (),
-    feed: ChangeFeed | None = None,
-) -> MemoryService:
-    """The memory service over a daemon's stores: each group's handler object with what
-    it needs."""
-    semantic = _given(semantic, "the semantic store")
-    engine = _given(engine, "the recall engine")
-    forgetter = _given(forgetter, "the forgetter")
-    documents = _given(documents, "the document store")
-    limits, c = settings.limits, settings.context
-    pinned = PinnedMemories(_given(pins, "the pin store"), semantic, documents)
-    defaults = ContextDefaults(
-        max_query_bytes=limits.max_content_bytes,
-        window_share=c.window_share,
-        pinned_share=c.pinned_share,
-        per_kind_caps={str(k): v for k, v in c.per_kind_caps.items()},
-        recall_k=c.recall_k,
-        query_turns=c.query_turns,
-        story_below_tokens=c.story_below_tokens,
-    )
-    contexts = SessionContexts(
-        working,
-        engine,
-        semantic,
-        _given(anchors, "the anchor store"),
-        pinned,
-        access,
-        settings.recall,
-        defaults,
-    )
-    return MemoryService(
-        sessions=SessionRpcs(working, limits),
-        episodes=EpisodeRpcs(journal, limits),
-        stats=StatsRpcs(working, journal, state, kinds, semantic.pending),
-        recall=RecallRpcs(engine, semantic, journal, working, access, settings.recall, limits),
-        forget=ForgetRpcs(forgetter, limits),
-        documents=DocumentRpcs(documents, forgetter, limits),
-        context=ContextRpcs(contexts, pinned, settings.recall, limits),
-        watch=WatchRpcs(_given(feed, "the change feed"), limits),
-    )

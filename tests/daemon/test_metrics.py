@@ -13,9 +13,9 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.components import embedding_description
+from daemon.components import configured_embedder, embedding_description
 from daemon.settings import Settings
-from daemon.wiring import Factories, configured_embedder
+from daemon.wiring import Factories
 from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import MAY, QUIET, ThreadDaemon, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply

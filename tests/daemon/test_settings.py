@@ -69,3 +69,18 @@ def test_the_model_cache_is_the_users_not_each_data_dirs(tmp_path, monkeypatch):
     blocked.write_text("not a directory")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # cannot be made: the data dir's
     assert model_cache(tmp_path / "a") == tmp_path / "a" / "models"
+
+
+def test_every_value_of_a_setting_that_chooses_an_implementation_has_one() -> None:
+    """The composition root's table (daemon/components.py): a new ``embedding.provider`` value
+    without its row fails here, not at a user's start."""
+    from typing import get_args
+
+    from daemon.components import EMBEDDERS, VECTOR_STORES, vectors_backend
+    from tiers.settings import EmbeddingSettings
+
+    provider = EmbeddingSettings.model_fields["provider"].annotation
+    assert set(EMBEDDERS) == set(get_args(provider))
+    assert set(VECTOR_STORES) == {"embedded", "qdrant"}
+    assert vectors_backend(load_settings()) == "embedded"
+    assert vectors_backend(load_settings(qdrant_url="http://qdrant:6333")) == "qdrant"

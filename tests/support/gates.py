@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from daemon.components import embedding_description
+from daemon.components import configured_embedder, embedding_description
 from daemon.settings import Settings
-from daemon.wiring import Factories, configured_embedder
+from daemon.wiring import Factories
 from tiers.core.models import ModelClient
 from tiers.semantic.embedding import Embedder, EmbeddingService
 from tiers.semantic.store import SemanticStore, edge_store_path

@@ -3,7 +3,7 @@ the default model: loading it costs about a second and a half per daemon, and we
 hundred tests start one.
 
 :func:`shared_factories` gives :class:`daemon.wiring.Factories` whose embedding service
-hands out that model, built once by the daemon's own :func:`daemon.wiring.configured_embedder`
+hands out that model, built once by the daemon's own :func:`daemon.components.configured_embedder`
 (queries in this process, documents in a worker at a lower priority, as ``stratad`` runs).
 A daemon with other embedding or worker settings, or a test that passes its own factories
 (a model load held back, a worker killed), makes its own. The shared one is never closed by
@@ -16,9 +16,9 @@ import threading
 
 import numpy as np
 
-from daemon.components import embedding_description
+from daemon.components import configured_embedder, configured_embeddings, embedding_description
 from daemon.settings import Settings
-from daemon.wiring import Factories, configured_embedder, configured_embeddings
+from daemon.wiring import Factories
 from tests.support.settings import MODEL_CACHE
 from tiers.core.models import ModelClient
 from tiers.semantic.embedding import Embedder, EmbeddingService, SupportsClose

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from daemon.components import configured_embedder
 from daemon.settings import Settings
-from daemon.wiring import configured_embedder
 from stratad_client import message
 from tests.support import wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
