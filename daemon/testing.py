@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from daemon.app import Daemon
 from daemon.settings import Settings
+from daemon.wiring import Factories
 from stratad_client import (
     AdminClient,
     AsyncAdminClient,
@@ -64,24 +65,36 @@ def local_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 class LocalDaemon:
     """A daemon started by :func:`local_daemon`, served from a thread of its own. ``address``:
-    where it listens (host:port); ``settings``: its settings."""
+    where it listens (host:port); ``settings``: its settings; ``daemon``: the
+    :class:`~daemon.app.Daemon` itself, whose coroutines :meth:`call` runs on its loop."""
 
-    def __init__(self, settings: Settings) -> None:
-        """Start a daemon with ``settings`` (their ``listen`` should be a loopback address)."""
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        factories: Factories | None = None,
+        settle_on_stop: bool = True,
+    ) -> None:
+        """Start a daemon with ``settings`` (their ``listen`` should be a loopback address).
+        ``factories``: its vector store, embedding service and clock
+        (:class:`~daemon.wiring.Factories`); ``settle_on_stop``: :meth:`stop` first waits for
+        Tier 3 to finish opening (off for a test that stops it while it opens)."""
         self.settings = settings
+        self._settle = settle_on_stop
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="strata-local-daemon", daemon=True
         )
         self._thread.start()
-        self._daemon = Daemon(settings)
+        self.daemon = Daemon(settings, factories=factories)
         try:
-            self.address: str = self._call(self._daemon.start())
+            self.address: str = self.call(self.daemon.start())
         except BaseException:
             self._end_loop()
             raise
 
-    def _call(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        """Run ``coro`` on the daemon's event loop and return its result."""
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def client(self, *, timeout: float = 10.0) -> MemoryClient:
@@ -98,16 +111,17 @@ class LocalDaemon:
         """Wait until the embedding model is loaded and every finished session and document is
         indexed, so that Recall finds them; ``TimeoutError`` after ``timeout`` seconds."""
         with self.admin() as admin:
-            _wait(lambda: _ready(admin.weaver_status()), timeout)
+            _wait(lambda: indexed(admin.weaver_status()), timeout)
 
     def stop(self) -> None:
         """Shut the daemon down (in order, as on SIGTERM), once Tier 3 has finished opening;
         safe to call twice."""
         if self._thread.is_alive():
             try:
-                with self.admin() as admin, contextlib.suppress(TimeoutError):
-                    _wait(lambda: _settled(admin), SETTLE_SECONDS)
-                self._call(self._daemon.stop())
+                if self._settle:
+                    with self.admin() as admin, contextlib.suppress(TimeoutError):
+                        _wait(lambda: _settled(admin), SETTLE_SECONDS)
+                self.call(self.daemon.stop())
             finally:
                 self._end_loop()
 
@@ -117,7 +131,9 @@ class LocalDaemon:
         self._loop.close()
 
 
-def _ready(status: Any) -> bool:
+def indexed(status: Any) -> bool:
+    """Whether a ``weaver_status`` says Recall finds everything: the embedding model is
+    loaded and every finished session and document is indexed."""
     return bool(status.embedding_ready) and not status.unindexed
 
 
@@ -185,7 +201,7 @@ class AsyncLocalDaemon:
         """As :meth:`LocalDaemon.wait_ready` (``timeout`` in seconds), awaited."""
         deadline = time.monotonic() + timeout
         async with self.admin() as admin:
-            while not _ready(await admin.weaver_status()):
+            while not indexed(await admin.weaver_status()):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the daemon was not ready within {timeout} s")
                 await asyncio.sleep(READY_POLL_SECONDS)

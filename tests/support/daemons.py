@@ -3,19 +3,17 @@ subprocess, the environment of such a subprocess, and ``weaverctl`` against a da
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from daemon.app import Daemon
 from daemon.settings import Settings
+from daemon.testing import LocalDaemon
 from daemon.wiring import Factories
 from stratad_client import MemoryClient
 from tests.support.models import shared_factories
@@ -27,32 +25,19 @@ T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class ThreadDaemon:
-    """A real daemon (gRPC server on a loopback port) served from a background thread;
-    ``factories``: :class:`daemon.wiring.Factories` for its vector store and embedding service."""
+class ThreadDaemon(LocalDaemon):
+    """The testing kit's daemon in this process (:class:`daemon.testing.LocalDaemon`) as the
+    suite runs it: the model shared by every such daemon (:mod:`tests.support.models`), the
+    stop at once (a test may stop it while Tier 3 opens), and refused in a run that starts no
+    daemon. ``factories``: :class:`daemon.wiring.Factories` for its vector store and
+    embedding service."""
 
     def __init__(self, settings: Settings, *, factories: Factories | None = None) -> None:
         refuse_daemon("a daemon in this process")
-        self.settings = settings
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        # The default model is loaded once for every such daemon (tests.support.models).
-        self.daemon = Daemon(settings, factories=shared_factories(factories))
-        self.address = self.call(self.daemon.start())
+        super().__init__(settings, factories=shared_factories(factories), settle_on_stop=False)
 
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def client(self, timeout: float = 10.0) -> MemoryClient:
+    def client(self, timeout: float = 10.0) -> MemoryClient:  # type: ignore[override]
         return MemoryClient(self.address, timeout=timeout)
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.call(self.daemon.stop())
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-            self.loop.close()
 
 
 def daemon_env(data_dir: Path, **settings: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from daemon.testing import indexed
 from stratad_client import MemoryClient
 
 
@@ -24,8 +25,9 @@ def wait_indexed(client: MemoryClient, timeout: float = 60) -> None:
     """Wait until the daemon's model is loaded and the weaver has indexed every ended
     episode (Recall finds them from then on)."""
 
-    def indexed() -> bool:
-        status = client.admin.weaver_status()
-        return status.embedding_ready and not status.unindexed
-
-    wait_until(indexed, timeout, "for the weaver to index every episode", interval=0.05)
+    wait_until(
+        lambda: indexed(client.admin.weaver_status()),
+        timeout,
+        "for the weaver to index every episode",
+        interval=0.05,
+    )
