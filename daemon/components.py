@@ -21,7 +21,7 @@ from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.graph.files import FeatureFiles, graph_features_path
 from recall.rerank import LLMReranker, LocalReranker
-from tiers.core.models import ModelClient
+from tiers.core.models import ModelClient, preload_litellm
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.digests import DigestWriter
 from tiers.semantic.embedding import (
@@ -106,7 +106,9 @@ def recall_engine(
 
 
 def embedding_client(e: EmbeddingSettings) -> ModelClient:
-    """The model client of ``embedding.provider = "litellm"``."""
+    """The model client of ``embedding.provider = "litellm"`` (litellm loads in the
+    background)."""
+    preload_litellm()
     return ModelClient(
         model=e.model,
         api_base=e.api_base or None,
@@ -194,7 +196,9 @@ def weaver_client(llm: LLMSettings) -> ModelClient:
 
 def llm_client(llm: LLMSettings, *, model: str, **options: Any) -> ModelClient:
     """A model client of the ``[llm]`` endpoint and key (the extractor's, the reranker's);
-    ``options`` are the caller's timeout, retries and name."""
+    ``options`` are the caller's timeout, retries and name. litellm starts to load in the
+    background: its first call is not the one to wait for the import."""
+    preload_litellm()
     return ModelClient(
         model=model,
         api_base=llm.api_base or None,

@@ -9,15 +9,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from daemon.codec.status import InvalidArgument, ResourceExhausted
 from daemon.settings import LimitsSettings
+from recall.context.session import ContextAsk
 from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Message, Scope, ToolCall
+from tiers.semantic.vectors import KINDS
 
 ROLE_NAMES = {
     pb.ROLE_USER: "user",
@@ -25,6 +28,7 @@ ROLE_NAMES = {
     pb.ROLE_SYSTEM: "system",
     pb.ROLE_TOOL: "tool",
 }
+MAX_PACK_TOKENS = 200_000  # Pack's and GetContext's budget
 # Timestamp's valid range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z
 _MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
 
@@ -239,3 +243,72 @@ def seq_token(value: str) -> int:
     if not _SEQ_TOKEN.fullmatch(value) or int(value) >= 2**64:
         raise InvalidArgument("page_token is not a token this server issued")
     return int(value)
+
+
+def pack_tokens(value: int) -> int:
+    """Pack's and GetContext's ``max_tokens``."""
+    if not 1 <= value <= MAX_PACK_TOKENS:
+        raise InvalidArgument(f"max_tokens must be between 1 and {MAX_PACK_TOKENS}, got {value}")
+    return value
+
+
+def per_kind_caps(value: Mapping[str, int]) -> dict[str, int]:
+    for kind, cap in value.items():
+        if kind not in KINDS:
+            raise InvalidArgument(f"per_kind_caps: {kind!r} is not one of {', '.join(KINDS)}")
+        if cap < 0:
+            raise InvalidArgument(f"per_kind_caps[{kind}] must not be negative")
+    return dict(value)
+
+
+def kinds(value: Sequence[str]) -> tuple[str, ...]:
+    for kind in value:
+        if kind not in KINDS:
+            raise InvalidArgument(f"kinds: {kind!r} is not one of {', '.join(KINDS)}")
+    return tuple(value)
+
+
+def recipe(value: str, recipes: Container[str]) -> str:
+    if value and value != "default" and value not in recipes:
+        raise InvalidArgument(f"recipe: no recipe named {value!r} is configured")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRequest:
+    """A GetContext request, every field checked: the session's id, the scope it names (its
+    user is for tenancy to allow), and what it asks."""
+
+    session_id: str
+    scope: Scope
+    ask: ContextAsk
+
+
+def context_request(
+    request: pb.GetContextRequest, limits: LimitsSettings, recipes: Container[str]
+) -> ContextRequest:
+    """GetContext's request, checked at once: session id, scope, budget, window share, caps,
+    query, kinds and recipe."""
+    sid = session_id(request.session_id, limits)
+    max_tokens = pack_tokens(request.max_tokens)
+    share: float | None = None
+    if request.HasField("window_share"):
+        share = request.window_share
+        if not 0 <= share <= 1:  # NaN too
+            raise InvalidArgument(f"window_share must be between 0 and 1, got {share}")
+    caps = per_kind_caps(request.per_kind_caps)
+    query = request.query if request.HasField("query") else ""
+    size = len(query.encode())
+    if query.strip() and size > limits.max_content_bytes:
+        raise InvalidArgument(f"query is {size} bytes; the limit is {limits.max_content_bytes}")
+    ask = ContextAsk(
+        max_tokens=max_tokens,
+        window_share=share,
+        per_kind_caps=caps,
+        query=query,
+        kinds=kinds(request.kinds),
+        recipe=recipe(request.recipe, recipes),
+        explain=request.explain,
+        story=request.story if request.HasField("story") else None,
+    )
+    return ContextRequest(sid, scope(request.scope, limits), ask)

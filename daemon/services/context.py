@@ -20,16 +20,14 @@ from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.services import tenancy
-from daemon.services.recall import MAX_PACK_TOKENS
 from daemon.services.sessions import session_state
 from daemon.settings.sections import LimitsSettings
 from recall.context.assembly import Context
 from recall.context.pins import PinnedMemories
-from recall.context.session import ContextAsk, SessionContexts, SessionName
+from recall.context.session import SessionContexts, SessionName
 from recall.recipe import RecallSettings
 from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Scope
-from tiers.semantic.vectors import KINDS
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -99,57 +97,16 @@ class ContextRpcs:
         return pb.PinMemoryResponse(pinned=request.pinned, changed=changed)
 
     # -- GetContext --------------------------------------------------------------------------
-    def _ask(self, request: pb.GetContextRequest) -> ContextAsk:
-        """The request's budget and query, checked (the session is named in between, as
-        before: a bad budget is reported before an unknown session)."""
-        if not 1 <= request.max_tokens <= MAX_PACK_TOKENS:
-            raise InvalidArgument(
-                f"max_tokens must be between 1 and {MAX_PACK_TOKENS}, got {request.max_tokens}"
-            )
-        share: float | None = None
-        if request.HasField("window_share"):
-            share = request.window_share
-            if not 0 <= share <= 1:  # NaN too
-                raise InvalidArgument(f"window_share must be between 0 and 1, got {share}")
-        for kind, cap in request.per_kind_caps.items():
-            if kind not in KINDS:
-                raise InvalidArgument(f"per_kind_caps: {kind!r} is not one of {', '.join(KINDS)}")
-            if cap < 0:
-                raise InvalidArgument(f"per_kind_caps[{kind}] must not be negative")
-        return ContextAsk(
-            max_tokens=request.max_tokens,
-            window_share=share,
-            per_kind_caps=dict(request.per_kind_caps),
-            query=request.query if request.HasField("query") else "",
-            kinds=tuple(request.kinds),
-            recipe=request.recipe,
-            explain=request.explain,
-            story=request.story if request.HasField("story") else None,
-        )
-
-    def _check_query(self, ask: ContextAsk) -> None:
-        limit = self._limits.max_content_bytes
-        if ask.query.strip():
-            size = len(ask.query.encode())
-            if size > limit:
-                raise InvalidArgument(f"query is {size} bytes; the limit is {limit}")
-        for kind in ask.kinds:
-            if kind not in KINDS:
-                raise InvalidArgument(f"kinds: {kind!r} is not one of {', '.join(KINDS)}")
-        recipe = ask.recipe
-        if recipe and recipe != "default" and recipe not in self._recall.recipes:
-            raise InvalidArgument(f"recipe: no recipe named {recipe!r} is configured")
-
     @rpc
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetContextResponse:
         """The session's anchor, its scope's pins, its window and the memories recalled for
         it within ``max_tokens`` (:meth:`recall.context.session.SessionContexts.get`)."""
-        sid = check.session_id(request.session_id, self._limits)
-        ask = self._ask(request)
-        name = self._name(sid, request.scope)
-        self._check_query(ask)
+        checked = check.context_request(request, self._limits, self._recall.recipes)
+        user, allowed = tenancy.session_user(checked.scope.user_id)
+        name = SessionName(checked.session_id, user, checked.scope.agent_id, allowed)
+        ask = checked.ask
         answer = await self._contexts.get(name, ask)
         ctx, view, result = answer.context, answer.view, answer.result
         state = pb.SESSION_STATE_UNSPECIFIED if view is None else session_state(view.open)

@@ -31,11 +31,9 @@ from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.threads import MAX_TOPIC_CHARS, episodes_of
-from tiers.semantic.vectors import KINDS
 from tiers.working.memory import WorkingMemory
 
 RERANKERS = ("", "none", "llm", "local")
-MAX_PACK_TOKENS = 200_000
 MAX_EXCLUDED = 64  # exclude_session_ids
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -130,16 +128,13 @@ class RecallRpcs:
             raise InvalidArgument(
                 f"k must be between 1 and {settings.max_k} (recall.max_k), got {k}"
             )
-        for kind in kinds:
-            if kind not in KINDS:
-                raise InvalidArgument(f"kinds: {kind!r} is not one of {', '.join(KINDS)}")
+        check.kinds(kinds)
         for channel in channels:
             if channel not in CHANNELS:
                 raise InvalidArgument(f"channels: {channel!r} is not one of {', '.join(CHANNELS)}")
         if rerank not in RERANKERS:
             raise InvalidArgument(f"rerank: {rerank!r} is not one of none, llm, local")
-        if recipe and recipe != "default" and recipe not in settings.recipes:
-            raise InvalidArgument(f"recipe: no recipe named {recipe!r} is configured")
+        check.recipe(recipe, settings.recipes)
         start, end = check.time_range(time_range)
         if len(exclude_sessions) > MAX_EXCLUDED:
             raise InvalidArgument(f"exclude_session_ids: {MAX_EXCLUDED} ids at most")
@@ -201,15 +196,8 @@ class RecallRpcs:
     async def Pack(
         self, request: pb.PackRequest, context: grpc.aio.ServicerContext
     ) -> pb.PackResponse:
-        if not 1 <= request.max_tokens <= MAX_PACK_TOKENS:
-            raise InvalidArgument(
-                f"max_tokens must be between 1 and {MAX_PACK_TOKENS}, got {request.max_tokens}"
-            )
-        for kind, cap in request.per_kind_caps.items():
-            if kind not in KINDS:
-                raise InvalidArgument(f"per_kind_caps: {kind!r} is not one of {', '.join(KINDS)}")
-            if cap < 0:
-                raise InvalidArgument(f"per_kind_caps[{kind}] must not be negative")
+        check.pack_tokens(request.max_tokens)
+        check.per_kind_caps(request.per_kind_caps)
         query = self._query(
             request.query,
             request.scope,

@@ -53,6 +53,7 @@ __all__ = [
     "LLMTotals",
     "ModelClient",
     "import_litellm",
+    "preload_litellm",
     "read_secret_file",
 ]
 
@@ -61,6 +62,7 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _litellm: Any = None
+_preloading = False
 
 
 def import_litellm() -> Any:
@@ -77,6 +79,18 @@ def import_litellm() -> Any:
             setattr(litellm, "DEFAULT_MAX_RETRIES", 0)  # noqa: B010 - Final in its stubs
             _litellm = litellm
     return _litellm
+
+
+def preload_litellm() -> None:
+    """Import litellm in a thread of its own, once (about 3 s, longer on a busy machine), so
+    that the first call of a configured model (a Recall's LLM rerank, say) does not wait for
+    it on the request path."""
+    global _preloading
+    with _lock:
+        if _litellm is not None or _preloading:
+            return
+        _preloading = True
+    threading.Thread(target=import_litellm, name="litellm-import", daemon=True).start()
 
 
 def read_secret_file(path: Path) -> str:
