@@ -240,11 +240,6 @@ class Consolidator:
                 self._stale_profiles.discard(scope)
         return written
 
-    def refresh_stories(self, *, abstract: bool = True) -> int:
-        """Step 5 too: the digests and story threads of the scopes whose summaries changed
-        (:meth:`weaver.digests.Digests.refresh`); returns how many were written."""
-        return self.digests.refresh(abstract=abstract)
-
     def _point(
         self,
         episode: EpisodeInput,

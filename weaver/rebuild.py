@@ -117,7 +117,7 @@ class Rebuilder:
                 self._consolidator.store_provenance(episode)
                 self._project(episode, decode_record(raw)[0], report)
             report.vector_points += self._consolidator.refresh_profiles()
-            report.vector_points += self._consolidator.refresh_stories(abstract=False)
+            report.vector_points += self._consolidator.digests.refresh(abstract=False)
             if self._documents is not None:
                 report.vector_points += self._documents.reindex(user_id)
         report.seconds = round(time.monotonic() - began, 3)

@@ -183,7 +183,7 @@ class RunJobs:
                 run.publish(Progress("consolidate", total, total))
             self._index.overtake(self._failed)
             report.profiles = self._consolidator.refresh_profiles()
-            report.digests = self._consolidator.refresh_stories()
+            report.digests = self._consolidator.digests.refresh()
             self._builds.wrote(report.profiles + report.digests)
             if llm_down:
                 delay = self.backoff.failed()
