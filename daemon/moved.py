@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import warnings
 from collections.abc import Sequence
@@ -97,8 +98,12 @@ class MovedFinder(importlib.abc.MetaPathFinder):
         new = new_name(fullname)
         if new is None:
             return None
+        found = importlib.util.find_spec(new)
+        if found is None:
+            return None  # no such module under the new name either: ModuleNotFoundError
         _warn(fullname, new)
-        return importlib.machinery.ModuleSpec(fullname, _Alias(fullname, new), is_package=True)
+        package = found.submodule_search_locations is not None
+        return importlib.machinery.ModuleSpec(fullname, _Alias(fullname, new), is_package=package)
 
 
 def install() -> None:

@@ -203,3 +203,9 @@ def test_the_old_names_import_the_new_modules_with_a_warning():
     assert any("daemon.client is deprecated" in m and "stratad_client" in m for m in told)
     assert any("stratad_client.integrations.langgraph" in m for m in told)
     assert stratad_client.__spec__ is not None and stratad_client.__spec__.name == "stratad_client"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import daemon.client.memory  # type: ignore[import-not-found]
+    assert daemon.client.memory is stratad_client.memory  # a module, not made a package
+    assert not hasattr(stratad_client.memory, "__path__")
+    assert stratad_client.memory.__spec__.name == "stratad_client.memory"
