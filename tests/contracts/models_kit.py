@@ -21,8 +21,8 @@ DIM = 384
 
 @functools.cache
 def minilm() -> SentenceTransformerEmbedder:
-    """The real model (torch back-end, as ``tests/tiers/test_embedding.py`` loads it): the costly
-    part of these suites, so every module of the process shares one."""
+    """The real model (torch back-end, as ``tests/tiers/semantic/embedding/test_embedding.py``
+    loads it): the costly part of these suites, so every module of the process shares one."""
     return SentenceTransformerEmbedder(MODEL)
 
 

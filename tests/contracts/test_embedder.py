@@ -173,7 +173,7 @@ def test_endpoint_down_raises_unavailable_naming_the_endpoint(served: FakeOpenAI
 
 def test_a_refused_request_fails_it(served: FakeOpenAI) -> None:
     """(A reply of another vector size fails the same way:
-    tests/tiers/test_embedding_litellm.py.)"""
+    tests/tiers/semantic/embedding/test_embedding_litellm.py.)"""
     embedder = LiteLLMEmbedder(remote_client(served.base_url), dim=DIM)
     served.outage = Reply.error(401)
     with pytest.raises(ModelRequestFailed, match="401") as err:

@@ -1,7 +1,8 @@
 """Tier 3's fact graph: one contract suite for every GraphStore implementation (today
 ``tiers.semantic.graph.nxgraph.NetworkXGraph``, a networkx graph a user kept in a real RocksDB
 state store in tmp_path, with its default memory budget and with one that holds a single
-user). Entity names are normalized (``tests/tiers/test_graph.py`` tests :func:`normalize`)."""
+user). Entity names are normalized (``tests/tiers/semantic/test_graph.py`` tests
+:func:`normalize`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Tier 2's episodic journal: the contract of :class:`tiers.journal.store.Journal`, on real RocksDB
 stores in tmp_path (a TTL journal store and the no-TTL state store for the marks). Its clock is
 set by hand, so expiry needs no sleep; RocksDB's own TTL compaction, which needs real seconds
-to pass, is ``tests/tiers/test_journal.py``."""
+to pass, is ``tests/tiers/journal/test_journal.py``."""
 
 from __future__ import annotations
 

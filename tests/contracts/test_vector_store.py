@@ -4,7 +4,7 @@ It runs against the embedded engine (qdrant-edge, in tmp_path), qdrant-client's 
 mode and, when ``QDRANT_URL`` is set (``QDRANT_API_KEY`` optional), a real Qdrant server in a
 throwaway collection. Vectors are seeded random unit vectors: no embedding model is loaded.
 The storages and the data helpers are in :mod:`tests.contracts.vectors`; what only one
-implementation does is in ``tests/tiers/test_vector_stores.py``.
+implementation does is in ``tests/tiers/semantic/vectors/test_vector_stores.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Tier 1's working memory: the contract of :class:`tiers.working.memory.WorkingMemory` (with its
 durable side, :mod:`tiers.working.log`), on real RocksDB stores in tmp_path, reopened like a
-restarted daemon. What a crash leaves half done is ``tests/tiers/test_working_memory.py``."""
+restarted daemon. What a crash leaves half done is
+``tests/tiers/working/test_working_memory.py``."""
 
 from __future__ import annotations
 

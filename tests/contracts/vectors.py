@@ -1,7 +1,7 @@
 """Shared parts of the vector store contract suite (``tests/contracts/test_vector_store.py``):
 the storages a store opens on, and the points the tests write. Vectors are seeded random unit
-vectors: no embedding model is loaded. ``tests/tiers/test_edge_generations.py`` uses the data
-helpers.
+vectors: no embedding model is loaded. ``tests/tiers/semantic/vectors/test_edge_generations.py``
+uses the data helpers.
 """
 
 from __future__ import annotations

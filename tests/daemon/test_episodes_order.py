@@ -1,7 +1,7 @@
 """Episodes in Tier 3 under the interleavings of a Forget with the writers that re-derive them,
 and of a consolidation that writes a fact again after it was superseded. What
-``tests/tiers/test_forget_writers.py`` checks after the Forget (every writer run again), this file
-checks while a writer is half way: the index job embedding the episode (no lock held), the
+``tests/tiers/rights/test_forget_writers.py`` checks after the Forget (every writer run again),
+this file checks while a writer is half way: the index job embedding the episode (no lock held), the
 index job and a rebuild inside their locked step (the Forget waits for it, then removes what
 they wrote), and a resumed run writing a superseded fact again (it stays superseded
 throughout). Each case holds the writer at that point (:mod:`tests.support.gates`) on a real

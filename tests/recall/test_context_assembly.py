@@ -1,6 +1,6 @@
 """GetContext's assembly (recall/context/assembly.py) on its own: the budget order, the shares, the
 caps, no duplicates, the rendered block and the query rule. The RPC end to end is
-tests/daemon/test_context.py."""
+tests/daemon/services/test_context.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ recall/context/access.py, recall.pack.pack_recalled), without gRPC: how a sessio
 budget over the ``[context]`` defaults, the query rule and Recall's k, the pins, and what Pack and
 GetContext count of what they hand out. Real RocksDB stores, the embedded vector engine and the real
 model (the recall contract suites' corpus). The RPCs end to end are
-tests/daemon/test_context.py and tests/daemon/test_recall_api.py."""
+tests/daemon/services/test_context.py and tests/daemon/services/test_recall_api.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What the export tests write and read (``tests/tiers/test_export*.py``): two users' LoCoMo-like
-conversations filled into a daemon and consolidated, exports and their records, the points of a
-user."""
+"""What the export tests write and read (``tests/tiers/rights/test_export*.py``): two users'
+LoCoMo-like conversations filled into a daemon and consolidated, exports and their records, the
+points of a user."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What the forget tests share (``tests/tiers/test_forget*.py``,
-``tests/tiers/test_documents_tier3.py``): conversations written through a client, recall texts, and
-the files under a data dir that
+"""What the forget tests share (``tests/tiers/rights/test_forget*.py``,
+``tests/tiers/keyed/test_documents_tier3.py``): conversations written through a client, recall
+texts, and the files under a data dir that
 still hold given words."""
 
 from __future__ import annotations

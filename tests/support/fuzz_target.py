@@ -1,6 +1,6 @@
-"""What ``tests/daemon/test_fuzz.py`` fuzzes: every RPC of the daemon's services, enumerated from
-the generated descriptors, and :class:`Fuzz`, the state the module's tests share (the daemon, a raw
-channel to it, the ids it issued, the status codes seen per RPC)."""
+"""What ``tests/daemon/codec/test_fuzz.py`` fuzzes: every RPC of the daemon's services, enumerated
+from the generated descriptors, and :class:`Fuzz`, the state the module's tests share (the daemon, a
+raw channel to it, the ids it issued, the status codes seen per RPC)."""
 
 from __future__ import annotations
 

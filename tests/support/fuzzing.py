@@ -1,8 +1,9 @@
 """Hypothesis strategies for request messages, built from their protobuf descriptors.
 
-Used by ``tests/daemon/test_fuzz.py``: random field combinations with adversarial and huge strings,
-out-of-range enums and numbers, ids the daemon issued (:class:`Pooled`), backup destinations
-confined to a temporary directory (:class:`UnderTmp`), and mutations of valid templates.
+Used by ``tests/daemon/codec/test_fuzz.py``: random field combinations with adversarial and huge
+strings, out-of-range enums and numbers, ids the daemon issued (:class:`Pooled`), backup
+destinations confined to a temporary directory (:class:`UnderTmp`), and mutations of valid
+templates.
 """
 
 from __future__ import annotations

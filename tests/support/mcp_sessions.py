@@ -1,6 +1,6 @@
-"""stratad-mcp from the tests' side (``tests/daemon/test_adapter_mcp*.py``): its daemons' settings,
-the environment it runs in, MCP client sessions over stdio and streamable HTTP, tool calls and tool
-errors."""
+"""stratad-mcp from the tests' side (``tests/client/integrations/test_adapter_mcp*.py``): its
+daemons' settings, the environment it runs in, MCP client sessions over stdio and streamable HTTP,
+tool calls and tool errors."""
 
 from __future__ import annotations
 

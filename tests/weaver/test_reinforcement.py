@@ -2,7 +2,7 @@
 daemon: Pack and GetContext count what they hand out (Recall does not), a recipe with a
 recency half-life and reinforcement keeps a used memory near the top, counts survive a
 restart and Forget removes them; the weaver marks a fact's category and a recipe weighs it.
-The store itself: tests/tiers/test_access.py."""
+The store itself: tests/tiers/keyed/test_access.py."""
 
 from __future__ import annotations
 

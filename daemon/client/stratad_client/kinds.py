@@ -1,6 +1,6 @@
 """The kinds of memory a Recall hit can be (``RecallHit.kind``, ``RecallRequest.kinds``): the
 client's one list, which the integrations import (the MCP tools' ``kinds`` argument). The
-daemon's own list is ``tiers.semantic.vectors.KINDS``; ``tests/daemon/test_client.py``
+daemon's own list is ``tiers.semantic.vectors.KINDS``; ``tests/client/test_client.py``
 checks that the two agree."""
 
 from __future__ import annotations

@@ -18,9 +18,8 @@ the LLM reranker) and embeddings (:mod:`tiers.semantic.embedding.remote`).
   endpoint, the number of attempts and the last cause.
 - the counters (:class:`LLMTotals`), read by the metrics collector.
 
-``litellm`` takes about 3 s to import: it is imported on the first call, never at module
-import, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set first so that importing it does not
-fetch the model cost map from the network.
+``litellm`` takes about 3 s to import: it is imported on the first call, or in the background
+once a client is configured, never at module import (:mod:`tiers.core.models.library`).
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from typing import Any, NoReturn, TypeVar
 
 from tiers.core.errors import ModelRequestFailed, ModelUnavailable
 from tiers.core.models.batches import Abandoned, PoolClosed, in_flight, vectors_of
+from tiers.core.models.library import import_litellm, preload_litellm
 from tiers.core.models.retry import (
     MAX_BACKOFF_SECONDS,
     RetryReply,
@@ -59,38 +59,6 @@ __all__ = [
 
 log = logging.getLogger("strata.models")
 T = TypeVar("T")
-
-_lock = threading.Lock()
-_litellm: Any = None
-_preloading = False
-
-
-def import_litellm() -> Any:
-    """The litellm module, imported once, offline, with its own retries off."""
-    global _litellm
-    with _lock:
-        if _litellm is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
-
-            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" on stdout
-            # litellm 1.106 turns max_retries=0 into this default for OpenAI embeddings
-            # (``max_retries or DEFAULT_MAX_RETRIES``): the SDK would send 3 requests a call.
-            setattr(litellm, "DEFAULT_MAX_RETRIES", 0)  # noqa: B010 - Final in its stubs
-            _litellm = litellm
-    return _litellm
-
-
-def preload_litellm() -> None:
-    """Import litellm in a thread of its own, once (about 3 s, longer on a busy machine), so
-    that the first call of a configured model (a Recall's LLM rerank, say) does not wait for
-    it on the request path."""
-    global _preloading
-    with _lock:
-        if _litellm is not None or _preloading:
-            return
-        _preloading = True
-    threading.Thread(target=import_litellm, name="litellm-import", daemon=True).start()
 
 
 def read_secret_file(path: Path) -> str:

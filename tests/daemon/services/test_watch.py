@@ -24,7 +24,7 @@ from stratad_client import (
     UnavailableError,
 )
 from stratad_client.pb import memory_pb2 as pb
-from tests.daemon.test_auth import TOKENS, entries
+from tests.daemon.server.test_auth import TOKENS, entries
 from tests.support import MAY, QUIET, consolidate, talk, wait_indexed, wait_until
 
 pytestmark = pytest.mark.slow

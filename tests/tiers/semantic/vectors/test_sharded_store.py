@@ -3,7 +3,7 @@ shard, reads and writes that name a user touch it alone, a build rebuilds only t
 since their last one, a purge rewrites only the shards deleted from (their marks survive a
 restart) and leaves no byte of what was deleted, and a purge of one shard does not give up a
 build of another. What every store does is in tests/contracts/test_vector_store.py; moving an
-older store into shards is in tests/tiers/test_vector_resharding.py."""
+older store into shards is in tests/tiers/semantic/vectors/test_vector_resharding.py."""
 
 from __future__ import annotations
 

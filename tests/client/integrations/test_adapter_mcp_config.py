@@ -1,6 +1,6 @@
 """stratad-mcp's configuration: what it refuses, what it reads from the environment, and the
 process's exit status on a bad one (the tools against real daemons:
-``tests/daemon/test_adapter_mcp.py``)."""
+``tests/client/integrations/test_adapter_mcp.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """GetContext, SetAnchor, GetAnchor and PinMemory end to end, over gRPC against a real daemon
 (with tokens, so that tenants and rights apply): the window, the memories, the anchor and the
 pins within one budget; no duplicates; never-seen and ended sessions; errors; tenants;
-Forget. The restart and export/import of anchors and pins: tests/daemon/test_context_durable.py."""
+Forget. The restart and export/import of anchors and pins:
+tests/daemon/services/test_context_durable.py."""
 
 from __future__ import annotations
 

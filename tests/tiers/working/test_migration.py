@@ -18,7 +18,7 @@ from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 
 pytestmark = pytest.mark.slow
-ARCHIVE = Path(__file__).parents[1] / "data" / "datadir-5d133c6.tar.xz"
+ARCHIVE = Path(__file__).parents[2] / "data" / "datadir-5d133c6.tar.xz"
 # The archive's open sessions were last active when it was written, long before this run: the
 # idle sweep (every 15 s) would end them while Tier 3 opens, on a loaded machine before the
 # reads below. They stay open here; the sweep has tests of its own.

@@ -2,7 +2,7 @@
 real embedding model): a round trip gives the same recall, episodes and open sessions; the
 Markdown tree's links resolve; bad files are refused with their line; tokens bound both; points
 are embedded again by another model. What an export holds:
-``tests/tiers/test_export_tenancy.py``."""
+``tests/tiers/rights/test_export_tenancy.py``."""
 
 from __future__ import annotations
 

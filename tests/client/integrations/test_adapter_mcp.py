@@ -1,7 +1,7 @@
 """stratad-mcp (:mod:`stratad_client.integrations.mcp.server`) through the MCP SDK's own
 clients, over stdio and streamable HTTP, against real daemons: the tools, their errors, whose
 memory they act on, and the client configurations of docs/integrations.md (the CLI's own checks:
-``tests/daemon/test_adapter_mcp_config.py``)."""
+``tests/client/integrations/test_adapter_mcp_config.py``)."""
 
 from __future__ import annotations
 
@@ -371,7 +371,8 @@ def snippets() -> list[tuple[str, dict[str, Any]]]:
 def test_docs_client_configurations_name_a_command_the_cli_accepts() -> None:
     configs = snippets()
     assert {"claude_desktop_config.json", ".cursor/mcp.json"} <= {name for name, _ in configs}
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    client = tomllib.loads((ROOT / "daemon" / "client" / "pyproject.toml").read_text())
+    scripts = client["project"]["scripts"]
     assert scripts["stratad-mcp"] == "stratad_client.integrations.mcp.server:main"
     http = parse_config(["--transport", "http", "--user-id", "u"], {})
     for name, config in configs:

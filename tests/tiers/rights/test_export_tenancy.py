@@ -1,5 +1,5 @@
 """What an export holds: one tenant (one agent when asked), and nothing forgotten, also when an
-older export is imported again (round trips and refusals: ``tests/tiers/test_export.py``)."""
+older export is imported again (round trips and refusals: ``tests/tiers/rights/test_export.py``)."""
 
 from __future__ import annotations
 

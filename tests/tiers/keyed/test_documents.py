@@ -1,5 +1,6 @@
 """Keyed documents in a real daemon: put, get, replace, delete, list; validation; rights and
-tenants; the document kind in recipes (with Tier 3: ``tests/tiers/test_documents_tier3.py``)."""
+tenants; the document kind in recipes (with Tier 3:
+``tests/tiers/keyed/test_documents_tier3.py``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Tests of the client (``stratad_client``, ``daemon/client/``)."""

@@ -1,0 +1,1 @@
+"""Tests of the wire: validation and fuzzing of every RPC (``daemon.codec``)."""

@@ -1,0 +1,1 @@
+"""Tests of the RPC handlers' behaviour over gRPC (``daemon.services``)."""

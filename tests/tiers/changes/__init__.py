@@ -1,0 +1,1 @@
+"""Tests of the change log (``tiers.changes``)."""

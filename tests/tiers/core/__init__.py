@@ -1,0 +1,1 @@
+"""Tests of the tiers' common parts: batching, events, models, priority (``tiers.core``)."""

@@ -1,0 +1,1 @@
+"""Tests of Tier 2, the journal (``tiers.journal``)."""

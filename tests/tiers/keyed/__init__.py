@@ -1,0 +1,1 @@
+"""Tests of the keyed records: documents, anchors, pins, access counts (``tiers.keyed``)."""

@@ -1,0 +1,1 @@
+"""Tests of the users' rights: Forget, export and import, backups (``tiers.rights``)."""

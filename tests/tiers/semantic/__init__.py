@@ -1,0 +1,1 @@
+"""Tests of Tier 3, the semantic store (``tiers.semantic``)."""

@@ -1,0 +1,1 @@
+"""Tests of the embedding model and its back-ends (``tiers.semantic.embedding``)."""

@@ -1,0 +1,1 @@
+"""Tests of the vector stores (``tiers.semantic.vectors``)."""

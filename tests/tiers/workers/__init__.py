@@ -1,0 +1,1 @@
+"""Tests of the worker processes (``tiers.workers``)."""

@@ -1,0 +1,1 @@
+"""Tests of Tier 1, the working memory (``tiers.working``)."""
