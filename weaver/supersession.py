@@ -99,5 +99,6 @@ def apply_updates(semantic: SemanticStore, facts: list[tuple[MemoryPoint, Fact]]
                 continue
             closed[old_id] = point.valid_from_us or point.created_at_us
             by[old_id] = point.id
-    semantic.close_facts(closed, replaced_by=by)
+    owners = {i: stored[i].scope.user_id for i in closed}
+    semantic.close_facts(closed, replaced_by=by, owners=owners)
     return len(closed)

@@ -194,6 +194,9 @@ def test_reads_and_writes_without_a_user_span_every_user(store):
         T0 + 3,
         None,
     ]
+    # Naming the user: only that user's points change (a sharded store asks its shard alone).
+    store.set_valid_to([pts[3].id, pts[5].id], T0 + 4, user_id="carol")
+    assert [p.valid_to_us for p in store.get([pts[3].id, pts[5].id])] == [T0 + 3, T0 + 4]
     assert store.delete(PointFilter(ids=(pts[1].id, pts[4].id))) == 2
     assert store.delete(PointFilter(episode_ids=("ep-shared",))) == 3
     assert ids(store.scroll(PointFilter())) == [pts[5].id]

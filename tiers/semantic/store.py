@@ -222,28 +222,40 @@ class SemanticStore:
         valid_to: Mapping[str, int | None],
         *,
         replaced_by: Mapping[str, str] | None = None,
+        owners: Mapping[str, str] | None = None,
         notify: bool = True,
     ) -> None:
         """Set the end of validity of facts by id (None: current again), on their graph edge
         (when they have one) and on their point together, with the id of the fact that
         replaced each (``replaced_by``; none for a fact made current again): supersession,
-        an update the extractor reported, and Forget undoing either. With ``notify``, the
-        scopes' caches are told (Forget tells them itself). The caller holds
-        :attr:`write_lock`. Raises StoreUnavailable, VectorStoreUnavailable, DiskFull."""
+        an update the extractor reported, and Forget undoing either. Each fact's user is
+        its edge's, else ``owners``' (the caller's knowledge), else read from every shard;
+        its point is changed in that user's shard alone. With ``notify``, the scopes'
+        caches are told (Forget tells them itself). The caller holds :attr:`write_lock`.
+        Raises StoreUnavailable, VectorStoreUnavailable, DiskFull."""
         if not valid_to:
             return
         _embedder, vectors = self.wait_ready(timeout=None)
         self.check_space("a change of the facts' validity")
-        edges = {i: self.graph.get(i) for i in valid_to}
-        users = {e.scope.user_id for e in edges.values() if e is not None}
-        alone = [i for i, e in edges.items() if e is None]  # a fact without a triplet
-        users |= {p.scope.user_id for p in vectors.get(alone)} if alone else set()
+        user_of = dict(owners or {})
+        for fact_id in valid_to:
+            edge = self.graph.get(fact_id)
+            if edge is not None:
+                user_of[fact_id] = edge.scope.user_id
+        alone = [i for i in valid_to if i not in user_of]  # no triplet, no owner given
+        if alone:
+            user_of |= {p.id: p.scope.user_id for p in vectors.get(alone)}
         by = replaced_by or {}
         for fact_id, end in valid_to.items():
             self.graph.close_edges([fact_id], end)
-            vectors.set_valid_to([fact_id], end, by.get(fact_id) if end is not None else None)
+            vectors.set_valid_to(
+                [fact_id],
+                end,
+                by.get(fact_id) if end is not None else None,
+                user_of.get(fact_id, ""),
+            )
         if notify:
-            self.notify_write(users)
+            self.notify_write(set(user_of.values()))
 
     def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
         """Delete graph edges by id, and the nodes left without edges; returns (edges,

@@ -356,12 +356,17 @@ class VectorStore(Protocol):
         point."""
 
     def set_valid_to(
-        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+        self,
+        ids: Sequence[str],
+        valid_to_us: int | None,
+        replaced_by: str | None = None,
+        user_id: str = "",
     ) -> None:
         """Mark facts superseded: set ``valid_to`` (and ``superseded``) and ``replaced_by``
         (the id of the fact that superseded them, if known) in their payloads; ``None`` makes
         them current again (Forget of the fact that superseded them). Ids that do not exist
-        are skipped."""
+        are skipped. With ``user_id``, only that user's points change, and a sharded store
+        touches that user's shard alone (without, every shard is asked)."""
 
     def delete(self, flt: PointFilter) -> int:
         """Delete the matching points; returns how many there were."""

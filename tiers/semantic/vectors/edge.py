@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from qdrant_edge import (
     CountRequest,
     Filter,
-    HasIdCondition,
     Query,
     QueryRequest,
     ScrollRequest,
@@ -217,13 +216,17 @@ class EdgeVectorStore(EdgeBuilds):
             self._points.invalidate(latest)
 
     def set_valid_to(
-        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+        self,
+        ids: Sequence[str],
+        valid_to_us: int | None,
+        replaced_by: str | None = None,
+        user_id: str = "",
     ) -> None:
         wanted = {i for i in map(canonical_id, ids) if i is not None}
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
-        flt = Filter(must=[HasIdCondition(set(wanted))])
+        flt = build_filter(PointFilter(user_id=user_id, ids=tuple(wanted))) or Filter()
         payload = validity(valid_to_us, replaced_by)
         with self._write_lock, self._engine("set_valid_to"):
             self._apply(UpdateOperation.set_payload_by_filter(flt, payload))

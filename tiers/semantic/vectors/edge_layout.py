@@ -10,7 +10,8 @@ Under the store's directory (``<data_dir>/vectors``):
   ``CURRENT``, ``gen-NNNNNN/``), made when the first point of one of its users is written;
 - ``shard-NNN.purge``: the shard was deleted from since its last purge, and
   ``shard-NNN.build``: written since its last index build (``build-marks``: the store keeps
-  build marks) (:mod:`tiers.semantic.vectors.shards.ledger`);
+  build marks), and ``build-counts.json``: the points each marked shard held unindexed at a
+  clean close (:mod:`tiers.semantic.vectors.shards.ledger`);
 - ``reshard/``: a layout being written by a move (:mod:`tiers.semantic.vectors.edge_resharding`),
 with
   its own ``shard-NNN/`` and, written last, its sidecar.
@@ -85,6 +86,12 @@ def build_mark(root: Path, index: int) -> Path:
 def term_counts(root: Path) -> Path:
     """The keyword counts a clean close left (:mod:`tiers.semantic.vectors.term_frequencies`)."""
     return root / "term-frequencies"
+
+
+def build_counts(root: Path) -> Path:
+    """The points each marked shard held unindexed at a clean close
+    (:meth:`tiers.semantic.vectors.shards.ledger.ShardLedger.keep`)."""
+    return root / "build-counts.json"
 
 
 def build_marks_kept(root: Path) -> Path:

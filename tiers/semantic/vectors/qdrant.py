@@ -204,24 +204,25 @@ class QdrantVectorStore:
                 )
 
     def set_valid_to(
-        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+        self,
+        ids: Sequence[str],
+        valid_to_us: int | None,
+        replaced_by: str | None = None,
+        user_id: str = "",
     ) -> None:
-        wanted: list[models.ExtendedPointId] = [
-            i for i in map(canonical_id, ids) if i is not None and i != META_ID
-        ]
+        wanted = [i for i in map(canonical_id, ids) if i is not None and i != META_ID]
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
-        selector = models.FilterSelector(
-            filter=models.Filter(must=[models.HasIdCondition(has_id=wanted)])
-        )
+        qfilter = build_filter(PointFilter(user_id=user_id, ids=tuple(wanted)))
         with self._lock, self._errors("set_valid_to"):
             self._check_open()
             self.client.set_payload(
                 self.collection,
                 validity(valid_to_us, replaced_by),
-                points=selector,
+                points=models.FilterSelector(filter=qfilter),
                 wait=True,
+                shard_key_selector=self._route(user_id),
             )
 
     def delete(self, flt: PointFilter) -> int:

@@ -249,7 +249,8 @@ def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, 
     store.optimize()  # nothing written since
     assert built == []
     store.upsert(of("ivan", 20))
-    store.set_valid_to([of("bob", 1)[0].id], 5)
+    store.set_valid_to([p.id for p in of("bob", 20)], 5)  # changed points leave the index
+    store.upsert(of("alice", 3, start=100))  # too few for the engine's threshold (17 here)
     store.optimize()
     assert sorted(built) == ["shard-000", "shard-002"]
     built.clear()
@@ -289,6 +290,39 @@ def test_a_restart_builds_only_the_shards_written_since_their_last_build(root, m
     try:
         store.optimize()
         assert sorted(built) == ["shard-002", "shard-003"]
+    finally:
+        store.close()
+
+
+def test_a_build_is_due_once_enough_points_were_written_and_a_clean_close_keeps_the_count(
+    root, monkeypatch
+):
+    built = recorded_builds(monkeypatch)  # the engine indexes from 17 points of 16 dims
+    store = ShardedVectorStore(root, SHARDS)
+    store.ensure(MODEL, DIM)
+    store.upsert(of("alice", 10))
+    store.optimize()
+    assert built == [] and store._ledger.unindexed(3) == 10  # no copy of the shard
+    store.close()
+    assert json.loads(layout.build_counts(root).read_text()) == {"shard-003": 10}
+    store = ShardedVectorStore(root, SHARDS)
+    store.ensure(MODEL, DIM)
+    assert not layout.build_counts(root).exists()  # taken: a crash from here leaves none
+    store.upsert(of("alice", 6, start=10))
+    store.optimize()
+    assert built == []
+    store.upsert(of("alice", 1, start=16))  # 17 since the last build: due
+    store.optimize()
+    assert built == ["shard-003"] and store._ledger.unindexed(3) == 0
+    store.upsert(of("alice", 5, start=20))
+    store._set.close()  # a crash: the shards' files stay, no count is kept
+    built.clear()
+    store = ShardedVectorStore(root, SHARDS)
+    store.ensure(MODEL, DIM)
+    try:
+        assert store._ledger.unindexed(3) is None
+        store.optimize()  # an unknown count: the build is due (the engine may find little)
+        assert built == ["shard-003"]
     finally:
         store.close()
 

@@ -16,17 +16,40 @@ after a build that covered every write): a restart builds only the shards writte
 last build, not every shard that holds points. A store from before build marks (no
 ``build-marks`` file) marks every shard holding points once.
 
+A build is **due** only once enough points were written since the last one for the engine to
+index them (:meth:`ShardLedger.to_build`'s ``enough``; about 6,700 points of 384 dims): below
+its threshold the engine searches the new points exactly and its build finds nothing to do,
+but only after the whole shard was copied (hundreds of MB at ten million points), so a fleet
+writing a few points into every shard would copy the whole store at every round. The points
+written since a shard's last build began are counted in memory, kept at a clean close
+(``build-counts.json``, :func:`tiers.semantic.vectors.edge_layout.build_counts`) and taken at
+the next open; after a crash, or after a purge (whose copy has no index), a marked shard's count
+is unknown and its build is due. A build whose child found nothing to build counts its points
+as indexed, so the engine may hold up to about twice its threshold unindexed before the next.
+
 Thread-safe: one lock guards the counters and the files.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tiers.semantic.vectors.edge_layout import build_mark, build_marks_kept, purge_mark
+from tiers.semantic.vectors.edge_layout import (
+    build_counts,
+    build_mark,
+    build_marks_kept,
+    purge_mark,
+    shard_index,
+    shard_name,
+)
 from tiers.semantic.vectors.edge_shard import fsync_dir
+
+log = logging.getLogger("strata.vectors")
 
 _NEVER = -1  # a token no counter equals
 
@@ -49,6 +72,14 @@ class ShardLedger:
         self._unbuilt = {i for i in range(shards) if build_mark(root, i).exists()}
         for index in self._unbuilt:
             self._built[index] = _NEVER
+        # Points written to each shard (this process), and their number when its last build
+        # began (None: unknown, a build is due): their difference is what no build covers.
+        kept = _take_counts(root)
+        self._points = [kept.get(i, 0) if i in self._unbuilt else 0 for i in range(shards)]
+        self._indexed: list[int | None] = [
+            None if i in self._unbuilt and i not in kept else 0 for i in range(shards)
+        ]
+        self._began = [0] * shards
         self._deletes = [0] * shards
         marks = {i: purge_mark(root, i) for i in range(shards)}
         self._dirty = {i for i, mark in marks.items() if mark.exists()}
@@ -69,19 +100,34 @@ class ShardLedger:
                 fsync_dir(self._root)
                 self._unbuilt.add(index)
 
-    def wrote(self, index: int) -> None:
-        """A write to shard ``index`` returned."""
+    def wrote(self, index: int, points: int = 0) -> None:
+        """A write of ``points`` points (added, or changed: the engine moves a changed point
+        out of its indexed segment) to shard ``index`` returned; a delete writes none."""
         with self._lock:
             self._writes[index] += 1
+            self._points[index] += points
 
-    def to_build(self) -> list[int]:
-        """The shards written (or purged) since their last build began."""
+    def to_build(self, enough: Callable[[int], bool] = lambda points: True) -> list[int]:
+        """The shards whose build is due: written (or purged) since their last build began,
+        with ``enough(points)`` of the points written since, or an unknown number (module
+        text)."""
         with self._lock:
-            return [i for i, n in enumerate(self._writes) if n != self._built[i]]
+            return [
+                i
+                for i, n in enumerate(self._writes)
+                if n != self._built[i] and self._due(i, enough)
+            ]
+
+    def unindexed(self, index: int) -> int | None:
+        """The points written to shard ``index`` since its last build began (None: unknown)."""
+        with self._lock:
+            indexed = self._indexed[index]
+            return None if indexed is None else self._points[index] - indexed
 
     def build_began(self, index: int) -> int:
         """The token a build of shard ``index`` hands to :meth:`built`."""
         with self._lock:
+            self._began[index] = self._points[index]
             return self._writes[index]
 
     def built(self, index: int, token: int) -> None:
@@ -89,6 +135,7 @@ class ShardLedger:
         nothing to build): its build mark goes unless a write came since."""
         with self._lock:
             self._built[index] = token
+            self._indexed[index] = self._began[index]
             if self._writes[index] == token and index in self._unbuilt:
                 build_mark(self._root, index).unlink(missing_ok=True)
                 fsync_dir(self._root)
@@ -128,6 +175,7 @@ class ShardLedger:
         delete came since; the shard has no index until its next build."""
         with self._lock:
             self._built[index] = _NEVER
+            self._indexed[index] = None  # every point of the copy is unindexed
             if index not in self._unbuilt:  # the purge's copy has no index: durable need
                 build_mark(self._root, index).touch()
                 fsync_dir(self._root)
@@ -137,3 +185,61 @@ class ShardLedger:
                 fsync_dir(self._root)
                 self._dirty.discard(index)
                 self._latest.pop(index, None)
+
+    # -- a clean close -------------------------------------------------------------------
+
+    def keep(self) -> None:
+        """Write the points each marked shard holds unindexed to ``build-counts.json``, for
+        the next open (after the last write: at a clean close). A failure is logged: the
+        next open then builds every marked shard once."""
+        with self._lock:
+            counts = {
+                shard_name(i): self._points[i] - indexed
+                for i in sorted(self._unbuilt)
+                if (indexed := self._indexed[i]) is not None
+            }
+        path = build_counts(self._root)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with tmp.open("w") as f:
+                json.dump(counts, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self._root)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            log.warning(
+                "vectors.build_counts_unsaved",
+                extra={"fields": {"file": str(path), "error": str(exc)}},
+            )
+
+    def _due(self, index: int, enough: Callable[[int], bool]) -> bool:
+        indexed = self._indexed[index]
+        return indexed is None or enough(self._points[index] - indexed)
+
+
+def _take_counts(root: Path) -> dict[int, int]:
+    """The counts :meth:`ShardLedger.keep` left, by shard, and the file deleted durably (a
+    crash after any later write must leave none). Empty when there is none or it cannot be
+    read (logged)."""
+    path = build_counts(root)
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+    try:
+        doc = json.loads(path.read_text())
+        counts = {
+            index: n
+            for name, n in doc.items()
+            if (index := shard_index(name)) is not None and isinstance(n, int) and n >= 0
+        }
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, AttributeError) as exc:
+        log.warning(
+            "vectors.build_counts_unreadable",
+            extra={"fields": {"file": str(path), "error": str(exc)}},
+        )
+        counts = {}
+    path.unlink(missing_ok=True)
+    fsync_dir(root)
+    return counts

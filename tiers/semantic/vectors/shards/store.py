@@ -21,7 +21,8 @@ A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
   :class:`~tiers.semantic.vectors.point_cache.PointCache` of decoded points too.
 
 Builds and purges (:mod:`tiers.semantic.vectors.shards.ledger` keeps which shards need them):
-:meth:`optimize` builds the shards written since their last build, one at a time, each in its own
+:meth:`optimize` builds the shards written since their last build (once enough points were written
+for the engine to index), one at a time, each in its own
 child process as before (:mod:`tiers.semantic.vectors.edge_builds`), so the load of a built copy
 holds the GIL for one shard's worth; :meth:`purge` rewrites only the shards deleted from since their
 last purge (their marks survive a crash), one at a time. A purge of a shard gives up a build of the
@@ -60,7 +61,7 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_resharding import move
-from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
+from tiers.semantic.vectors.edge_shard import check_model, engine_errors, indexable, write_sidecar
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.semantic.vectors.shards.ledger import ShardLedger
 from tiers.semantic.vectors.shards.members import ShardSet
@@ -139,14 +140,16 @@ class ShardedVectorStore:
             self._ledger = ShardLedger(self.path, self.shards, with_points)
 
     def optimize(self) -> None:
-        """Build the index of every shard written since its last build, one at a time (each
+        """Build the index of every shard whose build is due (written since its last build
+        with enough new points for the engine to index:
+        :meth:`~tiers.semantic.vectors.shards.ledger.ShardLedger.to_build`), one at a time (each
         in a child process: :meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.optimize`). A shard
         whose build fails or gives way to a purge stays unbuilt, the others are built, and
         the first error is raised at the end."""
         with self._optimize_lock:
             ledger = self._open_ledger()
             error: VectorStoreUnavailable | None = None
-            for index in ledger.to_build():
+            for index in ledger.to_build(lambda points: indexable(points, self._dim)):
                 store = self._set.get(index)
                 if store is None:
                     continue
@@ -207,8 +210,9 @@ class ShardedVectorStore:
             opened = self._ledger is not None and not self._closed
             self._closed = True
         self._set.close()
-        if opened:  # nothing is written now: the counts are the shards'
+        if opened and self._ledger is not None:  # nothing is written now: the counts are final
             self._frequencies.keep(layout.term_counts(self.path))
+            self._ledger.keep()
 
     @property
     def builds(self) -> int:
@@ -244,17 +248,21 @@ class ShardedVectorStore:
             try:
                 self._writable(index).upsert(group)
             finally:
-                ledger.wrote(index)
+                ledger.wrote(index, len(group))
 
     def set_valid_to(
-        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
+        self,
+        ids: Sequence[str],
+        valid_to_us: int | None,
+        replaced_by: str | None = None,
+        user_id: str = "",
     ) -> None:
         wanted = _wanted(ids)
-        for index, store in self._open_stores():
+        for index, store in self._scoped(user_id):
             held = store.contains(wanted) if wanted else set()
             if held:
-                store.set_valid_to(sorted(held), valid_to_us, replaced_by)
-                self._open_ledger().wrote(index)
+                store.set_valid_to(sorted(held), valid_to_us, replaced_by, user_id)
+                self._open_ledger().wrote(index, len(held))
 
     def delete(self, flt: PointFilter) -> int:
         removed = 0
