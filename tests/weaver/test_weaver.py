@@ -191,7 +191,7 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
         wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
         (shard,) = vectors.open_shards().values()  # alice's, the one shard written
         weaver.request_optimize()
-        wait_until(lambda: shard._child is not None, 60)  # the build has started
+        wait_until(lambda: shard.live._child is not None, 60)  # the build has started
         building = weaver._builds._optimizer
         weaver.request_optimize()  # one build at a time: this one starts nothing
         assert weaver._builds._optimizer is building
@@ -199,7 +199,7 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
         wait_until(
             lambda: c.admin.weaver_status().unindexed == 0, 60
         )  # indexed while the build runs
-        assert shard.builds == 0 and shard._child is not None
+        assert shard.builds == 0 and shard.live._child is not None
         gate.touch()
         wait_until(lambda: shard.builds == 1, 60)
         assert {p.episode_id for p in vectors.scroll(turns)} == {first, second}

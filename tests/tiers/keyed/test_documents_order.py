@@ -275,7 +275,7 @@ def test_puts_while_the_next_generation_is_made_are_in_it(
                 weaver.request_optimize()
             else:  # a Forget of the other document: its purge rewrites alice's shard
                 assert c.delete_document(NAMESPACE, "locker", user_id="alice").deleted
-            wait_until(lambda: shard._child is not None, DEADLINE, f"the {making}", 0.01)
+            wait_until(lambda: shard.live._child is not None, DEADLINE, f"the {making}", 0.01)
             put(c, V1)
             settled(weaver)  # written to the live generation, and recorded
             assert recalls() == V1

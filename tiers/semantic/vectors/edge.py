@@ -7,9 +7,10 @@ records the embedding model the vectors came from (:mod:`tiers.semantic.vectors.
 Durability: every update goes through the engine's write-ahead log before it returns, so an
 acknowledged write survives a crash of the process (verified with ``os._exit``); ``flush()``
 writes the segments themselves. Index builds and purges make a new generation in a child
-process and swap it in; they, the locks and the read leases are in
-:mod:`tiers.semantic.vectors.edge_builds`, which this store's class extends with the
-:class:`~tiers.semantic.vectors.VectorStore` API: opening, writes, reads, backup copies and closing.
+process and swap it in; they, the locks and the read leases are the store's live shard
+(:class:`~tiers.semantic.vectors.edge_builds.EdgeBuilds`, its ``live``), which this store's
+:class:`~tiers.semantic.vectors.VectorStore` API (opening, writes, reads, backup copies and
+closing) goes through.
 
 The keyword channel's IDF is the store's, not the engine's: the shard's sparse vectors have no
 modifier, every write and delete updates a
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,7 +61,6 @@ from tiers.semantic.vectors.edge_shard import (
     copy_points,
     create_shard,
     engine_idf,
-    load_shard,
     payload_indexes,
     read_sidecar,
     records_sparse,
@@ -96,7 +95,7 @@ def _require_scope(flt: PointFilter) -> None:
         raise ValueError("a vector search needs a user_id: scope is a hard filter")
 
 
-class EdgeVectorStore(EdgeBuilds):
+class EdgeVectorStore:
     """A :class:`~tiers.semantic.vectors.VectorStore` in one qdrant-edge shard at ``path``. Its
     points' terms are counted in ``frequencies``, and its decoded points kept in ``points``
     (:mod:`tiers.semantic.vectors.point_cache`): both shared by the shards of a sharded store, its
@@ -112,7 +111,9 @@ class EdgeVectorStore(EdgeBuilds):
         *,
         count_terms: bool = True,
     ) -> None:
-        super().__init__(path, quantization)
+        self.path = path
+        self.quantization: Quantization = quantization
+        self.live = EdgeBuilds(path, quantization)  # the live shard, its builds and purges
         self._count_terms = count_terms  # at open (False: the sharded store read its counts)
         self._model = ""
         self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
@@ -121,13 +122,13 @@ class EdgeVectorStore(EdgeBuilds):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def ensure(self, model: str, dim: int) -> None:
-        with self._write_lock:
-            if self._closed:
+        with self.live.write_lock:
+            if self.live.closed:
                 raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
-            if self._shard is not None:
-                check_model(self.path, self._model, self._dim, model, dim)
+            if self.live.opened:
+                check_model(self.path, self._model, self.live.dim, model, dim)
                 return
-            with self._engine("open"):
+            with self.live.engine("open"):
                 generations.sweep(self.path)  # what a crash during a build left behind
                 sidecar = read_sidecar(self.path)
                 gen = generations.current(self.path)
@@ -138,16 +139,16 @@ class EdgeVectorStore(EdgeBuilds):
                         f"the vector store at {self.path} has no {SIDECAR}, so the embedding"
                         " model of its vectors is unknown: restore the file or rebuild"
                     )
-                with self._engine("create"):
+                with self.live.engine("create"):
                     write_sidecar(self.path, model, dim)
             else:
                 check_model(self.path, sidecar["model"], sidecar["dim"], model, dim)
-            with self._engine("open"):
+            with self.live.engine("open"):
                 # Loading with the config makes the engine check it against the segments.
                 if has_shard:
                     if engine_idf(gen):
-                        gen = self._drop_engine_idf(gen, dim)
-                    shard = self._load(gen, dim)
+                        gen = generations.without_engine_idf(self.path, gen, dim)
+                    shard = self.live.load(gen, dim)
                     try:
                         for name, schema in payload_indexes().items():  # idempotent
                             shard.update(UpdateOperation.create_field_index(name, schema))
@@ -165,11 +166,34 @@ class EdgeVectorStore(EdgeBuilds):
                 except Exception:
                     shard.close()
                     raise
-            self._shard, self._model, self._dim, self._dir = shard, model, dim, gen
+            self.live.start(shard, dim, gen)
+            self._model = model
+
+    def optimize(self) -> None:
+        """Build the index (:meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.optimize`)."""
+        self.live.optimize()
+
+    def purge(self) -> None:
+        """Rewrite the live points (:meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.purge`)."""
+        self.live.purge()
+
+    @property
+    def builds(self) -> int:
+        """Index builds swapped in (for tests and figures)."""
+        return self.live.builds
+
+    @property
+    def builds_unneeded(self) -> int:
+        """Builds that found nothing to build."""
+        return self.live.builds_unneeded
+
+    @property
+    def purges(self) -> int:
+        return self.live.purges
 
     def flush(self) -> None:
-        with self._write_lock, self._engine("flush"):
-            self._open().flush()
+        with self.live.write_lock, self.live.engine("flush"):
+            self.live.current().flush()
 
     def copy_to(self, dest: Path) -> None:
         """A consistent, compacted copy of the shard at ``dest`` (not existing yet), while it
@@ -179,25 +203,13 @@ class EdgeVectorStore(EdgeBuilds):
         (in the WAL and in segment pages) until its optimizer rewrites them. So with writes
         and optimization held off, the live points (vectors and payloads) are written into a
         new shard at ``dest``: a copy never holds what was deleted (forgotten) before it."""
-        with self._optimize_lock, self._write_lock, self._engine("backup"):
-            shard = self._open()
+        with self.live.held("backup") as shard:
             dest.mkdir(parents=True)
             shutil.copyfile(self.path / SIDECAR, dest / SIDECAR)
-            copy_points(shard, dest, self._dim)
+            copy_points(shard, dest, self.live.dim)
 
     def close(self) -> None:
-        with self._readers:
-            self._closed = True  # a build starting now stops at once
-            if self._child is not None:
-                self._child.kill()  # the copy it builds is removed by its thread
-        with self._optimize_lock, self._write_lock:
-            shard, self._shard = self._shard, None
-            if shard is not None:
-                with self._engine("close"):
-                    try:
-                        shard.flush()
-                    finally:
-                        shard.close()
+        self.live.close()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -206,10 +218,12 @@ class EdgeVectorStore(EdgeBuilds):
             return
         op = UpdateOperation.upsert_points([to_point(p) for p in points])
         ids = _wanted([p.id for p in points])
-        with self._write_lock, self._engine("upsert"):
+        with self.live.write_lock, self.live.engine("upsert"):
             # The terms of the points replaced stop counting: read them before the write.
-            replaced = list(records_sparse(self._open().retrieve(list(ids), False, [SPARSE])))
-            self._apply(op)
+            replaced = list(
+                records_sparse(self.live.current().retrieve(list(ids), False, [SPARSE]))
+            )
+            self.live.apply(op)
             self._frequencies.remove(replaced)
             latest = {p.id: p for p in points}  # an id written twice is one point
             self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
@@ -228,20 +242,20 @@ class EdgeVectorStore(EdgeBuilds):
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
         flt = build_filter(PointFilter(user_id=user_id, ids=tuple(wanted))) or Filter()
         payload = validity(valid_to_us, replaced_by)
-        with self._write_lock, self._engine("set_valid_to"):
-            self._apply(UpdateOperation.set_payload_by_filter(flt, payload))
+        with self.live.write_lock, self.live.engine("set_valid_to"):
+            self.live.apply(UpdateOperation.set_payload_by_filter(flt, payload))
             self._points.invalidate(wanted)
 
     def delete(self, flt: PointFilter) -> int:
         engine_filter = build_filter(flt) or Filter()
-        with self._write_lock, self._engine("delete"):
-            shard = self._open()
+        with self.live.write_lock, self.live.engine("delete"):
+            shard = self.live.current()
             n = shard.count(CountRequest(exact=True, filter=engine_filter))
             if n:
                 # A page at a time (the engine holds the GIL through a call): ids read, then
                 # deleted by id, then their terms uncounted.
                 for removed in sparse_pages(shard, engine_filter):
-                    self._apply(UpdateOperation.delete_points([r.id for r in removed]))
+                    self.live.apply(UpdateOperation.delete_points([r.id for r in removed]))
                     self._frequencies.remove(records_sparse(removed))
                     self._points.invalidate(str(r.id) for r in removed)
             return n
@@ -268,7 +282,7 @@ class EdgeVectorStore(EdgeBuilds):
             return []
         snapshot = self._points.snapshot()
         try:
-            with self._read("get") as shard:
+            with self.live.read("get") as shard:
                 found = self._decoded(shard, wanted, snapshot)
         finally:
             self._points.release(snapshot)
@@ -282,7 +296,7 @@ class EdgeVectorStore(EdgeBuilds):
         wanted = _wanted(ids)
         if not wanted:
             return {}
-        with self._read("dense") as shard:
+        with self.live.read("dense") as shard:
             records = shard.retrieve(list(wanted), ["user_id"] if user_id else False, True)
         out: dict[str, list[float]] = {}
         for r in records:
@@ -297,7 +311,7 @@ class EdgeVectorStore(EdgeBuilds):
         wanted = _wanted(ids)
         if not wanted:
             return set()
-        with self._read("contains") as shard:
+        with self.live.read("contains") as shard:
             return {str(r.id) for r in shard.retrieve(list(wanted), False, False)}
 
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
@@ -328,7 +342,7 @@ class EdgeVectorStore(EdgeBuilds):
                 with_payload=payload,
                 with_vector=False,
             )
-            with self._read("scroll") as shard:
+            with self.live.read("scroll") as shard:
                 records, offset = shard.scroll(request)
             out += records
             if offset is None:
@@ -336,35 +350,10 @@ class EdgeVectorStore(EdgeBuilds):
         return out
 
     def count(self, flt: PointFilter) -> int:
-        with self._read("count") as shard:
+        with self.live.read("count") as shard:
             return shard.count(CountRequest(exact=True, filter=build_filter(flt)))
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _drop_engine_idf(self, gen: Path, dim: int) -> Path:
-        """Rewrite the shard at ``gen``, made with the engine's IDF modifier, into the next
-        generation without it and make that current (once per shard, at open). A crash
-        before the switch leaves the old generation current (the new one is swept), after
-        it the new one."""
-        began = time.perf_counter()
-        new = generations.following(self.path, gen)
-        old = load_shard(self.path, gen, dim)
-        try:
-            copy_points(old, new, dim)
-        finally:
-            old.close()
-        generations.switch(self.path, new)
-        generations.sweep(self.path)
-        log.info(
-            "vectors.keyword_idf_moved",
-            extra={
-                "fields": {
-                    "store": str(self.path),
-                    "ms": round((time.perf_counter() - began) * 1000),
-                }
-            },
-        )
-        return new
 
     def _query(self, vector: NamedVector, using: str, flt: PointFilter, limit: int) -> list[Hit]:
         if limit <= 0:
@@ -378,7 +367,7 @@ class EdgeVectorStore(EdgeBuilds):
         )
         snapshot = self._points.snapshot()
         try:
-            with self._read("search") as shard:
+            with self.live.read("search") as shard:
                 scored = [(str(s.id), s.score) for s in shard.query(request)]
                 found = self._decoded(shard, [pid for pid, _score in scored], snapshot)
         finally:

@@ -48,8 +48,11 @@ def _ms(since: float) -> float:
 
 
 class EdgeBuilds:
-    """The live shard of an edge store with its locks and read leases, and the making of its
-    next generation (an index build or a purge) in a child process, swapped in when done."""
+    """The live shard of an edge store (:class:`~tiers.semantic.vectors.edge.EdgeVectorStore`
+    holds one) with its locks and read leases, and the making of its next generation (an
+    index build or a purge) in a child process, swapped in when done. Raises
+    :class:`~tiers.semantic.vectors.VectorStoreUnavailable` once closed, or for what the engine
+    refused."""
 
     def __init__(self, path: Path, quantization: Quantization = "none") -> None:
         self.path = path
@@ -57,7 +60,7 @@ class EdgeBuilds:
         self._shard: EdgeShard | None = None
         self._dim = 0
         self._closed = False
-        self._write_lock = threading.Lock()
+        self.write_lock = threading.Lock()
         self._optimize_lock = threading.Lock()
         self._dir = path  # the current generation's directory (edge_generations)
         # Writes made while a build runs, replayed into the built copy (under _write_lock).
@@ -71,6 +74,49 @@ class EdgeBuilds:
         self.purges = 0
         self._purging = 0  # purges waiting or running: a build gives up (IndexBuildCancelled)
 
+    # -- the live shard ----------------------------------------------------------------------
+
+    @property
+    def opened(self) -> bool:
+        """Whether a shard is live (:meth:`start` was called, and not :meth:`close`)."""
+        return self._shard is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def dim(self) -> int:
+        """The live shard's vector size (0 before :meth:`start`)."""
+        return self._dim
+
+    def start(self, shard: EdgeShard, dim: int, gen: Path) -> None:
+        """Make ``shard`` (of ``dim`` dims, the generation at ``gen``) the live one; the
+        caller holds :attr:`write_lock`."""
+        self._shard, self._dim, self._dir = shard, dim, gen
+
+    @contextlib.contextmanager
+    def held(self, what: str) -> Iterator[EdgeShard]:
+        """The live shard with writes and builds held off (a backup's copy)."""
+        with self._optimize_lock, self.write_lock, self.engine(what):
+            yield self.current()
+
+    def close(self) -> None:
+        """Stop a running build or purge (its copy is removed by its thread), then flush and
+        close the live shard; idempotent."""
+        with self._readers:
+            self._closed = True  # a build starting now stops at once
+            if self._child is not None:
+                self._child.kill()
+        with self._optimize_lock, self.write_lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                with self.engine("close"):
+                    try:
+                        shard.flush()
+                    finally:
+                        shard.close()
+
     # -- builds and purges -------------------------------------------------------------------
 
     def optimize(self) -> None:
@@ -80,8 +126,8 @@ class EdgeBuilds:
         (:func:`tiers.semantic.vectors.edge_shard.indexable`) is left as it is, without a copy or a
         child."""
         with self._optimize_lock:
-            with self._engine("optimize"):
-                points = self._open().count(CountRequest(exact=True))
+            with self.engine("optimize"):
+                points = self.current().count(CountRequest(exact=True))
             if not indexable(points, self._dim):
                 self.builds_unneeded += 1
                 return
@@ -113,8 +159,8 @@ class EdgeBuilds:
         what = "purge" if purge else "optimize"
         ms: dict[str, float] = {}
         t = time.perf_counter()
-        with self._write_lock, self._engine(what):
-            self._open().flush()
+        with self.write_lock, self.engine(what):
+            self.current().flush()
             old_gen = self._dir
             copy = generations.following(self.path, old_gen)
             gen = generations.following(self.path, copy) if purge else copy
@@ -128,7 +174,7 @@ class EdgeBuilds:
                 generations.child_command(copy, gen) if purge else generations.child_command(gen)
             )
             if not self._build(command, gen, purge):  # nothing to build: the live one stays
-                with self._write_lock:
+                with self.write_lock:
                     self._recorded = None
                 generations.remove(gen, self.path)
                 self.builds_unneeded += 1
@@ -140,10 +186,10 @@ class EdgeBuilds:
             if purge:
                 generations.remove(copy, self.path)
             ms["child"], t = _ms(t), time.perf_counter()
-            with self._engine(what):
-                built = self._load(gen, self._dim)  # holds the GIL (0.6-1.6 s at 100k)
+            with self.engine(what):
+                built = self.load(gen, self._dim)  # holds the GIL (0.6-1.6 s at 100k)
             ms["load"], t = _ms(t), time.perf_counter()
-            with self._write_lock, self._engine(what):
+            with self.write_lock, self.engine(what):
                 replayed = len(self._recorded)
                 try:
                     for op in self._recorded:
@@ -155,7 +201,7 @@ class EdgeBuilds:
                 old = self._swap(built, gen)
                 self._recorded = None
         except BaseException:
-            with self._write_lock:
+            with self.write_lock:
                 self._recorded = None
             for stale in {copy, gen}:
                 if self._dir != stale:
@@ -227,20 +273,20 @@ class EdgeBuilds:
                 shard.close()
         generations.remove(gen, self.path)
 
-    # -- internals ---------------------------------------------------------------------------
+    # -- what the store's calls use ------------------------------------------------------------
 
-    def _apply(self, op: UpdateOperation) -> None:
+    def apply(self, op: UpdateOperation) -> None:
         """Apply a write (under the write lock); recorded while a build runs."""
-        self._open().update(op)
+        self.current().update(op)
         if self._recorded is not None:
             self._recorded.append(op)
 
     @contextlib.contextmanager
-    def _read(self, what: str) -> Iterator[EdgeShard]:
+    def read(self, what: str) -> Iterator[EdgeShard]:
         """The current shard, leased for one read (a swap closes it only after)."""
-        with self._engine(what):
+        with self.engine(what):
             with self._readers:
-                shard = self._open()
+                shard = self.current()
                 key = id(shard)
                 self._leases[key] = self._leases.get(key, 0) + 1
             try:
@@ -253,15 +299,15 @@ class EdgeBuilds:
                     else:
                         self._readers.notify_all()
 
-    def _open(self) -> EdgeShard:
+    def current(self) -> EdgeShard:
         shard = self._shard
         if shard is None:
             state = "closed" if self._closed else "not open (call ensure() first)"
             raise VectorStoreUnavailable(f"the vector store at {self.path} is {state}")
         return shard
 
-    def _engine(self, what: str) -> contextlib.AbstractContextManager[None]:
+    def engine(self, what: str) -> contextlib.AbstractContextManager[None]:
         return engine_errors(self.path, what)
 
-    def _load(self, gen: Path, dim: int) -> EdgeShard:
+    def load(self, gen: Path, dim: int) -> EdgeShard:
         return load_shard(self.path, gen, dim, self.quantization)

@@ -28,14 +28,18 @@ removed by :func:`sweep` when the store opens.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from tiers.core.priority import below_parent
-from tiers.semantic.vectors.edge_shard import fsync_dir
+from tiers.semantic.vectors.edge_shard import replace_durably
+
+log = logging.getLogger("strata.vectors")
 
 CURRENT = "CURRENT"
 _BLOCK = 1 << 16  # the granularity of the holes a copy leaves
@@ -70,13 +74,7 @@ def following(path: Path, gen: Path) -> Path:
 
 def switch(path: Path, gen: Path) -> None:
     """Make ``gen`` current, atomically and durably."""
-    tmp = path / (CURRENT + ".tmp")
-    with tmp.open("w") as f:
-        f.write(gen.name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path / CURRENT)
-    fsync_dir(path)
+    replace_durably(path / CURRENT, (gen.name + "\n").encode())
 
 
 def engine_entries(gen: Path, root: Path) -> list[Path]:
@@ -175,6 +173,29 @@ def sweep(root: Path) -> list[str]:
             remove(root, root)
             removed += [p.name for p in leftovers]
     return removed
+
+
+def without_engine_idf(path: Path, gen: Path, dim: int) -> Path:
+    """Rewrite the shard at ``gen`` of the store at ``path``, made with the engine's IDF
+    modifier (an earlier release), into the next generation without it, make that current
+    and return it (once per shard, at open). A crash before the switch leaves the old
+    generation current (the new one is swept), after it the new one."""
+    from tiers.semantic.vectors.edge_shard import copy_points, load_shard
+
+    began = time.perf_counter()
+    new = following(path, gen)
+    old = load_shard(path, gen, dim)
+    try:
+        copy_points(old, new, dim)
+    finally:
+        old.close()
+    switch(path, new)
+    sweep(path)
+    log.info(
+        "vectors.keyword_idf_moved",
+        extra={"fields": {"store": str(path), "ms": round((time.perf_counter() - began) * 1000)}},
+    )
+    return new
 
 
 def child_command(gen: Path, compact_into: Path | None = None) -> list[str]:

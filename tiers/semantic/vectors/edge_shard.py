@@ -253,15 +253,24 @@ def write_sidecar(store: Path, model: str, dim: int, shards: int = 0) -> None:
     doc: dict[str, Any] = {"model": model, "dim": dim, "format": FORMAT}
     if shards:
         doc.update(format=SHARDED_FORMAT, shards=shards)
-    target = store / SIDECAR
-    tmp = target.with_suffix(".tmp")
-    with tmp.open("w") as f:
-        json.dump(doc, f)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-    fsync_dir(store)
+    replace_durably(store / SIDECAR, (json.dumps(doc) + "\n").encode())
+
+
+def replace_durably(path: Path, data: bytes) -> None:
+    """Replace the file at ``path`` with ``data``, atomically and durably: written to
+    ``<name>.tmp`` beside it and fsynced, renamed over it, and the directory fsynced. Raises
+    ``OSError`` (the temporary file removed)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:

@@ -22,9 +22,9 @@ that only forgotten points held has left the counts with them.
 
 from __future__ import annotations
 
+import io
 import logging
 import math
-import os
 import threading
 import zipfile
 from collections import Counter
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from tiers.semantic.vectors import SparseVector
-from tiers.semantic.vectors.edge_shard import fsync_dir
+from tiers.semantic.vectors.edge_shard import fsync_dir, replace_durably
 
 log = logging.getLogger("strata.vectors")
 
@@ -92,16 +92,11 @@ class DocumentFrequencies:
             terms = np.fromiter(self._counts.keys(), dtype=np.int64, count=size)
             counts = np.fromiter(self._counts.values(), dtype=np.int64, count=size)
             points = np.array([self._points], dtype=np.int64)
-        tmp = path.with_name(path.name + ".tmp")
+        data = io.BytesIO()
+        np.savez(data, terms=terms, counts=counts, points=points)
         try:
-            with tmp.open("wb") as f:
-                np.savez(f, terms=terms, counts=counts, points=points)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(path.parent)
+            replace_durably(path, data.getvalue())
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             log.warning(
                 "vectors.term_frequencies_unsaved",
                 extra={"fields": {"file": str(path), "error": str(exc)}},

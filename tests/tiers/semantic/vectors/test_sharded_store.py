@@ -388,7 +388,7 @@ def test_a_delete_during_a_purge_is_covered_by_the_next(store, root, tmp_path, m
     purge = threading.Thread(target=lambda: _catch(store.purge, errors))
     purge.start()
     shard = store.open_shards()[3]
-    wait_until(lambda: shard._child is not None, DEADLINE, "for the purge's child", interval=0.01)
+    wait_until(lambda: shard.live._child is not None, DEADLINE, "for the purge's child", interval=0.01)
     store.delete(PointFilter(ids=(second[0].id,)))  # after the purge's copy was taken
     gate.touch()
     purge.join(DEADLINE)
@@ -428,7 +428,7 @@ def test_a_purge_of_one_shard_does_not_give_up_a_build_of_another(
     build = threading.Thread(target=lambda: _catch(store.optimize, errors))
     build.start()
     alice_shard = store.open_shards()[3]
-    wait_until(lambda: alice_shard._child is not None, DEADLINE, "for alice's build")
+    wait_until(lambda: alice_shard.live._child is not None, DEADLINE, "for alice's build")
     store.delete(PointFilter(user_id="bob", ids=(of("bob", 1)[0].id,)))
     store.purge()  # bob's shard, while alice's builds
     assert store.open_shards()[2].purges == 1
@@ -448,7 +448,7 @@ def test_a_purge_of_the_shard_being_built_gives_the_build_up_and_the_rest_go_on(
     build = threading.Thread(target=lambda: _catch(store.optimize, errors))
     build.start()
     alice_shard = store.open_shards()[3]
-    wait_until(lambda: alice_shard._child is not None, DEADLINE, "for alice's build")
+    wait_until(lambda: alice_shard.live._child is not None, DEADLINE, "for alice's build")
     store.delete(PointFilter(user_id="alice", ids=(of("alice", 1)[0].id,)))
     store.purge()
     build.join(DEADLINE)

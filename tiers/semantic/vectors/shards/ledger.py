@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -47,7 +46,7 @@ from tiers.semantic.vectors.edge_layout import (
     shard_index,
     shard_name,
 )
-from tiers.semantic.vectors.edge_shard import fsync_dir
+from tiers.semantic.vectors.edge_shard import fsync_dir, replace_durably
 
 log = logging.getLogger("strata.vectors")
 
@@ -199,16 +198,9 @@ class ShardLedger:
                 if (indexed := self._indexed[i]) is not None
             }
         path = build_counts(self._root)
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            with tmp.open("w") as f:
-                json.dump(counts, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(self._root)
+            replace_durably(path, json.dumps(counts).encode())
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             log.warning(
                 "vectors.build_counts_unsaved",
                 extra={"fields": {"file": str(path), "error": str(exc)}},
