@@ -100,7 +100,9 @@ def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp
 
     thread = threading.Thread(target=build)
     thread.start()
-    wait_until(lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01)
+    wait_until(
+        lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01
+    )
     # The live store serves reads and takes writes while the child builds.
     late = points(50, start=1000)
     store.upsert(late)
@@ -151,7 +153,9 @@ def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
     errors: list[BaseException] = []
     thread = threading.Thread(target=lambda: _catch(store.optimize, errors))
     thread.start()
-    wait_until(lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01)
+    wait_until(
+        lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01
+    )
     store.close()
     thread.join(DEADLINE)
     assert not thread.is_alive()
@@ -234,7 +238,9 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     errors: list[BaseException] = []
     build = threading.Thread(target=lambda: _catch(store.optimize, errors))
     build.start()
-    wait_until(lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01)
+    wait_until(
+        lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01
+    )
     query = [float(x) for x in unit(3)]
     before = ids(store.search_dense(query, alice(), limit=10))
     store.purge()

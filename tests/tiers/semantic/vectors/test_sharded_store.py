@@ -388,7 +388,9 @@ def test_a_delete_during_a_purge_is_covered_by_the_next(store, root, tmp_path, m
     purge = threading.Thread(target=lambda: _catch(store.purge, errors))
     purge.start()
     shard = store.open_shards()[3]
-    wait_until(lambda: shard.live._child is not None, DEADLINE, "for the purge's child", interval=0.01)
+    wait_until(
+        lambda: shard.live._child is not None, DEADLINE, "for the purge's child", interval=0.01
+    )
     store.delete(PointFilter(ids=(second[0].id,)))  # after the purge's copy was taken
     gate.touch()
     purge.join(DEADLINE)
