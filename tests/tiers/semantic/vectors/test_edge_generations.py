@@ -21,6 +21,7 @@ from tiers.semantic.vectors import (
     MemoryPoint,
     PointFilter,
     VectorStoreUnavailable,
+    edge_shard,
 )
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
@@ -55,6 +56,26 @@ def test_a_new_store_starts_in_its_first_generation(store, path):
     assert (path / "gen-000001" / "edge_config.json").exists()
     assert (path / SIDECAR).exists()
     assert not (path / "edge_config.json").exists()
+
+
+def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
+    store = EdgeVectorStore(path, quantization="int8")
+    store.ensure(MODEL, DIM)
+    try:
+        store.upsert(points(300))
+        store.optimize()  # an indexed segment, with its int8 copy
+    finally:
+        store.close()
+    gen = generations.current(path)
+    copies = [f for f in gen.glob("segments/*/vector_storage-*/quantized.*") if f.is_file()]
+    assert copies and edge_shard.warm(gen) == sum(f.stat().st_size for f in copies)
+    assert edge_shard.warm(path / "gen-none") == 0  # nothing there: nothing read
+    reopened = EdgeVectorStore(path, quantization="int8")
+    reopened.ensure(MODEL, DIM)
+    try:
+        assert reopened.count(PointFilter()) == 300
+    finally:
+        reopened.close()
 
 
 def test_a_build_swaps_the_built_copy_in(store, path):

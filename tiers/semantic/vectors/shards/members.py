@@ -7,7 +7,7 @@ keyword counts were kept in their file, the build needs are marks on disk), so
 :meth:`ShardSet.open_later` opens none: a shard is opened when it is first asked for
 (:meth:`ShardSet.get`), and a thread of its own opens the others one after another, so
 serving begins in the time of one shard, whatever the store's size. The engine holds the GIL
-through a load (0.3-0.6 s for a shard of 78,000 points at ten million, its files read first:
+through a load (about 0.6 s for a shard of 78,000 points at ten million, its int8 copies read first:
 :func:`~tiers.semantic.vectors.edge_shard.warm`), so that thread rests :data:`OPENER_REST` times
 as long as each load took before the next: requests run between loads, never behind a queue of
 them (at ten million points, an opener without rests held the GIL 95 % of its first two
