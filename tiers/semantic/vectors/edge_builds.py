@@ -63,7 +63,7 @@ class EdgeBuilds:
         self.write_lock = threading.Lock()
         self._optimize_lock = threading.Lock()
         self._dir = path  # the current generation's directory (edge_generations)
-        # Writes made while a build runs, replayed into the built copy (under _write_lock).
+        # Writes made while a build runs, replayed into the built copy (under write_lock).
         self._recorded: list[UpdateOperation] | None = None
         self._child: subprocess.Popen[bytes] | None = None
         self._child_purges = False  # the running child makes a purge's copy (not a build)
