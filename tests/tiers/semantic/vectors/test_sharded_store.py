@@ -418,6 +418,20 @@ def test_purge_marks_survive_a_restart(store, root):
         again.close()
 
 
+def alice_building(
+    store: ShardedVectorStore,
+) -> tuple[threading.Thread, Any, list[BaseException]]:
+    """Alice's 20 points written and a round of builds started on a thread, once alice's
+    shard's build child runs: the thread, that shard, and the errors the round raised."""
+    store.upsert(of("alice", 20))
+    errors: list[BaseException] = []
+    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
+    build.start()
+    alice_shard = store.open_shards()[3]
+    wait_until(lambda: alice_shard.live._child is not None, DEADLINE, "for alice's build")
+    return build, alice_shard, errors
+
+
 def test_a_purge_of_one_shard_does_not_give_up_a_build_of_another(
     store, root, tmp_path, monkeypatch
 ):
@@ -425,12 +439,7 @@ def test_a_purge_of_one_shard_does_not_give_up_a_build_of_another(
     store.upsert(of("bob", 20))
     store.optimize()  # bob's shard is built
     gated_child(monkeypatch, tmp_path / "go")  # builds wait for the gate, purges do not
-    store.upsert(of("alice", 20))
-    errors: list[BaseException] = []
-    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
-    build.start()
-    alice_shard = store.open_shards()[3]
-    wait_until(lambda: alice_shard.live._child is not None, DEADLINE, "for alice's build")
+    build, alice_shard, errors = alice_building(store)
     store.delete(PointFilter(user_id="bob", ids=(of("bob", 1)[0].id,)))
     store.purge()  # bob's shard, while alice's builds
     assert store.open_shards()[2].purges == 1
@@ -445,12 +454,7 @@ def test_a_purge_of_the_shard_being_built_gives_the_build_up_and_the_rest_go_on(
 ):
     index_small_stores(monkeypatch)
     gated_child(monkeypatch, tmp_path / "never")
-    store.upsert(of("alice", 20))
-    errors: list[BaseException] = []
-    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
-    build.start()
-    alice_shard = store.open_shards()[3]
-    wait_until(lambda: alice_shard.live._child is not None, DEADLINE, "for alice's build")
+    build, alice_shard, errors = alice_building(store)
     store.delete(PointFilter(user_id="alice", ids=(of("alice", 1)[0].id,)))
     store.purge()
     build.join(DEADLINE)
