@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,7 +142,12 @@ class QueryVectors:
         self.computed = 0  # answers from the model
 
     def vector(self, embedder: Embedder, user_id: str, text: str) -> np.ndarray:
-        key = (user_id, text)
+        return self.vectors(embedder, user_id, [text])[0]
+
+    def vectors(self, embedder: Embedder, user_id: str, texts: Sequence[str]) -> list[np.ndarray]:
+        """:meth:`vector` of each of ``texts``, in order; those not cached are computed in one
+        batch (with concurrent callers' texts)."""
+        found: list[np.ndarray | None] = []
         with self._lock:
             if self._model is None or self._model[0] is not embedder:
                 batcher: Batcher[str, np.ndarray] = Batcher(
@@ -151,20 +156,27 @@ class QueryVectors:
                 self._model = (embedder, batcher)
                 self._cache.clear()
             batcher = self._model[1]
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                self.hits += 1
-                return found
-        vector = np.array(batcher(text), dtype=np.float32)
-        vector.setflags(write=False)
-        with self._lock:
-            self.computed += 1
-            if self._size and self._model[1] is batcher:
-                self._cache[key] = vector
-                while len(self._cache) > self._size:
-                    self._cache.popitem(last=False)
-        return vector
+            for text in texts:
+                vector = self._cache.get((user_id, text))
+                if vector is not None:
+                    self._cache.move_to_end((user_id, text))
+                    self.hits += 1
+                found.append(vector)
+        missing = [text for text, vector in zip(texts, found, strict=True) if vector is None]
+        computed = iter(batcher.many(missing) if missing else [])
+        out: list[np.ndarray] = []
+        for text, vector in zip(texts, found, strict=True):
+            if vector is None:
+                vector = np.array(next(computed), dtype=np.float32)
+                vector.setflags(write=False)
+                with self._lock:
+                    self.computed += 1
+                    if self._size and self._model[1] is batcher:
+                        self._cache[(user_id, text)] = vector
+                        while len(self._cache) > self._size:
+                            self._cache.popitem(last=False)
+            out.append(vector)
+        return out
 
     def forget_scope(self, user_id: str) -> int:
         """Forget's hook: drop the user's cached query texts and vectors. Returns how many."""

@@ -8,15 +8,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 
 from recall import Channel, Query, QueryContext
-from recall.cache import QueryVectors
-from recall.cues.speakers import without_speakers
 from recall.cues.times import cue
-from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
@@ -24,41 +20,32 @@ Results = dict[str, list[tuple[MemoryPoint, float]]]
 
 
 class CueSearches:
-    """The engine's searches for a query's cues. ``speakers``: the normalized names of the
-    speakers of a query's scope (None: no speaker-neutral search); ``clock``: now, in
-    seconds, for the relative time cues."""
+    """The engine's searches for a query's cues. ``clock``: now, in seconds, for the
+    relative time cues."""
 
-    def __init__(
-        self,
-        semantic: SemanticStore,
-        channels: Mapping[str, Channel],
-        queries: QueryVectors,
-        speakers: Callable[[QueryContext], Collection[str]] | None,
-        clock: Callable[[], float],
-    ) -> None:
-        self._semantic = semantic
+    def __init__(self, channels: Mapping[str, Channel], clock: Callable[[], float]) -> None:
         self._channels = channels
-        self._queries = queries
-        self._speakers = speakers
         self._clock = clock
 
     def neutral(
         self,
         ctx: QueryContext,
+        neutral: QueryContext | None,
         results: Results,
         weights: dict[str, float],
         depth: int,
         timings: dict[str, float],
     ) -> dict[str, float]:
-        """With the recipe's ``speaker_neutral`` and a query naming a speaker of its scope:
-        the vector and keyword channels' hits for the query without those names, added to
-        ``results`` as ``vector:neutral`` and ``keyword:neutral`` at their channels'
-        weights. Returns the weights of every list to fuse."""
-        speakers = self._speakers
-        if not (ctx.query.recipe.speaker_neutral and speakers is not None):
+        """With ``neutral``, the query without the names of its scope's speakers (the engine
+        embeds it with the query, :mod:`recall.cues.speakers`): the vector and keyword
+        channels' hits for it, added to ``results`` as ``vector:neutral`` and
+        ``keyword:neutral`` at their channels' weights. Returns the weights of every list to
+        fuse."""
+        if neutral is None:
             return weights
-        variant = partial(self._without_speakers, speakers=speakers)
-        return self._again("neutral", variant, 1.0, ctx, results, weights, depth, timings)
+        return self._again(
+            "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings
+        )
 
     def dated(
         self,
@@ -113,19 +100,6 @@ class CueSearches:
             return weights
         finally:
             timings[name] = _ms(t)
-
-    def _without_speakers(
-        self, ctx: QueryContext, speakers: Callable[[QueryContext], Collection[str]]
-    ) -> QueryContext | None:
-        """The query without the names of its scope's speakers, embedded; None when it names
-        none."""
-        query = ctx.query
-        text = without_speakers(query.text, speakers(ctx))
-        if text is None:
-            return None
-        embedder, _vectors = self._semantic.wait_ready(0)
-        vector = self._queries.vector(embedder, query.scope.user_id, text)
-        return QueryContext(replace(query, text=text), vector)
 
     def window(self, query: Query) -> tuple[int, int] | None:
         """The window of event time (µs, end exclusive) the query's time cue names now, with

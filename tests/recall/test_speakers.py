@@ -95,7 +95,8 @@ def test_a_question_naming_the_wrong_speaker_finds_what_the_other_said(world: Wo
     assert on.weights["keyword:neutral"] == on.weights["keyword"] == 2.0
     assert "keyword:neutral" not in off.weights and "keyword:neutral" not in plain.weights
     assert "neutral" in on.timings and "neutral" not in off.timings
-    assert "neutral" in plain.timings and not any(
+    # a query naming no speaker has no neutral twin: one embedding, no second search
+    assert "neutral" not in plain.timings and not any(
         ":neutral" in r for h in plain.hits for r in h.ranks
     )
     # the name as asked pulls the named speaker's turns up; the neutral search holds the answer
@@ -128,3 +129,28 @@ def test_a_query_asks_for_its_speakers_once(world: World) -> None:
         recall.close()
     assert "learned" in result.timings and "neutral" in result.timings
     assert asked == [A]
+
+
+def test_a_query_and_its_neutral_twin_are_embedded_in_one_model_call(world: World) -> None:
+    world.turn(A, "Ines", "The kayak stays in the boathouse by the pier.", seq=1)
+    world.turn(A, "Tobias", "Tobias here, back from the trip.", seq=2)
+    calls: list[list[str]] = []
+    encode = world.embedder.encode_queries
+
+    def recorded(texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return encode(texts)
+
+    world.embedder.encode_queries = recorded  # type: ignore[method-assign]
+    recall, _channels = engine(world)
+    try:
+        named = recall.recall(Query("Where does Tobias store the kayak?", A, 5, Recipe()))
+        plain = recall.recall(Query("Where is the kayak stored?", A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert calls == [
+        ["Where does Tobias store the kayak?", "Where does store the kayak?"],
+        ["Where is the kayak stored?"],
+    ]
+    assert {"vector:neutral", "keyword:neutral"} <= set(named.weights)
+    assert not any(":neutral" in w for w in plain.weights)

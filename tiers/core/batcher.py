@@ -37,17 +37,23 @@ class Batcher(Generic[In, Out]):
         self.calls = 0  # batch calls made (for tests and figures)
 
     def __call__(self, item: In) -> Out:
-        mine: Future[Out] = Future()
+        return self.many([item])[0]
+
+    def many(self, items: Sequence[In]) -> list[Out]:
+        """The results of several items, in order, submitted together: they go out in one
+        call when no more than ``max_batch`` wait (a Recall's query and its speaker-neutral
+        twin share one model call instead of queueing twice)."""
+        mine: list[Future[Out]] = [Future() for _ in items]
         with self._cond:
-            self._waiting.append((item, mine))
+            self._waiting.extend(zip(items, mine, strict=True))
         while True:
             with self._cond:
-                while self._busy and not mine.done():
+                while self._busy and not all(f.done() for f in mine):
                     self._cond.wait()
-                if mine.done():
-                    return mine.result()
+                if all(f.done() for f in mine):
+                    return [f.result() for f in mine]
                 # No call in progress: this thread makes the next one, for everyone waiting
-                # (oldest first; its own item is among them unless more than max_batch wait).
+                # (oldest first; its own items are among them unless more than max_batch wait).
                 self._busy = True
                 taken, self._waiting = self._waiting[: self._max], self._waiting[self._max :]
                 self.calls += 1

@@ -83,3 +83,39 @@ def test_a_wrong_number_of_results_is_an_error_not_a_mix_up() -> None:
         for f in pair:  # the call of two is refused for both callers
             with pytest.raises(RuntimeError, match="1 results for 2"):
                 f.result(10)
+
+
+def test_items_submitted_together_go_out_in_one_call_in_order() -> None:
+    calls: list[list[str]] = []
+    b = Batcher(lambda items: calls.append(list(items)) or [s.upper() for s in items], max_batch=2)
+    assert b.many(["query", "neutral"]) == ["QUERY", "NEUTRAL"]
+    assert calls == [["query", "neutral"]]
+    # More than max_batch: several calls, the results still in the order given.
+    assert b.many(["a", "b", "c"]) == ["A", "B", "C"]
+    assert calls[1:] == [["a", "b"], ["c"]]
+    assert b.many([]) == []
+
+
+def test_items_submitted_together_during_a_call_join_the_others_waiting() -> None:
+    first_started, release = threading.Event(), threading.Event()
+    calls: list[list[int]] = []
+
+    def batch(items: list[int]) -> list[int]:
+        calls.append(list(items))
+        if len(calls) == 1:
+            first_started.set()
+            assert release.wait(10)
+        return [i + 100 for i in items]
+
+    b = Batcher(batch, max_batch=8)
+    with ThreadPoolExecutor(3) as pool:
+        head = pool.submit(b, 0)
+        assert first_started.wait(10)
+        pair = pool.submit(b.many, [1, 2])
+        one = pool.submit(b, 3)
+        wait_until(lambda: len(b._waiting) >= 3, 10, "for 3 waiting items", interval=0.01)
+        release.set()
+        assert head.result(10) == 100
+        assert pair.result(10) == [101, 102]
+        assert one.result(10) == 103
+    assert sorted(calls[1]) == [1, 2, 3] and len(calls) == 2
