@@ -33,7 +33,7 @@ from recall import (
 )
 from recall.cache import QueryVectors, SemanticCache
 from recall.cues.searches import CueSearches
-from recall.cues.speakers import mentioned, without_speakers
+from recall.cues.speakers import mentioned
 from recall.cues.updates import current_first
 from recall.expansion import PARENTS, expand
 from recall.fusion import mmr, rrf
@@ -46,7 +46,6 @@ from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
 from tiers.rights.forget.cascade import ScopeCache
-from tiers.semantic.embedding import Embedder
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, source_key
 
@@ -95,7 +94,7 @@ class RecallEngine:
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
         self._queries = QueryVectors(query_vectors)
-        self._cues = CueSearches(self._channels, clock)
+        self._cues = CueSearches(self._channels, self._queries, speakers, clock)
         # Observers (metrics), called with every result; they must be quick and not raise.
         self.events = Events("recall")  # Recalled
 
@@ -124,7 +123,7 @@ class RecallEngine:
         began = time.perf_counter()
         embedder, _vectors = self._semantic.wait_ready(0)
         t = time.perf_counter()
-        ctx, neutral = self._embedded(embedder, query)
+        ctx, neutral = self._cues.embedded(embedder, query)
         timings["embed"] = _ms(t)
         # Before any read of Tier 3: an answer read before a write is not cached after it.
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
@@ -219,27 +218,6 @@ class RecallEngine:
         _embedder, vectors = self._semantic.wait_ready(0)
         hits = message_hits(order, [*candidates, *graph], vectors, query.filter(), query.k)
         return answers_first(hits) if query.recipe.answers_first else hits
-
-    def _embedded(
-        self, embedder: Embedder, query: Query
-    ) -> tuple[QueryContext, QueryContext | None]:
-        """The query's context, and with the recipe's ``speaker_neutral`` the context of the
-        query without the names of its scope's speakers (None when it names none): both
-        embedded in one model call."""
-        speakers: frozenset[str] | None = None
-        text = None
-        if query.recipe.speaker_neutral and self._speakers is not None:
-            try:
-                speakers = frozenset(self._speakers(query.scope))
-                text = without_speakers(query.text, speakers)
-            except Exception as exc:  # the query as asked still answers
-                log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
-        texts = [query.text] if text is None else [query.text, text]
-        vectors = self._queries.vectors(embedder, query.scope.user_id, texts)
-        ctx = QueryContext(query, vectors[0], speakers=speakers)
-        if text is None:
-            return ctx, None
-        return ctx, QueryContext(replace(query, text=text), vectors[1], speakers=speakers)
 
     def _speakers_of(self, ctx: QueryContext) -> frozenset[str]:
         """The names of the query's scope's speakers, asked once per query (the neutral

@@ -8,11 +8,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 from recall import Channel, Query, QueryContext
+from recall.cache import QueryVectors
+from recall.cues.speakers import without_speakers
 from recall.cues.times import cue
+from tiers.core.records import Scope
+from tiers.semantic.embedding import Embedder
 from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
@@ -20,12 +24,42 @@ Results = dict[str, list[tuple[MemoryPoint, float]]]
 
 
 class CueSearches:
-    """The engine's searches for a query's cues. ``clock``: now, in seconds, for the
-    relative time cues."""
+    """The engine's searches for a query's cues. ``queries`` embeds them; ``speakers``: the
+    normalized names of a scope's speakers (None: no speaker-neutral search); ``clock``: now,
+    in seconds, for the relative time cues."""
 
-    def __init__(self, channels: Mapping[str, Channel], clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        channels: Mapping[str, Channel],
+        queries: QueryVectors,
+        speakers: Callable[[Scope], Collection[str]] | None,
+        clock: Callable[[], float],
+    ) -> None:
         self._channels = channels
+        self._queries = queries
+        self._speakers = speakers
         self._clock = clock
+
+    def embedded(
+        self, embedder: Embedder, query: Query
+    ) -> tuple[QueryContext, QueryContext | None]:
+        """The query's context, and with the recipe's ``speaker_neutral`` the context of the
+        query without the names of its scope's speakers (None when it names none): both
+        embedded in one model call. Raises what the embedder raises."""
+        speakers: frozenset[str] | None = None
+        text = None
+        if query.recipe.speaker_neutral and self._speakers is not None:
+            try:
+                speakers = frozenset(self._speakers(query.scope))
+                text = without_speakers(query.text, speakers)
+            except Exception as exc:  # the query as asked still answers
+                log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
+        texts = [query.text] if text is None else [query.text, text]
+        vectors = self._queries.vectors(embedder, query.scope.user_id, texts)
+        ctx = QueryContext(query, vectors[0], speakers=speakers)
+        if text is None:
+            return ctx, None
+        return ctx, QueryContext(replace(query, text=text), vectors[1], speakers=speakers)
 
     def neutral(
         self,
