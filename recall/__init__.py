@@ -91,16 +91,20 @@ class SharedSearch:
 
     def __init__(self, depth: int, search: Callable[[], list[Hit]]) -> None:
         self.depth = depth
-        self._search = search
+        # Dropped once run: a search that refers to its query's context (which holds this
+        # object) would otherwise be a reference cycle, and its hits garbage that only the
+        # collector frees, in passes that stop every thread.
+        self._search: Callable[[], list[Hit]] | None = search
         self._lock = threading.Lock()
         self._hits: list[Hit] | None = None
         self._error: BaseException | None = None
 
     def hits(self) -> list[Hit]:
         with self._lock:
-            if self._hits is None and self._error is None:
+            search, self._search = self._search, None
+            if search is not None:
                 try:
-                    self._hits = self._search()
+                    self._hits = search()
                 except Exception as exc:
                     self._error = exc
             if self._error is not None:

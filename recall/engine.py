@@ -136,9 +136,8 @@ class RecallEngine:
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
         if "vector" in weights:  # one dense search for the vector channel and the graph's seeds
-            ctx.dense = SharedSearch(
-                depth, lambda: _vectors.search_dense(ctx.vector.tolist(), query.filter(), depth)
-            )
+            vector, flt = ctx.vector.tolist(), query.filter()  # not ctx: it holds the search
+            ctx.dense = SharedSearch(depth, lambda: _vectors.search_dense(vector, flt, depth))
         results, degraded = self._run_channels(ctx, list(weights), depth, timings)
         weights = self._cues.neutral(ctx, neutral, results, weights, depth, timings)
         weights = self._cues.dated(ctx, results, weights, depth, timings)
