@@ -107,8 +107,9 @@ def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") 
     The payloads, the id tracker and the sparse index are on disk (``Memory.Cold``), as the
     payload indexes are (:func:`payload_indexes`): a loaded 100,352-point shard then kept 87
     MiB of anonymous memory instead of 137 (measured 2026-11-29), and the page cache holds the
-    rest. A shard made before keeps its layout until its next build copies it (the engine
-    checks a loaded shard's config for compatibility only)."""
+    rest. A shard made before keeps its layout until
+    its next build copies it (the engine checks a loaded shard's config for compatibility
+    only)."""
     int8 = quantization == "int8"
     return EdgeConfig(
         vectors={
