@@ -226,32 +226,3 @@ def test_edge_int8_segments_keep_quantized_vectors(tmp_path, quantization):
     quantized = list((tmp_path / "vectors").rglob("quantized.data"))
     store.close()
     assert bool(quantized) == (quantization == "int8")
-
-
-def test_edge_shards_and_their_builds_keep_the_payload_indexes_on_disk(tmp_path):
-    """A new shard's payload indexes, and those of the copy an index build makes, are mapped
-    from disk (``Memory.Cold``), not held in anonymous memory (``edge_shard.payload_indexes``)."""
-    from qdrant_edge import EdgeShard, Memory
-
-    from tiers.semantic.vectors.edge_shard import config
-
-    store = ShardedVectorStore(tmp_path / "vectors", 2, quantization="int8")
-    store.ensure(MODEL, INDEXED_DIM)
-    points, _asked = indexable_points(queries=1)
-    for start in range(0, len(points), 1000):
-        store.upsert(points[start : start + 1000])
-    store.optimize()
-    store.close()
-    gens = [d / (d / "CURRENT").read_text().strip() for d in (tmp_path / "vectors").glob("shard-*")]
-    built = [g for g in gens if not g.name.endswith("000001")]
-    assert built, gens  # at least one shard was built (a copy made)
-    for gen in gens:
-        shard = EdgeShard.load(str(gen), config(INDEXED_DIM, quantization="int8"))
-        try:
-            schema = shard.info().payload_schema
-        finally:
-            shard.close()
-        assert set(schema) >= {"user_id", "kind", "session_id", "episode_id", "created_at"}
-        assert {name: index.params.memory for name, index in schema.items()} == {
-            name: Memory.Cold for name in schema
-        }, gen
