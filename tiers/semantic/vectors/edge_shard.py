@@ -20,14 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from qdrant_edge import (
-    BoolIndexParams,
     Distance,
     EdgeConfig,
     EdgeShard,
     EdgeSparseVectorParams,
     EdgeVectorParams,
     Filter,
-    IntegerIndexParams,
     KeywordIndexParams,
     Memory,
     Modifier,
@@ -69,20 +67,15 @@ INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points o
 
 
 def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
-    """The payload indexes of a new shard, on disk (``Memory.Cold``: mapped and read through
-    the page cache, as the payloads, the id tracker and the sparse index are: :func:`config`).
-    Held in RAM, they alone took 45 MiB of anonymous memory in a 100,352-point shard
-    (measured 2026-11-29), for searches no faster once the pages are cached."""
-    cold = Memory.Cold
     return {
-        "kind": KeywordIndexParams(memory=cold),
+        "kind": PayloadSchemaType.Keyword,
         # Every search is filtered by user: the engine groups a tenant's points.
-        "user_id": KeywordIndexParams(is_tenant=True, memory=cold),
-        "agent_id": KeywordIndexParams(memory=cold),
-        "episode_id": KeywordIndexParams(memory=cold),
-        "session_id": KeywordIndexParams(memory=cold),
-        "created_at": IntegerIndexParams(lookup=True, range=True, memory=cold),
-        "superseded": BoolIndexParams(memory=cold),
+        "user_id": KeywordIndexParams(is_tenant=True),
+        "agent_id": PayloadSchemaType.Keyword,
+        "episode_id": PayloadSchemaType.Keyword,
+        "session_id": PayloadSchemaType.Keyword,
+        "created_at": PayloadSchemaType.Integer,
+        "superseded": PayloadSchemaType.Bool,
     }
 
 
@@ -102,14 +95,7 @@ def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") 
     each segment it indexes, in memory, and the original float32 vectors on disk (mapped,
     read only to rescore: :func:`search_params`); 0.99 of the values set the int8 range.
     ``"none"`` leaves a shard's quantization as it is (the engine has no way to drop it once
-    made); searches then read the original vectors only.
-
-    The payloads, the id tracker and the sparse index are on disk (``Memory.Cold``), as the
-    payload indexes are (:func:`payload_indexes`): a loaded 100,352-point shard then kept 87
-    MiB of anonymous memory instead of 137 (measured 2026-11-29), and the page cache holds the
-    rest. A shard made before keeps its layout until
-    its next build copies it (the engine checks a loaded shard's config for compatibility
-    only)."""
+    made); searches then read the original vectors only."""
     int8 = quantization == "int8"
     return EdgeConfig(
         vectors={
@@ -117,19 +103,13 @@ def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") 
                 size=dim, distance=Distance.Cosine, memory=Memory.Cold if int8 else None
             )
         },
-        sparse_vectors={
-            SPARSE: EdgeSparseVectorParams(
-                modifier=Modifier.Idf if idf else None, memory=Memory.Cold
-            )
-        },
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf if idf else None)},
         quantization_config=(
             ScalarQuantizationConfig(type=ScalarType.Int8, quantile=0.99, memory=Memory.Cached)
             if int8
             else None
         ),
         max_search_threads=SEARCH_THREADS,
-        payload_memory=Memory.Cold,
-        id_tracker_memory=Memory.Cold,
     )
 
 
