@@ -7,6 +7,7 @@ not. Bounded, least recently used out; 0 keeps nothing. Real embedded engine."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause
 from tiers.core.records import Scope
-from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source
 from tiers.semantic.vectors.point_cache import PointCache
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
@@ -139,3 +140,30 @@ def test_the_cache_is_bounded_least_recently_used_out():
     assert len(off) == 0 and off.get([a.id]) == {}
     with pytest.raises(ValueError, match="0 or more"):
         PointCache(-1)
+
+
+def test_kept_points_come_back_whole_and_leave_the_collectors_walks():
+    """The cache keeps no object the collector walks, and gives each caller an equal point
+    with its own dictionaries and lists."""
+    cache = PointCache(10)
+    fact = mem(
+        "Alice moved to Lisbon.",
+        scope=ALICE,
+        valid_from_us=3,
+        valid_to_us=9,
+        replaced_by="b",
+        attrs={"subject": "alice", "object": "Lisbon"},
+    )
+    fact = dataclasses.replace(
+        fact, sources=[Source("chat-1", 4, "m-4", {"lang": "en"}, "Alice", 7, "I moved.", "user")]
+    )
+    s = cache.snapshot()
+    cache.put([fact], s)
+    cache.release(s)
+    assert [p for p in cache._points.values() if gc.is_tracked(p)] == []  # nothing to walk
+    first, again = cache.get([fact.id])[fact.id], cache.get([fact.id])[fact.id]
+    assert first == fact == again
+    first.attrs["object"] = "Porto"
+    first.sources[0].metadata["lang"] = "pt"
+    first.sources.clear()
+    assert again == fact  # one caller's change reaches no other
