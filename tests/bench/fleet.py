@@ -54,6 +54,7 @@ from tests.support import wait_until
 PROBE_SECONDS = 2.0
 WINDOW = 60.0  # "recallable within" this
 CALL_TIMEOUT = 60.0
+SLOW_MS = 100.0  # calls this slow are counted by the minute they began in
 Script = tuple[list[tuple[str, str]], list[str]]  # turns (speaker, text), questions
 
 
@@ -77,6 +78,7 @@ class Tally:
     def __init__(self, measure_from: float, until: float) -> None:
         self.measure_from, self.until = measure_from, until
         self.ms: dict[str, list[float]] = {r: [] for r in RPCS}
+        self.slow: list[tuple[str, float, float]] = []  # rpc, monotonic start, ms (>= SLOW_MS)
         self.errors: Counter[str] = Counter()
 
     async def timed(self, rpc: str, call: Any) -> Any:
@@ -87,7 +89,10 @@ class Tally:
             self.errors[f"{rpc} {exc.code.name}"] += 1
             return None
         if began >= self.measure_from:
-            self.ms[rpc].append((time.monotonic() - began) * 1000)
+            ms = (time.monotonic() - began) * 1000
+            self.ms[rpc].append(ms)
+            if ms >= SLOW_MS:
+                self.slow.append((rpc, began, ms))
         return result
 
 
@@ -167,10 +172,10 @@ def _agents(
 
     try:
         tally = asyncio.run(run())
-        results.put((tally.ms, tally.errors, None))
+        results.put((tally.ms, tally.slow, tally.errors, None))
     except BaseException:
         barrier.abort()
-        results.put(({}, Counter(), traceback.format_exc()))
+        results.put(({}, [], Counter(), traceback.format_exc()))
 
 
 # -- the prober and the sampler (threads of the driver) --------------------------------------
@@ -266,12 +271,15 @@ def run_fleet(
             live_prober.start()
         ms: dict[str, list[float]] = {r: [] for r in RPCS}
         errors: Counter[str] = Counter()
+        slow: dict[str, Counter[int]] = {r: Counter() for r in RPCS}
         for _ in procs:
-            got_ms, got_errors, failure = results.get(timeout=warmup + seconds + 300)
+            got_ms, got_slow, got_errors, failure = results.get(timeout=warmup + seconds + 300)
             if failure:
                 raise RuntimeError("an agent process failed:\n" + failure)
             for rpc, values in got_ms.items():
                 ms[rpc].extend(values)
+            for rpc, began, _ms in got_slow:  # the clock is the machine's: offsets from t0
+                slow[rpc][int((began - t0) // 60)] += 1
             errors.update(got_errors)
         for proc in procs:
             proc.join(30)
@@ -301,6 +309,8 @@ def run_fleet(
             for rpc, v in ms.items()
         },
         "errors": dict(errors),
+        # calls of SLOW_MS or more, by the minute of the run they began in (0: the first)
+        "slow_by_minute": {rpc: dict(sorted(c.items())) for rpc, c in slow.items() if c},
         "sessions_ended": len(prober.ended_at),
         "sessions_judged": len(judged),
         "recallable_within_60s_pct": round(100 * within / len(judged), 1) if judged else None,

@@ -51,6 +51,10 @@ def report(machine: dict[str, Any], results: list[dict[str, Any]]) -> str:
             f"{s1['workers_mib']:.0f} | {'yes' if meets(r) else 'no'}"
         )
     lines.extend(live.report_lines(results))
+    for r in results:
+        for rpc, minutes in r.get("slow_by_minute", {}).items():
+            counts = ", ".join(f"{m}: {n}" for m, n in minutes.items())
+            lines.append(f"  {r['agents']} agents, {rpc} of 100 ms or more by minute: {counts}")
     best = [r["agents"] for r in results if meets(r)]
     lines.append(f"  largest fleet meeting the targets: {max(best) if best else 'none'}")
     return "\n".join(lines)
