@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             for backend in args.backends.split(","):
                 # Latency only: the store records the model of the daemon that reads it (the
                 # vectors are torch's; another back-end's store would refuse them).
-                name = MODEL if backend == "torch" else f"{MODEL}@{backend}"
+                # (only onnx-int8 names its store apart: tiers.semantic.embedding.Embedder)
+                name = f"{MODEL}@{backend}" if backend == "onnx-int8" else MODEL
                 relabel(data / "vectors", name, pool.shape[1])
                 proc = ProcessDaemon(
                     data,
