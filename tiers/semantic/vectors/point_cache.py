@@ -20,13 +20,14 @@ The cache is in memory only; a delete (a Forget) invalidates the ids it removed,
 forgotten text stays here after the delete returns.
 
 **Kept out of the collector's walks.** The cache holds its points as msgpack bytes
-(:func:`packed`), which CPython's collector never tracks, and builds a fresh
-:class:`MemoryPoint` at each hit (:func:`unpacked`, about 6 µs a point of two sources).
-Kept as objects, 20,000 points were some 85,000 tracked objects (a point, its sources,
-their list, its scope), walked by every full collection and every middle one while they
-aged: at 1M points under a fleet they were most of the old generation. (Tuples of atoms
-would leave the walks too, but only one level of nesting per pass.) Each caller gets its
-own copy of a point, so no caller can change another's.
+(:func:`packed`), which CPython's collector never tracks. Kept as objects, 20,000 points were
+some 85,000 tracked objects (a point, its sources, their list, its scope), walked by every
+full collection and by every middle one while they aged: at 1M points under a fleet they
+were most of the old generation, and a full collection took 120-175 ms in the daemon, against
+8-18 ms as bytes (2026-11-29, docs/benchmarks.md). (Tuples of atoms would leave the walks
+too, but only one level of nesting per pass.) Building a point from its bytes
+(:func:`unpacked`) takes about 4.5 µs, and a Recall reads the same points several times, so
+the :data:`HOT_POINTS` most recently read are also kept decoded, as objects.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 __all__ = ["POINT_CACHE", "PointCache"]
 
 POINT_CACHE = 20_000  # points a store keeps decoded by default (vectors.point_cache)
+HOT_POINTS = 1_000  # of them, the most recently read, kept as objects too (module doc)
 
 
 def packed(point: MemoryPoint) -> bytes:
@@ -108,6 +110,8 @@ class PointCache:
         self.max_points = max_points
         self._lock = threading.Lock()
         self._points: OrderedDict[str, bytes] = OrderedDict()
+        self._hot: OrderedDict[str, MemoryPoint] = OrderedDict()  # ids in _points only
+        self._max_hot = min(HOT_POINTS, max_points)
         self._seq = 0  # invalidations so far
         # id -> the invalidation that last named it, oldest first; kept while a reader with
         # an older snapshot is active
@@ -143,31 +147,52 @@ class PointCache:
         """The cached points among ``ids``."""
         if not self.max_points:
             return {}
+        found: dict[str, MemoryPoint] = {}
         kept: dict[str, bytes] = {}
         with self._lock:
             for pid in ids:
-                point = self._points.get(pid)
-                if point is not None:
-                    self._points.move_to_end(pid)
-                    kept[pid] = point
-            self.hits += len(kept)
-            self.misses += len(ids) - len(kept)
-        return {pid: unpacked(p) for pid, p in kept.items()}
+                data = self._points.get(pid)
+                if data is None:
+                    continue
+                self._points.move_to_end(pid)
+                point = self._hot.get(pid)
+                if point is None:
+                    kept[pid] = data
+                else:
+                    self._hot.move_to_end(pid)
+                    found[pid] = point
+            self.hits += len(found) + len(kept)
+            self.misses += len(ids) - len(found) - len(kept)
+        decoded = {pid: unpacked(data) for pid, data in kept.items()}
+        with self._lock:
+            for pid, point in decoded.items():
+                if self._points.get(pid) is kept[pid]:  # not written nor dropped meanwhile
+                    self._keep_hot(point)
+        return found | decoded
 
     def put(self, points: Iterable[MemoryPoint], snapshot: int) -> None:
         """Keep ``points``, read from the engine after ``snapshot`` was taken, except those
         invalidated since."""
         if not self.max_points:
             return
-        kept = [(point.id, packed(point)) for point in points]
+        kept = [(point, packed(point)) for point in points]
         with self._lock:
-            for pid, point in kept:
-                if self._written.get(pid, -1) > snapshot:
+            for point, data in kept:
+                if self._written.get(point.id, -1) > snapshot:
                     continue  # written since it was read: what was read may be older
-                self._points[pid] = point
-                self._points.move_to_end(pid)
+                self._points[point.id] = data
+                self._points.move_to_end(point.id)
+                self._keep_hot(point)
             while len(self._points) > self.max_points:
-                self._points.popitem(last=False)
+                pid, _data = self._points.popitem(last=False)
+                self._hot.pop(pid, None)
+
+    def _keep_hot(self, point: MemoryPoint) -> None:
+        """Under the lock: ``point`` (in the cache as it is) kept decoded too."""
+        self._hot[point.id] = point
+        self._hot.move_to_end(point.id)
+        while len(self._hot) > self._max_hot:
+            self._hot.popitem(last=False)
 
     def invalidate(self, ids: Iterable[str]) -> None:
         """After a write of ``ids`` reached the engine, before it returns."""
@@ -175,6 +200,7 @@ class PointCache:
             self._seq += 1
             for pid in ids:
                 self._points.pop(pid, None)
+                self._hot.pop(pid, None)
                 if self._readers:
                     self._written[pid] = self._seq
                     self._written.move_to_end(pid)

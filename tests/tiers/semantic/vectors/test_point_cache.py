@@ -17,7 +17,7 @@ import pytest
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause
 from tiers.core.records import Scope
-from tiers.semantic.vectors import MemoryPoint, PointFilter, Source
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, point_cache
 from tiers.semantic.vectors.point_cache import PointCache
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
@@ -142,9 +142,11 @@ def test_the_cache_is_bounded_least_recently_used_out():
         PointCache(-1)
 
 
-def test_kept_points_come_back_whole_and_leave_the_collectors_walks():
-    """The cache keeps no object the collector walks, and gives each caller an equal point
-    with its own dictionaries and lists."""
+def test_kept_points_come_back_whole_and_leave_the_collectors_walks(monkeypatch):
+    """The cache keeps its points as bytes, which the collector never walks, and the most
+    recently read as objects too, no more than HOT_POINTS of them: each comes back equal,
+    whichever form it was read from."""
+    monkeypatch.setattr(point_cache, "HOT_POINTS", 2)
     cache = PointCache(10)
     fact = mem(
         "Alice moved to Lisbon.",
@@ -157,13 +159,33 @@ def test_kept_points_come_back_whole_and_leave_the_collectors_walks():
     fact = dataclasses.replace(
         fact, sources=[Source("chat-1", 4, "m-4", {"lang": "en"}, "Alice", 7, "I moved.", "user")]
     )
+    others = [mem(f"note {n}", scope=ALICE) for n in range(3)]
     s = cache.snapshot()
-    cache.put([fact], s)
+    cache.put([fact, *others], s)  # fact is pushed out of the hot ones by the others
     cache.release(s)
     assert [p for p in cache._points.values() if gc.is_tracked(p)] == []  # nothing to walk
-    first, again = cache.get([fact.id])[fact.id], cache.get([fact.id])[fact.id]
-    assert first == fact == again
-    first.attrs["object"] = "Porto"
-    first.sources[0].metadata["lang"] = "pt"
-    first.sources.clear()
-    assert again == fact  # one caller's change reaches no other
+    assert len(cache._hot) == 2 and fact.id not in cache._hot
+    assert cache.get([fact.id]) == {fact.id: fact}  # from its bytes
+    assert fact.id in cache._hot and len(cache._hot) == 2
+    assert cache.get([fact.id]) == {fact.id: fact}  # decoded already
+    cache.invalidate([fact.id])  # a write drops both forms
+    assert cache.get([fact.id]) == {} and fact.id not in cache._hot
+
+
+def test_a_point_written_while_it_is_decoded_is_not_kept_decoded(monkeypatch):
+    cache = PointCache(10)
+    teal = colour("Alice's favourite colour is teal.")
+    s = cache.snapshot()
+    cache.put([teal], s)
+    cache.release(s)
+    cache._hot.clear()  # read from its bytes next
+    real = point_cache.unpacked
+
+    def written_meanwhile(data: bytes) -> MemoryPoint:
+        point = real(data)
+        cache.invalidate([point.id])  # a write returns while this reader decodes
+        return point
+
+    monkeypatch.setattr(point_cache, "unpacked", written_meanwhile)
+    assert cache.get([teal.id]) == {teal.id: teal}  # as it was read, like an engine read
+    assert teal.id not in cache._hot and cache.get([teal.id]) == {}  # but not kept
