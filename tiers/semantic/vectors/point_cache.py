@@ -43,7 +43,7 @@ from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 
 __all__ = ["POINT_CACHE", "PointCache"]
 
-POINT_CACHE = 20_000  # points a store keeps decoded by default (vectors.point_cache)
+POINT_CACHE = 20_000  # points a store keeps by default, as bytes (vectors.point_cache)
 HOT_POINTS = 1_000  # of them, the most recently read, kept as objects too (module doc)
 
 
