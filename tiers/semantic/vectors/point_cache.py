@@ -24,10 +24,11 @@ forgotten text stays here after the delete returns.
 some 85,000 tracked objects (a point, its sources, their list, its scope), walked by every
 full collection and by every middle one while they aged: at 1M points under a fleet they
 were most of the old generation, and a full collection took 120-175 ms in the daemon, against
-8-18 ms as bytes (2026-11-29, docs/benchmarks.md). (Tuples of atoms would leave the walks
-too, but only one level of nesting per pass.) Building a point from its bytes
-(:func:`unpacked`) takes about 4.5 µs, and a Recall reads the same points several times, so
-the :data:`HOT_POINTS` most recently read are also kept decoded, as objects.
+8-18 ms as bytes, and 25-39 ms with the hot points below (2026-11-29, docs/benchmarks.md).
+(Tuples of atoms would leave the walks too, but only one level of nesting per pass.) Building
+a point from its bytes (:func:`unpacked`) takes about 4.5 µs, and a Recall reads the same
+points several times, so the :data:`HOT_POINTS` most recently read are also kept decoded, as
+objects.
 """
 
 from __future__ import annotations
