@@ -102,14 +102,12 @@ class SharedSearch:
     def hits(self) -> list[Hit]:
         with self._lock:
             search = self._search
-            if search is not None and self._hits is None and self._error is None:
+            if search is not None:  # not run yet, or interrupted: the next caller tries again
                 try:
                     self._hits = search()
                 except Exception as exc:
                     self._error = exc
-                finally:  # run (an error kept), or interrupted: the next caller tries again
-                    if self._hits is not None or self._error is not None:
-                        self._search = None
+                self._search = None  # run, its error kept
             if self._error is not None:
                 raise self._error
             assert self._hits is not None
