@@ -4,12 +4,12 @@ which Forget must remove, Export write, Import read back and Stats count.
 Each kind implements :class:`ScopedKind` in its own module, and ``tiers/schema.py`` lists it
 in :data:`tiers.schema.KINDS`; Forget (:mod:`tiers.rights.forget.cascade`), Export and
 Import (:mod:`tiers.rights.archive`), Stats and Watch reach every kind through that list, in
-its order, and name none of them. A kind owns what is its own: its column families, its
-export records (written by :meth:`ScopedKind.export`, read by ``read_record``) and the types
-of the changes it records (``change_types``). The export format's record types, the parser's
-dispatch and the change log's types are derived from the list. So adding a kind of data
-touches its own module and one line of the schema (``docs/architecture.md``, "Adding a kind
-of data").
+its order, and name none of them. A kind owns what is its own: its column families, the types
+of the changes it records (``change_types``) and, when it is exported (:class:`ExportedKind`),
+its export records (written by ``export``, read by ``read_record``). The export format's
+record types, the parser's dispatch and the change log's types are derived from the list.
+So adding a kind of data touches its own module and one line of the schema
+(``docs/architecture.md``, "Adding a kind of data").
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tiers.core.records import Scope
 from tiers.rocks import Batch, RocksStore
@@ -103,11 +103,6 @@ class ScopedKind(Protocol):
         """The kind's name: its count in a Forget's counts (``ForgetCounts.kinds``)."""
 
     @property
-    def record_type(self) -> str:
-        """The ``type`` of its records in an export file (:mod:`tiers.rights.archive.format`);
-        empty for a kind that is not exported."""
-
-    @property
     def column_families(self) -> tuple[str, ...]:
         """Its column families of the state store: compacted by a Forget's purge."""
 
@@ -115,11 +110,6 @@ class ScopedKind(Protocol):
     def change_types(self) -> Mapping[str, str]:
         """The types of the changes it records in the change log (``MemoryService.Watch``),
         each with what its attrs name; empty for a kind that records none."""
-
-    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any:
-        """One export record of :attr:`record_type` read into the value :meth:`import_values`
-        takes (``reader`` checks the common fields). Raises ``ValueError`` saying what is
-        wrong; never called for a kind that is not exported."""
 
     @property
     def lock(self) -> AbstractContextManager[object]:
@@ -139,6 +129,24 @@ class ScopedKind(Protocol):
         """Add to ``batch`` the deletes of the records ``covered`` names: the scope's, and
         those of its episodes and memories where the kind keeps such a link."""
 
+
+@runtime_checkable
+class ExportedKind(Protocol):
+    """What a kind that Export writes and Import reads back adds to :class:`ScopedKind`: its
+    record type and its records' writer, reader and importer. Its class in
+    :data:`tiers.schema.KINDS` and its opened store both answer ``isinstance`` (see
+    :func:`exported`); a kind without them (the change log, the access counts) is not
+    exported. The methods raise as :class:`ScopedKind`'s do."""
+
+    @property
+    def record_type(self) -> str:
+        """The ``type`` of its records in an export file (:mod:`tiers.rights.archive.format`)."""
+
+    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any:
+        """One export record of :attr:`record_type` read into the value :meth:`import_values`
+        takes (``reader`` checks the common fields). Raises ``ValueError`` saying what is
+        wrong."""
+
     def export(self, scope: Scope, tombstones: Tombstones) -> Iterable[dict[str, Any]]:
         """The records of ``scope`` (every agent's when its ``agent_id`` is empty) as export
         records (JSON objects with ``type`` = :attr:`record_type`), in file order, without
@@ -156,9 +164,12 @@ class ScopedKind(Protocol):
         ``SemanticStore.write_lock`` held."""
 
 
-def not_exported(d: dict[str, Any], reader: RecordReader) -> Any:
-    """The ``read_record`` of a kind that is not exported (its ``record_type`` is empty)."""
-    raise ValueError("this kind of data is not exported, so it has no records to read")
+E = TypeVar("E")
+
+
+def exported(kinds: Iterable[E]) -> list[ExportedKind]:
+    """The kinds among ``kinds`` (classes or opened stores) that are exported, in order."""
+    return [k for k in kinds if isinstance(k, ExportedKind)]
 
 
 @runtime_checkable
@@ -172,20 +183,16 @@ class RecordsChanges(Protocol):
 
 class KindFactory(Protocol):
     """What ``tiers.schema.KINDS`` lists: a kind's store class, which names its column
-    families (the schema composes them, with the class's module as their owner), its export
-    record type and change types (the format and the change log compose them), reads its
-    export records, and opens the store on the state store."""
+    families (the schema composes them, with the class's module as their owner) and change
+    types (the change log composes them), and opens the store on the state store. An
+    exported kind's class is also an :class:`ExportedKind`: the format and the parser
+    compose its record type and reader."""
 
     @property
     def column_families(self) -> tuple[str, ...]: ...
 
     @property
-    def record_type(self) -> str: ...
-
-    @property
     def change_types(self) -> Mapping[str, str]: ...
-
-    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any: ...
 
     @property
     def __module__(self) -> str: ...  # type: ignore[override]

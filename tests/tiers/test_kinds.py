@@ -32,7 +32,7 @@ from tiers.rights.forget.cascade import Forgetter
 from tiers.rights.forget.plan import ForgetTarget
 from tiers.rocks import Batch, RocksStore
 from tiers.schema import FAMILIES, JOURNAL_CFS, KINDS, kind_of, open_kinds, state_families
-from tiers.scoped import Covered, Forgotten, RecordReader
+from tiers.scoped import Covered, ExportedKind, Forgotten, RecordReader, exported
 from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
@@ -177,8 +177,9 @@ def rights(tmp_path: Path) -> Iterator[Rights]:
 def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
     tmp_path: Path,
 ) -> None:
-    """Each kind's families are its own module's, in the schema; its records' type is one of
-    the export format's (or none: not exported); no two kinds share a name or a type."""
+    """Each kind's families are its own module's, in the schema; an exported kind's records'
+    type is one of the export format's, and the change log and the access counts are not
+    exported; no two kinds share a name or a type."""
     owners = {cf.name: cf.owner for cf in FAMILIES if cf.store == "state"}
     state = RocksStore(tmp_path / "state", state_families())
     try:
@@ -188,10 +189,14 @@ def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
     for kind in kinds:
         for cf in kind.column_families:
             assert owners[cf] == type(kind).__module__, f"{cf} is not its kind's own"
-        assert kind.record_type in ("", *TYPES)
     assert len({k.name for k in kinds}) == len(kinds)
-    types = [k.record_type for k in kinds if k.record_type]
+    types = [k.record_type for k in exported(kinds)]
+    assert [t for t in TYPES if t in types] == types, "the format's kinds, in the registry's order"
     assert len(set(types)) == len(types)
+    assert {k.name for k in kinds if not isinstance(k, ExportedKind)} == {
+        "changes",
+        "access_counts",
+    }
 
 
 def test_a_registered_kind_is_counted_watched_exported_forgotten_and_imported(

@@ -39,9 +39,7 @@ from tiers.core.errors import InvalidArgument, OutOfRange, TierError
 from tiers.core.events import Events
 from tiers.core.records import Scope, pack, u64, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten, not_exported
-from tiers.semantic.tombstones import Tombstones
-from tiers.semantic.vectors import MemoryPoint
+from tiers.scoped import Covered, Forgotten
 
 CHANGES_CF = "changes"
 ORDER_CF = "change_order"
@@ -114,14 +112,12 @@ def _prefix(user_id: str) -> bytes:
 
 class ChangeLog:
     """The change log in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)
-    that Forget reaches and Export leaves out. Reads and writes raise StoreUnavailable when
-    the store cannot be read or written."""
+    that Forget reaches; not exported (a log of what happened here, not memory). Reads and
+    writes raise StoreUnavailable when the store cannot be read or written."""
 
     name = "changes"
-    record_type = ""  # not exported: a log of what happened here, not memory
     column_families = CHANGE_CFS
     change_types = CORE_TYPES  # the tiers' own; ``types`` adds the kinds' (open_kinds)
-    read_record = staticmethod(not_exported)
 
     def __init__(
         self,
@@ -310,17 +306,6 @@ class ChangeLog:
                     batch.delete(ORDER_CF, key[len(prefix) :])
                     count += 1
         return Forgotten(count)
-
-    def export(self, scope: Scope, tombstones: Tombstones) -> Iterable[dict[str, Any]]:
-        return ()
-
-    def import_values(
-        self,
-        values: Sequence[Any],
-        tombstones: Tombstones,
-        write_points: Callable[[list[MemoryPoint]], object],
-    ) -> int:
-        return 0
 
 
 def _names(attrs: Mapping[str, Any]) -> set[str]:

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten, not_exported
+from tiers.scoped import Covered, Forgotten
 from tiers.semantic.tombstones import Tombstones
-from tiers.semantic.vectors import MemoryPoint
 
 ACCESS_CF = "access"
 ACCESS_CFS = (ACCESS_CF,)
@@ -70,14 +69,13 @@ class AccessCount:
 
 class AccessCounts:
     """The counts in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`), not
-    exported (a count is this daemon's use of a memory, not the user's data). Every method
-    raises ``StoreUnavailable`` when the store cannot be read or written."""
+    exported (a count is this daemon's use of a memory, not the user's data: an import
+    starts counting afresh). Every method raises ``StoreUnavailable`` when the store cannot
+    be read or written."""
 
     name = "access_counts"
-    record_type = ""
     change_types: ClassVar[dict[str, str]] = {}  # counting a use is no change of memory
     column_families = ACCESS_CFS
-    read_record = staticmethod(not_exported)
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state
@@ -156,14 +154,3 @@ class AccessCounts:
         for key in keys:
             batch.delete(ACCESS_CF, key)
         return Forgotten(len(keys))
-
-    def export(self, scope: Scope, tombstones: Tombstones) -> Iterator[dict[str, Any]]:
-        return iter(())  # not exported: an import starts counting afresh
-
-    def import_values(
-        self,
-        values: Sequence[Any],
-        tombstones: Tombstones,
-        write_points: Callable[[list[MemoryPoint]], object],
-    ) -> int:
-        return 0  # no record type: an export holds none

@@ -35,7 +35,7 @@ from tiers.journal.store import EXTRACTIONS_CF, PENDING_CF, UNINDEXED_CF, Journa
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
 from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind
+from tiers.scoped import ScopedKind, exported
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
@@ -72,8 +72,8 @@ class Exporter:
         self._semantic = semantic
         self._working_lock = working_lock
         self._extraction_json = extraction_json
-        self._kinds = tuple(kinds)  # tiers.schema.KINDS, opened
-        self._types = export.record_types(k.record_type for k in self._kinds if k.record_type)
+        self._exported = exported(kinds)  # tiers.schema.KINDS, opened: those exported
+        self._types = export.record_types(k.record_type for k in self._exported)
 
     def write(
         self, out: IO[bytes], scope: Scope, progress: Progress | None = None
@@ -97,7 +97,7 @@ class Exporter:
                 writer.put(export.session(record), "session")
                 for message in log:
                     writer.put(export.message(message, session_id=record.session_id), "message")
-            for keyed in self._kinds:  # the scoped kinds' records, but forgotten ones
+            for keyed in self._exported:  # the scoped kinds' records, but forgotten ones
                 for line in keyed.export(scope, self._semantic.tombstones):
                     writer.put(line, keyed.record_type)
             for eid, owner, doc in self._extractions(scope, exported):

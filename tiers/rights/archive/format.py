@@ -55,6 +55,7 @@ from typing import Any
 from tiers.core.records import Episode, Scope, StoredMessage
 from tiers.keyed.document import KIND as DOCUMENT
 from tiers.schema import KINDS as SCOPED_KINDS
+from tiers.scoped import exported
 from tiers.semantic.graph import Edge
 from tiers.semantic.vectors import KINDS, MemoryPoint, Source
 
@@ -75,7 +76,7 @@ def record_types(kind_types: Iterable[str]) -> tuple[str, ...]:
 
 
 # The daemon's record types: those of :data:`tiers.schema.KINDS` that are exported.
-TYPES = record_types(k.record_type for k in SCOPED_KINDS if k.record_type)
+TYPES = record_types(k.record_type for k in exported(SCOPED_KINDS))
 
 
 @dataclass(frozen=True, slots=True)

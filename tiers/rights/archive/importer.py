@@ -56,7 +56,7 @@ from tiers.rights.archive.format import (
     SessionRecord,
 )
 from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind
+from tiers.scoped import ScopedKind, exported
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
@@ -96,7 +96,7 @@ class Importer:
         self._semantic = semantic
         self._extraction_bytes = extraction_bytes
         # tiers.schema.KINDS, opened, by the type of their records in a file
-        self._kinds = {k.record_type: k for k in kinds if k.record_type}
+        self._kinds = {k.record_type: k for k in exported(kinds)}
 
     # -- check -------------------------------------------------------------------------------
     def check(self, records: Iterable[Record]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from tiers.core.errors import InvalidExport
 from tiers.core.records import ROLES, Episode, Scope, StoredMessage, ToolCall
@@ -35,19 +35,9 @@ from tiers.rights.archive.format import (
     record_types,
 )
 from tiers.schema import KINDS
-from tiers.scoped import Limits, RecordReader
+from tiers.scoped import ExportedKind, Limits, exported
 from tiers.semantic.graph import Edge
 from tiers.semantic.vectors import MemoryPoint
-
-
-class ExportedKind(Protocol):
-    """A kind of scoped data as the parser sees it (its class in :data:`tiers.schema.KINDS`,
-    or its opened store): its records' type (empty: not exported) and their reader."""
-
-    @property
-    def record_type(self) -> str: ...
-
-    def read_record(self, d: dict[str, Any], reader: RecordReader) -> Any: ...
 
 
 class ExportParser:
@@ -65,18 +55,18 @@ class ExportParser:
         user_id: str = "",
         limits: Limits | None = None,
         check_extraction: Callable[[str, Scope, dict[str, Any]], object] | None = None,
-        kinds: Sequence[ExportedKind] = KINDS,
+        kinds: Sequence[object] = KINDS,
     ) -> None:
         self.user_id = user_id
         self.limits = limits or Limits()
         self._check_extraction = check_extraction
-        exported = [k for k in kinds if k.record_type]
-        self.types = record_types(k.record_type for k in exported)
+        exported_kinds = exported(kinds)
+        self.types = record_types(k.record_type for k in exported_kinds)
         self._readers: dict[str, Callable[[dict[str, Any]], Any]] = {
             "session": self._read_session,
             "episode": self._read_episode,
             "message": self._read_message,
-            **{k.record_type: self._kind_reader(k) for k in exported},
+            **{k.record_type: self._kind_reader(k) for k in exported_kinds},
             "extraction": self._read_extraction,
             "point": self._read_point,
             "edge": self._read_edge,
