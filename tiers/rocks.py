@@ -7,6 +7,8 @@ which is atomic across the store's column families; failures surface as
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -24,12 +26,16 @@ from rocksdict import (
     WriteOptions,
 )
 
-from tiers.core.errors import StoreUnavailable
+from tiers.core.errors import InvalidArgument, StoreUnavailable, TierError
 from tiers.space import DiskSpace
 
 
 class StoreLocked(StoreUnavailable):
     """Another process (or this one) has the store open."""
+
+
+class InvalidPageToken(TierError, InvalidArgument):
+    """The page token was not issued for this listing."""
 
 
 # All memtables of one store together: past it, RocksDB flushes the largest. Without it each
@@ -231,3 +237,17 @@ def prefix_end(prefix: bytes) -> bytes:
     if not stripped:
         raise ValueError("a prefix of only 0xff bytes has no upper bound")
     return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def page_token_of(key: bytes) -> str:
+    """A listing's page token: the last key of the page, for :func:`page_key` to read back."""
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def page_key(token: str) -> bytes:
+    """The key a :func:`page_token_of` token names; raises :class:`InvalidPageToken` when
+    ``token`` is no such token."""
+    try:
+        return base64.urlsafe_b64decode(token.encode())
+    except (binascii.Error, ValueError):
+        raise InvalidPageToken("page_token is not a token this server issued") from None

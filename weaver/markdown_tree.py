@@ -31,7 +31,13 @@ from typing import IO
 
 from tiers.core.records import StoredMessage
 from tiers.keyed.document import Document
-from tiers.rights.archive.format import EpisodeRecord, Header, MessageRecord, Record, SessionRecord
+from tiers.rights.archive.format import (
+    EpisodeRecord,
+    Header,
+    Record,
+    SessionRecord,
+    with_messages,
+)
 from tiers.rights.archive.parser import ExportParser
 from tiers.semantic.vectors import MemoryPoint
 
@@ -72,7 +78,8 @@ def write_tree(jsonl: Path, out: Path) -> TreeSummary:
     (out / "episodes").mkdir(parents=True, exist_ok=True)
     files = 0
     with jsonl.open("rb") as f:
-        for parent, messages in _with_messages(_records(f)):
+        for record, messages in with_messages(_records(f)):
+            parent = record.value
             if isinstance(parent, EpisodeRecord):
                 _write(
                     out / "episodes" / f"{parent.episode.episode_id}.md",
@@ -127,23 +134,6 @@ def _learn(index: _Index, r: Record) -> None:
         index.documents.append(r.value)
     if r.type not in ("header", "footer"):
         index.counts[r.type] += 1
-
-
-def _with_messages(
-    records: Iterator[Record],
-) -> Iterator[tuple[object, list[StoredMessage]]]:
-    parent: object = None
-    messages: list[StoredMessage] = []
-    for r in records:
-        if r.type == "message":
-            value: MessageRecord = r.value
-            messages.append(value.message)
-            continue
-        if parent is not None:
-            yield parent, messages
-        parent, messages = r.value, []
-    if parent is not None:
-        yield parent, messages
 
 
 # -- pages ---------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import pytest
 from tests.contracts.stores import BIG, Clock, close_broken, full_disk
 from tiers.core.errors import EpisodeNotFound, InvalidArgument, NotFound, StoreUnavailable
 from tiers.core.records import Episode, Scope, StoredMessage, episode_id_for
-from tiers.journal.store import JOURNAL_CFS, InvalidPageToken, Journal, PendingEpisode
-from tiers.rocks import RocksStore
+from tiers.journal.store import JOURNAL_CFS, Journal, PendingEpisode
+from tiers.rocks import InvalidPageToken, RocksStore
 from tiers.schema import STATE_CFS
 
 DAY_US = 86_400 * 1_000_000

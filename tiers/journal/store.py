@@ -25,17 +25,15 @@ end of the session; the Weaver deletes the first when the episode's chunks are i
 
 from __future__ import annotations
 
-import base64
-import binascii
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
-from tiers.core.errors import EpisodeNotFound, InvalidArgument, TierError
+from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode, Scope, StoredMessage, pack, time_key, u64, unpack
-from tiers.rocks import Batch, RocksStore, prefix_end
+from tiers.rocks import Batch, InvalidPageToken, RocksStore, page_key, page_token_of, prefix_end
 
 EPISODES_CF = "episodes"
 MESSAGES_CF = "messages"
@@ -49,10 +47,6 @@ UNINDEXED_CF = "unindexed"
 EXTRACTIONS_CF = "extractions"
 CONSOLIDATION_CFS = (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF)
 _ID_LEN = 32
-
-
-class InvalidPageToken(TierError, InvalidArgument):
-    """The page token was not issued for this listing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +258,7 @@ class Journal:
         if high is None and prefix:
             high = prefix_end(prefix)
         if page_token:
-            last = _decode_token(page_token)
+            last = page_key(page_token)
             if not (low <= last and (high is None or last < high)):
                 raise InvalidPageToken("page_token does not belong to this listing")
             if newest_first:
@@ -286,7 +280,7 @@ class Journal:
                 continue
             episodes.append(Episode.decode(raw))
             last_key = key
-        return EpisodePage(episodes, _encode_token(last_key) if more else "")
+        return EpisodePage(episodes, page_token_of(last_key) if more else "")
 
     def count(self) -> int:
         """Episodes not yet expired."""
@@ -328,14 +322,3 @@ def _mark(episode: Episode) -> bytes:
     """The value of an episode's ``unindexed`` and ``pending`` marks."""
     scope = episode.scope
     return pack([episode.flushed_at_us, scope.user_id, scope.agent_id, episode.session_id])
-
-
-def _encode_token(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode()
-
-
-def _decode_token(token: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(token.encode())
-    except (binascii.Error, ValueError):
-        raise InvalidPageToken("page_token is not a token this server issued") from None

@@ -35,8 +35,6 @@ tombstones and deletes) and against the indexer clearing a mark.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -47,7 +45,6 @@ from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.events import Events
 from tiers.core.records import Scope
-from tiers.journal.store import InvalidPageToken
 from tiers.keyed.document import (
     KIND,
     Document,
@@ -56,7 +53,7 @@ from tiers.keyed.document import (
     scope_prefix,
     storage_key,
 )
-from tiers.rocks import Batch, RocksStore, prefix_end
+from tiers.rocks import Batch, InvalidPageToken, RocksStore, page_key, page_token_of, prefix_end
 from tiers.scoped import Covered, Forgotten
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
@@ -153,14 +150,14 @@ class DocumentStore:
         low = namespace_prefix(scope, prefix)
         high = prefix_end(low)
         if page_token:
-            last = _decode_token(page_token)
+            last = page_key(page_token)
             if not low <= last < high:
                 raise InvalidPageToken("page_token does not belong to this listing")
             low = last + b"\x00"
         out: list[Document] = []
         for key, raw in self._state.scan(DOCUMENTS_CF, low, high):
             if len(out) == page_size:
-                return DocumentPage(out, _encode_token(out[-1].storage_key))
+                return DocumentPage(out, page_token_of(out[-1].storage_key))
             out.append(Document.decode(key, raw))
         return DocumentPage(out, "")
 
@@ -251,14 +248,3 @@ class DocumentStore:
             if doc is not None:
                 found[doc.id] = doc
         return sorted(found.values(), key=lambda d: d.storage_key)
-
-
-def _encode_token(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode()
-
-
-def _decode_token(token: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(token.encode())
-    except (binascii.Error, ValueError):
-        raise InvalidPageToken("page_token is not a token this server issued") from None

@@ -48,7 +48,7 @@ import datetime as dt
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,6 +124,23 @@ class Record:
     line: int
     type: str
     value: Any  # Header, SessionRecord, EpisodeRecord, MessageRecord, ..., or Counter
+
+
+def with_messages(records: Iterable[Record]) -> Iterator[tuple[Record, list[StoredMessage]]]:
+    """Each record of a file but its messages, with the messages that follow it (those of an
+    episode or a session; none for the other records)."""
+    parent: Record | None = None
+    messages: list[StoredMessage] = []
+    for r in records:
+        if r.type == "message":
+            value: MessageRecord = r.value
+            messages.append(value.message)
+            continue
+        if parent is not None:
+            yield parent, messages
+        parent, messages = r, []
+    if parent is not None:
+        yield parent, messages
 
 
 # -- writing -------------------------------------------------------------------------------------

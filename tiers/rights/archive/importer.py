@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,9 +51,9 @@ from tiers.journal.store import EXTRACTIONS_CF, Journal
 from tiers.rights.archive.format import (
     EpisodeRecord,
     ExtractionRecord,
-    MessageRecord,
     Record,
     SessionRecord,
+    with_messages,
 )
 from tiers.rocks import RocksStore
 from tiers.scoped import ScopedKind, exported
@@ -160,8 +160,10 @@ class Importer:
         points: list[MemoryPoint] = []
         keyed: dict[str, list[Any]] = {t: [] for t in self._kinds}  # a kind's records, batched
         edges: list[Edge] = []
-        for parent, messages in _grouped(records):
+        for parent, messages in with_messages(records):
             kind = parent.type
+            if kind in ("header", "footer"):
+                continue
             if kind == "episode":
                 self._episode(parent.value, messages, report)
             elif kind == "session":
@@ -300,22 +302,6 @@ class Importer:
             written = self._semantic.write_edges(edges)
         report.written["edge"] += len(written)
         report.skipped_forgotten += len(edges) - len(written)
-
-
-def _grouped(records: Iterable[Record]) -> Iterator[tuple[Record, list[StoredMessage]]]:
-    """Each record but the header and footer, with the messages that follow it."""
-    parent: Record | None = None
-    messages: list[StoredMessage] = []
-    for r in records:
-        if r.type == "message":
-            value: MessageRecord = r.value
-            messages.append(value.message)
-            continue
-        if parent is not None:
-            yield parent, messages
-        parent, messages = (r, []) if r.type not in ("header", "footer") else (None, [])
-    if parent is not None:
-        yield parent, messages
 
 
 def _message(m: StoredMessage) -> Message:
