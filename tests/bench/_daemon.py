@@ -1,9 +1,11 @@
-"""Helpers for the benchmarks: a throwaway ``stratad serve`` process, RSS, machine details."""
+"""Helpers for the benchmarks: a throwaway ``stratad serve`` process, RSS, machine details,
+latency percentiles and the JSON file of the figures."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import math
 import os
 import platform
@@ -11,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -191,17 +193,51 @@ def format_machine(info: Mapping[str, Any]) -> str:
     )
 
 
+def write_json(path: Path | None, payload: Any, indent: int | None = 2) -> None:
+    """Write ``payload`` to ``path`` (a benchmark's ``--json``) as JSON with a final newline,
+    making its folder if need be; nothing when ``path`` is None."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=indent) + "\n")
+
+
+def write_figures(
+    path: Path | None,
+    benchmark: str,
+    machine: Mapping[str, Any],
+    params: Mapping[str, Any],
+    results: Any,
+    targets: Mapping[str, Any] | None = None,
+) -> None:
+    """Write a benchmark's figures to ``path`` (``--json``) as ``{benchmark, machine, params,
+    targets (if any), results}`` and say so; nothing when ``path`` is None."""
+    if path is None:
+        return
+    payload: dict[str, Any] = {"benchmark": benchmark, "machine": machine, "params": params}
+    if targets is not None:
+        payload["targets"] = targets
+    payload["results"] = results
+    write_json(path, payload)
+    print(f"\nwrote {path}")
+
+
 def summary(ms: Sequence[float]) -> dict[str, float]:
     """Count, p50, p99 and max of latencies in milliseconds (empty: nothing)."""
     if not ms:
         return {}
-    ordered = sorted(ms)
-    return {
-        "n": len(ordered),
-        "p50_ms": round(percentile(ordered, 50), 1),
-        "p99_ms": round(percentile(ordered, 99), 1),
-        "max_ms": round(ordered[-1], 1),
-    }
+    return {"n": len(ms), **latency_ms(ms, (50, 99), digits=1)}
+
+
+def latency_ms(
+    values: Iterable[float], quantiles: Sequence[int] = (50, 99), digits: int = 2, prefix: str = ""
+) -> dict[str, float]:
+    """``<prefix>p<q>_ms`` for each of ``quantiles`` and ``<prefix>max_ms`` of latencies in
+    milliseconds, rounded to ``digits`` (NaN when there are none)."""
+    ordered = sorted(values)
+    out = {f"{prefix}p{q}_ms": round(percentile(ordered, q), digits) for q in quantiles}
+    out[f"{prefix}max_ms"] = round(ordered[-1], digits) if ordered else float("nan")
+    return out
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import time
 import traceback
@@ -31,10 +30,11 @@ from stratad_client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import (
     cpu_seconds,
     format_machine,
+    latency_ms,
     machine_info,
-    percentile,
     running_daemon,
     running_floor,
+    write_figures,
 )
 
 SESSION_MESSAGES = 50
@@ -77,15 +77,11 @@ def _role(n: int) -> str:
 
 def summarize(samples_s: Sequence[float], seconds: float) -> dict[str, float]:
     """Latency percentiles in ms and the rate, from per-append latencies in seconds."""
-    ms = sorted(s * 1000.0 for s in samples_s)
     return {
-        "count": len(ms),
+        "count": len(samples_s),
         "seconds": round(seconds, 3),
-        "appends_per_s": round(len(ms) / seconds, 1) if seconds > 0 else float("nan"),
-        "p50_ms": round(percentile(ms, 50), 3),
-        "p90_ms": round(percentile(ms, 90), 3),
-        "p99_ms": round(percentile(ms, 99), 3),
-        "max_ms": round(ms[-1], 3) if ms else float("nan"),
+        "appends_per_s": round(len(samples_s) / seconds, 1) if seconds > 0 else float("nan"),
+        **latency_ms((s * 1000.0 for s in samples_s), (50, 90, 99), digits=3),
     }
 
 
@@ -328,26 +324,24 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(report(machine, params, results))
-    if args.json is not None:
-        payload = {
-            "benchmark": "append_latency",
-            "machine": machine,
-            "params": {
-                **params,
-                "warmup_messages": WARMUP_MESSAGES,
-                "session_messages": SESSION_MESSAGES,
-                "workers": WORKERS,
-                "tasks_per_worker": TASKS_PER_WORKER,
-                "concurrent_warmup_seconds": CONCURRENT_WARMUP_SECONDS,
-            },
-            "targets": {
-                "single_p99_ms": TARGET_P99_MS,
-                "concurrent_appends_per_s": TARGET_THROUGHPUT,
-            },
-            "results": results,
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    write_figures(
+        args.json,
+        "append_latency",
+        machine,
+        {
+            **params,
+            "warmup_messages": WARMUP_MESSAGES,
+            "session_messages": SESSION_MESSAGES,
+            "workers": WORKERS,
+            "tasks_per_worker": TASKS_PER_WORKER,
+            "concurrent_warmup_seconds": CONCURRENT_WARMUP_SECONDS,
+        },
+        results,
+        targets={
+            "single_p99_ms": TARGET_P99_MS,
+            "concurrent_appends_per_s": TARGET_THROUGHPUT,
+        },
+    )
     return 0
 
 

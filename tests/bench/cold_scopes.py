@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import random
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, summary
+from tests.bench._daemon import format_machine, machine_info, summary, write_json
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
@@ -103,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         f = result[name]
         print(f"  {name:>14}: p50 {f['p50_ms']:>7} ms  p99 {f['p99_ms']:>7} ms  max {f['max_ms']}")
     print(f"  feature files: {result['feature_files']}, {result['feature_file_bytes']} bytes")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    write_json(args.json, {"machine": machine, "result": result})
     return 0
 
 

@@ -11,7 +11,6 @@ vectors of one kind: torch and onnx share one, int8 is recorded as another model
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench._daemon import format_machine, machine_info, percentile, write_json
 from tests.bench.locomo_data import load, turn_texts
 from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.semantic.embedding.priority import DOCUMENT_SLICE
@@ -88,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['query_p95_ms']:>7} {r['docs_per_s']:>7} {r['cosine_to_torch_min']:>9} "
             f"{r['cosine_to_torch_mean']:>9}  {r['model_name']}"
         )
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    write_json(args.json, {"machine": machine, "results": results})
     return 0
 
 

@@ -16,7 +16,6 @@ JSON of 384 floats per text) is what separates a figure from its bound.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import statistics
 import time
@@ -24,7 +23,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_json
 from tests.bench.locomo_data import load, turn_texts
 from tests.support.llm_server import FakeOpenAI
 from tiers.core.models import ModelClient
@@ -153,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['texts_per_s_min']:>8} {r['server_peak_in_flight']:>11} "
             f"{r['delay_bound_texts_per_s']:>11} {speedup:>6.2f}"
         )
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    write_json(args.json, {"machine": machine, "results": results})
     return 0
 
 

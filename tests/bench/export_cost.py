@@ -18,7 +18,6 @@ started on it, and through ``AdminService.Export``:
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 import uuid
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_json
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
@@ -154,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  {i['user']:>16} {i['points']:>7} {i['edges']:>6} {i['seconds']:>8} "
             f"{i['points_per_s']:>9}  (recall afterwards: {i['recall_hits']} hits)"
         )
-    if args.json:
-        report = {"machine": machine, "built": built, "exports": exports, "imports": imports}
-        args.json.write_text(json.dumps(report, indent=2))
+    write_json(
+        args.json, {"machine": machine, "built": built, "exports": exports, "imports": imports}
+    )
     return 0
 
 

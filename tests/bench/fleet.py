@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import multiprocessing as mp
 import random
 import threading
@@ -44,11 +43,12 @@ from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench import fleet_live as live
-from tests.bench._daemon import machine_info, percentile, running_daemon
+from tests.bench._daemon import latency_ms, machine_info, percentile, running_daemon, write_json
 from tests.bench.fleet_report import P_RECALL, RPCS, TURNS, report
 from tests.bench.locomo_data import load
 from tests.bench.recall_cli import parse_settings
 from tests.bench.sampler import Sampler
+from tests.bench.tally import Tally as BaseTally
 from tests.support import wait_until
 
 PROBE_SECONDS = 2.0
@@ -74,26 +74,19 @@ def marker(agent: int, session: int) -> str:
 # -- the agents (spawned processes, asyncio tasks) -----------------------------------------
 
 
-class Tally:
-    def __init__(self, measure_from: float, until: float) -> None:
-        self.measure_from, self.until = measure_from, until
-        self.ms: dict[str, list[float]] = {r: [] for r in RPCS}
-        self.slow: list[tuple[str, float, float]] = []  # rpc, monotonic start, ms (>= SLOW_MS)
-        self.errors: Counter[str] = Counter()
+class Tally(BaseTally):
+    """The agents' calls that began after the warm-up (those still running at ``until`` too),
+    and the slow ones among them."""
 
-    async def timed(self, rpc: str, call: Any) -> Any:
-        began = time.monotonic()
-        try:
-            result = await call
-        except StrataClientError as exc:
-            self.errors[f"{rpc} {exc.code.name}"] += 1
-            return None
-        if began >= self.measure_from:
-            ms = (time.monotonic() - began) * 1000
-            self.ms[rpc].append(ms)
-            if ms >= SLOW_MS:
-                self.slow.append((rpc, began, ms))
-        return result
+    def __init__(self, measure_from: float, until: float) -> None:
+        super().__init__(RPCS, measure_from)
+        self.until = until
+        self.slow: list[tuple[str, float, float]] = []  # rpc, monotonic start, ms (>= SLOW_MS)
+
+    def measured(self, rpc: str, began: float, ms: float) -> None:
+        super().measured(rpc, began, ms)
+        if ms >= SLOW_MS:
+            self.slow.append((rpc, began, ms))
 
 
 async def _agent(
@@ -299,15 +292,7 @@ def run_fleet(
         "pace_s": pace,
         "seconds": seconds,
         "warmup": warmup,
-        "rpcs": {
-            rpc: {
-                "calls": len(v),
-                "p50_ms": round(percentile(sorted(v), 50), 2),
-                "p99_ms": round(percentile(sorted(v), 99), 2),
-                "max_ms": round(max(v), 2) if v else float("nan"),
-            }
-            for rpc, v in ms.items()
-        },
+        "rpcs": {rpc: {"calls": len(v), **latency_ms(v)} for rpc, v in ms.items()},
         "errors": dict(errors),
         # calls of SLOW_MS or more, by the minute of the run they began in (0: the first)
         "slow_by_minute": {rpc: dict(sorted(c.items())) for rpc, c in slow.items() if c},
@@ -367,8 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report(machine, results[-1:]), flush=True)
     print()
     print(report(machine, results))
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    write_json(args.json, {"machine": machine, "results": results})
     return 0
 
 

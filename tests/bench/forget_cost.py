@@ -25,7 +25,6 @@ measured too.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import tempfile
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_json
 from tests.bench.recall_latency import build, measure
 from tests.bench.recorders import Recorder, gc_freeze_ms, stop, summary
 from tests.bench.tier3_points import embed_pool
@@ -212,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         f" after the purges (no HNSW until the next build) p50 {a['recall_p50_ms']} /"
         f" p95 {a['recall_p95_ms']} ms"
     )
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    write_json(args.json, {"machine": machine, "result": result})
     return 0
 
 

@@ -29,7 +29,6 @@ ms).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
@@ -40,7 +39,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_json
 from tests.bench.recall_latency import build, measure
 from tests.bench.recorders import (
     BuildWatcher,
@@ -307,8 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         f"p95 {s['recall_p95_ms']} ms (target 15 / 40); Pack p50 {s['pack_p50_ms']} ms"
     )
     print(f"  server stages (mean ms): {s['stages_mean_ms']}")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    write_json(args.json, {"machine": machine, "result": result})
     return 0
 
 

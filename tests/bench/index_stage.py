@@ -17,7 +17,6 @@ The target (issue 27): at least 2.5 sessions/s of 20 turns.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import tempfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_json
 from tests.bench.locomo_data import load
 from tests.support import ProcessDaemon, wait_until
 from tiers.core.records import Scope
@@ -185,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     result = run(args.sessions)
     print(report(machine, result))
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    write_json(args.json, {"machine": machine, "result": result})
     return 0
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from recall import learned
 from recall.learned import FEATURES, HitView, LearnedFusion
-from tests.bench._daemon import machine_info
+from tests.bench._daemon import machine_info, write_json
 from tests.bench.locomo_metrics import recall_at
 from tiers.semantic.graph import normalize
 
@@ -91,9 +91,8 @@ class FeatureLog:
         )
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"dataset": self.dataset, "features": list(FEATURES), "queries": self.queries}
-        path.write_text(json.dumps(doc) + "\n")
+        write_json(path, doc, indent=None)
         print(f"wrote the features of {len(self.queries)} queries to {path}")
 
 
@@ -292,15 +291,14 @@ def main(argv: list[str] | None = None) -> int:
         "loco": loco,
     }
     print(render(res))
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    write_json(args.json, res, indent=1)
     if args.out:
         model = fit(queries, strength)
         trained = {k: res[k] for k in ("date", "machine", "queries", "hits", "strength")}
         trained["loco"] = {k: v for k, v in loco["rows"].items() if k in ("locomo", "realmem")}
         doc = LearnedFusion(model.coef, model.intercept, model.mean, model.scale,
                             model.mix_k, trained).to_json()  # fmt: skip
-        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        write_json(args.out, doc, indent=1)
         print(f"wrote {args.out}")
     return 0
 

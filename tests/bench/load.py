@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import random
 import time
@@ -42,15 +41,17 @@ from typing import Any
 from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench._daemon import (
     cpu_seconds,
+    latency_ms,
     machine_info,
-    percentile,
     rss_bytes,
     running_daemon,
+    write_json,
 )
 from tests.bench.load_report import report
 from tests.bench.load_watch import Result, watch_figures, watchers_process
 from tests.bench.locomo_data import load
 from tests.bench.sampler import Sampler
+from tests.bench.tally import Tally as BaseTally
 from tests.support import wait_until
 
 RPCS = ("Append", "EndSession", "Recall", "Pack")
@@ -72,25 +73,13 @@ def scripts() -> list[Script]:
 # -- the clients (spawned worker processes, asyncio tasks) ------------------------------------
 
 
-class Tally:
-    def __init__(self, measure_from: float, measure_until: float, queries_until: float) -> None:
-        self.measure_from = measure_from
-        self.measure_until = measure_until
-        self.queries_until = queries_until
-        self.ms: dict[str, list[float]] = {r: [] for r in RPCS}
-        self.errors: Counter[str] = Counter()
+class Tally(BaseTally):
+    """The clients' calls inside the measured window; the queries alone go on until
+    ``queries_until``."""
 
-    async def timed(self, rpc: str, call: Any) -> Any:
-        began = time.monotonic()
-        try:
-            result = await call
-        except StrataClientError as exc:
-            self.errors[f"{rpc} {exc.code.name}"] += 1
-            return None
-        ended = time.monotonic()
-        if self.measure_from <= began and ended <= self.measure_until:
-            self.ms[rpc].append((ended - began) * 1000)
-        return result
+    def __init__(self, measure_from: float, measure_until: float, queries_until: float) -> None:
+        super().__init__(RPCS, measure_from, measure_until)
+        self.queries_until = queries_until
 
 
 async def _agent(address: str, client: int, script: Script, tally: Tally, seed: int) -> None:
@@ -303,9 +292,7 @@ def run_load(
             rpc: {
                 "calls": len(v),
                 "per_s": round(len(v) / seconds, 1),
-                "p50_ms": round(percentile(sorted(v), 50), 2),
-                "p99_ms": round(percentile(sorted(v), 99), 2),
-                "max_ms": round(max(v), 2) if v else float("nan"),
+                **latency_ms(v),
             }
             for rpc, v in ms.items()
         },
@@ -376,8 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         args.watchers,
     )
     print(report(machine, result))
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    write_json(args.json, {"machine": machine, "result": result})
     total_errors = sum(result["errors"].values())
     return 1 if total_errors else 0
 

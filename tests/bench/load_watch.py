@@ -16,7 +16,7 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from stratad_client import AsyncMemoryClient, StrataClientError
-from tests.bench._daemon import percentile
+from tests.bench._daemon import latency_ms
 
 Result = tuple[list[float], Counter[str], str | None]  # lags (ms), errors, a failure
 
@@ -66,12 +66,9 @@ def watchers_process(
 
 
 def watch_figures(watchers: int, lags: list[float], seconds: float) -> dict[str, Any]:
-    ordered = sorted(lags)
     return {
         "watchers": watchers,
         "events": len(lags),
         "per_s": round(len(lags) / seconds, 1),
-        "lag_p50_ms": round(percentile(ordered, 50), 2),
-        "lag_p99_ms": round(percentile(ordered, 99), 2),
-        "lag_max_ms": round(max(lags), 2) if lags else float("nan"),
+        **latency_ms(lags, prefix="lag_"),
     }

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import random
 import statistics
 import time
@@ -42,7 +41,7 @@ from typing import Any
 
 from stratad_client import MemoryClient
 from stratad_client.pb import memory_pb2 as pb
-from tests.bench._daemon import machine_info, percentile, running_daemon
+from tests.bench._daemon import latency_ms, machine_info, running_daemon, write_json
 from tests.bench.locomo_data import CATEGORIES, FIXES, LOCOMO, load, load_fixes
 from tests.bench.locomo_metrics import table
 from tests.bench.recall_cli import parse_settings
@@ -273,7 +272,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         index_s = time.perf_counter() - t0
         print(f"  ended; indexed after {index_s:.1f} s; asking again", flush=True)
         ended = [ask(client, p, args.tokens) for p in probes]
-    ms = sorted(append_ms)
     return {
         "benchmark": "long_session",
         "machine": machine,
@@ -297,9 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "timings": {
             "model_ready_s": round(ready, 1),
             "append_total_s": round(appended_s, 2),
-            "append_p50_ms": round(percentile(ms, 50), 2),
-            "append_p99_ms": round(percentile(ms, 99), 2),
-            "append_max_ms": round(ms[-1], 2) if ms else float("nan"),
+            **latency_ms(append_ms, prefix="append_"),
             "live_backlog_field": backlog_field,
             "live_backlog_empty_s": [round(s, 2) for s in settled] or None,
             "ended_indexed_s": round(index_s, 1),
@@ -385,9 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     res = run(args)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    write_json(args.json, res, indent=1)
     print()
     print(render(res))
     return 0

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.bench._daemon import write_json
+
 Result = dict[str, Any]
 
 
@@ -67,8 +69,7 @@ def finish(
     if args.report and args.label:
         res["params"]["label"] = args.label
     if args.json is not None and not args.report:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
+        write_json(args.json, res, indent=1)
     print()
     print(render(res, markdown=False))
     if args.json is not None and not args.report:

@@ -13,7 +13,6 @@ mean of each server stage. Target: Recall p50 <= 15 ms, p95 <= 40 ms.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench._daemon import format_machine, machine_info, percentile, write_json
 from tests.bench.tier3_points import PointMaker, embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.rocks import RocksStore
@@ -199,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['recall_p50_ms']:>10} {r['recall_p95_ms']:>10} {r['pack_p50_ms']:>9}"
         )
         print(f"          server stages (mean ms): {r['stages_mean_ms']}")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    write_json(args.json, {"machine": machine, "results": results})
     return 0
 
 

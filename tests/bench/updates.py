@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import machine_info, running_daemon
+from tests.bench._daemon import machine_info, running_daemon, write_json
 from tests.bench.recall_cli import parse_settings
 from tests.bench.updates_data import HALVES, SPLITS, Scenario, kind_named, scenarios
 from tests.support import wait_indexed
@@ -133,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     res = run(args)
-    if args.json:
-        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    write_json(args.json, res, indent=1)
     print(render(res))
     return 0
 

@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import format_machine, machine_info
+from tests.bench._daemon import format_machine, machine_info, write_figures
 from tests.bench.weaver_daemon import through_daemon
 from tests.bench.weaver_in_process import index_in_process, raw_embedding
 from tests.bench.weaver_inputs import chunk_texts, locomo_sessions
@@ -184,16 +183,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(report(machine, params, results))
-    if args.json is not None:
-        payload = {
-            "benchmark": "weaver_throughput",
-            "machine": machine,
-            "params": params,
-            "targets": {"index_vs_raw_turns_per_s": TARGET_RATIO},
-            "results": results,
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    targets = {"index_vs_raw_turns_per_s": TARGET_RATIO}
+    write_figures(args.json, "weaver_throughput", machine, params, results, targets)
     return 0
 
 
