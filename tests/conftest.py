@@ -10,7 +10,7 @@ import pytest
 from daemon.settings import Settings
 from daemon.wiring import Factories
 from stratad_client import MemoryClient
-from tests.support import MODEL_CACHE, ProcessDaemon, ThreadDaemon, tier
+from tests.support import MODEL_CACHE, QUIET, ProcessDaemon, ThreadDaemon, tier
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -80,6 +80,14 @@ def start_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[..
 @pytest.fixture
 def daemon(start_daemon: Callable[..., ThreadDaemon]) -> ThreadDaemon:
     return start_daemon()
+
+
+@pytest.fixture
+def quiet_daemon(start_daemon: Callable[..., ThreadDaemon]) -> ThreadDaemon:
+    """A daemon whose weaver runs only when asked (``QUIET``), once Tier 3 is open."""
+    d = start_daemon(weaver=QUIET)
+    d.daemon.parts.semantic.wait_ready(120)
+    return d
 
 
 @pytest.fixture

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
 from daemon.dev import docgen, protogen
 from tests.support import ROOT, daemon_env
+from tests.support.daemons import python
 
 README = (ROOT / "README.md").read_text()
 
@@ -29,15 +28,13 @@ def test_readme_python_quickstart_runs_against_a_real_daemon(spawn, tmp_path):
     snippets = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
     assert len(snippets) == 2
     proc = spawn(tmp_path / "data")
-    out = subprocess.run(
-        [sys.executable, "-c", "\n".join(snippets)],
+    out = python(
+        "-c",
+        "\n".join(snippets),
         # PYTHONPATH: this checkout's code, whatever the environment installed
         env=daemon_env(tmp_path / "unused")
         | {"STRATA_ADDRESS": proc.address, "PYTHONPATH": str(ROOT)},
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert "'Small, but it has a balcony.'" in out.stdout

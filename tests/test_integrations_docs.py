@@ -5,8 +5,6 @@ API where a snippet calls a model."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 
 from stratad_client import MemoryClient
 from tests.support import ROOT, ProcessDaemon, daemon_env, wait_until
+from tests.support.daemons import python
 from tests.support.llm_server import FakeOpenAI
 
 pytestmark = pytest.mark.slow
@@ -52,14 +51,7 @@ def run(code: str, proc: ProcessDaemon, tmp_path: Path, fake: FakeOpenAI) -> str
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONPATH": str(ROOT),  # this checkout's code, whatever the environment installed
     }
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    out = python("-c", code, env=env, cwd=tmp_path, timeout=90)
     assert out.returncode == 0, out.stderr[-4000:]
     return out.stdout
 

@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.contracts.models_kit import loopback_client, minilm, unloaded_embed
+from tests.contracts.models_kit import DOWN_CAUSES, down, loopback_client, minilm
 from tests.support.llm_extraction import EPISODE, episode
 from tests.support.llm_server import FakeOpenAI, Reply
-from tiers.core.errors import ModelUnavailable
 from tiers.core.records import Scope
-from tiers.semantic.embedding import EmbeddingUnavailable
 from weaver.errors import ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Triplet
 from weaver.extractors.llm import LLMExtractor
@@ -132,18 +130,8 @@ def test_empty_episode_fails_without_a_request(impl: Impl) -> None:
 @pytest.mark.parametrize("kind", IMPLEMENTATIONS)
 def test_a_model_that_cannot_answer_fails_the_extraction(kind: str, server: FakeOpenAI) -> None:
     """No partial result: the model's error becomes ExtractionFailed (and its cause)."""
-    extractor: Extractor
-    cause: type[Exception]
-    if kind == "local":
-        embed = unloaded_embed()  # the daemon's embed, too early
-        extractor, cause = LocalExtractor(embed=embed), EmbeddingUnavailable
-    else:
-        extractor = LLMExtractor(loopback_client(server))
-        cause = ModelUnavailable
-        server.outage = Reply.error(503)
-    try:
+    with down(server) as (embed, client):
+        extractor = LocalExtractor(embed=embed) if kind == "local" else LLMExtractor(client)
         with pytest.raises(ExtractionFailed) as err:
             extractor.extract(TRIP)
-    finally:
-        server.outage = None
-    assert isinstance(err.value.__cause__, cause)
+    assert isinstance(err.value.__cause__, DOWN_CAUSES[kind])

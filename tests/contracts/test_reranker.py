@@ -15,12 +15,10 @@ import pytest
 from recall import Candidate, Query, QueryContext, Reranker, RerankFailed
 from recall.recipe import Recipe
 from recall.rerank import DATA_CLOSE, DATA_OPEN, LLMReranker, LocalReranker
-from tests.contracts.models_kit import loopback_client, minilm, unloaded_embed
+from tests.contracts.models_kit import DOWN_CAUSES, down, loopback_client, minilm
 from tests.support.candidates import T0, cand
 from tests.support.llm_server import FakeOpenAI, Reply
-from tiers.core.errors import ModelUnavailable
 from tiers.core.records import Scope
-from tiers.semantic.embedding import EmbeddingUnavailable
 
 IMPLEMENTATIONS = ["local", "llm"]
 DAY_US = 86_400 * 1_000_000
@@ -113,20 +111,10 @@ def test_it_is_deterministic_and_ties_keep_input_order(
 @pytest.mark.parametrize("kind", IMPLEMENTATIONS)
 def test_a_model_that_cannot_answer_raises_rerank_failed(kind: str, server: FakeOpenAI) -> None:
     """The engine then keeps the fused order and says so (recall.engine)."""
-    reranker: Reranker
-    cause: type[Exception]
-    if kind == "local":
-        embed = unloaded_embed()  # the daemon's embed, too early
-        reranker, cause = LocalReranker(embed), EmbeddingUnavailable
-    else:
-        reranker = LLMReranker(loopback_client(server))
-        cause = ModelUnavailable
-        server.outage = Reply.error(503)
     candidates = six()
-    try:
+    with down(server) as (embed, client):
+        reranker = LocalReranker(embed) if kind == "local" else LLMReranker(client)
         with pytest.raises(RerankFailed) as err:
             reranker.rerank(ctx("What does Alice drink?"), candidates)
-    finally:
-        server.outage = None
     assert ids(candidates) == ids(six())
-    assert isinstance(err.value.__cause__, cause)
+    assert isinstance(err.value.__cause__, DOWN_CAUSES[kind])

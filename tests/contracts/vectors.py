@@ -1,7 +1,7 @@
 """Shared parts of the vector store contract suite (``tests/contracts/test_vector_store.py``):
 the storages a store opens on, and the points the tests write. Vectors are seeded random unit
 vectors: no embedding model is loaded. ``tests/tiers/semantic/vectors/test_edge_generations.py``
-uses the data helpers.
+uses the data helpers, and it and ``test_sharded_store.py`` open stores with :func:`ready`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 from qdrant_client import QdrantClient
@@ -159,6 +161,22 @@ class Opened:
         new = self.backend.reopen(store)
         self.stores.append(new)
         return new
+
+
+P = ParamSpec("P")
+S = TypeVar("S", bound=VectorStore)
+
+
+@contextmanager
+def ready(open_store: Callable[P, S], *args: P.args, **kwargs: P.kwargs) -> Iterator[S]:
+    """The store ``open_store(*args, **kwargs)`` opens, made ready for the tests' model, and
+    closed when the block ends."""
+    store = open_store(*args, **kwargs)
+    store.ensure(MODEL, DIM)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 # -- data --------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -29,44 +31,55 @@ def _writer(address: str, sid: str, acked: list[int], stop: threading.Event) -> 
             i += 1
 
 
-def _contents(c: MemoryClient, sid: str) -> list[str]:
-    """Every message of an open session, from its episode (ending it)."""
+@contextmanager
+def _writing(address: str, sids: list[str]) -> Iterator[dict[str, list[int]]]:
+    """A writer (:func:`_writer`) per session, each acknowledged at least once when the block
+    begins, stopped when it ends: the seqs acknowledged to each session."""
+    stop = threading.Event()
+    acked: dict[str, list[int]] = {sid: [] for sid in sids}
+    threads = [
+        threading.Thread(target=_writer, args=(address, sid, seqs, stop))
+        for sid, seqs in acked.items()
+    ]
+    for t in threads:
+        t.start()
+    try:
+        # however busy the machine
+        wait_until(lambda: all(acked.values()), 60, "for every writer's acknowledgement")
+        yield acked
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+
+
+def _contents(c: MemoryClient, sid: str, acked: list[int]) -> list[str]:
+    """Every message of an open session, from its episode (ending it), checked to begin with
+    the ``acked`` ones, in order, and to hold at most one more (written, not acknowledged)."""
     eid = c.end_session(sid).episode_id
-    return [m.message.content for m in c.get_episode(eid).messages]
+    contents = [m.message.content for m in c.get_episode(eid).messages]
+    assert contents[: len(acked)] == [f"{sid} message {i}" for i in range(len(acked))]
+    assert len(contents) - len(acked) in (0, 1)
+    return contents
 
 
 def test_sigkill_loses_no_acknowledged_message(spawn, tmp_path):
     rng = random.Random(7)
     for trial in range(3):
         proc = spawn(tmp_path / "data")
-        stop = threading.Event()
-        acked: dict[str, list[int]] = {f"t{trial}-s{i}": [] for i in range(4)}
-        threads = [
-            threading.Thread(target=_writer, args=(proc.address, sid, seqs, stop))
-            for sid, seqs in acked.items()
-        ]
-        for t in threads:
-            t.start()
-        # Every writer has been acknowledged at least once (however busy the machine), then
-        # a random moment later the kill lands while appends are in flight.
-        wait_until(
-            lambda acked=acked: all(acked.values()), 60, "for every writer's acknowledgement"
-        )
-        time.sleep(rng.uniform(0.0, 0.5))
-        proc.kill()  # SIGKILL while appends are in flight
-        stop.set()
-        for t in threads:
-            t.join(10)
+        # Every writer has been acknowledged at least once, then a random moment later the
+        # kill lands while appends are in flight.
+        with _writing(proc.address, [f"t{trial}-s{i}" for i in range(4)]) as acked:
+            time.sleep(rng.uniform(0.0, 0.5))
+            proc.kill()  # SIGKILL while appends are in flight
 
         proc = spawn(tmp_path / "data")
         with proc.client() as c:
             for sid, seqs in acked.items():
                 assert seqs, "the writer got no acknowledgement at all"
-                contents = _contents(c, sid)
                 # every acknowledged message is back, in order, once; at most one more message
                 # (written but not acknowledged before the kill) may follow
-                assert contents[: len(seqs)] == [f"{sid} message {i}" for i in range(len(seqs))]
-                assert len(contents) - len(seqs) in (0, 1)
+                contents = _contents(c, sid, seqs)
                 assert len(set(contents)) == len(contents)
         proc.terminate()
 
@@ -88,29 +101,16 @@ def test_redelivery_after_a_restart_is_not_doubled(spawn, tmp_path):
 
 def test_sigterm_with_appends_in_flight_exits_zero_and_loses_nothing(spawn, tmp_path):
     proc = spawn(tmp_path / "data")
-    stop = threading.Event()
-    acked: dict[str, list[int]] = {f"s{i}": [] for i in range(4)}
-    threads = [
-        threading.Thread(target=_writer, args=(proc.address, sid, seqs, stop))
-        for sid, seqs in acked.items()
-    ]
-    for t in threads:
-        t.start()
-    wait_until(lambda: all(acked.values()), 60, "for every writer's first acknowledgement")
-    time.sleep(0.2)
-    assert proc.terminate() == 0, proc.log()
-    stop.set()
-    for t in threads:
-        t.join(10)
+    with _writing(proc.address, [f"s{i}" for i in range(4)]) as acked:
+        time.sleep(0.2)
+        assert proc.terminate() == 0, proc.log()
     log = proc.log()
     assert "server.stopping" in log and "server.stopped" in log
 
     proc = spawn(tmp_path / "data")
     with proc.client() as c:
         for sid, seqs in acked.items():
-            contents = _contents(c, sid)
-            assert contents[: len(seqs)] == [f"{sid} message {i}" for i in range(len(seqs))]
-            assert len(contents) - len(seqs) in (0, 1)
+            _contents(c, sid, seqs)
     proc.terminate()
 
 
@@ -150,24 +150,15 @@ def test_health_goes_not_serving_and_a_second_signal_forces_the_exit(spawn, tmp_
 
 
 def test_bad_config_exits_with_a_distinct_code_and_one_line(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.support import ROOT, daemon_env
+    from tests.support import daemon_env
+    from tests.support.daemons import python
 
     for env, reason in (
         ({"working_memory__max_messages": "0"}, "working_memory.max_messages"),
         ({"listen": "nowhere"}, "listen must be host:port"),
         ({"bogus": "1"}, "unknown setting in the environment: STRATA_BOGUS"),
     ):
-        out = subprocess.run(
-            [sys.executable, "-m", "daemon", "serve"],
-            env=daemon_env(tmp_path / "data", **env),
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        out = python("-m", "daemon", "serve", env=daemon_env(tmp_path / "data", **env), timeout=30)
         assert out.returncode == 78
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and reason in lines[0], out.stderr

@@ -12,42 +12,25 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from stratad_client import MemoryClient
-from tests.support import MAY, QUIET, ThreadDaemon
+from tests.support import MAY
 from tests.support.forgetting import SECRET, talk
-from tests.support.gates import (
-    DEADLINE,
-    Hooks,
-    WatchedLock,
-    holding,
-    settled,
-    watch_write_lock,
-    when,
-)
+from tests.support.gates import DEADLINE, Gated, gated_daemon, holding, settled, when
 from tests.support.weaving import conversation, run
 from tiers.core.records import Scope
 from tiers.semantic.tombstones import is_forgotten
-from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
-from weaver.jobs.runner import Weaver
+from tiers.semantic.vectors import MemoryPoint, PointFilter
 
 pytestmark = pytest.mark.slow
 ALICE = Scope("alice")
 QUESTION = "What is the locker code?"
 
 
-@dataclass
-class Hooked:
-    d: ThreadDaemon
-    hooks: Hooks
-    lock: WatchedLock
-    weaver: Weaver
-    vectors: VectorStore
-    c: MemoryClient
+class Hooked(Gated):
+    """A daemon of :func:`gated_daemon` with alice's session "kept" written and indexed."""
 
     def secrets(self) -> list[str]:
         """Recall's hits that hold the secret."""
@@ -70,18 +53,10 @@ class Hooked:
 
 @pytest.fixture
 def hooked(start_daemon) -> Iterator[Hooked]:
-    hooks = Hooks()
-    d = start_daemon(weaver=QUIET, factories=hooks.factories)
-    semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
-    _embedder, vectors = semantic.wait_ready(120)
-    lock = watch_write_lock(semantic)
-    with d.client(timeout=60) as c:
-        talk(c, "alice", "kept", "I keep my bike in the hall.", "Good idea.")
-        settled(weaver)
-        try:
-            yield Hooked(d, hooks, lock, weaver, vectors, c)
-        finally:
-            hooks.release_all()  # a failed test leaves no thread held
+    with gated_daemon(start_daemon) as g:
+        talk(g.c, "alice", "kept", "I keep my bike in the hall.", "Good idea.")
+        settled(g.weaver)
+        yield Hooked(**vars(g))
 
 
 def in_session(session_id: str) -> Any:

@@ -1,19 +1,24 @@
 """The embedded vector store's next generation (an index build, a purge:
 :mod:`tiers.semantic.vectors.edge_generations`) held back until a test lets it go: its child process
-(:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`); and
-shards made to index a test's few points (:func:`index_small_stores`)."""
+(:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`); a build
+or a purge on a thread of its own while its child runs (:func:`child_running`); and shards made
+to index a test's few points (:func:`index_small_stores`)."""
 
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
-from tests.support.gates import Pause
+from tests.support.gates import DEADLINE, Pause
+from tests.support.polling import wait_until
 from tiers.semantic.vectors import Quantization, edge_builds, edge_shard
 from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge import EdgeVectorStore
 
 
 def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,3 +74,23 @@ def held_load(monkeypatch: pytest.MonkeyPatch, pause: Pause) -> None:
         return real(root, gen, dim, quantization)
 
     monkeypatch.setattr(edge_builds, "load_shard", load)
+
+
+def child_running(
+    work: Callable[[], object], shard: EdgeVectorStore, what: str
+) -> tuple[threading.Thread, list[BaseException]]:
+    """``work`` (a build or a purge) started on a thread of its own, once ``shard``'s child
+    process runs (held there by :func:`gated_child`): the thread, and what ``work`` raised
+    (complete once the thread has ended)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # the caller's to check
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_until(lambda: shard.live._child is not None, DEADLINE, f"for {what}", interval=0.01)
+    return thread, errors

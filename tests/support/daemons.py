@@ -1,5 +1,6 @@
 """Daemons for tests: one in this process (on its own event-loop thread) or ``stratad`` in a
-subprocess, the environment of such a subprocess, and ``weaverctl`` against a daemon."""
+subprocess, the environment of such a subprocess, a Python command run in one (:func:`python`),
+and ``weaverctl`` against a daemon."""
 
 from __future__ import annotations
 
@@ -116,13 +117,27 @@ class ProcessDaemon:
         return self.log_path.read_text(errors="replace")[-4000:]
 
 
-def weaverctl(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``weaverctl --address ADDRESS ARGS`` (text output captured)."""
+def python(
+    *args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` (this interpreter) in a subprocess with ``env``, run in ``cwd``, its text
+    output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "daemon.cli.weaverctl", "--address", address, *args],
-        env=daemon_env(ROOT / "unused"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def weaverctl(
+    address: str, *args: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``weaverctl --address ADDRESS ARGS`` (text output captured), with ``env`` over the
+    environment of a stratad subprocess."""
+    return python(
+        "-m",
+        "daemon.cli.weaverctl",
+        "--address",
+        address,
+        *args,
+        env=daemon_env(ROOT / "unused") | (env or {}),
+        timeout=timeout,
     )

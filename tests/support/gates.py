@@ -2,12 +2,14 @@
 lets it go (:class:`Pause`), a daemon whose embedder and vector store call the test's hooks
 at the points where writers race (:class:`Hooks`, through :class:`daemon.wiring.Factories`),
 Tier 3's write lock replaced by one that says when a thread waits for it
-(:func:`watch_write_lock`), and the wait for the weaver's queued jobs (:func:`settled`)."""
+(:func:`watch_write_lock`), the wait for the weaver's queued jobs (:func:`settled`), and a daemon
+with all of them (:func:`gated_daemon`)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,13 @@ import numpy as np
 from daemon.components import configured_embedder, embedding_description
 from daemon.settings import Settings
 from daemon.wiring import Factories
+from stratad_client import MemoryClient
+from tests.support.daemons import ThreadDaemon
+from tests.support.settings import QUIET
 from tiers.core.models import ModelClient
 from tiers.semantic.embedding import Embedder, EmbeddingService
 from tiers.semantic.store import SemanticStore, edge_store_path
-from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from weaver.jobs.runner import Weaver
 
@@ -211,3 +216,34 @@ def settled(weaver: Weaver) -> None:
     """Return once the weaver's worker has run every job queued before this call (it runs
     them in order: a job queued now runs after them)."""
     weaver.submit(lambda: None).result(DEADLINE)
+
+
+@dataclass
+class Gated:
+    """A daemon made by :func:`gated_daemon`: its :class:`Hooks`, its watched write lock, its
+    weaver and vector store, and a client of it."""
+
+    d: ThreadDaemon
+    hooks: Hooks
+    lock: WatchedLock
+    weaver: Weaver
+    vectors: VectorStore
+    c: MemoryClient
+
+
+@contextmanager
+def gated_daemon(start_daemon: Callable[..., ThreadDaemon]) -> Iterator[Gated]:
+    """A daemon started with :class:`Hooks` and a weaver that runs only when asked, once Tier 3
+    is open, its write lock watched (:func:`watch_write_lock`), with a client; when the block
+    ends every pause is let go (a failed test leaves no thread held)."""
+    hooks = Hooks()
+    d = start_daemon(weaver=QUIET, factories=hooks.factories)
+    semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
+    assert weaver is not None
+    _embedder, vectors = semantic.wait_ready(120)
+    lock = watch_write_lock(semantic)
+    with d.client(timeout=60) as c:
+        try:
+            yield Gated(d, hooks, lock, weaver, vectors, c)
+        finally:
+            hooks.release_all()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ import pytest
 
 from tests.support.llm_extraction import EPISODE, VALID, episode, us
 from tests.support.llm_server import FakeOpenAI, Reply
+from tests.support.model_clients import RETRY_AFTER, client_settings, growing_backoff, one_pause
 from tiers.core.models import ModelClient
 from weaver.errors import ExtractionFailed
 from weaver.extractors.llm import LLMExtractor
@@ -40,18 +40,7 @@ def make(
     monkeypatch.setenv(KEY_ENV, KEY)
 
     def make(**overrides: Any) -> LLMExtractor:
-        kwargs: dict[str, Any] = {
-            "model": "openai/test",
-            "api_base": fake.base_url,
-            "api_key_env": KEY_ENV,
-            "timeout_seconds": 5.0,
-            "max_retries": 3,
-            "backoff_seconds": 1.0,
-            "max_tokens": 1000,
-            "sleep": sleeps.append,
-            "random": random.Random(7).random,
-        }
-        kwargs.update(overrides)
+        kwargs = client_settings(fake, KEY_ENV, sleeps, **{"max_tokens": 1000, **overrides})
         own = {k: kwargs.pop(k) for k in ("max_tokens", "temperature") if k in kwargs}
         return LLMExtractor(ModelClient(name=f"llm:{kwargs['model']}", **kwargs), **own)
 
@@ -208,20 +197,12 @@ def test_5xx_then_valid(
     ex = make()
     assert len(ex.extract(EPISODE).facts) == 4
     assert len(fake.requests) == 2
-    assert len(sleeps) == 1 and 0.5 <= sleeps[0] <= 1.0  # first backoff: [backoff/2, backoff]
+    one_pause(sleeps, None)
     stats = ex.last_stats
     assert stats is not None and f" {status}: " in stats.failures[0]
 
 
-@pytest.mark.parametrize(
-    ("headers", "expected"),
-    [
-        ({}, None),
-        ({"Retry-After": "3"}, 3.0),
-        ({"retry-after-ms": "1500", "Retry-After": "2"}, 1.5),
-        ({"Retry-After": "3600"}, 30.0),  # capped at max_backoff_seconds
-    ],
-)
+@pytest.mark.parametrize(("headers", "expected"), RETRY_AFTER)
 def test_429_then_valid_honours_retry_after(
     fake: FakeOpenAI,
     make: Callable[..., LLMExtractor],
@@ -233,11 +214,7 @@ def test_429_then_valid_honours_retry_after(
     ex = make(max_backoff_seconds=30.0)
     ex.extract(EPISODE)
     assert len(fake.requests) == 2
-    assert len(sleeps) == 1
-    if expected is None:
-        assert 0.5 <= sleeps[0] <= 1.0
-    else:
-        assert sleeps[0] == pytest.approx(expected)
+    one_pause(sleeps, expected)
     stats = ex.last_stats
     assert stats is not None and stats.failures[0].startswith("RateLimitError 429")
 
@@ -265,9 +242,7 @@ def test_always_500_fails_after_max_retries_with_growing_backoff(
     assert "failed after 4 attempts" in message
     assert "InternalServerError 500" in message
     assert KEY not in message
-    assert len(sleeps) == 3  # none after the last attempt
-    for i, pause in enumerate(sleeps):  # equal jitter: [c/2, c] with c = 1, 2, 4
-        assert 2**i / 2 <= pause <= 2**i
+    growing_backoff(sleeps)
     assert sleeps == sorted(sleeps)
     stats = ex.last_stats
     assert stats is not None

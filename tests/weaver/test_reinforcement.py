@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,17 @@ def daemon(data_dir: Path) -> Iterator[ThreadDaemon]:
     d = ThreadDaemon(settings(data_dir))
     try:
         yield d
+    finally:
+        d.stop()
+
+
+@contextmanager
+def client_of_a_daemon(data_dir: Path) -> Iterator[MemoryClient]:
+    """A client of a daemon on ``data_dir`` (with the recipes), stopped when the block ends."""
+    d = ThreadDaemon(settings(data_dir))
+    try:
+        with MemoryClient(d.address, timeout=60) as c:
+            yield c
     finally:
         d.stop()
 
@@ -107,74 +119,62 @@ def test_pack_and_get_context_reinforce_a_memory_that_recall_does_not(daemon, da
 
     # Durable: the counts survive a restart.
     daemon.stop()
-    again = ThreadDaemon(settings(data_dir))
-    try:
-        with MemoryClient(again.address, timeout=60) as c:
-            wait_indexed(c)
-            hits = top(c, "dana", "reinforced")
-            assert hits[0].text.endswith(OLD) and hits[0].explanation.accesses == 3
-            # Forget removes them with the memories: nothing of dana is counted afterwards.
-            counts = c.forget(user_id="dana")
-            assert counts.access_counts >= 2  # the message's point and the chunk holding it
-            said(c, "dana", "hike-old-2", OLD, days_ago=120)
-            wait_indexed(c)
-            assert hit_of(top(c, "dana", "reinforced"), OLD).explanation.accesses == 0
-    finally:
-        again.stop()
+    with client_of_a_daemon(data_dir) as c:
+        wait_indexed(c)
+        hits = top(c, "dana", "reinforced")
+        assert hits[0].text.endswith(OLD) and hits[0].explanation.accesses == 3
+        # Forget removes them with the memories: nothing of dana is counted afterwards.
+        counts = c.forget(user_id="dana")
+        assert counts.access_counts >= 2  # the message's point and the chunk holding it
+        said(c, "dana", "hike-old-2", OLD, days_ago=120)
+        wait_indexed(c)
+        assert hit_of(top(c, "dana", "reinforced"), OLD).explanation.accesses == 0
 
 
 def test_forget_by_episode_and_by_memory_removes_their_counts(tmp_path):
-    d = ThreadDaemon(settings(tmp_path / "data"))
-    try:
-        with MemoryClient(d.address, timeout=60) as c:
-            old_episode = said(c, "erin", "e-old", OLD, days_ago=120)
-            said(c, "erin", "e-new", NEW, days_ago=1)
-            wait_indexed(c)
-            c.pack(QUESTION, user_id="erin", max_tokens=500)  # both messages handed out
-            hits = top(c, "erin", "reinforced")
-            assert all(h.explanation.accesses == 1 for h in hits)
-            new_id = hit_of(hits, NEW).id
+    with client_of_a_daemon(tmp_path / "data") as c:
+        old_episode = said(c, "erin", "e-old", OLD, days_ago=120)
+        said(c, "erin", "e-new", NEW, days_ago=1)
+        wait_indexed(c)
+        c.pack(QUESTION, user_id="erin", max_tokens=500)  # both messages handed out
+        hits = top(c, "erin", "reinforced")
+        assert all(h.explanation.accesses == 1 for h in hits)
+        new_id = hit_of(hits, NEW).id
 
-            # Each message's point and the chunk merged into it were counted.
-            by_id = c.forget(memory_ids=[new_id])
-            assert by_id.access_counts == 1  # the message's point; its chunk stays
-            by_episode = c.forget(episode_ids=[old_episode])
-            assert by_episode.access_counts == 2  # the message's point and its chunk
-            assert c.forget(user_id="erin").access_counts == 1  # the new message's chunk
-            assert c.forget(user_id="erin").access_counts == 0
-    finally:
-        d.stop()
+        # Each message's point and the chunk merged into it were counted.
+        by_id = c.forget(memory_ids=[new_id])
+        assert by_id.access_counts == 1  # the message's point; its chunk stays
+        by_episode = c.forget(episode_ids=[old_episode])
+        assert by_episode.access_counts == 2  # the message's point and its chunk
+        assert c.forget(user_id="erin").access_counts == 1  # the new message's chunk
+        assert c.forget(user_id="erin").access_counts == 0
 
 
 def test_a_preference_fact_is_marked_and_weighed_by_the_recipe(tmp_path):
-    d = ThreadDaemon(settings(tmp_path / "data"))
-    try:
-        with MemoryClient(d.address, timeout=60) as c:
-            c.append_batch(
-                "pref",
-                [
-                    message("I love green tea in the morning.", name="Finn", created_at=NOW),
-                    message("I drank green tea at the station.", name="Finn", created_at=NOW),
-                ],
-                user_id="finn",
-            )
-            c.end_session("pref", user_id="finn")
-            wait_indexed(c)
-            events = list(c.admin.run_weaver())
-            assert events[-1].report.ok and events[-1].report.facts >= 1
+    with client_of_a_daemon(tmp_path / "data") as c:
+        c.append_batch(
+            "pref",
+            [
+                message("I love green tea in the morning.", name="Finn", created_at=NOW),
+                message("I drank green tea at the station.", name="Finn", created_at=NOW),
+            ],
+            user_id="finn",
+        )
+        c.end_session("pref", user_id="finn")
+        wait_indexed(c)
+        events = list(c.admin.run_weaver())
+        assert events[-1].report.ok and events[-1].report.facts >= 1
 
-            def facts(recipe: str) -> list[pb.Hit]:
-                hits = c.recall(
-                    "green tea", user_id="finn", kinds=["fact"], recipe=recipe, explain=True
-                ).hits
-                return [h for h in hits if "tea" in h.text]
+        def facts(recipe: str) -> list[pb.Hit]:
+            hits = c.recall(
+                "green tea", user_id="finn", kinds=["fact"], recipe=recipe, explain=True
+            ).hits
+            return [h for h in hits if "tea" in h.text]
 
-            plain = {h.text: h.explanation.importance_factor for h in facts("default")}
-            assert plain and set(plain.values()) == {1.0}
-            weighed = {h.text: h.explanation.importance_factor for h in facts("important")}
-            loves = [t for t in weighed if "love" in t]
-            assert loves and all(weighed[t] == 4.0 for t in loves)
-            assert all(f == 1.0 for t, f in weighed.items() if "love" not in t)
-            assert "love" in facts("important")[0].text
-    finally:
-        d.stop()
+        plain = {h.text: h.explanation.importance_factor for h in facts("default")}
+        assert plain and set(plain.values()) == {1.0}
+        weighed = {h.text: h.explanation.importance_factor for h in facts("important")}
+        loves = [t for t in weighed if "love" in t]
+        assert loves and all(weighed[t] == 4.0 for t in loves)
+        assert all(f == 1.0 for t, f in weighed.items() if "love" not in t)
+        assert "love" in facts("important")[0].text

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from stratad_client import MemoryClient
 from stratad_client.integrations.google_adk import StrataMemoryService
-from tests.support import QUIET, wait_indexed
+from tests.support import wait_indexed
 
 pytestmark = pytest.mark.slow
 APP = "travel"
@@ -46,18 +46,11 @@ async def _turn(runner: Runner, user: str, session_id: str, text: str) -> None:
         pass
 
 
-@pytest.fixture
-def daemon(start_daemon):
-    d = start_daemon(weaver=QUIET)
-    d.daemon.parts.semantic.wait_ready(120)
-    return d
-
-
-def test_an_adk_session_becomes_an_episode_that_the_next_session_recalls(daemon):
+def test_an_adk_session_becomes_an_episode_that_the_next_session_recalls(quiet_daemon):
     llm = ScriptedLlm(model="scripted")
     agent = LlmAgent(name="helper", model=llm, tools=[PreloadMemoryTool()])
     sessions = InMemorySessionService()
-    memory = StrataMemoryService(address=daemon.address)
+    memory = StrataMemoryService(address=quiet_daemon.address)
     runner = Runner(agent=agent, app_name=APP, session_service=sessions, memory_service=memory)
 
     async def first_session() -> Any:
@@ -69,7 +62,7 @@ def test_an_adk_session_becomes_an_episode_that_the_next_session_recalls(daemon)
         return s
 
     first = asyncio.run(first_session())
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         wait_indexed(c)
         (episode,) = c.list_episodes(user_id="alice").episodes
         assert (episode.session_id, episode.scope.agent_id) == (first.id, APP)
@@ -106,7 +99,7 @@ def test_an_adk_session_becomes_an_episode_that_the_next_session_recalls(daemon)
         await memory.add_session_to_memory(s)
 
     asyncio.run(more())
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         episodes = c.list_episodes(user_id="alice").episodes
         assert sorted(e.message_count for e in episodes) == [2, 2]
         wait_indexed(c)
@@ -120,10 +113,10 @@ def test_an_adk_session_becomes_an_episode_that_the_next_session_recalls(daemon)
     memory.close()
 
 
-def test_function_calls_and_events_deltas(daemon):
+def test_function_calls_and_events_deltas(quiet_daemon):
     from google.adk.events.event import Event
 
-    memory = StrataMemoryService(address=daemon.address)
+    memory = StrataMemoryService(address=quiet_daemon.address)
     call = Event(
         author="helper",
         content=types.Content(
@@ -150,7 +143,7 @@ def test_function_calls_and_events_deltas(daemon):
             app_name=APP, user_id="carol", events=[call, answer, empty], session_id="trip"
         )
     )
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         (episode,) = c.list_episodes(user_id="carol").episodes
         first, second = c.get_episode(episode.episode_id).messages
     assert first.message.tool_call.name == "book"

@@ -13,21 +13,14 @@ from langgraph.store.memory import InMemoryStore
 
 from stratad_client import MemoryClient
 from stratad_client.integrations.langgraph import StrataStore
-from tests.support import QUIET, wait_indexed
+from tests.support import wait_indexed
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def daemon(start_daemon):
-    d = start_daemon(weaver=QUIET)
-    d.daemon.parts.semantic.wait_ready(120)
-    return d
-
-
-@pytest.fixture
-def store(daemon):
-    s = StrataStore(address=daemon.address)
+def store(quiet_daemon):
+    s = StrataStore(address=quiet_daemon.address)
     yield s
     s.close()
 
@@ -78,14 +71,14 @@ def test_the_store_behaves_as_langgraphs_own(store):
     assert _scenario(store) == _scenario(InMemoryStore())
 
 
-def test_search_by_query_uses_recall(daemon, store):
+def test_search_by_query_uses_recall(quiet_daemon, store):
     ns = ("carol", "memories")
     store.put(ns, "home", {"text": "Carol moved to Lisbon in May"})
     store.put(ns, "food", {"text": "Carol is allergic to peanuts", "kind": "health"})
     store.put(("carol", "other"), "note", {"text": "Lisbon trams are yellow"})
     store.put(ns, "secret", {"text": "Carol's safe code is Lisbon 1234"}, index=False)
     store.put(ns, "fields", {"title": "Diet", "body": "peanut-free meals"}, index=["title"])
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         wait_indexed(c)
     hits = store.search(ns, query="Where does Carol live?", limit=3)
     assert hits[0].key == "home" and hits[0].score is not None
@@ -96,26 +89,26 @@ def test_search_by_query_uses_recall(daemon, store):
     # Replacing an item changes what is found; deleting it removes it.
     store.put(ns, "home", {"text": "Carol moved to Tokyo"})
     store.delete(ns, "food")
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         wait_indexed(c)
     home = next(h for h in store.search(ns, query="Tokyo", limit=5) if h.key == "home")
     assert home.value == {"text": "Carol moved to Tokyo"}
     assert "food" not in {h.key for h in store.search(ns, query="allergic to peanuts")}
 
 
-def test_users_come_from_the_namespace_or_the_store(daemon, store):
+def test_users_come_from_the_namespace_or_the_store(quiet_daemon, store):
     store.put(("dan", "notes"), "k", {"text": "Dan's note"})
     with pytest.raises(InvalidNamespaceError, match="names no user"):
         store.search(())
     with pytest.raises(InvalidNamespaceError):
         store.list_namespaces()
     # A store fixed to one user keeps the namespace as given, under that user.
-    with StrataStore(user_id="erin", agent_id="planner", address=daemon.address) as erin:
+    with StrataStore(user_id="erin", agent_id="planner", address=quiet_daemon.address) as erin:
         erin.put(("notes",), "k", {"text": "Erin's note"})
         assert erin.get(("notes",), "k").value == {"text": "Erin's note"}  # type: ignore[union-attr]
         assert erin.get(("dan", "notes"), "k") is None  # not Dan's
         assert erin.list_namespaces() == [("notes",)]
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         docs = list(c.iter_documents(user_id="erin", agent_id="planner"))
         assert [(tuple(d.namespace), d.key) for d in docs] == [(("notes",), "k")]
 
@@ -148,7 +141,7 @@ def answer(state: State, *, store: BaseStore) -> dict[str, Any]:
     return {"reply": f"You told me: {item.value['text']}" if item else "I know nothing."}
 
 
-def test_a_compiled_graph_uses_the_store(daemon, store):
+def test_a_compiled_graph_uses_the_store(quiet_daemon, store):
     builder = StateGraph(State)
     builder.add_node("remember", remember)
     builder.add_node("answer", answer)
@@ -158,6 +151,6 @@ def test_a_compiled_graph_uses_the_store(daemon, store):
     graph = builder.compile(store=store)
     out = graph.invoke({"user": "gus", "said": "I play the cello.", "reply": ""})
     assert out["reply"] == "You told me: I play the cello."
-    with MemoryClient(daemon.address) as c:
+    with MemoryClient(quiet_daemon.address) as c:
         (doc,) = c.iter_documents(user_id="gus")
     assert tuple(doc.namespace) == ("gus", "facts") and "cello" in doc.text

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +15,8 @@ from daemon.codec.status import ConfigError
 from daemon.server.auth import token_hash
 from daemon.settings import Settings, load_settings
 from stratad_client import MemoryClient, StrataClientError, message
-from tests.support import QUIET, QUIET_ENV, ROOT, daemon_env, wait_until
+from tests.support import QUIET, QUIET_ENV, daemon_env, wait_until
+from tests.support.daemons import python
 from tests.support.llm_server import FakeOpenAI
 from tests.support.weaving import EchoLLM
 
@@ -153,13 +152,8 @@ def test_open_local_mode_is_loopback_only(make_settings, monkeypatch, tmp_path):
     # with tokens, any address is fine
     s = Settings(listen="0.0.0.0:0", auth={"tokens": entries(["ops"])}, data_dir=tmp_path)
     assert s.auth.enabled
-    out = subprocess.run(
-        [sys.executable, "-m", "daemon", "serve"],
-        env=daemon_env(tmp_path / "data") | {"STRATA_LISTEN": "0.0.0.0:0"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    out = python(
+        "-m", "daemon", "serve", env=daemon_env(tmp_path / "data") | {"STRATA_LISTEN": "0.0.0.0:0"}
     )
     assert out.returncode == 78
     assert out.stderr.count("\n") == 1 and "authentication is off" in out.stderr
@@ -180,26 +174,19 @@ def test_bad_token_entries_are_config_errors(monkeypatch):
 
 @pytest.mark.slow
 def test_stratad_token_prints_a_working_token_and_its_entry(spawn, tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daemon",
-            "token",
-            "--name",
-            "ci",
-            "--tenant",
-            "carol",
-            "--right",
-            "append",
-            "--right",
-            "recall",
-        ],
+    out = python(
+        "-m",
+        "daemon",
+        "token",
+        "--name",
+        "ci",
+        "--tenant",
+        "carol",
+        "--right",
+        "append",
+        "--right",
+        "recall",
         env=daemon_env(tmp_path / "unused"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     token = re.search(r"^(strata_\S{40,})$", out.stdout, re.MULTILINE)
@@ -217,11 +204,11 @@ def test_stratad_token_prints_a_working_token_and_its_entry(spawn, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(token.group(1) + "\n")
     env = daemon_env(tmp_path / "unused")
-    ctl = [sys.executable, "-m", "daemon.cli.weaverctl", "--address", proc.address, "stats"]
-    run = subprocess.run(ctl, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    ctl = ("-m", "daemon.cli.weaverctl", "--address", proc.address, "stats")
+    run = python(*ctl, env=env)
     assert run.returncode == 1 and "UNAUTHENTICATED" in run.stderr
     env["STRATA_TOKEN_FILE"] = str(token_file)
-    run = subprocess.run(ctl, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = python(*ctl, env=env)
     assert run.returncode == 1 and "PERMISSION_DENIED" in run.stderr
     assert proc.terminate() == 0
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -18,7 +16,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from daemon.server.auth import token_hash
 from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
-from tests.support import ROOT, daemon_env
+from tests.support.daemons import weaverctl
 
 
 def _key_and_name(name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Name]:
@@ -157,22 +155,7 @@ def test_client_certificates_are_required_with_a_client_ca(start_daemon, pki, mo
             return len(window.messages)
 
     assert asyncio.run(aio()) == 2
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daemon.cli.weaverctl",
-            "--address",
-            daemon.address,
-            "--json",
-            "stats",
-        ],
-        env=daemon_env(ROOT / "unused") | env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = weaverctl(daemon.address, "--json", "stats", env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert '"liveSessions": "1"' in out.stdout
 

@@ -6,13 +6,12 @@ import datetime as dt
 import json
 
 import grpc
-import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError, message
+from stratad_client import AsyncMemoryClient, MemoryClient, message
 from stratad_client.pb import memory_pb2 as pb
 from stratad_client.pb import memory_pb2_grpc
-from tests.support import wait_until
+from tests.support import code, wait_until
 
 
 def test_append_window_end_list_and_get(client: MemoryClient):
@@ -66,10 +65,9 @@ def test_append_batch_is_atomic_and_redelivery_is_not_doubled(client: MemoryClie
     assert [r.seq for r in again] == [1, 2, 3, 4, 5] and all(r.duplicate for r in again)
     # one bad message rejects the whole batch: nothing of it is stored
     bad = [message("fine", message_id="id-9"), message("bad", role=pb.ROLE_UNSPECIFIED)]
-    with pytest.raises(StrataClientError) as err:
-        client.append_batch("s", bad, user_id="alice")
-    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "messages[1].role" in err.value.message
+    status, details = code(lambda: client.append_batch("s", bad, user_id="alice"))
+    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    assert "messages[1].role" in details
     assert client.get_working_memory("s").log_messages == 5
 
 
@@ -91,20 +89,12 @@ def test_episode_paging(client: MemoryClient):
 
 
 def test_end_session_errors(client: MemoryClient):
-    with pytest.raises(StrataClientError) as err:
-        client.end_session("never-seen")
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert code(lambda: client.end_session("never-seen"))[0] == grpc.StatusCode.NOT_FOUND
     client.append("s", "hi", user_id="u")
     client.end_session("s")
-    with pytest.raises(StrataClientError) as err:
-        client.end_session("s")
-    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
-    with pytest.raises(StrataClientError) as err:
-        client.get_working_memory("never-seen")
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
-    with pytest.raises(StrataClientError) as err:
-        client.get_episode("0" * 32)
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert code(lambda: client.end_session("s"))[0] == grpc.StatusCode.FAILED_PRECONDITION
+    assert code(lambda: client.get_working_memory("never-seen"))[0] == grpc.StatusCode.NOT_FOUND
+    assert code(lambda: client.get_episode("0" * 32))[0] == grpc.StatusCode.NOT_FOUND
 
 
 def test_remove_messages(client: MemoryClient):
@@ -120,13 +110,11 @@ def test_remove_messages(client: MemoryClient):
         "two",
     ]
     for bad in ({}, {"last": 1, "all": True}):
-        with pytest.raises(StrataClientError) as err:
-            client.remove_messages("undo", **bad)
-        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        assert "exactly one of last" in (err.value.message or "")
-    with pytest.raises(StrataClientError) as err:
-        client.remove_messages("never-seen", all=True)
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+        status, details = code(lambda: client.remove_messages("undo", **bad))  # noqa: B023
+        assert status == grpc.StatusCode.INVALID_ARGUMENT
+        assert "exactly one of last" in details
+    missing = code(lambda: client.remove_messages("never-seen", all=True))[0]
+    assert missing == grpc.StatusCode.NOT_FOUND
     cleared = client.remove_messages("undo", all=True)
     assert [m.seq for m in cleared.removed] == [1, 2]
     assert cleared.state == pb.SESSION_STATE_ENDED
@@ -194,21 +182,18 @@ def test_async_client(daemon):
 
 
 def test_scope_rules(client: MemoryClient):
-    with pytest.raises(StrataClientError) as err:
-        client.append("s", "no scope")
-    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "scope.user_id" in err.value.message
+    status, details = code(lambda: client.append("s", "no scope"))
+    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    assert "scope.user_id" in details
     client.append("s", "hi", user_id="alice")
-    with pytest.raises(StrataClientError) as err:
-        client.append("s", "hi", user_id="alice", agent_id="planner")
-    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    planner = code(lambda: client.append("s", "hi", user_id="alice", agent_id="planner"))[0]
+    assert planner == grpc.StatusCode.FAILED_PRECONDITION
     assert client.get_working_memory("s").log_messages == 1
     # Sessions are per user: mallory's "s" is another session.
     client.append("s", "hi", user_id="mallory")
-    with pytest.raises(StrataClientError) as err:
-        client.get_working_memory("s")
-    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "exists for 2 users: name scope.user_id" in err.value.message
+    status, details = code(lambda: client.get_working_memory("s"))
+    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    assert "exists for 2 users: name scope.user_id" in details
     assert client.get_working_memory("s", user_id="alice").log_messages == 1
     assert client.end_session("s", user_id="mallory").message_count == 1
 

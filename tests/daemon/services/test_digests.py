@@ -14,7 +14,7 @@ import pytest
 from daemon.cli import weaverctl as ctl
 from stratad_client import InvalidArgumentError, MemoryClient, NotFoundError, message
 from stratad_client.pb import memory_pb2 as pb
-from tests.support import QUIET, consolidate, wait_indexed
+from tests.support import QUIET, ThreadDaemon, consolidate, wait_indexed
 from tests.support.exporting import exported, records
 from tests.support.forgetting import _gone_within
 from tests.support.llm_server import FakeOpenAI, Reply
@@ -76,10 +76,9 @@ def sessions(hits: Any) -> set[str]:
 
 
 @pytest.fixture
-def daemon(start_daemon):
-    d = start_daemon(weaver=QUIET)
-    d.daemon.parts.semantic.wait_ready(120)
-    return d
+def daemon(quiet_daemon: ThreadDaemon) -> ThreadDaemon:
+    """The quiet daemon, for this module's tests and for the ``client`` fixture."""
+    return quiet_daemon
 
 
 def weave(c: MemoryClient) -> pb.RunReport:

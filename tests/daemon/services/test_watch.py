@@ -72,17 +72,10 @@ def is_(kind: str, **attrs: str) -> Callable[[pb.ChangeEvent], bool]:
     return lambda e: e.type == kind and all(e.attrs.get(k) == v for k, v in attrs.items())
 
 
-@pytest.fixture
-def daemon(start_daemon):
-    d = start_daemon(weaver=QUIET)
-    d.daemon.parts.semantic.wait_ready(120)
-    return d
-
-
-def test_a_watcher_follows_its_user_in_order_and_sees_no_other_tenant(daemon) -> None:
-    with daemon.client() as c, daemon.client() as w:
+def test_a_watcher_follows_its_user_in_order_and_sees_no_other_tenant(quiet_daemon) -> None:
+    with quiet_daemon.client() as c, quiet_daemon.client() as w:
         alice = Watcher(w, is_("anchor.set", cleared="true"), user_id="alice")
-        wait_until(lambda: daemon.daemon.parts.feed.waiting, timeout=30)  # the stream waits
+        wait_until(lambda: quiet_daemon.daemon.parts.feed.waiting, timeout=30)  # the stream waits
         episode = talk(c, "alice", "s1", MAY, "My locker code is 4471.", "Noted.")
         talk(c, "bob", "b1", MAY, "Bob's own words.", "Fine.")
         wait_indexed(c)
@@ -139,8 +132,8 @@ def test_a_cursor_resumes_after_the_daemon_was_killed(spawn, tmp_path) -> None:
     assert int(after[-1].cursor) > int(before[-1].cursor)
 
 
-def test_a_forget_leaves_no_change_of_what_it_forgot(daemon) -> None:
-    with daemon.client() as c:
+def test_a_forget_leaves_no_change_of_what_it_forgot(quiet_daemon) -> None:
+    with quiet_daemon.client() as c:
         gone = talk(c, "alice", "s1", MAY, "My PIN is 0451.", "Noted.")
         kept = talk(c, "alice", "s2", MAY, "I like tea.", "Noted.")
         c.forget(episode_ids=[gone])
@@ -200,8 +193,10 @@ def test_an_expired_episode_is_told_once(start_daemon) -> None:
         ({"user_id": ""}, "scope.user_id is required"),
     ],
 )
-def test_bad_requests_say_what_was_wrong(daemon, asked: dict[str, Any], expected: str) -> None:
-    with daemon.client() as c:
+def test_bad_requests_say_what_was_wrong(
+    quiet_daemon, asked: dict[str, Any], expected: str
+) -> None:
+    with quiet_daemon.client() as c:
         c.append("s1", "One.", user_id="alice")
         with pytest.raises(InvalidArgumentError, match=expected):
             next(iter(c.watch(**{"user_id": "alice", **asked}, timeout=30)))
@@ -253,8 +248,8 @@ def test_the_async_client_filters_types_and_a_stop_ends_the_stream(start_daemon)
     assert "watch again from cursor" in str(error)
 
 
-def test_catch_up_ends_the_stream_once_what_was_written_is_sent(daemon) -> None:
-    with daemon.client() as c:
+def test_catch_up_ends_the_stream_once_what_was_written_is_sent(quiet_daemon) -> None:
+    with quiet_daemon.client() as c:
         talk(c, "alice", "s1", MAY, "One.", "Two.")
         talk(c, "bob", "b1", MAY, "Bob's.", "Fine.")
         wait_indexed(c)  # nothing more is written after this (no consolidation run)

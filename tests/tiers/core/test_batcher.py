@@ -4,12 +4,45 @@ callers, errors reach every caller of the failed call."""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
 
 import pytest
 
 from tests.support import wait_until
 from tiers.core.batcher import Batcher
+
+T = TypeVar("T")
+
+
+class FirstCallHeld(Generic[T]):
+    """A batch function whose first call waits until the test lets it go, so that callers
+    arriving meanwhile queue up behind it; the others answer at once. ``calls``: the items of
+    each call, in order; ``answer`` makes a call's results from its items."""
+
+    def __init__(self, answer: Callable[[list[int]], list[T]]) -> None:
+        self.answer = answer
+        self.calls: list[list[int]] = []
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, items: list[int]) -> list[T]:
+        self.calls.append(list(items))
+        if len(self.calls) == 1:
+            self.started.set()
+            assert self.release.wait(10)
+        return self.answer(items)
+
+    def hold_first(self, pool: ThreadPoolExecutor, b: Batcher[int, T]) -> Future[T]:
+        """The call of item 0, submitted and held."""
+        head = pool.submit(b, 0)
+        assert self.started.wait(10)
+        return head
+
+    def release_once_waiting(self, b: Batcher[int, T], items: int) -> None:
+        """Let the first call go once ``items`` items wait behind it."""
+        wait_until(lambda: len(b._waiting) >= items, 10, f"for {items} waiting items", 0.01)
+        self.release.set()
 
 
 def test_an_idle_caller_gets_its_own_call_at_once() -> None:
@@ -21,29 +54,17 @@ def test_an_idle_caller_gets_its_own_call_at_once() -> None:
 
 
 def test_callers_arriving_during_a_call_share_the_next_one() -> None:
-    first_started, release = threading.Event(), threading.Event()
-    calls: list[list[int]] = []
-
-    def batch(items: list[int]) -> list[str]:
-        calls.append(list(items))
-        if len(calls) == 1:
-            first_started.set()
-            assert release.wait(10)
-        return [f"r{i}" for i in items]
-
+    batch = FirstCallHeld(lambda items: [f"r{i}" for i in items])
     b = Batcher(batch, max_batch=4)
     with ThreadPoolExecutor(8) as pool:
-        head = pool.submit(b, 0)
-        assert first_started.wait(10)
+        head = batch.hold_first(pool, b)
         rest = [pool.submit(b, i) for i in range(1, 8)]
-        # all seven wait behind the call in progress
-        wait_until(lambda: len(b._waiting) >= 7, 10, "for 7 callers", interval=0.01)
-        release.set()
+        batch.release_once_waiting(b, 7)  # all seven wait behind the call in progress
         assert head.result(10) == "r0"
         assert [f.result(10) for f in rest] == [f"r{i}" for i in range(1, 8)]
-    assert calls[0] == [0]
+    assert batch.calls[0] == [0]
     # The seven waiting items went out in two calls of at most max_batch, oldest first.
-    assert calls[1:] == [[1, 2, 3, 4], [5, 6, 7]]
+    assert batch.calls[1:] == [[1, 2, 3, 4], [5, 6, 7]]
     assert b.calls == 3
 
 
@@ -64,21 +85,12 @@ def test_an_error_reaches_every_caller_of_that_call_and_the_batcher_goes_on() ->
 
 
 def test_a_wrong_number_of_results_is_an_error_not_a_mix_up() -> None:
-    first_started, release = threading.Event(), threading.Event()
-
-    def batch(items: list[int]) -> list[int]:
-        if not first_started.is_set():
-            first_started.set()
-            assert release.wait(10)
-        return [items[0]]  # one result, whatever the number of items
-
+    batch = FirstCallHeld(lambda items: [items[0]])  # one result, whatever the number of items
     b = Batcher(batch)
     with ThreadPoolExecutor(3) as pool:
-        head = pool.submit(b, 0)
-        assert first_started.wait(10)
+        head = batch.hold_first(pool, b)
         pair = [pool.submit(b, 1), pool.submit(b, 2)]
-        wait_until(lambda: len(b._waiting) >= 2, 10, "for 2 callers", interval=0.01)
-        release.set()
+        batch.release_once_waiting(b, 2)
         assert head.result(10) == 0  # a call of one item is fine
         for f in pair:  # the call of two is refused for both callers
             with pytest.raises(RuntimeError, match="1 results for 2"):
@@ -97,25 +109,14 @@ def test_items_submitted_together_go_out_in_one_call_in_order() -> None:
 
 
 def test_items_submitted_together_during_a_call_join_the_others_waiting() -> None:
-    first_started, release = threading.Event(), threading.Event()
-    calls: list[list[int]] = []
-
-    def batch(items: list[int]) -> list[int]:
-        calls.append(list(items))
-        if len(calls) == 1:
-            first_started.set()
-            assert release.wait(10)
-        return [i + 100 for i in items]
-
+    batch = FirstCallHeld(lambda items: [i + 100 for i in items])
     b = Batcher(batch, max_batch=8)
     with ThreadPoolExecutor(3) as pool:
-        head = pool.submit(b, 0)
-        assert first_started.wait(10)
+        head = batch.hold_first(pool, b)
         pair = pool.submit(b.many, [1, 2])
         one = pool.submit(b, 3)
-        wait_until(lambda: len(b._waiting) >= 3, 10, "for 3 waiting items", interval=0.01)
-        release.set()
+        batch.release_once_waiting(b, 3)
         assert head.result(10) == 100
         assert pair.result(10) == [101, 102]
         assert one.result(10) == 103
-    assert sorted(calls[1]) == [1, 2, 3] and len(calls) == 2
+    assert sorted(batch.calls[1]) == [1, 2, 3] and len(batch.calls) == 2

@@ -3,7 +3,6 @@ batching, retries and their pauses, timeouts, errors, keys, counters."""
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from daemon.codec.status import Unavailable, grpc_status
 from tests.support.llm_server import FakeOpenAI, Reply, free_port_refuses
+from tests.support.model_clients import RETRY_AFTER, client_settings, growing_backoff, one_pause
 from tiers.core.errors import ModelRequestFailed, ModelUnavailable
 from tiers.core.models import CallStats, ModelClient
 from tiers.core.models.retry import RetryReply
@@ -48,18 +48,7 @@ def make(
     monkeypatch.setenv(KEY_ENV, KEY)
 
     def make(**overrides: Any) -> ModelClient:
-        kwargs: dict[str, Any] = {
-            "model": "openai/test",
-            "api_base": fake.base_url,
-            "api_key_env": KEY_ENV,
-            "timeout_seconds": 5.0,
-            "max_retries": 3,
-            "backoff_seconds": 1.0,
-            "sleep": sleeps.append,
-            "random": random.Random(7).random,
-        }
-        kwargs.update(overrides)
-        return ModelClient(**kwargs)
+        return ModelClient(**client_settings(fake, KEY_ENV, sleeps, **overrides))
 
     return make
 
@@ -104,15 +93,7 @@ def test_one_request_per_attempt_litellm_and_the_sdk_do_not_retry(
     assert "failed after 1 attempt; last cause: ServiceUnavailableError 503" in str(err.value)
 
 
-@pytest.mark.parametrize(
-    ("headers", "expected"),
-    [
-        ({}, None),
-        ({"Retry-After": "3"}, 3.0),
-        ({"retry-after-ms": "1500", "Retry-After": "2"}, 1.5),
-        ({"Retry-After": "3600"}, 30.0),  # capped at max_backoff_seconds
-    ],
-)
+@pytest.mark.parametrize(("headers", "expected"), RETRY_AFTER)
 @pytest.mark.parametrize("status", [429, 503])
 def test_retry_after_is_honoured(
     fake: FakeOpenAI,
@@ -127,11 +108,7 @@ def test_retry_after_is_honoured(
     client = make(max_backoff_seconds=30.0)
     assert client.embed(["hello"], stats) == word_vectors(["hello"])
     assert len(fake.requests) == 2
-    assert len(sleeps) == 1
-    if expected is None:
-        assert 0.5 <= sleeps[0] <= 1.0  # first backoff: [backoff/2, backoff]
-    else:
-        assert sleeps[0] == pytest.approx(expected)
+    one_pause(sleeps, expected)
     assert stats.attempts == 2 and stats.ok and stats.slept_seconds == sleeps[0]
     assert stats.failures[0].startswith(("RateLimitError 429", "ServiceUnavailableError 503"))
     assert (client.totals.llm_calls, client.totals.failed_calls) == (2, 1)
@@ -149,9 +126,7 @@ def test_down_endpoint_fails_after_max_retries_with_growing_backoff(
     assert message.startswith("embedding litellm:openai/test: embedding 2 texts failed after 4")
     assert "last cause: InternalServerError 500" in message
     assert err.value.cause.startswith("InternalServerError 500")
-    assert len(sleeps) == 3  # none after the last attempt
-    for i, pause in enumerate(sleeps):  # equal jitter: [c/2, c] with c = 1, 2, 4
-        assert 2**i / 2 <= pause <= 2**i
+    growing_backoff(sleeps)
     assert (client.totals.llm_calls, client.totals.failed_calls) == (4, 4)
     # Down is UNAVAILABLE for a gRPC caller.
     assert isinstance(err.value, Unavailable)

@@ -26,23 +26,13 @@ import pytest
 
 from stratad_client import MemoryClient
 from stratad_client.pb import memory_pb2 as pb
-from tests.support import QUIET, ThreadDaemon, code, wait_until
+from tests.support import QUIET, code, wait_until
 from tests.support.builds import gated_child, held_load, index_small_stores
-from tests.support.gates import (
-    DEADLINE,
-    Hooks,
-    Pause,
-    WatchedLock,
-    holding,
-    settled,
-    watch_write_lock,
-    when,
-)
+from tests.support.gates import DEADLINE, Gated, Pause, gated_daemon, holding, settled, when
 from tiers.semantic.store import edge_store_path
 from tiers.semantic.tombstones import is_forgotten
 from tiers.semantic.vectors import shard_of
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
-from weaver.jobs.runner import Weaver
 
 pytestmark = pytest.mark.slow
 NAMESPACE, KEY = ["notes"], "colour"
@@ -112,15 +102,10 @@ def delete(c: MemoryClient) -> bool:
 
 
 @dataclass
-class Alice:
-    """A daemon with hooks (:class:`Hooks`), its write lock watched, and alice's document
-    indexed with V0 (``recalls`` returned it)."""
+class Alice(Gated):
+    """A daemon of :func:`gated_daemon` with alice's document indexed with V0 (``recalls``
+    returned it)."""
 
-    d: ThreadDaemon
-    hooks: Hooks
-    lock: WatchedLock
-    weaver: Weaver
-    c: MemoryClient
     doc_id: str
     recalls: Recalls
 
@@ -146,33 +131,32 @@ class Alice:
             self.hooks.vectors.after_upsert.append(when(holding(self.doc_id, V1), pause))
         return pause
 
+    @contextlib.contextmanager
+    def v1_held(self, where: str, order: list[str]) -> Iterator[Pause]:
+        """V1 put and the documents job that indexes it held at ``where`` (:meth:`hold`),
+        while another client recalls the document (:func:`watching`: in ``order``)."""
+        pause = self.hold(where)
+        with watching(self.d.address, self.doc_id, order):
+            put(self.c, V1)  # queues the job, which stops at the pause
+            pause.reached()
+            yield pause
+
 
 @pytest.fixture
 def alice(start_daemon) -> Iterator[Alice]:
-    hooks = Hooks()
-    d = start_daemon(weaver=QUIET, factories=hooks.factories)
-    semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
-    semantic.wait_ready(120)
-    lock = watch_write_lock(semantic)
-    with d.client(timeout=60) as c:
-        doc_id = put(c, V0).document.id
-        settled(weaver)
-        a = Alice(d, hooks, lock, weaver, c, doc_id, Recalls(c, doc_id))
+    with gated_daemon(start_daemon) as g:
+        doc_id = put(g.c, V0).document.id
+        settled(g.weaver)
+        a = Alice(**vars(g), doc_id=doc_id, recalls=Recalls(g.c, doc_id))
         assert a.recalls() == V0
-        try:
-            yield a
-        finally:
-            hooks.release_all()  # a failed test leaves no thread held
+        yield a
 
 
 @pytest.mark.parametrize("where", [EMBEDDING, BEFORE_WRITE, AFTER_WRITE])
 def test_a_replace_anywhere_in_the_job_ends_with_the_newest_text(alice: Alice, where: str):
     a = alice
-    pause = a.hold(where)
     seen_held = V1 if where == AFTER_WRITE else V0
-    with watching(a.d.address, a.doc_id, [V0, V1, V2]):
-        put(a.c, V1)  # queues the job, which stops at the pause
-        pause.reached()
+    with a.v1_held(where, [V0, V1, V2]) as pause:
         assert a.recalls() == seen_held
         assert put(a.c, V2).document.id == a.doc_id  # a put never waits for the job
         assert a.recalls() == seen_held
@@ -190,11 +174,8 @@ def test_a_replace_anywhere_in_the_job_ends_with_the_newest_text(alice: Alice, w
 @pytest.mark.parametrize("where", [EMBEDDING, BEFORE_WRITE, AFTER_WRITE])
 def test_a_delete_anywhere_in_the_job_leaves_nothing(alice: Alice, where: str):
     a = alice
-    pause = a.hold(where)
     order = [V0, V1, GONE, V2]
-    with watching(a.d.address, a.doc_id, order):
-        put(a.c, V1)
-        pause.reached()
+    with a.v1_held(where, order) as pause:
         held = a.recalls()
         assert held == (V1 if where == AFTER_WRITE else V0)
         if where == EMBEDDING:  # the job holds no lock while it embeds: the delete goes on
@@ -232,11 +213,8 @@ def test_a_delete_and_a_put_again_while_the_job_embeds_never_bring_the_old_text_
     """The key deleted and put again (a new document, the same point id, its tombstone
     cleared) while the job embeds V1: V1 is never written, not even between the two."""
     a = alice
-    pause = a.hold(EMBEDDING)
     order = [V0, V1, GONE, V2]
-    with watching(a.d.address, a.doc_id, order):
-        put(a.c, V1)
-        pause.reached()
+    with a.v1_held(EMBEDDING, order) as pause:
         assert delete(a.c)
         assert put(a.c, V2).created
         assert a.recalls() == GONE  # V2 waits for the job the put queued

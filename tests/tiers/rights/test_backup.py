@@ -7,14 +7,15 @@ import datetime as dt
 import json
 import shutil
 import subprocess
-import sys
 import time
+from collections.abc import Iterator
 
 import grpc
 import pytest
 
 from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, ROOT, ProcessDaemon, daemon_env, wait_indexed, wait_until
+from tests.support.daemons import python
 from tests.support.llm_server import FakeOpenAI
 from tests.support.weaving import EchoLLM
 
@@ -26,14 +27,7 @@ QUERY = "What did Alice say about the apples at the market?"
 def run(
     args: list[str], env: dict[str, str], timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return python("-m", *args, env=env, timeout=timeout)
 
 
 def ctl(proc: ProcessDaemon, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,6 +70,18 @@ def consolidate(c: MemoryClient) -> None:
 DERIVED = ("episode_chunk", "episode_turn", "summary", "fact", "profile", "document")
 
 
+@pytest.fixture
+def echo() -> EchoLLM:
+    return EchoLLM()
+
+
+@pytest.fixture
+def llm(echo: EchoLLM) -> Iterator[dict[str, str]]:
+    """The settings that point a daemon's LLM at a fake server answering with ``echo``."""
+    with FakeOpenAI(responder=echo) as fake:
+        yield {"llm__model": "openai/test", "llm__api_base": fake.base_url}
+
+
 def recall_ids(c: MemoryClient, user: str, kinds: tuple[str, ...] = ()) -> dict[str, set[str]]:
     """The hit ids of each channel alone (k above the number of points: every match)."""
     return {
@@ -84,38 +90,35 @@ def recall_ids(c: MemoryClient, user: str, kinds: tuple[str, ...] = ()) -> dict[
     }
 
 
-def test_backup_while_running_and_restore(spawn, tmp_path):
-    echo = EchoLLM()
-    with FakeOpenAI(responder=echo) as fake:
-        llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(tmp_path / "live", **QUIET_ENV, **llm)
-        with proc.client(timeout=120) as c:
-            wait_tier3(c)
-            done = episodes(c, "alice", 2)
-            consolidate(c)
-            pending = episodes(c, "alice", 1, first=5)[0]  # indexed, not consolidated
-            c.append_batch("open", [message(f"new {i}") for i in range(3)], user_id="bob")
-            wait_indexed(c)
-            before = recall_ids(c, "alice")
-            fact = next(h for h in c.recall(QUERY, user_id="alice", kinds=["fact"]).hits)
-            node_before = c.get_node(fact.id, user_id="alice")
-        assert all(before[ch] for ch in CHANNELS), before
-        calls = echo.calls
+def test_backup_while_running_and_restore(spawn, tmp_path, echo, llm):
+    proc = spawn(tmp_path / "live", **QUIET_ENV, **llm)
+    with proc.client(timeout=120) as c:
+        wait_tier3(c)
+        done = episodes(c, "alice", 2)
+        consolidate(c)
+        pending = episodes(c, "alice", 1, first=5)[0]  # indexed, not consolidated
+        c.append_batch("open", [message(f"new {i}") for i in range(3)], user_id="bob")
+        wait_indexed(c)
+        before = recall_ids(c, "alice")
+        fact = next(h for h in c.recall(QUERY, user_id="alice", kinds=["fact"]).hits)
+        node_before = c.get_node(fact.id, user_id="alice")
+    assert all(before[ch] for ch in CHANNELS), before
+    calls = echo.calls
 
-        out = ctl(proc, "backup", str(tmp_path / "bk"), "--json")
-        assert out.returncode == 0, out.stderr
-        assert set(json.loads(out.stdout)["stores"]) == {"state", "journal", "vectors"}
-        manifest = json.loads((tmp_path / "bk" / "manifest.json").read_text())
-        assert manifest["embedding"]["dim"] == 384 and manifest["embedding"]["model"]
-        assert manifest["vectors"]["captured"] is True
-        assert set(manifest["sizes"]) == {"state", "journal", "vectors"}
-        assert all(size > 0 for size in manifest["sizes"].values())
-        again = ctl(proc, "backup", str(tmp_path / "bk"))
-        assert again.returncode == 1 and "ALREADY_EXISTS" in again.stderr
-        with proc.client() as c:  # writes after the backup are not in it
-            c.append("open", "after the backup", user_id="bob")
-            episodes(c, "alice", 1, first=9)
-        proc.terminate()
+    out = ctl(proc, "backup", str(tmp_path / "bk"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert set(json.loads(out.stdout)["stores"]) == {"state", "journal", "vectors"}
+    manifest = json.loads((tmp_path / "bk" / "manifest.json").read_text())
+    assert manifest["embedding"]["dim"] == 384 and manifest["embedding"]["model"]
+    assert manifest["vectors"]["captured"] is True
+    assert set(manifest["sizes"]) == {"state", "journal", "vectors"}
+    assert all(size > 0 for size in manifest["sizes"].values())
+    again = ctl(proc, "backup", str(tmp_path / "bk"))
+    assert again.returncode == 1 and "ALREADY_EXISTS" in again.stderr
+    with proc.client() as c:  # writes after the backup are not in it
+        c.append("open", "after the backup", user_id="bob")
+        episodes(c, "alice", 1, first=9)
+    proc.terminate()
 
     fresh = tmp_path / "fresh"
     restored = run(["daemon", "restore", str(tmp_path / "bk")], daemon_env(fresh))
@@ -163,82 +166,76 @@ def test_restore_refuses_a_data_dir_with_anything_in_it(tmp_path):
     assert (tmp_path / "data" / "state").is_dir()
 
 
-def test_rebuild_after_losing_the_vector_store(spawn, tmp_path):
-    echo = EchoLLM()
+def test_rebuild_after_losing_the_vector_store(spawn, tmp_path, echo, llm):
     data = tmp_path / "data"
-    with FakeOpenAI(responder=echo) as fake:
-        llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(data, **QUIET_ENV, **llm)
-        with proc.client(timeout=120) as c:
-            wait_tier3(c)
-            alice = episodes(c, "alice", 3)
-            episodes(c, "bob", 1)
-            consolidate(c)
-            # Forgotten data stays forgotten: one episode, and one fact of another.
-            c.forget(episode_ids=[alice[0]])
-            fact = next(
-                h.id
-                for h in c.recall(QUERY, user_id="alice", k=100, kinds=["fact"]).hits
-                if c.get_node(h.id, user_id="alice").episode.episode_id == alice[1]
-            )
-            c.forget(memory_ids=[fact])
-            before = {user: recall_ids(c, user, DERIVED) for user in ("alice", "bob")}
-            digests = {h.id: h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
-        # The LLM's (the fake numbers its digests): bob's period and story.
-        assert len(digests) == 2 and all(t.startswith("Digest ") for t in digests.values())
-        assert all(before["alice"][ch] for ch in CHANNELS), before
-        assert not any(fact in ids for ids in before["alice"].values())
-        calls = echo.calls
-        assert proc.terminate() == 0
+    proc = spawn(data, **QUIET_ENV, **llm)
+    with proc.client(timeout=120) as c:
+        wait_tier3(c)
+        alice = episodes(c, "alice", 3)
+        episodes(c, "bob", 1)
+        consolidate(c)
+        # Forgotten data stays forgotten: one episode, and one fact of another.
+        c.forget(episode_ids=[alice[0]])
+        fact = next(
+            h.id
+            for h in c.recall(QUERY, user_id="alice", k=100, kinds=["fact"]).hits
+            if c.get_node(h.id, user_id="alice").episode.episode_id == alice[1]
+        )
+        c.forget(memory_ids=[fact])
+        before = {user: recall_ids(c, user, DERIVED) for user in ("alice", "bob")}
+        digests = {h.id: h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
+    # The LLM's (the fake numbers its digests): bob's period and story.
+    assert len(digests) == 2 and all(t.startswith("Digest ") for t in digests.values())
+    assert all(before["alice"][ch] for ch in CHANNELS), before
+    assert not any(fact in ids for ids in before["alice"].values())
+    calls = echo.calls
+    assert proc.terminate() == 0
 
-        shutil.rmtree(data / "vectors")
-        proc = spawn(data, **QUIET_ENV, **llm)
-        with proc.client(timeout=120) as c:
-            wait_tier3(c)
-            assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
-        out = ctl(proc, "rebuild", "--user", "bob", "--json")
-        assert out.returncode == 0, out.stderr
-        report = json.loads(out.stdout)
-        assert report["episodes"] == "1" and report["recordsReplayed"] == "0"
-        with proc.client(timeout=120) as c:
-            assert recall_ids(c, "bob", DERIVED) == before["bob"]
-            assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
-            again = {h.id: h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
-            assert again.keys() == digests.keys()  # the same digests, extractive for now
-            assert not set(again.values()) & set(digests.values())
-        out = ctl(proc, "--json", "rebuild")
-        assert out.returncode == 0, out.stderr
-        report = json.loads(out.stdout)
-        assert report["episodes"] == "3" and report["recordsReplayed"] == "0"
-        assert report["graphEdges"] == str(3 * 3 - 1)  # a triplet per turn, one forgotten
-        assert int(report["vectorPoints"]) > 3 * (1 + 3) - 1  # chunks, summaries, facts
-        human = ctl(proc, "rebuild")  # again: the same points, none doubled
-        assert human.returncode == 0 and "3 journal episodes" in human.stdout
-        with proc.client(timeout=120) as c:
-            assert {user: recall_ids(c, user, DERIVED) for user in ("alice", "bob")} == before
-            written = echo.digests
-            consolidate(c)  # the next run has the LLM write the rebuilt digests again
-            assert echo.digests > written
-            texts = {h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
-            assert all(t.startswith("Digest ") for t in texts), texts
-        assert echo.calls == calls  # not one extraction asked again
-        proc.terminate()
+    shutil.rmtree(data / "vectors")
+    proc = spawn(data, **QUIET_ENV, **llm)
+    with proc.client(timeout=120) as c:
+        wait_tier3(c)
+        assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
+    out = ctl(proc, "rebuild", "--user", "bob", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["episodes"] == "1" and report["recordsReplayed"] == "0"
+    with proc.client(timeout=120) as c:
+        assert recall_ids(c, "bob", DERIVED) == before["bob"]
+        assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
+        again = {h.id: h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
+        assert again.keys() == digests.keys()  # the same digests, extractive for now
+        assert not set(again.values()) & set(digests.values())
+    out = ctl(proc, "--json", "rebuild")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["episodes"] == "3" and report["recordsReplayed"] == "0"
+    assert report["graphEdges"] == str(3 * 3 - 1)  # a triplet per turn, one forgotten
+    assert int(report["vectorPoints"]) > 3 * (1 + 3) - 1  # chunks, summaries, facts
+    human = ctl(proc, "rebuild")  # again: the same points, none doubled
+    assert human.returncode == 0 and "3 journal episodes" in human.stdout
+    with proc.client(timeout=120) as c:
+        assert {user: recall_ids(c, user, DERIVED) for user in ("alice", "bob")} == before
+        written = echo.digests
+        consolidate(c)  # the next run has the LLM write the rebuilt digests again
+        assert echo.digests > written
+        texts = {h.text for h in c.recall(QUERY, user_id="bob", kinds=["digest"]).hits}
+        assert all(t.startswith("Digest ") for t in texts), texts
+    assert echo.calls == calls  # not one extraction asked again
+    proc.terminate()
 
 
-def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path):
-    echo = EchoLLM()
+def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path, echo, llm):
     data = tmp_path / "data"
-    with FakeOpenAI(responder=echo) as fake:
-        llm = {"llm__model": "openai/test", "llm__api_base": fake.base_url}
-        proc = spawn(data, **QUIET_ENV, **llm)
-        with proc.client(timeout=120) as c:
-            wait_tier3(c)
-            ids = episodes(c, "alice", 2)
-            consolidate(c)
-            memories = recall_ids(c, "alice", kinds=("summary", "fact"))
-        assert all(memories[ch] for ch in CHANNELS), memories
-        calls = echo.calls
-        assert proc.terminate() == 0
+    proc = spawn(data, **QUIET_ENV, **llm)
+    with proc.client(timeout=120) as c:
+        wait_tier3(c)
+        ids = episodes(c, "alice", 2)
+        consolidate(c)
+        memories = recall_ids(c, "alice", kinds=("summary", "fact"))
+    assert all(memories[ch] for ch in CHANNELS), memories
+    calls = echo.calls
+    assert proc.terminate() == 0
 
     shutil.rmtree(data / "vectors")
     time.sleep(1.1)

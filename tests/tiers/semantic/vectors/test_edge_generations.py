@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import shutil
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.contracts.vectors import DIM, MODEL, T0, alice, ids, mem, unit
-from tests.support import wait_until
-from tests.support.builds import gated_child, index_small_stores
+from tests.contracts.vectors import T0, alice, ids, mem, ready, unit
+from tests.support.builds import child_running, gated_child, index_small_stores
 from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
@@ -41,10 +39,8 @@ def _indexed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def store(path: Path) -> Iterator[EdgeVectorStore]:
-    s = EdgeVectorStore(path)
-    s.ensure(MODEL, DIM)
-    yield s
-    s.close()
+    with ready(EdgeVectorStore, path) as s:
+        yield s
 
 
 def points(n: int, start: int = 0, seed: int = 0) -> list[MemoryPoint]:
@@ -59,23 +55,15 @@ def test_a_new_store_starts_in_its_first_generation(store, path):
 
 
 def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
-    store = EdgeVectorStore(path, quantization="int8")
-    store.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path, quantization="int8") as store:
         store.upsert(points(300))
         store.optimize()  # an indexed segment, with its int8 copy
-    finally:
-        store.close()
     gen = generations.current(path)
     copies = [f for f in gen.glob("segments/*/vector_storage-*/quantized.*") if f.is_file()]
     assert copies and edge_shard.warm(gen) == sum(f.stat().st_size for f in copies)
     assert edge_shard.warm(path / "gen-none") == 0  # nothing there: nothing read
-    reopened = EdgeVectorStore(path, quantization="int8")
-    reopened.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path, quantization="int8") as reopened:
         assert reopened.count(PointFilter()) == 300
-    finally:
-        reopened.close()
 
 
 def test_a_build_swaps_the_built_copy_in(store, path):
@@ -97,13 +85,9 @@ def test_a_build_swaps_the_built_copy_in(store, path):
     assert store.builds == 2 and generations.current(path) == path / "gen-000003"
     assert ids(store.search_dense(query, alice(), limit=10)) == before
     store.close()
-    again = EdgeVectorStore(path)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 350
         assert ids(again.search_dense(query, alice(), limit=10)) == before
-    finally:
-        again.close()
 
 
 def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp_path, monkeypatch):
@@ -111,19 +95,7 @@ def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp
     store.upsert(first)
     gate = tmp_path / "go"
     gated_child(monkeypatch, gate)
-    errors: list[BaseException] = []
-
-    def build() -> None:
-        try:
-            store.optimize()
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    thread = threading.Thread(target=build)
-    thread.start()
-    wait_until(
-        lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01
-    )
+    thread, errors = child_running(store.optimize, store, "the build's child")
     # The live store serves reads and takes writes while the child builds.
     late = points(50, start=1000)
     store.upsert(late)
@@ -144,12 +116,8 @@ def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp
 
     check(store)
     store.close()
-    again = EdgeVectorStore(path)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path) as again:
         check(again)
-    finally:
-        again.close()
 
 
 def test_a_failed_build_leaves_the_store_as_it_was(store, path, monkeypatch):
@@ -171,31 +139,15 @@ def test_a_failed_build_leaves_the_store_as_it_was(store, path, monkeypatch):
 def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
     store.upsert(points(20))
     gated_child(monkeypatch, tmp_path / "never")
-    errors: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _catch(store.optimize, errors))
-    thread.start()
-    wait_until(
-        lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01
-    )
+    thread, errors = child_running(store.optimize, store, "the build's child")
     store.close()
     thread.join(DEADLINE)
     assert not thread.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], VectorStoreUnavailable)
     assert "closed" in str(errors[0])
     assert not (path / "gen-000002").exists()
-    again = EdgeVectorStore(path)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 20
-    finally:
-        again.close()
-
-
-def _catch(fn: Callable[[], None], errors: list[BaseException]) -> None:
-    try:
-        fn()
-    except BaseException as exc:
-        errors.append(exc)
 
 
 def test_crash_leftovers_are_swept_when_the_store_opens(store, path):
@@ -203,17 +155,13 @@ def test_crash_leftovers_are_swept_when_the_store_opens(store, path):
     store.close()
     (path / "gen-000002" / "segments").mkdir(parents=True)  # a build cut short
     (path / (generations.CURRENT + ".tmp")).write_text("gen-000002\n")
-    again = EdgeVectorStore(path)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 10
         assert sorted(p.name for p in path.iterdir()) == [
             generations.CURRENT,
             "gen-000001",
             SIDECAR,
         ]
-    finally:
-        again.close()
 
 
 def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, path):
@@ -224,9 +172,7 @@ def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, pa
         shutil.move(str(entry), str(path / entry.name))
     (path / "gen-000001").rmdir()
     (path / generations.CURRENT).unlink()
-    old = EdgeVectorStore(path)
-    old.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path) as old:
         assert generations.current(path) == path
         assert old.count(PointFilter()) == 30
         old.upsert(points(3, start=500))
@@ -238,8 +184,6 @@ def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, pa
             SIDECAR,
         ]
         assert old.count(PointFilter()) == 33
-    finally:
-        old.close()
 
 
 def _files_with(root: Path, needle: bytes) -> list[str]:
@@ -256,12 +200,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     assert _files_with(path, b"Wombatmark")  # deleted, but in the engine's WAL and segments
     # A build running now works on a copy that still holds them: the purge gives it up.
     gated_child(monkeypatch, tmp_path / "never")
-    errors: list[BaseException] = []
-    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
-    build.start()
-    wait_until(
-        lambda: store.live._child is not None, DEADLINE, "for the build's child", interval=0.01
-    )
+    build, errors = child_running(store.optimize, store, "the build's child")
     query = [float(x) for x in unit(3)]
     before = ids(store.search_dense(query, alice(), limit=10))
     store.purge()
@@ -279,13 +218,9 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     store.optimize()
     assert store.builds == 1 and store.count(PointFilter()) == 35
     store.close()
-    again = EdgeVectorStore(path)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 35
         assert _files_with(path, b"Wombatmark") == []
-    finally:
-        again.close()
 
 
 def test_a_copy_keeps_the_bytes_and_leaves_the_zeros_as_holes(tmp_path):

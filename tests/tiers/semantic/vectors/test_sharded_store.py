@@ -8,7 +8,6 @@ older store into shards is in tests/tiers/semantic/vectors/test_vector_reshardin
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.contracts.vectors import DIM, MODEL, mem, unit
+from tests.contracts.vectors import DIM, MODEL, mem, ready, unit
 from tests.support import wait_until
-from tests.support.builds import gated_child, index_small_stores
+from tests.support.builds import child_running, gated_child, index_small_stores
 from tiers.core.records import Scope
 from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, shard_of
 from tiers.semantic.vectors import edge_generations as generations
@@ -39,10 +38,8 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(root: Path) -> Iterator[ShardedVectorStore]:
-    s = ShardedVectorStore(root, SHARDS)
-    s.ensure(MODEL, DIM)
-    yield s
-    s.close()
+    with ready(ShardedVectorStore, root, SHARDS) as s:
+        yield s
 
 
 def of(user: str, n: int, word: str = "memory", start: int = 0) -> list[MemoryPoint]:
@@ -67,13 +64,6 @@ def files_with(root: Path, needle: bytes) -> list[str]:
 
 def generation(root: Path, index: int) -> str:
     return generations.current(root / layout.shard_name(index)).name
-
-
-def _catch(fn: Callable[[], None], errors: list[BaseException]) -> None:
-    try:
-        fn()
-    except BaseException as exc:
-        errors.append(exc)
 
 
 def test_the_users_map_to_the_shards_the_tests_assume():
@@ -109,12 +99,8 @@ def test_a_shard_is_made_with_its_first_point_and_holds_its_users_alone(store, r
     assert shards[2].count(PointFilter(user_id="carol")) == 1
     assert store.count(PointFilter()) == 6
     store.close()
-    again = ShardedVectorStore(root, SHARDS)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, root, SHARDS) as again:
         assert sorted(again.open_shards()) == [2, 3] and again.count(PointFilter()) == 6
-    finally:
-        again.close()
 
 
 def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
@@ -123,9 +109,7 @@ def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
     opened this way; after a crash (no keyword counts kept) every shard opens at once."""
     store.upsert(of("alice", 3) + of("bob", 2) + of("ivan", 2, "violin"))
     store.close()
-    again = ShardedVectorStore(root, SHARDS, open_behind=False)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, root, SHARDS, open_behind=False) as again:
         assert again.opened == []
         query = unit(hash_seed("alice")).tolist()
         assert len(again.search_dense(query, PointFilter(user_id="alice"), 3)) == 3
@@ -134,8 +118,6 @@ def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
         again.purge()
         assert again.purges == 1 and again.opened == [0, 3]
         assert again.count(PointFilter()) == 5 and again.opened == [0, 2, 3]
-    finally:
-        again.close()
     behind = ShardedVectorStore(root, SHARDS)  # the rest opened by a thread of its own
     behind.ensure(MODEL, DIM)
     try:
@@ -144,12 +126,8 @@ def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
     finally:
         behind.close()
     (root / "term-frequencies").unlink()  # as a crash leaves it
-    crashed = ShardedVectorStore(root, SHARDS, open_behind=False)
-    crashed.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, root, SHARDS, open_behind=False) as crashed:
         assert crashed.opened == [0, 2, 3]  # each counted its terms
-    finally:
-        crashed.close()
 
 
 def test_a_request_waits_for_its_own_shard_not_for_the_others_being_opened(
@@ -191,12 +169,8 @@ def test_a_close_while_shards_open_behind_leaves_none_open(store, root):
         again.ensure(MODEL, DIM)
         again.close()  # the opener stops with the store, which closes what it opened
         assert not any(t.name == "vectors-open" for t in threading.enumerate())
-    last = ShardedVectorStore(root, SHARDS)
-    last.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, root, SHARDS) as last:
         assert last.count(PointFilter()) == 6
-    finally:
-        last.close()
 
 
 def test_reads_and_deletes_that_name_a_user_touch_its_shard_alone(store, monkeypatch):
@@ -317,14 +291,10 @@ def test_a_build_is_due_once_enough_points_were_written_and_a_clean_close_keeps_
     store.upsert(of("alice", 5, start=20))
     store._set.close()  # a crash: the shards' files stay, no count is kept
     built.clear()
-    store = ShardedVectorStore(root, SHARDS)
-    store.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, root, SHARDS) as store:
         assert store._ledger.unindexed(3) is None
         store.optimize()  # an unknown count: the build is due (the engine may find little)
         assert built == ["shard-003"]
-    finally:
-        store.close()
 
 
 def test_a_purge_rewrites_only_the_shards_deleted_from_and_leaves_no_byte(store, root):
@@ -370,27 +340,8 @@ def test_a_delete_during_a_purge_is_covered_by_the_next(store, root, tmp_path, m
     store.upsert(of("alice", 10, start=10) + first + second)
     store.delete(PointFilter(ids=(first[0].id,)))
     gate = tmp_path / "go"
-    real = generations.child_command
-
-    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
-        if compact_into is None:
-            return real(gen)
-        wait = (
-            "import os, sys, time\n"
-            f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-            "from tiers.semantic.vectors.edge_generations import _build\n"
-            "sys.exit(_build(*sys.argv[1:]))\n"
-        )
-        return [sys.executable, "-c", wait, str(gen), str(compact_into)]
-
-    monkeypatch.setattr(generations, "child_command", command)
-    errors: list[BaseException] = []
-    purge = threading.Thread(target=lambda: _catch(store.purge, errors))
-    purge.start()
-    shard = store.open_shards()[3]
-    wait_until(
-        lambda: shard.live._child is not None, DEADLINE, "for the purge's child", interval=0.01
-    )
+    gated_child(monkeypatch, gate, purge=True)
+    purge, errors = child_running(store.purge, store.open_shards()[3], "the purge's child")
     store.delete(PointFilter(ids=(second[0].id,)))  # after the purge's copy was taken
     gate.touch()
     purge.join(DEADLINE)
@@ -407,15 +358,11 @@ def test_purge_marks_survive_a_restart(store, root):
     store.delete(PointFilter(user_id="ivan"))
     store.close()  # a stop (or a crash) before the purge
     assert files_with(root, b"Pangolinmark") and layout.purge_mark(root, 0).exists()
-    again = ShardedVectorStore(root, SHARDS)
-    again.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, root, SHARDS) as again:
         again.purge()
         assert again.open_shards()[0].purges == 1 and again.open_shards()[3].purges == 0
         assert files_with(root, b"Pangolinmark") == []
         assert not layout.purge_mark(root, 0).exists()
-    finally:
-        again.close()
 
 
 def alice_building(
@@ -424,11 +371,8 @@ def alice_building(
     """Alice's 20 points written and a round of builds started on a thread, once alice's
     shard's build child runs: the thread, that shard, and the errors the round raised."""
     store.upsert(of("alice", 20))
-    errors: list[BaseException] = []
-    build = threading.Thread(target=lambda: _catch(store.optimize, errors))
-    build.start()
     alice_shard = store.open_shards()[3]
-    wait_until(lambda: alice_shard.live._child is not None, DEADLINE, "for alice's build")
+    build, errors = child_running(store.optimize, alice_shard, "alice's build")
     return build, alice_shard, errors
 
 
@@ -472,14 +416,10 @@ def test_copy_to_writes_the_sharded_layout_which_opens_as_it_was(store, root, tm
     store.copy_to(dest)
     assert json.loads((dest / SIDECAR).read_text())["shards"] == SHARDS
     assert files_with(dest, b"Gone") == []  # deleted points are not copied
-    copy = ShardedVectorStore(dest, SHARDS)
-    copy.ensure(MODEL, DIM)
-    try:
+    with ready(ShardedVectorStore, dest, SHARDS) as copy:
         assert copy.count(PointFilter()) == 9
         ids = [p.id for p in of("alice", 5) + of("bob", 4)]
         assert [p.id for p in copy.get(ids)] == ids
-    finally:
-        copy.close()
 
 
 def test_a_shard_directory_beyond_the_count_is_refused(store, root):
