@@ -2,10 +2,13 @@
 
 A full collection walks every tracked object with the GIL held, so every thread of the daemon
 (appends, recalls, health checks) waits for it. :func:`watch` logs each pass that took at least
-``threshold_ms`` (``gc.pause``, with the generation and the objects it freed), so a stall seen
-from outside can be told apart from the engine's or the model's. :func:`freeze` takes what
-the daemon loaded at start-up out of every later full collection (their cost grows with the
-objects they walk: passes of 370-515 ms were measured at 100k points, docs/benchmarks.md).
+``threshold_ms`` (``gc.pause``, with the generation, the objects it freed and ``cpu_ms``, the
+CPU time of the collecting thread), so a stall seen from outside can be told apart from the
+engine's or the model's, and a pass that waited for a core (``cpu_ms`` far below ``ms``: the
+thread was descheduled, with the GIL held) from one that walked many objects. :func:`freeze`
+takes what the daemon loaded at start-up out of every later full collection (their cost grows
+with the objects they walk: passes of 370-515 ms were measured at 100k points,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from typing import Any
 
 log = logging.getLogger("strata.gc")
-_state: dict[str, float] = {"threshold_ms": 0.0, "began": 0.0}
+_state: dict[str, float] = {"threshold_ms": 0.0, "began": 0.0, "cpu": 0.0}
 
 
 def _callback(phase: str, info: dict[str, Any]) -> None:
@@ -24,15 +27,18 @@ def _callback(phase: str, info: dict[str, Any]) -> None:
         return
     if phase == "start":
         _state["began"] = time.perf_counter()
+        _state["cpu"] = time.thread_time()
         return
     ms = (time.perf_counter() - _state["began"]) * 1000
     if ms >= _state["threshold_ms"]:
+        cpu_ms = (time.thread_time() - _state["cpu"]) * 1000
         log.warning(
             "gc.pause",
             extra={
                 "fields": {
                     "generation": info.get("generation"),
                     "ms": round(ms, 1),
+                    "cpu_ms": round(cpu_ms, 1),
                     "collected": info.get("collected"),
                 }
             },

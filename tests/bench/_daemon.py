@@ -30,6 +30,16 @@ class RunningDaemon(NamedTuple):
     address: str
     pid: int
     data_dir: Path | None = None
+    log_path: Path | None = None  # the daemon's log (appended to by every run on a data dir)
+    log_offset: int = 0  # where this run's lines begin in it
+
+    def log_text(self) -> str:
+        """This run's log lines so far."""
+        if self.log_path is None:
+            return ""
+        with self.log_path.open("rb") as f:
+            f.seek(self.log_offset)
+            return f.read().decode(errors="replace")
 
 
 @contextmanager
@@ -54,9 +64,11 @@ def running_daemon(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="strata-bench-"))
             )
             data_dir = data_dir / "data"
+        log_path = data_dir.parent / f"{data_dir.name}.log"  # ProcessDaemon's
+        offset = log_path.stat().st_size if log_path.exists() else 0
         proc = ProcessDaemon(data_dir, **extra)
         try:
-            yield RunningDaemon(proc.address, proc.pid, proc.data_dir)
+            yield RunningDaemon(proc.address, proc.pid, proc.data_dir, proc.log_path, offset)
         finally:
             if proc.proc.poll() is None:
                 try:

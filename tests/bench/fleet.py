@@ -47,6 +47,7 @@ from tests.bench._daemon import latency_ms, machine_info, percentile, running_da
 from tests.bench.fleet_report import P_RECALL, RPCS, TURNS, report
 from tests.bench.locomo_data import load
 from tests.bench.recall_cli import parse_settings
+from tests.bench.recorders import gc_summary
 from tests.bench.sampler import Sampler
 from tests.bench.tally import Tally as BaseTally
 from tests.support import wait_until
@@ -281,6 +282,7 @@ def run_fleet(
             live_prober.finish()  # each probe given up by its own deadline (60 s at most)
         prober.join()
         sampler.finish()
+        pauses = gc_summary(daemon.log_text())  # the start-up's and the run's
     judged = [s for s, t in prober.ended_at.items() if t <= stop_at[0] - WINDOW - PROBE_SECONDS]
     lags = sorted(prober.lags[s] or float("inf") for s in judged)
     within = sum(1 for lag in lags if lag <= WINDOW)
@@ -294,6 +296,7 @@ def run_fleet(
         "warmup": warmup,
         "rpcs": {rpc: {"calls": len(v), **latency_ms(v)} for rpc, v in ms.items()},
         "errors": dict(errors),
+        "gc_pauses": pauses,
         # calls of SLOW_MS or more, by the minute of the run they began in (0: the first)
         "slow_by_minute": {rpc: dict(sorted(c.items())) for rpc, c in slow.items() if c},
         "sessions_ended": len(prober.ended_at),

@@ -52,6 +52,12 @@ def report(machine: dict[str, Any], results: list[dict[str, Any]]) -> str:
         )
     lines.extend(live.report_lines(results))
     for r in results:
+        if gc := r.get("gc_pauses"):
+            lines.append(
+                f"  {r['agents']} agents, GC passes of 50 ms or more: {gc['over_50ms']} "
+                f"({gc['over_100ms']} of 100 ms or more, the longest {gc['max_ms']:.0f} ms); "
+                f"{gc['wall_ms']:.0f} ms in all, {gc['cpu_ms']:.0f} ms of it on a CPU"
+            )
         for rpc, minutes in r.get("slow_by_minute", {}).items():
             counts = ", ".join(f"{m}: {n}" for m, n in minutes.items())
             lines.append(f"  {r['agents']} agents, {rpc} of 100 ms or more by minute: {counts}")

@@ -125,6 +125,21 @@ def gc_pauses(log: str) -> list[float]:
     return [float(e["ms"]) for e in events(log, "gc.pause")]
 
 
+def gc_summary(log: str) -> dict[str, float]:
+    """The automatic collections of 50 ms or more: how many, how many of 100 ms or more, the
+    longest, and their wall and CPU milliseconds summed (``cpu_ms``: the collecting thread's;
+    far below the wall time, the thread waited for a core)."""
+    found = events(log, "gc.pause")
+    wall = [float(e["ms"]) for e in found]
+    return {
+        "over_50ms": len(wall),
+        "over_100ms": sum(1 for ms in wall if ms >= 100.0),
+        "max_ms": max(wall, default=0.0),
+        "wall_ms": round(sum(wall), 1),
+        "cpu_ms": round(sum(float(e.get("cpu_ms", "nan")) for e in found), 1),
+    }
+
+
 def gc_freeze_ms(log: str) -> float | None:
     """The one full collection at start-up, before the freeze (``gc.frozen``)."""
     frozen = events(log, "gc.frozen")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ def test_a_collection_over_the_threshold_is_logged(caplog: pytest.LogCaptureFixt
         [record] = [r for r in caplog.records if r.getMessage() == "gc.pause"][-1:]
         fields = record.fields  # type: ignore[attr-defined]
         assert fields["generation"] == 2 and fields["ms"] >= 0.0
+        assert 0.0 <= fields["cpu_ms"] <= fields["ms"] + 1.0  # one thread's CPU: within its time
         gc_pauses.watch(threshold_ms=60_000.0)  # idempotent: one callback, a new threshold
         assert gc.callbacks.count(gc_pauses._callback) == 1
         caplog.clear()
@@ -26,6 +28,29 @@ def test_a_collection_over_the_threshold_is_logged(caplog: pytest.LogCaptureFixt
         assert not [r for r in caplog.records if r.getMessage() == "gc.pause"]
     finally:
         gc.callbacks.remove(gc_pauses._callback)
+
+
+def test_a_pass_that_waits_is_told_from_one_that_works(caplog: pytest.LogCaptureFixture) -> None:
+    """A young pass held 60 ms by something other than the collector's own work (here a
+    callback that sleeps at its start, as a thread descheduled on busy cores would wait) is
+    logged with its wall time, and with the little CPU time the thread spent."""
+
+    def sleep_at_start(phase: str, info: dict[str, object]) -> None:
+        if phase == "start":
+            time.sleep(0.06)
+
+    gc_pauses.watch(threshold_ms=50.0)
+    gc.callbacks.append(sleep_at_start)  # after the watcher's: inside the timed pass
+    try:
+        with caplog.at_level(logging.WARNING, logger="strata.gc"):
+            gc.collect(0)
+    finally:
+        gc.callbacks.remove(sleep_at_start)
+        gc.callbacks.remove(gc_pauses._callback)
+    [record] = [r for r in caplog.records if r.getMessage() == "gc.pause"][-1:]
+    fields = record.fields  # type: ignore[attr-defined]
+    assert fields["generation"] == 0 and fields["ms"] >= 60.0
+    assert fields["cpu_ms"] < 30.0, fields  # a sleep spends no CPU; a young pass, a few ms
 
 
 def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
