@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tiers.core.records import Scope
 from tiers.rocks import Batch, RocksStore
@@ -164,10 +164,7 @@ class ExportedKind(Protocol):
         ``SemanticStore.write_lock`` held."""
 
 
-E = TypeVar("E")
-
-
-def exported(kinds: Iterable[E]) -> list[ExportedKind]:
+def exported(kinds: Iterable[object]) -> list[ExportedKind]:
     """The kinds among ``kinds`` (classes or opened stores) that are exported, in order."""
     return [k for k in kinds if isinstance(k, ExportedKind)]
 

@@ -193,6 +193,8 @@ def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
     types = [k.record_type for k in exported(kinds)]
     assert [t for t in TYPES if t in types] == types, "the format's kinds, in the registry's order"
     assert len(set(types)) == len(types)
+    # a kind that names a record type has everything an export needs (or it would be left out)
+    assert all(isinstance(k, ExportedKind) for k in kinds if hasattr(k, "record_type"))
     assert {k.name for k in kinds if not isinstance(k, ExportedKind)} == {
         "changes",
         "access_counts",

@@ -29,13 +29,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
+from tiers import scoped
 from tiers.core import collector
 from tiers.core.records import Episode, Scope, StoredMessage
 from tiers.journal.store import EXTRACTIONS_CF, PENDING_CF, UNINDEXED_CF, Journal
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
 from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind, exported
+from tiers.scoped import ScopedKind
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
@@ -72,7 +73,7 @@ class Exporter:
         self._semantic = semantic
         self._working_lock = working_lock
         self._extraction_json = extraction_json
-        self._exported = exported(kinds)  # tiers.schema.KINDS, opened: those exported
+        self._exported = scoped.exported(kinds)  # tiers.schema.KINDS, opened: those exported
         self._types = export.record_types(k.record_type for k in self._exported)
 
     def write(
