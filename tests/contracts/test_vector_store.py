@@ -50,6 +50,7 @@ from tiers.semantic.vectors import (
     MemoryPoint,
     PointFilter,
     Source,
+    Validity,
     VectorStore,
     VectorStoreMismatch,
     VectorStoreUnavailable,
@@ -188,14 +189,14 @@ def test_reads_and_writes_without_a_user_span_every_user(store):
     assert len(store.scroll(PointFilter(episode_ids=("ep-shared",)), limit=10)) == 5
     assert store.episode_ids(PointFilter()) == {"ep-shared", "ep-carol"}
     assert store.episode_ids(PointFilter(user_id="carol")) == {"ep-carol"}
-    store.set_valid_to([pts[0].id, pts[3].id], T0 + 3)  # two users' facts, by id alone
+    store.set_valid_to([pts[0].id, pts[3].id], Validity(T0 + 3))  # two users' facts, by id alone
     assert [p.valid_to_us for p in store.get([pts[0].id, pts[3].id, pts[5].id])] == [
         T0 + 3,
         T0 + 3,
         None,
     ]
     # Naming the user: only that user's points change (a sharded store asks its shard alone).
-    store.set_valid_to([pts[3].id, pts[5].id], T0 + 4, user_id="carol")
+    store.set_valid_to([pts[3].id, pts[5].id], Validity(T0 + 4), user_id="carol")
     assert [p.valid_to_us for p in store.get([pts[3].id, pts[5].id])] == [T0 + 3, T0 + 4]
     assert store.delete(PointFilter(ids=(pts[1].id, pts[4].id))) == 2
     assert store.delete(PointFilter(episode_ids=("ep-shared",))) == 3
@@ -351,7 +352,7 @@ def test_superseded_facts_are_hidden_on_request(store):
     current = alice(include_superseded=False)
     assert set(ids(store.search_dense(list(vec), current, limit=10))) == {old.id, new.id, other.id}
 
-    store.set_valid_to([old.id, str(uuid.uuid4())], T0 + 9)  # a missing id is skipped
+    store.set_valid_to([old.id, str(uuid.uuid4())], Validity(T0 + 9))  # a missing id is skipped
     (got,) = store.get([old.id])
     assert got.valid_to_us == T0 + 9
     assert got == dataclasses.replace(bare(old), valid_to_us=T0 + 9)  # the rest is untouched
@@ -367,23 +368,23 @@ def test_superseded_facts_are_hidden_on_request(store):
     assert ids(store.search_dense(list(vec), alice(), limit=10)) == [old.id, new.id, other.id]
 
     # superseding twice keeps the latest time; an empty call does nothing
-    store.set_valid_to([old.id], T0 + 20)
-    store.set_valid_to([], T0 + 30)
+    store.set_valid_to([old.id], Validity(T0 + 20))
+    store.set_valid_to([], Validity(T0 + 30))
     assert store.get([old.id])[0].valid_to_us == T0 + 20
     # None makes it current again (Forget of the fact that superseded it)
-    store.set_valid_to([old.id], None)
+    store.set_valid_to([old.id], Validity())
     assert store.get([old.id])[0] == bare(old)
     assert set(ids(store.search_dense(list(vec), current, limit=10))) == {old.id, new.id, other.id}
 
     # With what replaced it: stored, and found by it (Forget finds what a fact replaced).
-    store.set_valid_to([old.id], T0 + 9, replaced_by=new.id)
+    store.set_valid_to([old.id], Validity(T0 + 9, new.id))
     assert store.get([old.id])[0] == dataclasses.replace(
         bare(old), valid_to_us=T0 + 9, replaced_by=new.id
     )
     assert ids(store.scroll(PointFilter(replaced_by=(new.id, other.id)))) == [old.id]
     assert ids(store.scroll(alice(replaced_by=(new.id,)))) == [old.id]
     assert store.ids(PointFilter(replaced_by=(other.id,))) == []
-    store.set_valid_to([old.id], None, replaced_by=new.id)  # current again: replaced by none
+    store.set_valid_to([old.id], Validity(None, new.id))  # current again: replaced by none
     assert store.get([old.id])[0] == bare(old)
     assert store.ids(PointFilter(replaced_by=(new.id,))) == []
 
@@ -466,7 +467,7 @@ def test_reopen_and_optimize_keep_points_and_results(store, opened):
     ]
     store.upsert(pts[:30])
     store.upsert(pts[30:])
-    store.set_valid_to([pts[0].id], T0 + 1)
+    store.set_valid_to([pts[0].id], Validity(T0 + 1))
     store.delete(alice(episode_ids=("nothing",)))
 
     def results(s: VectorStore) -> tuple[list[str], list[str], int, int]:
@@ -554,7 +555,7 @@ def test_concurrent_writer_and_readers(store):
             for i in range(WRITES):
                 store.upsert([mem(f"written {i}", seq=1000 + i, seed=1000 + i)])
                 if i % 10 == 0:
-                    store.set_valid_to([mem(f"seed {i}", seq=i).id], T0 + i)
+                    store.set_valid_to([mem(f"seed {i}", seq=i).id], Validity(T0 + i))
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -586,7 +587,7 @@ def test_errors_are_of_their_kinds_and_a_refused_write_writes_nothing(store, ope
     with pytest.raises(ValueError, match="dense"):
         store.upsert([good, no_dense])
     assert store.count(PointFilter()) == 0 and store.get([good.id]) == []
-    store.set_valid_to(["not-a-uuid", good.id], T0)  # ids that name no point are skipped
+    store.set_valid_to(["not-a-uuid", good.id], Validity(T0))  # ids that name no point are skipped
     assert store.dense(["not-a-uuid", good.id]) == {}
     with pytest.raises(ValueError, match="user_id"):
         store.search_dense(list(unit(1)), PointFilter(kinds=("fact",)), limit=1)

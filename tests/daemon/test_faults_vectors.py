@@ -22,6 +22,7 @@ from tiers.semantic.vectors import (
     MemoryPoint,
     PointFilter,
     SparseVector,
+    Validity,
     VectorStore,
     VectorStoreUnavailable,
     point_id,
@@ -84,10 +85,8 @@ class FlakyVectors:
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return self.inner.scroll(flt, limit)
 
-    def set_valid_to(
-        self, ids: Sequence[str], valid_to_us: int | None, replaced_by: str | None = None
-    ) -> None:
-        self.inner.set_valid_to(ids, valid_to_us, replaced_by)
+    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
+        self.inner.set_valid_to(ids, validity, user_id)
 
     def delete(self, flt: PointFilter) -> int:
         return self.inner.delete(flt)

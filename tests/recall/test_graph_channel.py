@@ -22,7 +22,7 @@ from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, point_id
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, Validity, point_id
 from tiers.semantic.vectors.edge import EdgeVectorStore
 
 DIM = 32
@@ -139,7 +139,7 @@ class World:
 
     def supersede(self, fact_id: str, at: int) -> None:
         self.graph.close_edges([fact_id], at)
-        self.vectors.set_valid_to([fact_id], at)
+        self.vectors.set_valid_to([fact_id], Validity(at))
 
     def close(self) -> None:
         self.semantic.close()

@@ -20,7 +20,7 @@ from recall.graph.memory import FALLBACK_KINDS, MEMORY_KINDS, MemoryGraphs
 from recall.graph.scope import ScopeGraph, build
 from tests.recall.test_graph_channel import A2, A, B, World
 from tiers.core.records import Scope
-from tiers.semantic.vectors import PointFilter
+from tiers.semantic.vectors import PointFilter, Validity
 
 NAMES = ("Melanie", "Caroline", "Dave", "Clay Corner", "Biscuit", "Lisbon")
 SPEAKERS = ("Melanie", "Caroline", "Jon")
@@ -109,7 +109,7 @@ def test_after_every_write_the_kept_graph_equals_one_built_from_scratch(
         if closed:
             pid = closed.pop()
             world.graph.close_edges([pid], None)
-            world.vectors.set_valid_to([pid], None)
+            world.vectors.set_valid_to([pid], Validity())
             world.semantic.notify_write({"alice", "bob"})
             facts.append(pid)
 

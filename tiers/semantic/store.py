@@ -53,7 +53,7 @@ from tiers.semantic.profiles import build_profiles
 from tiers.semantic.threads import KIND as THREAD
 from tiers.semantic.threads import build_threads
 from tiers.semantic.tombstones import Tombstones
-from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Validity, VectorStore
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
@@ -248,12 +248,8 @@ class SemanticStore:
         by = replaced_by or {}
         for fact_id, end in valid_to.items():
             self.graph.close_edges([fact_id], end)
-            vectors.set_valid_to(
-                [fact_id],
-                end,
-                by.get(fact_id) if end is not None else None,
-                user_of.get(fact_id, ""),
-            )
+            validity = Validity(end, by.get(fact_id))
+            vectors.set_valid_to([fact_id], validity, user_of.get(fact_id, ""))
         if notify:
             self.notify_write(set(user_of.values()))
 

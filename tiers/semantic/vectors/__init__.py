@@ -181,6 +181,11 @@ def canonical_id(point_id: object) -> str | None:
         return None
 
 
+def canonical_ids(ids: Iterable[object]) -> list[str]:
+    """The UUIDs among ``ids`` in canonical form (:func:`canonical_id`), once each, in order."""
+    return [i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None]
+
+
 def episodes_of(payloads: Iterable[Mapping[str, Any] | None]) -> set[str]:
     """The non-empty ``episode_id`` fields of these payloads (:meth:`VectorStore.episode_ids`)."""
     return {str(p["episode_id"]) for p in payloads if p and p.get("episode_id")}
@@ -255,13 +260,21 @@ class PointFilter:
     replaced_by: tuple[str, ...] = ()  # only points that one of these ids superseded
 
 
-def validity(valid_to_us: int | None, replaced_by: str | None) -> dict[str, Any]:
-    """The payload keys :meth:`VectorStore.set_valid_to` sets (no replacement when current)."""
-    return {
-        "valid_to": valid_to_us,
-        "superseded": valid_to_us is not None,
-        "replaced_by": replaced_by if valid_to_us is not None else None,
-    }
+@dataclass(frozen=True, slots=True)
+class Validity:
+    """What :meth:`VectorStore.set_valid_to` writes on facts: when they stopped being true
+    (``None``: current again) and the fact that superseded them, if known (kept only if ended)."""
+
+    valid_to_us: int | None = None
+    replaced_by: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        ended = self.valid_to_us is not None
+        return {
+            "valid_to": self.valid_to_us,
+            "superseded": ended,
+            "replaced_by": self.replaced_by if ended else None,
+        }
 
 
 def admits(flt: PointFilter, point: MemoryPoint) -> bool:
@@ -355,17 +368,11 @@ class VectorStore(Protocol):
         that one payload field: a scope's Forget finds its episodes without decoding every
         point."""
 
-    def set_valid_to(
-        self,
-        ids: Sequence[str],
-        valid_to_us: int | None,
-        replaced_by: str | None = None,
-        user_id: str = "",
-    ) -> None:
-        """Mark facts superseded: set ``valid_to`` (and ``superseded``) and ``replaced_by``
-        (the id of the fact that superseded them, if known) in their payloads; ``None`` makes
-        them current again (Forget of the fact that superseded them). Ids that do not exist
-        are skipped. With ``user_id``, only that user's points change, and a sharded store
+    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
+        """Mark facts superseded: set ``valid_to`` (and ``superseded``) and ``replaced_by`` in
+        their payloads (:meth:`Validity.payload`); a ``valid_to_us`` of ``None`` makes them
+        current again (Forget of the fact that superseded them). Ids that do not exist are
+        skipped. With ``user_id``, only that user's points change, and a sharded store
         touches that user's shard alone (without, every shard is asked)."""
 
     def delete(self, flt: PointFilter) -> int:

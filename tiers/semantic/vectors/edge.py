@@ -45,11 +45,11 @@ from tiers.semantic.vectors import (
     PointFilter,
     Quantization,
     SparseVector,
+    Validity,
     VectorStoreMismatch,
     VectorStoreUnavailable,
-    canonical_id,
+    canonical_ids,
     episodes_of,
-    validity,
 )
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
@@ -78,11 +78,6 @@ if TYPE_CHECKING:
 __all__ = ["SIDECAR", "EdgeVectorStore"]
 
 log = logging.getLogger("strata.vectors")
-
-
-def _wanted(ids: Sequence[str]) -> list[str]:
-    """The canonical forms of ``ids`` that are UUIDs, once each, in order."""
-    return list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
 
 
 def _of(record: Record, user_id: str) -> bool:
@@ -217,7 +212,7 @@ class EdgeVectorStore:
         if not points:
             return
         op = UpdateOperation.upsert_points([to_point(p) for p in points])
-        ids = _wanted([p.id for p in points])
+        ids = canonical_ids([p.id for p in points])
         with self.live.write_lock, self.live.engine("upsert"):
             # The terms of the points replaced stop counting: read them before the write.
             replaced = list(
@@ -229,19 +224,13 @@ class EdgeVectorStore:
             self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
             self._points.invalidate(latest)
 
-    def set_valid_to(
-        self,
-        ids: Sequence[str],
-        valid_to_us: int | None,
-        replaced_by: str | None = None,
-        user_id: str = "",
-    ) -> None:
-        wanted = {i for i in map(canonical_id, ids) if i is not None}
+    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
+        wanted = canonical_ids(ids)
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
         flt = build_filter(PointFilter(user_id=user_id, ids=tuple(wanted))) or Filter()
-        payload = validity(valid_to_us, replaced_by)
+        payload = validity.payload()
         with self.live.write_lock, self.live.engine("set_valid_to"):
             self.live.apply(UpdateOperation.set_payload_by_filter(flt, payload))
             self._points.invalidate(wanted)
@@ -277,7 +266,7 @@ class EdgeVectorStore:
         return self._frequencies.weigh(vector)
 
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
-        wanted = _wanted(ids)
+        wanted = canonical_ids(ids)
         if not wanted:
             return []
         snapshot = self._points.snapshot()
@@ -293,7 +282,7 @@ class EdgeVectorStore:
         ]
 
     def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
-        wanted = _wanted(ids)
+        wanted = canonical_ids(ids)
         if not wanted:
             return {}
         with self.live.read("dense") as shard:
@@ -308,7 +297,7 @@ class EdgeVectorStore:
     def contains(self, ids: Sequence[str]) -> set[str]:
         """The canonical ids among ``ids`` that name a point here (a sharded store finds
         which shards to write to by id)."""
-        wanted = _wanted(ids)
+        wanted = canonical_ids(ids)
         if not wanted:
             return set()
         with self.live.read("contains") as shard:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 from qdrant_edge import FieldCondition, Filter, HasIdCondition, MatchAny, MatchValue, RangeFloat
 
-from tiers.semantic.vectors import PointFilter, canonical_id
+from tiers.semantic.vectors import PointFilter, canonical_ids
 
 if TYPE_CHECKING:
     from qdrant_edge import ConditionType
@@ -41,7 +41,7 @@ def build_filter(flt: PointFilter) -> Filter | None:
     if flt.replaced_by:
         must.append(FieldCondition(key="replaced_by", match=MatchAny(list(flt.replaced_by))))
     if flt.ids:
-        must.append(HasIdCondition({i for i in map(canonical_id, flt.ids) if i is not None}))
+        must.append(HasIdCondition(set(canonical_ids(flt.ids))))
     skip: list[ConditionType] = []
     if flt.exclude_sessions:
         skip.append(FieldCondition(key="session_id", match=MatchAny(list(flt.exclude_sessions))))

@@ -40,15 +40,14 @@ from tiers.semantic.vectors import (
     PointFilter,
     Quantization,
     SparseVector,
+    Validity,
     VectorStoreMismatch,
     VectorStoreUnavailable,
     canonical_id,
     episodes_of,
     shard_of,
-    validity,
 )
 from tiers.semantic.vectors.qdrant_collection import (
-    META_ID,
     build_filter,
     create_collection,
     ensure_quantization,
@@ -203,14 +202,8 @@ class QdrantVectorStore:
                     self.collection, points=structs, wait=True, shard_key_selector=key or None
                 )
 
-    def set_valid_to(
-        self,
-        ids: Sequence[str],
-        valid_to_us: int | None,
-        replaced_by: str | None = None,
-        user_id: str = "",
-    ) -> None:
-        wanted = [i for i in map(canonical_id, ids) if i is not None and i != META_ID]
+    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
+        wanted = wanted_ids(ids)
         if not wanted:
             return
         # By filter, so ids that no longer exist are skipped instead of failing the batch.
@@ -219,7 +212,7 @@ class QdrantVectorStore:
             self._check_open()
             self.client.set_payload(
                 self.collection,
-                validity(valid_to_us, replaced_by),
+                validity.payload(),
                 points=models.FilterSelector(filter=qfilter),
                 wait=True,
                 shard_key_selector=self._route(user_id),

@@ -33,7 +33,7 @@ from tiers.semantic.vectors import (
     MemoryPoint,
     PointFilter,
     Quantization,
-    canonical_id,
+    canonical_ids,
 )
 
 META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
@@ -85,8 +85,7 @@ def build_filter(flt: PointFilter) -> models.Filter:
         replaced = models.MatchAny(any=list(flt.replaced_by))
         must.append(models.FieldCondition(key="replaced_by", match=replaced))
     if flt.ids:
-        wanted = [i for i in map(canonical_id, flt.ids) if i is not None and i != META_ID]
-        must.append(models.HasIdCondition(has_id=list(wanted)))
+        must.append(models.HasIdCondition(has_id=wanted_ids(flt.ids)))
     must_not: list[models.Condition] = [_NOT_META]
     if flt.exclude_sessions:
         sessions = models.MatchAny(any=list(flt.exclude_sessions))
@@ -219,7 +218,7 @@ def to_point(p: MemoryPoint) -> models.PointStruct:
 
 def wanted_ids(ids: Sequence[str]) -> list[str]:
     """The canonical forms of ``ids`` that are UUIDs (never the metadata point's), in order."""
-    return [i for i in dict.fromkeys(map(canonical_id, ids)) if i is not None and i != META_ID]
+    return [i for i in canonical_ids(ids) if i != META_ID]
 
 
 def owned_by(payload: dict[str, Any] | None, user_id: str) -> bool:

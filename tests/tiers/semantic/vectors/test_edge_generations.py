@@ -18,6 +18,7 @@ from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
     PointFilter,
+    Validity,
     VectorStoreUnavailable,
     edge_shard,
 )
@@ -99,7 +100,7 @@ def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp
     # The live store serves reads and takes writes while the child builds.
     late = points(50, start=1000)
     store.upsert(late)
-    store.set_valid_to([first[0].id], T0 + 5)
+    store.set_valid_to([first[0].id], Validity(T0 + 5))
     deleted = store.delete(PointFilter(ids=(first[1].id,)))
     assert deleted == 1
     assert store.count(PointFilter()) == 249

@@ -17,7 +17,7 @@ import pytest
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause
 from tiers.core.records import Scope
-from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, point_cache
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, Validity, point_cache
 from tiers.semantic.vectors.point_cache import PointCache
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
@@ -71,7 +71,7 @@ def held_put(store: ShardedVectorStore, pause: Pause) -> None:
 
 WRITES = {
     "replace": lambda s: s.upsert([colour("Alice's favourite colour is now crimson.")]),
-    "supersede": lambda s: s.set_valid_to([colour("").id], 5),
+    "supersede": lambda s: s.set_valid_to([colour("").id], Validity(5)),
     "delete": lambda s: s.delete(PointFilter(user_id="alice", ids=(colour("").id,))),
 }
 AFTER = {

@@ -19,7 +19,7 @@ from tests.contracts.vectors import DIM, MODEL, mem, ready, unit
 from tests.support import wait_until
 from tests.support.builds import child_running, gated_child, index_small_stores
 from tiers.core.records import Scope
-from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, shard_of
+from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, Validity, shard_of
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import SIDECAR
@@ -223,7 +223,7 @@ def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, 
     store.optimize()  # nothing written since
     assert built == []
     store.upsert(of("ivan", 20))
-    store.set_valid_to([p.id for p in of("bob", 20)], 5)  # changed points leave the index
+    store.set_valid_to([p.id for p in of("bob", 20)], Validity(5))  # changed points leave the index
     store.upsert(of("alice", 3, start=100))  # too few for the engine's threshold (17 here)
     store.optimize()
     assert sorted(built) == ["shard-000", "shard-002"]

@@ -19,7 +19,7 @@ import pytest
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support import ROOT
 from tiers.core.records import Scope
-from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStoreMismatch, shard_of
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Validity, VectorStoreMismatch, shard_of
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
@@ -63,7 +63,7 @@ def legacy(root: Path, *, flat: bool = False, model: str = MODEL) -> list[Memory
     secret = mem("the Wombatsecret nobody may keep", scope=Scope("bob"), seed=999)
     old.upsert([*written, secret])
     old.delete(PointFilter(ids=(secret.id,)))
-    old.set_valid_to([written[0].id], 77)
+    old.set_valid_to([written[0].id], Validity(77))
     old.close()
     if flat:
         gen = root / "gen-000001"

@@ -24,6 +24,7 @@ from tests.contracts.vectors import (
 from tiers.semantic.vectors import (
     PointFilter,
     SparseVector,
+    Validity,
     VectorStoreMismatch,
     VectorStoreUnavailable,
     shard_of,
@@ -181,7 +182,7 @@ def test_qdrant_makes_a_collection_with_shard_keys_and_routes_by_user():
     spy.calls.clear()
     store.get([b.id])
     store.count(PointFilter())
-    store.set_valid_to([b.id], 5)
+    store.set_valid_to([b.id], Validity(5))
     store.delete(PointFilter(episode_ids=("ep-1",)))
     assert {s for _n, s in spy.calls} == {None}  # without a user: every shard
     store.close()

@@ -54,8 +54,9 @@ from tiers.semantic.vectors import (
     PointFilter,
     Quantization,
     SparseVector,
+    Validity,
     VectorStoreUnavailable,
-    canonical_id,
+    canonical_ids,
     shard_of,
 )
 from tiers.semantic.vectors import edge_layout as layout
@@ -250,18 +251,12 @@ class ShardedVectorStore:
             finally:
                 ledger.wrote(index, len(group))
 
-    def set_valid_to(
-        self,
-        ids: Sequence[str],
-        valid_to_us: int | None,
-        replaced_by: str | None = None,
-        user_id: str = "",
-    ) -> None:
-        wanted = _wanted(ids)
+    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
+        wanted = canonical_ids(ids)
         for index, store in self._scoped(user_id):
             held = store.contains(wanted) if wanted else set()
             if held:
-                store.set_valid_to(sorted(held), valid_to_us, replaced_by, user_id)
+                store.set_valid_to(sorted(held), validity, user_id)
                 self._open_ledger().wrote(index, len(held))
 
     def delete(self, flt: PointFilter) -> int:
@@ -294,7 +289,7 @@ class ShardedVectorStore:
         return self._frequencies.weigh(vector)
 
     def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
-        wanted = _wanted(ids)
+        wanted = canonical_ids(ids)
         found: dict[str, MemoryPoint] = {}
         for _index, store in self._scoped(user_id):
             if wanted:
@@ -302,7 +297,7 @@ class ShardedVectorStore:
         return [found[i] for i in wanted if i in found]
 
     def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
-        wanted = _wanted(ids)
+        wanted = canonical_ids(ids)
         out: dict[str, list[float]] = {}
         for _index, store in self._scoped(user_id):
             if wanted:
@@ -379,10 +374,6 @@ def _reported(
     ):
         return new
     return first
-
-
-def _wanted(ids: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(i for i in map(canonical_id, ids) if i is not None))
 
 
 def _require_scope(flt: PointFilter) -> None:
