@@ -136,47 +136,37 @@ def _wrap(handler: grpc.RpcMethodHandler, outcome: Principal | StrataError) -> A
         else:
             act_as(outcome)  # each call is its own task: its context ends with it
 
+    def reply(behavior: Callable[..., Any]) -> Callable[..., Any]:
+        """One reply, to a request or to a stream of them."""
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await enter(context)
+            result = behavior(request, context)
+            return await result if inspect.isawaitable(result) else result
+
+        return call
+
+    def replies(behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        """A stream of replies, to a request or to a stream of them."""
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await enter(context)
+            async for item in _items(behavior(request, context)):
+                yield item
+
+        return call
+
     codec = {
         "request_deserializer": handler.request_deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.unary_unary is not None:
-        unary = handler.unary_unary
-
-        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await enter(context)
-            result = unary(request, context)
-            return await result if inspect.isawaitable(result) else result
-
-        return grpc.unary_unary_rpc_method_handler(unary_unary, **codec)
+        return grpc.unary_unary_rpc_method_handler(reply(handler.unary_unary), **codec)
     if handler.unary_stream is not None:
-        stream = handler.unary_stream
-
-        async def unary_stream(
-            request: Any, context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Any]:
-            await enter(context)
-            async for item in _items(stream(request, context)):
-                yield item
-
-        return grpc.unary_stream_rpc_method_handler(unary_stream, **codec)
+        return grpc.unary_stream_rpc_method_handler(replies(handler.unary_stream), **codec)
     if handler.stream_unary is not None:
-        client_stream = handler.stream_unary
-
-        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            await enter(context)
-            result = client_stream(requests, context)
-            return await result if inspect.isawaitable(result) else result
-
-        return grpc.stream_unary_rpc_method_handler(stream_unary, **codec)
-    bidi = handler.stream_stream
-
-    async def stream_stream(requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await enter(context)
-        async for item in _items(bidi(requests, context)):
-            yield item
-
-    return grpc.stream_stream_rpc_method_handler(stream_stream, **codec)
+        return grpc.stream_unary_rpc_method_handler(reply(handler.stream_unary), **codec)
+    return grpc.stream_stream_rpc_method_handler(replies(handler.stream_stream), **codec)
 
 
 async def _items(produced: Any) -> AsyncIterator[Any]:

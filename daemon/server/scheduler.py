@@ -42,27 +42,12 @@ def schedule_jobs(
 ) -> None:
     """Add every job to ``scheduler``."""
     s = settings
-    scheduler.add_job(
-        end_idle_sessions,
-        "interval",
-        args=(working,),
-        seconds=s.working_memory.sweep_interval_seconds,
-        id="end_idle_sessions",
-    )
-    scheduler.add_job(
-        compact_journal,
-        "interval",
-        args=(journal,),
-        seconds=s.journal.compaction_interval_seconds,
-        id="compact_journal",
-    )
-    scheduler.add_job(
-        trim_changes,
-        "interval",
-        args=(changes,),
-        seconds=s.changes.trim_interval_seconds,
-        id="trim_changes",
-    )
+    for job, part, seconds in (
+        (end_idle_sessions, working, s.working_memory.sweep_interval_seconds),
+        (compact_journal, journal, s.journal.compaction_interval_seconds),
+        (trim_changes, changes, s.changes.trim_interval_seconds),
+    ):  # each job's id is its function's name
+        scheduler.add_job(job, "interval", args=(part,), seconds=seconds, id=job.__name__)
     if weaver is not None:
         if s.weaver.cron:
             trigger = CronTrigger.from_crontab(s.weaver.cron)

@@ -27,7 +27,6 @@ from recall.context.pins import PinnedMemories
 from recall.context.session import SessionContexts, SessionName
 from recall.recipe import RecallSettings
 from stratad_client.pb import memory_pb2 as pb
-from tiers.core.records import Scope
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -85,10 +84,9 @@ class ContextRpcs:
     async def PinMemory(
         self, request: pb.PinMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.PinMemoryResponse:
-        checked = check.scope(request.scope, self._limits)
-        scope = Scope(tenancy.effective_user(checked.user_id), checked.agent_id)
-        if not scope.user_id:
-            raise InvalidArgument("scope.user_id is required: a pin belongs to one user")
+        scope = tenancy.user_scope(
+            check.scope(request.scope, self._limits), "a pin belongs to one user"
+        )
         if not _UUID.match(request.memory_id):
             raise InvalidArgument("memory_id must be a memory's id (a UUID)")
         changed = await asyncio.to_thread(

@@ -17,7 +17,7 @@ import grpc
 
 from daemon.codec import convert
 from daemon.codec import validation as check
-from daemon.codec.status import InvalidArgument, rpc
+from daemon.codec.status import rpc
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from stratad_client.pb import memory_pb2 as pb
@@ -41,12 +41,8 @@ class DocumentRpcs:
     def _address(
         self, scope: pb.Scope, namespace: list[str], key: str
     ) -> tuple[Scope, tuple[str, ...], str]:
-        checked = check.scope(scope, self._limits)
-        user = tenancy.effective_user(checked.user_id)
-        if not user:
-            raise InvalidArgument("scope.user_id is required: a document belongs to one user")
         return (
-            Scope(user, checked.agent_id),
+            tenancy.user_scope(check.scope(scope, self._limits), "a document belongs to one user"),
             check.namespace(namespace, self._limits),
             check.document_key(key, self._limits),
         )
@@ -91,14 +87,13 @@ class DocumentRpcs:
     async def ListDocuments(
         self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDocumentsResponse:
-        checked = check.scope(request.scope, self._limits)
-        user = tenancy.effective_user(checked.user_id)
-        if not user:
-            raise InvalidArgument("scope.user_id is required: documents are listed per user")
+        scope = tenancy.user_scope(
+            check.scope(request.scope, self._limits), "documents are listed per user"
+        )
         prefix = check.namespace(list(request.namespace_prefix), self._limits, "namespace_prefix")
         size = check.page_size(request.page_size, self._limits, default=50)
         page = await asyncio.to_thread(
-            self._documents.page, Scope(user, checked.agent_id), prefix, size, request.page_token
+            self._documents.page, scope, prefix, size, request.page_token
         )
         return pb.ListDocumentsResponse(
             documents=[convert.document(d) for d in page.documents],

@@ -45,13 +45,12 @@ class EpisodeRpcs:
     async def ListEpisodes(
         self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEpisodesResponse:
-        scope = check.scope(request.scope, self._limits)
-        user_id = tenancy.effective_user(scope.user_id)
+        scope = tenancy.effective_scope(check.scope(request.scope, self._limits))
         start, end = check.time_range(request.time_range)
         size = check.page_size(request.page_size, self._limits, default=50)
         page = await asyncio.to_thread(
             self._journal.list,
-            user_id=user_id,
+            user_id=scope.user_id,
             agent_id=scope.agent_id,
             start_us=start,
             end_us=end,

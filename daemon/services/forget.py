@@ -13,7 +13,6 @@ from daemon.codec.status import InvalidArgument, rpc
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from stratad_client.pb import memory_pb2 as pb
-from tiers.core.records import Scope
 from tiers.rights.forget.cascade import ForgetCounts, ForgetTarget, Forgetter
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -42,10 +41,7 @@ def forget_target(request: pb.ForgetRequest, limits: LimitsSettings) -> ForgetTa
             " (limits.max_page_size)"
         )
     if request.HasField("scope"):
-        scope = check.scope(request.scope, limits)
-        scope = Scope(tenancy.effective_user(scope.user_id), scope.agent_id)
-        if not scope.user_id:
-            raise InvalidArgument("scope.user_id is required: Forget never spans users")
+        scope = tenancy.user_scope(check.scope(request.scope, limits), "Forget never spans users")
         return ForgetTarget(scope=scope)
     if request.episode_ids:
         for i, eid in enumerate(ids):

@@ -26,7 +26,6 @@ from recall.pack import pack_recalled
 from recall.recipe import RecallSettings
 from recall.result import RecallResult
 from stratad_client.pb import memory_pb2 as pb
-from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.keyed.access import AccessCounts
 from tiers.semantic.store import SemanticStore
@@ -119,10 +118,7 @@ class RecallRpcs:
             raise InvalidArgument(
                 f"query is {size} bytes; the limit is {self._limits.max_content_bytes}"
             )
-        checked = check.scope(scope, self._limits)
-        checked = Scope(tenancy.effective_user(checked.user_id), checked.agent_id)
-        if not checked.user_id:
-            raise InvalidArgument("scope.user_id is required: recall never crosses users")
+        checked = tenancy.user_scope(check.scope(scope, self._limits), "recall never crosses users")
         settings = self._recall_settings
         if not 1 <= k <= settings.max_k:
             raise InvalidArgument(
@@ -220,8 +216,7 @@ class RecallRpcs:
     ) -> pb.GetNodeResponse:
         if not _UUID.match(request.id):
             raise InvalidArgument("id must be a hit's id (a UUID)")
-        scope = check.scope(request.scope, self._limits)
-        scope = Scope(tenancy.effective_user(scope.user_id), scope.agent_id)
+        scope = tenancy.effective_scope(check.scope(request.scope, self._limits))
         recipe = self._recall_settings.recipe("")  # the chain compares as the default recipe
         view = await asyncio.to_thread(
             get_node,

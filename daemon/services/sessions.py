@@ -22,8 +22,10 @@ from stratad_client.pb import memory_pb2 as pb
 from tiers.core.records import Scope
 from tiers.working.memory import WorkingMemory
 
+Allowed = Callable[[str], bool] | None  # the users a session may be found among (None: any)
 
-def append_scope(requested: Scope) -> tuple[Scope, str, Callable[[str], bool] | None]:
+
+def append_scope(requested: Scope) -> tuple[Scope, str, Allowed]:
     """The scope an append gives (empty: the session's), and how its session is named
     (:func:`tenancy.session_user`)."""
     user, allowed = tenancy.session_user(requested.user_id)
@@ -43,12 +45,28 @@ class SessionRpcs:
         self._working = working
         self._limits = limits
 
+    def _session(
+        self,
+        request: pb.GetWorkingMemoryRequest | pb.EndSessionRequest | pb.RemoveMessagesRequest,
+    ) -> tuple[str, str, Allowed]:
+        """The session a request names: its id, and its user as
+        :func:`tenancy.session_user` names it."""
+        sid = check.session_id(request.session_id, self._limits)
+        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
+        return sid, user, allowed
+
+    def _appended_to(
+        self, request: pb.AppendRequest | pb.AppendBatchRequest
+    ) -> tuple[str, Scope, str, Allowed]:
+        """The session an append names, and the scope it gives (:func:`append_scope`)."""
+        sid = check.session_id(request.session_id, self._limits)
+        return (sid, *append_scope(check.scope(request.scope, self._limits)))
+
     @rpc
     async def Append(
         self, request: pb.AppendRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        scope, user, allowed = append_scope(check.scope(request.scope, self._limits))
+        sid, scope, user, allowed = self._appended_to(request)
         if not request.HasField("message"):
             raise check.InvalidArgument("message is required")
         message = check.message(request.message, self._limits)
@@ -59,8 +77,7 @@ class SessionRpcs:
     async def AppendBatch(
         self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendBatchResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        scope, user, allowed = append_scope(check.scope(request.scope, self._limits))
+        sid, scope, user, allowed = self._appended_to(request)
         messages = check.batch(list(request.messages), self._limits)
         results = self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
         return pb.AppendBatchResponse(
@@ -71,8 +88,7 @@ class SessionRpcs:
     async def GetWorkingMemory(
         self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetWorkingMemoryResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
+        sid, user, allowed = self._session(request)
         view = self._working.window(
             sid,
             max_messages=check.budget(request.max_messages, "max_messages"),
@@ -93,8 +109,7 @@ class SessionRpcs:
     async def EndSession(
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext
     ) -> pb.EndSessionResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
+        sid, user, allowed = self._session(request)
         result = await asyncio.to_thread(
             functools.partial(self._working.end_session, sid, user_id=user, allowed=allowed)
         )
@@ -106,8 +121,7 @@ class SessionRpcs:
     async def RemoveMessages(
         self, request: pb.RemoveMessagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.RemoveMessagesResponse:
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
+        sid, user, allowed = self._session(request)
         if request.all == (request.last > 0):
             raise check.InvalidArgument(
                 "set exactly one of last (how many of the newest messages to remove) and all"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from daemon.codec.status import InvalidArgument, PermissionDenied
 from daemon.settings.security import ALL_TENANTS, RIGHTS, TokenEntry
+from tiers.core.records import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,20 @@ def effective_user(requested: str) -> str:
     if len(p.tenants) == 1:
         return next(iter(p.tenants))
     raise InvalidArgument("scope.user_id is required: this token has several tenants")
+
+
+def effective_scope(requested: Scope) -> Scope:
+    """``requested`` with the tenant it acts for (:func:`effective_user`)."""
+    return Scope(effective_user(requested.user_id), requested.agent_id)
+
+
+def user_scope(requested: Scope, why: str) -> Scope:
+    """:func:`effective_scope` for a call over one user's data: INVALID_ARGUMENT when it names
+    no user (``why``: what makes the call one user's)."""
+    scope = effective_scope(requested)
+    if not scope.user_id:
+        raise InvalidArgument(f"scope.user_id is required: {why}")
+    return scope
 
 
 def visible(user_id: str) -> bool:

@@ -115,11 +115,9 @@ class WatchRpcs:
     async def Watch(
         self, request: pb.WatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ChangeEvent]:
-        asked = check.scope(request.scope, self._limits)
-        user = tenancy.effective_user(asked.user_id)
-        if not user:
-            raise InvalidArgument("scope.user_id is required: Watch follows one user")
-        scope = Scope(user, asked.agent_id)
+        scope = tenancy.user_scope(
+            check.scope(request.scope, self._limits), "Watch follows one user"
+        )
         types = self._changes.types  # the tiers' and every kind's (tiers.schema.change_types)
         unknown = sorted(set(request.types) - set(types))
         if unknown:
@@ -129,7 +127,7 @@ class WatchRpcs:
         wanted = set(request.types)
         after = self._start(scope, request)
         while True:
-            with self._feed.listen(user) as ticket:  # before the read: no change slips by
+            with self._feed.listen(scope.user_id) as ticket:  # before the read: no change slips by
                 # On the event loop, as an Append's write is: a page is a short scan, and a
                 # worker thread's hand-off for each wake costs the appends more (benchmarks).
                 page = self._changes.page(scope, after, PAGE)

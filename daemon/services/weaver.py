@@ -14,7 +14,6 @@ from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from stratad_client.pb import weaver_pb2 as pb
 from stratad_client.pb import weaver_pb2_grpc
-from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.workers.pool import WorkerStatus
 from weaver.jobs.runner import Weaver
@@ -69,9 +68,8 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
     ) -> AsyncIterator[pb.RunEvent]:
         weaver = self._require()
         ids = tuple(check.episode_id(e) for e in request.episode_ids)
-        scope = check.scope(request.scope, self._limits)
         # A token limited to some tenants runs the weaver for them only.
-        scope = Scope(tenancy.effective_user(scope.user_id), scope.agent_id)
+        scope = tenancy.effective_scope(check.scope(request.scope, self._limits))
         if ids and tenancy.current() is not None:
             await asyncio.to_thread(self._check_visible, ids)
         run = weaver.request_run(ids, scope)
