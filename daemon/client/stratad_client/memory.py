@@ -139,8 +139,7 @@ class MemoryApi(ContextApi[T]):
     def iter_episodes(self, **kwargs: Any) -> Pages[pb.Episode]:
         """Every episode matching :meth:`list_episodes`' filters (``kwargs``: its keyword
         arguments), page after page."""
-        page = type(self).list_episodes.build
-        return Pages(lambda token: page(self, **{**kwargs, "page_token": token}), _episodes)
+        return type(self).list_episodes.pages(self, kwargs, _episodes)
 
     @unary
     def get_episode(
@@ -302,8 +301,7 @@ class MemoryApi(ContextApi[T]):
     def iter_documents(self, **kwargs: Any) -> Pages[pb.Document]:
         """Every document matching :meth:`list_documents`' filters (``kwargs``: its keyword
         arguments), page after page."""
-        page = type(self).list_documents.build
-        return Pages(lambda token: page(self, **{**kwargs, "page_token": token}), _documents)
+        return type(self).list_documents.pages(self, kwargs, _documents)
 
     @unary
     def get_node(

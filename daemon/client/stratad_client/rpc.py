@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from stratad_client.calls import Pages, Stream, Unary
@@ -23,6 +23,7 @@ from stratad_client.transport import Asyncio, Blocking
 P = ParamSpec("P")
 R = TypeVar("R")
 D = TypeVar("D")
+Item = TypeVar("Item")
 Self = TypeVar("Self", bound="_Method[Any, Any, Any]")
 
 
@@ -71,6 +72,14 @@ class unary(_Method[P, R, Unary[R]]):
 
     def _run(self, transport: Any, described: Unary[R]) -> Any:
         return transport.unary(described)
+
+    def pages(
+        self, client: Any, kwargs: Mapping[str, Any], items: Callable[[R], Iterable[Item]]
+    ) -> Pages[Item]:
+        """Every item of this paged list call on ``client`` (``kwargs``: its keyword arguments
+        but ``page_token``; ``items``: a reply's items), page after page."""
+        build: Callable[..., Unary[R]] = self.build  # mypy cannot check **kwargs against P
+        return Pages(lambda token: build(client, **{**kwargs, "page_token": token}), items)
 
     @overload
     def __get__(self: Self, client: None, owner: type | None = None) -> Self: ...

@@ -14,6 +14,7 @@ from pydantic import Field
 from stratad_client.integrations.mcp.results import (
     Anchored,
     ContextMemory,
+    MaxTokens,
     PinResult,
     SessionId,
     enum_name,
@@ -37,9 +38,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
     async def get_context(
         session_id: SessionId,
         ctx: Context,
-        max_tokens: Annotated[
-            int, Field(ge=1, le=200_000, description="The block's budget in tokens.")
-        ] = 1500,
+        max_tokens: MaxTokens = 1500,
         query: Annotated[
             str | None,
             Field(description="What to recall; default: the conversation's last user message."),

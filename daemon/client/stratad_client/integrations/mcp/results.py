@@ -43,6 +43,7 @@ Query = Annotated[str, Field(min_length=1, description="What to look for, in pla
 SessionId = Annotated[
     str, Field(min_length=1, description="The conversation's id, chosen by you; stable per chat.")
 ]
+MaxTokens = Annotated[int, Field(ge=1, le=200_000, description="The block's budget in tokens.")]
 IdList = Annotated[list[str] | None, Field(max_length=100)]
 M = TypeVar("M", bound=BaseModel)
 

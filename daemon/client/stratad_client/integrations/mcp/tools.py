@@ -31,6 +31,7 @@ from stratad_client.integrations.mcp.results import (
     Hit,
     IdList,
     Kinds,
+    MaxTokens,
     Noted,
     Packed,
     PackItem,
@@ -163,9 +164,7 @@ def register(server: MCPServer[Any], backend: Backend) -> None:
     async def pack(
         query: Query,
         ctx: Context,
-        max_tokens: Annotated[
-            int, Field(ge=1, le=200_000, description="The block's budget in tokens.")
-        ] = 1500,
+        max_tokens: MaxTokens = 1500,
         kinds: Kinds = None,
         per_kind_caps: Annotated[
             dict[MemoryKind, int] | None, Field(description="At most this many items of a kind.")
