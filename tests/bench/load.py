@@ -124,28 +124,6 @@ async def _agent(address: str, client: int, script: Script, tally: Tally, seed: 
                 tally.errors[f"query phase {exc.code.name}"] += 1
 
 
-async def _worker_main(
-    address: str,
-    worker: int,
-    clients: list[int],
-    script_list: list[Script],
-    warmup: float,
-    duration: float,
-    query_seconds: float,
-    barrier: Barrier,
-) -> tuple[dict[str, list[float]], Counter[str]]:
-    await asyncio.to_thread(barrier.wait, 120)
-    now = time.monotonic()
-    tally = Tally(now + warmup, now + warmup + duration, now + warmup + duration + query_seconds)
-    await asyncio.gather(
-        *(
-            _agent(address, i, script_list[i % len(script_list)], tally, seed=1000 * worker + i)
-            for i in clients
-        )
-    )
-    return tally.ms, tally.errors
-
-
 def _worker(
     address: str,
     worker: int,
@@ -157,13 +135,23 @@ def _worker(
     barrier: Barrier,
     results: Queue[tuple[dict[str, list[float]], Counter[str], str | None]],
 ) -> None:
-    try:
-        ms, errors = asyncio.run(
-            _worker_main(
-                address, worker, clients, script_list, warmup, duration, query_seconds, barrier
+    async def run() -> Tally:
+        await asyncio.to_thread(barrier.wait, 120)
+        now = time.monotonic()
+        tally = Tally(
+            now + warmup, now + warmup + duration, now + warmup + duration + query_seconds
+        )
+        await asyncio.gather(
+            *(
+                _agent(address, i, script_list[i % len(script_list)], tally, seed=1000 * worker + i)
+                for i in clients
             )
         )
-        results.put((ms, errors, None))
+        return tally
+
+    try:
+        tally = asyncio.run(run())
+        results.put((tally.ms, tally.errors, None))
     except BaseException:
         barrier.abort()
         results.put(({}, Counter(), traceback.format_exc()))
