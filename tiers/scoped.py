@@ -164,6 +164,12 @@ class ExportedKind(Protocol):
         ``SemanticStore.write_lock`` held."""
 
 
+def scope_fields(scope: Scope) -> dict[str, str]:
+    """The ``user_id`` and ``agent_id`` of an export record (what :meth:`RecordReader.scope`
+    reads back)."""
+    return {"user_id": scope.user_id, "agent_id": scope.agent_id}
+
+
 def exported(kinds: Iterable[object]) -> list[ExportedKind]:
     """The kinds among ``kinds`` (classes or opened stores) that are exported, in order."""
     return [k for k in kinds if isinstance(k, ExportedKind)]

@@ -28,7 +28,7 @@ from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten, RecordReader
+from tiers.scoped import Covered, Forgotten, RecordReader, scope_fields
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
@@ -60,8 +60,7 @@ class Anchor:
         return {
             "type": RECORD_TYPE,
             "session_id": self.session_id,
-            "user_id": self.scope.user_id,
-            "agent_id": self.scope.agent_id,
+            **scope_fields(self.scope),
             "text": self.text,
             "updated_at_us": self.updated_at_us,
         }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.core.records import Scope, pack, unpack
-from tiers.scoped import RecordReader
+from tiers.scoped import RecordReader, scope_fields
 from tiers.semantic.vectors import MemoryPoint, Source
 
 KIND = "document"
@@ -87,8 +87,7 @@ class Document:
         return {
             "type": KIND,
             "id": self.id,
-            "user_id": self.scope.user_id,
-            "agent_id": self.scope.agent_id,
+            **scope_fields(self.scope),
             "namespace": list(self.namespace),
             "key": self.key,
             "text": self.text,

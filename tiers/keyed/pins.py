@@ -32,7 +32,7 @@ from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
-from tiers.scoped import Covered, Forgotten, RecordReader
+from tiers.scoped import Covered, Forgotten, RecordReader, scope_fields
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
 
@@ -63,11 +63,9 @@ class Pin:
 
     def record(self) -> dict[str, Any]:
         """Its export record (:mod:`tiers.rights.archive.format`: ``pin``)."""
-        s = self.scope
         return {
             "type": RECORD_TYPE,
-            "user_id": s.user_id,
-            "agent_id": s.agent_id,
+            **scope_fields(self.scope),
             "memory_id": self.memory_id,
             "pinned_at_us": self.pinned_at_us,
         }

@@ -55,7 +55,7 @@ from typing import Any
 from tiers.core.records import Episode, Scope, StoredMessage
 from tiers.keyed.document import KIND as DOCUMENT
 from tiers.schema import KINDS as SCOPED_KINDS
-from tiers.scoped import exported
+from tiers.scoped import exported, scope_fields
 from tiers.semantic.graph import Edge
 from tiers.semantic.vectors import KINDS, MemoryPoint, Source
 
@@ -158,7 +158,7 @@ def header(scope: Scope, model: str, dim: int, exported_at_us: int) -> dict[str,
         "version": VERSION,
         "exported_at": when.isoformat().replace("+00:00", "Z"),
         "exported_at_us": exported_at_us,
-        "scope": {"user_id": scope.user_id, "agent_id": scope.agent_id},
+        "scope": scope_fields(scope),
         "model": model,
         "dim": dim,
     }
@@ -168,7 +168,7 @@ def session(s: SessionRecord) -> dict[str, Any]:
     return {
         "type": "session",
         "session_id": s.session_id,
-        **_scope(s.scope),
+        **scope_fields(s.scope),
         "generation": s.generation,
         "next_seq": s.next_seq,
         "open": s.open,
@@ -182,7 +182,7 @@ def episode(e: Episode, indexed: bool, consolidated: bool) -> dict[str, Any]:
         "type": "episode",
         "episode_id": e.episode_id,
         "session_id": e.session_id,
-        **_scope(e.scope),
+        **scope_fields(e.scope),
         "started_at_us": e.started_at_us,
         "ended_at_us": e.ended_at_us,
         "flushed_at_us": e.flushed_at_us,
@@ -216,7 +216,7 @@ def message(m: StoredMessage, *, episode_id: str = "", session_id: str = "") -> 
 
 
 def extraction(episode_id: str, scope: Scope, doc: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "extraction", "episode_id": episode_id, **_scope(scope), **doc}
+    return {"type": "extraction", "episode_id": episode_id, **scope_fields(scope), **doc}
 
 
 def point(p: MemoryPoint) -> dict[str, Any]:
@@ -225,7 +225,7 @@ def point(p: MemoryPoint) -> dict[str, Any]:
         "id": p.id,
         "kind": p.kind,
         "text": p.text,
-        **_scope(p.scope),
+        **scope_fields(p.scope),
         "episode_id": p.episode_id,
         "session_id": p.session_id,
         "sources": [_source(s) for s in p.sources],
@@ -242,7 +242,7 @@ def edge(e: Edge) -> dict[str, Any]:
     return {
         "type": "edge",
         "id": e.id,
-        **_scope(e.scope),
+        **scope_fields(e.scope),
         "subject": e.subject,
         "predicate": e.predicate,
         "object": e.object,
@@ -266,10 +266,6 @@ def footer(
         "records": {t: counts[t] for t in types},
         "kinds": {k: kinds[k] for k in POINT_KINDS if kinds[k]},
     }
-
-
-def _scope(scope: Scope) -> dict[str, str]:
-    return {"user_id": scope.user_id, "agent_id": scope.agent_id}
 
 
 def _source(s: Source) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -70,6 +71,32 @@ class Embedder(Protocol):
     def encode_documents(self, texts: list[str]) -> np.ndarray: ...
 
     def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+class PromptedEmbedder(ABC):
+    """The encode methods of an :class:`Embedder` that puts a prompt before each text
+    (:attr:`query_prompt` or :attr:`document_prompt`): no texts give a ``(0, dim)`` array
+    without a call; others go to :meth:`_run`, which a subclass implements."""
+
+    model_name: str
+    dim: int
+    query_prompt = ""
+    document_prompt = ""
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        return self._encode(self.document_prompt, texts)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(self.query_prompt, texts)
+
+    def _encode(self, prompt: str, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._run([prompt + t for t in texts])
+
+    @abstractmethod
+    def _run(self, texts: list[str]) -> np.ndarray:
+        """The vectors of ``texts`` (one or more, prompts included)."""
 
 
 def parts_by_length(lengths: list[int], size: int) -> list[list[int]]:

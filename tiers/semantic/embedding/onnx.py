@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tiers.core.errors import TierError
-from tiers.semantic.embedding import parts_by_length
+from tiers.semantic.embedding import PromptedEmbedder, parts_by_length
 
 log = logging.getLogger("strata.embedding")
 
@@ -171,7 +171,7 @@ def _max_length(model_dir: Path) -> int:
     return int(config.get("max_position_embeddings", 512))
 
 
-class OnnxModel:
+class OnnxModel(PromptedEmbedder):
     """An :class:`tiers.semantic.embedding.Embedder` over an ONNX export (module doc). Raises
     :class:`UnsupportedModel` for a pipeline it cannot run, ``FileNotFoundError`` for a missing
     export."""
@@ -202,9 +202,9 @@ class OnnxModel:
         config = _read(model_dir / "config_sentence_transformers.json") or {}
         prompts = config.get("prompts") or {}
         default = prompts.get(config.get("default_prompt_name") or "", "")
-        self._query_prompt = prompts.get("query", default)
+        self.query_prompt = prompts.get("query", default)
         names = [n for n in ("document", "passage", "corpus") if n in prompts]
-        self._document_prompt = prompts[names[0]] if names else default
+        self.document_prompt = prompts[names[0]] if names else default
 
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()
@@ -224,17 +224,6 @@ class OnnxModel:
         self.batch_size = batch_size
         self.model_name = model_name
         self.dim = int(self._run(["dimension probe"]).shape[1])
-
-    def encode_documents(self, texts: list[str]) -> np.ndarray:
-        return self._encode([self._document_prompt + t for t in texts])
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode([self._query_prompt + t for t in texts])
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self._run(texts)
 
     def _run(self, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)

@@ -19,12 +19,13 @@ import numpy as np
 
 from tiers.core.errors import ModelRequestFailed
 from tiers.core.models import ModelClient
+from tiers.semantic.embedding import PromptedEmbedder
 
 PREFIX = "litellm:"
 PROBE_TEXT = "dimension probe"
 
 
-class LiteLLMEmbedder:
+class LiteLLMEmbedder(PromptedEmbedder):
     """:class:`tiers.semantic.embedding.Embedder` over a :class:`ModelClient`."""
 
     def __init__(
@@ -39,8 +40,8 @@ class LiteLLMEmbedder:
             raise ValueError("dim must be >= 0 (0: ask the endpoint)")
         self.client = client
         self.model_name = PREFIX + client.model
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
+        self.query_prompt = query_prefix
+        self.document_prompt = document_prefix
         self.dim = dim or self._probe()
 
     def __repr__(self) -> str:
@@ -50,15 +51,7 @@ class LiteLLMEmbedder:
         """The endpoint's vector size, from one request."""
         return int(np.asarray(self.client.embed([PROBE_TEXT])).shape[1])
 
-    def encode_documents(self, texts: list[str]) -> np.ndarray:
-        return self._encode([self.document_prefix + t for t in texts])
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode([self.query_prefix + t for t in texts])
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+    def _run(self, texts: list[str]) -> np.ndarray:
         # OpenAI rejects an empty input string; a blank one embeds as "nothing" all the same.
         rows = np.asarray(self.client.embed([t if t.strip() else " " for t in texts]))
         if rows.shape != (len(texts), self.dim):
