@@ -40,10 +40,10 @@ from tiers.semantic.digests import DigestWriter
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.threads import hints, topics_of_episode
-from tiers.semantic.vectors import MemoryPoint, Source, point_id
+from tiers.semantic.vectors import MemoryPoint, Source
 from weaver.categories import categorize
 from weaver.digests import Digests
-from weaver.episodes import latest, load_episode, sources
+from weaver.episodes import episode_point, latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
 from weaver.supersession import apply_updates, known_facts, supersede
@@ -271,16 +271,13 @@ class Consolidator:
                     predicate=fact.triplet.predicate,
                     object=fact.triplet.object,
                 )
-        return MemoryPoint(
-            id=point_id(episode.scope, kind, text, srcs),
-            kind=kind,
-            text=text,
-            scope=episode.scope,
-            episode_id=episode.episode_id,
-            session_id=episode.session_id,
-            sources=srcs,
-            created_at_us=created,
-            extractor=extraction.extractor,
+        return episode_point(
+            episode,
+            kind,
+            text,
+            srcs,
+            created,
+            extraction.extractor,
             valid_from_us=valid_from,
             attrs=attrs,
         )

@@ -9,7 +9,7 @@ from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import StoredMessage
 from tiers.core.tokens import count_tokens
 from tiers.journal.store import Journal
-from tiers.semantic.vectors import Source, message_line
+from tiers.semantic.vectors import MemoryPoint, Source, message_line, point_id
 from weaver.extractors import EpisodeInput, Turn
 from weaver.turn_text import ToolText, turn_text
 
@@ -77,6 +77,34 @@ def latest(episode: EpisodeInput, seqs: Iterable[int]) -> int:
     wanted = set(seqs)
     times = [t.created_at_us for t in episode.turns if t.seq in wanted]
     return max(times) if times else episode.turns[-1].created_at_us
+
+
+def episode_point(
+    episode: EpisodeInput,
+    kind: str,
+    text: str,
+    srcs: list[Source],
+    created_at_us: int,
+    extractor: str,
+    *,
+    valid_from_us: int | None = None,
+    attrs: dict[str, object] | None = None,
+) -> MemoryPoint:
+    """The ``kind`` point of ``episode`` with this text and provenance, its id derived from
+    them (:func:`tiers.semantic.vectors.point_id`)."""
+    return MemoryPoint(
+        id=point_id(episode.scope, kind, text, srcs),
+        kind=kind,
+        text=text,
+        scope=episode.scope,
+        episode_id=episode.episode_id,
+        session_id=episode.session_id,
+        sources=srcs,
+        created_at_us=created_at_us,
+        extractor=extractor,
+        valid_from_us=valid_from_us,
+        attrs={} if attrs is None else attrs,
+    )
 
 
 def chunk(episode: EpisodeInput, turns: int, overlap: int, max_tokens: int) -> list[list[Turn]]:

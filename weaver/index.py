@@ -28,10 +28,10 @@ from tiers.journal.store import Journal
 from tiers.keyed.document import Document
 from tiers.keyed.documents import DocumentStore
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors import MemoryPoint, PointFilter, point_id
+from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.working.progress import LiveProgress, Progress
 from tiers.working.session import LiveSession
-from weaver.episodes import chunk_text, latest, load_episode, sources, windows
+from weaver.episodes import chunk_text, episode_point, latest, load_episode, sources, windows
 from weaver.extractors import EpisodeInput, Turn
 from weaver.settings import WeaverSettings
 from weaver.turn_text import ToolText
@@ -130,17 +130,7 @@ class Indexer:
         text = chunk_text(window)
         seqs = [t.seq for t in window]
         srcs = sources(episode, seqs, with_text=True)
-        return MemoryPoint(
-            id=point_id(episode.scope, kind, text, srcs),
-            kind=kind,
-            text=text,
-            scope=episode.scope,
-            episode_id=episode.episode_id,
-            session_id=episode.session_id,
-            sources=srcs,
-            created_at_us=latest(episode, seqs),
-            extractor="index",
-        )
+        return episode_point(episode, kind, text, srcs, latest(episode, seqs), "index")
 
     def embed(
         self, points: list[MemoryPoint], stopping: threading.Event | None = None
