@@ -157,7 +157,7 @@ class EdgeVectorStore:
                     shard = create_shard(gen, dim, self.quantization)
                 try:
                     for records in sparse_pages(shard) if self._count_terms else ():
-                        self._frequencies.add(records_sparse(records))
+                        self._frequencies.count_opened(records_sparse(records))
                 except Exception:
                     shard.close()
                     raise

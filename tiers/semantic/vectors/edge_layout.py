@@ -88,6 +88,12 @@ def term_counts(root: Path) -> Path:
     return root / "term-frequencies"
 
 
+def term_checkpoint(root: Path) -> Path:
+    """The keyword counts as of the last build round or purge, read after a crash
+    (:mod:`tiers.semantic.vectors.term_frequencies`)."""
+    return root / "term-frequencies.checkpoint"
+
+
 def build_counts(root: Path) -> Path:
     """The points each marked shard held unindexed at a clean close
     (:meth:`tiers.semantic.vectors.shards.ledger.ShardLedger.keep`)."""

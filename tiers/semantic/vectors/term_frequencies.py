@@ -11,13 +11,20 @@ by :meth:`DocumentFrequencies.weigh` before the engine's dot product. The formul
 engine's (BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))``), so scores are those of one
 store with the modifier, exact under deletes.
 
-The counts are rebuilt from the shards' sparse vectors when the store opens (0.3 s per 50k
-points), unless the store was closed cleanly: a sharded store then writes them at close
-(:meth:`DocumentFrequencies.save`, ``<vectors>/term-frequencies``), reads them at its next
-open instead of the scan and deletes the file at once (durably, before any write), so a
-file exists only while the store is closed and always counts exactly what it holds. It
-holds term ids (hashes) with their counts, and only of terms some point still holds: a term
-that only forgotten points held has left the counts with them.
+A sharded store writes the counts at a clean close (:meth:`DocumentFrequencies.keep`,
+``<vectors>/term-frequencies``), reads them at its next open instead of a scan and deletes the
+file at once (durably, before any write), so that file exists only while the store is closed
+and always counts exactly what it holds. It holds term ids (hashes) with their counts, and only
+of terms some point still holds: a term that only forgotten points held has left the counts
+with them.
+
+After a crash there is no such file, and the counts are rebuilt from the shards' sparse vectors
+(0.3 s per 50k points): a whole scan would keep the store from serving for half an hour at ten
+million points. So they are counted again shard by shard as the shards open
+(:meth:`DocumentFrequencies.recount`): until the last is counted, queries are weighed by a
+checkpoint (``term-frequencies.checkpoint``, the exact counts written after each build round
+and purge, removed when the counts are not exact, so no forgotten term outlives a purge in
+it), or by no counts at all when there is none.
 """
 
 from __future__ import annotations
@@ -51,6 +58,16 @@ class DocumentFrequencies:
         self._lock = threading.Lock()
         self._counts: dict[int, int] = {}
         self._points = 0
+        # While a recount runs: the counts of the shards counted so far (with every change
+        # since), and the shards not counted yet.
+        self._fresh: dict[int, int] | None = None
+        self._fresh_points = 0
+        self._uncounted: set[int] = set()
+
+    @property
+    def exact(self) -> bool:
+        """Whether the counts are exact: False while a :meth:`recount` runs."""
+        return self._fresh is None
 
     @property
     def points(self) -> int:
@@ -70,6 +87,53 @@ class DocumentFrequencies:
         below zero)."""
         self._update(vectors, -1)
 
+    def count_opened(self, vectors: Iterable[SparseVector]) -> None:
+        """Count the points of a shard being opened (each one point's sparse vector): into
+        the counts a :meth:`recount` rebuilds while it runs, else as :meth:`add`."""
+        self._update(vectors, 1, live=self._fresh is None)
+
+    def recount(self, shards: Iterable[int], checkpoint: Path) -> None:
+        """Count again, shard by shard: each of ``shards`` is counted as it opens
+        (:meth:`count_opened`, then :meth:`counted`). Until the last one is, the counts are
+        those at ``checkpoint`` (:meth:`checkpoint`; none without one), moved by every change
+        meanwhile; then they are the exact sums."""
+        pending = set(shards)
+        found = bool(pending) and self.load(checkpoint)
+        with self._lock:
+            if not found:
+                self._counts, self._points = {}, 0
+            if pending:
+                self._fresh, self._fresh_points, self._uncounted = {}, 0, pending
+        if pending:
+            log.warning(
+                "vectors.term_frequencies_recount",
+                extra={"fields": {"shards": len(pending), "checkpoint": found}},
+            )
+
+    def checkpoint(self, path: Path) -> None:
+        """Write the counts to ``path`` (:meth:`keep`) for a :meth:`recount` after a crash,
+        or remove the file when they are not exact, so that no term of a deleted point stays
+        in it. Raises ``OSError`` when it cannot be removed."""
+        if not self.keep(path):
+            path.unlink(missing_ok=True)
+
+    def uncounted(self, shard: int) -> bool:
+        """Whether a :meth:`recount` has yet to count ``shard``."""
+        with self._lock:
+            return shard in self._uncounted
+
+    def counted(self, shard: int) -> None:
+        """``shard`` was counted (:meth:`count_opened`); after the last one, the counts are
+        exact."""
+        with self._lock:
+            self._uncounted.discard(shard)
+            if self._fresh is None or self._uncounted:
+                return
+            self._counts, self._points = self._fresh, self._fresh_points
+            self._fresh = None
+        terms = len(self._counts)
+        log.info("vectors.term_frequencies_recounted", extra={"fields": {"terms": terms}})
+
     def add_counts(self, other: DocumentFrequencies) -> None:
         """Count also what ``other`` counts (the points of other shards)."""
         with other._lock:
@@ -83,11 +147,15 @@ class DocumentFrequencies:
         with self._lock:
             self._counts.clear()
             self._points = 0
+            self._fresh, self._uncounted = None, set()
 
     def keep(self, path: Path) -> bool:
         """Write the counts to ``path``, durably (a temporary file fsynced, then renamed), for
-        :meth:`take`; False when that failed, which is logged (the next open counts)."""
+        :meth:`take` or :meth:`load`; False when that failed, which is logged (the next open
+        counts), or when they are not :attr:`exact` (nothing is written)."""
         with self._lock:
+            if self._fresh is not None:
+                return False
             size = len(self._counts)
             terms = np.fromiter(self._counts.keys(), dtype=np.int64, count=size)
             counts = np.fromiter(self._counts.values(), dtype=np.int64, count=size)
@@ -105,10 +173,19 @@ class DocumentFrequencies:
         return True
 
     def take(self, path: Path) -> bool:
-        """Take the counts :meth:`keep` wrote to ``path`` in place of these, and delete the
-        file (durably, so a crash after any later write leaves none). False, with the counts
-        unchanged, when there is no file or it cannot be read (which is logged). Raises
+        """Take the counts :meth:`keep` wrote to ``path`` in place of these (:meth:`load`),
+        and delete the file (durably, so a crash after any later write leaves none). Raises
         ``OSError`` when the file cannot be deleted."""
+        if not self.load(path):
+            return False
+        path.unlink()
+        fsync_dir(path.parent)
+        return True
+
+    def load(self, path: Path) -> bool:
+        """Take the counts :meth:`keep` wrote to ``path`` in place of these; the file stays.
+        False, with the counts unchanged, when there is no file or it cannot be read (which is
+        logged, and the file deleted)."""
         path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # a keep a crash cut short
         try:
             with np.load(path) as doc:
@@ -126,8 +203,6 @@ class DocumentFrequencies:
             )
             path.unlink(missing_ok=True)
             return False
-        path.unlink()
-        fsync_dir(path.parent)
         with self._lock:
             self._counts = table
             self._points = total
@@ -141,7 +216,9 @@ class DocumentFrequencies:
         values = [v * _idf(total, n) for v, n in zip(query.values, counts, strict=True)]
         return SparseVector(indices=list(query.indices), values=values)
 
-    def _update(self, vectors: Iterable[SparseVector], sign: int) -> None:
+    def _update(self, vectors: Iterable[SparseVector], sign: int, *, live: bool = True) -> None:
+        """Move the counts (``live``: the ones queries read) and, during a recount, the
+        ones it rebuilds by ``sign`` for each of ``vectors``."""
         points = 0
 
         def terms(vector: SparseVector) -> Iterable[int]:
@@ -151,13 +228,23 @@ class DocumentFrequencies:
 
         delta = Counter(chain.from_iterable(map(terms, vectors)))
         with self._lock:
-            self._points = max(0, self._points + sign * points)
-            for term, d in delta.items():
-                n = self._counts.get(term, 0) + sign * d
-                if n > 0:
-                    self._counts[term] = n
-                else:
-                    self._counts.pop(term, None)
+            if live:
+                self._points = _moved(self._counts, delta, sign, self._points + sign * points)
+            if self._fresh is not None:
+                total = self._fresh_points + sign * points
+                self._fresh_points = _moved(self._fresh, delta, sign, total)
+
+
+def _moved(counts: dict[int, int], delta: Counter[int], sign: int, points: int) -> int:
+    """Move ``counts`` by ``sign`` times ``delta`` (dropping terms at zero); returns ``points``
+    floored at zero."""
+    for term, d in delta.items():
+        n = counts.get(term, 0) + sign * d
+        if n > 0:
+            counts[term] = n
+        else:
+            counts.pop(term, None)
+    return max(0, points)
 
 
 def _idf(total: int, n: int) -> float:

@@ -174,11 +174,80 @@ def test_the_counts_kept_by_writes_equal_the_ones_rebuilt_at_open(tmp_path):
     store.close()
     assert layout.term_counts(path).exists()  # a clean close keeps them
 
-    layout.term_counts(path).unlink()  # as after a crash: the open counts every shard
+    layout.term_counts(path).unlink()  # as after a crash: counted again as the shards open
     store = ShardedVectorStore(path, SHARDS)
     store.ensure(MODEL, DIM)
     try:
+        store.count(PointFilter())  # every shard opened, so every shard counted
         assert {user: scores(store, user) for user in ("alice", "bob")} == kept
+    finally:
+        store.close()
+
+
+def test_after_a_crash_the_shards_open_lazily_weighed_by_the_checkpoint_until_all_are_counted(
+    tmp_path,
+):
+    path = tmp_path / "sharded"
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    for user in TEXTS:
+        store.upsert(points(user))
+    store.optimize()  # a build round writes the checkpoint
+    at_checkpoint = {user: scores(store, user) for user in TEXTS}
+    store.upsert(points("bob", ["the cat and the dog and the pottery"]))
+    exact = {user: scores(store, user) for user in TEXTS}
+    assert exact["alice"] != at_checkpoint["alice"]  # bob's new point moved alice's IDF
+    store.close()
+    layout.term_counts(path).unlink()  # as a crash leaves it
+
+    store = ShardedVectorStore(path, SHARDS, open_behind=False)
+    store.ensure(MODEL, DIM)
+    try:
+        assert store.opened == []  # serving at once: no shard scanned to start
+        assert scores(store, "alice") == at_checkpoint["alice"]  # her shard alone opened
+        assert store.opened == [shard_of("alice", SHARDS)]
+        store.close()  # a clean close before every shard was counted keeps no counts
+        assert not layout.term_counts(path).exists()
+
+        store = ShardedVectorStore(path, SHARDS, open_behind=False)
+        store.ensure(MODEL, DIM)
+        store.count(PointFilter())  # the rest opened: the counts are exact again
+        assert {user: scores(store, user) for user in TEXTS} == exact
+    finally:
+        store.close()
+    assert layout.term_counts(path).exists()
+
+
+def test_the_checkpoint_holds_no_term_of_points_purged_and_without_one_the_counts_start_empty(
+    tmp_path,
+):
+    path = tmp_path / "sharded"
+    store = ShardedVectorStore(path, SHARDS)
+    store.ensure(MODEL, DIM)
+    store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
+    store.optimize()
+    secret = set(KEYWORDS.embed_document("quokkaword").indices)
+    with np.load(layout.term_checkpoint(path)) as doc:
+        assert secret <= set(doc["terms"].tolist())
+    store.delete(PointFilter(user_id="bob"))
+    store.purge()  # Forget's: the checkpoint is written again without bob's terms
+    with np.load(layout.term_checkpoint(path)) as doc:
+        assert not secret & set(doc["terms"].tolist())
+    kept = scores(store)
+    store.close()
+
+    layout.term_counts(path).unlink()
+    layout.term_checkpoint(path).unlink()
+    store = ShardedVectorStore(path, SHARDS, open_behind=False)
+    store.ensure(MODEL, DIM)
+    try:
+        # No counts until every shard is counted: every term weighs the same.
+        query = KEYWORDS.embed_query(QUERY)
+        weighed = store.weigh(query)
+        ratios = {round(w / v, 9) for v, w in zip(query.values, weighed.values, strict=True)}
+        assert len(ratios) == 1
+        store.count(PointFilter())
+        assert scores(store) == kept
     finally:
         store.close()
 

@@ -167,19 +167,23 @@ class ShardSet:
                 )
 
     def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
-        """Open (or make) shard ``index``, counting its terms if told; under its lock."""
+        """Open (or make) shard ``index``, counting its terms if told or if a recount has yet
+        to count them (:meth:`DocumentFrequencies.recount`); under its lock."""
+        recount = self._frequencies.uncounted(index)
         store = EdgeVectorStore(
             self.path / layout.shard_name(index),
             self._frequencies,
             self._points,
             self.quantization,
-            count_terms=count_terms,
+            count_terms=count_terms or recount,
         )
         try:
             store.ensure(self._model, self._dim)
         except BaseException:
             store.close()
             raise
+        if recount:
+            self._frequencies.counted(index)
         self._stores[index] = store
         return store
 

@@ -126,10 +126,14 @@ class ShardedVectorStore:
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
                 counted = self._frequencies.take(layout.term_counts(self.path))
-                lazy = counted and layout.build_marks_kept(self.path).exists()
+                lazy = layout.build_marks_kept(self.path).exists()
+                if lazy and not counted:  # a crash: counted again as the shards open
+                    present = layout.shards_present(self.path, self.shards)
+                    self._frequencies.recount(present, layout.term_checkpoint(self.path))
             if lazy:
-                # The keyword counts came from their file and the build needs are marks on
-                # disk: nothing needs every shard open to start (shards.members).
+                # The build needs are marks on disk and the keyword counts came from their
+                # file or are counted again shard by shard: nothing needs every shard open to
+                # start (shards.members).
                 self._set.open_later(model, dim)
                 self._ledger = ShardLedger(self.path, self.shards, ())
                 return
@@ -139,6 +143,10 @@ class ShardedVectorStore:
                 self._frequencies.clear()
                 raise
             self._ledger = ShardLedger(self.path, self.shards, with_points)
+
+    def _checkpoint(self) -> None:
+        with engine_errors(self.path, "checkpoint"):
+            self._frequencies.checkpoint(layout.term_checkpoint(self.path))
 
     def optimize(self) -> None:
         """Build the index of every shard whose build is due (written since its last build
@@ -163,6 +171,7 @@ class ShardedVectorStore:
                     error = _reported(error, exc)
                     continue
                 ledger.built(index, token)
+            self._checkpoint()
             if error is not None:
                 raise error
 
@@ -186,6 +195,7 @@ class ShardedVectorStore:
                     error = error or exc
                     continue
                 ledger.purged(index, token)
+            self._checkpoint()  # the deletes' terms have left the counts
             if error is not None:
                 raise error
 
