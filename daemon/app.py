@@ -50,6 +50,9 @@ from tiers.semantic.store import Tier3Opened
 log = logging.getLogger("strata.daemon")
 T = TypeVar("T")
 Status = health_pb2.HealthCheckResponse
+# A stop still running after this long writes every thread's stack to stderr, to say where it
+# hangs (Stages.close); a second signal still stops the daemon at once.
+STOP_DUMP_SECONDS = 60.0
 
 
 def _fields(**fields: Any) -> dict[str, Any]:
@@ -295,7 +298,7 @@ class Daemon:
             "server.stopping", extra=_fields(grace_seconds=self.settings.shutdown_grace_seconds)
         )
         try:
-            await self._stages.close()
+            await self._stages.close(dump_after=STOP_DUMP_SECONDS)
         finally:
             log.info("server.stopped", extra=_fields(failed=",".join(self.stop_failures)))
             self._stopped.set()

@@ -7,20 +7,30 @@ fails is logged (``server.stop_failed`` with the stage and the error) and the st
 still run; :attr:`Stages.failed` names those that failed (the daemon's exit code says so). A
 part that fails to start (:meth:`Stages.starting`) is logged as ``server.start_failed``, its
 error is noted with the part's name, and what had started before it is stopped.
+
+A stop that hangs says where: a stage that took a second or more is logged
+(``server.stop_slow``), and :meth:`Stages.close` can have every thread's stack written to stderr
+if the stages are not done after a while (:mod:`faulthandler`, which needs no GIL: a thread
+stuck in native code holding it cannot stop the dump).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import inspect
 import logging
+import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TextIO
 
 log = logging.getLogger("strata.daemon")
 
 # A stage's teardown: a plain call (quick, on the event loop) or a coroutine function.
 Teardown = Callable[[], Awaitable[object] | object]
+SLOW_STAGE_SECONDS = 1.0  # a stage that took this long is logged (server.stop_slow)
 
 
 class Stages:
@@ -39,6 +49,7 @@ class Stages:
         wraps itself in :func:`asyncio.to_thread`."""
 
         async def stage() -> None:
+            began = time.perf_counter()
             try:
                 result = teardown()
                 if inspect.isawaitable(result):
@@ -47,6 +58,12 @@ class Stages:
                 self.failed.append(name)
                 log.error(
                     "server.stop_failed", extra={"fields": {"stage": name, "error": repr(exc)}}
+                )
+            seconds = time.perf_counter() - began
+            if seconds >= SLOW_STAGE_SECONDS:
+                log.info(
+                    "server.stop_slow",
+                    extra={"fields": {"stage": name, "seconds": round(seconds, 1)}},
                 )
 
         self.names.append(name)
@@ -63,10 +80,18 @@ class Stages:
             log.error("server.start_failed", extra={"fields": {"part": part, "error": repr(exc)}})
             raise
 
-    async def close(self) -> None:
-        """Run every stage registered, in reverse order; none raises (see :attr:`failed`)."""
+    async def close(self, dump_after: float | None = None, file: TextIO | None = None) -> None:
+        """Run every stage registered, in reverse order; none raises (see :attr:`failed`).
+        With ``dump_after``: if they are not done after that many seconds, every thread's
+        stack is written to ``file`` (stderr by default), once."""
         stack, self._stack = self._stack, contextlib.AsyncExitStack()
-        await stack.aclose()
+        if dump_after is not None:
+            faulthandler.dump_traceback_later(dump_after, file=file or sys.stderr)
+        try:
+            await stack.aclose()
+        finally:
+            if dump_after is not None:
+                faulthandler.cancel_dump_traceback_later()
 
 
 async def in_thread(call: Callable[..., object], *args: object) -> None:

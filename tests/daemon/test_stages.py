@@ -1,11 +1,13 @@
 """The stack of stages a daemon starts and stops through (:mod:`daemon.stages`), with stages
 that record what they stop: the reverse order of the start, a failing stage that stops no
-other, a failing start."""
+other, a failing start, a stop that hangs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 
 import pytest
 
@@ -72,3 +74,34 @@ def test_a_part_that_fails_to_start_is_named_and_what_started_is_stopped(
     assert stopped == ["metrics", "stores"]
     [record] = [r for r in caplog.records if r.getMessage() == "server.start_failed"]
     assert record.__dict__["fields"]["part"] == "server"
+
+
+def test_a_slow_stage_is_logged_and_a_stop_not_done_in_time_writes_every_threads_stack(
+    caplog: pytest.LogCaptureFixture, tmp_path
+) -> None:
+    """A stop that hangs says where: the stage that took long is named, and past the
+    watchdog's seconds every thread's stack is written (here to a file: stderr by default)."""
+
+    def stuck_close() -> None:  # a teardown that blocks, as a join on a stuck thread would
+        threading.Event().wait(1.5)
+
+    async def run(stages: Stages, dump_after: float, file) -> None:
+        await stages.close(dump_after=dump_after, file=file)
+
+    stacks = tmp_path / "stacks.txt"
+    with caplog.at_level(logging.INFO, logger="strata.daemon"), stacks.open("w") as file:
+        stages = Stages()
+        stages.push("quick", lambda: None)
+        stages.push("tier 3", lambda: in_thread(stuck_close))
+        asyncio.run(run(stages, 0.5, file))
+    slow = [r for r in caplog.records if r.msg == "server.stop_slow"]
+    assert [r.fields["stage"] for r in slow] == ["tier 3"]  # type: ignore[attr-defined]
+    dumped = stacks.read_text()
+    assert "stuck_close" in dumped and "Thread" in dumped
+
+    with stacks.open("w") as file:  # done in time: nothing is written, the watchdog is off
+        quick = Stages()
+        quick.push("quick", lambda: None)
+        asyncio.run(run(quick, 0.5, file))
+        time.sleep(1.0)  # past the watchdog's seconds
+    assert stacks.read_text() == ""
