@@ -60,10 +60,16 @@ def scores(store: VectorStore, user: str = "alice") -> dict[str, float]:
     return {h.point.text: round(h.score, 5) for h in hits}
 
 
+def opened(path: Path, open_behind: bool = True) -> ShardedVectorStore:
+    """The sharded store at ``path``, opened."""
+    store = ShardedVectorStore(path, SHARDS, open_behind=open_behind)
+    store.ensure(MODEL, DIM)
+    return store
+
+
 @pytest.fixture
 def sharded(tmp_path: Path) -> Iterator[ShardedVectorStore]:
-    store = ShardedVectorStore(tmp_path / "sharded", SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(tmp_path / "sharded")
     yield store
     store.close()
 
@@ -164,8 +170,7 @@ def test_scores_after_deletes_and_replacements_are_a_store_that_never_held_them(
 
 def test_the_counts_kept_by_writes_equal_the_ones_rebuilt_at_open(tmp_path):
     path = tmp_path / "sharded"
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     for user in TEXTS:
         store.upsert(points(user))
     store.delete(PointFilter(user_id="carol"))
@@ -175,8 +180,7 @@ def test_the_counts_kept_by_writes_equal_the_ones_rebuilt_at_open(tmp_path):
     assert layout.term_counts(path).exists()  # a clean close keeps them
 
     layout.term_counts(path).unlink()  # as after a crash: counted again as the shards open
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     try:
         store.count(PointFilter())  # every shard opened, so every shard counted
         assert {user: scores(store, user) for user in ("alice", "bob")} == kept
@@ -188,8 +192,7 @@ def test_after_a_crash_the_shards_open_lazily_weighed_by_the_checkpoint_until_al
     tmp_path,
 ):
     path = tmp_path / "sharded"
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     for user in TEXTS:
         store.upsert(points(user))
     store.optimize()  # a build round writes the checkpoint
@@ -200,8 +203,7 @@ def test_after_a_crash_the_shards_open_lazily_weighed_by_the_checkpoint_until_al
     store.close()
     layout.term_counts(path).unlink()  # as a crash leaves it
 
-    store = ShardedVectorStore(path, SHARDS, open_behind=False)
-    store.ensure(MODEL, DIM)
+    store = opened(path, open_behind=False)
     try:
         assert store.opened == []  # serving at once: no shard scanned to start
         assert scores(store, "alice") == at_checkpoint["alice"]  # her shard alone opened
@@ -209,8 +211,7 @@ def test_after_a_crash_the_shards_open_lazily_weighed_by_the_checkpoint_until_al
         store.close()  # a clean close before every shard was counted keeps no counts
         assert not layout.term_counts(path).exists()
 
-        store = ShardedVectorStore(path, SHARDS, open_behind=False)
-        store.ensure(MODEL, DIM)
+        store = opened(path, open_behind=False)
         store.count(PointFilter())  # the rest opened: the counts are exact again
         assert {user: scores(store, user) for user in TEXTS} == exact
     finally:
@@ -222,8 +223,7 @@ def test_the_checkpoint_holds_no_term_of_points_purged_and_without_one_the_count
     tmp_path,
 ):
     path = tmp_path / "sharded"
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
     store.optimize()
     secret = set(KEYWORDS.embed_document("quokkaword").indices)
@@ -238,8 +238,7 @@ def test_the_checkpoint_holds_no_term_of_points_purged_and_without_one_the_count
 
     layout.term_counts(path).unlink()
     layout.term_checkpoint(path).unlink()
-    store = ShardedVectorStore(path, SHARDS, open_behind=False)
-    store.ensure(MODEL, DIM)
+    store = opened(path, open_behind=False)
     try:
         # No counts until every shard is counted: every term weighs the same.
         query = KEYWORDS.embed_query(QUERY)
@@ -256,8 +255,7 @@ def test_the_counts_a_clean_close_kept_are_read_at_open_and_no_shard_is_scanned(
     tmp_path, monkeypatch
 ):
     path = tmp_path / "sharded"
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     for user in TEXTS:
         store.upsert(points(user))
     store.delete(PointFilter(user_id="carol", ids=(points("carol")[0].id,)))
@@ -269,8 +267,7 @@ def test_the_counts_a_clean_close_kept_are_read_at_open_and_no_shard_is_scanned(
 
     with monkeypatch.context() as patch:
         patch.setattr(edge, "sparse_pages", scanned)
-        store = ShardedVectorStore(path, SHARDS)
-        store.ensure(MODEL, DIM)
+        store = opened(path)
     # Gone at once, before any write: a crash from now on leaves no file, and the next
     # open counts the shards again.
     assert not layout.term_counts(path).exists()
@@ -278,8 +275,7 @@ def test_the_counts_a_clean_close_kept_are_read_at_open_and_no_shard_is_scanned(
     store.upsert(points("alice", ["a new cat arrives"]))
     kept = {user: scores(store, user) for user in TEXTS}
     store.close()
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     try:
         assert {user: scores(store, user) for user in TEXTS} == kept
     finally:
@@ -290,8 +286,7 @@ def test_the_kept_counts_hold_no_term_of_deleted_points_and_a_bad_file_is_counte
     tmp_path,
 ):
     path = tmp_path / "sharded"
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(path)
     store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
     store.delete(PointFilter(user_id="bob"))
     kept = scores(store)
@@ -302,8 +297,7 @@ def test_the_kept_counts_hold_no_term_of_deleted_points_and_a_bad_file_is_counte
     assert set(KEYWORDS.embed_document("cat").indices) <= terms
 
     layout.term_counts(path).write_bytes(b"PK\x03\x04 cut short")
-    store = ShardedVectorStore(path, SHARDS)
-    store.ensure(MODEL, DIM)  # logged, and counted from the shards
+    store = opened(path)  # logged, and counted from the shards
     try:
         assert scores(store) == kept
         assert not layout.term_counts(path).exists()
