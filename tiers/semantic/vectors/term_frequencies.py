@@ -22,9 +22,9 @@ After a crash there is no such file, and the counts are rebuilt from the shards'
 (0.3 s per 50k points): a whole scan would keep the store from serving for half an hour at ten
 million points. So they are counted again shard by shard as the shards open
 (:meth:`DocumentFrequencies.recount`): until the last is counted, queries are weighed by a
-checkpoint (``term-frequencies.checkpoint``, the exact counts written after each build round
-and purge, removed when the counts are not exact, so no forgotten term outlives a purge in
-it), or by no counts at all when there is none.
+checkpoint (``term-frequencies.checkpoint``, the exact counts written at each build round
+and after each purge, and removed by a purge while the counts are not exact, so no forgotten
+term outlives a purge in it), or by no counts at all when there is none.
 """
 
 from __future__ import annotations
@@ -110,11 +110,12 @@ class DocumentFrequencies:
                 extra={"fields": {"shards": len(pending), "checkpoint": found}},
             )
 
-    def checkpoint(self, path: Path) -> None:
-        """Write the counts to ``path`` (:meth:`keep`) for a :meth:`recount` after a crash,
-        or remove the file when they are not exact, so that no term of a deleted point stays
-        in it. Raises ``OSError`` when it cannot be removed."""
-        if not self.keep(path):
+    def checkpoint(self, path: Path, *, deleted: bool = False) -> None:
+        """Write the counts to ``path`` (:meth:`keep`) for a :meth:`recount` after a crash.
+        When they cannot be written (not exact yet, or the disk refused), an older file stays,
+        unless points were ``deleted`` since: then it is removed, so that no term of a
+        deleted point stays in it. Raises ``OSError`` when it cannot be removed."""
+        if not self.keep(path) and deleted:
             path.unlink(missing_ok=True)
 
     def uncounted(self, shard: int) -> bool:

@@ -114,6 +114,8 @@ def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
         query = unit(hash_seed("alice")).tolist()
         assert len(again.search_dense(query, PointFilter(user_id="alice"), 3)) == 3
         assert again.opened == [3]
+        again.flush()  # as Tier 3's close does: the shards not opened stay so
+        assert again.opened == [3]
         assert again.delete(PointFilter(user_id="ivan")) == 2 and again.opened == [0, 3]
         again.purge()
         assert again.purges == 1 and again.opened == [0, 3]

@@ -144,9 +144,9 @@ class ShardedVectorStore:
                 raise
             self._ledger = ShardLedger(self.path, self.shards, with_points)
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, *, deleted: bool = False) -> None:
         with engine_errors(self.path, "checkpoint"):
-            self._frequencies.checkpoint(layout.term_checkpoint(self.path))
+            self._frequencies.checkpoint(layout.term_checkpoint(self.path), deleted=deleted)
 
     def optimize(self) -> None:
         """Build the index of every shard whose build is due (written since its last build
@@ -157,6 +157,7 @@ class ShardedVectorStore:
         the first error is raised at the end."""
         with self._optimize_lock:
             ledger = self._open_ledger()
+            self._checkpoint()  # first: a round's builds take minutes, and change no count
             error: VectorStoreUnavailable | None = None
             for index in ledger.to_build(lambda points: indexable(points, self._dim)):
                 store = self._set.get(index)
@@ -171,7 +172,6 @@ class ShardedVectorStore:
                     error = _reported(error, exc)
                     continue
                 ledger.built(index, token)
-            self._checkpoint()
             if error is not None:
                 raise error
 
@@ -195,12 +195,14 @@ class ShardedVectorStore:
                     error = error or exc
                     continue
                 ledger.purged(index, token)
-            self._checkpoint()  # the deletes' terms have left the counts
+            self._checkpoint(deleted=True)  # the deletes' terms have left the counts
             if error is not None:
                 raise error
 
     def flush(self) -> None:
-        for _index, store in self._open_stores():
+        # The shards open: one not opened since the start holds no write (opening each to
+        # flush it took minutes at a close at ten million points).
+        for _index, store in self._set.opened():
             store.flush()
 
     def copy_to(self, dest: Path) -> None:
