@@ -22,9 +22,10 @@ After a crash there is no such file, and the counts are rebuilt from the shards'
 (0.3 s per 50k points): a whole scan would keep the store from serving for half an hour at ten
 million points. So they are counted again shard by shard as the shards open
 (:meth:`DocumentFrequencies.recount`): until the last is counted, queries are weighed by a
-checkpoint (``term-frequencies.checkpoint``, the exact counts written at each build round
-and after each purge, and removed by a purge while the counts are not exact, so no forgotten
-term outlives a purge in it), or by no counts at all when there is none.
+checkpoint (``term-frequencies.checkpoint``: the counts a clean close kept, once taken at the
+next open, then the exact counts written at each build round and after each purge; removed by
+a purge while the counts are not exact, so no forgotten term outlives a purge in it), or by no
+counts at all when there is none.
 """
 
 from __future__ import annotations
@@ -173,13 +174,17 @@ class DocumentFrequencies:
             return False
         return True
 
-    def take(self, path: Path) -> bool:
+    def take(self, path: Path, checkpoint: Path | None = None) -> bool:
         """Take the counts :meth:`keep` wrote to ``path`` in place of these (:meth:`load`),
-        and delete the file (durably, so a crash after any later write leaves none). Raises
-        ``OSError`` when the file cannot be deleted."""
+        and delete the file, or make it the ``checkpoint`` (durably either way, so a crash
+        after any later write leaves no ``path``). Raises ``OSError`` when it cannot be moved
+        or deleted."""
         if not self.load(path):
             return False
-        path.unlink()
+        if checkpoint is None:
+            path.unlink()
+        else:
+            path.replace(checkpoint)
         fsync_dir(path.parent)
         return True
 

@@ -281,8 +281,9 @@ def test_the_counts_a_clean_close_kept_are_read_at_open_and_no_shard_is_scanned(
         patch.setattr(edge, "sparse_pages", scanned)
         store = opened(path)
     # Gone at once, before any write: a crash from now on leaves no file, and the next
-    # open counts the shards again.
+    # open counts the shards again, weighed meanwhile by the same counts, moved aside.
     assert not layout.term_counts(path).exists()
+    assert layout.term_checkpoint(path).exists()
     assert {user: scores(store, user) for user in TEXTS} == kept
     store.upsert(points("alice", ["a new cat arrives"]))
     kept = {user: scores(store, user) for user in TEXTS}

@@ -106,6 +106,7 @@ def check_moved(root: Path, shards: int, written: list[MemoryPoint]) -> None:
     names = {p.name for p in root.iterdir()}
     marks = {layout.BUILD_MARKS} | {layout.build_mark(root, i).name for i in range(shards)}
     marks.add(layout.term_counts(root).name)  # the keyword counts a clean close keeps
+    marks.add(layout.term_checkpoint(root).name)  # and those a crash would start from
     marks.add(layout.build_counts(root).name)  # and the points each shard holds unindexed
     present = layout.shards_present(root, shards)
     assert names - {SIDECAR} - marks == {layout.shard_name(i) for i in present}

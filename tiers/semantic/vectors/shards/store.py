@@ -125,7 +125,9 @@ class ShardedVectorStore:
                     move(self.path, found, model, dim, self.shards)
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
-                counted = self._frequencies.take(layout.term_counts(self.path))
+                counted = self._frequencies.take(
+                    layout.term_counts(self.path), layout.term_checkpoint(self.path)
+                )
                 lazy = layout.build_marks_kept(self.path).exists()
                 if lazy and not counted:  # a crash: counted again as the shards open
                     present = layout.shards_present(self.path, self.shards)
