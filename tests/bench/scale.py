@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir",
         type=Path,
-        help="fill DIR/data and keep it; a DIR filled before is measured without a fill (the "
-        "measurement forgets the largest user: fill again for another)",
+        help="fill DIR/data and keep it; a DIR filled before is measured without a fill (each "
+        "measurement forgets the largest user left, DIR/forgotten.json: fill again after the last)",
     )
     parser.add_argument("--fill-only", action="store_true", help="with --dir: fill, measure later")
     parser.add_argument("--json", type=Path, metavar="PATH")
@@ -220,18 +220,21 @@ def main(argv: list[str] | None = None) -> int:
         result["disk"]["bytes_per_point"] = round(result["disk"]["apparent_gb"] * 1e9 / args.points)
         rng = random.Random(4)
         small = [name(i, args.big_users) for i in range(args.big_users, args.users)]
-        asked = [name(i, args.big_users) for i in range(args.big_users)]
-        asked += rng.sample(small, min(args.sample, len(small)))
+        # A kept store's big users forgotten by earlier runs hold nothing: asked no more.
+        forgotten_file = root / "forgotten.json"
+        forgotten = json.loads(forgotten_file.read_text()) if forgotten_file.exists() else []
+        big = [name(i, args.big_users) for i in range(args.big_users)]
+        big = [user for user in big if user not in forgotten]
+        result["big_users_forgotten_before"] = len(forgotten)
+        asked = big + rng.sample(small, min(args.sample, len(small)))
         print("starting stratad ...", flush=True)
         proc, result["start"] = start(data)
         try:
             result["rss_after_start_mib"] = rss(proc.pid)
             print("asking in turn ...", flush=True)
-            result["recall_big"] = in_turn(
-                proc.address, asked[: args.big_users], args.rounds, questions
-            )
+            result["recall_big"] = in_turn(proc.address, asked[: len(big)], args.rounds, questions)
             result["recall_small"] = in_turn(
-                proc.address, asked[args.big_users :], args.rounds, questions
+                proc.address, asked[len(big) :], args.rounds, questions
             )
             result["rss_after_queries_mib"] = rss(proc.pid)
         finally:
@@ -245,12 +248,16 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.settle)
             result["restart"].update(log_figures(proc.log_path.read_text(errors="replace")))
             # A big user's first visit after a restart: its graph from its feature file.
-            big = in_turn(proc.address, asked[: args.big_users], 1, questions)
-            result["restart"]["recall_big_first_visit"] = big["first_visit"]
-            print("forgetting the largest user ...", flush=True)
-            result["forget"] = forget_largest(
-                proc.address, asked[0], asked[args.big_users :], questions
-            )
+            visits = in_turn(proc.address, asked[: len(big)], 1, questions)
+            result["restart"]["recall_big_first_visit"] = visits["first_visit"]
+            if big:
+                print(f"forgetting the largest user left ({big[0]}) ...", flush=True)
+                result["forget"] = forget_largest(
+                    proc.address, big[0], asked[len(big) :], questions
+                )
+                forgotten_file.write_text(json.dumps([*forgotten, big[0]]))
+            else:
+                print("no big user left to forget: fill again for a Forget", flush=True)
         finally:
             proc.terminate(120)
     print()
