@@ -53,10 +53,11 @@ def test_a_parallel_fill_is_one_store_with_every_users_points_and_their_counts(t
         assert store.count(PointFilter()) == sum(COUNTS)
     finally:
         store.close()
-    # The counts a store rebuilds from every shard's points, without the file.
+    # The counts a store rebuilds from every shard's points (as each opens), without the file.
     layout.term_counts(root).unlink()
     recounted = ShardedVectorStore(root, VectorsSettings().shards, open_behind=False)
     recounted.ensure(MODEL, DIM)
+    recounted.count(PointFilter())  # every shard opened
     recounted.close()
     rebuilt = DocumentFrequencies()
     assert rebuilt.take(layout.term_counts(root))

@@ -25,7 +25,8 @@ million points. So they are counted again shard by shard as the shards open
 checkpoint (``term-frequencies.checkpoint``: the counts a clean close kept, once taken at the
 next open, then the exact counts written at each build round and after each purge; removed by
 a purge while the counts are not exact, so no forgotten term outlives a purge in it), or by no
-counts at all when there is none.
+counts at all when there is none. A clean close before the last shard was counted keeps what
+the recount has counted and the shards it has left, and the next open goes on from there.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from tiers.semantic.vectors.edge_shard import fsync_dir, replace_durably
 log = logging.getLogger("strata.vectors")
 
 __all__ = ["DocumentFrequencies"]
+
+_Table = tuple[dict[int, int], int]  # term counts, and the points counted
 
 
 class DocumentFrequencies:
@@ -93,18 +96,22 @@ class DocumentFrequencies:
         the counts a :meth:`recount` rebuilds while it runs, else as :meth:`add`."""
         self._update(vectors, 1, live=self._fresh is None)
 
-    def recount(self, shards: Iterable[int], checkpoint: Path) -> None:
+    def recount(
+        self, shards: Iterable[int], checkpoint: Path | None, counted: _Table = ({}, 0)
+    ) -> None:
         """Count again, shard by shard: each of ``shards`` is counted as it opens
-        (:meth:`count_opened`, then :meth:`counted`). Until the last one is, the counts are
-        those at ``checkpoint`` (:meth:`checkpoint`; none without one), moved by every change
-        meanwhile; then they are the exact sums."""
+        (:meth:`count_opened`, then :meth:`counted`), added to ``counted`` (the other shards'
+        counts: none after a crash; what a close kept before its recount was done). Until the
+        last one is, the counts are those at ``checkpoint`` (:meth:`checkpoint`; else
+        ``counted``), moved by every change meanwhile; then they are the exact sums."""
         pending = set(shards)
-        found = bool(pending) and self.load(checkpoint)
+        found = bool(pending) and checkpoint is not None and self.load(checkpoint)
         with self._lock:
             if not found:
-                self._counts, self._points = {}, 0
+                self._counts, self._points = dict(counted[0]), counted[1]
             if pending:
-                self._fresh, self._fresh_points, self._uncounted = {}, 0, pending
+                self._fresh, self._fresh_points = dict(counted[0]), counted[1]
+                self._uncounted = pending
         if pending:
             log.warning(
                 "vectors.term_frequencies_recount",
@@ -151,19 +158,25 @@ class DocumentFrequencies:
             self._points = 0
             self._fresh, self._uncounted = None, set()
 
-    def keep(self, path: Path) -> bool:
+    def keep(self, path: Path, *, unfinished: bool = False) -> bool:
         """Write the counts to ``path``, durably (a temporary file fsynced, then renamed), for
         :meth:`take` or :meth:`load`; False when that failed, which is logged (the next open
-        counts), or when they are not :attr:`exact` (nothing is written)."""
+        counts), or when they are not :attr:`exact` (nothing is written). With
+        ``unfinished``, a recount under way is written instead: what it has counted and the
+        shards left, which :meth:`take` resumes (a close before it was done)."""
         with self._lock:
+            table, total, left = self._counts, self._points, sorted(self._uncounted)
             if self._fresh is not None:
-                return False
-            size = len(self._counts)
-            terms = np.fromiter(self._counts.keys(), dtype=np.int64, count=size)
-            counts = np.fromiter(self._counts.values(), dtype=np.int64, count=size)
-            points = np.array([self._points], dtype=np.int64)
+                if not unfinished:
+                    return False
+                table, total = self._fresh, self._fresh_points
+            size = len(table)
+            terms = np.fromiter(table.keys(), dtype=np.int64, count=size)
+            counts = np.fromiter(table.values(), dtype=np.int64, count=size)
+            points = np.array([total], dtype=np.int64)
+            uncounted = np.array(left, dtype=np.int64)
         data = io.BytesIO()
-        np.savez(data, terms=terms, counts=counts, points=points)
+        np.savez(data, terms=terms, counts=counts, points=points, uncounted=uncounted)
         try:
             replace_durably(path, data.getvalue())
         except OSError as exc:
@@ -174,45 +187,62 @@ class DocumentFrequencies:
             return False
         return True
 
-    def take(self, path: Path, checkpoint: Path | None = None) -> bool:
+    def take(self, path: Path, checkpoint: Path | None = None, *, resume: bool = True) -> bool:
         """Take the counts :meth:`keep` wrote to ``path`` in place of these (:meth:`load`),
-        and delete the file, or make it the ``checkpoint`` (durably either way, so a crash
-        after any later write leaves no ``path``). Raises ``OSError`` when it cannot be moved
-        or deleted."""
-        if not self.load(path):
+        and delete the file or make it the ``checkpoint``, durably, so a crash after any later
+        write leaves no ``path``. A file of a recount not done (``keep(..., unfinished=True)``)
+        resumes it (:meth:`recount` of the shards it had left) and is deleted; without
+        ``resume`` (its shards were moved since) it is only deleted, and False returned.
+        Raises ``OSError`` when the file cannot be moved or deleted."""
+        read = self._read(path)
+        if read is None:
             return False
-        if checkpoint is None:
+        table, total, left = read
+        if left or checkpoint is None:
             path.unlink()
         else:
             path.replace(checkpoint)
         fsync_dir(path.parent)
+        if left and not resume:
+            return False
+        if left:
+            self.recount(left, checkpoint, (table, total))
+        else:
+            with self._lock:
+                self._counts, self._points = table, total
         return True
 
     def load(self, path: Path) -> bool:
         """Take the counts :meth:`keep` wrote to ``path`` in place of these; the file stays.
-        False, with the counts unchanged, when there is no file or it cannot be read (which is
-        logged, and the file deleted)."""
+        False, with the counts unchanged, when there is no file, it cannot be read (which is
+        logged, and the file deleted) or it holds an unfinished recount."""
+        read = self._read(path)
+        if read is None or read[2]:
+            return False
+        with self._lock:
+            self._counts, self._points = read[0], read[1]
+        return True
+
+    def _read(self, path: Path) -> tuple[dict[int, int], int, list[int]] | None:
+        """The counts, points and shards left uncounted in ``path`` (:meth:`keep`); None
+        when there is no file or it cannot be read (logged, and the file deleted)."""
         path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # a keep a crash cut short
         try:
             with np.load(path) as doc:
                 terms, counts, points = doc["terms"], doc["counts"], doc["points"]
                 if terms.shape != counts.shape or points.shape != (1,):
                     raise ValueError(f"arrays of {terms.shape}, {counts.shape}, {points.shape}")
-                table = dict(zip(terms.tolist(), counts.tolist(), strict=True))
-                total = int(points[0])
+                left = doc["uncounted"].tolist() if "uncounted" in doc.files else []
+                return dict(zip(terms.tolist(), counts.tolist(), strict=True)), int(points[0]), left
         except FileNotFoundError:
-            return False
+            return None
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
             log.warning(
                 "vectors.term_frequencies_unreadable",
                 extra={"fields": {"file": str(path), "error": str(exc)}},
             )
             path.unlink(missing_ok=True)
-            return False
-        with self._lock:
-            self._counts = table
-            self._points = total
-        return True
+            return None
 
     def weigh(self, query: SparseVector) -> SparseVector:
         """``query`` with each term's weight multiplied by its IDF."""

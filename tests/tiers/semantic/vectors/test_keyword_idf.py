@@ -210,15 +210,29 @@ def test_after_a_crash_the_shards_open_lazily_weighed_by_the_checkpoint_until_al
         assert store.opened == [shard_of("alice", SHARDS)]
         store.optimize()  # a build round while counting: the checkpoint stays as it was
         assert layout.term_checkpoint(path).exists()
-        store.close()  # a clean close before every shard was counted keeps no counts
-        assert not layout.term_counts(path).exists()
+        store.close()  # a close before every shard was counted keeps what it counted
+        assert layout.term_counts(path).exists()
 
-        store = opened(path, open_behind=False)
+        store = opened(path, open_behind=False)  # and the next open goes on from there
+        assert scores(store, "alice") == at_checkpoint["alice"]
+        assert store.opened == [shard_of("alice", SHARDS)]
         store.count(PointFilter())  # the rest opened: the counts are exact again
         assert {user: scores(store, user) for user in TEXTS} == exact
     finally:
         store.close()
     assert layout.term_counts(path).exists()
+
+    layout.term_counts(path).unlink()  # a crash again, then a close with one shard counted
+    store = opened(path, open_behind=False)
+    scores(store, "alice")
+    store.close()
+    moved = ShardedVectorStore(path, 2, open_behind=False)  # another shard count: moved
+    moved.ensure(MODEL, DIM)  # what the close had counted names the old shards: not used
+    try:
+        moved.count(PointFilter())
+        assert {user: scores(moved, user) for user in TEXTS} == exact
+    finally:
+        moved.close()
 
 
 def test_the_checkpoint_holds_no_term_of_points_purged_and_without_one_the_counts_start_empty(

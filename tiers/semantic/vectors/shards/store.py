@@ -119,14 +119,19 @@ class ShardedVectorStore:
                 found = layout.inspect(self.path)
                 if found.kind == "none":
                     layout.create(self.path, model, dim, self.shards)
+            moved = found.kind == "single" or (
+                found.kind == "sharded" and found.shards != self.shards
+            )
             if found.kind != "none":
                 check_model(self.path, found.model, found.dim, model, dim)
-                if found.kind == "single" or found.shards != self.shards:
+                if moved:
                     move(self.path, found, model, dim, self.shards)
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
-                counted = self._frequencies.take(
-                    layout.term_counts(self.path), layout.term_checkpoint(self.path)
+                counted = self._frequencies.take(  # a recount a close cut short goes on
+                    layout.term_counts(self.path),
+                    layout.term_checkpoint(self.path),
+                    resume=not moved,
                 )
                 lazy = layout.build_marks_kept(self.path).exists()
                 if lazy and not counted:  # a crash: counted again as the shards open
@@ -226,7 +231,7 @@ class ShardedVectorStore:
             self._closed = True
         self._set.close()
         if opened and self._ledger is not None:  # nothing is written now: the counts are final
-            self._frequencies.keep(layout.term_counts(self.path))
+            self._frequencies.keep(layout.term_counts(self.path), unfinished=True)
             self._ledger.keep()
 
     @property
