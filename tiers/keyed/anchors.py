@@ -18,16 +18,16 @@ finds them with one prefix scan (:meth:`AnchorStore.forget_into`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from tiers.changes import log as changelog
-from tiers.changes.log import Change, ChangeLog
+from tiers.changes.log import Change
 from tiers.core.records import Scope, pack, unpack
-from tiers.rocks import Batch, RocksStore
+from tiers.keyed import KeyedStore
+from tiers.rocks import Batch
 from tiers.scoped import Covered, Forgotten, RecordReader, scope_fields
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
@@ -83,7 +83,7 @@ def read_record(d: dict[str, Any], reader: RecordReader) -> Anchor:
     return anchor
 
 
-class AnchorStore:
+class AnchorStore(KeyedStore):
     """The anchors in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
 
     name = "anchors"
@@ -92,12 +92,7 @@ class AnchorStore:
     change_types = {"anchor.set": "session_id, cleared"}
     read_record = staticmethod(read_record)
 
-    def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
-        self._state = state
-        self._clock = clock
-        self.lock = nullcontext()  # a set and a Forget of the same anchor: either order holds
-        # The change log a set records its change in (set by tiers.schema.open_kinds).
-        self.changes: ChangeLog | None = None
+    lock = nullcontext()  # a set and a Forget of the same anchor: either order holds
 
     def get(self, user_id: str, session_id: str) -> Anchor | None:
         key = anchor_key(user_id, session_id)

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.changes import log as changelog
-from tiers.changes.log import Change, ChangeLog
+from tiers.changes.log import Change
 from tiers.core.events import Events
 from tiers.core.records import Scope
+from tiers.keyed import KeyedStore
 from tiers.keyed.document import (
     KIND,
     Document,
@@ -78,7 +79,7 @@ class DocumentPut:
     scope: Scope
 
 
-class DocumentStore:
+class DocumentStore(KeyedStore):
     """The documents in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
 
     name = "documents"
@@ -91,13 +92,10 @@ class DocumentStore:
     read_record = staticmethod(read_record)
 
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
-        self._state = state
-        self._clock = clock
+        super().__init__(state, clock)
         self.lock = threading.RLock()
         # Called (outside the lock) after every put: the weaver indexes the new marks.
         self.events = Events("documents")  # DocumentPut
-        # The change log a put records its change in (set by tiers.schema.open_kinds).
-        self.changes: ChangeLog | None = None
 
     # -- one document ------------------------------------------------------------------------
     def get(self, scope: Scope, namespace: Iterable[str], key: str) -> Document | None:

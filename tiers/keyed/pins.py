@@ -22,16 +22,16 @@ scope (:meth:`PinStore.forget_into`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from tiers.changes import log as changelog
-from tiers.changes.log import Change, ChangeLog
+from tiers.changes.log import Change
 from tiers.core.records import Scope, pack, unpack
-from tiers.rocks import Batch, RocksStore
+from tiers.keyed import KeyedStore
+from tiers.rocks import Batch
 from tiers.scoped import Covered, Forgotten, RecordReader, scope_fields
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
@@ -83,7 +83,7 @@ def read_record(d: dict[str, Any], reader: RecordReader) -> Pin:
     return pin
 
 
-class PinStore:
+class PinStore(KeyedStore):
     """The pins in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`)."""
 
     name = "pins"
@@ -92,12 +92,7 @@ class PinStore:
     change_types = {"pin.changed": "memory_id, pinned"}
     read_record = staticmethod(read_record)
 
-    def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
-        self._state = state
-        self._clock = clock
-        self.lock = nullcontext()  # a pin of a forgotten memory is refused by the daemon
-        # The change log a pin or unpin records its change in (set by tiers.schema.open_kinds).
-        self.changes: ChangeLog | None = None
+    lock = nullcontext()  # a pin of a forgotten memory is refused by the daemon
 
     def get(self, scope: Scope, memory_id: str) -> Pin | None:
         key = scope_prefix(scope) + memory_id.encode()
