@@ -12,15 +12,15 @@ engine's (BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))``), so scores are thos
 store with the modifier, exact under deletes.
 
 A sharded store writes the counts at a clean close (:meth:`DocumentFrequencies.keep`,
-``<vectors>/term-frequencies``), reads them at its next open instead of a scan and deletes the
-file at once (durably, before any write), so that file exists only while the store is closed
-and always counts exactly what it holds. It holds term ids (hashes) with their counts, and only
+``<vectors>/term-frequencies``), reads them at its next open instead of a scan and moves the
+file aside at once (durably, before any write: it becomes the checkpoint below), so that file
+exists only while the store is closed and always counts exactly what it holds. It holds term ids (hashes) with their counts, and only
 of terms some point still holds: a term that only forgotten points held has left the counts
 with them.
 
 After a crash there is no such file, and the counts are rebuilt from the shards' sparse vectors
-(0.3 s per 50k points): a whole scan would keep the store from serving for half an hour at ten
-million points. So they are counted again shard by shard as the shards open
+(0.3 s per 50k points): a scan of every shard at open kept the store from serving for over four
+minutes at ten million points. So they are counted again shard by shard as the shards open
 (:meth:`DocumentFrequencies.recount`): until the last is counted, queries are weighed by a
 checkpoint (``term-frequencies.checkpoint``: the counts a clean close kept, once taken at the
 next open, then the exact counts written at each build round and after each purge; removed by
