@@ -61,7 +61,7 @@ from tiers.semantic.vectors.edge_shard import (
     copy_points,
     create_shard,
     engine_idf,
-    payload_indexes,
+    ensure_payload_indexes,
     read_sidecar,
     records_sparse,
     search_params,
@@ -145,8 +145,7 @@ class EdgeVectorStore:
                         gen = generations.without_engine_idf(self.path, gen, dim)
                     shard = self.live.load(gen, dim)
                     try:
-                        for name, schema in payload_indexes().items():  # idempotent
-                            shard.update(UpdateOperation.create_field_index(name, schema))
+                        ensure_payload_indexes(shard)  # an earlier release's lacked some
                     except Exception:
                         shard.close()
                         raise

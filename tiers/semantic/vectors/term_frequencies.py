@@ -14,9 +14,9 @@ store with the modifier, exact under deletes.
 A sharded store writes the counts at a clean close (:meth:`DocumentFrequencies.keep`,
 ``<vectors>/term-frequencies``), reads them at its next open instead of a scan and moves the
 file aside at once (durably, before any write: it becomes the checkpoint below), so that file
-exists only while the store is closed and always counts exactly what it holds. It holds term ids (hashes) with their counts, and only
-of terms some point still holds: a term that only forgotten points held has left the counts
-with them.
+exists only while the store is closed and always counts exactly what it holds. It holds term
+ids (hashes) with their counts, and only of terms some point still holds: a term that only
+forgotten points held has left the counts with them.
 
 After a crash there is no such file, and the counts are rebuilt from the shards' sparse vectors
 (0.3 s per 50k points): a scan of every shard at open kept the store from serving for over four

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 from qdrant_client import QdrantClient, models
+from qdrant_edge import EdgeShard, PayloadSchemaType, UpdateOperation
 
 from tests.contracts.vectors import (
     BOB,
@@ -30,6 +31,7 @@ from tiers.semantic.vectors import (
     shard_of,
 )
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
+from tiers.semantic.vectors.edge_shard import config, ensure_payload_indexes, payload_indexes
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
 from tiers.semantic.vectors.qdrant_collection import META_ID
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
@@ -227,3 +229,21 @@ def test_edge_int8_segments_keep_quantized_vectors(tmp_path, quantization):
     quantized = list((tmp_path / "vectors").rglob("quantized.data"))
     store.close()
     assert bool(quantized) == (quantization == "int8")
+
+
+def test_a_shard_is_asked_only_for_the_payload_indexes_it_lacks(tmp_path):
+    """Asked for an index it has, the engine builds it again over every point (seconds at
+    every open of a large shard): a shard of an earlier release gets those it lacks, or holds
+    with other settings, and a shard that has them all gets none."""
+    shard = EdgeShard.create(str(tmp_path / "shard"), config(DIM))
+    try:
+        shard.update(UpdateOperation.create_field_index("kind", PayloadSchemaType.Keyword))
+        # user_id without the tenant setting: an index with other settings is made again
+        shard.update(UpdateOperation.create_field_index("user_id", PayloadSchemaType.Keyword))
+        assert ensure_payload_indexes(shard) == len(payload_indexes()) - 1
+        schema = shard.info().payload_schema
+        assert set(schema) == set(payload_indexes())
+        assert getattr(schema["user_id"].params, "is_tenant", None) is True
+        assert ensure_payload_indexes(shard) == 0
+    finally:
+        shard.close()
