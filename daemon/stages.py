@@ -85,13 +85,23 @@ class Stages:
         With ``dump_after``: if they are not done after that many seconds, every thread's
         stack is written to ``file`` (stderr by default), once."""
         stack, self._stack = self._stack, contextlib.AsyncExitStack()
-        if dump_after is not None:
-            faulthandler.dump_traceback_later(dump_after, file=file or sys.stderr)
+        watching = dump_after is not None and _watch(dump_after, file)
         try:
             await stack.aclose()
         finally:
-            if dump_after is not None:
+            if watching:
                 faulthandler.cancel_dump_traceback_later()
+
+
+def _watch(seconds: float, file: TextIO | None) -> bool:
+    """Arm the stack dump; False (and the stop goes on without it) when there is no file to
+    write to (no stderr, or one without a file descriptor)."""
+    try:
+        faulthandler.dump_traceback_later(seconds, file=file or sys.stderr)
+    except (RuntimeError, ValueError, OSError, AttributeError) as exc:
+        log.warning("server.stop_watch_off", extra={"fields": {"error": repr(exc)}})
+        return False
+    return True
 
 
 async def in_thread(call: Callable[..., object], *args: object) -> None:

@@ -105,3 +105,15 @@ def test_a_slow_stage_is_logged_and_a_stop_not_done_in_time_writes_every_threads
         asyncio.run(run(quick, 0.5, file))
         time.sleep(1.0)  # past the watchdog's seconds
     assert stacks.read_text() == ""
+
+
+def test_a_stop_without_a_stderr_to_write_to_runs_its_stages_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A daemon whose stderr is closed (or None) stops as before, without the watchdog."""
+    stopped: list[str] = []
+    monkeypatch.setattr("sys.stderr", None)
+    stages = Stages()
+    stages.push("stores", lambda: stopped.append("stores"))
+    asyncio.run(stages.close(dump_after=0.5))
+    assert stopped == ["stores"]
