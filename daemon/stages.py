@@ -98,7 +98,7 @@ def _watch(seconds: float, file: TextIO | None) -> bool:
     write to (no stderr, or one without a file descriptor)."""
     try:
         faulthandler.dump_traceback_later(seconds, file=file or sys.stderr)
-    except (RuntimeError, ValueError, OSError, AttributeError) as exc:
+    except (RuntimeError, ValueError, OSError) as exc:
         log.warning("server.stop_watch_off", extra={"fields": {"error": repr(exc)}})
         return False
     return True

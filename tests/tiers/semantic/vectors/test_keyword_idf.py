@@ -67,6 +67,14 @@ def opened(path: Path, open_behind: bool = True) -> ShardedVectorStore:
     return store
 
 
+def with_a_secret(path: Path) -> ShardedVectorStore:
+    """The store at ``path``, opened, holding alice's points and one of bob's with a word no
+    other point has."""
+    store = opened(path)
+    store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
+    return store
+
+
 @pytest.fixture
 def sharded(tmp_path: Path) -> Iterator[ShardedVectorStore]:
     store = opened(tmp_path / "sharded")
@@ -239,8 +247,7 @@ def test_the_checkpoint_holds_no_term_of_points_purged_and_without_one_the_count
     tmp_path,
 ):
     path = tmp_path / "sharded"
-    store = opened(path)
-    store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
+    store = with_a_secret(path)
     store.optimize()
     secret = set(KEYWORDS.embed_document("quokkaword").indices)
     with np.load(layout.term_checkpoint(path)) as doc:
@@ -313,8 +320,7 @@ def test_the_kept_counts_hold_no_term_of_deleted_points_and_a_bad_file_is_counte
     tmp_path,
 ):
     path = tmp_path / "sharded"
-    store = opened(path)
-    store.upsert(points("alice") + points("bob", ["my quokkaword is secret"]))
+    store = with_a_secret(path)
     store.delete(PointFilter(user_id="bob"))
     kept = scores(store)
     store.close()
