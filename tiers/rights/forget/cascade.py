@@ -156,8 +156,9 @@ class Forgetter:
         plan.episode_ids.discard("")
         return plan
 
-    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> None:
-        """Every episode with data of ``scope`` anywhere: journal, marks, points, edges."""
+    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> list[Edge]:
+        """Every episode with data of ``scope`` anywhere: journal, marks, points, edges.
+        Returns the scope's edges, read once for both (a large user's take a second)."""
         _embedder, vectors = self._semantic.wait_ready(0)
         plan.episode_ids.update(
             vectors.episode_ids(
@@ -187,6 +188,7 @@ class Forgetter:
             owner = _extraction_owner(value) if user in value else None
             if owner is not None and _in(scope, owner.user_id, owner.agent_id):
                 plan.episode_ids.add(key.decode())
+        return edges
 
     def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
         header = self._journal.find(episode_id)
@@ -221,8 +223,9 @@ class Forgetter:
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
         with self._semantic.write_lock, self._working.write_lock:  # the backup's order
+            scope_edges: list[Edge] = []
             if scope is not None:  # here, where no session can end meanwhile
-                self._scope_episodes(scope, plan)
+                scope_edges = self._scope_episodes(scope, plan)
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
@@ -269,13 +272,7 @@ class Forgetter:
                 counts.vector_points += semantic.delete(
                     PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
                 )
-                edge_ids = [
-                    e.id
-                    for e in graph.edges_where(
-                        lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), user_id
-                    )
-                ]
-                self._remove_edges(edge_ids, counts, removed)
+                self._remove_edges([e.id for e in scope_edges], counts, removed)
             if episodes:
                 of_episodes = PointFilter(user_id=user_id, episode_ids=tuple(episodes))
                 counts.vector_points += semantic.delete(of_episodes, ())

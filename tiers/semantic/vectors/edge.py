@@ -63,7 +63,7 @@ from tiers.semantic.vectors.edge_shard import (
     engine_idf,
     ensure_payload_indexes,
     read_sidecar,
-    records_sparse,
+    records_terms,
     search_params,
     sparse_pages,
     to_point,
@@ -156,7 +156,7 @@ class EdgeVectorStore:
                     shard = create_shard(gen, dim, self.quantization)
                 try:
                     for records in sparse_pages(shard) if self._count_terms else ():
-                        self._frequencies.count_opened(records_sparse(records))
+                        self._frequencies.count_opened(records_terms(records))
                 except Exception:
                     shard.close()
                     raise
@@ -214,9 +214,7 @@ class EdgeVectorStore:
         ids = canonical_ids([p.id for p in points])
         with self.live.write_lock, self.live.engine("upsert"):
             # The terms of the points replaced stop counting: read them before the write.
-            replaced = list(
-                records_sparse(self.live.current().retrieve(list(ids), False, [SPARSE]))
-            )
+            replaced = list(records_terms(self.live.current().retrieve(list(ids), False, [SPARSE])))
             self.live.apply(op)
             self._frequencies.remove(replaced)
             latest = {p.id: p for p in points}  # an id written twice is one point
@@ -243,9 +241,10 @@ class EdgeVectorStore:
                 # A page at a time (the engine holds the GIL through a call): ids read, then
                 # deleted by id, then their terms uncounted.
                 for removed in sparse_pages(shard, engine_filter):
-                    self.live.apply(UpdateOperation.delete_points([r.id for r in removed]))
-                    self._frequencies.remove(records_sparse(removed))
-                    self._points.invalidate(str(r.id) for r in removed)
+                    ids = [r.id for r in removed]  # each read of a record's id makes a UUID
+                    self.live.apply(UpdateOperation.delete_points(ids))
+                    self._frequencies.remove(records_terms(removed))
+                    self._points.invalidate(map(str, ids))
             return n
 
     # -- reads -------------------------------------------------------------------------------

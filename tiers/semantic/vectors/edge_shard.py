@@ -47,7 +47,6 @@ from tiers.semantic.vectors import (
     SPARSE,
     MemoryPoint,
     Quantization,
-    SparseVector,
     VectorStoreMismatch,
     VectorStoreUnavailable,
 )
@@ -212,13 +211,15 @@ def sparse_pages(shard: EdgeShard, flt: Filter | None = None) -> Iterator[list[R
             return
 
 
-def records_sparse(records: Iterable[Record]) -> Iterator[SparseVector]:
-    """The sparse vectors of retrieved or scrolled ``records`` (a point without one yields
-    nothing)."""
+def records_terms(records: Iterable[Record]) -> Iterator[EdgeSparseVector]:
+    """The sparse vectors of retrieved or scrolled ``records`` as the engine returns them (a
+    point without one yields nothing): for their terms (``indices``), read without building
+    a :class:`~tiers.semantic.vectors.SparseVector` per point, which took four times as long
+    as counting the terms (25k points: 245 ms against 60 ms, 2026-11-29)."""
     for r in records:
         vector = r.vector.get(SPARSE) if isinstance(r.vector, dict) else None
         if vector is not None and not isinstance(vector, list):
-            yield SparseVector(indices=list(vector.indices), values=list(vector.values))
+            yield vector
 
 
 def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:

@@ -37,9 +37,10 @@ import math
 import threading
 import zipfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -51,6 +52,15 @@ log = logging.getLogger("strata.vectors")
 __all__ = ["DocumentFrequencies"]
 
 _Table = tuple[dict[int, int], int]  # term counts, and the points counted
+
+
+class Terms(Protocol):
+    """One point's sparse vector, for its terms: a
+    :class:`~tiers.semantic.vectors.SparseVector` or the engine's own (its indices are
+    distinct)."""
+
+    @property
+    def indices(self) -> Sequence[int]: ...
 
 
 class DocumentFrequencies:
@@ -82,16 +92,16 @@ class DocumentFrequencies:
         """Points whose sparse vector holds ``term`` (``n``)."""
         return self._counts.get(term, 0)
 
-    def add(self, vectors: Iterable[SparseVector]) -> None:
+    def add(self, vectors: Iterable[Terms]) -> None:
         """Count the points of ``vectors`` (each one point's sparse vector)."""
         self._update(vectors, 1)
 
-    def remove(self, vectors: Iterable[SparseVector]) -> None:
+    def remove(self, vectors: Iterable[Terms]) -> None:
         """Stop counting the points of ``vectors``, each added before (a count never goes
         below zero)."""
         self._update(vectors, -1)
 
-    def count_opened(self, vectors: Iterable[SparseVector]) -> None:
+    def count_opened(self, vectors: Iterable[Terms]) -> None:
         """Count the points of a shard being opened (each one point's sparse vector): into
         the counts a :meth:`recount` rebuilds while it runs, else as :meth:`add`."""
         self._update(vectors, 1, live=self._fresh is None)
@@ -252,12 +262,12 @@ class DocumentFrequencies:
         values = [v * _idf(total, n) for v, n in zip(query.values, counts, strict=True)]
         return SparseVector(indices=list(query.indices), values=values)
 
-    def _update(self, vectors: Iterable[SparseVector], sign: int, *, live: bool = True) -> None:
+    def _update(self, vectors: Iterable[Terms], sign: int, *, live: bool = True) -> None:
         """Move the counts (``live``: the ones queries read) and, during a recount, the
         ones it rebuilds by ``sign`` for each of ``vectors``."""
         points = 0
 
-        def terms(vector: SparseVector) -> Iterable[int]:
+        def terms(vector: Terms) -> Iterable[int]:
             nonlocal points
             points += 1
             return vector.indices  # a sparse vector's indices are distinct
