@@ -100,6 +100,12 @@ def build_counts(root: Path) -> Path:
     return root / "build-counts.json"
 
 
+def build_checkpoint(root: Path) -> Path:
+    """The points each marked shard held unindexed as of the last build round or purge, read
+    after a crash (:meth:`tiers.semantic.vectors.shards.ledger.ShardLedger.checkpoint`)."""
+    return root / "build-counts.checkpoint"
+
+
 def build_marks_kept(root: Path) -> Path:
     """The file saying the store keeps its build marks (a store from before them has none)."""
     return root / BUILD_MARKS

@@ -87,6 +87,7 @@ def test_a_shard_is_made_with_its_first_point_and_holds_its_users_alone(store, r
     shards = store.open_shards()
     assert sorted(shards) == [2, 3]
     assert sorted(p.name for p in root.iterdir()) == [
+        "build-counts.checkpoint",  # the points each holds unindexed, for a crash
         "build-marks",  # the store keeps build marks: the two shards need their first build
         "shard-002",
         "shard-002.build",
@@ -297,6 +298,36 @@ def test_a_build_is_due_once_enough_points_were_written_and_a_clean_close_keeps_
     with ready(ShardedVectorStore, root, SHARDS) as store:
         assert store._ledger.unindexed(3) is None
         store.optimize()  # an unknown count: the build is due (the engine may find little)
+        assert built == ["shard-003"]
+
+
+def test_after_a_crash_the_counts_come_from_the_checkpoint_and_a_purged_shard_is_built(
+    root, monkeypatch
+):
+    built = recorded_builds(monkeypatch)  # the engine indexes from 17 points of 16 dims
+    store = ShardedVectorStore(root, SHARDS)
+    store.ensure(MODEL, DIM)
+    store.upsert(of("alice", 10))
+    store.optimize()  # a round: not due, and its checkpoint counts alice's shard's 10
+    store.upsert(of("alice", 3, start=10))  # after the checkpoint: not in it
+    store._set.close()  # a crash: no clean count is kept
+    assert not layout.build_counts(root).exists()
+    with ready(ShardedVectorStore, root, SHARDS) as store:
+        assert store._ledger.unindexed(3) == 10  # a lower bound, not unknown
+        store.optimize()
+        assert built == []  # no copy of a shard whose engine would find nothing to index
+        store.upsert(of("alice", 7, start=13))  # 17 counted since the last build: due
+        store.optimize()
+        assert built == ["shard-003"]
+        built.clear()
+        store.upsert(of("alice", 2, start=20))
+        store.delete(PointFilter(user_id="alice", ids=(of("alice", 1)[0].id,)))
+        store.purge()  # the copy has no index: its count is unknown, in the checkpoint too
+        store._set.close()
+    assert json.loads(layout.build_checkpoint(root).read_text()) == {}
+    with ready(ShardedVectorStore, root, SHARDS) as store:
+        assert store._ledger.unindexed(3) is None
+        store.optimize()
         assert built == ["shard-003"]
 
 

@@ -108,6 +108,7 @@ def check_moved(root: Path, shards: int, written: list[MemoryPoint]) -> None:
     marks.add(layout.term_counts(root).name)  # the keyword counts a clean close keeps
     marks.add(layout.term_checkpoint(root).name)  # and those a crash would start from
     marks.add(layout.build_counts(root).name)  # and the points each shard holds unindexed
+    marks.add(layout.build_checkpoint(root).name)  # as of the last round, for a crash
     present = layout.shards_present(root, shards)
     assert names - {SIDECAR} - marks == {layout.shard_name(i) for i in present}
     assert layout.inspect(root) == layout.Found("sharded", MODEL, DIM, shards)

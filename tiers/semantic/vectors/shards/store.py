@@ -154,6 +154,7 @@ class ShardedVectorStore:
     def _checkpoint(self, *, deleted: bool = False) -> None:
         with engine_errors(self.path, "checkpoint"):
             self._frequencies.checkpoint(layout.term_checkpoint(self.path), deleted=deleted)
+        self._open_ledger().checkpoint()  # and the points each shard holds unindexed
 
     def optimize(self) -> None:
         """Build the index of every shard whose build is due (written since its last build
@@ -288,8 +289,7 @@ class ShardedVectorStore:
             try:
                 removed += store.delete(flt)
             finally:
-                ledger.deleted(index)
-                ledger.wrote(index)
+                ledger.deleted(index)  # a write too (the shard's next build covers it)
         return removed
 
     # -- reads -------------------------------------------------------------------------------
