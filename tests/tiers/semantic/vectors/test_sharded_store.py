@@ -238,22 +238,22 @@ def test_a_build_rebuilds_only_the_shards_written_since_their_last(store, root, 
     assert built == ["shard-003"]
 
 
+def opened(root: Path) -> ShardedVectorStore:
+    store = ShardedVectorStore(root, SHARDS)
+    store.ensure(MODEL, DIM)
+    return store
+
+
 def test_a_restart_builds_only_the_shards_written_since_their_last_build(root, monkeypatch):
     built = recorded_builds(monkeypatch)
-
-    def reopened() -> ShardedVectorStore:
-        s = ShardedVectorStore(root, SHARDS)
-        s.ensure(MODEL, DIM)
-        return s
-
-    store = reopened()
+    store = opened(root)
     store.upsert(of("alice", 30) + of("bob", 30))
     store.optimize()
     store.upsert(of("carol", 20))  # written after the build: carol's shard only
     assert layout.build_mark(root, 2).exists() and not layout.build_mark(root, 3).exists()
     store.close()
     built.clear()
-    store = reopened()
+    store = opened(root)
     try:
         store.optimize()
         assert built == ["shard-002"]  # bob's and carol's shard; alice's is built
@@ -264,7 +264,7 @@ def test_a_restart_builds_only_the_shards_written_since_their_last_build(root, m
         store.close()
     # A store from before build marks: every shard holding points is built once.
     layout.build_marks_kept(root).unlink()
-    store = reopened()
+    store = opened(root)
     try:
         store.optimize()
         assert sorted(built) == ["shard-002", "shard-003"]
@@ -276,15 +276,13 @@ def test_a_build_is_due_once_enough_points_were_written_and_a_clean_close_keeps_
     root, monkeypatch
 ):
     built = recorded_builds(monkeypatch)  # the engine indexes from 17 points of 16 dims
-    store = ShardedVectorStore(root, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(root)
     store.upsert(of("alice", 10))
     store.optimize()
     assert built == [] and store._ledger.unindexed(3) == 10  # no copy of the shard
     store.close()
     assert json.loads(layout.build_counts(root).read_text()) == {"shard-003": 10}
-    store = ShardedVectorStore(root, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(root)
     assert not layout.build_counts(root).exists()  # taken: a crash from here leaves none
     store.upsert(of("alice", 6, start=10))
     store.optimize()
@@ -305,8 +303,7 @@ def test_after_a_crash_the_counts_come_from_the_checkpoint_and_a_purged_shard_is
     root, monkeypatch
 ):
     built = recorded_builds(monkeypatch)  # the engine indexes from 17 points of 16 dims
-    store = ShardedVectorStore(root, SHARDS)
-    store.ensure(MODEL, DIM)
+    store = opened(root)
     store.upsert(of("alice", 10))
     store.optimize()  # a round: not due, and its checkpoint counts alice's shard's 10
     store.upsert(of("alice", 3, start=10))  # after the checkpoint: not in it
