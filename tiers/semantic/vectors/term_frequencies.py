@@ -70,6 +70,7 @@ class DocumentFrequencies:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._checkpointing = threading.Lock()
         self._counts: dict[int, int] = {}
         self._points = 0
         # While a recount runs: the counts of the shards counted so far (with every change
@@ -133,8 +134,11 @@ class DocumentFrequencies:
         When they cannot be written (not exact yet, or the disk refused), an older file stays,
         unless points were ``deleted`` since: then it is removed, so that no term of a
         deleted point stays in it. Raises ``OSError`` when it cannot be removed."""
-        if not self.keep(path) and deleted:
-            path.unlink(missing_ok=True)
+        # One at a time (a build round's and a purge's, on two threads): they would share
+        # the temporary file, and an older one's counts could land after a newer one's.
+        with self._checkpointing:
+            if not self.keep(path) and deleted:
+                path.unlink(missing_ok=True)
 
     def uncounted(self, shard: int) -> bool:
         """Whether a :meth:`recount` has yet to count ``shard``."""

@@ -213,10 +213,10 @@ class ShardLedger:
     def checkpoint(self) -> None:
         """Write the same counts to ``build-counts.checkpoint``, which an open after a crash
         reads (module text). A failure is logged: that open then builds every marked shard
-        once."""
+        once. Under the lock, as every write of that file (:meth:`built`, :meth:`purged`):
+        two at once would share its temporary file."""
         with self._lock:
-            counts = self._counts()
-        self._write(build_checkpoint(self._root), counts)
+            self._write(build_checkpoint(self._root), self._counts())
 
     def _counts(self) -> dict[str, int]:
         """Under the lock: the points each marked shard holds unindexed, when known."""
