@@ -86,7 +86,7 @@ class ShardLedger:
         self._indexed: list[int | None] = [
             None if i in self._unbuilt and i not in kept else 0 for i in range(shards)
         ]
-        self._write(build_checkpoint(root), self._counts())  # what a crash starts from
+        self._write(build_checkpoint(root))  # what a crash starts from
         self._began = [0] * shards
         self._deletes = [0] * shards
         marks = {i: purge_mark(root, i) for i in range(shards)}
@@ -148,7 +148,7 @@ class ShardLedger:
                 build_mark(self._root, index).unlink(missing_ok=True)
                 fsync_dir(self._root)
                 self._unbuilt.discard(index)
-            self._write(build_checkpoint(self._root), self._counts())
+            self._write(build_checkpoint(self._root))
 
     # -- purges --------------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class ShardLedger:
             if self._deletes[index] == token and index in self._dirty:
                 # Not in the checkpoint first: a crash after the mark goes would build the
                 # copy only once enough points were written to it.
-                self._write(build_checkpoint(self._root), self._counts())
+                self._write(build_checkpoint(self._root))
                 purge_mark(self._root, index).unlink(missing_ok=True)
                 fsync_dir(self._root)
                 self._dirty.discard(index)
@@ -207,8 +207,7 @@ class ShardLedger:
         the next open (after the last write: at a clean close). A failure is logged: the
         next open then starts from the checkpoint."""
         with self._lock:
-            counts = self._counts()
-        self._write(build_counts(self._root), counts)
+            self._write(build_counts(self._root))
 
     def checkpoint(self) -> None:
         """Write the same counts to ``build-counts.checkpoint``, which an open after a crash
@@ -216,18 +215,16 @@ class ShardLedger:
         once. Under the lock, as every write of that file (:meth:`built`, :meth:`purged`):
         two at once would share its temporary file."""
         with self._lock:
-            self._write(build_checkpoint(self._root), self._counts())
+            self._write(build_checkpoint(self._root))
 
-    def _counts(self) -> dict[str, int]:
-        """Under the lock: the points each marked shard holds unindexed, when known."""
-        return {
+    def _write(self, path: Path) -> None:
+        """Under the lock (or in the constructor): write the points each marked shard holds
+        unindexed, when known, to ``path``, durably; a failure is logged."""
+        counts = {
             shard_name(i): self._points[i] - indexed
             for i in sorted(self._unbuilt)
             if (indexed := self._indexed[i]) is not None
         }
-
-    @staticmethod
-    def _write(path: Path, counts: dict[str, int]) -> None:
         try:
             replace_durably(path, json.dumps(counts).encode())
         except OSError as exc:
