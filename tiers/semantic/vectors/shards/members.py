@@ -149,7 +149,8 @@ class ShardSet:
     def _open_rest(self) -> None:
         """Open the shards not asked for yet, one after another, until closed (a shard that
         cannot be opened is logged, and raises to whoever asks for it), resting between
-        loads (module text)."""
+        loads (module text); logs ``vectors.opened`` at the end."""
+        started, loaded = time.perf_counter(), 0
         for index in sorted(self._unopened):
             if self._closed:
                 return
@@ -157,6 +158,7 @@ class ShardSet:
             try:
                 if self._stores[index] is None:
                     self.get(index)
+                    loaded += 1
                     self._stopping.wait((time.perf_counter() - began) * OPENER_REST)
             except Exception as exc:  # the shard's reader gets it again
                 if self._closed:
@@ -165,6 +167,9 @@ class ShardSet:
                     "vectors.shard_unopened",
                     extra={"fields": {"store": self.path.name, "shard": index, "error": str(exc)}},
                 )
+        seconds = round(time.perf_counter() - started, 1)
+        fields = {"store": self.path.name, "opened_behind": loaded, "seconds": seconds}
+        log.info("vectors.opened", extra={"fields": fields})
 
     def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
         """Open (or make) shard ``index``, counting its terms if told or if a recount has yet
