@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
 from tiers.semantic.vectors.edge_filter import build_filter
 from tiers.semantic.vectors.edge_shard import (
-    COPY_PAGE,
+    READ_PAGE,
     SIDECAR,
     check_model,
     copy_points,
@@ -238,6 +238,7 @@ class EdgeVectorStore:
             shard = self.live.current()
             n = shard.count(CountRequest(exact=True, filter=engine_filter))
             if n:
+                self.live.read_ahead(shard, n, [f"vector_storage-{SPARSE}"])
                 # A page at a time (the engine holds the GIL through a call): ids read, then
                 # deleted by id, then their terms uncounted.
                 for removed in sparse_pages(shard, engine_filter):
@@ -304,37 +305,48 @@ class EdgeVectorStore:
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         return [
             MemoryPoint.from_payload(str(r.id), r.payload)
-            for r in self._scrolled(flt, limit, payload=True)
+            for page in self._pages(flt, limit, payload=True)
+            for r in page
             if r.payload is not None
         ]
 
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
-        return [str(r.id) for r in self._scrolled(flt, limit, payload=False)]
+        return [str(r.id) for page in self._pages(flt, limit, payload=False) for r in page]
 
     def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
-        return episodes_of(r.payload for r in self._scrolled(flt, limit, payload=["episode_id"]))
+        found: set[str] = set()
+        for page in self._pages(flt, limit, payload=["episode_id"]):
+            found |= episodes_of(r.payload for r in page)  # a page's records freed as it goes
+        return found
 
-    def _scrolled(self, flt: PointFilter, limit: int, *, payload: bool | list[str]) -> list[Record]:
-        """Up to ``limit`` records matching ``flt``, with their payloads or not."""
-        # A page at a time: the engine holds the GIL through a call, and one call over a large
-        # user's points would stall every other thread for a second.
-        out: list[Record] = []
+    def _pages(
+        self, flt: PointFilter, limit: int, *, payload: bool | list[str]
+    ) -> Iterator[list[Record]]:
+        """Up to ``limit`` records matching ``flt``, with their payloads or not, a page at a
+        time: the engine holds the GIL through a call, and one call over a large user's points
+        would stall every other thread for a second. A read of payloads that is a large share
+        of the shard reads its payload files ahead (:meth:`EdgeBuilds.read_ahead`)."""
         offset: Any = None
         engine_filter = build_filter(flt)
-        while len(out) < limit:
+        left = limit
+        if payload and limit >= READ_PAGE:
+            with self.live.read("scroll") as shard:
+                wanted = shard.count(CountRequest(exact=True, filter=engine_filter))
+                self.live.read_ahead(shard, min(wanted, limit), ["payload_storage"])
+        while left > 0:
             request = ScrollRequest(
                 offset=offset,
-                limit=min(COPY_PAGE, limit - len(out)),
+                limit=min(READ_PAGE, left),
                 filter=engine_filter,
                 with_payload=payload,
                 with_vector=False,
             )
             with self.live.read("scroll") as shard:
                 records, offset = shard.scroll(request)
-            out += records
+            left -= len(records)
+            yield records
             if offset is None:
                 break
-        return out
 
     def count(self, flt: PointFilter) -> int:
         with self.live.read("count") as shard:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contracts.vectors import T0, alice, ids, mem, ready, unit
+from tests.contracts.vectors import BOB, T0, alice, ids, mem, ready, unit
 from tests.support.builds import child_running, gated_child, index_small_stores
 from tiers.semantic.vectors import (
     IndexBuildCancelled,
@@ -65,6 +65,31 @@ def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
     assert edge_shard.warm(path / "gen-none") == 0  # nothing there: nothing read
     with ready(EdgeVectorStore, path, quantization="int8") as reopened:
         assert reopened.count(PointFilter()) == 300
+
+
+def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, monkeypatch):
+    """The episode ids of a user holding most of the shard, and the delete of their points,
+    read the payload and the sparse vector files ahead; a user's few points do not."""
+    from tiers.semantic.vectors import edge_builds
+
+    read: list[tuple[list[str], int]] = []
+
+    def spy(gen: Path, parts: list[str]) -> int:
+        read.append((list(parts), n := edge_shard.read_ahead(gen, parts)))
+        return n
+
+    monkeypatch.setattr(edge_builds, "read_ahead", spy)
+    store.upsert([mem(f"alice {i}", seq=i, episode=f"ep-{i % 7}") for i in range(600)])
+    store.upsert([mem(f"bob {i}", scope=BOB, seq=i, seed=i) for i in range(20)])
+    assert store.episode_ids(PointFilter(user_id="bob"), 10_000) == {"ep-1"}
+    assert read == []  # 20 points: no read ahead
+    assert store.episode_ids(alice(), 10_000) == {f"ep-{i}" for i in range(7)}
+    payloads = [f for f in generations.current(path).glob("segments/*/payload_storage/*")]
+    assert read == [(["payload_storage"], sum(f.stat().st_size for f in payloads))]
+    assert store.episode_ids(alice(), 100) <= {f"ep-{i}" for i in range(7)}  # 100: none
+    assert store.delete(alice()) == 600
+    assert [parts for parts, n in read[1:]] == [["vector_storage-sparse"]] and read[1][1] > 0
+    assert store.count(alice()) == 0 and store.count(PointFilter(user_id="bob")) == 20
 
 
 def test_a_build_swaps_the_built_copy_in(store, path):
