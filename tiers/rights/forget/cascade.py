@@ -40,6 +40,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import replace
+from operator import attrgetter
 
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope, unpack
@@ -52,7 +53,7 @@ from tiers.journal.store import (
     UNINDEXED_CF,
     Journal,
 )
-from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, ScopeCache
+from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, Laps, ScopeCache
 from tiers.rights.forget.purge import Purger
 from tiers.rights.forget.validity import reopen, restore_superseded
 from tiers.rocks import Batch, RocksStore
@@ -67,6 +68,7 @@ from tiers.working.memory import WorkingMemory
 from tiers.working.progress import LIVE_CF
 from tiers.working.session import LOG_CF, MSGIDS_CF
 
+_scope_order = attrgetter("user_id", "agent_id")  # a scope as (user, agent)
 log = logging.getLogger("strata.forget")
 # The state store's families Forget deletes from, besides the kinds' (compacted by the purge).
 STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, LIVE_CF, *CONSOLIDATION_CFS, *GRAPH_CFS)
@@ -219,13 +221,14 @@ class Forgetter:
             return self._run(plan)
 
     def _run(self, plan: ForgetPlan) -> ForgetCounts:
-        counts = ForgetCounts()
+        counts, laps = ForgetCounts(), Laps()
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
         with self._semantic.write_lock, self._working.write_lock:  # the backup's order
             scope_edges: list[Edge] = []
             if scope is not None:  # here, where no session can end meanwhile
                 scope_edges = self._scope_episodes(scope, plan)
+            laps.lap("scope")
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
             batch = self._state.batch()
@@ -249,6 +252,7 @@ class Forgetter:
                 Tombstones.add(batch, episodes, sorted(memories))
                 with self._noted(batch, plan, len(episodes), len(memories), records):
                     mark, earlier = self.purger.write_marked(batch)
+            laps.lap("tombstones")
             # The edges removed, for the facts they superseded (none left in a scope's Forget).
             removed: list[Edge] | None = [] if scope is None else None
             if scope is not None:
@@ -256,6 +260,7 @@ class Forgetter:
                 counts.sessions = len(dropped)
                 counts.session_messages = sum(n for _sid, n in dropped)
             self._delete_episodes(episodes, plan, counts)
+            laps.lap("journal")
             semantic, graph = self._semantic, self._semantic.graph
             # The facts forgotten, read before their points go: what they replaced is current
             # again (an update the extractor reported; supersession is derived again below).
@@ -272,7 +277,9 @@ class Forgetter:
                 counts.vector_points += semantic.delete(
                     PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
                 )
+                laps.lap("points")
                 self._remove_edges([e.id for e in scope_edges], counts, removed)
+                laps.lap("graph")
             if episodes:
                 of_episodes = PointFilter(user_id=user_id, episode_ids=tuple(episodes))
                 counts.vector_points += semantic.delete(of_episodes, ())
@@ -286,6 +293,7 @@ class Forgetter:
                 counts.consolidation_records += self._redact(vectors.get(list(ids)))
                 counts.vector_points += semantic.delete(PointFilter(ids=ids), ())
                 self._remove_edges(list(ids), counts, removed)
+            laps.lap("points")
             counts.facts_restored = reopen(semantic, facts) + restore_superseded(
                 semantic, removed or []
             )
@@ -312,7 +320,9 @@ class Forgetter:
             # purger's thread, beside RocksDB's here.
             self.purger.request()
             counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else ())
-        log.info("forget.done", extra={"fields": {"users": len(users), **counts.as_dict()}})
+        laps.lap("rest")
+        fields = {"users": len(users), **counts.as_dict(), **laps.ms}
+        log.info("forget.done", extra={"fields": fields})
         return counts
 
     def _noted(
@@ -380,10 +390,6 @@ class Forgetter:
             sbatch.delete(LIVE_CF, key)  # a live session's index mark
         self._jstore.write(jbatch)
         self._state.write(sbatch)
-
-
-def _scope_order(scope: Scope) -> tuple[str, str]:
-    return scope.user_id, scope.agent_id
 
 
 def _extraction_owner(raw: bytes) -> Scope | None:

@@ -5,6 +5,7 @@ Forget empties. The cascade itself is :mod:`tiers.rights.forget.cascade`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -53,6 +54,21 @@ class ForgetPlan:
                 self.memory_ids.discard(item)
         if self.target.scope is None:
             self.owners = set(self.owner_of.values())
+
+
+class Laps:
+    """The milliseconds of a Forget's stages (for its log line), each stage's time the time
+    since the last lap, added up over its laps."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        key = f"{stage}_ms"
+        self.ms[key] = round(self.ms.get(key, 0.0) + (now - self._last) * 1000, 1)
+        self._last = now
 
 
 @dataclass(slots=True)
