@@ -20,8 +20,8 @@ and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-inde
   for ``--rounds`` rounds: the first visit of each and the later ones apart;
 - a restart: the shards rebuilt in its first ``--settle`` seconds (index builds every 20 s),
   its start times, and a first Recall of each big user (its graph read back from disk);
-- a Forget of the largest user while a thread recalls small users: its duration and the
-  others' slowest Recall meanwhile;
+- a Forget of the largest user while a thread recalls small users (once the opener is done
+  and they were asked twice): its duration, its stages and the others' Recalls meanwhile;
 - the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
 """
 
@@ -83,6 +83,7 @@ def disk(path: Path) -> dict[str, float]:
     return {"apparent_gb": round(apparent / 1e9, 2), "allocated_gb": round(allocated / 1e9, 2)}
 
 
+OPENER_TIMEOUT = 1800.0  # at 10M the opener rests three times each load: minutes
 FIRST_RECALL_TIMEOUT = 900.0  # at 10M, a small user's first Recall ever took over 60 s
 
 
@@ -117,9 +118,19 @@ def in_turn(address: str, users: list[str], rounds: int, questions: list[str]) -
 
 
 def forget_largest(
-    address: str, big: str, small: list[str], questions: list[str]
+    proc: ProcessDaemon, big: str, small: list[str], questions: list[str]
 ) -> dict[str, Any]:
-    """Forget ``big`` while a thread recalls the small users; its duration and theirs."""
+    """Forget ``big`` while a thread recalls the small users; its duration and theirs. First
+    the opener's loads end (``vectors.opened``) and the small users are asked once, so that
+    their Recalls meanwhile measure the Forget, not cold shards or loads."""
+    t0 = time.perf_counter()
+    while "event=vectors.opened" not in proc.log_path.read_text(errors="replace"):
+        if time.perf_counter() - t0 > OPENER_TIMEOUT:
+            raise TimeoutError(f"no vectors.opened within {OPENER_TIMEOUT:g} s")
+        time.sleep(1.0)
+    waited = time.perf_counter() - t0
+    warm = in_turn(proc.address, small, 2, questions)["later"]
+    address = proc.address
     done = threading.Event()
     others: list[float] = []
 
@@ -141,7 +152,19 @@ def forget_largest(
     time.sleep(1.0)
     done.set()
     thread.join()
-    return {"forget_s": round(seconds, 2), "others": summary(others)}
+    return {
+        "forget_s": round(seconds, 2),
+        "others": summary(others),
+        "others_before": warm,
+        "opener_waited_s": round(waited, 1),
+        "stages_ms": forget_stages(proc.log_path.read_text(errors="replace")),
+    }
+
+
+def forget_stages(text: str) -> dict[str, float]:
+    """The stages of the last ``forget.done`` line (``*_ms`` fields)."""
+    lines = [line for line in text.splitlines() if "event=forget.done" in line]
+    return {k: float(v) for k, v in re.findall(r"(\w+_ms)=([\d.]+)", lines[-1] if lines else "")}
 
 
 def log_figures(text: str) -> dict[str, Any]:
@@ -252,9 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             result["restart"]["recall_big_first_visit"] = visits["first_visit"]
             if big:
                 print(f"forgetting the largest user left ({big[0]}) ...", flush=True)
-                result["forget"] = forget_largest(
-                    proc.address, big[0], asked[len(big) :], questions
-                )
+                result["forget"] = forget_largest(proc, big[0], asked[len(big) :], questions)
                 forgotten_file.write_text(json.dumps([*forgotten, big[0]]))
             else:
                 print("no big user left to forget: fill again for a Forget", flush=True)
