@@ -324,12 +324,13 @@ class EdgeVectorStore:
     ) -> Iterator[list[Record]]:
         """Up to ``limit`` records matching ``flt``, with their payloads or not, a page at a
         time: the engine holds the GIL through a call, and one call over a large user's points
-        would stall every other thread for a second. A read of payloads that is a large share
-        of the shard reads its payload files ahead (:meth:`EdgeBuilds.read_ahead`)."""
+        would stall every other thread for a second. A read of payloads that may take many
+        pages counts them first, and one that is a large share of the shard reads its payload
+        files ahead (:meth:`EdgeBuilds.read_ahead`)."""
         offset: Any = None
         engine_filter = build_filter(flt)
         left = limit
-        if payload and limit >= READ_PAGE:
+        if payload and limit >= 16 * READ_PAGE:
             with self.live.read("scroll") as shard:
                 wanted = shard.count(CountRequest(exact=True, filter=engine_filter))
                 self.live.read_ahead(shard, min(wanted, limit), ["payload_storage"])
