@@ -49,6 +49,14 @@ CONSOLIDATION_CFS = (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF)
 _ID_LEN = 32
 
 
+def extraction_owner(raw: bytes) -> Scope | None:
+    """The scope a stored extraction records (``weaver.consolidate.encode_extraction``: its
+    ``ep`` part); None for a record written without it."""
+    doc = unpack(raw)
+    ep = doc.get("ep") if isinstance(doc, dict) else None
+    return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
+
+
 @dataclass(frozen=True, slots=True)
 class PendingEpisode:
     episode_id: str

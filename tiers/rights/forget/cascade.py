@@ -43,6 +43,7 @@ from dataclasses import replace
 from operator import attrgetter
 
 from tiers.changes.log import Change, ChangeLog
+from tiers.core import collector
 from tiers.core.records import Scope, unpack
 from tiers.journal.store import (
     BY_USER_CF,
@@ -52,6 +53,7 @@ from tiers.journal.store import (
     PENDING_CF,
     UNINDEXED_CF,
     Journal,
+    extraction_owner,
 )
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, Laps, ScopeCache
 from tiers.rights.forget.purge import Purger
@@ -158,19 +160,23 @@ class Forgetter:
         plan.episode_ids.discard("")
         return plan
 
-    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> list[Edge]:
+    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> list[str]:
         """Every episode with data of ``scope`` anywhere: journal, marks, points, edges.
-        Returns the scope's edges, read once for both (a large user's take a second)."""
+        Returns the ids of the scope's edges, read once for both (a large user's take a
+        second; decoded edges kept past their burst were walked by collections)."""
         _embedder, vectors = self._semantic.wait_ready(0)
         plan.episode_ids.update(
             vectors.episode_ids(
                 PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
             )
         )
-        edges = self._semantic.graph.edges_where(
-            lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
-        )
-        plan.episode_ids.update(e.episode_id for e in edges)
+        with collector.quiet():
+            edges = self._semantic.graph.edges_where(
+                lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
+            )
+            plan.episode_ids.update(e.episode_id for e in edges)
+            edge_ids = [e.id for e in edges]
+            del edges
         prefix = scope.user_id.encode() + b"\x00"
         for key, value in self._jstore.scan_prefix(BY_USER_CF, prefix):
             _flushed, user_id, agent_id = unpack(value)
@@ -187,10 +193,10 @@ class Forgetter:
         # produced no point (or whose points were deleted) is found here.
         user = scope.user_id.encode()  # in a record of the scope (msgpack keeps it as is)
         for key, value in self._state.scan(EXTRACTIONS_CF, b""):
-            owner = _extraction_owner(value) if user in value else None
+            owner = extraction_owner(value) if user in value else None
             if owner is not None and _in(scope, owner.user_id, owner.agent_id):
                 plan.episode_ids.add(key.decode())
-        return edges
+        return edge_ids
 
     def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
         header = self._journal.find(episode_id)
@@ -203,7 +209,7 @@ class Forgetter:
                 _flushed, user_id, agent_id, _sid = unpack(raw)
                 return Scope(user_id, agent_id)
         raw = self._state.get(EXTRACTIONS_CF, episode_id.encode())
-        owner = _extraction_owner(raw) if raw is not None else None
+        owner = extraction_owner(raw) if raw is not None else None
         if owner is not None:
             return owner
         _embedder, vectors = self._semantic.wait_ready(0)
@@ -225,7 +231,7 @@ class Forgetter:
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
         with self._semantic.write_lock, self._working.write_lock:  # the backup's order
-            scope_edges: list[Edge] = []
+            scope_edges: list[str] = []
             if scope is not None:  # here, where no session can end meanwhile
                 scope_edges = self._scope_episodes(scope, plan)
             laps.lap("scope")
@@ -278,7 +284,7 @@ class Forgetter:
                     PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
                 )
                 laps.lap("points")
-                self._remove_edges([e.id for e in scope_edges], counts, removed)
+                self._remove_edges(scope_edges, counts, removed)
                 laps.lap("graph")
             if episodes:
                 of_episodes = PointFilter(user_id=user_id, episode_ids=tuple(episodes))
@@ -390,11 +396,3 @@ class Forgetter:
             sbatch.delete(LIVE_CF, key)  # a live session's index mark
         self._jstore.write(jbatch)
         self._state.write(sbatch)
-
-
-def _extraction_owner(raw: bytes) -> Scope | None:
-    """The scope a stored extraction records (``weaver.consolidate.encode_extraction``: its
-    ``ep`` part); None for a record written without it."""
-    doc = unpack(raw)
-    ep = doc.get("ep") if isinstance(doc, dict) else None
-    return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
