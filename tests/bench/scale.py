@@ -121,8 +121,9 @@ def forget_largest(
     proc: ProcessDaemon, big: str, small: list[str], questions: list[str]
 ) -> dict[str, Any]:
     """Forget ``big`` while a thread recalls the small users; its duration and theirs. First
-    the opener's loads end (``vectors.opened``) and the small users are asked once, so that
-    their Recalls meanwhile measure the Forget, not cold shards or loads."""
+    the opener's loads end (``vectors.opened``) and the small users are asked twice (the
+    second round is ``others_before``), so that their Recalls meanwhile measure the Forget,
+    not cold shards or loads."""
     t0 = time.perf_counter()
     while "event=vectors.opened" not in proc.log_path.read_text(errors="replace"):
         if time.perf_counter() - t0 > OPENER_TIMEOUT:
