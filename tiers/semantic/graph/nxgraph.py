@@ -299,6 +299,7 @@ class NetworkXGraph:
             self._state.write(batch)
             edges = sum(i in graphs[u].ends for u, user_ids in by_user.items() for i in user_ids)
             nodes = sum(graphs[user].drop(user_ids) for user, user_ids in by_user.items())
+            del graphs  # freed here: a collection resumes with the block's end
             self._measure(by_user)
             return edges, nodes
 
