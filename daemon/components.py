@@ -87,7 +87,12 @@ def recall_engine(
         min_memories=s.recall.graph_files_min_memories,
         check=semantic.check_space,
     )
-    graph = GraphChannel(semantic, cache_bytes=s.recall.graph_cache_mb * 2**20, files=files)
+    graph = GraphChannel(
+        semantic,
+        cache_bytes=s.recall.graph_cache_mb * 2**20,
+        large_scope=s.recall.graph_large_scope,
+        files=files,
+    )
     channels: dict[str, Channel] = {
         "vector": VectorChannel(semantic),
         "keyword": KeywordChannel(semantic),

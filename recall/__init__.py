@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -36,6 +36,12 @@ class RecallError(StrataError):
 class RerankFailed(RecallError):
     """The reranker could not order the candidates (timeout, bad reply); the fused order
     stands and the response says so."""
+
+
+class ChannelNotReady(RecallError):
+    """A channel has nothing for the query's scope yet: what it searches is being built in
+    the background (the graph of a large scope). The engine reports the channel as degraded,
+    without a warning, and goes on with the others."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,13 +181,23 @@ class Channel(Protocol):
     ``search`` raises on failure (the engine reports the channel as degraded and goes on with the
     others): :class:`tiers.semantic.embedding.EmbeddingUnavailable` while Tier 3 is starting (or
     failed to), :class:`tiers.semantic.vectors.VectorStoreUnavailable` when the vector store fails a
-    read, and :class:`ValueError` for a query without a ``user_id`` (scope is a hard filter).
+    read, :class:`ChannelNotReady` while what it searches for the scope is being built, and
+    :class:`ValueError` for a query without a ``user_id`` (scope is a hard filter).
     ``tests/contracts/test_channel.py`` runs the contract against each
     channel."""
 
     name: str
 
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A channel with work of its own in the background (the graph's builds), which the
+    engine's ``close`` stops: ``close`` starts no more of it, is idempotent and raises
+    nothing."""
+
+    def close(self) -> None: ...
 
 
 class Reranker(Protocol):

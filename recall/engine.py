@@ -24,6 +24,8 @@ from typing import TypeVar
 from recall import (
     Candidate,
     Channel,
+    ChannelNotReady,
+    Closable,
     Query,
     QueryContext,
     Reranker,
@@ -99,8 +101,12 @@ class RecallEngine:
         self.events = Events("recall")  # Recalled
 
     def close(self) -> None:
+        """Stop the request threads and the channels' background work. Idempotent."""
         self._requests.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for channel in self._channels.values():
+            if isinstance(channel, Closable):
+                channel.close()
 
     def submit(self, query: Query) -> Future[RecallResult]:
         """:meth:`recall` on the engine's request threads."""
@@ -266,18 +272,12 @@ class RecallEngine:
             try:
                 results[name] = timed(name)
             except Exception as exc:
-                degraded.append(name)
-                log.warning(
-                    "recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}}
-                )
+                _failed(name, exc, degraded)
         for name, future in futures.items():
             try:
                 results[name] = future.result()
             except Exception as exc:
-                degraded.append(name)
-                log.warning(
-                    "recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}}
-                )
+                _failed(name, exc, degraded)
         return {n: results[n] for n in names if n in results}, degraded
 
     def _adjust(self, candidates: list[Candidate], query: Query) -> None:
@@ -387,6 +387,13 @@ def _params(query: Query, window: tuple[int, int] | None) -> Hashable:
         query.explain,
         query.recipe.model_dump_json(),
     )
+
+
+def _failed(name: str, exc: Exception, degraded: list[str]) -> None:
+    """A channel that failed (or is not ready for the scope) is reported degraded."""
+    degraded.append(name)
+    if not isinstance(exc, ChannelNotReady):  # not ready: no warning for every query
+        log.warning("recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}})
 
 
 def _ms(since: float) -> float:

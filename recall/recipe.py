@@ -228,6 +228,16 @@ class RecallSettings(Recipe):
             "(<data_dir>/graphs), so it is built again fast after an eviction or a restart."
         ),
     )
+    graph_large_scope: int = Field(
+        20_000,
+        ge=1,
+        description=(
+            "A scope with this many turns and facts or more builds its graph in the background "
+            "(200,000 take 5-25 s from a cold store): until the first build is done its "
+            "queries go on without the graph channel (reported degraded), and after a write "
+            "they use the previous graph until the next is built."
+        ),
+    )
     cache_similarity: float = Field(
         0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
     )

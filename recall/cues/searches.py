@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
-from recall import Channel, Query, QueryContext
+from recall import Channel, ChannelNotReady, Query, QueryContext
 from recall.cache import QueryVectors
 from recall.cues.speakers import without_speakers
 from recall.cues.times import cue
@@ -52,6 +52,8 @@ class CueSearches:
             try:
                 speakers = frozenset(self._speakers(query.scope))
                 text = without_speakers(query.text, speakers)
+            except ChannelNotReady:  # the scope's speakers are not known yet: the query as asked
+                pass
             except Exception as exc:  # the query as asked still answers
                 log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
         texts = [query.text] if text is None else [query.text, text]

@@ -53,6 +53,7 @@ class GraphChannel:
         kinds: tuple[str, ...] = MEMORY_KINDS,
         reply_weight: float = REPLY_WEIGHT,
         cache_bytes: int = 256 * 2**20,
+        large_scope: int = 20_000,
         files: FeatureFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -60,6 +61,7 @@ class GraphChannel:
         self.graphs = MemoryGraphs(
             semantic,
             refresh_seconds=refresh_seconds,
+            large_scope=large_scope,
             kinds=kinds,
             reply_weight=reply_weight,
             max_bytes=cache_bytes,
@@ -71,6 +73,10 @@ class GraphChannel:
         self.dense_seeds = dense_seeds
         self.alpha = alpha
 
+    def close(self) -> None:
+        """Start no more graph builds (:meth:`MemoryGraphs.close`)."""
+        self.graphs.close()
+
     def forget_scope(self, user_id: str) -> int:
         """Forget's hook: drop the user's cached graphs and their features on disk. Returns
         how many graphs were dropped."""
@@ -78,7 +84,8 @@ class GraphChannel:
 
     def speakers(self, scope: Scope) -> frozenset[str]:
         """The normalized names of the scope's speakers, short forms included (its graph's:
-        built or rebuilt here when a write made it stale)."""
+        built or rebuilt here when a write made it stale). Raises
+        :class:`recall.ChannelNotReady` while a large scope's first build runs."""
         _embedder, vectors = self._semantic.wait_ready(0)
         return self.graphs.get(scope, vectors).speakers
 

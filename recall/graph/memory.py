@@ -4,12 +4,17 @@ budget, their memories' features kept with them and on disk (:mod:`recall.graph.
 The graph (:mod:`recall.graph.scope`) is derived, never stored: it is built from the vector
 store's points and the fact graph on a scope's first query, and again on the first query
 after that scope was written: a query sees every write made before it. A build reads the
-scope's current ids and only the points whose features it lacks. Only a large scope
-(``large_scope`` memories or more) keeps a build younger than ten times its own duration, so
-that under steady writes it spends at most a tenth of its time rebuilding (a query in that
-window sees the previous build); ``refresh_seconds`` (0 by default) sets such a window for
-every scope. So it is as durable as the points and edges it comes from; Forget, rebuild and
-restore need nothing more than dropping the cached build (:meth:`MemoryGraphs.forget_scope`).
+scope's current ids and only the points whose features it lacks. So it is as durable as the
+points and edges it comes from; Forget, rebuild and restore need nothing more than dropping
+the cached build (:meth:`MemoryGraphs.forget_scope`).
+
+A large scope (``large_scope`` memories or more) is built in the background, one build at a
+time, so that no query waits seconds for it (200,000 memories read from a cold store: 5-25 s).
+Until its first build is done the graph is not ready for the scope
+(:class:`recall.ChannelNotReady`: the query goes on with the other channels); after a write its
+queries use the previous build while the next one runs, and a build younger than ten times
+its own duration is not redone, so that under steady writes a scope spends at most a tenth of
+its time rebuilding. ``refresh_seconds`` (0 by default) sets such a window for every scope.
 """
 
 from __future__ import annotations
@@ -19,14 +24,17 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from recall import ChannelNotReady
 from recall.graph.features import ID, Features, FeatureTable
 from recall.graph.files import FeatureFiles
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph, assemble
 from tiers.core import collector
+from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.vectors import PointFilter, VectorStore
@@ -35,6 +43,7 @@ log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
+READ_PAGE = 2_048  # points decoded at a time by a build (each page freed as it goes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +58,8 @@ class MemoryGraphs:
     """The per-scope graphs, built on demand, rebuilt after writes (a :class:`ScopeCache`).
     They are kept within ``max_bytes`` (:attr:`ScopeGraph.nbytes`: a graph with its
     memories' features), the least recently used evicted first; the graph just built is kept
-    even when it alone is larger. A kept graph's features serve its scope's next build."""
+    even when it alone is larger. A kept graph's features serve its scope's next build.
+    :meth:`close` stops the background builds."""
 
     def __init__(
         self,
@@ -76,9 +86,14 @@ class MemoryGraphs:
         self._clock = clock
         self._lock = threading.Lock()
         self._versions: dict[str, int] = {}  # user -> writes seen
+        self._forgets: dict[str, int] = {}  # user -> Forgets seen
         self._builds: dict[tuple[str, str], threading.Lock] = {}
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
+        self._behind: ThreadPoolExecutor | None = None  # the large scopes' builds
+        self._pending: set[tuple[str, str]] = set()  # scopes with a build in the background
+        self._idle = threading.Condition(self._lock)  # notified as a background build ends
+        self._closed = False
         # Staged points are not in the vector store: the graph is built from its points.
         semantic.events.subscribe(Tier3Written, self._written)
 
@@ -89,7 +104,8 @@ class MemoryGraphs:
             self._versions[event.user_id] = self._versions.get(event.user_id, 0) + 1
 
     def forget_scope(self, user_id: str) -> int:
-        """Drop the user's graphs (Forget's hook); returns how many."""
+        """Drop the user's graphs (Forget's hook); returns how many. A build under way for
+        the user is not kept."""
         with self._lock:
             doomed = [k for k in self._entries if k[0] == user_id]
             for key in doomed:
@@ -97,9 +113,18 @@ class MemoryGraphs:
                 self._builds.pop(key, None)
                 self._saved.pop(key, None)
             self._versions[user_id] = self._versions.get(user_id, 0) + 1
+            self._forgets[user_id] = self._forgets.get(user_id, 0) + 1
         if self.files is not None:
             self.files.forget(user_id)
         return len(doomed)
+
+    def close(self) -> None:
+        """Start no more builds; one under way stops at its next page. Idempotent."""
+        with self._lock:
+            self._closed = True
+            behind, self._behind = self._behind, None
+        if behind is not None:
+            behind.shutdown(wait=False, cancel_futures=True)
 
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
@@ -113,13 +138,81 @@ class MemoryGraphs:
 
     def get(self, scope: Scope, vectors: VectorStore) -> ScopeGraph:
         """The scope's graph: the cached build while it is current (or young: see the
-        module's text), else a new one (one build per scope at a time)."""
+        module's text), else a new one (one build per scope at a time). Raises
+        :class:`recall.ChannelNotReady` while a large scope's first build runs."""
         key = (scope.user_id, scope.agent_id)
         with self._lock:
             entry = self._entries.get(key)
             if self._usable(entry, scope.user_id):
                 self._entries.move_to_end(key)
                 return entry.graph  # type: ignore[union-attr]
+            if entry is not None and entry.graph.count >= self.large_scope:
+                self._build_behind(key, scope, vectors)
+                return entry.graph  # the previous build until the next is done
+            if key in self._pending:
+                raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
+        if self._large(scope, vectors):
+            with self._lock:
+                self._build_behind(key, scope, vectors)
+            raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
+        return self._built(key, scope, vectors)
+
+    def _large(self, scope: Scope, vectors: VectorStore) -> bool:
+        """Whether the scope, never built here or evicted, holds ``large_scope`` memories or
+        more (counted: the engine's count, a few ms)."""
+        kinds = self.kinds
+        if "episode_turn" in kinds:
+            kinds = tuple(dict.fromkeys((*kinds, *FALLBACK_KINDS)))
+        flt = PointFilter(
+            user_id=scope.user_id, agent_id=scope.agent_id, kinds=kinds, include_superseded=False
+        )
+        return vectors.count(flt) >= self.large_scope
+
+    def _build_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
+        """Start the scope's build in the background (self._lock held), unless one is under
+        way or the graphs are closed."""
+        if key in self._pending or self._closed:
+            return
+        if self._behind is None:
+            self._behind = ThreadPoolExecutor(1, "graph-build", lower_this_thread, (RECALL_NICE,))
+        self._pending.add(key)
+        self._behind.submit(self._run_behind, key, scope, vectors)
+
+    def _run_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
+        began = time.perf_counter()
+        try:
+            graph = self._built(key, scope, vectors)
+            log.info(
+                "recall.graph_built",
+                extra={
+                    "fields": {
+                        "user_id": scope.user_id,
+                        "memories": graph.count,
+                        "ms": round((time.perf_counter() - began) * 1000, 1),
+                    }
+                },
+            )
+        except Exception as exc:  # the next query of the scope starts another
+            if not self._closed:
+                log.warning(
+                    "recall.graph_build_failed",
+                    extra={"fields": {"user_id": scope.user_id, "error": repr(exc)}},
+                )
+        finally:
+            with self._lock:
+                self._pending.discard(key)
+                self._idle.notify_all()
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until no build runs in the background; False if one still does after
+        ``timeout`` seconds."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._pending, timeout)
+
+    def _built(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> ScopeGraph:
+        """A new build of the scope's graph, kept (unless its user was forgotten meanwhile);
+        a build finished by another thread while this one waited is taken instead."""
+        with self._lock:
             build_lock = self._builds.setdefault(key, threading.Lock())
         with build_lock:
             with self._lock:
@@ -127,6 +220,7 @@ class MemoryGraphs:
                 if entry is not None and entry.version == self._versions.get(scope.user_id, 0):
                     return entry.graph  # built while this thread waited
                 version = self._versions.get(scope.user_id, 0)
+                forgets = self._forgets.get(scope.user_id, 0)
                 began = self._clock()
                 known = entry.graph.features if entry is not None else None
             generation = self.files.generation(scope.user_id) if self.files is not None else 0
@@ -141,17 +235,22 @@ class MemoryGraphs:
                 with self._lock:
                     self._saved[key] = graph.count
             with self._lock:
-                old = self._entries.pop(key, None)
-                if old is not None:
-                    self.nbytes -= old.graph.nbytes
-                self._entries[key] = _Entry(graph, version, began, self._clock() - began)
-                self.nbytes += graph.nbytes
-                while self.nbytes > self.max_bytes and len(self._entries) > 1:
-                    evicted, entry = self._entries.popitem(last=False)
-                    self.nbytes -= entry.graph.nbytes
-                    self._builds.pop(evicted, None)
-                    self._saved.pop(evicted, None)
+                if self._forgets.get(scope.user_id, 0) == forgets:
+                    self._keep(key, _Entry(graph, version, began, self._clock() - began))
             return graph
+
+    def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
+        """Keep ``entry`` within the budget, the least recently used out (self._lock held)."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.nbytes -= old.graph.nbytes
+        self._entries[key] = entry
+        self.nbytes += entry.graph.nbytes
+        while self.nbytes > self.max_bytes and len(self._entries) > 1:
+            evicted, gone = self._entries.popitem(last=False)
+            self.nbytes -= gone.graph.nbytes
+            self._builds.pop(evicted, None)
+            self._saved.pop(evicted, None)
 
     def _to_save(self, key: tuple[str, str], size: int, removed: int) -> bool:
         """Whether a build's features go to their file: after a memory went (its names leave
@@ -203,7 +302,12 @@ class MemoryGraphs:
         at = known.positions(ids)
         new = [bytes(i).decode() for i in ids[at < 0]]
         if new:
-            read = vectors.get(new, flt.user_id)
-            known = known.append(FeatureTable.of([(p.id, Features.of(p)) for p in read]))
+            rows: list[tuple[str, Features]] = []
+            for start in range(0, len(new), READ_PAGE):
+                if self._closed:
+                    raise ChannelNotReady("the graphs are closed")
+                read = vectors.get(new[start : start + READ_PAGE], flt.user_id)
+                rows.extend((p.id, Features.of(p)) for p in read)
+            known = known.append(FeatureTable.of(rows))
             at = known.positions(ids)
         return known.take(at[at >= 0]), known

@@ -108,13 +108,18 @@ def in_turn(address: str, users: list[str], rounds: int, questions: list[str]) -
     rng = random.Random(5)
     first: list[float] = []
     later: list[float] = []
+    degraded = [0, 0]  # answers without a channel (a large user's graph still building)
     with MemoryClient(address, timeout=120) as c:
         for r in range(rounds):
             for user in users:
                 t0 = time.perf_counter()
-                c.recall(rng.choice(questions), user_id=user, k=10)
+                answer = c.recall(rng.choice(questions), user_id=user, k=10)
                 (first if r == 0 else later).append((time.perf_counter() - t0) * 1000)
-    return {"first_visit": summary(first), "later": summary(later)}
+                degraded[min(r, 1)] += bool(answer.degraded_channels)
+    return {
+        "first_visit": {**summary(first), "degraded": degraded[0]},
+        "later": {**summary(later), "degraded": degraded[1]},
+    }
 
 
 def forget_largest(
@@ -178,6 +183,9 @@ def log_figures(text: str) -> dict[str, Any]:
         "gc_pauses_over_50ms": len(pauses),
         "gc_pause_max_ms": max(pauses, default=0.0),
         "shards_built": len(re.findall(r"event=vectors\.built\b", text)),
+        "graph_builds_ms": [
+            float(m) for m in re.findall(r"event=recall\.graph_built .*?ms=([\d.]+)", text)
+        ],
     }
 
 

@@ -1,0 +1,132 @@
+"""A large scope's graph is built in the background (recall.graph.memory): no query waits
+for it; until the first build is done the graph channel is not ready for the scope (the
+engine reports it degraded, and the other channels answer); after a write the previous build
+answers while the next runs; a Forget or a close during a build keeps nothing of it. Real
+RocksDB and embedded engine (:class:`tests.recall.test_graph_channel.World`)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from recall import ChannelNotReady, Query
+from recall.channels import KeywordChannel, VectorChannel
+from recall.engine import RecallEngine
+from recall.graph.channel import GraphChannel
+from recall.graph.memory import MemoryGraphs
+from recall.recipe import Recipe
+from tests.recall.test_graph_channel import A, B, World
+
+
+class Gated:
+    """The real vector store, its ``ids`` held until ``go`` is set (so that a test acts
+    while a build is under way)."""
+
+    def __init__(self, vectors: Any) -> None:
+        self._vectors = vectors
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._vectors, name)
+
+    def ids(self, *args: Any, **kwargs: Any) -> list[str]:
+        self.entered.set()
+        assert self.go.wait(30)
+        return self._vectors.ids(*args, **kwargs)
+
+
+def test_a_large_scope_is_built_in_the_background(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    ticks = itertools.count()  # each reading of the clock is one second later
+    graphs = MemoryGraphs(world.semantic, large_scope=2, clock=lambda: next(ticks))
+    try:
+        world.turn(B, "Bob", "I like chess.")
+        assert graphs.get(B, world.vectors).count == 1  # a small scope: built by the query
+        world.turn(A, "Melanie", "Me too.", seq=2)
+        with pytest.raises(ChannelNotReady, match="alice"):
+            graphs.get(A, world.vectors)  # a build by the query would have returned its graph
+        assert graphs.idle(30)
+        first = graphs.get(A, world.vectors)
+        assert first.count == 2 and first.speakers >= {"caroline", "melanie"}
+        world.turn(A, "Zed", "I play chess.", seq=3)
+        assert graphs.get(A, world.vectors) is first  # younger than ten times its build
+        assert graphs.idle(0)  # and not redone
+        for _ in range(30):
+            next(ticks)
+        assert graphs.get(A, world.vectors) is first  # the previous build answers at once
+        assert graphs.idle(30)
+        assert graphs.get(A, world.vectors).count == 3  # the next one, built behind it
+    finally:
+        graphs.close()
+
+
+def test_a_forget_during_a_build_keeps_nothing_of_it(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    graphs = MemoryGraphs(world.semantic, large_scope=1)
+    gated = Gated(world.vectors)
+    with pytest.raises(ChannelNotReady):
+        graphs.get(A, gated)
+    assert gated.entered.wait(30)
+    with pytest.raises(ChannelNotReady):
+        graphs.get(A, gated)  # one build at a time: this query starts none
+    assert graphs.forget_scope("alice") == 0
+    gated.go.set()
+    assert graphs.idle(30)
+    assert graphs.nbytes == 0  # built before the Forget: not kept
+    with pytest.raises(ChannelNotReady):
+        graphs.get(A, world.vectors)  # so the next query starts another
+    assert graphs.idle(30)
+    assert graphs.get(A, world.vectors).count == 1
+    graphs.close()
+
+
+def test_a_close_stops_the_builds(world: World):
+    world.turn(A, "Caroline", "I like painting.")
+    world.turn(B, "Bob", "I like chess.")
+    graphs = MemoryGraphs(world.semantic, large_scope=1)
+    gated = Gated(world.vectors)
+    with pytest.raises(ChannelNotReady):
+        graphs.get(A, gated)
+    assert gated.entered.wait(30)
+    graphs.close()
+    graphs.close()  # idempotent
+    gated.go.set()
+    assert graphs.idle(30)
+    assert graphs.nbytes == 0  # the build under way stopped at its next page
+    with pytest.raises(ChannelNotReady):
+        graphs.get(B, world.vectors)
+    assert graphs.idle(0)  # and none started
+
+
+def test_recall_goes_on_without_the_graph_until_it_is_built(
+    world: World, caplog: pytest.LogCaptureFixture
+):
+    world.turn(A, "Caroline", "I signed up for a pottery class.")
+    world.turn(A, "Melanie", "Pottery sounds fun, Caroline!", seq=2)
+    world.turn(B, "Bob", "I like chess.")
+    graph = GraphChannel(world.semantic, large_scope=1)
+    channels = {
+        "vector": VectorChannel(world.semantic),
+        "keyword": KeywordChannel(world.semantic),
+        "graph": graph,
+    }
+    engine = RecallEngine(world.semantic, channels, {})
+    query = Query("What did Caroline sign up for?", A, 5, Recipe())
+    try:
+        with caplog.at_level(logging.WARNING, logger="strata.recall"):
+            first = engine.recall(query)
+        assert first.degraded == ["graph"] and first.hits
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert graph.graphs.idle(30)
+        second = engine.recall(query)
+        assert not second.degraded and "graph" in second.timings  # searched, and answered
+    finally:
+        engine.close()
+    with pytest.raises(ChannelNotReady):
+        graph.graphs.get(B, world.vectors)  # the engine's close closed its channels' builds
+    assert graph.graphs.idle(0)
