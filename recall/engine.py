@@ -226,9 +226,13 @@ class RecallEngine:
 
     def _speakers_of(self, ctx: QueryContext) -> frozenset[str]:
         """The names of the query's scope's speakers, asked once per query (the neutral
-        search and the learned fusion both read them)."""
+        search, the updates' cue and the learned fusion read them); none while they are not
+        known yet (:class:`recall.ChannelNotReady`)."""
         if ctx.speakers is None:
-            names = self._speakers(ctx.query.scope) if self._speakers is not None else ()
+            try:
+                names = self._speakers(ctx.query.scope) if self._speakers is not None else ()
+            except ChannelNotReady:
+                names = ()
             ctx.speakers = frozenset(names)
         return ctx.speakers
 

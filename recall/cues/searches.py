@@ -53,7 +53,7 @@ class CueSearches:
                 speakers = frozenset(self._speakers(query.scope))
                 text = without_speakers(query.text, speakers)
             except ChannelNotReady:  # the scope's speakers are not known yet: the query as asked
-                pass
+                speakers = frozenset()
             except Exception as exc:  # the query as asked still answers
                 log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
         texts = [query.text] if text is None else [query.text, text]

@@ -28,6 +28,7 @@ class Gated:
 
     def __init__(self, vectors: Any) -> None:
         self._vectors = vectors
+        self._ids = vectors.ids
         self.entered = threading.Event()
         self.go = threading.Event()
 
@@ -37,7 +38,7 @@ class Gated:
     def ids(self, *args: Any, **kwargs: Any) -> list[str]:
         self.entered.set()
         assert self.go.wait(30)
-        return self._vectors.ids(*args, **kwargs)
+        return self._ids(*args, **kwargs)
 
 
 def test_a_large_scope_is_built_in_the_background(world: World):
@@ -104,7 +105,7 @@ def test_a_close_stops_the_builds(world: World):
 
 
 def test_recall_goes_on_without_the_graph_until_it_is_built(
-    world: World, caplog: pytest.LogCaptureFixture
+    world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
     world.turn(A, "Caroline", "I signed up for a pottery class.")
     world.turn(A, "Melanie", "Pottery sounds fun, Caroline!", seq=2)
@@ -115,13 +116,16 @@ def test_recall_goes_on_without_the_graph_until_it_is_built(
         "keyword": KeywordChannel(world.semantic),
         "graph": graph,
     }
-    engine = RecallEngine(world.semantic, channels, {})
+    engine = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)  # as wired
     query = Query("What did Caroline sign up for?", A, 5, Recipe())
+    gated = Gated(world.vectors)
+    monkeypatch.setattr(world.vectors, "ids", gated.ids)  # the build waits for the test
     try:
         with caplog.at_level(logging.WARNING, logger="strata.recall"):
             first = engine.recall(query)
         assert first.degraded == ["graph"] and first.hits
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        gated.go.set()
         assert graph.graphs.idle(30)
         second = engine.recall(query)
         assert not second.degraded and "graph" in second.timings  # searched, and answered
