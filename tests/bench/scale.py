@@ -17,9 +17,12 @@ and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-inde
 - its resident memory (anonymous and file-backed) after start and after the queries;
 - the data dir's size (apparent and allocated), per point;
 - Recall (k 10, all channels) of the big users and of ``--sample`` small ones asked in turn
-  for ``--rounds`` rounds: the first visit of each and the later ones apart;
+  for ``--rounds`` rounds: the first visit of each and the later ones apart, with the answers
+  that went without a channel (``degraded``: a big user's graph is built in the background
+  after its first visit; the later visits wait until it is, ``settled_s``);
 - a restart: the shards rebuilt in its first ``--settle`` seconds (index builds every 20 s),
-  its start times, and a first Recall of each big user (its graph read back from disk);
+  its start times, a first Recall of each big user, and the seconds until their graphs are
+  built again (from their feature files on disk, ``graphs_built_s``);
 - a Forget of the largest user while a thread recalls small users (once the opener is done
   and they were asked twice): its duration, its stages and the others' Recalls meanwhile;
 - the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -37,6 +41,7 @@ import re
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +109,39 @@ def start(data: Path, **settings: str) -> tuple[ProcessDaemon, dict[str, float]]
     return proc, {"ready_s": round(ready, 1), "first_recall_s": round(time.perf_counter() - t0, 1)}
 
 
-def in_turn(address: str, users: list[str], rounds: int, questions: list[str]) -> dict[str, Any]:
+GRAPH_TIMEOUT = 900.0  # a 200k user's graph, built in the background: 20-30 s at 1M
+
+
+def graphs_built(proc: ProcessDaemon, users: list[str]) -> float:
+    """Wait until the daemon logged the background build of each of ``users``' graphs
+    (``recall.graph_built``); the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < GRAPH_TIMEOUT:
+        text = proc.log_path.read_text(errors="replace")
+        if all(f"event=recall.graph_built user_id={u} " in text for u in users):
+            break
+        time.sleep(0.5)
+    return round(time.perf_counter() - t0, 1)
+
+
+def in_turn(
+    address: str,
+    users: list[str],
+    rounds: int,
+    questions: list[str],
+    settle: Callable[[], float] | None = None,
+) -> dict[str, Any]:
+    """Each user asked once a round; ``settle`` runs after the first round (its seconds
+    reported as ``settled_s``)."""
     rng = random.Random(5)
     first: list[float] = []
     later: list[float] = []
     degraded = [0, 0]  # answers without a channel (a large user's graph still building)
+    settled = None
     with MemoryClient(address, timeout=120) as c:
         for r in range(rounds):
+            if r == 1 and settle is not None:
+                settled = settle()
             for user in users:
                 t0 = time.perf_counter()
                 answer = c.recall(rng.choice(questions), user_id=user, k=10)
@@ -119,6 +150,7 @@ def in_turn(address: str, users: list[str], rounds: int, questions: list[str]) -
     return {
         "first_visit": {**summary(first), "degraded": degraded[0]},
         "later": {**summary(later), "degraded": degraded[1]},
+        **({"settled_s": settled} if settled is not None else {}),
     }
 
 
@@ -260,11 +292,16 @@ def main(argv: list[str] | None = None) -> int:
         result["big_users_forgotten_before"] = len(forgotten)
         asked = big + rng.sample(small, min(args.sample, len(small)))
         print("starting stratad ...", flush=True)
+        (root / "data.log").unlink(missing_ok=True)  # the figures are this run's
         proc, result["start"] = start(data)
         try:
             result["rss_after_start_mib"] = rss(proc.pid)
             print("asking in turn ...", flush=True)
-            result["recall_big"] = in_turn(proc.address, asked[: len(big)], args.rounds, questions)
+            # Later visits once the big users' graphs are built (behind their first visits).
+            built = functools.partial(graphs_built, proc, asked[: len(big)])
+            result["recall_big"] = in_turn(
+                proc.address, asked[: len(big)], args.rounds, questions, built
+            )
             result["recall_small"] = in_turn(
                 proc.address, asked[len(big) :], args.rounds, questions
             )
@@ -282,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             # A big user's first visit after a restart: its graph from its feature file.
             visits = in_turn(proc.address, asked[: len(big)], 1, questions)
             result["restart"]["recall_big_first_visit"] = visits["first_visit"]
+            result["restart"]["graphs_built_s"] = graphs_built(proc, asked[: len(big)])
             if big:
                 print(f"forgetting the largest user left ({big[0]}) ...", flush=True)
                 result["forget"] = forget_largest(proc, big[0], asked[len(big) :], questions)
