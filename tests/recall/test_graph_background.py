@@ -66,13 +66,19 @@ def test_a_large_scope_is_built_in_the_background(world: World):
         graphs.close()
 
 
-def test_a_forget_during_a_build_keeps_nothing_of_it(world: World):
+def held(world: World) -> tuple[MemoryGraphs, Gated]:
+    """Graphs of large scopes, with the first build of A's under way and held at its read."""
     world.turn(A, "Caroline", "I like painting.")
     graphs = MemoryGraphs(world.semantic, large_scope=1)
     gated = Gated(world.vectors)
     with pytest.raises(ChannelNotReady):
         graphs.get(A, gated)
     assert gated.entered.wait(30)
+    return graphs, gated
+
+
+def test_a_forget_during_a_build_keeps_nothing_of_it(world: World):
+    graphs, gated = held(world)
     with pytest.raises(ChannelNotReady):
         graphs.get(A, gated)  # one build at a time: this query starts none
     assert graphs.forget_scope("alice") == 0
@@ -87,13 +93,8 @@ def test_a_forget_during_a_build_keeps_nothing_of_it(world: World):
 
 
 def test_a_close_stops_the_builds(world: World):
-    world.turn(A, "Caroline", "I like painting.")
     world.turn(B, "Bob", "I like chess.")
-    graphs = MemoryGraphs(world.semantic, large_scope=1)
-    gated = Gated(world.vectors)
-    with pytest.raises(ChannelNotReady):
-        graphs.get(A, gated)
-    assert gated.entered.wait(30)
+    graphs, gated = held(world)
     graphs.close()
     graphs.close()  # idempotent
     gated.go.set()
