@@ -31,12 +31,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recall.result import RecallResult
 from tiers.core.batcher import Batcher
 from tiers.semantic.embedding import Embedder
+
+if TYPE_CHECKING:
+    from recall import Query
 
 
 @dataclass(slots=True)
@@ -122,6 +126,27 @@ class SemanticCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def cache_key(query: Query, window: tuple[int, int] | None) -> Hashable:
+    """What must be equal, besides a near-identical query text, for a hit of
+    :class:`SemanticCache`: the query's parameters and the window its time cue names
+    (``window``: "last week" is another week once the week has turned)."""
+    return (
+        window,
+        query.scope.agent_id,
+        query.k,
+        query.kinds,
+        query.episode_ids,
+        query.exclude_sessions,
+        query.exclude_from,
+        query.start_us,
+        query.end_us,
+        query.channels,
+        query.rerank,
+        query.explain,
+        query.recipe.model_dump_json(),
+    )
 
 
 class QueryVectors:

@@ -33,7 +33,7 @@ from recall import (
     SharedSearch,
     learned,
 )
-from recall.cache import QueryVectors, SemanticCache
+from recall.cache import QueryVectors, SemanticCache, cache_key
 from recall.cues.searches import CueSearches
 from recall.cues.speakers import mentioned
 from recall.cues.updates import current_first
@@ -248,7 +248,7 @@ class RecallEngine:
             return hits
 
     def _params(self, query: Query) -> Hashable:
-        return _params(query, self._cues.window(query))
+        return cache_key(query, self._cues.window(query))
 
     def _observed(self, result: RecallResult) -> RecallResult:
         self.events.publish(Recalled(result))
@@ -370,27 +370,6 @@ def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
         else:
             kept.append((candidate, keys))
     return [c for c, _ in kept]
-
-
-def _params(query: Query, window: tuple[int, int] | None) -> Hashable:
-    """What must be equal, besides a near-identical query text, for a cache hit: the
-    query's parameters and the window its time cue names (``window``: "last week" is
-    another week once the week has turned)."""
-    return (
-        window,
-        query.scope.agent_id,
-        query.k,
-        query.kinds,
-        query.episode_ids,
-        query.exclude_sessions,
-        query.exclude_from,
-        query.start_us,
-        query.end_us,
-        query.channels,
-        query.rerank,
-        query.explain,
-        query.recipe.model_dump_json(),
-    )
 
 
 def _failed(name: str, exc: Exception, degraded: list[str]) -> None:
