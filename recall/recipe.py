@@ -238,6 +238,15 @@ class RecallSettings(Recipe):
             "they use the previous graph until the next is built."
         ),
     )
+    graph_wait_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description=(
+            "How long the query that starts a large scope's first graph build waits for it "
+            "before it goes on without the graph (0: not at all)."
+        ),
+    )
     cache_similarity: float = Field(
         0.97, gt=0, le=1, description="Cosine above which a query counts as a repeat."
     )

@@ -54,6 +54,7 @@ class GraphChannel:
         reply_weight: float = REPLY_WEIGHT,
         cache_bytes: int = 256 * 2**20,
         large_scope: int = 20_000,
+        wait_seconds: float = 1.0,
         files: FeatureFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -62,6 +63,7 @@ class GraphChannel:
             semantic,
             refresh_seconds=refresh_seconds,
             large_scope=large_scope,
+            wait_seconds=wait_seconds,
             kinds=kinds,
             reply_weight=reply_weight,
             max_bytes=cache_bytes,

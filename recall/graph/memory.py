@@ -10,8 +10,9 @@ the cached build (:meth:`MemoryGraphs.forget_scope`).
 
 A large scope (``large_scope`` memories or more) is built in the background, one build at a
 time, so that no query waits seconds for it (200,000 memories read from a cold store: 5-25 s).
-Until its first build is done the graph is not ready for the scope
-(:class:`recall.ChannelNotReady`: the query goes on with the other channels); after a write its
+The query that starts its first build waits for it ``wait_seconds`` at most; until it is done
+the graph is not ready for the scope (:class:`recall.ChannelNotReady`: the query goes on with
+the other channels); after a write its
 queries use the previous build while the next one runs, and a build younger than ten times
 its own duration is not redone, so that under steady writes a scope spends at most a tenth of
 its time rebuilding. ``refresh_seconds`` (0 by default) sets such a window for every scope.
@@ -67,6 +68,7 @@ class MemoryGraphs:
         *,
         refresh_seconds: float = 0.0,
         large_scope: int = 20_000,
+        wait_seconds: float = 1.0,
         max_bytes: int = 256 * 2**20,
         max_points: int = 200_000,
         kinds: tuple[str, ...] = MEMORY_KINDS,
@@ -80,6 +82,7 @@ class MemoryGraphs:
         self.reply_weight = reply_weight
         self.refresh_seconds = refresh_seconds
         self.large_scope = large_scope
+        self.wait_seconds = wait_seconds
         self.max_bytes = max_bytes
         self.nbytes = 0  # what the kept graphs hold (ScopeGraph.nbytes)
         self.max_points = max_points
@@ -139,7 +142,8 @@ class MemoryGraphs:
     def get(self, scope: Scope, vectors: VectorStore) -> ScopeGraph:
         """The scope's graph: the cached build while it is current (or young: see the
         module's text), else a new one (one build per scope at a time). Raises
-        :class:`recall.ChannelNotReady` while a large scope's first build runs."""
+        :class:`recall.ChannelNotReady` while a large scope's first build runs (after
+        ``wait_seconds`` for the query that started it)."""
         key = (scope.user_id, scope.agent_id)
         with self._lock:
             entry = self._entries.get(key)
@@ -154,6 +158,10 @@ class MemoryGraphs:
         if self._large(scope, vectors):
             with self._lock:
                 self._build_behind(key, scope, vectors)
+                self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
+                entry = self._entries.get(key)
+            if entry is not None:  # built within the wait
+                return entry.graph
             raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         return self._built(key, scope, vectors)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -44,7 +45,7 @@ class Gated:
 def test_a_large_scope_is_built_in_the_background(world: World):
     world.turn(A, "Caroline", "I like painting.")
     ticks = itertools.count()  # each reading of the clock is one second later
-    graphs = MemoryGraphs(world.semantic, large_scope=2, clock=lambda: next(ticks))
+    graphs = MemoryGraphs(world.semantic, large_scope=2, wait_seconds=0, clock=lambda: next(ticks))
     try:
         world.turn(B, "Bob", "I like chess.")
         assert graphs.get(B, world.vectors).count == 1  # a small scope: built by the query
@@ -66,10 +67,37 @@ def test_a_large_scope_is_built_in_the_background(world: World):
         graphs.close()
 
 
+def test_the_query_that_starts_a_first_build_waits_for_it_a_while(
+    world: World, monkeypatch: pytest.MonkeyPatch
+):
+    world.turn(A, "Caroline", "I like painting.")
+    world.turn(B, "Bob", "I like chess.")
+    readers: list[str] = []
+    ids = world.vectors.ids
+
+    def recorded(*args: Any, **kwargs: Any) -> list[str]:
+        readers.append(threading.current_thread().name)
+        return ids(*args, **kwargs)
+
+    monkeypatch.setattr(world.vectors, "ids", recorded)
+    graphs = MemoryGraphs(world.semantic, large_scope=1, wait_seconds=30)
+    assert graphs.get(A, world.vectors).count == 1  # built behind the query, within its wait
+    assert readers and all(name.startswith("graph-build") for name in readers)
+    graphs.wait_seconds = 0.2
+    gated = Gated(world.vectors)
+    began = time.monotonic()
+    with pytest.raises(ChannelNotReady):
+        graphs.get(B, gated)  # not built within the wait
+    assert time.monotonic() - began >= 0.2
+    gated.go.set()
+    assert graphs.idle(30)
+    graphs.close()
+
+
 def held(world: World) -> tuple[MemoryGraphs, Gated]:
     """Graphs of large scopes, with the first build of A's under way and held at its read."""
     world.turn(A, "Caroline", "I like painting.")
-    graphs = MemoryGraphs(world.semantic, large_scope=1)
+    graphs = MemoryGraphs(world.semantic, large_scope=1, wait_seconds=0)
     gated = Gated(world.vectors)
     with pytest.raises(ChannelNotReady):
         graphs.get(A, gated)
@@ -111,7 +139,7 @@ def test_recall_goes_on_without_the_graph_until_it_is_built(
     world.turn(A, "Caroline", "I signed up for a pottery class.")
     world.turn(A, "Melanie", "Pottery sounds fun, Caroline!", seq=2)
     world.turn(B, "Bob", "I like chess.")
-    graph = GraphChannel(world.semantic, large_scope=1)
+    graph = GraphChannel(world.semantic, large_scope=1, wait_seconds=0)
     channels = {
         "vector": VectorChannel(world.semantic),
         "keyword": KeywordChannel(world.semantic),
