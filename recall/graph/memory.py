@@ -12,10 +12,10 @@ A large scope (``large_scope`` memories or more) is built in the background, one
 time, so that no query waits seconds for it (200,000 memories read from a cold store: 5-25 s).
 The query that starts its first build waits for it ``wait_seconds`` at most; until it is done
 the graph is not ready for the scope (:class:`recall.ChannelNotReady`: the query goes on with
-the other channels); after a write its
-queries use the previous build while the next one runs, and a build younger than ten times
-its own duration is not redone, so that under steady writes a scope spends at most a tenth of
-its time rebuilding. ``refresh_seconds`` (0 by default) sets such a window for every scope.
+the other channels). After a write its queries use the previous build while the next one
+runs, and a build younger than ten times its own duration is not redone, so that under steady
+writes a scope spends at most a tenth of its time rebuilding. ``refresh_seconds`` (0 by
+default) sets such a window for every scope.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -94,7 +94,7 @@ class MemoryGraphs:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
         self._behind: ThreadPoolExecutor | None = None  # the large scopes' builds
-        self._pending: set[tuple[str, str]] = set()  # scopes with a build in the background
+        self._pending: dict[tuple[str, str], Future[None]] = {}  # the background builds
         self._idle = threading.Condition(self._lock)  # notified as a background build ends
         self._closed = False
         # Staged points are not in the vector store: the graph is built from its points.
@@ -122,12 +122,18 @@ class MemoryGraphs:
         return len(doomed)
 
     def close(self) -> None:
-        """Start no more builds; one under way stops at its next page. Idempotent."""
+        """Start no more builds; those waiting their turn are dropped, the one under way
+        stops at its next page. Idempotent."""
         with self._lock:
             self._closed = True
             behind, self._behind = self._behind, None
         if behind is not None:
             behind.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            for key, future in list(self._pending.items()):
+                if future.cancelled():
+                    del self._pending[key]
+            self._idle.notify_all()
 
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
@@ -183,8 +189,7 @@ class MemoryGraphs:
             return
         if self._behind is None:
             self._behind = ThreadPoolExecutor(1, "graph-build", lower_this_thread, (RECALL_NICE,))
-        self._pending.add(key)
-        self._behind.submit(self._run_behind, key, scope, vectors)
+        self._pending[key] = self._behind.submit(self._run_behind, key, scope, vectors)
 
     def _run_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
         began = time.perf_counter()
@@ -208,7 +213,7 @@ class MemoryGraphs:
                 )
         finally:
             with self._lock:
-                self._pending.discard(key)
+                self._pending.pop(key, None)
                 self._idle.notify_all()
 
     def idle(self, timeout: float) -> bool:

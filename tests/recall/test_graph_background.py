@@ -123,11 +123,13 @@ def test_a_forget_during_a_build_keeps_nothing_of_it(world: World):
 def test_a_close_stops_the_builds(world: World):
     world.turn(B, "Bob", "I like chess.")
     graphs, gated = held(world)
+    with pytest.raises(ChannelNotReady):
+        graphs.get(B, world.vectors)  # its build waits for A's
     graphs.close()
     graphs.close()  # idempotent
     gated.go.set()
-    assert graphs.idle(30)
-    assert graphs.nbytes == 0  # the build under way stopped at its next page
+    assert graphs.idle(30)  # B's build was dropped
+    assert graphs.nbytes == 0  # and the one under way stopped at its next page
     with pytest.raises(ChannelNotReady):
         graphs.get(B, world.vectors)
     assert graphs.idle(0)  # and none started
