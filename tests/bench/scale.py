@@ -114,7 +114,7 @@ GRAPH_TIMEOUT = 900.0  # a 200k user's graph, built in the background: 20-30 s a
 
 def graphs_built(proc: ProcessDaemon, users: list[str]) -> float:
     """Wait until the daemon logged the background build of each of ``users``' graphs
-    (``recall.graph_built``); the seconds waited."""
+    (``recall.graph_built``; ``GRAPH_TIMEOUT`` at most); the seconds waited."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < GRAPH_TIMEOUT:
         text = proc.log_path.read_text(errors="replace")
@@ -129,27 +129,30 @@ def in_turn(
     users: list[str],
     rounds: int,
     questions: list[str],
-    settle: Callable[[], float] | None = None,
+    settle: Callable[[list[str]], float] | None = None,
 ) -> dict[str, Any]:
-    """Each user asked once a round; ``settle`` runs after the first round (its seconds
-    reported as ``settled_s``)."""
+    """Each user asked once a round; after the first round, ``settle`` of the users answered
+    without a channel (its seconds reported as ``settled_s``)."""
     rng = random.Random(5)
     first: list[float] = []
     later: list[float] = []
-    degraded = [0, 0]  # answers without a channel (a large user's graph still building)
+    degraded: list[str] = []  # first visits without a channel (a large user's graph building)
+    degraded_later = 0
     settled = None
     with MemoryClient(address, timeout=120) as c:
         for r in range(rounds):
-            if r == 1 and settle is not None:
-                settled = settle()
             for user in users:
                 t0 = time.perf_counter()
                 answer = c.recall(rng.choice(questions), user_id=user, k=10)
                 (first if r == 0 else later).append((time.perf_counter() - t0) * 1000)
-                degraded[min(r, 1)] += bool(answer.degraded_channels)
+                if answer.degraded_channels and r == 0:
+                    degraded.append(user)
+                degraded_later += bool(answer.degraded_channels) and r > 0
+            if r == 0 and settle is not None:
+                settled = settle(degraded)
     return {
-        "first_visit": {**summary(first), "degraded": degraded[0]},
-        "later": {**summary(later), "degraded": degraded[1]},
+        "first_visit": {**summary(first), "degraded": len(degraded)},
+        "later": {**summary(later), "degraded": degraded_later},
         **({"settled_s": settled} if settled is not None else {}),
     }
 
@@ -298,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             result["rss_after_start_mib"] = rss(proc.pid)
             print("asking in turn ...", flush=True)
             # Later visits once the big users' graphs are built (behind their first visits).
-            built = functools.partial(graphs_built, proc, asked[: len(big)])
+            built = functools.partial(graphs_built, proc)
             result["recall_big"] = in_turn(
                 proc.address, asked[: len(big)], args.rounds, questions, built
             )
@@ -317,9 +320,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.settle)
             result["restart"].update(log_figures(proc.log_path.read_text(errors="replace")))
             # A big user's first visit after a restart: its graph from its feature file.
-            visits = in_turn(proc.address, asked[: len(big)], 1, questions)
+            built = functools.partial(graphs_built, proc)  # the restarted daemon's log
+            visits = in_turn(proc.address, asked[: len(big)], 1, questions, built)
             result["restart"]["recall_big_first_visit"] = visits["first_visit"]
-            result["restart"]["graphs_built_s"] = graphs_built(proc, asked[: len(big)])
+            result["restart"]["graphs_built_s"] = visits.get("settled_s")
             if big:
                 print(f"forgetting the largest user left ({big[0]}) ...", flush=True)
                 result["forget"] = forget_largest(proc, big[0], asked[len(big) :], questions)
