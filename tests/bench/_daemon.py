@@ -3,6 +3,7 @@ latency percentiles and the JSON file of the figures."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import json
@@ -202,6 +203,14 @@ def format_machine(info: Mapping[str, Any]) -> str:
         f"python     {info['python']} on {info['platform']}\n"
         f"load avg   {load} (at start)"
         + "".join(f"\nsetting    {k}={v}" for k, v in info.get("settings", {}).items())
+    )
+
+
+def command_line(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's parser: ``python -m <module>``, described by the first paragraph of the
+    module's docstring ``doc``."""
+    return argparse.ArgumentParser(
+        prog=f"python -m {module}", description=(doc or "").split("\n\n")[0] or None
     )
 
 

@@ -15,7 +15,6 @@ Targets (printed, not asserted): p99 < 2 ms with one client; >= 3000 appends/s w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import multiprocessing as mp
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient
 from tests.bench._daemon import (
+    command_line,
     cpu_seconds,
     format_machine,
     latency_ms,
@@ -282,9 +282,7 @@ def report(machine: dict[str, Any], params: dict[str, Any], results: dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.append_latency", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.append_latency", __doc__)
     parser.add_argument(
         "--messages", type=int, default=3000, help="measured sequential appends (default 3000)"
     )

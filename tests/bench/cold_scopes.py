@@ -14,7 +14,6 @@ a restart of the daemon (nothing in memory).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import random
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, summary, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, summary, write_json
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
@@ -57,7 +56,7 @@ def serve(data: Path, users: int, count: int, questions: list[str]) -> list[list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.cold_scopes")
+    parser = command_line("tests.bench.cold_scopes", __doc__)
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--points", type=int, default=20_000, help="points per user")
     parser.add_argument("--rounds", type=int, default=6)

@@ -10,7 +10,6 @@ vectors of one kind: torch and onnx share one, int8 is recorded as another model
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.bench._daemon import format_machine, machine_info, percentile, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, percentile, write_json
 from tests.bench.locomo_data import load, turn_texts
 from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.semantic.embedding.priority import DOCUMENT_SLICE
@@ -60,7 +59,7 @@ def measure(backend: str, turns: list[str], questions: list[str], cache: Path) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.embedding_backends")
+    parser = command_line("tests.bench.embedding_backends", __doc__)
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()

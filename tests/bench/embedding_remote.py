@@ -15,7 +15,6 @@ JSON of 384 floats per text) is what separates a figure from its bound.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import statistics
 import time
@@ -23,7 +22,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import format_machine, machine_info, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.locomo_data import load, turn_texts
 from tests.support.llm_server import FakeOpenAI
 from tiers.core.models import ModelClient
@@ -107,7 +106,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.embedding_remote")
+    parser = command_line("tests.bench.embedding_remote", __doc__)
     parser.add_argument("--texts", type=int, default=1024, help="texts per round")
     parser.add_argument("--batch-sizes", default="64,16", help="texts per request")
     parser.add_argument("--delay-ms", type=float, default=50.0, help="the server's turnaround")

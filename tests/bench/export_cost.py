@@ -17,7 +17,6 @@ started on it, and through ``AdminService.Export``:
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 import uuid
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.recall_latency import build
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
@@ -69,7 +68,7 @@ def export(client: MemoryClient, user: str) -> tuple[bytes, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.export_cost")
+    parser = command_line("tests.bench.export_cost", __doc__)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)

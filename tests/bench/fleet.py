@@ -27,7 +27,6 @@ meaning, while its session lives (:mod:`tests.bench.fleet_live`). The issue's ru
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import multiprocessing as mp
@@ -43,7 +42,14 @@ from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench import fleet_live as live
-from tests.bench._daemon import latency_ms, machine_info, percentile, running_daemon, write_json
+from tests.bench._daemon import (
+    command_line,
+    latency_ms,
+    machine_info,
+    percentile,
+    running_daemon,
+    write_json,
+)
 from tests.bench.fleet_report import P_RECALL, RPCS, TURNS, report
 from tests.bench.locomo_data import load
 from tests.bench.recall_cli import parse_settings
@@ -322,7 +328,7 @@ def run_fleet(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.fleet")
+    parser = command_line("tests.bench.fleet", __doc__)
     parser.add_argument("--agents", type=int, nargs="+", default=[32, 64, 100, 128])
     parser.add_argument("--seconds", type=float, default=360.0, help="measured, per fleet size")
     parser.add_argument("--warmup", type=float, default=30.0)

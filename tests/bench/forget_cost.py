@@ -24,7 +24,6 @@ measured too.
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import tempfile
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.recall_latency import build, measure
 from tests.bench.recorders import Recorder, gc_freeze_ms, stop, summary
 from tests.bench.tier3_points import embed_pool
@@ -168,7 +167,7 @@ def run(size: int, queries: int, keep_log: Path | None = None) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.forget_cost")
+    parser = command_line("tests.bench.forget_cost", __doc__)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json", type=Path, metavar="PATH")

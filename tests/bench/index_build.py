@@ -28,7 +28,6 @@ ms).
 
 from __future__ import annotations
 
-import argparse
 import random
 import tempfile
 import time
@@ -39,7 +38,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import format_machine, machine_info, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.recall_latency import build, measure
 from tests.bench.recorders import (
     BuildWatcher,
@@ -250,7 +249,7 @@ def run(size: int, queries: int, backlog: int, keep_log: Path | None) -> dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.index_build")
+    parser = command_line("tests.bench.index_build", __doc__)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--backlog", type=int, default=300, help="sessions ended at once")

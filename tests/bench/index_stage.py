@@ -16,7 +16,6 @@ The target (issue 27): at least 2.5 sessions/s of 20 turns.
 
 from __future__ import annotations
 
-import argparse
 import re
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import format_machine, machine_info, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.locomo_data import load
 from tests.support import ProcessDaemon, wait_until
 from tiers.core.records import Scope
@@ -177,7 +176,7 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.index_stage")
+    parser = command_line("tests.bench.index_stage", __doc__)
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)

@@ -21,7 +21,6 @@ is trained on all ten groups with the strength most folds chose.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import statistics
@@ -35,7 +34,7 @@ import numpy as np
 
 from recall import learned
 from recall.learned import FEATURES, HitView, LearnedFusion
-from tests.bench._daemon import machine_info, write_json
+from tests.bench._daemon import command_line, machine_info, write_json
 from tests.bench.locomo_metrics import recall_at
 from tiers.semantic.graph import normalize
 
@@ -269,9 +268,7 @@ def render(res: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.learned_fusion", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.learned_fusion", __doc__)
     parser.add_argument("--locomo", type=Path, required=True, help="tests.bench.locomo --features")
     parser.add_argument(
         "--realmem", type=Path, required=True, help="tests.bench.realmem --features"

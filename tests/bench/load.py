@@ -26,7 +26,6 @@ RSS samples over that phase, against their mean; target: within 5 %).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import multiprocessing as mp
 import random
@@ -40,6 +39,7 @@ from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
 from tests.bench._daemon import (
+    command_line,
     cpu_seconds,
     latency_ms,
     machine_info,
@@ -323,7 +323,7 @@ def run_load(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.load")
+    parser = command_line("tests.bench.load", __doc__)
     parser.add_argument("--seconds", type=float, default=120.0, help="measured duration")
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=32)

@@ -41,7 +41,7 @@ from recall.recipe import RecallSettings
 from stratad_client import MemoryClient, message
 from tests.bench import locomo_digests
 from tests.bench import locomo_metrics as m
-from tests.bench._daemon import machine_info, running_daemon
+from tests.bench._daemon import command_line, machine_info, running_daemon
 from tests.bench.learned_fusion import FeatureLog
 from tests.bench.locomo_context import CONTEXT_BUDGET, ContextMode
 from tests.bench.locomo_data import FIXES, LOCOMO, Conversation, load, load_fixes
@@ -358,9 +358,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.locomo", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.locomo", __doc__)
     parser.add_argument(
         "--fixed-evidence", action="store_true", help="apply evidence_fixes_dev.json"
     )

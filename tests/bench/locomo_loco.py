@@ -11,13 +11,13 @@ held-out figures are what the choice is worth on a conversation it never saw.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tests.bench import locomo_metrics as m
+from tests.bench._daemon import command_line
 from tests.bench.locomo_data import FIXES, LOCOMO, load, load_fixes
 
 MULTI_HOP = 1  # LoCoMo's category number of multi-hop questions
@@ -84,7 +84,7 @@ def loco(res: dict[str, Any], candidates: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.locomo_loco")
+    parser = command_line("tests.bench.locomo_loco", __doc__)
     parser.add_argument("result", type=Path, help="a tests.bench.locomo --json result")
     parser.add_argument("candidates", nargs="+", help="row keys; the first is the default")
     args = parser.parse_args(argv)

@@ -41,7 +41,7 @@ from typing import Any
 
 from stratad_client import MemoryClient
 from stratad_client.pb import memory_pb2 as pb
-from tests.bench._daemon import latency_ms, machine_info, running_daemon, write_json
+from tests.bench._daemon import command_line, latency_ms, machine_info, running_daemon, write_json
 from tests.bench.locomo_data import CATEGORIES, FIXES, LOCOMO, load, load_fixes
 from tests.bench.locomo_metrics import table
 from tests.bench.recall_cli import parse_settings
@@ -362,9 +362,7 @@ def render(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.long_session", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.long_session", __doc__)
     parser.add_argument("--messages", type=int, default=2000, help="session length (2000)")
     parser.add_argument("--max-questions", type=int, default=150, help="at most (150)")
     parser.add_argument("--every", type=int, default=250, help="checkpoint interval (250)")

@@ -35,7 +35,7 @@ from typing import Any
 
 from stratad_client import MemoryClient, message
 from tests.bench import realmem_metrics as m
-from tests.bench._daemon import machine_info, running_daemon
+from tests.bench._daemon import command_line, machine_info, running_daemon
 from tests.bench.learned_fusion import FeatureLog
 from tests.bench.locomo_context import CONTEXT_BUDGET
 from tests.bench.locomo_metrics import latency, stage_timings
@@ -354,9 +354,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.realmem", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.realmem", __doc__)
     parser.add_argument("--personas", type=int, default=0, help="only the first N personas")
     parser.add_argument(
         "--consolidate", action="store_true", help="RunNow for the persona before each query"

@@ -12,7 +12,6 @@ mean of each server stage. Target: Recall p50 <= 15 ms, p95 <= 40 ms.
 
 from __future__ import annotations
 
-import argparse
 import random
 import tempfile
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import format_machine, machine_info, percentile, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, percentile, write_json
 from tests.bench.tier3_points import PointMaker, embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.rocks import RocksStore
@@ -149,7 +148,7 @@ def measure(address: str, questions: list[str], n: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.recall_latency")
+    parser = command_line("tests.bench.recall_latency", __doc__)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--backends", default="torch,onnx-int8", help="embedding back-ends")

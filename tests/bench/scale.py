@@ -30,7 +30,6 @@ and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-inde
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -49,7 +48,7 @@ import grpc
 import numpy as np
 
 from stratad_client import MemoryClient, StrataClientError
-from tests.bench._daemon import format_machine, machine_info, summary, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, summary, write_json
 from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
@@ -225,7 +224,7 @@ def log_figures(text: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.scale")
+    parser = command_line("tests.bench.scale", __doc__)
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--big-users", type=int, default=3)

@@ -8,13 +8,13 @@ its RSS, opens ``--sessions`` sessions of ``--messages`` ~20-word messages each 
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
 from tests.bench._daemon import (
+    command_line,
     format_machine,
     machine_info,
     rss_bytes,
@@ -101,9 +101,7 @@ def report(machine: dict[str, Any], sessions: int, messages: int, r: dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.session_rss", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.session_rss", __doc__)
     parser.add_argument("--sessions", type=int, default=1000, help="live sessions (default 1000)")
     parser.add_argument(
         "--messages", type=int, default=50, help="messages per session (default 50)"

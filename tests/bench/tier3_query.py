@@ -28,7 +28,6 @@ reports.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import tempfile
 import threading
@@ -39,7 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from tests.bench._daemon import format_machine, latency_ms, machine_info, write_figures
+from tests.bench._daemon import (
+    command_line,
+    format_machine,
+    latency_ms,
+    machine_info,
+    write_figures,
+)
 from tests.bench.locomo_data import LOCOMO, require
 from tests.bench.tier3_points import (
     KIND_WEIGHTS,
@@ -291,9 +296,7 @@ def report(machine: dict[str, Any], params: dict[str, Any], results: list[dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.tier3_query", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.tier3_query", __doc__)
     parser.add_argument(
         "--sizes", default="10000,100000", help="comma-separated point counts (10000,100000)"
     )

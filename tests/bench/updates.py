@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import machine_info, running_daemon, write_json
+from tests.bench._daemon import command_line, machine_info, running_daemon, write_json
 from tests.bench.recall_cli import parse_settings
 from tests.bench.updates_data import HALVES, SPLITS, Scenario, kind_named, scenarios
 from tests.support import wait_indexed
@@ -120,7 +120,7 @@ def render(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.updates", description=__doc__)
+    parser = command_line("tests.bench.updates", __doc__)
     parser.add_argument("--users", type=int, default=40, help="users per split")
     parser.add_argument(
         "--split",

@@ -32,14 +32,13 @@ this module runs them and prints the report.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import format_machine, machine_info, write_figures
+from tests.bench._daemon import command_line, format_machine, machine_info, write_figures
 from tests.bench.weaver_daemon import through_daemon
 from tests.bench.weaver_in_process import index_in_process, raw_embedding
 from tests.bench.weaver_inputs import chunk_texts, locomo_sessions
@@ -113,9 +112,7 @@ def report(machine: dict[str, Any], params: dict[str, Any], results: dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.bench.weaver_throughput", description=__doc__.split("\n\n")[0]
-    )
+    parser = command_line("tests.bench.weaver_throughput", __doc__)
     defaults = EmbeddingSettings()
     parser.add_argument("--backend", choices=("torch", "onnx-int8"), default=defaults.backend)
     parser.add_argument(
