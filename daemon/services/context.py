@@ -77,7 +77,7 @@ class ContextRpcs:
     ) -> pb.GetAnchorResponse:
         sid = check.session_id(request.session_id, self._limits)
         name = self._name(sid, pb.Scope(user_id=request.scope.user_id))
-        return pb.GetAnchorResponse(anchor=convert.anchor_pb(self._contexts.anchor(name)))
+        return pb.GetAnchorResponse(anchor=convert.anchor_pb(await self._contexts.anchor(name)))
 
     # -- pins --------------------------------------------------------------------------------
     @rpc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 
@@ -19,10 +20,12 @@ from daemon.codec.status import rpc
 from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from stratad_client.pb import memory_pb2 as pb
+from tiers.core.locks import when_free
 from tiers.core.records import Scope
 from tiers.working.memory import WorkingMemory
 
 Allowed = Callable[[str], bool] | None  # the users a session may be found among (None: any)
+T = TypeVar("T")
 
 
 def append_scope(requested: Scope) -> tuple[Scope, str, Allowed]:
@@ -44,6 +47,10 @@ class SessionRpcs:
     def __init__(self, working: WorkingMemory, limits: LimitsSettings) -> None:
         self._working = working
         self._limits = limits
+
+    async def _quick(self, call: Callable[[], T]) -> T:
+        """``call``, a working-memory call, on the event loop without blocking it."""
+        return await when_free(self._working.write_lock, call)
 
     def _session(
         self,
@@ -70,7 +77,9 @@ class SessionRpcs:
         if not request.HasField("message"):
             raise check.InvalidArgument("message is required")
         message = check.message(request.message, self._limits)
-        (result,) = self._working.append(sid, scope, [message], user_id=user, allowed=allowed)
+        (result,) = await self._quick(
+            lambda: self._working.append(sid, scope, [message], user_id=user, allowed=allowed)
+        )
         return pb.AppendResponse(seq=result.seq, duplicate=result.duplicate)
 
     @rpc
@@ -79,7 +88,9 @@ class SessionRpcs:
     ) -> pb.AppendBatchResponse:
         sid, scope, user, allowed = self._appended_to(request)
         messages = check.batch(list(request.messages), self._limits)
-        results = self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
+        results = await self._quick(
+            lambda: self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
+        )
         return pb.AppendBatchResponse(
             results=[pb.AppendResponse(seq=r.seq, duplicate=r.duplicate) for r in results]
         )
@@ -89,13 +100,15 @@ class SessionRpcs:
         self, request: pb.GetWorkingMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetWorkingMemoryResponse:
         sid, user, allowed = self._session(request)
-        view = self._working.window(
+        window = functools.partial(
+            self._working.window,
             sid,
             max_messages=check.budget(request.max_messages, "max_messages"),
             max_tokens=check.budget(request.max_tokens, "max_tokens"),
             user_id=user,
             allowed=allowed,
         )
+        view = await self._quick(window)
         return pb.GetWorkingMemoryResponse(
             session_id=view.session_id,
             scope=convert.scope(view.scope),
@@ -126,8 +139,9 @@ class SessionRpcs:
             raise check.InvalidArgument(
                 "set exactly one of last (how many of the newest messages to remove) and all"
             )
-        result = self._working.remove_last(
-            sid, None if request.all else request.last, user_id=user, allowed=allowed
+        count = None if request.all else request.last
+        result = await self._quick(
+            lambda: self._working.remove_last(sid, count, user_id=user, allowed=allowed)
         )
         if result.settled is not None:  # their points deleted (the live index stage)
             await asyncio.wrap_future(result.settled)

@@ -44,6 +44,7 @@ from recall.engine import RecallEngine
 from recall.recipe import RecallSettings
 from recall.result import RecallResult
 from tiers.core.errors import NotFound, ScopeMismatch, SessionNotFound
+from tiers.core.locks import when_free
 from tiers.core.records import Scope, StoredMessage
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import Anchor, AnchorStore
@@ -150,17 +151,22 @@ class SessionContexts:
             raise ScopeMismatch(f"scope.agent_id differs from the agent of session {sid!r}")
         return view.scope, view
 
+    async def free_session(self, name: SessionName) -> tuple[Scope, WindowView | None]:
+        """:meth:`session` from the event loop, which waits for the working memory's lock
+        without blocking (:func:`tiers.core.locks.when_free`)."""
+        return await when_free(self._working.write_lock, lambda: self.session(name))
+
     # -- anchors -----------------------------------------------------------------------------
     async def set_anchor(self, name: SessionName, text: str) -> tuple[Anchor | None, bool]:
         """Set the session's anchor (a blank text removes it); the anchor (None: removed) and
         whether one was replaced."""
-        scope, _view = self.session(name)
+        scope, _view = await self.free_session(name)
         text = text if text.strip() else ""
         return await asyncio.to_thread(self._anchors.set, scope, name.session_id, text)
 
-    def anchor(self, name: SessionName) -> Anchor:
+    async def anchor(self, name: SessionName) -> Anchor:
         """The session's anchor; AnchorNotFound when it has none."""
-        scope, _view = self.session(name)
+        scope, _view = await self.free_session(name)
         anchor = self._anchors.get(scope.user_id, name.session_id)
         if anchor is None:
             raise AnchorNotFound(f"session {name.session_id!r} has no anchor")
@@ -201,7 +207,7 @@ class SessionContexts:
         the query (see the module's docstring), within ``ask.max_tokens``."""
         began = time.perf_counter()
         budget = self.budget(ask)
-        scope, view = self.session(name)
+        scope, view = await self.free_session(name)
         text = self.query_text(ask, view)
         query = self.query(ask, text, scope)
         if view is not None and view.messages:  # the window is shown as it is: never recalled

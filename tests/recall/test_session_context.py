@@ -180,9 +180,11 @@ def test_nothing_is_recalled_nor_counted_without_a_query(world: World) -> None:
 def test_the_anchor_and_the_pins_come_first(world: World) -> None:
     name = SessionName("chat", "alice")
     with pytest.raises(AnchorNotFound):
-        world.contexts.anchor(name)
+        asyncio.run(world.contexts.anchor(name))
     anchor, replaced = asyncio.run(world.contexts.set_anchor(name, "Plan a trip to Lisbon."))
-    assert anchor is not None and not replaced and world.contexts.anchor(name) == anchor
+    assert (
+        anchor is not None and not replaced and asyncio.run(world.contexts.anchor(name)) == anchor
+    )
     job = point_of("I started a new job as a nurse at Mercy Hospital.")
     assert world.pinned.pin(A, job.id, True, max_pins=5)
     try:

@@ -4,7 +4,9 @@
 their owners (so a caller can check rights before anything is deleted; a scope's episodes are
 found by :meth:`Forgetter.run`, once, under its locks); :meth:`Forgetter.run` deletes, in
 this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild or backup step runs
-meanwhile), then the working-memory lock (no append or session end meanwhile):
+meanwhile), and the working-memory lock from the scope's open sessions to their drop only (no
+session of the scope starts or ends in between, and other users' appends wait for no more: a
+large scope's points and edges are read before it, its deletes made after it):
 
 1. tombstones for every episode and memory (``tiers.semantic.tombstones``), durable first, so a
    weaver job that read the data before the Forget cannot write it back afterwards;
@@ -43,18 +45,14 @@ from dataclasses import replace
 from operator import attrgetter
 
 from tiers.changes.log import Change, ChangeLog
-from tiers.core import collector
-from tiers.core.records import Scope, unpack
+from tiers.core.records import Scope
 from tiers.journal.store import (
-    BY_USER_CF,
     CONSOLIDATION_CFS,
     EXTRACTIONS_CF,
     JOURNAL_CFS,
-    PENDING_CF,
-    UNINDEXED_CF,
     Journal,
-    extraction_owner,
 )
+from tiers.rights.forget.finder import READY_TIMEOUT, Finder
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, Laps, ScopeCache
 from tiers.rights.forget.purge import Purger
 from tiers.rights.forget.validity import reopen, restore_superseded
@@ -75,13 +73,6 @@ log = logging.getLogger("strata.forget")
 # The state store's families Forget deletes from, besides the kinds' (compacted by the purge).
 STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, LIVE_CF, *CONSOLIDATION_CFS, *GRAPH_CFS)
 JOURNAL_CFS_TOUCHED = JOURNAL_CFS
-# Tier 3 readiness: Forget waits this long for the model and vector store at start-up.
-READY_TIMEOUT = 60.0
-_SCROLL_ALL = 10_000_000
-
-
-def _in(scope: Scope, user_id: str, agent_id: str) -> bool:
-    return user_id == scope.user_id and (not scope.agent_id or agent_id == scope.agent_id)
 
 
 class Forgetter:
@@ -109,6 +100,7 @@ class Forgetter:
         # The change log (one of the kinds, when given): a Forget's batch says it happened.
         self._changes = next((k for k in self._kinds if isinstance(k, ChangeLog)), None)
         self._kind_cfs = tuple(cf for kind in self._kinds for cf in kind.column_families)
+        self._finder = Finder(working, journal, journal_store, state, semantic, self._kinds)
         self.purger = Purger(
             state, journal_store, semantic, STATE_CFS_TOUCHED + self._kind_cfs, JOURNAL_CFS_TOUCHED
         )
@@ -133,91 +125,8 @@ class Forgetter:
 
     # -- plan ------------------------------------------------------------------------------
     def plan(self, target: ForgetTarget) -> ForgetPlan:
-        """What ``target`` covers, and whose it is. Raises EmbeddingUnavailable while Tier 3
-        is still starting (nothing is deleted then)."""
-        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
-        plan = ForgetPlan(target)
-        if target.scope is not None:  # its episodes are found by run(), under the locks
-            plan.owners.add(target.scope)
-        elif target.episode_ids:
-            for eid in target.episode_ids:
-                owner = self._owner(eid, plan)
-                if owner is not None:
-                    plan.episode_ids.add(eid)
-                    plan.owner_of[eid] = owner
-                    plan.owners.add(owner)
-        else:
-            found = {p.id: p.scope for p in vectors.get(list(target.memory_ids))}
-            for mid in target.memory_ids:
-                edge = self._semantic.graph.get(mid)
-                owner = found.get(mid) or (edge.scope if edge is not None else None)
-                for kind in self._kinds:  # a document not indexed yet
-                    owner = owner or kind.owner(mid)
-                if owner is not None:
-                    plan.memory_ids.add(mid)
-                    plan.owner_of[mid] = owner
-                    plan.owners.add(owner)
-        plan.episode_ids.discard("")
-        return plan
-
-    def _scope_episodes(self, scope: Scope, plan: ForgetPlan) -> list[str]:
-        """Every episode with data of ``scope`` anywhere: journal, marks, points, edges.
-        Returns the ids of the scope's edges, read once for both (a large user's take a
-        second; decoded edges kept past their burst were walked by collections)."""
-        _embedder, vectors = self._semantic.wait_ready(0)
-        plan.episode_ids.update(
-            vectors.episode_ids(
-                PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
-            )
-        )
-        with collector.quiet():
-            edges = self._semantic.graph.edges_where(
-                lambda e: _in(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
-            )
-            plan.episode_ids.update(e.episode_id for e in edges)
-            edge_ids = [e.id for e in edges]
-            del edges
-        prefix = scope.user_id.encode() + b"\x00"
-        for key, value in self._jstore.scan_prefix(BY_USER_CF, prefix):
-            _flushed, user_id, agent_id = unpack(value)
-            if _in(scope, user_id, agent_id):
-                plan.episode_ids.add(key[-32:].decode())
-        for cf in (PENDING_CF, UNINDEXED_CF):
-            for key, value in self._state.scan(cf, b""):
-                _flushed, user_id, agent_id, _sid = unpack(value)
-                if _in(scope, user_id, agent_id):
-                    plan.episode_ids.add(key.decode())
-        live = self._working.live_sessions()  # their points too, staged or not yet written
-        plan.episode_ids.update(s.episode_id for s in live if _in(scope, *_scope_order(s.scope)))
-        # Stored extractions name their episode's scope: one whose episode expired and that
-        # produced no point (or whose points were deleted) is found here.
-        user = scope.user_id.encode()  # in a record of the scope (msgpack keeps it as is)
-        for key, value in self._state.scan(EXTRACTIONS_CF, b""):
-            owner = extraction_owner(value) if user in value else None
-            if owner is not None and _in(scope, owner.user_id, owner.agent_id):
-                plan.episode_ids.add(key.decode())
-        return edge_ids
-
-    def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
-        header = self._journal.find(episode_id)
-        if header is not None:
-            plan.headers[episode_id] = header
-            return header.scope
-        for cf in (PENDING_CF, UNINDEXED_CF):
-            raw = self._state.get(cf, episode_id.encode())
-            if raw is not None:
-                _flushed, user_id, agent_id, _sid = unpack(raw)
-                return Scope(user_id, agent_id)
-        raw = self._state.get(EXTRACTIONS_CF, episode_id.encode())
-        owner = extraction_owner(raw) if raw is not None else None
-        if owner is not None:
-            return owner
-        _embedder, vectors = self._semantic.wait_ready(0)
-        points = vectors.scroll(PointFilter(episode_ids=(episode_id,)), 1)
-        if points:
-            return points[0].scope
-        edges = self._semantic.graph.edges_where(lambda e: e.episode_id == episode_id)
-        return edges[0].scope if edges else None
+        """What ``target`` covers, and whose it is (:meth:`Finder.plan`)."""
+        return self._finder.plan(target)
 
     # -- run -------------------------------------------------------------------------------
     def run(self, plan: ForgetPlan) -> ForgetCounts:
@@ -230,41 +139,46 @@ class Forgetter:
         counts, laps = ForgetCounts(), Laps()
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
-        with self._semantic.write_lock, self._working.write_lock:  # the backup's order
+        with self._semantic.write_lock:  # then the working memory's: the backup's order
             scope_edges: list[str] = []
-            if scope is not None:  # here, where no session can end meanwhile
-                scope_edges = self._scope_episodes(scope, plan)
-            laps.lap("scope")
-            plan.episode_ids.discard("")
-            episodes = sorted(plan.episode_ids)
-            batch = self._state.batch()
-            covered = Covered(
-                scope,
-                tuple((plan.owner_of[e], e) for e in episodes if e in plan.owner_of),
-                tuple((plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of),
-            )
-            # No put (a document, an access count) between the tombstones and the deletes.
-            with ExitStack() as locks:
-                for kind in self._kinds:
-                    locks.enter_context(kind.lock)
-                records: list[Owned] = []  # what the kinds forgot that are memories
-                for kind in self._kinds:
-                    forgotten = kind.forget_into(batch, covered)
-                    counts.kinds[kind.name] = forgotten.count
-                    records += forgotten.memories
-                    covered = replace(covered, memories=covered.memories + forgotten.memories)
-                record_ids = {memory_id for _owner, memory_id in records}
-                memories = plan.memory_ids | record_ids
-                Tombstones.add(batch, episodes, sorted(memories))
-                with self._noted(batch, plan, len(episodes), len(memories), records):
-                    mark, earlier = self.purger.write_marked(batch)
-            laps.lap("tombstones")
-            # The edges removed, for the facts they superseded (none left in a scope's Forget).
-            removed: list[Edge] | None = [] if scope is None else None
             if scope is not None:
-                dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
-                counts.sessions = len(dropped)
-                counts.session_messages = sum(n for _sid, n in dropped)
+                scope_edges = self._finder.stored(scope, plan)
+            # Held from the scope's open sessions to their drop: no session of the scope
+            # starts or ends in between, and no append waits longer.
+            with self._working.write_lock:
+                if scope is not None:
+                    self._finder.open(scope, plan)
+                laps.lap("scope")
+                plan.episode_ids.discard("")
+                episodes = sorted(plan.episode_ids)
+                batch = self._state.batch()
+                covered = Covered(
+                    scope,
+                    tuple((plan.owner_of[e], e) for e in episodes if e in plan.owner_of),
+                    tuple((plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of),
+                )
+                # No put (a document, an access count) between the tombstones and the deletes.
+                with ExitStack() as locks:
+                    for kind in self._kinds:
+                        locks.enter_context(kind.lock)
+                    records: list[Owned] = []  # what the kinds forgot that are memories
+                    for kind in self._kinds:
+                        forgotten = kind.forget_into(batch, covered)
+                        counts.kinds[kind.name] = forgotten.count
+                        records += forgotten.memories
+                        covered = replace(covered, memories=covered.memories + forgotten.memories)
+                    record_ids = {memory_id for _owner, memory_id in records}
+                    memories = plan.memory_ids | record_ids
+                    Tombstones.add(batch, episodes, sorted(memories))
+                    with self._noted(batch, plan, len(episodes), len(memories), records):
+                        mark, earlier = self.purger.write_marked(batch)
+                laps.lap("tombstones")
+                # The edges removed, for the facts they superseded (none left in a scope's Forget).
+                removed: list[Edge] | None = [] if scope is None else None
+                if scope is not None:
+                    dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
+                    counts.sessions = len(dropped)
+                    counts.session_messages = sum(n for _sid, n in dropped)
             self._delete_episodes(episodes, plan, counts)
             laps.lap("journal")
             semantic, graph = self._semantic, self._semantic.graph
