@@ -23,8 +23,9 @@ and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-inde
 - a restart: the shards rebuilt in its first ``--settle`` seconds (index builds every 20 s),
   its start times, a first Recall of each big user, and the seconds until their graphs are
   built again (from their feature files on disk, ``graphs_built_s``);
-- a Forget of the largest user while a thread recalls small users (once the opener is done
-  and they were asked twice): its duration, its stages and the others' Recalls meanwhile;
+- a Forget of the largest user while a thread recalls small users and another appends to a
+  session of one of them (once the opener is done and they were asked twice): its duration,
+  its stages, and the others' Recalls and appends meanwhile;
 - the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
 """
 
@@ -159,10 +160,11 @@ def in_turn(
 def forget_largest(
     proc: ProcessDaemon, big: str, small: list[str], questions: list[str]
 ) -> dict[str, Any]:
-    """Forget ``big`` while a thread recalls the small users; its duration and theirs. First
-    the opener's loads end (``vectors.opened``) and the small users are asked twice (the
-    second round is ``others_before``), so that their Recalls meanwhile measure the Forget,
-    not cold shards or loads."""
+    """Forget ``big`` while one thread recalls the small users and another appends to a
+    session of one of them (ten a second, as an agent writing); its duration and theirs.
+    First the opener's loads end (``vectors.opened``) and the small users are asked twice (the
+    second round is ``others_before``), so that their calls meanwhile measure the Forget, not
+    cold shards or loads."""
     t0 = time.perf_counter()
     while "event=vectors.opened" not in proc.log_path.read_text(errors="replace"):
         if time.perf_counter() - t0 > OPENER_TIMEOUT:
@@ -173,6 +175,7 @@ def forget_largest(
     address = proc.address
     done = threading.Event()
     others: list[float] = []
+    appends: list[float] = []
 
     def recalls() -> None:
         rng = random.Random(9)
@@ -182,8 +185,17 @@ def forget_largest(
                 c.recall(rng.choice(questions), user_id=rng.choice(small), k=10)
                 others.append((time.perf_counter() - t0) * 1000)
 
-    thread = threading.Thread(target=recalls)
-    thread.start()
+    def appender() -> None:
+        with MemoryClient(address, timeout=120) as c:
+            while not done.is_set():
+                t0 = time.perf_counter()
+                c.append("during-forget", f"note {len(appends)}", user_id=small[0])
+                appends.append((time.perf_counter() - t0) * 1000)
+                done.wait(0.1)
+
+    threads = [threading.Thread(target=recalls), threading.Thread(target=appender)]
+    for thread in threads:
+        thread.start()
     time.sleep(1.0)
     with MemoryClient(address, timeout=600) as c:
         t0 = time.perf_counter()
@@ -191,10 +203,12 @@ def forget_largest(
         seconds = time.perf_counter() - t0
     time.sleep(1.0)
     done.set()
-    thread.join()
+    for thread in threads:
+        thread.join()
     return {
         "forget_s": round(seconds, 2),
         "others": summary(others),
+        "appends": summary(appends),
         "others_before": warm,
         "opener_waited_s": round(waited, 1),
         "stages_ms": forget_stages(proc.log_path.read_text(errors="replace")),
