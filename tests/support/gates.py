@@ -165,17 +165,22 @@ class Hooks:
 
 
 class WatchedLock:
-    """A reentrant lock that counts the threads waiting for it."""
+    """A reentrant lock (``lock``, or a new one) that counts the threads waiting for it, and
+    the callers that would not wait and found it held."""
 
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
+    def __init__(self, lock: Any = None) -> None:
+        self._lock = threading.RLock() if lock is None else lock
         self._cond = threading.Condition()
         self._waiting = 0
+        self._refused = 0
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if self._lock.acquire(blocking=False):
             return True
         if not blocking:
+            with self._cond:
+                self._refused += 1
+                self._cond.notify_all()
             return False
         with self._cond:
             self._waiting += 1
@@ -200,6 +205,14 @@ class WatchedLock:
         with self._cond:
             assert self._cond.wait_for(lambda: self._waiting > 0, timeout), (
                 f"no thread waited for the lock in {timeout:g} s"
+            )
+
+    def refused(self, timeout: float = DEADLINE) -> None:
+        """Return once a caller that would not wait found the lock held; AssertionError after
+        ``timeout``."""
+        with self._cond:
+            assert self._cond.wait_for(lambda: self._refused > 0, timeout), (
+                f"no caller found the lock held in {timeout:g} s"
             )
 
 

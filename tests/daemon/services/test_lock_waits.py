@@ -1,7 +1,7 @@
 """An RPC that waits for the working memory's lock (held by a Forget, a backup's checkpoints or a
 session's flush) waits without blocking the event loop: every other RPC goes on meanwhile. And a
-scope's Forget holds that lock only from the scope's open sessions to their drop, not while it
-reads and deletes the scope's points and edges."""
+scope's Forget holds that lock only from a last look at the scope's open sessions to their drop,
+not while it reads and deletes the scope's points and edges or writes its tombstones."""
 
 from __future__ import annotations
 
@@ -11,44 +11,23 @@ from typing import Any
 
 from tests.support import QUIET, ThreadDaemon
 from tests.support.forgetting import talk
+from tests.support.gates import WatchedLock
 from tiers.core.records import Scope
-
-
-class WatchedLock:
-    """The working memory's lock, as the services see it: the same lock, with the refused
-    attempts to take it without waiting noted (``refused``)."""
-
-    def __init__(self, lock: Any) -> None:
-        self.lock = lock
-        self.refused = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        got: bool = self.lock.acquire(blocking, timeout)
-        if not got:
-            self.refused.set()
-        return got
-
-    def release(self) -> None:
-        self.lock.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+from tiers.rights.forget.cascade import Forgetter
+from tiers.rights.forget.finder import Finder
 
 
 def test_an_append_waiting_for_the_working_memorys_lock_holds_up_no_other_rpc(start_daemon):
     daemon: ThreadDaemon = start_daemon(weaver=QUIET)
     working = daemon.daemon.parts.working
     watched = WatchedLock(working.write_lock)
-    working.write_lock = watched
+    working.write_lock = watched  # type: ignore[assignment]
     with daemon.client(timeout=60) as c, ThreadPoolExecutor(2) as pool:
         talk(c, "bob", "b1", "I keep bees on the roof.", "How many hives?")
-        with watched.lock:  # as a Forget or a backup holds it, on another thread
+        with watched:  # as a Forget or a backup holds it, on another thread
             append = pool.submit(c.append, "a1", "I moved to Lisbon.", user_id="alice")
             window = pool.submit(c.get_working_memory, "b2", user_id="bob")
-            assert watched.refused.wait(60), "the append never asked for the lock"
+            watched.refused()  # the append (or the window) asked for it
             # The loop serves the rest meanwhile: bob's episodes come from the journal.
             episodes = c.list_episodes(user_id="bob", timeout=30).episodes
             assert len(episodes) == 1
@@ -60,19 +39,19 @@ def test_an_append_waiting_for_the_working_memorys_lock_holds_up_no_other_rpc(st
         ]
 
 
-def test_a_scopes_forget_reads_its_points_without_the_working_memorys_lock(start_daemon):
+def test_a_scopes_forget_reads_its_points_without_the_working_memorys_lock(
+    start_daemon, monkeypatch
+):
     daemon: ThreadDaemon = start_daemon(weaver=QUIET)
-    forgetter = daemon.daemon.parts.forgetter
-    finder = forgetter._finder
     reading, go = threading.Event(), threading.Event()
-    stored = finder.stored
+    stored = Finder.stored
 
-    def held_stored(scope: Scope, plan: Any) -> list[str]:
+    def held_stored(finder: Finder, scope: Scope, plan: Any) -> list[str]:
         reading.set()
         assert go.wait(60)
-        return stored(scope, plan)
+        return stored(finder, scope, plan)
 
-    finder.stored = held_stored  # type: ignore[method-assign]
+    monkeypatch.setattr(Finder, "stored", held_stored)
     with daemon.client(timeout=60) as c, ThreadPoolExecutor(1) as pool:
         talk(c, "alice", "a1", "My locker code is 4417.", "Noted.")
         talk(c, "alice", "a2", "I am still here.", "Good.", end=False)
@@ -90,3 +69,38 @@ def test_a_scopes_forget_reads_its_points_without_the_working_memorys_lock(start
     with daemon.client(timeout=60) as c:
         assert c.list_episodes(user_id="alice").episodes == []
         assert len(c.get_working_memory("b1").messages) == 1
+
+
+def test_a_session_of_the_scope_that_ends_during_its_forget_is_forgotten_at_the_last_look(
+    start_daemon, monkeypatch
+):
+    """The tombstones are written before the working memory's lock is taken; a session of the
+    scope that ends in between is found at the last look under the lock, and forgotten too."""
+    daemon: ThreadDaemon = start_daemon(weaver=QUIET)
+    dropping, go = threading.Event(), threading.Event()
+    drop = Forgetter._drop_sessions
+
+    def held_drop(forgetter: Forgetter, *args: Any) -> list[str]:
+        dropping.set()
+        assert go.wait(60)
+        return drop(forgetter, *args)
+
+    monkeypatch.setattr(Forgetter, "_drop_sessions", held_drop)
+    tombstones = daemon.daemon.parts.semantic.tombstones
+    with daemon.client(timeout=60) as c, ThreadPoolExecutor(1) as pool:
+        first = talk(c, "alice", "a1", "My locker code is 4417.", "Noted.")
+        forget = pool.submit(c.forget, user_id="alice")
+        try:
+            assert dropping.wait(60)
+            assert tombstones.episode(first)
+            late = talk(c, "alice", "a2", "My new code is 9921.", "Noted again.")
+            assert not tombstones.episode(late)
+        finally:
+            go.set()
+        counts = forget.result(60)
+        assert counts.episodes == 2  # both gone from the journal
+        assert tombstones.episode(late)
+        assert c.list_episodes(user_id="alice").episodes == []
+        # A session begun after the Forget is kept.
+        assert c.append("a3", "Hello again.", user_id="alice").seq == 1
+        assert len(c.get_working_memory("a3").messages) == 1

@@ -2,11 +2,12 @@
 
 :meth:`Forgetter.plan` resolves what a request names into episode ids and memory ids, with
 their owners (so a caller can check rights before anything is deleted; a scope's episodes are
-found by :meth:`Forgetter.run`, once, under its locks); :meth:`Forgetter.run` deletes, in
+found by :meth:`Forgetter.run`, under its locks); :meth:`Forgetter.run` deletes, in
 this order, holding ``SemanticStore.write_lock`` (no weaver, rebuild or backup step runs
-meanwhile), and the working-memory lock from the scope's open sessions to their drop only (no
-session of the scope starts or ends in between, and other users' appends wait for no more: a
-large scope's points and edges are read before it, its deletes made after it):
+meanwhile), and the working-memory lock from a last look at the scope's open sessions to their
+drop only (no session of the scope starts or ends in between, and other users' appends wait for
+no more: a large scope's points, edges and tombstones are read and written before it, its
+deletes made after it):
 
 1. tombstones for every episode and memory (``tiers.semantic.tombstones``), durable first, so a
    weaver job that read the data before the Forget cannot write it back afterwards;
@@ -143,42 +144,37 @@ class Forgetter:
             scope_edges: list[str] = []
             if scope is not None:
                 scope_edges = self._finder.stored(scope, plan)
-            # Held from the scope's open sessions to their drop: no session of the scope
-            # starts or ends in between, and no append waits longer.
-            with self._working.write_lock:
-                if scope is not None:
-                    self._finder.open(scope, plan)
-                laps.lap("scope")
-                plan.episode_ids.discard("")
-                episodes = sorted(plan.episode_ids)
-                batch = self._state.batch()
-                covered = Covered(
-                    scope,
-                    tuple((plan.owner_of[e], e) for e in episodes if e in plan.owner_of),
-                    tuple((plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of),
-                )
-                # No put (a document, an access count) between the tombstones and the deletes.
-                with ExitStack() as locks:
-                    for kind in self._kinds:
-                        locks.enter_context(kind.lock)
-                    records: list[Owned] = []  # what the kinds forgot that are memories
-                    for kind in self._kinds:
-                        forgotten = kind.forget_into(batch, covered)
-                        counts.kinds[kind.name] = forgotten.count
-                        records += forgotten.memories
-                        covered = replace(covered, memories=covered.memories + forgotten.memories)
-                    record_ids = {memory_id for _owner, memory_id in records}
-                    memories = plan.memory_ids | record_ids
-                    Tombstones.add(batch, episodes, sorted(memories))
-                    with self._noted(batch, plan, len(episodes), len(memories), records):
-                        mark, earlier = self.purger.write_marked(batch)
-                laps.lap("tombstones")
-                # The edges removed, for the facts they superseded (none left in a scope's Forget).
-                removed: list[Edge] | None = [] if scope is None else None
-                if scope is not None:
-                    dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
-                    counts.sessions = len(dropped)
-                    counts.session_messages = sum(n for _sid, n in dropped)
+                self._finder.open(scope, plan)  # and once more below, under the working lock
+            laps.lap("scope")
+            plan.episode_ids.discard("")
+            episodes = sorted(plan.episode_ids)
+            batch = self._state.batch()
+            covered = Covered(
+                scope,
+                tuple((plan.owner_of[e], e) for e in episodes if e in plan.owner_of),
+                tuple((plan.owner_of[m], m) for m in plan.memory_ids if m in plan.owner_of),
+            )
+            # No put (a document, an access count) between the tombstones and the deletes.
+            with ExitStack() as locks:
+                for kind in self._kinds:
+                    locks.enter_context(kind.lock)
+                records: list[Owned] = []  # what the kinds forgot that are memories
+                for kind in self._kinds:
+                    forgotten = kind.forget_into(batch, covered)
+                    counts.kinds[kind.name] = forgotten.count
+                    records += forgotten.memories
+                    covered = replace(covered, memories=covered.memories + forgotten.memories)
+                record_ids = {memory_id for _owner, memory_id in records}
+                memories = plan.memory_ids | record_ids
+                Tombstones.add(batch, episodes, sorted(memories))
+                with self._noted(batch, plan, len(episodes), len(memories), records):
+                    mark, earlier = self.purger.write_marked(batch)
+            laps.lap("tombstones")
+            # The edges removed, for the facts they superseded (none left in a scope's Forget).
+            removed: list[Edge] | None = [] if scope is None else None
+            if scope is not None:
+                episodes = self._drop_sessions(scope, plan, episodes, counts)
+                laps.lap("sessions")
             self._delete_episodes(episodes, plan, counts)
             laps.lap("journal")
             semantic, graph = self._semantic, self._semantic.graph
@@ -244,6 +240,27 @@ class Forgetter:
         fields = {"users": len(users), **counts.as_dict(), **laps.ms}
         log.info("forget.done", extra={"fields": fields})
         return counts
+
+    def _drop_sessions(
+        self, scope: Scope, plan: ForgetPlan, episodes: list[str], counts: ForgetCounts
+    ) -> list[str]:
+        """Drop the scope's open sessions, holding the working memory's lock from a last look
+        at the scope's episodes to the drop, so that no session of the scope starts or ends in
+        between: an episode that ``episodes`` (tombstoned already) lacks, of a session that
+        started or ended since they were found, is tombstoned first. Appends wait for that
+        much alone. Returns every episode of the scope."""
+        with self._working.write_lock:
+            self._finder.open(scope, plan)
+            plan.episode_ids.discard("")
+            late = sorted(plan.episode_ids.difference(episodes))
+            if late:
+                batch = self._state.batch()
+                Tombstones.add(batch, late)
+                self._state.write(batch)
+            dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
+        counts.sessions = len(dropped)
+        counts.session_messages = sum(n for _sid, n in dropped)
+        return sorted(plan.episode_ids)
 
     def _noted(
         self, batch: Batch, plan: ForgetPlan, episodes: int, memories: int, records: list[Owned]

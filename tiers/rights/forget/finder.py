@@ -4,6 +4,7 @@ their owners, found in every store, for :class:`tiers.rights.forget.cascade.Forg
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 
 from tiers.core import collector
@@ -34,29 +35,21 @@ def covers(scope: Scope, user_id: str, agent_id: str) -> bool:
     return user_id == scope.user_id and (not scope.agent_id or agent_id == scope.agent_id)
 
 
+@dataclass(frozen=True)
 class Finder:
     """Reads only; its callers hold the locks its methods name."""
 
-    def __init__(
-        self,
-        working: WorkingMemory,
-        journal: Journal,
-        journal_store: RocksStore,
-        state: RocksStore,
-        semantic: SemanticStore,
-        kinds: Sequence[ScopedKind] = (),
-    ) -> None:
-        self._working = working
-        self._journal = journal
-        self._jstore = journal_store
-        self._state = state
-        self._semantic = semantic
-        self._kinds = tuple(kinds)
+    working: WorkingMemory
+    journal: Journal
+    journal_store: RocksStore
+    state: RocksStore
+    semantic: SemanticStore
+    kinds: Sequence[ScopedKind] = ()
 
     def plan(self, target: ForgetTarget) -> ForgetPlan:
         """What ``target`` covers, and whose it is. Raises EmbeddingUnavailable while Tier 3
         is still starting (nothing is deleted then)."""
-        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+        _embedder, vectors = self.semantic.wait_ready(READY_TIMEOUT)
         plan = ForgetPlan(target)
         if target.scope is not None:  # its episodes are found by run(), under the locks
             plan.owners.add(target.scope)
@@ -70,9 +63,9 @@ class Finder:
         else:
             found = {p.id: p.scope for p in vectors.get(list(target.memory_ids))}
             for mid in target.memory_ids:
-                edge = self._semantic.graph.get(mid)
+                edge = self.semantic.graph.get(mid)
                 owner = found.get(mid) or (edge.scope if edge is not None else None)
-                for kind in self._kinds:  # a document not indexed yet
+                for kind in self.kinds:  # a document not indexed yet
                     owner = owner or kind.owner(mid)
                 if owner is not None:
                     plan.memory_ids.add(mid)
@@ -87,14 +80,14 @@ class Finder:
         working memory's lock (a large user's take seconds; no append waits for them).
         Returns the ids of the scope's edges, read once for both (decoded edges kept past
         their burst were walked by collections)."""
-        _embedder, vectors = self._semantic.wait_ready(0)
+        _embedder, vectors = self.semantic.wait_ready(0)
         plan.episode_ids.update(
             vectors.episode_ids(
                 PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
             )
         )
         with collector.quiet():
-            edges = self._semantic.graph.edges_where(
+            edges = self.semantic.graph.edges_where(
                 lambda e: covers(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
             )
             plan.episode_ids.update(e.episode_id for e in edges)
@@ -103,7 +96,7 @@ class Finder:
         # Stored extractions name their episode's scope: one whose episode expired and that
         # produced no point (or whose points were deleted) is found here.
         user = scope.user_id.encode()  # in a record of the scope (msgpack keeps it as is)
-        for key, value in self._state.scan(EXTRACTIONS_CF, b""):
+        for key, value in self.state.scan(EXTRACTIONS_CF, b""):
             owner = extraction_owner(value) if user in value else None
             if owner is not None and covers(scope, owner.user_id, owner.agent_id):
                 plan.episode_ids.add(key.decode())
@@ -111,38 +104,39 @@ class Finder:
 
     def open(self, scope: Scope, plan: ForgetPlan) -> None:
         """The episodes of ``scope`` that the journal, the consolidation marks and the open
-        sessions name: what a session's end writes, so the caller holds the working memory's
-        lock too (a few keys of one user and the marks still pending)."""
+        sessions name: what a session's end writes (a few keys of one user and the marks still
+        pending). Its caller looks once more holding the working memory's lock too, right
+        before it drops the scope's sessions."""
         prefix = scope.user_id.encode() + b"\x00"
-        for key, value in self._jstore.scan_prefix(BY_USER_CF, prefix):
+        for key, value in self.journal_store.scan_prefix(BY_USER_CF, prefix):
             _flushed, user_id, agent_id = unpack(value)
             if covers(scope, user_id, agent_id):
                 plan.episode_ids.add(key[-32:].decode())
         for cf in (PENDING_CF, UNINDEXED_CF):
-            for key, value in self._state.scan(cf, b""):
+            for key, value in self.state.scan(cf, b""):
                 _flushed, user_id, agent_id, _sid = unpack(value)
                 if covers(scope, user_id, agent_id):
                     plan.episode_ids.add(key.decode())
-        live = self._working.live_sessions()  # their points too, staged or not yet written
+        live = self.working.live_sessions()  # their points too, staged or not yet written
         plan.episode_ids.update(s.episode_id for s in live if covers(scope, *_scope_order(s.scope)))
 
     def _owner(self, episode_id: str, plan: ForgetPlan) -> Scope | None:
-        header = self._journal.find(episode_id)
+        header = self.journal.find(episode_id)
         if header is not None:
             plan.headers[episode_id] = header
             return header.scope
         for cf in (PENDING_CF, UNINDEXED_CF):
-            raw = self._state.get(cf, episode_id.encode())
+            raw = self.state.get(cf, episode_id.encode())
             if raw is not None:
                 _flushed, user_id, agent_id, _sid = unpack(raw)
                 return Scope(user_id, agent_id)
-        raw = self._state.get(EXTRACTIONS_CF, episode_id.encode())
+        raw = self.state.get(EXTRACTIONS_CF, episode_id.encode())
         owner = extraction_owner(raw) if raw is not None else None
         if owner is not None:
             return owner
-        _embedder, vectors = self._semantic.wait_ready(0)
+        _embedder, vectors = self.semantic.wait_ready(0)
         points = vectors.scroll(PointFilter(episode_ids=(episode_id,)), 1)
         if points:
             return points[0].scope
-        edges = self._semantic.graph.edges_where(lambda e: e.episode_id == episode_id)
+        edges = self.semantic.graph.edges_where(lambda e: e.episode_id == episode_id)
         return edges[0].scope if edges else None
