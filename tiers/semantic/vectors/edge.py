@@ -55,6 +55,7 @@ from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
 from tiers.semantic.vectors.edge_filter import build_filter
 from tiers.semantic.vectors.edge_shard import (
+    DELETE_FLUSH_PAGES,
     READ_PAGE,
     SIDECAR,
     check_model,
@@ -240,12 +241,14 @@ class EdgeVectorStore:
             if n:
                 self.live.read_ahead(shard, n, [f"vector_storage-{SPARSE}"])
                 # A page at a time (the engine holds the GIL through a call): ids read, then
-                # deleted by id, then their terms uncounted.
-                for removed in sparse_pages(shard, engine_filter):
+                # deleted by id, then their terms uncounted; flushed now and then.
+                for page, removed in enumerate(sparse_pages(shard, engine_filter), 1):
                     ids = [r.id for r in removed]  # each read of a record's id makes a UUID
                     self.live.apply(UpdateOperation.delete_points(ids))
                     self._frequencies.remove(records_terms(removed))
                     self._points.invalidate(map(str, ids))
+                    if page % DELETE_FLUSH_PAGES == 0:
+                        shard.flush()
             return n
 
     # -- reads -------------------------------------------------------------------------------
