@@ -67,8 +67,8 @@ COPY_PAGE = 2048
 READ_PAGE = 512
 # Pages of a large delete between two flushes of the shard: the engine holds the GIL through a
 # flush too, and the flush after a 200,000-point user's delete (the purge's) held it 340 ms at
-# 1M points; one every 16 pages holds it about 15 ms (the first, about 40), for 10 % more in
-# all (a 60,000-point user: the longest hold 99 ms against 48; 2026-11-30).
+# 1M points; one every 16 pages holds it about 15 ms (the first, about 45), for 20-45 % more
+# flush time in all (a 60,000-point user: the longest hold 48-56 ms against 99; 2026-11-30).
 DELETE_FLUSH_PAGES = 16
 SEARCH_THREADS = 2
 INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points of 384 dims stay
