@@ -317,7 +317,7 @@ def open_parts(settings: Settings, factories: Factories, stages: Stages) -> Part
     external = external_vectors(s)
     backup = BackupSources(
         {"state": state, "journal": journal_store},
-        semantic.write_lock,  # Tier 3 writers first, then appends
+        semantic.quiet,  # Tier 3 writers and erasures first, then appends
         working.write_lock,
         lambda: backup_vectors(semantic, external),
     )

@@ -6,9 +6,9 @@ edges through the methods here, never through the stores themselves:
 
 - :meth:`SemanticStore.write`: points in (tombstones, embedding, keyword vectors, upsert, cache
   notification, in that order); :meth:`SemanticStore.stage`: a live session's turns before
-  their embedding, found by the keyword channel alone (:mod:`tiers.semantic.pending`) until
-  :meth:`SemanticStore.write` writes them; :meth:`SemanticStore.embed` lets a writer embed before it
-  takes :attr:`SemanticStore.write_lock`, so a long embedding holds up no Forget;
+  their embedding, for the keyword channel alone (:mod:`tiers.semantic.pending`);
+  :meth:`SemanticStore.embed`: before :attr:`SemanticStore.write_lock` (a long embedding holds
+  up no Forget);
 - :meth:`SemanticStore.write_edges`: graph edges in (tombstones, insert, cache notification);
 - :meth:`SemanticStore.close_facts`: a fact's validity end, in the graph and on its point;
 - :meth:`SemanticStore.delete`, :meth:`SemanticStore.remove_edges`,
@@ -21,10 +21,10 @@ Every writer holds :attr:`SemanticStore.write_lock` around a consistent step, so
 writes its tombstones under the same lock) never falls between a writer's tombstone check and
 its write: a forgotten id cannot come back through any of them.
 
-The graph opens at once (it lives in the state store, and a user's graph is read when first
-asked for). The vector store's size comes from the model, so it opens when the model has
-loaded, in the loader's background thread; until then :meth:`SemanticStore.wait_ready`
-raises :class:`EmbeddingUnavailable` after its timeout.
+The graph opens at once (in the state store, a user's graph read when first asked for). The
+vector store opens once the model has loaded (its size comes from the model), in the loader's
+thread; until then :meth:`SemanticStore.wait_ready` raises :class:`EmbeddingUnavailable`. It
+is handed out without the users being erased (:mod:`tiers.semantic.erasures`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from tiers.rocks import RocksStore
 from tiers.semantic.digests import KIND as DIGEST
 from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tiers.semantic.erasures import ErasingVectors, Erasures, Held
 from tiers.semantic.graph import CACHE_EDGES, Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.pending import PendingPoints
@@ -94,12 +95,12 @@ class SemanticStore:
         self._space = state.space
         # Checked (under its lock) before every Tier 3 write: see tiers.semantic.tombstones.
         self.tombstones = Tombstones(state)
+        self.erasures = Erasures(state)  # users whose points are hidden and being deleted
         self.embeddings = embeddings
         self.keywords = KeywordEncoder()
-        # Live sessions' turns staged for the keyword channel until their dense vectors exist.
-        self.pending = PendingPoints()
+        self.pending = PendingPoints()  # live sessions' turns before their dense vectors
         self._open_vectors = open_vectors
-        self._vectors: VectorStore | None = None
+        self._vectors: ErasingVectors | None = None
         self._ready = threading.Event()
         self.error: str | None = None
         self._lock = threading.Lock()
@@ -108,11 +109,11 @@ class SemanticStore:
         # once from the loader thread when Tier 3 is open or failed to open.
         self.events = Events("tier3")
         # Held by every multi-step Tier 3 writer (the weaver's index and consolidation steps,
-        # rebuild, forget) for the length of one consistent step, and by a backup while it
-        # copies the vector store, so a backup never sees half a step.
+        # rebuild, forget) for one consistent step; a backup holds it and the erasures' lock
+        # (``quiet``) while it copies the vector store, so it never sees half a step.
         self.write_lock = threading.RLock()
-        # How summaries roll up into digests (the weaver's settings).
-        self.digest_policy = digest_policy or DigestPolicy()
+        self.quiet = Held(self.write_lock, self.erasures.lock)
+        self.digest_policy = digest_policy or DigestPolicy()  # the weaver's settings
 
     def check_space(self, what: str) -> None:
         """Raise DiskFull when the data dir's disk is below its reserve (the state store's
@@ -161,10 +162,12 @@ class SemanticStore:
         (tombstones), points without a dense vector are embedded, every point gets its
         keyword vector, then one upsert and the scopes' caches are told. Returns the points
         written. The caller holds :attr:`write_lock` (the tombstone check and the upsert
-        must not be split by a Forget). Raises EmbeddingUnavailable, VectorStoreUnavailable,
+        must not be split by a Forget; the points of a user being erased wait for its end:
+        :mod:`tiers.semantic.erasures`). Raises EmbeddingUnavailable, VectorStoreUnavailable,
         DiskFull.
         """
         _embedder, vectors = self.wait_ready(timeout=None)
+        self.erasures.wait_for({p.scope.user_id for p in points})
         kept = self.embed(self.tombstones.keep(list(points)))
         if not kept:
             return []
@@ -340,7 +343,7 @@ class SemanticStore:
                 if self._closed:
                     vectors.close()
                     return
-                self._vectors = vectors
+                self._vectors = ErasingVectors(vectors, self.erasures)
         except Exception as exc:
             # One line, for the log, `weaverctl status` and the health check's metadata.
             self.error = one_line(exc)
@@ -353,7 +356,7 @@ class SemanticStore:
     def ready(self) -> bool:
         return self._vectors is not None
 
-    def wait_ready(self, timeout: float | None = None) -> tuple[Embedder, VectorStore]:
+    def wait_ready(self, timeout: float | None = None) -> tuple[Embedder, ErasingVectors]:
         if not self._ready.wait(timeout):
             raise EmbeddingUnavailable(
                 self.embeddings.error  # e.g. a remote embedding endpoint that is down
@@ -365,6 +368,7 @@ class SemanticStore:
 
     def close(self) -> None:
         """Flush and close the vector store (idempotent)."""
+        self.erasures.close()
         self.embeddings.close()
         with self._lock:
             self._closed = True

@@ -12,6 +12,8 @@ Key layout of the state store (column family ``forgotten``, no TTL)::
     forgotten  m <memory_id>    -> forgotten_at:u64 (µs)  one Tier 3 memory (point id)
     forgotten  p                -> u64 (ns)  a Forget's purge has not finished
     (tiers.rights.forget.cascade)
+    forgotten  u <user_id>      -> b""  the user's points are hidden and being deleted
+    (tiers.semantic.erasures)
 
 Point ids are deterministic (a hash of scope, kind, text and sources), so a forgotten memory
 that a resumed run or a rebuild derives again from a stored extraction has the same id and is

@@ -32,6 +32,10 @@ A fact that a forgotten fact had superseded (or replaced, as an extractor report
 current again, or closed at the next remaining fact that supersedes it
 (:mod:`tiers.rights.forget.validity`).
 
+A whole user's Forget with :data:`~tiers.semantic.erasures.ERASE_LATER_POINTS` vector points or
+more hides them instead of deleting them (:mod:`tiers.semantic.erasures`): the purger's thread
+deletes them after the Forget returns, tombstoning their episodes as it goes.
+
 Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`):
 RocksDB's before Forget returns, the vector store's on the purger's thread, beside RocksDB's
 (a ``purge`` mark, written with the tombstones, makes the next start finish it after a crash).
@@ -59,6 +63,7 @@ from tiers.rights.forget.purge import Purger
 from tiers.rights.forget.validity import reopen, restore_superseded
 from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Owned, ScopedKind
+from tiers.semantic.erasures import ERASE_LATER_POINTS
 from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import GRAPH_CFS
 from tiers.semantic.store import SemanticStore
@@ -102,6 +107,7 @@ class Forgetter:
         self._changes = next((k for k in self._kinds if isinstance(k, ChangeLog)), None)
         self._kind_cfs = tuple(cf for kind in self._kinds for cf in kind.column_families)
         self._finder = Finder(working, journal, journal_store, state, semantic, self._kinds)
+        self.erase_later_points = ERASE_LATER_POINTS  # a whole user's, from this many on
         self.purger = Purger(
             state, journal_store, semantic, STATE_CFS_TOUCHED + self._kind_cfs, JOURNAL_CFS_TOUCHED
         )
@@ -140,10 +146,15 @@ class Forgetter:
         counts, laps = ForgetCounts(), Laps()
         _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
+        erasures = self._semantic.erasures
         with self._semantic.write_lock:  # then the working memory's: the backup's order
             scope_edges: list[str] = []
+            # A whole large user's points: hidden now, deleted after (tiers.semantic.erasures).
+            whole = PointFilter(user_id=scope.user_id) if scope and not scope.agent_id else None
+            erased = vectors.count(whole) if whole is not None else 0
+            erased = erased if erased >= self.erase_later_points else 0
             if scope is not None:
-                scope_edges = self._finder.stored(scope, plan)
+                scope_edges = self._finder.stored(scope, plan, points=not erased)
                 self._finder.open(scope, plan)  # and once more below, under the working lock
             laps.lap("scope")
             plan.episode_ids.discard("")
@@ -167,8 +178,12 @@ class Forgetter:
                 record_ids = {memory_id for _owner, memory_id in records}
                 memories = plan.memory_ids | record_ids
                 Tombstones.add(batch, episodes, sorted(memories))
+                if erased and scope is not None:
+                    erasures.add_into(batch, scope.user_id)
                 with self._noted(batch, plan, len(episodes), len(memories), records):
                     mark, earlier = self.purger.write_marked(batch)
+                if erased and scope is not None:
+                    erasures.hide(scope.user_id)  # from here on, its deletes are the purger's
             laps.lap("tombstones")
             # The edges removed, for the facts they superseded (none left in a scope's Forget).
             removed: list[Edge] | None = [] if scope is None else None
@@ -190,9 +205,10 @@ class Forgetter:
             # user's shard and edges only, after the scope's (most of them go with those).
             user_id = scope.user_id if scope is not None else ""
             if scope is not None:
-                counts.vector_points += semantic.delete(
+                deleted = semantic.delete(  # an erased user's: only its staged points now
                     PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), ()
                 )
+                counts.vector_points += erased or deleted
                 laps.lap("points")
                 self._remove_edges(scope_edges, counts, removed)
                 laps.lap("graph")
@@ -237,7 +253,7 @@ class Forgetter:
             self.purger.request()
             counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else ())
         laps.lap("rest")
-        fields = {"users": len(users), **counts.as_dict(), **laps.ms}
+        fields = {"users": len(users), **counts.as_dict(), "erased_later": erased, **laps.ms}
         log.info("forget.done", extra={"fields": fields})
         return counts
 

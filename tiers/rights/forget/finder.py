@@ -74,18 +74,18 @@ class Finder:
         plan.episode_ids.discard("")
         return plan
 
-    def stored(self, scope: Scope, plan: ForgetPlan) -> list[str]:
+    def stored(self, scope: Scope, plan: ForgetPlan, *, points: bool = True) -> list[str]:
         """The episodes of ``scope`` that Tier 3 and the stored extractions name: what only
         writers holding ``SemanticStore.write_lock`` write, so the caller holds it, and not the
         working memory's lock (a large user's take seconds; no append waits for them).
-        Returns the ids of the scope's edges, read once for both (decoded edges kept past
-        their burst were walked by collections)."""
+        Without ``points``, not those of its vector points (a user erased after the Forget:
+        the erasure tombstones them, :mod:`tiers.semantic.erasures`). Returns the ids of the
+        scope's edges, read once for both (decoded edges kept past their burst were walked by
+        collections)."""
         _embedder, vectors = self.semantic.wait_ready(0)
-        plan.episode_ids.update(
-            vectors.episode_ids(
-                PointFilter(user_id=scope.user_id, agent_id=scope.agent_id), _SCROLL_ALL
-            )
-        )
+        if points:
+            flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
+            plan.episode_ids.update(vectors.episode_ids(flt, _SCROLL_ALL))
         with collector.quiet():
             edges = self.semantic.graph.edges_where(
                 lambda e: covers(scope, e.scope.user_id, e.scope.agent_id), scope.user_id

@@ -30,12 +30,14 @@ from tiers.core.events import Events
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
 from tiers.core.records import u64
 from tiers.rocks import Batch, RocksStore
+from tiers.semantic.erasures import ErasingVectors
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
+from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF, Tombstones
 from tiers.space import freeing
 
 log = logging.getLogger("strata.forget")
 RETRY_SECONDS = 10.0
+ERASE_CHUNK = 8192  # an erased user's points tombstoned and deleted at a time
 READY_TIMEOUT = 60.0
 
 
@@ -65,6 +67,7 @@ class Purger:
         self._running = False
         self._closing = False
         self._thread: threading.Thread | None = None
+        self._erasures = semantic.erasures
         # Called after each vector-store purge: its new generation has no index yet.
         self.events = Events("forget")  # Purged
 
@@ -119,7 +122,7 @@ class Purger:
     def resume(self) -> bool:
         """At start-up, once Tier 3 is open: purge again if a Forget's purge did not finish
         (the mark is set). Returns whether it did."""
-        if self._state.get(TOMBSTONES_CF, PURGE_KEY) is None:
+        if self._state.get(TOMBSTONES_CF, PURGE_KEY) is None and not self._erasures.users():
             return False
         log.info("forget.purge_resumed")
         self.request()
@@ -155,6 +158,8 @@ class Purger:
             began = time.perf_counter()
             try:
                 _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+                if not self._erase(vectors):
+                    return  # closing: the marks stay for the next start
                 vectors.purge()
                 self.purge_stores()
             except Exception as exc:
@@ -174,3 +179,30 @@ class Purger:
             with self._cond:
                 self._running = False
                 self._cond.notify_all()
+
+    def _erase(self, vectors: ErasingVectors) -> bool:
+        """Delete the points of the users being erased (:mod:`tiers.semantic.erasures`),
+        :data:`ERASE_CHUNK` at a time, holding the erasures' lock for each: its episodes
+        tombstoned, then its points deleted. Returns False when closing stopped it. Raises
+        what :meth:`ErasingVectors.erase` raises."""
+        for user_id in self._erasures.users():
+            began, points = time.perf_counter(), 0
+            while True:
+                with self._cond:
+                    if self._closing:
+                        return False
+                with self._erasures.lock:
+                    chunk = vectors.erase(user_id, ERASE_CHUNK, self._tombstone)
+                if not chunk:
+                    break
+                points += chunk
+            self._erasures.done(user_id)
+            self._semantic.notify_write({user_id})
+            ms = round((time.perf_counter() - began) * 1000, 1)
+            log.info("forget.erased", extra={"fields": {"points": points, "ms": ms}})
+        return True
+
+    def _tombstone(self, episode_ids: set[str]) -> None:
+        batch = self._state.batch()
+        Tombstones.add(batch, sorted(episode_ids))
+        self._state.write(batch)

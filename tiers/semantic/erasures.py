@@ -1,0 +1,234 @@
+"""Erasures: the users whose vector points a Forget took out of sight at once and deletes after
+it returns.
+
+Deleting a large user's points takes the engine seconds (about 11 µs a point here: 7-8 s for
+200,000 points at 1M in the daemon). A Forget of a whole user with at least
+:data:`ERASE_LATER_POINTS` points therefore does not wait for it
+(:mod:`tiers.rights.forget.cascade`): in the batch of its tombstones it writes the user's
+erasure mark, and from then on the vector store, seen through :class:`ErasingVectors` (which
+:class:`tiers.semantic.store.SemanticStore` hands out), holds none of that user's points:
+
+- reads for the user find nothing; reads of no user leave the user's points out;
+- a delete for the user is left to the erasure (it tombstones what it deletes);
+- a write of the user's points waits at Tier 3's door (:meth:`SemanticStore.write`) until
+  the erasure is done, so no new point of the user is deleted with the old ones, and none
+  comes back before its episode is tombstoned (:meth:`Erasures.wait_for`).
+
+The purger's thread (:mod:`tiers.rights.forget.purge`) then tombstones the episodes of each
+chunk of the user's points and deletes it, holding :attr:`Erasures.lock` (a backup takes it
+too, so it copies whole chunks), then clears the mark and lets the writers go. The mark is
+durable (state store, column family ``forgotten``, key ``u <user_id>``): after a stop or a
+crash the user stays out of sight from the next start on, and the erasure goes on once Tier 3
+is open.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from tiers.rocks import Batch, RocksStore
+from tiers.semantic.tombstones import TOMBSTONES_CF
+from tiers.semantic.vectors import (
+    Hit,
+    MemoryPoint,
+    PointFilter,
+    SparseVector,
+    Validity,
+    VectorStore,
+    VectorStoreUnavailable,
+)
+
+_USER = b"u"
+# A whole user's Forget leaves its points to the purger's thread from this many on.
+ERASE_LATER_POINTS = 20_000
+# What a scroll of every point of a read of no user may return, to leave hidden users out.
+_ALL = 10_000_000
+
+
+class Erasures:
+    """The users being erased (loaded from ``state`` when made). Thread-safe."""
+
+    def __init__(self, state: RocksStore) -> None:
+        self._state = state
+        self._cond = threading.Condition()
+        self._closed = False
+        self._users = {k[1:].decode() for k, _ in state.scan_prefix(TOMBSTONES_CF, _USER)}
+        # Held by the erasure for each chunk it tombstones and deletes, and by a backup.
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def add_into(batch: Batch, user_id: str) -> None:
+        """Stage ``user_id``'s mark in ``batch`` (a Forget's tombstones); :meth:`hide` once
+        it is written."""
+        batch.put(TOMBSTONES_CF, _USER + user_id.encode(), b"")
+
+    def hide(self, user_id: str) -> None:
+        with self._cond:
+            self._users.add(user_id)
+
+    def hidden(self, user_id: str) -> bool:
+        return bool(user_id) and user_id in self._users
+
+    def users(self) -> list[str]:
+        with self._cond:
+            return sorted(self._users)
+
+    def done(self, user_id: str) -> None:
+        """The user's points are deleted: its mark goes, and writers waiting for it go on."""
+        batch = self._state.batch()
+        batch.delete(TOMBSTONES_CF, _USER + user_id.encode())
+        self._state.write(batch)
+        with self._cond:
+            self._users.discard(user_id)
+            self._cond.notify_all()
+
+    def wait_for(self, user_ids: Iterable[str]) -> None:
+        """Return once none of ``user_ids`` is being erased. Raises VectorStoreUnavailable
+        when Tier 3 closes meanwhile (the writer's work is redone after the next start)."""
+        wanted = set(user_ids)
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or not wanted & self._users)
+            if self._closed and wanted & self._users:
+                raise VectorStoreUnavailable("Tier 3 closed while a user's erasure was going on")
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+class ErasingVectors:
+    """A :class:`~tiers.semantic.vectors.VectorStore` without the points of the users being
+    erased (module doc); what it does not wrap goes to ``inner`` as it is."""
+
+    def __init__(self, inner: VectorStore, erasures: Erasures) -> None:
+        self.inner = inner
+        self._erasures = erasures
+
+    def __getattr__(self, name: str) -> Any:  # a store's own extras (builds, copy_to, ...)
+        return getattr(self.inner, name)
+
+    def _hidden(self, user_id: str) -> bool:
+        return self._erasures.hidden(user_id)
+
+    def _some_hidden(self, user_id: str) -> bool:
+        """A read of no user while some user is being erased."""
+        return not user_id and bool(self._erasures.users())
+
+    def _seen(self, points: Iterable[MemoryPoint]) -> list[MemoryPoint]:
+        return [p for p in points if not self._hidden(p.scope.user_id)]
+
+    # -- as they are -----------------------------------------------------------------------
+    def ensure(self, model: str, dim: int) -> None:
+        self.inner.ensure(model, dim)
+
+    def upsert(self, points: Sequence[MemoryPoint]) -> None:
+        self.inner.upsert(points)  # the door waited for the erasures of its users
+
+    def weigh(self, vector: SparseVector) -> SparseVector:
+        return self.inner.weigh(vector)
+
+    def optimize(self) -> None:
+        self.inner.optimize()
+
+    def purge(self) -> None:
+        self.inner.purge()
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    # -- without the hidden users ----------------------------------------------------------
+    def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
+        if self._hidden(flt.user_id):
+            return []
+        hits = self.inner.search_dense(vector, flt, limit)
+        return [] if self._hidden(flt.user_id) else hits  # hidden meanwhile
+
+    def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
+        if self._hidden(flt.user_id):
+            return []
+        hits = self.inner.search_sparse(vector, flt, limit)
+        return [] if self._hidden(flt.user_id) else hits
+
+    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
+        if self._hidden(user_id):
+            return []
+        return self._seen(self.inner.get(ids, user_id))
+
+    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
+        if self._hidden(user_id):
+            return {}
+        found = self.inner.dense(ids, user_id)
+        if self._some_hidden(user_id):
+            seen = {p.id for p in self.get(list(found))}
+            found = {i: v for i, v in found.items() if i in seen}
+        return found
+
+    def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
+        if self._hidden(flt.user_id):
+            return []
+        return self._seen(self.inner.scroll(flt, limit))
+
+    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
+        if self._hidden(flt.user_id):
+            return []
+        if self._some_hidden(flt.user_id):
+            return [p.id for p in self.scroll(flt, _ALL)][:limit]
+        return self.inner.ids(flt, limit)
+
+    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
+        if self._hidden(flt.user_id):
+            return set()
+        if self._some_hidden(flt.user_id):
+            return {p.episode_id for p in self.scroll(flt, limit) if p.episode_id}
+        return self.inner.episode_ids(flt, limit)
+
+    def count(self, flt: PointFilter) -> int:
+        if self._hidden(flt.user_id):
+            return 0
+        n = self.inner.count(flt)
+        if self._some_hidden(flt.user_id):
+            n -= sum(self.inner.count(replace(flt, user_id=u)) for u in self._erasures.users())
+        return n
+
+    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
+        if not self._hidden(user_id):  # a hidden user's facts are being deleted
+            self.inner.set_valid_to(ids, validity, user_id)
+
+    def erase(self, user_id: str, limit: int, tombstone: Callable[[set[str]], None]) -> int:
+        """Delete up to ``limit`` of a hidden user's points, calling ``tombstone`` with
+        their episode ids first; returns how many (0: none is left). Raises
+        VectorStoreUnavailable, and RuntimeError when the points found were not deleted."""
+        points = self.inner.scroll(PointFilter(user_id=user_id), limit)
+        if not points:
+            return 0
+        tombstone({p.episode_id for p in points if p.episode_id})
+        if not self.inner.delete(PointFilter(user_id=user_id, ids=tuple(p.id for p in points))):
+            raise RuntimeError(f"{len(points)} points of an erased user were found, not deleted")
+        return len(points)
+
+    def delete(self, flt: PointFilter) -> int:
+        """Deletes, but nothing of a user being erased: the erasure deletes those points,
+        tombstoning their episodes first."""
+        return 0 if self._hidden(flt.user_id) else self.inner.delete(flt)
+
+
+class Held:
+    """Locks taken in order and let go in reverse, as one reusable context manager."""
+
+    def __init__(self, *locks: Any) -> None:
+        self._locks = locks
+
+    def __enter__(self) -> None:
+        for lock in self._locks:
+            lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
