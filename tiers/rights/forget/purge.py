@@ -37,7 +37,7 @@ from tiers.space import freeing
 
 log = logging.getLogger("strata.forget")
 RETRY_SECONDS = 10.0
-ERASE_CHUNK = 8192  # an erased user's points tombstoned and deleted at a time
+TOMBSTONE_BATCH = 8192  # an erased user's episodes tombstoned in one write
 READY_TIMEOUT = 60.0
 
 
@@ -181,21 +181,16 @@ class Purger:
                 self._cond.notify_all()
 
     def _erase(self, vectors: ErasingVectors) -> bool:
-        """Delete the points of the users being erased (:mod:`tiers.semantic.erasures`),
-        :data:`ERASE_CHUNK` at a time, holding the erasures' lock for each: its episodes
-        tombstoned, then its points deleted. Returns False when closing stopped it. Raises
-        what :meth:`ErasingVectors.erase` raises."""
+        """Delete the points of the users being erased (:mod:`tiers.semantic.erasures`), one
+        user at a time, holding the erasures' lock: its episodes tombstoned first. Returns
+        False when closing stopped it. Raises what :meth:`ErasingVectors.erase` raises."""
         for user_id in self._erasures.users():
-            began, points = time.perf_counter(), 0
-            while True:
-                with self._cond:
-                    if self._closing:
-                        return False
-                with self._erasures.lock:
-                    chunk = vectors.erase(user_id, ERASE_CHUNK, self._tombstone)
-                if not chunk:
-                    break
-                points += chunk
+            with self._cond:
+                if self._closing:
+                    return False
+            began = time.perf_counter()
+            with self._erasures.lock:
+                points = vectors.erase(user_id, self._tombstone)
             self._erasures.done(user_id)
             self._semantic.notify_write({user_id})
             ms = round((time.perf_counter() - began) * 1000, 1)
@@ -203,6 +198,10 @@ class Purger:
         return True
 
     def _tombstone(self, episode_ids: set[str]) -> None:
-        batch = self._state.batch()
-        Tombstones.add(batch, sorted(episode_ids))
-        self._state.write(batch)
+        """Tombstone ``episode_ids``, :data:`TOMBSTONE_BATCH` to a write (a RocksDB write
+        holds the interpreter throughout: 150,000 keys, 74 ms)."""
+        ordered = sorted(episode_ids)
+        for i in range(0, len(ordered), TOMBSTONE_BATCH):
+            batch = self._state.batch()
+            Tombstones.add(batch, ordered[i : i + TOMBSTONE_BATCH])
+            self._state.write(batch)
