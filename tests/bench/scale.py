@@ -25,7 +25,9 @@ and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-inde
   built again (from their feature files on disk, ``graphs_built_s``);
 - a Forget of the largest user while a thread recalls small users and another appends to a
   session of one of them (once the opener is done and they were asked twice): its duration,
-  its stages, and the others' Recalls and appends meanwhile;
+  its stages, and the others' Recalls and appends meanwhile; then, its points deleted after
+  it returned (``tiers.semantic.erasures``), the seconds until that ended (``erased_s``,
+  from the Forget's start) and the others' calls meanwhile (``*_while_erased``);
 - the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
 """
 
