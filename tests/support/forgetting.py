@@ -1,7 +1,7 @@
 """What the forget tests share (``tests/tiers/rights/test_forget*.py``,
-``tests/tiers/keyed/test_documents_tier3.py``): conversations written through a client, recall
-texts, and the files under a data dir that
-still hold given words."""
+``tests/tiers/keyed/test_documents_tier3.py``, ``tests/tiers/test_kinds.py``): conversations
+written through a client, recall texts, the files under a data dir that still hold given
+words, and the closing of stores a test opened around a Forgetter."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from typing import Any
 
 from stratad_client import MemoryClient, message
 from tests.support import MAY, wait_until
+from tiers.rights.forget.cascade import Forgetter
+from tiers.rocks import RocksStore
+from tiers.semantic.store import SemanticStore
 
 SECRET = "Zebra-7781-Quartz"
 
@@ -67,3 +70,13 @@ def _gone_within(root: Path, needles: list[str], seconds: float = PURGE_BOUND) -
         wait_until(gone, seconds, interval=0.2)
     except AssertionError:
         raise AssertionError(f"still on disk after {seconds:g} s: {left}") from None
+
+
+def close_stores(forgetter: Forgetter, semantic: SemanticStore, *stores: RocksStore) -> None:
+    """Close what a test opened around ``forgetter``, as the daemon does: the purger told to
+    stop, Tier 3 closed (which ends its purge), the purger joined, then the RocksDB stores."""
+    forgetter.purger.close()
+    semantic.close()
+    assert forgetter.purger.join(60)
+    for store in stores:
+        store.close()

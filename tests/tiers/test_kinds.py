@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.contracts.models_kit import minilm
+from tests.support.forgetting import close_stores
 from tiers.changes.log import Change, ChangeLog
 from tiers.changes.log import write as write_changes
 from tiers.core.errors import InvalidExport
@@ -154,11 +155,7 @@ class Rights:
         return out.getvalue().splitlines()
 
     def close(self) -> None:
-        self.forgetter.purger.close()
-        self.semantic.close()
-        assert self.forgetter.purger.join(60)
-        self.jstore.close()
-        self.state.close()
+        close_stores(self.forgetter, self.semantic, self.jstore, self.state)
 
 
 def _no_extraction(episode_id: str, scope: Scope, doc: dict[str, Any]) -> bytes:

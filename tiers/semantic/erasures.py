@@ -13,7 +13,9 @@ erasure mark, and from then on the vector store, seen through :class:`ErasingVec
 - a write of the user's points waits at Tier 3's door (:meth:`SemanticStore.write`) until
   the erasure is done (:data:`WAIT_SECONDS` at most, then it is refused and redone later), so
   no new point of the user is deleted with the old ones, and none comes back before its
-  episode is tombstoned (:meth:`Erasures.wait_for`).
+  episode is tombstoned (:meth:`Erasures.wait_for`). It waits holding
+  ``SemanticStore.write_lock``, so other Tier 3 writers wait with it: only when a user writes
+  during its own erasure (a Forget held them all for as long before).
 
 The purger's thread (:mod:`tiers.rights.forget.purge`) then tombstones the episodes of each
 user's points and deletes them, holding :attr:`Erasures.lock`, then clears the mark and lets
@@ -46,7 +48,7 @@ _USER = b"u"
 # A whole user's Forget leaves its points to the purger's thread from this many on.
 ERASE_LATER_POINTS = 20_000
 # How long a write of a user being erased waits for the erasure's end (then it is refused).
-WAIT_SECONDS = 30.0
+WAIT_SECONDS = 10.0
 # What a scroll of every point of a read of no user may return, to leave hidden users out.
 _ALL = 10_000_000
 
@@ -59,7 +61,7 @@ class Erasures:
         self._cond = threading.Condition()
         self._closed = False
         self._users = {k[1:].decode() for k, _ in state.scan_prefix(TOMBSTONES_CF, _USER)}
-        # Held by the erasure for each chunk it tombstones and deletes, and by a backup.
+        # Held by the erasure while it tombstones and deletes a user's points, and by a backup.
         self.lock = threading.Lock()
 
     @staticmethod
@@ -116,13 +118,15 @@ class Erasures:
 
 class ErasingVectors:
     """A :class:`~tiers.semantic.vectors.VectorStore` without the points of the users being
-    erased (module doc); what it does not wrap goes to ``inner`` as it is."""
+    erased (module doc): its reads and deletes. The rest goes to ``inner`` as it is (an upsert
+    too: the door waited for the erasures of its users), and so do a store's own extras
+    (``builds``, ``copy_to``, ...)."""
 
     def __init__(self, inner: VectorStore, erasures: Erasures) -> None:
         self.inner = inner
         self._erasures = erasures
 
-    def __getattr__(self, name: str) -> Any:  # a store's own extras (builds, copy_to, ...)
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def _hidden(self, user_id: str) -> bool:
@@ -134,28 +138,6 @@ class ErasingVectors:
 
     def _seen(self, points: Iterable[MemoryPoint]) -> list[MemoryPoint]:
         return [p for p in points if not self._hidden(p.scope.user_id)]
-
-    # -- as they are -----------------------------------------------------------------------
-    def ensure(self, model: str, dim: int) -> None:
-        self.inner.ensure(model, dim)
-
-    def upsert(self, points: Sequence[MemoryPoint]) -> None:
-        self.inner.upsert(points)  # the door waited for the erasures of its users
-
-    def weigh(self, vector: SparseVector) -> SparseVector:
-        return self.inner.weigh(vector)
-
-    def optimize(self) -> None:
-        self.inner.optimize()
-
-    def purge(self) -> None:
-        self.inner.purge()
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def close(self) -> None:
-        self.inner.close()
 
     # -- without the hidden users ----------------------------------------------------------
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:

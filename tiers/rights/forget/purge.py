@@ -10,7 +10,8 @@ vector engine keeps deleted points in its WAL and segment pages. :class:`Purger`
 - the vector store's :meth:`~tiers.semantic.vectors.VectorStore.purge` (seconds to a minute at 100k
   points: a child process rewrites the live points into a new generation) runs on the
   purger's own thread. Requests made while it runs are coalesced into one more purge after
-  it, which also covers deletes that happened during the first.
+  it, which also covers deletes that happened during the first. Before it, the same thread
+  deletes the points of the users a Forget hid (:mod:`tiers.semantic.erasures`).
 
 A ``purge`` mark (``forgotten`` column family, :data:`~tiers.semantic.tombstones.PURGE_KEY`) is
 written in the same batch as a Forget's tombstones and cleared by the first purge that began after
@@ -120,8 +121,8 @@ class Purger:
             self._cond.notify_all()
 
     def resume(self) -> bool:
-        """At start-up, once Tier 3 is open: purge again if a Forget's purge did not finish
-        (the mark is set). Returns whether it did."""
+        """At start-up, once Tier 3 is open: purge again if a Forget's purge or erasure did
+        not finish (a mark is set). Returns whether it did."""
         if self._state.get(TOMBSTONES_CF, PURGE_KEY) is None and not self._erasures.users():
             return False
         log.info("forget.purge_resumed")
@@ -158,8 +159,10 @@ class Purger:
             began = time.perf_counter()
             try:
                 _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
-                if not self._erase(vectors):
-                    return  # closing: the marks stay for the next start
+                if not self._erase(vectors):  # closing: the marks stay for the next start
+                    with self._cond:
+                        self._running = False
+                    return
                 vectors.purge()
                 self.purge_stores()
             except Exception as exc:
