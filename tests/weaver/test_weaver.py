@@ -181,7 +181,7 @@ def test_an_index_build_runs_beside_indexing_and_keeps_what_was_written_meanwhil
     gated_child(monkeypatch, gate)  # the build's child waits until the test lets it go
     index_small_stores(monkeypatch)  # so that the build has something to index and swap in
     daemon = start_daemon(weaver=QUIET)
-    _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
+    vectors = daemon.daemon.parts.semantic.wait_ready(120)[1].inner  # the store itself
     assert isinstance(vectors, ShardedVectorStore)
     weaver = daemon.daemon.parts.weaver
     assert weaver is not None

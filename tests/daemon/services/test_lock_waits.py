@@ -46,10 +46,10 @@ def test_a_scopes_forget_reads_its_points_without_the_working_memorys_lock(
     reading, go = threading.Event(), threading.Event()
     stored = Finder.stored
 
-    def held_stored(finder: Finder, scope: Scope, plan: Any) -> list[str]:
+    def held_stored(finder: Finder, scope: Scope, plan: Any, **kwargs: Any) -> list[str]:
         reading.set()
         assert go.wait(60)
-        return stored(finder, scope, plan)
+        return stored(finder, scope, plan, **kwargs)
 
     monkeypatch.setattr(Finder, "stored", held_stored)
     with daemon.client(timeout=60) as c, ThreadPoolExecutor(1) as pool:

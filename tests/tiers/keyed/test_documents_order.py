@@ -238,7 +238,8 @@ def test_puts_while_the_next_generation_is_made_are_in_it(
     held_load(monkeypatch, loading)  # a new store: its first load is the new generation's
     d = start_daemon(weaver=QUIET)
     semantic, weaver = d.daemon.parts.semantic, d.daemon.parts.weaver
-    embedder, vectors = semantic.wait_ready(120)
+    embedder, seen = semantic.wait_ready(120)
+    vectors = seen.inner  # the store itself, under the erasures' view
     made = (lambda: vectors.builds) if making == "build" else (lambda: vectors.purges)
     with d.client(timeout=60) as c:
         doc = put(c, V0).document
