@@ -49,6 +49,8 @@ _USER = b"u"
 ERASE_LATER_POINTS = 20_000
 # How long a write of a user being erased waits for the erasure's end (then it is refused).
 WAIT_SECONDS = 10.0
+# How long a backup waits for the erasures to end (then it is refused).
+SETTLE_SECONDS = 300.0
 # What a scroll of every point of a read of no user may return, to leave hidden users out.
 _ALL = 10_000_000
 
@@ -102,13 +104,15 @@ class Erasures:
                     "a Forget of this user is still deleting its earlier points; try again"
                 )
 
-    def settle(self) -> None:
+    def settle(self, timeout: float = SETTLE_SECONDS) -> None:
         """Return once no user is being erased. Raises VectorStoreUnavailable when Tier 3
-        closes first."""
+        closes first or ``timeout`` passes (an erasure waits for Tier 3 to open)."""
         with self._cond:
-            self._cond.wait_for(lambda: self._closed or not self._users)
+            self._cond.wait_for(lambda: self._closed or not self._users, timeout)
             if self._users:
-                raise VectorStoreUnavailable("Tier 3 closed while a user's erasure was going on")
+                raise VectorStoreUnavailable(
+                    "a Forget is still deleting a user's points (an erasure); try again later"
+                )
 
     def close(self) -> None:
         with self._cond:
@@ -214,12 +218,13 @@ class ErasingVectors:
 class Quiet:
     """Tier 3 held still, as a reusable context manager (a backup): ``write_lock`` held (no
     writer's step, no Forget) and no erasure going on. It waits for the erasures to end first,
-    so a backup taken after a Forget holds none of the user's points. Raises
-    VectorStoreUnavailable when Tier 3 closes meanwhile."""
+    so a backup taken after a Forget holds none of the user's points. Raises what
+    :meth:`Erasures.settle` raises."""
 
     def __init__(self, write_lock: Any, erasures: Erasures) -> None:
         self._write_lock = write_lock
         self._erasures = erasures
+        self.settle_seconds = SETTLE_SECONDS
 
     def __enter__(self) -> None:
         while True:
@@ -228,7 +233,7 @@ class Quiet:
                 self._erasures.lock.acquire()
                 return
             self._write_lock.release()  # for the writers the erasure holds up
-            self._erasures.settle()
+            self._erasures.settle(self.settle_seconds)
 
     def __exit__(self, *exc: object) -> None:
         self._erasures.lock.release()

@@ -238,3 +238,23 @@ def test_a_write_that_waits_too_long_for_an_erasure_is_refused_and_nothing_is_wr
         with pytest.raises(VectorStoreUnavailable, match="still deleting"):
             house.semantic.erasures.wait_for({"small", "big"}, timeout=0.2)
         house.semantic.erasures.wait_for({"small"}, timeout=0.2)  # another user's: at once
+
+
+def test_a_backup_that_waits_too_long_for_an_erasure_is_refused_and_holds_no_lock(house: House):
+    house.write(points(BIG, episode_ids(6), 10, seed=11))
+    house.semantic.quiet.settle_seconds = 0.2
+    with house.semantic.erasures.lock:
+        house.forgetter.forget(ForgetTarget(scope=BIG), lambda s: True)
+        with pytest.raises(VectorStoreUnavailable, match="still deleting"), house.semantic.quiet:
+            pass
+        free: list[bool] = []
+
+        def writer() -> None:  # another thread: the lock is reentrant for this one
+            free.append(house.semantic.write_lock.acquire(blocking=False))
+            if free[-1]:
+                house.semantic.write_lock.release()
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        thread.join(60)
+        assert free == [True]  # let go of by the backup that gave up
