@@ -51,7 +51,7 @@ ERASE_LATER_POINTS = 20_000
 WAIT_SECONDS = 10.0
 # How long a backup waits for the erasures to end (then it is refused).
 SETTLE_SECONDS = 300.0
-# What a scroll of every point of a read of no user may return, to leave hidden users out.
+# What an erasure reads of a user's episode ids: all of them.
 _ALL = 10_000_000
 
 
@@ -143,6 +143,12 @@ class ErasingVectors:
     def _seen(self, points: Iterable[MemoryPoint]) -> list[MemoryPoint]:
         return [p for p in points if not self._hidden(p.scope.user_id)]
 
+    def _scroll_seen(self, flt: PointFilter, limit: int) -> list[MemoryPoint]:
+        """Up to ``limit`` points of a read of no user, none of a hidden user's: as many more
+        are read as the hidden users have matching points."""
+        hidden = sum(self.inner.count(replace(flt, user_id=u)) for u in self._erasures.users())
+        return self._seen(self.inner.scroll(flt, limit + hidden))[:limit]
+
     # -- without the hidden users ----------------------------------------------------------
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
         if self._hidden(flt.user_id):
@@ -173,20 +179,22 @@ class ErasingVectors:
     def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
         if self._hidden(flt.user_id):
             return []
+        if self._some_hidden(flt.user_id):
+            return self._scroll_seen(flt, limit)
         return self._seen(self.inner.scroll(flt, limit))
 
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
         if self._hidden(flt.user_id):
             return []
         if self._some_hidden(flt.user_id):
-            return [p.id for p in self.scroll(flt, _ALL)][:limit]
+            return [p.id for p in self._scroll_seen(flt, limit)]
         return self.inner.ids(flt, limit)
 
     def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
         if self._hidden(flt.user_id):
             return set()
         if self._some_hidden(flt.user_id):
-            return {p.episode_id for p in self.scroll(flt, limit) if p.episode_id}
+            return {p.episode_id for p in self._scroll_seen(flt, limit) if p.episode_id}
         return self.inner.episode_ids(flt, limit)
 
     def count(self, flt: PointFilter) -> int:

@@ -149,6 +149,9 @@ def test_a_large_users_points_are_hidden_at_once_then_deleted_with_their_episode
         assert v.count(PointFilter()) == 20  # a read of no user leaves it out
         assert set(v.ids(PointFilter(), 1000)) == {p.id for p in small}
         assert v.episode_ids(PointFilter(), 1000) == {p.episode_id for p in small}
+        assert len(v.ids(PointFilter(), 15)) == 15  # the hidden points count for no limit
+        assert len(v.scroll(PointFilter(), 20)) == 20
+        assert v.episode_ids(PointFilter(), 20) == {p.episode_id for p in small}
         assert v.delete(big_only) == 0  # the erasure's to delete
         assert v.search_dense(probe, PointFilter(user_id="small"), 5)  # others as they were
         # A write of the user waits for the erasure: one of a forgotten episode (an import of
