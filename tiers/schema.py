@@ -57,6 +57,7 @@ def families(kinds: Sequence[KindFactory] = KINDS) -> tuple[ColumnFamily, ...]:
         *_owned("state", session, session.WORKING_CFS),
         *_owned("state", progress, progress.PROGRESS_CFS),
         *_owned("state", journal, journal.CONSOLIDATION_CFS),
+        *_owned("state", journal, journal.OWNER_CFS),
         *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
         *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),
         *(

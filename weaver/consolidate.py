@@ -34,7 +34,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from tiers.core.records import Scope, pack, unpack
-from tiers.journal.store import EXTRACTIONS_CF, Journal
+from tiers.journal.store import EXTRACTIONS_CF, Journal, put_extraction
 from tiers.rocks import RocksStore
 from tiers.semantic.digests import DigestWriter
 from tiers.semantic.graph import Edge
@@ -121,7 +121,7 @@ class Consolidator:
             if self._semantic.tombstones.episode(episode.episode_id):
                 return extraction  # forgotten meanwhile: keep nothing (consolidate skips it)
             batch = self._state.batch()
-            batch.put(EXTRACTIONS_CF, key, encode_extraction(extraction, episode))
+            put_extraction(batch, episode.episode_id, encode_extraction(extraction, episode))
             self._state.write(batch)
         return extraction
 
@@ -138,7 +138,9 @@ class Consolidator:
         if raw is None or decode_record(raw)[1] is not None:
             return
         batch = self._state.batch()
-        batch.put(EXTRACTIONS_CF, key, encode_extraction(decode_extraction(raw), episode))
+        put_extraction(
+            batch, episode.episode_id, encode_extraction(decode_extraction(raw), episode)
+        )
         self._state.write(batch)
 
     # -- 2-4 -----------------------------------------------------------------------------------

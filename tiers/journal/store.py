@@ -46,6 +46,12 @@ PENDING_CF = "pending"
 UNINDEXED_CF = "unindexed"
 EXTRACTIONS_CF = "extractions"
 CONSOLIDATION_CFS = (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF)
+# The stored extractions by owner (``user_id 0x00 agent_id 0x00 episode_id``, empty values),
+# so a scope's are found without reading every user's; the key ``b""`` says it is complete.
+EXTRACTION_OWNERS_CF = "extraction_owners"
+OWNER_CFS = (EXTRACTION_OWNERS_CF,)
+_BUILT = b""
+_BUILD_BATCH = 8192
 _ID_LEN = 32
 
 
@@ -55,6 +61,51 @@ def extraction_owner(raw: bytes) -> Scope | None:
     doc = unpack(raw)
     ep = doc.get("ep") if isinstance(doc, dict) else None
     return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
+
+
+def _owner_key(owner: Scope, episode_id: str) -> bytes:
+    return f"{owner.user_id}\x00{owner.agent_id}\x00{episode_id}".encode()
+
+
+def put_extraction(batch: Batch, episode_id: str, raw: bytes) -> None:
+    """Stage the stored extraction ``raw`` of ``episode_id`` in ``batch`` (of the state
+    store), with its owner's entry: every writer of a record writes it so."""
+    batch.put(EXTRACTIONS_CF, episode_id.encode(), raw)
+    owner = extraction_owner(raw)
+    if owner is not None:
+        batch.put(EXTRACTION_OWNERS_CF, _owner_key(owner, episode_id), b"")
+
+
+def delete_extraction(batch: Batch, episode_id: str, raw: bytes) -> None:
+    """Stage the delete of the stored extraction ``raw`` of ``episode_id``, and its owner's
+    entry."""
+    batch.delete(EXTRACTIONS_CF, episode_id.encode())
+    owner = extraction_owner(raw)
+    if owner is not None:
+        batch.delete(EXTRACTION_OWNERS_CF, _owner_key(owner, episode_id))
+
+
+def extractions_of(state: RocksStore, user_id: str) -> list[tuple[str, Scope]]:
+    """The episode ids and owners of ``user_id``'s stored extractions (every agent's). A
+    store written before the owners' entries gets them at the first call (one read of every
+    record); the caller holds ``SemanticStore.write_lock``, as every writer of a record does."""
+    if state.get(EXTRACTION_OWNERS_CF, _BUILT) is None:
+        batch, staged = state.batch(), 0
+        for key, raw in state.scan(EXTRACTIONS_CF, b""):
+            owner = extraction_owner(raw)
+            if owner is not None:
+                batch.put(EXTRACTION_OWNERS_CF, _owner_key(owner, key.decode()), b"")
+                staged += 1
+            if staged == _BUILD_BATCH:  # a RocksDB write holds the interpreter throughout
+                state.write(batch)
+                batch, staged = state.batch(), 0
+        batch.put(EXTRACTION_OWNERS_CF, _BUILT, b"")
+        state.write(batch)
+    out = []
+    for key, _ in state.scan_prefix(EXTRACTION_OWNERS_CF, user_id.encode() + b"\x00"):
+        _user, agent_id, episode_id = key.decode().split("\x00")
+        out.append((episode_id, Scope(user_id, agent_id)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

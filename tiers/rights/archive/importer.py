@@ -47,7 +47,7 @@ from typing import Any
 
 from tiers.core.errors import ImportConflict
 from tiers.core.records import Message, Scope, StoredMessage
-from tiers.journal.store import EXTRACTIONS_CF, Journal
+from tiers.journal.store import Journal, put_extraction
 from tiers.rights.archive.format import (
     EpisodeRecord,
     ExtractionRecord,
@@ -270,7 +270,7 @@ class Importer:
                 report.skipped_forgotten += 1
                 return
             batch = self._state.batch()
-            batch.put(EXTRACTIONS_CF, rec.episode_id.encode(), value)
+            put_extraction(batch, rec.episode_id, value)
             self._state.write(batch)
         report.written["extraction"] += 1
 

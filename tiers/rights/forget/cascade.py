@@ -55,7 +55,10 @@ from tiers.journal.store import (
     CONSOLIDATION_CFS,
     EXTRACTIONS_CF,
     JOURNAL_CFS,
+    OWNER_CFS,
     Journal,
+    delete_extraction,
+    put_extraction,
 )
 from tiers.rights.forget.finder import READY_TIMEOUT, Finder
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, Laps, ScopeCache
@@ -77,7 +80,7 @@ from tiers.working.session import LOG_CF, MSGIDS_CF
 _scope_order = attrgetter("user_id", "agent_id")  # a scope as (user, agent)
 log = logging.getLogger("strata.forget")
 # The state store's families Forget deletes from, besides the kinds' (compacted by the purge).
-STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, LIVE_CF, *CONSOLIDATION_CFS, *GRAPH_CFS)
+STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, LIVE_CF, *CONSOLIDATION_CFS, *OWNER_CFS, *GRAPH_CFS)
 JOURNAL_CFS_TOUCHED = JOURNAL_CFS
 
 
@@ -309,7 +312,7 @@ class Forgetter:
         for eid, forgotten in by_episode.items():
             raw = self._state.get(EXTRACTIONS_CF, eid.encode())
             if raw is not None:
-                batch.put(EXTRACTIONS_CF, eid.encode(), self._redact_record(raw, forgotten))
+                put_extraction(batch, eid, self._redact_record(raw, forgotten))
                 rewritten += 1
         self._state.write(batch)
         return rewritten
@@ -337,9 +340,13 @@ class Forgetter:
                 counts.episode_messages += self._journal.stored_messages(eid)
                 self._journal.delete_into(jbatch, header)
             for cf in CONSOLIDATION_CFS:
-                if self._state.get(cf, key) is not None:
+                raw = self._state.get(cf, key)
+                if raw is not None:
                     counts.consolidation_records += 1
-                    sbatch.delete(cf, key)
+                    if cf == EXTRACTIONS_CF:
+                        delete_extraction(sbatch, eid, raw)  # and its owner's entry
+                    else:
+                        sbatch.delete(cf, key)
             sbatch.delete(LIVE_CF, key)  # a live session's index mark
         self._jstore.write(jbatch)
         self._state.write(sbatch)

@@ -16,6 +16,7 @@ from tiers.journal.store import (
     UNINDEXED_CF,
     Journal,
     extraction_owner,
+    extractions_of,
 )
 from tiers.rights.forget.plan import ForgetPlan, ForgetTarget
 from tiers.rocks import RocksStore
@@ -94,12 +95,10 @@ class Finder:
             edge_ids = [e.id for e in edges]
             del edges
         # Stored extractions name their episode's scope: one whose episode expired and that
-        # produced no point (or whose points were deleted) is found here.
-        user = scope.user_id.encode()  # in a record of the scope (msgpack keeps it as is)
-        for key, value in self.state.scan(EXTRACTIONS_CF, b""):
-            owner = extraction_owner(value) if user in value else None
-            if owner is not None and covers(scope, owner.user_id, owner.agent_id):
-                plan.episode_ids.add(key.decode())
+        # produced no point (or whose points were deleted) is found here, by its owner.
+        for episode_id, owner in extractions_of(self.state, scope.user_id):
+            if covers(scope, owner.user_id, owner.agent_id):
+                plan.episode_ids.add(episode_id)
         return edge_ids
 
     def open(self, scope: Scope, plan: ForgetPlan) -> None:
