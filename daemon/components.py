@@ -239,7 +239,7 @@ def qdrant_vectors(s: Settings) -> VectorStore:
         key = read_secret_file(s.qdrant_api_key_file)
     return QdrantVectorStore.from_url(
         s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys,
-        quantization=s.vectors.quantization,
+        quantization=s.vectors.quantization, originals=s.vectors.originals,
     )  # fmt: skip
 
 
@@ -248,7 +248,10 @@ def embedded_vectors(s: Settings) -> VectorStore:
     from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
     v = s.vectors
-    return ShardedVectorStore(edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization)
+    return ShardedVectorStore(
+        edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization,
+        originals=v.originals,
+    )  # fmt: skip
 
 
 def local_model(settings: Settings, client: ModelClient | None) -> Embedder:

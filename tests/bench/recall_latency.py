@@ -76,10 +76,11 @@ def build(
     """Fill ``data_dir`` with ``size`` points and their graph, as the daemon would store them
     (with the index built unless ``optimize`` is false; each batch passed through ``remap``
     first when given, e.g. to give one user a bigger share)."""
-    settings = VectorsSettings()  # the daemon's defaults: its shards and quantization
+    settings = VectorsSettings()  # the daemon's defaults: its shards, quantization, originals
     vectors = ShardedVectorStore(
-        data_dir / "vectors", settings.shards, quantization=settings.quantization
-    )
+        data_dir / "vectors", settings.shards, quantization=settings.quantization,
+        originals=settings.originals,
+    )  # fmt: skip
     vectors.ensure(MODEL, pool.shape[1])
     state = RocksStore(data_dir / "state", STATE_CFS)
     graph = NetworkXGraph(state)

@@ -98,10 +98,12 @@ def _work(
     upsert = built = 0.0
     for shard, members in sorted(by_shard.items()):
         began = time.perf_counter()
-        # The daemon's defaults (its quantization); no shard opened but the one written.
+        # The daemon's defaults (its quantization, its originals); no shard opened but the
+        # one written.
         vectors = ShardedVectorStore(
-            root, settings.shards, quantization=settings.quantization, open_behind=False
-        )
+            root, settings.shards, quantization=settings.quantization,
+            originals=settings.originals, open_behind=False,
+        )  # fmt: skip
         vectors.ensure(MODEL, pool.shape[1])
         owners = Owners([users[i] for i in members], [counts[i] for i in members], seed=shard)
         left = sum(counts[i] for i in members)
@@ -168,6 +170,7 @@ def fill(
     return {
         "workers": workers,
         "quantization": VectorsSettings().quantization,
+        "originals": VectorsSettings().originals,
         "per_worker": sorted(reports, key=lambda r: r["worker"]),
     }
 
@@ -175,7 +178,10 @@ def fill(
 def merge(root: Path, parts: list[Path], shards: int, dim: int) -> None:
     """One sharded store at ``root`` from the workers' stores at ``parts`` (disjoint shards):
     their shard directories and build marks moved in, their keyword counts added up."""
-    store = ShardedVectorStore(root, shards, quantization=VectorsSettings().quantization)
+    settings = VectorsSettings()
+    store = ShardedVectorStore(
+        root, shards, quantization=settings.quantization, originals=settings.originals
+    )
     store.ensure(MODEL, dim)
     store.close()
     layout.build_marks_kept(root).touch()

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from tests.bench.tier3_points import (
     PointMaker,
     embed_pool,
 )
-from tiers.semantic.vectors import QUANTIZATIONS, PointFilter, Quantization, SparseVector
+from tiers.semantic.vectors import PointFilter, Quantization, SparseVector
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.settings import EmbeddingSettings
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quantization",
         default="none",
-        choices=QUANTIZATIONS,
+        choices=get_args(Quantization),
         help="the store's vectors.quantization (none)",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")

@@ -523,6 +523,44 @@ def test_quantized_searches_score_on_the_original_vectors(backend, opened, quant
     check(again)
 
 
+@pytest.mark.parametrize("originals", ["float16", "float32"])
+def test_originals_keep_their_type_and_score_within_it(backend, opened, originals):
+    """``vectors.originals``: a store made with float16 originals scores each hit within
+    float16's rounding of the exact cosine (float32's: exactly), and the point planted nearest
+    each query ranks first, over an indexed segment; reopened with the other setting (a
+    change, or a change back), the store keeps the type it was made with and answers the
+    same."""
+    backend.quantization, backend.originals = "int8", originals
+    store = opened.open()
+    store.ensure(MODEL, INDEXED_DIM)
+    points, asked = indexable_points(queries=8, seed=11)
+    for start in range(0, len(points), 1000):
+        store.upsert(points[start : start + 1000])
+    store.optimize()
+    matrix = np.array([p.dense for p in points])
+    exact = matrix @ np.array(asked).T
+    within = 2e-5 if originals == "float32" else 5e-4
+
+    def check(s: VectorStore) -> list[list[str]]:
+        found = []
+        for i, query in enumerate(asked):
+            hits = s.search_dense(list(query), alice(), limit=10)
+            assert hits[0].point.id == points[i].id
+            for hit in hits:
+                row = int(hit.point.text.split()[-1])
+                assert hit.score == pytest.approx(exact[row, i], abs=within)
+            found.append(ids(hits))
+        return found
+
+    before = check(store)
+    backend.originals = "float32" if originals == "float16" else "float16"
+    again = opened.reopen(store)
+    again.ensure(MODEL, INDEXED_DIM)
+    assert check(again) == before
+    again.upsert([dataclasses.replace(points[0], id=point_id(ALICE, "fact", "again", []))])
+    assert again.count(alice()) == len(points) + 1
+
+
 def test_closed_store_is_unavailable(store):
     store.upsert([mem("something")])
     store.close()

@@ -21,6 +21,7 @@ from tiers.core.records import Scope
 from tiers.semantic.vectors import (
     Hit,
     MemoryPoint,
+    Originals,
     PointFilter,
     Quantization,
     Source,
@@ -49,6 +50,7 @@ class Backend:
 
     name = ""
     quantization: Quantization = "none"  # what the stores it opens are given
+    originals: Originals = "float32"
 
     def open(self) -> VectorStore:
         raise NotImplementedError
@@ -67,7 +69,7 @@ class EdgeBackend(Backend):
         self.path = path
 
     def open(self) -> VectorStore:
-        return EdgeVectorStore(self.path, quantization=self.quantization)
+        return EdgeVectorStore(self.path, quantization=self.quantization, originals=self.originals)
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()  # the shard is locked while open
@@ -85,7 +87,9 @@ class ShardedBackend(Backend):
         self.shards = shards or SHARDS
 
     def open(self) -> VectorStore:
-        return ShardedVectorStore(self.path, self.shards, quantization=self.quantization)
+        return ShardedVectorStore(
+            self.path, self.shards, quantization=self.quantization, originals=self.originals
+        )
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()
@@ -102,7 +106,9 @@ class MemoryBackend(Backend):
         self.client = QdrantClient(":memory:")
 
     def open(self) -> VectorStore:
-        return QdrantVectorStore(self.client, shards=SHARDS, quantization=self.quantization)
+        return QdrantVectorStore(
+            self.client, shards=SHARDS, quantization=self.quantization, originals=self.originals
+        )
 
     def reopen(self, store: VectorStore) -> VectorStore:
         return self.open()  # another store on the same client and collection
@@ -126,6 +132,7 @@ class ServerBackend(Backend):
             collection=self.collection,
             shards=SHARDS,
             quantization=self.quantization,
+            originals=self.originals,
         )
 
     def reopen(self, store: VectorStore) -> VectorStore:

@@ -16,7 +16,7 @@ from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import DEADLINE, Pause
 from tests.support.polling import wait_until
-from tiers.semantic.vectors import Quantization, edge_builds, edge_shard
+from tiers.semantic.vectors import Originals, Quantization, edge_builds, edge_config
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import EdgeVectorStore
 
@@ -26,10 +26,16 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     threshold (about 10 MB, 6,700 points of 384 dims) would leave a test's few points
     unindexed, and a build with nothing to index copies or swaps nothing. The threshold is
     kept in the shard's config, so a build's child process indexes too."""
-    real = edge_shard.config
+    real = edge_config.config
 
-    def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") -> EdgeConfig:
-        base = real(dim, idf=idf, quantization=quantization)
+    def config(
+        dim: int,
+        *,
+        idf: bool = False,
+        quantization: Quantization = "none",
+        originals: Originals = "float32",
+    ) -> EdgeConfig:
+        base = real(dim, idf=idf, quantization=quantization, originals=originals)
         return EdgeConfig(
             vectors=base.vectors,
             sparse_vectors=base.sparse_vectors,
@@ -38,7 +44,7 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
             optimizers=EdgeOptimizersConfig(indexing_threshold=1),
         )
 
-    monkeypatch.setattr(edge_shard, "config", config)
+    monkeypatch.setattr(edge_config, "config", config)
 
 
 def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = False) -> None:
@@ -46,16 +52,16 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = Fa
     exists, then runs as usual; the other kind runs at once."""
     real = generations.child_command
 
-    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
+    def command(gen: Path, compact_into: Path | None = None, *made: str) -> list[str]:
         if (compact_into is not None) != purge:
-            return real(gen, compact_into)
+            return real(gen, compact_into, *made)
         wait = (
             "import os, sys, time\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
             "from tiers.semantic.vectors.edge_generations import _build\n"
             "sys.exit(_build(*sys.argv[1:]))\n"
         )
-        args = real(gen, compact_into)[
+        args = real(gen, compact_into, *made)[
             3:
         ]  # after: python -m tiers.semantic.vectors.edge_generations
         return [sys.executable, "-c", wait, *args]

@@ -324,7 +324,8 @@ def test_import_embeds_the_points_again_with_the_target_model(source, start_daem
             for p in points:
                 want = bag_of_words([p.text])[0]
                 norm = sum(x * x for x in want) ** 0.5
-                assert stored[p.id] == pytest.approx([x / norm for x in want], abs=1e-5)
+                # kept as float16 (vectors.originals): within its rounding
+                assert stored[p.id] == pytest.approx([x / norm for x in want], abs=1e-3)
             top = c.recall("Where did Caroline move? Berlin", user_id="alice", k=3).hits
             assert any("Berlin" in h.text for h in top)
             exported_back = records(exported(c, "alice"))

@@ -42,9 +42,9 @@ KINDS: tuple[str, ...] = get_args(Kind)
 DENSE = "dense"
 SPARSE = "sparse"
 # How a store keeps its dense vectors for search: as they are, or with an int8 copy searched
-# first and the originals (on disk) read to rescore the candidates (``vectors.quantization``).
+# first and the originals (on disk) read to rescore the candidates (``vectors.quantization``),
 Quantization = Literal["none", "int8"]
-QUANTIZATIONS: tuple[str, ...] = get_args(Quantization)
+Originals = Literal["float32", "float16"]  # of type ``vectors.originals``, fixed at a shard's make
 # Candidates a quantized search takes per hit asked for, scored again on the original vectors.
 RESCORE_OVERSAMPLING = 2.0
 COLLECTION = "strata_memory"

@@ -42,6 +42,7 @@ from tiers.semantic.vectors import (
     SPARSE,
     Hit,
     MemoryPoint,
+    Originals,
     PointFilter,
     Quantization,
     SparseVector,
@@ -53,6 +54,7 @@ from tiers.semantic.vectors import (
 )
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
+from tiers.semantic.vectors.edge_config import made_with, search_params
 from tiers.semantic.vectors.edge_filter import build_filter
 from tiers.semantic.vectors.edge_shard import (
     DELETE_FLUSH_PAGES,
@@ -61,11 +63,9 @@ from tiers.semantic.vectors.edge_shard import (
     check_model,
     copy_points,
     create_shard,
-    engine_idf,
     ensure_payload_indexes,
     read_sidecar,
     records_terms,
-    search_params,
     sparse_pages,
     to_point,
     write_sidecar,
@@ -105,11 +105,13 @@ class EdgeVectorStore:
         points: PointCache | None = None,
         quantization: Quantization = "none",
         *,
+        originals: Originals = "float32",
         count_terms: bool = True,
     ) -> None:
         self.path = path
         self.quantization: Quantization = quantization
-        self.live = EdgeBuilds(path, quantization)  # the live shard, its builds and purges
+        # the live shard, its builds and purges; shards made from now on keep ``originals``
+        self.live = EdgeBuilds(path, quantization, originals)
         self._count_terms = count_terms  # at open (False: the sharded store read its counts)
         self._model = ""
         self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
@@ -142,7 +144,7 @@ class EdgeVectorStore:
             with self.live.engine("open"):
                 # Loading with the config makes the engine check it against the segments.
                 if has_shard:
-                    if engine_idf(gen):
+                    if made_with(gen).idf:
                         gen = generations.without_engine_idf(self.path, gen, dim)
                     shard = self.live.load(gen, dim)
                     try:
@@ -154,7 +156,7 @@ class EdgeVectorStore:
                     if gen == self.path:
                         gen = generations.first(self.path)
                         generations.switch(self.path, gen)
-                    shard = create_shard(gen, dim, self.quantization)
+                    shard = create_shard(gen, dim, self.quantization, self.live.originals)
                 try:
                     for records in sparse_pages(shard) if self._count_terms else ():
                         self._frequencies.count_opened(records_terms(records))
@@ -201,7 +203,7 @@ class EdgeVectorStore:
         with self.live.held("backup") as shard:
             dest.mkdir(parents=True)
             shutil.copyfile(self.path / SIDECAR, dest / SIDECAR)
-            copy_points(shard, dest, self.live.dim)
+            copy_points(shard, dest, self.live.dim, self.quantization, self.live.originals)
 
     def close(self) -> None:
         self.live.close()

@@ -36,15 +36,15 @@ from pathlib import Path
 
 from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
-from tiers.semantic.vectors import IndexBuildCancelled, Quantization, VectorStoreUnavailable
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge_shard import (
-    READ_PAGE,
-    engine_errors,
-    indexable,
-    load_shard,
-    read_ahead,
+from tiers.semantic.vectors import (
+    IndexBuildCancelled,
+    Originals,
+    Quantization,
+    VectorStoreUnavailable,
 )
+from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge_config import indexable
+from tiers.semantic.vectors.edge_shard import READ_PAGE, engine_errors, load_shard, read_ahead
 
 log = logging.getLogger("strata.vectors")
 
@@ -65,9 +65,12 @@ class EdgeBuilds:
     :class:`~tiers.semantic.vectors.VectorStoreUnavailable` once closed, or for what the engine
     refused."""
 
-    def __init__(self, path: Path, quantization: Quantization = "none") -> None:
+    def __init__(
+        self, path: Path, quantization: Quantization = "none", originals: Originals = "float32"
+    ) -> None:
         self.path = path
         self.quantization: Quantization = quantization
+        self.originals: Originals = originals  # of the shards made from now on (purges')
         self._shard: EdgeShard | None = None
         self._dim = 0
         self._closed = False
@@ -182,7 +185,9 @@ class EdgeBuilds:
         ms["copy"], t = _ms(t), time.perf_counter()
         try:
             command = (
-                generations.child_command(copy, gen) if purge else generations.child_command(gen)
+                generations.child_command(copy, gen, self.quantization, self.originals)
+                if purge
+                else generations.child_command(gen)
             )
             if not self._build(command, gen, purge):  # nothing to build: the live one stays
                 with self.write_lock:

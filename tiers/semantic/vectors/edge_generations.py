@@ -35,8 +35,10 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from tiers.core.priority import below_parent
+from tiers.semantic.vectors import Originals, Quantization
 from tiers.semantic.vectors.edge_shard import replace_durably
 
 log = logging.getLogger("strata.vectors")
@@ -198,16 +200,30 @@ def without_engine_idf(path: Path, gen: Path, dim: int) -> Path:
     return new
 
 
-def child_command(gen: Path, compact_into: Path | None = None) -> list[str]:
+def child_command(
+    gen: Path,
+    compact_into: Path | None = None,
+    quantization: Quantization = "none",
+    originals: Originals = "float32",
+) -> list[str]:
     """The child that optimizes ``gen`` in place, or with ``compact_into`` writes the live
-    points of ``gen`` into a new shard there (a purge: no deleted point's bytes, no index)."""
+    points of ``gen`` into a new shard there, made with ``quantization`` and ``originals`` (a
+    purge: no deleted point's bytes, no index)."""
     command = [sys.executable, "-m", "tiers.semantic.vectors.edge_generations", str(gen)]
-    return command if compact_into is None else [*command, str(compact_into)]
+    if compact_into is None:
+        return command
+    return [*command, str(compact_into), quantization, originals]
 
 
-def _build(gen: str, compact_into: str | None = None) -> int:
+def _build(
+    gen: str,
+    compact_into: str | None = None,
+    quantization: str = "none",
+    originals: str = "float32",
+) -> int:
     """The child: optimize the shard at ``gen`` (a copy no other process has open), or copy
-    its live points into a new shard at ``compact_into``."""
+    its live points into a new shard at ``compact_into``, made with ``quantization`` and
+    ``originals``."""
     from qdrant_edge import EdgeShard
 
     from tiers.semantic.vectors.edge_shard import copy_points, read_sidecar
@@ -224,16 +240,19 @@ def _build(gen: str, compact_into: str | None = None) -> int:
             sidecar = read_sidecar(Path(gen).parent)  # a generation's store
             if sidecar is None:
                 raise SystemExit(f"no sidecar beside {gen}: its vectors' size is unknown")
-            copy_points(shard, Path(compact_into), int(sidecar["dim"]))
+            dim = int(sidecar["dim"])
+            made = cast(Quantization, quantization), cast(Originals, originals)
+            copy_points(shard, Path(compact_into), dim, *made)
     finally:
         shard.close()
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) not in (2, 3, 5):
         print(
-            "usage: python -m tiers.semantic.vectors.edge_generations SHARD_DIR [COMPACT_INTO]",
+            "usage: python -m tiers.semantic.vectors.edge_generations SHARD_DIR"
+            " [COMPACT_INTO [QUANTIZATION ORIGINALS]]",
             file=sys.stderr,
         )
         sys.exit(2)

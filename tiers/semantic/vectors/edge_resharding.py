@@ -28,9 +28,9 @@ from pathlib import Path
 
 from qdrant_edge import EdgeShard, Point, UpdateOperation
 
+from tiers.semantic.vectors import Originals, shard_of
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors import shard_of
 from tiers.semantic.vectors.edge_shard import (
     create_shard,
     engine_errors,
@@ -46,9 +46,17 @@ PROGRESS_EVERY = 50_000
 WRITE_BATCH = 512
 
 
-def move(root: Path, found: layout.Found, model: str, dim: int, shards: int) -> dict[str, int]:
+def move(
+    root: Path,
+    found: layout.Found,
+    model: str,
+    dim: int,
+    shards: int,
+    originals: Originals = "float32",
+) -> dict[str, int]:
     """Move the store at ``root`` (``found`` there: ``single``, or ``sharded`` with another
-    shard count; its model and dim checked already) into a layout of ``shards`` shards.
+    shard count; its model and dim checked already) into a layout of ``shards`` shards, made
+    with ``originals``.
     Returns the counts logged. Raises VectorStoreUnavailable (nothing committed: the old
     store stays, and the next start tries again)."""
     began = time.perf_counter()
@@ -70,12 +78,12 @@ def move(root: Path, found: layout.Found, model: str, dim: int, shards: int) -> 
                         batch = pending.setdefault(index, [])
                         batch.append(point)
                         if len(batch) >= WRITE_BATCH:
-                            _write(targets, new, model, dim, index, batch)
+                            _write(targets, new, (model, dim, originals), index, batch)
                     before, copied = copied, copied + len(page)
                     if copied // PROGRESS_EVERY != before // PROGRESS_EVERY:
                         _progress(source, shards, copied, began)
             for index, batch in pending.items():
-                _write(targets, new, model, dim, index, batch)
+                _write(targets, new, (model, dim, originals), index, batch)
             for shard in targets.values():
                 shard.flush()
             written = len(targets)
@@ -112,19 +120,19 @@ def _points(root: Path, gen: Path, dim: int) -> Iterator[list[Point]]:
 def _write(
     targets: dict[int, EdgeShard],
     new: Path,
-    model: str,
-    dim: int,
+    made: tuple[str, int, Originals],
     index: int,
     batch: list[Point],
 ) -> None:
     """Upsert ``batch`` into new shard ``index`` (made on its first batch) and empty it."""
     shard = targets.get(index)
     if shard is None:
+        model, dim, originals = made
         store = new / layout.shard_name(index)
         write_sidecar(store, model, dim)
         gen = generations.first(store)
         generations.switch(store, gen)
-        shard = targets[index] = create_shard(gen, dim)
+        shard = targets[index] = create_shard(gen, dim, originals=originals)
     shard.update(UpdateOperation.upsert_points(batch))
     batch.clear()
     layout.reached("batch-written")

@@ -1,7 +1,6 @@
-"""The embedded engine's shard as Tier 3 lays it out: its config (dense cosine + sparse BM25
-term weights, weighed by IDF at query time: :mod:`tiers.semantic.vectors.term_frequencies`), payload
-indexes, point conversion, the sidecar that names the embedding model, and a copy of the live
-points.
+"""The embedded engine's shard as Tier 3 lays it out: made, opened and copied with its config
+(:mod:`tiers.semantic.vectors.edge_config`), its payload indexes, point conversion, the sidecar
+that names the embedding model, and a copy of the live points.
 
 The sidecar ``strata_vectors.json`` (``{"model", "dim", "format": 1}``; a sharded store's has
 ``"format": 2`` and ``"shards"``) records the embedding model the vectors came from: the engine only
@@ -20,22 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from qdrant_edge import (
-    Distance,
-    EdgeConfig,
     EdgeShard,
-    EdgeSparseVectorParams,
-    EdgeVectorParams,
     Filter,
     KeywordIndexParams,
-    Memory,
-    Modifier,
     PayloadSchemaType,
     Point,
-    QuantizationSearchParams,
-    ScalarQuantizationConfig,
-    ScalarType,
     ScrollRequest,
-    SearchParams,
     UpdateOperation,
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
@@ -43,12 +32,13 @@ from qdrant_edge import SparseVector as EdgeSparseVector
 from tiers.core.errors import StrataError
 from tiers.semantic.vectors import (
     DENSE,
-    RESCORE_OVERSAMPLING,
     SPARSE,
     MemoryPoint,
+    Originals,
     Quantization,
     VectorStoreMismatch,
     VectorStoreUnavailable,
+    edge_config,
 )
 
 if TYPE_CHECKING:
@@ -70,76 +60,6 @@ READ_PAGE = 512
 # 1M points; one every 16 pages holds it about 15 ms (the first, about 45), for 20-45 % more
 # flush time in all (a 60,000-point user: the longest hold 48-56 ms against 99; 2026-11-30).
 DELETE_FLUSH_PAGES = 16
-SEARCH_THREADS = 2
-INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points of 384 dims stay
-# unindexed, 6,700 are indexed)
-
-
-def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
-    return {
-        "kind": PayloadSchemaType.Keyword,
-        # Every search is filtered by user: the engine groups a tenant's points.
-        "user_id": KeywordIndexParams(is_tenant=True),
-        "agent_id": PayloadSchemaType.Keyword,
-        "episode_id": PayloadSchemaType.Keyword,
-        "session_id": PayloadSchemaType.Keyword,
-        "created_at": PayloadSchemaType.Integer,
-        "superseded": PayloadSchemaType.Bool,
-    }
-
-
-def config(dim: int, *, idf: bool = False, quantization: Quantization = "none") -> EdgeConfig:
-    """Strata's shard config. Two search threads per shard: the engine's default pool (8
-    threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
-    queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
-    2026-11-25). One is too few: a stream of searches starved the writes (the contract
-    suite's concurrent writer took 9 s instead of 0.4 s).
-
-    The sparse vectors have no modifier: the store weighs a query's terms by IDF over all its
-    shards (:mod:`tiers.semantic.vectors.term_frequencies`). ``idf`` gives the config of a shard
-    written before that, whose engine applied IDF itself (:func:`engine_idf`), to open it
-    and move its points.
-
-    ``quantization = "int8"``: the engine keeps a scalar (int8) copy of the dense vectors of
-    each segment it indexes, in memory, and the original float32 vectors on disk (mapped,
-    read only to rescore: :func:`search_params`); 0.99 of the values set the int8 range.
-    ``"none"`` leaves a shard's quantization as it is (the engine has no way to drop it once
-    made); searches then read the original vectors only."""
-    int8 = quantization == "int8"
-    return EdgeConfig(
-        vectors={
-            DENSE: EdgeVectorParams(
-                size=dim, distance=Distance.Cosine, memory=Memory.Cold if int8 else None
-            )
-        },
-        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf if idf else None)},
-        quantization_config=(
-            ScalarQuantizationConfig(type=ScalarType.Int8, quantile=0.99, memory=Memory.Cached)
-            if int8
-            else None
-        ),
-        max_search_threads=SEARCH_THREADS,
-    )
-
-
-def search_params(quantization: Quantization) -> SearchParams:
-    """A dense search's parameters: with ``"int8"``, the candidates found on the int8 vectors
-    (:data:`RESCORE_OVERSAMPLING` times the limit) are scored again on the original vectors,
-    so every score is the exact cosine; with ``"none"``, the int8 vectors are not used."""
-    if quantization == "int8":
-        return SearchParams(
-            quantization=QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
-        )
-    return SearchParams(quantization=QuantizationSearchParams(ignore=True))
-
-
-def indexable(points: int, dim: int) -> bool:
-    """Whether a shard of ``points`` points of ``dim`` dims can hold a segment the engine
-    would index: one whose dense vectors pass its indexing threshold (10,000 KB unless the
-    config says otherwise: 6,667 points of 384 dims)."""
-    optimizers = config(dim).optimizers
-    threshold_kb = (optimizers.indexing_threshold if optimizers else None) or INDEXING_THRESHOLD_KB
-    return points * dim * 4 > threshold_kb * 1024
 
 
 def to_point(p: MemoryPoint) -> Point:
@@ -151,9 +71,12 @@ def to_point(p: MemoryPoint) -> Point:
     return Point(id=p.id, vector=vector, payload=p.payload())
 
 
-def create_shard(dest: Path, dim: int, quantization: Quantization = "none") -> EdgeShard:
+def create_shard(
+    dest: Path, dim: int, quantization: Quantization = "none", originals: Originals = "float32"
+) -> EdgeShard:
     """A new, empty shard at ``dest`` with Strata's config and payload indexes."""
-    shard = EdgeShard.create(str(dest), config(dim, quantization=quantization))
+    made = edge_config.config(dim, quantization=quantization, originals=originals)
+    shard = EdgeShard.create(str(dest), made)
     try:
         ensure_payload_indexes(shard)
     except Exception:
@@ -169,7 +92,7 @@ def ensure_payload_indexes(shard: EdgeShard) -> int:
     2026-11-29), at every open of the shard before. So those it has are left alone."""
     have = shard.info().payload_schema
     made = 0
-    for name, schema in payload_indexes().items():
+    for name, schema in edge_config.payload_indexes().items():
         if not _indexed_as(have.get(name), schema):
             shard.update(UpdateOperation.create_field_index(name, schema))
             made += 1
@@ -232,10 +155,17 @@ def records_terms(records: Iterable[Record]) -> Iterator[EdgeSparseVector]:
             yield vector
 
 
-def copy_points(shard: EdgeShard, dest: Path, dim: int) -> None:
-    """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``:
-    the copy holds none of the bytes of deleted points that the engine's files keep."""
-    copy = create_shard(dest, dim)
+def copy_points(
+    shard: EdgeShard,
+    dest: Path,
+    dim: int,
+    quantization: Quantization = "none",
+    originals: Originals = "float32",
+) -> None:
+    """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``,
+    made with ``quantization`` and ``originals``: the copy holds none of the bytes of deleted
+    points that the engine's files keep."""
+    copy = create_shard(dest, dim, quantization, originals)
     try:
         for points in live_points(shard):
             copy.update(UpdateOperation.upsert_points(points))
@@ -332,18 +262,6 @@ def engine_errors(path: Path, what: str) -> Iterator[None]:
         raise VectorStoreUnavailable(f"vector store {what} failed at {path}: {exc}") from exc
 
 
-def engine_idf(gen: Path) -> bool:
-    """Whether the shard at ``gen`` was made with the engine's IDF modifier on its sparse
-    vectors (a release before :mod:`tiers.semantic.vectors.term_frequencies`)."""
-    try:
-        doc = json.loads((gen / "edge_config.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return False
-    sparse = doc.get("sparse_vectors") if isinstance(doc, dict) else None
-    params = sparse.get(SPARSE) if isinstance(sparse, dict) else None
-    return isinstance(params, dict) and str(params.get("modifier", "")).lower() == "idf"
-
-
 def warm(gen: Path) -> int:
     """Read the int8 copies of the dense vectors (``quantized.*``) of the generation ``gen``'s
     segments into the page cache, and return the bytes read. The engine reads them whole into
@@ -381,12 +299,16 @@ def _read_into_cache(files: Iterable[Path]) -> int:
 
 def load_shard(path: Path, gen: Path, dim: int, quantization: Quantization = "none") -> EdgeShard:
     """Open the generation ``gen`` of the store at ``path``, checking it against ``dim`` (and
-    against the config it was made with: :func:`engine_idf`); with ``quantization`` "int8",
-    the segments indexed from now on are quantized too (:func:`config`). Its int8 copies are
-    read first (:func:`warm`), so the engine's load holds the GIL for less."""
+    against what it was made with: :func:`~tiers.semantic.vectors.edge_config.made_with`);
+    with ``quantization`` "int8", the segments indexed from now on are quantized too. Its
+    int8 copies are read first (:func:`warm`), so the engine's load holds the GIL for less."""
     warm(gen)
+    made = edge_config.made_with(gen)
+    opened = edge_config.config(
+        dim, idf=made.idf, quantization=quantization, originals=made.originals
+    )
     try:
-        return EdgeShard.load(str(gen), config(dim, idf=engine_idf(gen), quantization=quantization))
+        return EdgeShard.load(str(gen), opened)
     except Exception as exc:
         if "incompatible" not in str(exc).lower():
             raise

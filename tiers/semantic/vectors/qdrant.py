@@ -37,6 +37,7 @@ from tiers.semantic.vectors import (
     SPARSE,
     Hit,
     MemoryPoint,
+    Originals,
     PointFilter,
     Quantization,
     SparseVector,
@@ -75,6 +76,7 @@ class QdrantVectorStore:
         collection: str = COLLECTION,
         shards: int = 1,
         quantization: Quantization = "none",
+        originals: Originals = "float32",  # of a collection this store creates
     ) -> None:
         if shards < 1:
             raise ValueError(f"a collection has at least one shard key, not {shards}")
@@ -82,6 +84,7 @@ class QdrantVectorStore:
         self.collection = collection
         self.shards = shards  # the shard keys of a collection this store creates
         self.quantization: Quantization = quantization
+        self.originals: Originals = originals
         self._keys = 0  # the collection's shard keys (0: none, a collection made before)
         options = client.init_options
         self._local = options.get("location") == ":memory:" or options.get("path") is not None
@@ -100,11 +103,12 @@ class QdrantVectorStore:
         timeout: int = 10,
         shards: int = 1,
         quantization: Quantization = "none",
+        originals: Originals = "float32",
     ) -> QdrantVectorStore:
         """A store on the Qdrant server (or cluster) at ``url``. Nothing is sent before
         :meth:`ensure`."""
         client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
-        return cls(client, collection, shards, quantization)
+        return cls(client, collection, shards, quantization, originals)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -125,6 +129,7 @@ class QdrantVectorStore:
                         self.shards,
                         local=self._local,
                         quantization=self.quantization,
+                        originals=self.originals,
                     )
                 ensure_quantization(self.client, self.collection, self.quantization)
                 params = self.client.get_collection(self.collection).config.params

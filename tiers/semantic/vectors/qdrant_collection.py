@@ -31,6 +31,7 @@ from tiers.semantic.vectors import (
     RESCORE_OVERSAMPLING,
     SPARSE,
     MemoryPoint,
+    Originals,
     PointFilter,
     Quantization,
     canonical_ids,
@@ -104,7 +105,7 @@ def shard_key(index: int) -> str:
 
 def quantization_config(quantization: Quantization) -> models.ScalarQuantization | None:
     """The collection's quantization for ``vectors.quantization`` (as the embedded store's:
-    :func:`tiers.semantic.vectors.edge_shard.config`)."""
+    :func:`tiers.semantic.vectors.edge_config.config`)."""
     if quantization != "int8":
         return None
     return models.ScalarQuantization(
@@ -116,7 +117,7 @@ def quantization_config(quantization: Quantization) -> models.ScalarQuantization
 
 def search_params(quantization: Quantization) -> models.SearchParams:
     """A dense search's: rescored on the original vectors with int8, which are not used
-    otherwise (:func:`tiers.semantic.vectors.edge_shard.search_params`)."""
+    otherwise (:func:`tiers.semantic.vectors.edge_config.search_params`)."""
     if quantization == "int8":
         return models.SearchParams(
             quantization=models.QuantizationSearchParams(
@@ -145,13 +146,18 @@ def create_collection(
     *,
     local: bool,
     quantization: Quantization = "none",
+    originals: Originals = "float32",
 ) -> None:
     """The collection with Strata's layout, custom sharding with ``shards`` shard keys (none
-    made in ``local`` mode), its payload indexes and its metadata point. One that another
+    made in ``local`` mode), its original dense vectors of type ``originals`` (which local
+    mode does not apply), its payload indexes and its metadata point. One that another
     process created first is left as it is, for
     :meth:`tiers.semantic.vectors.qdrant.QdrantVectorStore.ensure` to check."""
     int8 = quantization == "int8"
-    dense = models.VectorParams(size=dim, distance=models.Distance.COSINE, on_disk=int8 or None)
+    half = models.Datatype.FLOAT16 if originals == "float16" else None
+    dense = models.VectorParams(
+        size=dim, distance=models.Distance.COSINE, on_disk=int8 or None, datatype=half
+    )
     sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
     try:
         client.create_collection(

@@ -22,13 +22,8 @@ from tiers.semantic.vectors import SPARSE, MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_shard import (
-    config,
-    engine_idf,
-    payload_indexes,
-    to_point,
-    write_sidecar,
-)
+from tiers.semantic.vectors.edge_config import config, made_with, payload_indexes
+from tiers.semantic.vectors.edge_shard import to_point, write_sidecar
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
@@ -350,13 +345,13 @@ def test_a_shard_made_with_the_engines_idf_is_rewritten_without_it(tmp_path):
         shard.flush()
     finally:
         shard.close()
-    assert engine_idf(gen)
+    assert made_with(gen).idf
 
     store = EdgeVectorStore(path)
     store.ensure(MODEL, DIM)
     try:
         now = generations.current(path)
-        assert now != gen and not gen.exists() and not engine_idf(now)
+        assert now != gen and not gen.exists() and not made_with(now).idf
         assert store.count(PointFilter()) == len(written)
         assert scores(store) == {t: s for t, s in before.items() if t in TEXTS["alice"]}
     finally:

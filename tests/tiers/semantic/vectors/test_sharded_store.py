@@ -209,10 +209,10 @@ def recorded_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     built: list[str] = []
     real = generations.child_command
 
-    def command(gen: Path, compact_into: Path | None = None) -> list[str]:
+    def command(gen: Path, compact_into: Path | None = None, *made: str) -> list[str]:
         if compact_into is None:
             built.append(gen.parent.name)
-        return real(gen, compact_into)
+        return real(gen, compact_into, *made)
 
     monkeypatch.setattr(generations, "child_command", command)
     return built

@@ -31,7 +31,8 @@ from tiers.semantic.vectors import (
     shard_of,
 )
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
-from tiers.semantic.vectors.edge_shard import config, ensure_payload_indexes, payload_indexes
+from tiers.semantic.vectors.edge_config import config, payload_indexes
+from tiers.semantic.vectors.edge_shard import ensure_payload_indexes
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
 from tiers.semantic.vectors.qdrant_collection import META_ID
 from tiers.semantic.vectors.shards.store import ShardedVectorStore

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from tiers.semantic.vectors import PointFilter, Quantization, VectorStoreUnavailable
+from tiers.semantic.vectors import Originals, PointFilter, Quantization, VectorStoreUnavailable
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
@@ -52,11 +52,13 @@ class ShardSet:
         points: PointCache,
         quantization: Quantization,
         *,
+        originals: Originals = "float32",
         open_behind: bool = True,
     ) -> None:
         self.path = path
         self.count = count
         self.quantization: Quantization = quantization
+        self.originals: Originals = originals
         self.lock = threading.Lock()  # closing (and the owner's opening of the store)
         self._locks = [threading.Lock() for _ in range(count)]  # opening or making shard i
         self._frequencies = frequencies
@@ -180,6 +182,7 @@ class ShardSet:
             self._frequencies,
             self._points,
             self.quantization,
+            originals=self.originals,
             count_terms=count_terms or recount,
         )
         try:

@@ -3,9 +3,8 @@ user in one shard, so that an index build, the load that follows it, a purge and
 touch one shard, never the whole store.
 
 Layout (:mod:`tiers.semantic.vectors.edge_layout`): ``<data_dir>/vectors/`` holds the sidecar
-(model, dim, shard count) and ``shard-NNN/``, each an
-:class:`~tiers.semantic.vectors.edge.EdgeVectorStore` directory with its own generations; a shard is
-made when the first point of one of its users is written, so a store with few users has few shards.
+(model, dim, shard count) and ``shard-NNN/``, each an :class:`EdgeVectorStore` directory
+with its own generations, made on its first user's first point.
 A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
 
 - writes go to the shards of their points' users (an upsert of several users is one write per
@@ -15,10 +14,8 @@ A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
   ``user_id`` of :meth:`get` and :meth:`dense`), touch that user's shard alone; reads and
   deletes by ids or episode ids without a user, and counts and scrolls without one, go to
   every shard (a delete counts first, so only shards holding matches are written);
-- BM25's IDF is the whole store's: the shards share one
-  :class:`~tiers.semantic.vectors.term_frequencies.DocumentFrequencies`, so a user's keyword scores
-  do not depend on who shares its shard; they share one
-  :class:`~tiers.semantic.vectors.point_cache.PointCache` of decoded points too.
+- BM25's IDF is the whole store's: the shards share one :class:`DocumentFrequencies`, so a
+  user's keyword scores do not depend on who shares its shard, and one :class:`PointCache`.
 
 Builds and purges (:mod:`tiers.semantic.vectors.shards.ledger` keeps which shards need them):
 :meth:`optimize` builds the shards written since their last build (once enough points were written
@@ -35,8 +32,7 @@ close it opens no shard: each is opened when first asked for, the rest behind
 (:mod:`tiers.semantic.vectors.shards.members`), so serving begins whatever the store's size.
 
 Threads: the shards' own locks serialize writes per shard; reads run concurrently. A lock of
-this store guards the making of shards and closing; :meth:`optimize` and :meth:`purge` each
-run one at a time.
+this store guards the making of shards and closing; :meth:`optimize`, :meth:`purge` one at a time.
 """
 
 from __future__ import annotations
@@ -51,6 +47,7 @@ from tiers.semantic.vectors import (
     Hit,
     IndexBuildCancelled,
     MemoryPoint,
+    Originals,
     PointFilter,
     Quantization,
     SparseVector,
@@ -61,8 +58,9 @@ from tiers.semantic.vectors import (
 )
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge_config import indexable
 from tiers.semantic.vectors.edge_resharding import move
-from tiers.semantic.vectors.edge_shard import check_model, engine_errors, indexable, write_sidecar
+from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.semantic.vectors.shards.ledger import ShardLedger
 from tiers.semantic.vectors.shards.members import ShardSet
@@ -85,6 +83,7 @@ class ShardedVectorStore:
         point_cache: int = POINT_CACHE,
         quantization: Quantization = "none",
         *,
+        originals: Originals = "float32",
         open_behind: bool = True,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
@@ -95,8 +94,9 @@ class ShardedVectorStore:
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
         self._points = PointCache(point_cache)  # every shard's decoded points
         self._set = ShardSet(
-            path, shards, self._frequencies, self._points, quantization, open_behind=open_behind
-        )
+            path, shards, self._frequencies, self._points, quantization,
+            originals=originals, open_behind=open_behind,
+        )  # fmt: skip
         self._ledger: ShardLedger | None = None
         self._model = ""
         self._dim = 0
@@ -125,7 +125,7 @@ class ShardedVectorStore:
             if found.kind != "none":
                 check_model(self.path, found.model, found.dim, model, dim)
                 if moved:
-                    move(self.path, found, model, dim, self.shards)
+                    move(self.path, found, model, dim, self.shards, self._set.originals)
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
                 counted = self._frequencies.take(  # a recount a close cut short goes on

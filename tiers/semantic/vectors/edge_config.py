@@ -1,0 +1,162 @@
+"""The embedded engine's shard config as Tier 3 sets it: what the engine is told when a shard is
+made or opened (vectors, quantization, payload indexes, search threads), the parameters of a
+dense search, and what a shard's own ``edge_config.json`` says it was made with.
+
+Some of a shard's config is fixed when it is made: the type of its original dense vectors
+(``vectors.originals``) and, in a release before :mod:`tiers.semantic.vectors.term_frequencies`,
+the engine's IDF modifier. A shard is always opened with what it was made with
+(:func:`made_with`); a setting changed since applies to the shards made from then on, and to
+those a purge rewrites.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, cast
+
+from qdrant_edge import (
+    Distance,
+    EdgeConfig,
+    EdgeOptimizersConfig,
+    EdgeSparseVectorParams,
+    EdgeVectorParams,
+    KeywordIndexParams,
+    Memory,
+    Modifier,
+    PayloadSchemaType,
+    QuantizationSearchParams,
+    ScalarQuantizationConfig,
+    ScalarType,
+    SearchParams,
+    VectorStorageDatatype,
+)
+
+from tiers.semantic.vectors import DENSE, RESCORE_OVERSAMPLING, SPARSE, Originals, Quantization
+
+if TYPE_CHECKING:
+    from qdrant_edge import PayloadSchemaParams
+
+CONFIG_FILE = "edge_config.json"  # the engine's record of a shard's config
+SEARCH_THREADS = 2
+INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points of 384 dims stay
+# unindexed, 6,700 are indexed); it counts the originals' bytes, so a float16 shard is given
+# half, and its segments are indexed from as many points as a float32 shard's
+BYTES = {"float32": 4, "float16": 2}  # an original value's size
+
+
+class Made(NamedTuple):
+    """What a shard's files say it was made with."""
+
+    idf: bool  # the engine's IDF modifier on the sparse vectors (an earlier release)
+    originals: Originals
+
+
+def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
+    return {
+        "kind": PayloadSchemaType.Keyword,
+        # Every search is filtered by user: the engine groups a tenant's points.
+        "user_id": KeywordIndexParams(is_tenant=True),
+        "agent_id": PayloadSchemaType.Keyword,
+        "episode_id": PayloadSchemaType.Keyword,
+        "session_id": PayloadSchemaType.Keyword,
+        "created_at": PayloadSchemaType.Integer,
+        "superseded": PayloadSchemaType.Bool,
+    }
+
+
+def config(
+    dim: int,
+    *,
+    idf: bool = False,
+    quantization: Quantization = "none",
+    originals: Originals = "float32",
+) -> EdgeConfig:
+    """Strata's shard config. Two search threads per shard: the engine's default pool (8
+    threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
+    queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
+    2026-11-25). One is too few: a stream of searches starved the writes (the contract
+    suite's concurrent writer took 9 s instead of 0.4 s).
+
+    The sparse vectors have no modifier: the store weighs a query's terms by IDF over all its
+    shards (:mod:`tiers.semantic.vectors.term_frequencies`). ``idf`` gives the config of a shard
+    written before that, whose engine applied IDF itself, to open it and move its points.
+
+    ``quantization = "int8"``: the engine keeps a scalar (int8) copy of the dense vectors of
+    each segment it indexes, in memory, and the original vectors on disk (mapped, read only
+    to rescore: :func:`search_params`); 0.99 of the values set the int8 range. ``"none"``
+    leaves a shard's quantization as it is (the engine has no way to drop it once made);
+    searches then read the original vectors only.
+
+    ``originals``: the original vectors' type, fixed when the shard is made (the engine
+    refuses to open a shard with another: :func:`made_with` says which it has)."""
+    int8 = quantization == "int8"
+    half = originals == "float16"
+    return EdgeConfig(
+        vectors={
+            DENSE: EdgeVectorParams(
+                size=dim,
+                distance=Distance.Cosine,
+                memory=Memory.Cold if int8 else None,
+                datatype=VectorStorageDatatype.Float16 if half else None,
+            )
+        },
+        sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf if idf else None)},
+        quantization_config=(
+            ScalarQuantizationConfig(type=ScalarType.Int8, quantile=0.99, memory=Memory.Cached)
+            if int8
+            else None
+        ),
+        max_search_threads=SEARCH_THREADS,
+        optimizers=(
+            EdgeOptimizersConfig(
+                indexing_threshold=INDEXING_THRESHOLD_KB * BYTES["float16"] // BYTES["float32"]
+            )
+            if half
+            else None
+        ),
+    )
+
+
+def search_params(quantization: Quantization) -> SearchParams:
+    """A dense search's parameters: with ``"int8"``, the candidates found on the int8 vectors
+    (:data:`RESCORE_OVERSAMPLING` times the limit) are scored again on the original vectors,
+    so every score is the cosine of the originals; with ``"none"``, the int8 vectors are not
+    used."""
+    if quantization == "int8":
+        return SearchParams(
+            quantization=QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
+        )
+    return SearchParams(quantization=QuantizationSearchParams(ignore=True))
+
+
+def indexable(points: int, dim: int) -> bool:
+    """Whether a shard of ``points`` points of ``dim`` dims can hold a segment the engine
+    would index: one whose dense vectors pass its indexing threshold (10,000 KB of float32
+    originals unless the config says otherwise: 6,667 points of 384 dims, as many of float16
+    as its halved threshold)."""
+    optimizers = config(dim).optimizers
+    threshold_kb = (optimizers.indexing_threshold if optimizers else None) or INDEXING_THRESHOLD_KB
+    return points * dim * BYTES["float32"] > threshold_kb * 1024
+
+
+def made_with(gen: Path) -> Made:
+    """What the shard at ``gen`` was made with, from the engine's ``edge_config.json`` (none
+    yet: the engine's defaults, float32 originals and no IDF modifier)."""
+    try:
+        doc = json.loads((gen / CONFIG_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        doc = None
+    doc = doc if isinstance(doc, dict) else {}
+    sparse = _entry(_entry(doc, "sparse_vectors"), SPARSE)
+    dense = _entry(_entry(doc, "vectors"), DENSE)
+    datatype = str(dense.get("datatype", "float32")).lower()
+    return Made(
+        idf=str(sparse.get("modifier", "")).lower() == "idf",
+        originals="float16" if datatype == "float16" else "float32",
+    )
+
+
+def _entry(doc: dict[str, object], key: str) -> dict[str, object]:
+    value = doc.get(key)
+    return cast(dict[str, object], value) if isinstance(value, dict) else {}
