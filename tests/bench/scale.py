@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import grpc
 import numpy as np
@@ -55,6 +55,7 @@ from tests.bench._daemon import command_line, format_machine, machine_info, summ
 from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
+from tiers.semantic.vectors import Originals
 
 
 def sizes(points: int, users: int, big_users: int, big_points: int, seed: int) -> list[int]:
@@ -270,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-index", action="store_true", help="fill without building the index")
     parser.add_argument(
+        "--originals",
+        choices=get_args(Originals),
+        help="the filled shards' original vectors (default: the daemon's vectors.originals)",
+    )
+    parser.add_argument(
         "--dir",
         type=Path,
         help="fill DIR/data and keep it; a DIR filled before is measured without a fill (each "
@@ -307,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                 pool,
                 workers=args.workers,
                 optimize=not args.no_index,
+                originals=args.originals,
             )
             result["fill"]["seconds"] = round(time.perf_counter() - t0, 1)
             filled.write_text(json.dumps(result["fill"]))

@@ -29,7 +29,7 @@ from tests.bench.tier3_points import PointMaker
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.graph.nxgraph import NetworkXGraph
-from tiers.semantic.vectors import MemoryPoint, shard_of
+from tiers.semantic.vectors import MemoryPoint, Originals, shard_of
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
@@ -84,6 +84,7 @@ def _work(
     pool: np.ndarray,
     optimize: bool,
     edges: Any,
+    originals: Originals,
 ) -> None:
     """Worker ``k``: fill ``root`` with ``users``' points (``counts`` each) a shard at a time
     (opened, written, built and closed, so that one shard's points are in memory at once),
@@ -98,11 +99,11 @@ def _work(
     upsert = built = 0.0
     for shard, members in sorted(by_shard.items()):
         began = time.perf_counter()
-        # The daemon's defaults (its quantization, its originals); no shard opened but the
-        # one written.
+        # The daemon's defaults (its quantization; the originals as asked); no shard opened
+        # but the one written.
         vectors = ShardedVectorStore(
             root, settings.shards, quantization=settings.quantization,
-            originals=settings.originals, open_behind=False,
+            originals=originals, open_behind=False,
         )  # fmt: skip
         vectors.ensure(MODEL, pool.shape[1])
         owners = Owners([users[i] for i in members], [counts[i] for i in members], seed=shard)
@@ -130,10 +131,13 @@ def fill(
     pool: np.ndarray,
     workers: int = 2,
     optimize: bool = True,
+    originals: Originals | None = None,
 ) -> dict[str, Any]:
     """Fill ``data_dir`` with ``counts[i]`` points of ``users[i]`` and their fact graph, with
     the index built unless ``optimize`` is false, over ``workers`` processes (each building
-    a shard as soon as it is written: the time is reported per worker)."""
+    a shard as soon as it is written: the time is reported per worker), the shards' original
+    vectors of type ``originals`` (the daemon's default unless given)."""
+    originals = originals or VectorsSettings().originals
     shards = VectorsSettings().shards
     root = data_dir / "vectors"
     parts = [data_dir / f"fill-{k}" for k in range(workers)]
@@ -142,7 +146,8 @@ def fill(
     procs = []
     for k, members in enumerate(split(users, counts, workers)):
         args = (k, parts[k], [users[i] for i in members], [counts[i] for i in members])
-        procs.append(ctx.Process(target=_work, args=(*args, texts, pool, optimize, edges)))
+        work = (*args, texts, pool, optimize, edges, originals)
+        procs.append(ctx.Process(target=_work, args=work))
     for p in procs:
         p.start()
     state = RocksStore(data_dir / "state", STATE_CFS)
@@ -170,7 +175,7 @@ def fill(
     return {
         "workers": workers,
         "quantization": VectorsSettings().quantization,
-        "originals": VectorsSettings().originals,
+        "originals": originals,
         "per_worker": sorted(reports, key=lambda r: r["worker"]),
     }
 
@@ -178,10 +183,7 @@ def fill(
 def merge(root: Path, parts: list[Path], shards: int, dim: int) -> None:
     """One sharded store at ``root`` from the workers' stores at ``parts`` (disjoint shards):
     their shard directories and build marks moved in, their keyword counts added up."""
-    settings = VectorsSettings()
-    store = ShardedVectorStore(
-        root, shards, quantization=settings.quantization, originals=settings.originals
-    )
+    store = ShardedVectorStore(root, shards, quantization=VectorsSettings().quantization)
     store.ensure(MODEL, dim)
     store.close()
     layout.build_marks_kept(root).touch()

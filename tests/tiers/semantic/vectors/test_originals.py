@@ -55,8 +55,8 @@ def test_float16_originals_take_half_the_disk_of_float32(tmp_path):
 
 def test_a_purge_makes_its_copy_with_the_settings(tmp_path):
     """A store made with float32 originals, opened with float16 ones: its shard stays float32
-    until a purge rewrites it, whose copy is float16 and int8-quantized once built (a copy
-    made without the settings would lose the int8 copy until the daemon next loaded it)."""
+    until a purge rewrites it, whose copy is float16, made with the int8 quantization, and
+    quantized once built."""
     path, store = made(tmp_path, "store", "float32")
     store.close()
     store = EdgeVectorStore(path, quantization="int8", originals="float16")
