@@ -197,6 +197,27 @@ def test_remove_edges_counts_what_it_removed_and_drops_orphan_nodes(impl):
     assert impl.graph.get("1") is None and impl.graph.edges_of(A, "Alice") == []
 
 
+@pytest.mark.parametrize("held", [True, False])
+def test_remove_edges_counts_alike_whether_the_graph_is_read_or_not(impl, held):
+    """A user's graph read before (by the weaver's calls) or not read at all: the same edges
+    and nodes are removed, and the same are left."""
+    impl.graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris"),
+            edge("2", A, "alice", "works_at", "Acme"),
+            edge("3", A, "Bob", "likes", "Paris"),
+            edge("4", A, "Carol", "knows", "Carol"),
+        ]
+    )
+    graph = impl.reopen()
+    if held:
+        assert len(graph.entities(A)) == 5
+    assert graph.remove_edges(["2", "3", "4", "nope"]) == (3, 3)  # acme, bob, carol
+    assert sorted(graph.entities(A)) == [("alice", ["Alice"]), ("paris", ["Paris"])]
+    assert graph.remove_edges(["1"]) == (1, 2)
+    assert impl.reopen().counts() == (0, 0)
+
+
 def test_remove_episodes_by_user_or_everywhere(impl):
     graph = impl.graph
     graph.add_edges(

@@ -7,8 +7,7 @@ never pickled. A start reads no edge. The weaver's calls on a user
 it, and the least recently used users' graphs are dropped once more than ``cache_edges``
 edges are held (``graph.cache_edges``), so the memory held does not grow with the store.
 Recall's and Forget's :meth:`~NetworkXGraph.edges_where` read the user's rows, and hold
-nothing (a graph held is walked by every full garbage collection:
-:class:`UserGraph`).
+nothing (a graph held is walked by every full garbage collection: :class:`UserGraph`).
 
 Key layout (state store, column families):
 
@@ -35,7 +34,7 @@ import networkx as nx
 
 from tiers.core import collector
 from tiers.core.errors import StoreUnavailable
-from tiers.core.records import Scope
+from tiers.core.records import Scope, unpack
 from tiers.rocks import RocksStore
 from tiers.semantic.graph import CACHE_EDGES, Edge, normalize, rows
 
@@ -288,20 +287,41 @@ class NetworkXGraph:
         by_user: dict[str, list[str]] = {}
         for edge_id, where in places.items():
             by_user.setdefault(rows.user_of(where), []).append(edge_id)
-        # A graph read here is a burst of objects that goes with the call: no collection
-        # walks it (a large user's took passes of 60-160 ms during a Forget, 2026-11-30).
+        # A user's graph not held is not built to be dropped (a large user's took 4-5 s): its
+        # rows, unpacked in a burst no collection walks (collector.quiet), tell the nodes.
         with self._holding(by_user), collector.quiet():
-            graphs = {user: self._graph(user, hold=False) for user in by_user}  # their nodes
+            held = {user: self._held_graph(user) for user in by_user}
+            unheld = {u: self._orphans(u, set(i)) for u, i in by_user.items() if held[u] is None}
             batch = self._state.batch()
             for edge_id, where in places.items():
                 batch.delete(GRAPH_CF, where + b"\x00" + edge_id.encode())
                 batch.delete(IDS_CF, edge_id.encode())
             self._state.write(batch)
-            edges = sum(i in graphs[u].ends for u, user_ids in by_user.items() for i in user_ids)
-            nodes = sum(graphs[user].drop(user_ids) for user, user_ids in by_user.items())
-            del graphs  # freed here: a collection resumes with the block's end
+            edges = nodes = 0
+            for user, user_ids in by_user.items():
+                graph = held[user]
+                if graph is None:
+                    edges, nodes = edges + unheld[user][0], nodes + unheld[user][1]
+                else:
+                    edges += sum(i in graph.ends for i in user_ids)
+                    nodes += graph.drop(user_ids)
+            del held, unheld  # freed here: a collection resumes with the block's end
             self._measure(by_user)
             return edges, nodes
+
+    def _orphans(self, user_id: str, removed: set[str]) -> tuple[int, int]:
+        """(edges, nodes) that removing the edges ``removed`` of a user removes, read from its
+        rows without building its edges: the nodes they touch that no other edge does."""
+        touched: set[Node] = set()
+        kept: set[Node] = set()
+        edges = 0
+        for _key, raw in self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id)):
+            d = unpack(raw)
+            scope = Scope(d["u"], d["a"])
+            ends = (self.node(scope, d["s"]), self.node(scope, d["o"]))
+            edges += d["id"] in removed
+            (touched if d["id"] in removed else kept).update(ends)
+        return edges, len(touched - kept)
 
     def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         places = self._places(ids)
