@@ -10,13 +10,14 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import DEADLINE, Pause
 from tests.support.polling import wait_until
-from tiers.semantic.vectors import Originals, Quantization, edge_builds, edge_config
+from tiers.semantic.vectors import Quantization, edge_builds, edge_config
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import EdgeVectorStore
 
@@ -28,14 +29,8 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     kept in the shard's config, so a build's child process indexes too."""
     real = edge_config.config
 
-    def config(
-        dim: int,
-        *,
-        idf: bool = False,
-        quantization: Quantization = "none",
-        originals: Originals = "float32",
-    ) -> EdgeConfig:
-        base = real(dim, idf=idf, quantization=quantization, originals=originals)
+    def config(dim: int, **made: Any) -> EdgeConfig:  # edge_config.config's keywords
+        base = real(dim, **made)
         return EdgeConfig(
             vectors=base.vectors,
             sparse_vectors=base.sparse_vectors,
