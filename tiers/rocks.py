@@ -168,18 +168,22 @@ class RocksStore:
             handle.flush()
             handle.compact_range(None, None)
 
-    def purge(self, column_families: Iterable[str]) -> None:
+    def purge(
+        self, column_families: Iterable[str], prefixes: Mapping[str, bytes] | None = None
+    ) -> None:
         """Make deletes physical: no byte of a deleted value stays in the store's files.
 
         Every memtable is flushed, so each write-ahead log written so far holds nothing that is
         not in an SST file and RocksDB deletes it; then ``column_families`` are compacted, so
         the SST files that held the deleted values are rewritten without them. Writes go on
-        meanwhile (into a new log)."""
+        meanwhile (into a new log). A family given a prefix in ``prefixes`` had its deletes
+        under that prefix alone: only the files whose keys span it are compacted."""
         for handle in self._cfs.values():
             handle.flush()
         self._db.flush_wal(True)
         for name in column_families:
-            self._cfs[name].compact_range(None, None)
+            prefix = (prefixes or {}).get(name)
+            self._cfs[name].compact_range(prefix, prefix_end(prefix) if prefix else None)
 
     def flush(self) -> None:
         """Flush every memtable and fsync the WAL."""

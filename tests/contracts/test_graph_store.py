@@ -218,6 +218,45 @@ def test_remove_edges_counts_alike_whether_the_graph_is_read_or_not(impl, held):
     assert impl.reopen().counts() == (0, 0)
 
 
+@pytest.mark.parametrize("held", [True, False])
+def test_remove_scope_takes_its_edges_and_nodes_alone_read_or_not(impl, held):
+    """A scope's Forget: an agent's edges, then a whole user's (every agent's), counted as
+    :meth:`remove_edges` counts them; an agent or a user whose id the scope's begins with
+    keeps its own. ``episodes_of`` names the scope's episodes alone."""
+    planner, ep3 = Scope("alice", "planner"), "3" * 32
+    impl.graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris", episode=EP1),
+            edge("2", A, "alice", "works_at", "Acme", episode=EP2),
+            edge("3", planner, "Alice", "owns", "a cat", episode=ep3),
+            edge("4", planner, "Alice", "feeds", "a cat", episode=""),
+            edge("5", B, "Alice", "lives_in", "Rome", episode=EP1),
+            edge("6", Scope("alice2"), "Alice", "knows", "Bob", episode=EP2),
+        ]
+    )
+    graph = impl.reopen()
+    if held:
+        assert len(graph.entities(A)) == 3 and len(graph.entities(planner)) == 2
+    assert graph.episodes_of(planner) == {ep3, ""}
+    assert graph.episodes_of(A) == {EP1, EP2, ep3, ""}
+    assert graph.episodes_of(Scope("alice", "plan")) == set() == graph.episodes_of(Scope("al"))
+    assert graph.remove_scope(Scope("alice", "plan")) == (0, 0)
+    assert graph.remove_scope(planner) == (2, 2)  # alice and a cat, of the planner
+    assert graph.get("3") is None and graph.entities(planner) == []
+    assert graph.episodes_of(A) == {EP1, EP2}
+    assert sorted(graph.entities(A)) == [
+        ("acme", ["Acme"]),
+        ("alice", ["Alice", "alice"]),
+        ("paris", ["Paris"]),
+    ]
+    assert graph.remove_scope(A) == (2, 3)
+    assert graph.remove_scope(A) == (0, 0) and graph.episodes_of(A) == set()
+    assert graph.entities(A) == [] and graph.edges_where(lambda e: True, "alice") == []
+    for g in impl.and_reopened():
+        assert sorted(e.id for e in g.edges_where(lambda e: True)) == ["5", "6"]
+        assert g.counts() == (4, 2) and g.episodes_of(B) == {EP1}
+
+
 def test_remove_episodes_by_user_or_everywhere(impl):
     graph = impl.graph
     graph.add_edges(
@@ -298,5 +337,7 @@ def test_a_refused_write_raises_store_unavailable_and_changes_nothing(impl):
         graph.remove_edges(["1"])
     with pytest.raises(StoreUnavailable):
         graph.remove_episodes({EP1})
+    with pytest.raises(StoreUnavailable):
+        graph.remove_scope(A)
     assert graph.get("1") == kept and graph.edges_about(A, "Alice", "lives_in") == [kept]
     assert graph.counts() == (2, 1)

@@ -256,17 +256,17 @@ class SemanticStore:
         if notify:
             self.notify_write(set(user_of.values()))
 
-    def remove_edges(self, ids: Sequence[str]) -> tuple[int, int]:
-        """Delete graph edges by id, and the nodes left without edges; returns (edges,
-        nodes) deleted. No cache is told: the only caller, Forget, empties them itself. The
-        caller holds :attr:`write_lock`. Raises StoreUnavailable."""
-        return self.graph.remove_edges(ids)
+    def remove_edges(self, ids: Sequence[str] = (), scope: Scope | None = None) -> tuple[int, int]:
+        """Delete graph edges by id, or every edge of ``scope`` (a scope's Forget), and the
+        nodes left without edges; returns (edges, nodes) deleted. No cache is told: the only
+        caller, Forget, empties them itself. The caller holds :attr:`write_lock`. Raises
+        StoreUnavailable."""
+        return self.graph.remove_scope(scope) if scope else self.graph.remove_edges(ids)
 
     def remove_episode_edges(self, episode_ids: set[str], user_id: str = "") -> int:
         """Delete the graph edges derived from these episodes (of ``user_id``, or of any
-        user), before they are derived again (a rebuild, whose writes tell the caches).
-        Returns the edges deleted. The caller holds :attr:`write_lock`. Raises
-        StoreUnavailable."""
+        user), before a rebuild derives them again (its writes tell the caches); returns how
+        many. The caller holds :attr:`write_lock`. Raises StoreUnavailable."""
         return self.graph.remove_episodes(episode_ids, user_id)
 
     def refresh_profiles(self, scope: Scope) -> tuple[int, int]:

@@ -37,7 +37,7 @@ more hides them instead of deleting them (:mod:`tiers.semantic.erasures`): the p
 deletes them after the Forget returns, tombstoning their episodes as it goes.
 
 Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`):
-RocksDB's before Forget returns, the vector store's on the purger's thread, beside RocksDB's
+RocksDB's before Forget returns, the vector store's on the purger's thread, after RocksDB's
 (a ``purge`` mark, written with the tombstones, makes the next start finish it after a crash).
 """
 
@@ -67,8 +67,8 @@ from tiers.rights.forget.validity import reopen, restore_superseded
 from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Owned, ScopedKind
 from tiers.semantic.erasures import ERASE_LATER_POINTS
-from tiers.semantic.graph import Edge
-from tiers.semantic.graph.nxgraph import GRAPH_CFS
+from tiers.semantic.graph import Edge, rows
+from tiers.semantic.graph.nxgraph import GRAPH_CF, GRAPH_CFS
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint, PointFilter
@@ -151,13 +151,12 @@ class Forgetter:
         scope = plan.target.scope
         erasures = self._semantic.erasures
         with self._semantic.write_lock:  # then the working memory's: the backup's order
-            scope_edges: list[str] = []
             # A whole large user's points: hidden now, deleted after (tiers.semantic.erasures).
             whole = PointFilter(user_id=scope.user_id) if scope and not scope.agent_id else None
             erased = vectors.count(whole) if whole is not None else 0
             erased = erased if erased >= self.erase_later_points else 0
             if scope is not None:
-                scope_edges = self._finder.stored(scope, plan, points=not erased)
+                self._finder.stored(scope, plan, points=not erased)
                 self._finder.open(scope, plan)  # and once more below, under the working lock
             laps.lap("scope")
             plan.episode_ids.discard("")
@@ -213,7 +212,9 @@ class Forgetter:
                 )
                 counts.vector_points += erased or deleted
                 laps.lap("points")
-                self._remove_edges(scope_edges, counts, removed)
+                edges, nodes = semantic.remove_edges(scope=scope)  # read as rows, not edges
+                counts.graph_edges += edges
+                counts.graph_nodes += nodes
                 laps.lap("graph")
             if episodes:
                 of_episodes = PointFilter(user_id=user_id, episode_ids=tuple(episodes))
@@ -251,10 +252,16 @@ class Forgetter:
         else:
             # Keyed records alone (DeleteDocument): only the kinds' column families to compact.
             alone = not (earlier or scope or episodes or plan.memory_ids - record_ids)
-            # The vector store's purge (of the shards deleted from) starts first, on the
-            # purger's thread, beside RocksDB's here.
-            self.purger.request()
-            counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else ())
+            # A scope's edges (60,000 of a 200,000-point user) are one range of their family:
+            # only its files are rewritten (unless an earlier Forget's purge is not over).
+            ranged = {GRAPH_CF: rows.user_prefix(scope.user_id)} if scope and not earlier else {}
+            # Then the vector store's (of the shards deleted from, and a hidden user's
+            # erasure) on the purger's thread, started after RocksDB's so that the Forget's
+            # own wait does not share the two cores with it.
+            try:
+                counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else (), ranged)
+            finally:
+                self.purger.request()
         laps.lap("rest")
         fields = {"users": len(users), **counts.as_dict(), "erased_later": erased, **laps.ms}
         log.info("forget.done", extra={"fields": fields})

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from tiers.core import collector
 from tiers.core.records import Scope, unpack
 from tiers.journal.store import (
     BY_USER_CF,
@@ -75,31 +74,22 @@ class Finder:
         plan.episode_ids.discard("")
         return plan
 
-    def stored(self, scope: Scope, plan: ForgetPlan, *, points: bool = True) -> list[str]:
+    def stored(self, scope: Scope, plan: ForgetPlan, *, points: bool = True) -> None:
         """The episodes of ``scope`` that Tier 3 and the stored extractions name: what only
         writers holding ``SemanticStore.write_lock`` write, so the caller holds it, and not the
         working memory's lock (a large user's take seconds; no append waits for them).
         Without ``points``, not those of its vector points (a user erased after the Forget:
-        the erasure tombstones them, :mod:`tiers.semantic.erasures`). Returns the ids of the
-        scope's edges, read once for both (decoded edges kept past their burst were walked by
-        collections)."""
+        the erasure tombstones them, :mod:`tiers.semantic.erasures`)."""
         _embedder, vectors = self.semantic.wait_ready(0)
         if points:
             flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id)
             plan.episode_ids.update(vectors.episode_ids(flt, _SCROLL_ALL))
-        with collector.quiet():
-            edges = self.semantic.graph.edges_where(
-                lambda e: covers(scope, e.scope.user_id, e.scope.agent_id), scope.user_id
-            )
-            plan.episode_ids.update(e.episode_id for e in edges)
-            edge_ids = [e.id for e in edges]
-            del edges
+        plan.episode_ids.update(self.semantic.graph.episodes_of(scope))
         # Stored extractions name their episode's scope: one whose episode expired and that
         # produced no point (or whose points were deleted) is found here, by its owner.
         for episode_id, owner in extractions_of(self.state, scope.user_id):
             if covers(scope, owner.user_id, owner.agent_id):
                 plan.episode_ids.add(episode_id)
-        return edge_ids
 
     def open(self, scope: Scope, plan: ForgetPlan) -> None:
         """The episodes of ``scope`` that the journal, the consolidation marks and the open

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tiers.core.events import Events
@@ -99,12 +99,15 @@ class Purger:
         return busy or self._state.get(TOMBSTONES_CF, PURGE_KEY) is not None
 
     # -- purging ---------------------------------------------------------------------------
-    def purge_stores(self, state_only: Sequence[str] = ()) -> float:
+    def purge_stores(
+        self, state_only: Sequence[str] = (), prefixes: Mapping[str, bytes] | None = None
+    ) -> float:
         """The RocksDB part (module doc); returns the ms it took. ``state_only``: the deletes
         were in these column families of the state store alone (keyed documents), so only
-        they are compacted. Raises StoreUnavailable."""
+        they are compacted; ``prefixes``: those of a state family were under that key prefix
+        alone (:meth:`RocksStore.purge`). Raises StoreUnavailable."""
         began = time.perf_counter()
-        self._state.purge(state_only or self._state_cfs)
+        self._state.purge(state_only or self._state_cfs, prefixes)
         if not state_only:
             self._jstore.purge(self._journal_cfs)
         return round((time.perf_counter() - began) * 1000, 1)

@@ -62,7 +62,7 @@ class GraphStore(Protocol):
     uses, see every scope).
 
     Errors: a write (:meth:`add_edges`, :meth:`close_edges`, :meth:`remove_edges`,
-    :meth:`remove_episodes`) that its store refuses raises
+    :meth:`remove_episodes`, :meth:`remove_scope`) that its store refuses raises
     :class:`~tiers.core.errors.StoreUnavailable` (an ``Unavailable``), and then nothing changed,
     for reads either. Reads raise nothing of their own: an unknown id, entity or scope is
     ``None`` or empty, and unknown ids are skipped by every write.
@@ -85,6 +85,15 @@ class GraphStore(Protocol):
     def remove_episodes(self, episode_ids: set[str], user_id: str = "") -> int:
         """Delete every edge derived from these episodes (of ``user_id``, or of every user)
         and the nodes left without an edge; returns how many edges. Raises StoreUnavailable."""
+
+    def remove_scope(self, scope: Scope) -> tuple[int, int]:
+        """Delete every edge of ``scope`` (every agent's when its ``agent_id`` is empty: a
+        whole user's Forget) and the nodes left without an edge; returns how many (edges,
+        nodes), as :meth:`remove_edges` given their ids would. Raises StoreUnavailable."""
+
+    def episodes_of(self, scope: Scope) -> set[str]:
+        """The episode ids of ``scope``'s edges (every agent's when its ``agent_id`` is
+        empty; ``""`` for an edge of no episode), read without building the edges."""
 
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
         """Every edge (current or closed) from the entity ``subject`` with ``predicate``."""

@@ -6,8 +6,9 @@ never pickled. A start reads no edge. The weaver's calls on a user
 :meth:`~NetworkXGraph.entities`) read the user's graph from its rows (a prefix scan) and hold
 it, and the least recently used users' graphs are dropped once more than ``cache_edges``
 edges are held (``graph.cache_edges``), so the memory held does not grow with the store.
-Recall's and Forget's :meth:`~NetworkXGraph.edges_where` read the user's rows, and hold
-nothing (a graph held is walked by every full garbage collection: :class:`UserGraph`).
+Recall's and Forget's calls (:meth:`~NetworkXGraph.edges_where`,
+:meth:`~NetworkXGraph.episodes_of`, :meth:`~NetworkXGraph.remove_scope`) read the user's rows,
+and hold nothing (a graph held is walked by every full garbage collection: :class:`UserGraph`).
 
 Key layout (state store, column families):
 
@@ -30,91 +31,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
-import networkx as nx
-
 from tiers.core import collector
 from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Scope, unpack
 from tiers.rocks import RocksStore
-from tiers.semantic.graph import CACHE_EDGES, Edge, normalize, rows
+from tiers.semantic.graph import CACHE_EDGES, Edge, rows
+from tiers.semantic.graph.usergraph import Node, UserGraph, node
 
 GRAPH_CF = "graph_edges"
 IDS_CF = "graph_edge_ids"
 GRAPH_CFS = (GRAPH_CF, IDS_CF)  # state store; tiers.schema
 _INDEXED = b"\x00indexed"  # IDS_CF: every edge has its id row
 _INDEX_BATCH = 10_000
-Node = tuple[str, str, str]
 log = logging.getLogger("strata.semantic")
-
-
-class UserGraph:
-    """One user's edges in memory; changed under that user's lock only.
-
-    An edge's data is its row as stored, with its subject, predicate and object beside it,
-    and a node's aliases a tuple: nothing the garbage collector has to walk but the graph's
-    own dicts (about one object an edge, where decoded edges were six). An edge is decoded
-    when read."""
-
-    __slots__ = ("ends", "graph")
-
-    def __init__(self) -> None:
-        self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
-        self.ends: dict[str, tuple[Node, Node]] = {}  # edge id -> (subject node, object node)
-
-    def apply(self, edge: Edge, raw: bytes) -> None:
-        """Insert ``edge`` (``raw``: its row) or replace the edge of its id."""
-        if edge.id in self.ends:
-            u, v = self.ends.pop(edge.id)
-            self.graph.remove_edge(u, v, key=edge.id)
-        u, v = (
-            NetworkXGraph.node(edge.scope, edge.subject),
-            NetworkXGraph.node(edge.scope, edge.object),
-        )
-        for node, alias in ((u, edge.subject), (v, edge.object)):
-            if node not in self.graph:
-                self.graph.add_node(node, aliases=(alias,))
-            elif alias not in (aliases := self.graph.nodes[node]["aliases"]):
-                self.graph.nodes[node]["aliases"] = (*aliases, alias)
-        s, p, o = edge.subject, edge.predicate, edge.object
-        self.graph.add_edge(u, v, key=edge.id, raw=raw, s=s, p=p, o=o)
-        self.ends[edge.id] = (u, v)
-
-    def edge(self, edge_id: str) -> Edge | None:
-        ends = self.ends.get(edge_id)
-        if ends is None:
-            return None
-        return rows.decode(self.graph.edges[ends[0], ends[1], edge_id]["raw"])
-
-    def about(self, node: Node, predicate: str) -> list[Edge]:
-        """The edges from ``node`` with ``predicate``."""
-        if node not in self.graph:
-            return []
-        out = self.graph.out_edges(node, data=True)
-        return [rows.decode(d["raw"]) for _u, _v, d in out if d["p"] == predicate]
-
-    def touching(self, node: Node) -> list[Edge]:
-        """The edges from ``node``, then those to it."""
-        if node not in self.graph:
-            return []
-        out = [rows.decode(d["raw"]) for _u, _v, d in self.graph.out_edges(node, data=True)]
-        return out + [rows.decode(d["raw"]) for _u, _v, d in self.graph.in_edges(node, data=True)]
-
-    def drop(self, edge_ids: Iterable[str]) -> int:
-        """Remove these edges (unknown ids skipped), then the nodes left without one, and the
-        surface forms only removed edges had. Returns how many nodes were removed."""
-        touched: set[Node] = set()
-        for edge_id in edge_ids:
-            ends = self.ends.pop(edge_id, None)
-            if ends is not None:
-                self.graph.remove_edge(ends[0], ends[1], key=edge_id)
-                touched.update(ends)
-        orphans = [n for n in touched if self.graph.degree(n) == 0]
-        self.graph.remove_nodes_from(orphans)
-        for node in touched.difference(orphans):
-            out = (d["s"] for _u, _v, d in self.graph.out_edges(node, data=True))
-            into = (d["o"] for _u, _v, d in self.graph.in_edges(node, data=True))
-            self.graph.nodes[node]["aliases"] = tuple(dict.fromkeys((*out, *into)))
-        return len(orphans)
 
 
 class NetworkXGraph:
@@ -133,10 +62,6 @@ class NetworkXGraph:
         self._indexed = state.get(IDS_CF, _INDEXED) is not None
         if not self._indexed:
             self._index()
-
-    @staticmethod
-    def node(scope: Scope, name: str) -> Node:
-        return (scope.user_id, scope.agent_id, normalize(name))
 
     # -- where things are -------------------------------------------------------------------
     def _index(self) -> None:
@@ -319,10 +244,33 @@ class NetworkXGraph:
         for _key, raw in self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id)):
             d = unpack(raw)
             scope = Scope(d["u"], d["a"])
-            ends = (self.node(scope, d["s"]), self.node(scope, d["o"]))
+            ends = (node(scope, d["s"]), node(scope, d["o"]))
             edges += d["id"] in removed
             (touched if d["id"] in removed else kept).update(ends)
         return edges, len(touched - kept)
+
+    def remove_scope(self, scope: Scope) -> tuple[int, int]:
+        """The scope's rows, deleted as they are read and unpacked without building edges (a
+        200,000-point user's 60,000 edges: 0.5 s where reading them as edges took 1.3 s and
+        :meth:`remove_edges` given their ids 1.9 s). A node is its scope's own, so every node
+        of theirs is left without an edge."""
+        with self._lock(scope.user_id), collector.quiet():
+            batch, ids, nodes = self._state.batch(), list[str](), set[Node]()
+            for key, raw in self._state.scan_prefix(GRAPH_CF, rows.scope_prefix(scope)):
+                d = unpack(raw)
+                owner = Scope(d["u"], d["a"])
+                batch.delete(GRAPH_CF, key)
+                batch.delete(IDS_CF, d["id"].encode())
+                ids.append(d["id"])
+                nodes.update((node(owner, d["s"]), node(owner, d["o"])))
+            if not ids:
+                return 0, 0
+            self._state.write(batch)
+            graph = self._held_graph(scope.user_id)
+            if graph is not None:
+                graph.drop(ids)
+            self._measure([scope.user_id])
+            return len(ids), len(nodes)
 
     def close_edges(self, ids: Sequence[str], valid_to_us: int | None) -> None:
         places = self._places(ids)
@@ -351,13 +299,18 @@ class NetworkXGraph:
                 scanned = self._state.scan(GRAPH_CF, b"")
             return [e for _key, raw in scanned if keep(e := rows.decode(raw))]
 
+    def episodes_of(self, scope: Scope) -> set[str]:
+        with self._lock(scope.user_id), collector.quiet():
+            scanned = self._state.scan_prefix(GRAPH_CF, rows.scope_prefix(scope))
+            return {unpack(raw)["e"] for _key, raw in scanned}
+
     def edges_about(self, scope: Scope, subject: str, predicate: str) -> list[Edge]:
         with self._lock(scope.user_id):
-            return self._graph(scope.user_id).about(self.node(scope, subject), predicate)
+            return self._graph(scope.user_id).about(node(scope, subject), predicate)
 
     def edges_of(self, scope: Scope, entity: str) -> list[Edge]:
         with self._lock(scope.user_id):
-            return self._graph(scope.user_id).touching(self.node(scope, entity))
+            return self._graph(scope.user_id).touching(node(scope, entity))
 
     def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
         with self._lock(scope.user_id):
@@ -373,7 +326,7 @@ class NetworkXGraph:
         edges = 0
         for _key, raw in self._state.scan(GRAPH_CF, b""):
             edge = rows.decode(raw)
-            nodes.update((self.node(edge.scope, edge.subject), self.node(edge.scope, edge.object)))
+            nodes.update((node(edge.scope, edge.subject), node(edge.scope, edge.object)))
             edges += 1
         return len(nodes), edges
 

@@ -22,6 +22,11 @@ def user_prefix(user_id: str) -> bytes:
     return user_id.encode() + b"\x00"
 
 
+def scope_prefix(scope: Scope) -> bytes:
+    """The keys' prefix of ``scope``'s edges (every agent's when its ``agent_id`` is empty)."""
+    return where(scope) + b"\x00" if scope.agent_id else user_prefix(scope.user_id)
+
+
 def encode(edge: Edge) -> bytes:
     return pack(
         {
