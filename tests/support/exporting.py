@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.support import ThreadDaemon, wait_indexed
+from tests.support import ThreadDaemon, wait_indexed, wait_until
 from tiers.semantic.vectors import PointFilter
 
 MAY, JUNE = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC), dt.datetime(2023, 6, 9, tzinfo=dt.UTC)
@@ -112,6 +112,9 @@ def fill(c: MemoryClient) -> dict[str, str]:
         ],
         user_id="alice",
     )
+    # The open sessions' turns are embedded in a batch (weaver.live_batch_seconds), noted
+    # at each append: an export taken before that batch has their logs without their points.
+    wait_until(lambda: c.admin.weaver_status().live_unindexed == 0, 120, "for the live batch")
     return ep
 
 
