@@ -6,9 +6,11 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from stratad_client import MemoryClient
+from stratad_client import MemoryClient, StrataClientError
 from tests.support import QUIET, code
 from tests.support.exporting import ALICE_ONLY, BOB_ONLY, exported, fill, records, user_points
+from tiers.core.records import pack
+from tiers.journal.store import put_extraction
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +53,15 @@ def test_an_export_holds_one_tenant_and_nothing_forgotten(start_daemon):
         points = user_points(d, "alice")
         assert forgotten and fact["id"] not in points
         assert not set(forgotten) & set(points)
+        # Alice's export reads no stored record of another user's (their owners' entries find
+        # hers): one of bob's that cannot be read fails bob's export, not hers.
+        state = d.daemon.parts.state
+        batch = state.batch()
+        put_extraction(batch, "f" * 32, pack({"ep": {"u": "bob", "a": ""}, "x": "unreadable"}))
+        state.write(batch)
+        assert any(r["type"] == "extraction" for r in records(exported(c, "alice")))
+        with pytest.raises(StrataClientError):
+            exported(c, "bob")
 
 
 def source_text(c: MemoryClient, user: str) -> str:

@@ -32,7 +32,13 @@ from typing import IO, Any
 from tiers import scoped
 from tiers.core import collector
 from tiers.core.records import Episode, Scope, StoredMessage
-from tiers.journal.store import EXTRACTIONS_CF, PENDING_CF, UNINDEXED_CF, Journal
+from tiers.journal.store import (
+    EXTRACTIONS_CF,
+    PENDING_CF,
+    UNINDEXED_CF,
+    Journal,
+    extractions_of,
+)
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
 from tiers.rocks import RocksStore
@@ -49,6 +55,7 @@ Progress = Callable[[Counter[str]], None]
 PROGRESS_EVERY = 5000  # records between two progress calls
 _ALL = 10_000_000
 _PAGE = 1000
+_READ_BATCH = 1000  # stored records read in one multi-get
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,15 +195,24 @@ class Exporter:
         self, scope: Scope, exported: set[str]
     ) -> Iterable[tuple[str, Scope, dict[str, Any]]]:
         """The stored records of the exported episodes, and of the scope's episodes that have
-        left the journal (a record keeps its episode's scope in its provenance)."""
+        left the journal (a record keeps its episode's scope in its provenance, and its
+        owner's entry finds it: no other user's record is read), in episode id order."""
         tombstones = self._semantic.tombstones
-        for key, raw in self._state.scan(EXTRACTIONS_CF, b""):
-            eid = key.decode()
-            owner, doc = self._extraction_json(raw)
-            foreign = owner is None or not _within(owner, scope) or tombstones.episode(eid)
-            if eid not in exported and foreign:
-                continue
-            yield eid, owner or self._journal_scope(eid), doc
+        owned = {
+            e for e, owner in extractions_of(self._state, scope.user_id) if _within(owner, scope)
+        }
+        wanted = sorted(exported | owned)
+        for i in range(0, len(wanted), _READ_BATCH):
+            ids = wanted[i : i + _READ_BATCH]
+            raws = self._state.get_many(EXTRACTIONS_CF, [eid.encode() for eid in ids])
+            for eid, raw in zip(ids, raws, strict=True):
+                if raw is None:
+                    continue
+                owner, doc = self._extraction_json(raw)
+                foreign = owner is None or not _within(owner, scope) or tombstones.episode(eid)
+                if eid not in exported and foreign:
+                    continue
+                yield eid, owner or self._journal_scope(eid), doc
 
     def _journal_scope(self, episode_id: str) -> Scope:
         episode = self._journal.find(episode_id)
@@ -204,7 +220,7 @@ class Exporter:
         return episode.scope
 
     def _edges(self, scope: Scope) -> list[Edge]:
-        return self._semantic.graph.edges_where(lambda e: _within(e.scope, scope))
+        return self._semantic.graph.edges_where(lambda e: _within(e.scope, scope), scope.user_id)
 
 
 class _Writer:
