@@ -16,10 +16,13 @@ beside a flood of queries fell from 72 to 16 ms, and the queries answered per se
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
+import time
+from collections.abc import Iterator
 
 log = logging.getLogger("strata.priority")
 
@@ -36,6 +39,38 @@ SWITCH_INTERVAL_SECONDS = 0.001
 """How long a thread keeps the interpreter while another waits for it (Python's default is
 5 ms): the event loop, woken by a request, waits for a Recall thread to hand the
 interpreter over. Only with the priorities above was a shorter one measured to help."""
+
+
+_pace = threading.local()
+
+
+@contextlib.contextmanager
+def resting(share: float) -> Iterator[None]:
+    """Within it, a long engine job of the calling thread (a large delete: the engine holds the
+    interpreter through each of its calls) rests ``share`` times as long as each of its steps
+    took before the next one (:func:`rest_after`), and holds no lock while it rests: other
+    threads get the interpreter, and the writers of the same shard their turn, for at least
+    ``share / (1 + share)`` of the job's time. Lowering a thread's priority cannot do that: the
+    kernel runs it whenever it holds the interpreter, whatever its nice value."""
+    before = getattr(_pace, "share", 0.0)
+    _pace.share = share
+    try:
+        yield
+    finally:
+        _pace.share = before
+
+
+def rests() -> bool:
+    """Whether the calling thread is within :func:`resting`."""
+    return getattr(_pace, "share", 0.0) > 0
+
+
+def rest_after(began: float) -> None:
+    """Within :func:`resting`, sleep its share of the time since ``began`` (``perf_counter``):
+    the end of a step of the calling thread's job. Outside it, return at once."""
+    share = getattr(_pace, "share", 0.0)
+    if share > 0:
+        time.sleep((time.perf_counter() - began) * share)
 
 
 def lower_this_thread(by: int) -> None:

@@ -47,6 +47,9 @@ from tiers.semantic.vectors import (
 _USER = b"u"
 # A whole user's Forget leaves its points to the purger's thread from this many on.
 ERASE_LATER_POINTS = 20_000
+# The erasure's rest after each page it reads or deletes, in the page's time
+# (tiers.core.priority.resting): the other users' Recalls get at least half the interpreter.
+ERASE_REST = 1.0
 # How long a write of a user being erased waits for the erasure's end (then it is refused).
 WAIT_SECONDS = 10.0
 # How long a backup waits for the erasures to end (then it is refused).

@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tiers.core.events import Events
-from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
+from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
 from tiers.core.records import u64
 from tiers.rocks import Batch, RocksStore
-from tiers.semantic.erasures import ErasingVectors
+from tiers.semantic.erasures import ERASE_REST, ErasingVectors
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF, Tombstones
 from tiers.space import freeing
@@ -195,7 +195,7 @@ class Purger:
                 if self._closing:
                     return False
             began = time.perf_counter()
-            with self._erasures.lock:
+            with self._erasures.lock, resting(ERASE_REST):
                 points = vectors.erase(user_id, self._tombstone)
             self._erasures.done(user_id)
             self._semantic.notify_write({user_id})

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
 
+from tiers.core.priority import rest_after
 from tiers.semantic.vectors import (
     DENSE,
     SPARSE,
@@ -55,9 +57,9 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
 from tiers.semantic.vectors.edge_config import made_with, search_params
+from tiers.semantic.vectors.edge_delete import delete_points
 from tiers.semantic.vectors.edge_filter import build_filter
 from tiers.semantic.vectors.edge_shard import (
-    DELETE_FLUSH_PAGES,
     READ_PAGE,
     SIDECAR,
     check_model,
@@ -236,22 +238,12 @@ class EdgeVectorStore:
             self._points.invalidate(wanted)
 
     def delete(self, flt: PointFilter) -> int:
-        engine_filter = build_filter(flt) or Filter()
-        with self.live.write_lock, self.live.engine("delete"):
-            shard = self.live.current()
-            n = shard.count(CountRequest(exact=True, filter=engine_filter))
-            if n:
-                self.live.read_ahead(shard, n, [f"vector_storage-{SPARSE}"])
-                # A page at a time (the engine holds the GIL through a call): ids read, then
-                # deleted by id, then their terms uncounted; flushed now and then.
-                for page, removed in enumerate(sparse_pages(shard, engine_filter), 1):
-                    ids = [r.id for r in removed]  # each read of a record's id makes a UUID
-                    self.live.apply(UpdateOperation.delete_points(ids))
-                    self._frequencies.remove(records_terms(removed))
-                    self._points.invalidate(map(str, ids))
-                    if page % DELETE_FLUSH_PAGES == 0:
-                        shard.flush()
-            return n
+        return delete_points(self.live, build_filter(flt) or Filter(), self._uncount)
+
+    def _uncount(self, records: list[Record], ids: list[Any]) -> None:
+        """The deleted ``records`` (their ``ids``) out of the term counts and the point cache."""
+        self._frequencies.remove(records_terms(records))
+        self._points.invalidate(map(str, ids))
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -340,6 +332,7 @@ class EdgeVectorStore:
                 wanted = shard.count(CountRequest(exact=True, filter=engine_filter))
                 self.live.read_ahead(shard, min(wanted, limit), ["payload_storage"])
         while left > 0:
+            began = time.perf_counter()
             request = ScrollRequest(
                 offset=offset,
                 limit=min(READ_PAGE, left),
@@ -353,6 +346,7 @@ class EdgeVectorStore:
             yield records
             if offset is None:
                 break
+            rest_after(began)  # a caller resting (an erasure): tiers.core.priority.resting
 
     def count(self, flt: PointFilter) -> int:
         with self.live.read("count") as shard:

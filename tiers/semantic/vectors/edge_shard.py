@@ -134,14 +134,20 @@ def sparse_pages(shard: EdgeShard, flt: Filter | None = None) -> Iterator[list[R
     and to know what a delete removes."""
     offset: Any = None
     while True:
-        request = ScrollRequest(
-            offset=offset, limit=READ_PAGE, filter=flt, with_payload=False, with_vector=[SPARSE]
-        )
-        records, offset = shard.scroll(request)
+        records, offset = sparse_page(shard, flt, offset)
         if records:
             yield records
         if offset is None:
             return
+
+
+def sparse_page(shard: EdgeShard, flt: Filter | None, offset: Any) -> tuple[list[Record], Any]:
+    """One page of :func:`sparse_pages` from ``offset`` (None: the first), and the next
+    page's offset (None after the last)."""
+    request = ScrollRequest(
+        offset=offset, limit=READ_PAGE, filter=flt, with_payload=False, with_vector=[SPARSE]
+    )
+    return shard.scroll(request)
 
 
 def records_terms(records: Iterable[Record]) -> Iterator[EdgeSparseVector]:
