@@ -241,13 +241,18 @@ class NetworkXGraph:
         touched: set[Node] = set()
         kept: set[Node] = set()
         edges = 0
-        for _key, raw in self._state.scan_prefix(GRAPH_CF, rows.user_prefix(user_id)):
+        for _key, edge_id, ends in self._row_ends(rows.user_prefix(user_id)):
+            edges += edge_id in removed
+            (touched if edge_id in removed else kept).update(ends)
+        return edges, len(touched - kept)
+
+    def _row_ends(self, prefix: bytes) -> Iterator[tuple[bytes, str, tuple[Node, Node]]]:
+        """The rows under ``prefix``: each one's key, its edge's id and its two nodes,
+        unpacked without building the edge."""
+        for key, raw in self._state.scan_prefix(GRAPH_CF, prefix):
             d = unpack(raw)
             scope = Scope(d["u"], d["a"])
-            ends = (node(scope, d["s"]), node(scope, d["o"]))
-            edges += d["id"] in removed
-            (touched if d["id"] in removed else kept).update(ends)
-        return edges, len(touched - kept)
+            yield key, d["id"], (node(scope, d["s"]), node(scope, d["o"]))
 
     def remove_scope(self, scope: Scope) -> tuple[int, int]:
         """The scope's rows, deleted as they are read and unpacked without building edges (a
@@ -256,13 +261,11 @@ class NetworkXGraph:
         of theirs is left without an edge."""
         with self._lock(scope.user_id), collector.quiet():
             batch, ids, nodes = self._state.batch(), list[str](), set[Node]()
-            for key, raw in self._state.scan_prefix(GRAPH_CF, rows.scope_prefix(scope)):
-                d = unpack(raw)
-                owner = Scope(d["u"], d["a"])
+            for key, edge_id, ends in self._row_ends(rows.scope_prefix(scope)):
                 batch.delete(GRAPH_CF, key)
-                batch.delete(IDS_CF, d["id"].encode())
-                ids.append(d["id"])
-                nodes.update((node(owner, d["s"]), node(owner, d["o"])))
+                batch.delete(IDS_CF, edge_id.encode())
+                ids.append(edge_id)
+                nodes.update(ends)
             if not ids:
                 return 0, 0
             self._state.write(batch)
