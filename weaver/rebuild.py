@@ -11,7 +11,9 @@ Where each episode's projections come from:
   record alone (a record keeps the episode's provenance, see :mod:`weaver.consolidate`). Its
   chunk points cannot be re-derived: existing ones are kept as they are.
 - records written before records kept provenance, whose journal entry has expired, cannot be
-  replayed; they are counted (``skipped``) and logged.
+  replayed; they are counted (``skipped``) and logged by a rebuild of every user (they name
+  no owner: a user's rebuild finds its records by their owners' entries,
+  :func:`tiers.journal.store.extractions_of`, and reads no other user's).
 - keyed documents (:mod:`tiers.keyed.documents`): their points are written again from their records
   (same ids, the records' texts), after the episodes'.
 
@@ -31,11 +33,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode
-from tiers.journal.store import EXTRACTIONS_CF, Journal
+from tiers.journal.store import EXTRACTIONS_CF, Journal, extractions_of
 from tiers.rocks import RocksStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
@@ -47,6 +50,7 @@ from weaver.index import DocumentIndexer, Indexer
 log = logging.getLogger("strata.weaver")
 BATCH = 64  # episodes per index call (one embedding batch)
 DELETE_BATCH = 512  # episode ids per vector delete
+READ_BATCH = 1000  # a user's stored records read in one multi-get
 
 
 @dataclass(slots=True)
@@ -162,8 +166,7 @@ class Rebuilder:
     ) -> list[tuple[Extraction, EpisodeInput]]:
         """Records whose episode is gone from the journal, oldest episode first."""
         out: list[tuple[Extraction, EpisodeInput]] = []
-        for key, raw in self._state.scan(EXTRACTIONS_CF, b""):
-            eid = key.decode()
+        for eid, raw in self._stored(user_id):
             if eid in live_ids or self.is_forgotten(eid):
                 continue
             extraction, episode = decode_record(raw)
@@ -184,6 +187,20 @@ class Rebuilder:
             out.append((extraction, episode))
         out.sort(key=lambda item: (_last_time(item[1]), item[1].episode_id))
         return out
+
+    def _stored(self, user_id: str) -> Iterator[tuple[str, bytes]]:
+        """The stored records a rebuild reads, by episode id: every one for the whole store;
+        for a user, those its owners' entries name (no other user's record is read; a record
+        without provenance names no owner, so only the whole store's rebuild counts it)."""
+        if not user_id:
+            for key, raw in self._state.scan(EXTRACTIONS_CF, b""):
+                yield key.decode(), raw
+            return
+        ids = sorted(eid for eid, _owner in extractions_of(self._state, user_id))
+        for i in range(0, len(ids), READ_BATCH):
+            batch = ids[i : i + READ_BATCH]
+            raws = self._state.get_many(EXTRACTIONS_CF, [eid.encode() for eid in batch])
+            yield from ((eid, raw) for eid, raw in zip(batch, raws, strict=True) if raw is not None)
 
 
 def _last_time(episode: EpisodeInput) -> int:

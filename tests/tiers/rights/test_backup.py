@@ -246,8 +246,13 @@ def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path, echo, 
             c.get_episode(ids[0])
         assert gone.value.code == grpc.StatusCode.NOT_FOUND
         wait_tier3(c)
-        response = c.admin.rebuild(timeout=120)
+        assert c.admin.rebuild("bob", timeout=120).records_replayed == 0  # not bob's records
+        response = c.admin.rebuild("alice", timeout=120)  # by their owners' entries
         assert (response.episodes, response.records_replayed) == (0, 2)
+        again = c.admin.rebuild(timeout=120)  # every user's: the same, none doubled
+        assert (again.episodes, again.records_replayed) == (0, 2)
+        assert again.graph_edges == response.graph_edges
+        assert again.vector_points >= 2 * (1 + 3)  # the digests, unchanged, not rewritten
         # A summary and three facts per episode, and the digests and threads made of them.
         overviews = c.recall(QUERY, user_id="alice", k=100, kinds=["digest", "thread"]).hits
         assert {h.attrs.get("level") for h in overviews if h.kind == "digest"} == {
