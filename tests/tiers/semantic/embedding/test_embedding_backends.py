@@ -42,9 +42,9 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
     assert list(models.glob("*/onnx/model_int8_*.onnx"))
     assert proc.terminate() == 0
 
-    # Switching the back-end on this data dir is refused, in one line that says what to do;
-    # appends are still served, and nothing is lost.
-    proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__backend="torch")
+    # Switching the back-end on this data dir (to the default, onnx) is refused, in one line
+    # that says what to do; appends are still served, and nothing is lost.
+    proc = spawn(tmp_path / "data", **QUIET_ENV)
     with proc.client(timeout=30) as c:
         wait_until(lambda: c.admin.weaver_status().tier3_error != "")
         reason = c.admin.weaver_status().tier3_error
@@ -55,6 +55,7 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
     assert proc.terminate() == 0
 
     # Doing what it says: the vectors moved aside, a rebuild from the journal.
+    # With the torch back-end: each of the three serves a daemon here.
     (tmp_path / "data" / "vectors").rename(tmp_path / "vectors.int8")
     proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__backend="torch")
     with proc.client(timeout=30) as c:
