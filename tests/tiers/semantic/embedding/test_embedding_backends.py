@@ -55,7 +55,7 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
     assert proc.terminate() == 0
 
     # Doing what it says: the vectors moved aside, a rebuild from the journal.
-    # With the torch back-end: each of the three serves a daemon here.
+    # The rebuild runs on torch, so each of the three back-ends runs a daemon in this test.
     (tmp_path / "data" / "vectors").rename(tmp_path / "vectors.int8")
     proc = spawn(tmp_path / "data", **QUIET_ENV, embedding__backend="torch")
     with proc.client(timeout=30) as c:
