@@ -96,7 +96,7 @@ def test_a_resting_delete_lets_another_writer_in_between_its_pages(
     assert kayak(store) == only_bobs(tmp_path / "fresh", [*BOBS, "bob's kayak paddle"])
 
 
-def test_a_delete_not_resting_holds_the_lock_throughout(
+def test_a_delete_not_resting_never_rests(
     store: EdgeVectorStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rested: list[float] = []
