@@ -54,6 +54,7 @@ lock:
 		&& $(VENV)-lock/bin/python -m pip install --quiet "$(PIP)" "$(PIP_TOOLS)" )
 	rm -rf $(VENV)-lock/wheels
 	$(VENV)-lock/bin/python -m pip wheel --quiet --no-deps -w $(VENV)-lock/wheels $(CLIENT)
+	rm -rf $(CLIENT)/build  # the wheel's build tree, which the module docs would list
 	$(VENV)-lock/bin/pip-compile --quiet --extra dev --extra mcp --extra agents --extra langgraph \
 		--extra adk --all-build-deps --allow-unsafe --find-links $(VENV)-lock/wheels \
 		--strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_ARGS) \
@@ -61,8 +62,13 @@ lock:
 	awk '/^stratad-client==/{own=1;next} own&&/^ /{next} {own=0;print}' $(LOCK) > $(LOCK).tmp
 	mv $(LOCK).tmp $(LOCK)
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each handed the next test when it
+# is free: most tests wait on daemons, disks and sockets, so two share two cores well.
+# TEST_WORKERS=0 runs it in this process alone.
+TEST_WORKERS ?= 2
+
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
