@@ -8,6 +8,7 @@ import time
 import grpc
 import pytest
 
+from daemon.wiring import Factories
 from tests.support import MAY, QUIET, code, consolidate, talk, wait_indexed, wait_until
 from tests.support.llm_server import FakeOpenAI, Reply
 from tiers.core.tokens import count_tokens
@@ -92,7 +93,10 @@ def test_pack_never_exceeds_its_budget(quiet_daemon):
 
 
 def test_get_node_drills_down_even_after_the_journal_expired(start_daemon):
-    daemon = start_daemon(weaver=QUIET, journal={"ttl_seconds": 2})
+    now = [1_900_000_000.0]  # the journal's clock: the episode expires when the test says
+    daemon = start_daemon(
+        weaver=QUIET, journal={"ttl_seconds": 3600}, factories=Factories(clock=lambda: now[0])
+    )
     daemon.daemon.parts.semantic.wait_ready(120)
     with daemon.client() as c:
         talk(c, "alice", "s1", MAY, "I adopted a cat called Miso.", "What a lovely name!")
@@ -103,7 +107,7 @@ def test_get_node_drills_down_even_after_the_journal_expired(start_daemon):
         assert [m.message.content for m in node.messages] == ["I adopted a cat called Miso."]
         assert code(lambda: c.get_node(fact.id, user_id="mallory"))[0] == grpc.StatusCode.NOT_FOUND
 
-        time.sleep(3.2)  # past the TTL: the journal no longer returns the episode
+        now[0] += 7200  # past the TTL: the journal no longer returns the episode
         node = c.get_node(fact.id, user_id="alice")
         assert node.journal_expired and not node.HasField("episode")
         (m,) = node.messages
