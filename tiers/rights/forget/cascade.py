@@ -354,6 +354,7 @@ class Forgetter:
                         delete_extraction(sbatch, eid, raw)  # and its owner's entry
                     else:
                         sbatch.delete(cf, key)
-            sbatch.delete(LIVE_CF, key)  # a live session's index mark
+            if self._state.get(LIVE_CF, key) is not None:  # a live session's index mark
+                sbatch.delete(LIVE_CF, key)  # (no tombstone for the many without one)
         self._jstore.write(jbatch)
         self._state.write(sbatch)
