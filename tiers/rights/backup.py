@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tiers.core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from tiers.core.sparse import copy_tree
 from tiers.rocks import RocksStore
 
 MANIFEST = "manifest.json"
@@ -64,10 +65,12 @@ class BackupInfo:
 
 
 def _size(path: Path) -> int:
+    """What the files under ``path`` take on disk: the vector store's files are sparse, many
+    times larger than what they hold (:mod:`tiers.core.sparse`)."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            total += os.path.getsize(os.path.join(root, name))
+            total += os.stat(os.path.join(root, name)).st_blocks * 512
     return total
 
 
@@ -163,7 +166,7 @@ def restore_backup(source: Path, data_dir: Path) -> list[str]:
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         for name in stores:
-            shutil.copytree(source / name, data_dir / name)
+            copy_tree(source / name, data_dir / name)  # the vector store's holes kept
     except BaseException:
         for name in stores:
             shutil.rmtree(data_dir / name, ignore_errors=True)

@@ -27,9 +27,7 @@ removed by :func:`sweep` when the store opens.
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
 import re
 import shutil
 import sys
@@ -38,14 +36,13 @@ from pathlib import Path
 from typing import cast
 
 from tiers.core.priority import below_parent
+from tiers.core.sparse import copy_file, copy_tree
 from tiers.semantic.vectors import Originals, Quantization
 from tiers.semantic.vectors.edge_shard import replace_durably
 
 log = logging.getLogger("strata.vectors")
 
 CURRENT = "CURRENT"
-_BLOCK = 1 << 16  # the granularity of the holes a copy leaves
-_ZEROS = bytes(_BLOCK)
 UNCHANGED = 3  # the build child's exit code when the engine found nothing to optimize
 _GEN = re.compile(r"gen-(\d{6})")
 # Entries of the store's directory that are not the engine's (the legacy layout keeps the
@@ -88,62 +85,13 @@ def engine_entries(gen: Path, root: Path) -> list[Path]:
 
 def copy(gen: Path, root: Path, dest: Path) -> None:
     """Copy a (flushed) generation's files to ``dest`` (which must not exist), keeping
-    them sparse (:func:`copy_file`)."""
+    them sparse (:func:`tiers.core.sparse.copy_file`)."""
     dest.mkdir()
     for entry in engine_entries(gen, root):
         if entry.is_dir():
-            shutil.copytree(entry, dest / entry.name, copy_function=copy_file)
+            copy_tree(entry, dest / entry.name)
         else:
             copy_file(entry, dest / entry.name)
-
-
-def copy_file(src: str | Path, dst: str | Path) -> None:
-    """Copy a file as ``shutil.copy2`` does, but leave a hole where a block of the source
-    reads as zeros: the engine preallocates its write-ahead log (two files of 32 MiB, sparse
-    and mostly empty), and a plain copy would write every zero, 64 MiB of disk per shard and
-    generation. The source's own holes are skipped without being read (``SEEK_DATA``), so a
-    copy reads what the disk holds, not the files' apparent size (many times larger: the
-    engine maps its storage files in large sparse chunks). The copy reads back byte for byte
-    the same."""
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        for start, end in _data_ranges(fin.fileno()):
-            fin.seek(start)
-            fout.seek(start)
-            left = end - start
-            while left > 0 and (block := fin.read(min(_BLOCK, left))):
-                left -= len(block)
-                if block == _ZEROS[: len(block)]:
-                    fout.seek(len(block), os.SEEK_CUR)
-                else:
-                    fout.write(block)
-        fout.truncate(os.fstat(fin.fileno()).st_size)  # a file ending in a hole keeps its size
-    shutil.copystat(src, dst)
-
-
-def _data_ranges(fd: int) -> list[tuple[int, int]]:
-    """The ``(start, end)`` ranges of a file that hold data, by ``SEEK_DATA`` and
-    ``SEEK_HOLE``; the whole file where the system or file system cannot tell."""
-    size = os.fstat(fd).st_size
-    if not hasattr(os, "SEEK_DATA"):
-        return [(0, size)]
-    ranges: list[tuple[int, int]] = []
-    at = 0
-    try:
-        while at < size:
-            try:
-                start = os.lseek(fd, at, os.SEEK_DATA)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:  # no data past ``at``: a hole to the end
-                    break
-                raise
-            end = os.lseek(fd, start, os.SEEK_HOLE)
-            ranges.append((start, min(end, size)))
-            at = end
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
-            raise
-        return [(0, size)]
-    return ranges
 
 
 def remove(gen: Path, root: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.contracts.vectors import BOB, T0, alice, ids, mem, ready, unit
 from tests.support.builds import child_running, gated_child, index_small_stores
+from tests.support.disk import files_with
 from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
@@ -213,10 +214,6 @@ def test_a_store_in_the_layout_before_generations_is_read_and_moved_on(store, pa
         assert old.count(PointFilter()) == 33
 
 
-def _files_with(root: Path, needle: bytes) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
-
-
 def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     store, path, tmp_path, monkeypatch
 ):
@@ -224,7 +221,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     store.upsert(points(30) + marked)
     store.delete(PointFilter(ids=tuple(p.id for p in marked)))
     store.flush()
-    assert _files_with(path, b"Wombatmark")  # deleted, but in the engine's WAL and segments
+    assert files_with(path, b"Wombatmark")  # deleted, but in the engine's WAL and segments
     # A build running now works on a copy that still holds them: the purge gives it up.
     gated_child(monkeypatch, tmp_path / "never")
     build, errors = child_running(store.optimize, store, "the build's child")
@@ -234,7 +231,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     build.join(DEADLINE)
     assert len(errors) == 1 and isinstance(errors[0], IndexBuildCancelled)
     assert store.purges == 1 and store.builds == 0
-    assert _files_with(path, b"Wombatmark") == []
+    assert files_with(path, b"Wombatmark") == []
     assert sorted(p.name for p in path.iterdir() if p.name.startswith("gen-")) == ["gen-000003"]
     assert store.count(PointFilter()) == 30
     assert ids(store.search_dense(query, alice(), limit=10)) == before
@@ -247,25 +244,7 @@ def test_a_purge_leaves_no_byte_of_deleted_points_and_gives_up_a_running_build(
     store.close()
     with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 35
-        assert _files_with(path, b"Wombatmark") == []
-
-
-def test_a_copy_keeps_the_bytes_and_leaves_the_zeros_as_holes(tmp_path):
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    with src.open("wb") as f:
-        f.write(b"head" + b"\0" * 70_000 + b"middle")
-        f.seek(5 << 20)
-        f.write(b"tail")
-        f.truncate(9 << 20)  # ends in a hole
-    generations.copy_file(src, dst)
-    assert dst.read_bytes() == src.read_bytes()
-    assert dst.stat().st_size == 9 << 20
-    assert dst.stat().st_blocks * 512 < 1 << 20
-    # the source's holes are skipped unread: a copy costs what the disk holds
-    with src.open("rb") as f:
-        ranges = generations._data_ranges(f.fileno())
-    assert ranges[0][0] == 0 and any(start <= 5 << 20 < end for start, end in ranges)
-    assert sum(end - start for start, end in ranges) < 2 << 20
+        assert files_with(path, b"Wombatmark") == []
 
 
 def test_a_built_shard_is_not_filled_with_the_write_ahead_logs_zeros(store, path):
