@@ -25,6 +25,7 @@ from recall import rerank
 from stratad_client import MemoryClient, message
 from tests.support import QUIET, ThreadDaemon, wait_indexed
 from tests.support.llm_server import FakeOpenAI, Reply
+from tests.support.weaving import digesting
 from weaver.extractors import llm_reply
 
 pytestmark = pytest.mark.daemon  # a daemon in this process (module fixtures)
@@ -71,7 +72,7 @@ def _responder(world: dict[str, World]) -> Any:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root: Path = tmp_path_factory.mktemp("injection")
     box: dict[str, World] = {}
-    with FakeOpenAI(responder=_responder(box)) as fake:
+    with FakeOpenAI(responder=digesting(_responder(box))) as fake:  # digests: not reranks
         daemon = ThreadDaemon(
             Settings(
                 data_dir=root / "data",

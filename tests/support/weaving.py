@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,22 @@ def conversation(client: MemoryClient, session_id: str, when: dt.datetime, *turn
     return client.end_session(session_id).episode_id
 
 
+def is_digest(request: Any) -> bool:
+    """Whether an LLM request is one of the weaver's digests (:mod:`weaver.digests`)."""
+    return bool(request["messages"][0]["content"] == DIGEST_PROMPT)
+
+
+def digesting(responder: Callable[[Any], Reply]) -> Callable[[Any], Reply]:
+    """``responder`` for every request but the weaver's digests, which get a plain text as
+    from a real LLM. An extraction responder given a digest fails it, and the weaver tries a
+    failed digest four times with a backoff: seconds of a test's run per digest."""
+
+    def respond(request: Any) -> Reply:
+        return Reply.text("A digest.") if is_digest(request) else responder(request)
+
+    return respond
+
+
 def turns_in(request: Any) -> list[dict[str, Any]]:
     """The turns the weaver put in the data block of an LLM request."""
     user = next(m["content"] for m in request["messages"] if m["role"] == "user")
@@ -72,7 +88,7 @@ class EchoLLM:
         self._lock = threading.Lock()
 
     def __call__(self, request: Any) -> Reply:
-        if request["messages"][0]["content"] == DIGEST_PROMPT:
+        if is_digest(request):
             with self._lock:
                 self.digests += 1
             return Reply.text(f"Digest {self.digests}.")

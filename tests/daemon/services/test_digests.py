@@ -15,8 +15,8 @@ from daemon.cli import weaverctl as ctl
 from stratad_client import InvalidArgumentError, MemoryClient, NotFoundError, message
 from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, ThreadDaemon, consolidate, wait_indexed
+from tests.support.disk import gone_within
 from tests.support.exporting import exported, records
-from tests.support.forgetting import _gone_within
 from tests.support.llm_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.slow
@@ -177,7 +177,7 @@ def test_forget_rewrites_digests_and_threads(daemon, client: MemoryClient, tmp_p
     assert sessions([week1.node]) == {"g2"}
     assert "1 conversation" in threads(client, "ana")["garden"].text
     # No byte of the forgotten episode anywhere: its words were in its digest and thread.
-    _gone_within(daemon.settings.data_dir, [SECRET])
+    gone_within(daemon.settings.data_dir, [SECRET])
     # Forget the last one: no digest, no thread is left.
     client.forget(episode_ids=[h.episode_id for h in week1.children])
     assert digests(client, "ana") == {} and threads(client, "ana") == {}

@@ -13,7 +13,7 @@ import pytest
 from stratad_client import MemoryClient, StrataClientError
 from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, code, wait_until
-from tests.support.forgetting import _gone_within, _on_disk
+from tests.support.disk import gone_within, on_disk
 from tiers.semantic.tombstones import is_forgotten
 from tiers.semantic.vectors import PointFilter
 from weaver.index import DocumentIndexer
@@ -186,11 +186,11 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
 
         # By id: the document's record and point.
         data = d.settings.data_dir
-        assert any(p.startswith("state/") for p in _on_disk(data, [secret]))
+        assert any(p.startswith("state/") for p in on_disk(data, [secret]))
         r = c.forget(memory_ids=[mine.document.id])
         assert (r.documents, r.vector_points) == (1, 1) and r.cache_entries >= 1
         # RocksDB's files hold none of it when Forget returns (the vector store's follow).
-        assert all(p.startswith("vectors/") for p in _on_disk(data, [secret]))
+        assert all(p.startswith("vectors/") for p in on_disk(data, [secret]))
         assert code(lambda: c.get_document(["n"], "a", user_id="alice"))[0] == (
             grpc.StatusCode.NOT_FOUND
         )
@@ -207,8 +207,8 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
         assert c.recall(bob_word, user_id="bob", kinds=["document"]).hits
         assert is_forgotten(d.daemon.parts.state, memory_id=coach.document.id)
         # No byte of the forgotten texts is left in the data directory; Bob's is there.
-        _gone_within(data, [secret, coach_secret, "Alice likes tea"])
-        assert _on_disk(data, [bob_word])
+        gone_within(data, [secret, coach_secret, "Alice likes tea"])
+        assert on_disk(data, [bob_word])
 
 
 def test_a_put_survives_sigkill_and_is_indexed_after_the_restart(spawn, tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -14,9 +13,10 @@ import pytest
 from daemon.cli import weaverctl as ctl
 from stratad_client import StrataClientError
 from tests.support import MAY, QUIET, consolidate, wait_until
+from tests.support.disk import files_with
 from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
-from tests.support.weaving import EchoLLM, tier3, turns_in
+from tests.support.weaving import EchoLLM, digesting, tier3, turns_in
 from tiers.core.records import Scope
 from tiers.journal.store import EXTRACTIONS_CF
 from tiers.rights.backup import restore_backup
@@ -144,10 +144,6 @@ def test_forget_validation(daemon):
             assert fragment in info.value.message, kwargs
 
 
-def _raw_bytes(root: Path, needle: bytes) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
-
-
 def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
     started, release = threading.Event(), threading.Event()
     echo = EchoLLM()
@@ -169,8 +165,8 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
             # the chunks are in the vector store
             wait_until(lambda: not c.admin.weaver_status().unindexed, 60, "for the index stage")
             c.admin.backup(str(tmp_path / "before"))
-            assert _raw_bytes(tmp_path / "before" / "journal", SECRET.encode())
-            assert _raw_bytes(tmp_path / "before" / "vectors", SECRET.encode())  # its chunk
+            assert files_with(tmp_path / "before" / "journal", SECRET.encode())
+            assert files_with(tmp_path / "before" / "vectors", SECRET.encode())  # its chunk
             events = c.admin.run_weaver()
             next(events)  # queued: the run goes on in the daemon
             assert started.wait(30)  # the run is inside the LLM call for one episode
@@ -190,7 +186,7 @@ def test_forget_during_a_run_then_backup_and_restore(start_daemon, tmp_path):
     # The deleted bytes are gone from the files of a backup (the RocksDB files it links, the
     # compacted copy of the vector store), and a restore has none of the episode's data.
     for store in ("journal", "state", "vectors"):
-        assert _raw_bytes(tmp_path / "after" / store, SECRET.encode()) == [], store
+        assert files_with(tmp_path / "after" / store, SECRET.encode()) == [], store
     restored = tmp_path / "restored"
     restore_backup(tmp_path / "after", restored)
     with tier3(restored) as (state, journal, vectors):
@@ -218,7 +214,7 @@ def _lives_in_llm(request: Any) -> Reply:
 
 
 def test_forgetting_a_superseding_fact_makes_the_older_current_again(start_daemon):
-    with FakeOpenAI(responder=_lives_in_llm) as fake:
+    with FakeOpenAI(responder=digesting(_lives_in_llm)) as fake:
         daemon = start_daemon(weaver=QUIET, llm={"model": "openai/test", "api_base": fake.base_url})
         _embedder, vectors = daemon.daemon.parts.semantic.wait_ready(120)
         graph = daemon.daemon.parts.semantic.graph

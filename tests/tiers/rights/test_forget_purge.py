@@ -10,9 +10,10 @@ import pytest
 
 from stratad_client import StrataClientError
 from tests.support import QUIET, QUIET_ENV, consolidate, wait_until
-from tests.support.forgetting import SECRET, _gone_within, _on_disk, talk, texts
+from tests.support.disk import gone_within, on_disk
+from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
-from tests.support.weaving import tier3, turns_in
+from tests.support.weaving import digesting, tier3, turns_in
 from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
 from tiers.semantic.vectors import PointFilter
 
@@ -54,7 +55,7 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
         "Okapiword5505",
     )
     data = tmp_path / "data"
-    with FakeOpenAI(responder=_reversing_llm) as fake:
+    with FakeOpenAI(responder=digesting(_reversing_llm)) as fake:
         settings = {
             **QUIET_ENV,
             "llm__model": "openai/test",
@@ -71,7 +72,7 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             talk(c, "alice", "s4", f"Remind me about {still_open}.", end=False)
             everything = [by_episode, by_memory, by_scope, still_open, bobs]
             reversed_ = [w[::-1] for w in everything if w != still_open]  # consolidated
-            before = _on_disk(data, everything + reversed_)
+            before = on_disk(data, everything + reversed_)
             assert {w for hits in before.values() for w in hits} == set(everything + reversed_)
             # The graph's features hold the names normalized: in lower case.
             named = [by_episode.lower(), by_scope.lower()]
@@ -83,9 +84,9 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             assert _graphs(data, named) == []  # the user's feature files, at once
             # RocksDB's part is done when Forget returns; the vector store's follows at once.
             assert not any(
-                not p.startswith("vectors/") for p in _on_disk(data, [by_episode, by_episode[::-1]])
+                not p.startswith("vectors/") for p in on_disk(data, [by_episode, by_episode[::-1]])
             )
-            _gone_within(data, [by_episode, by_episode[::-1]])
+            gone_within(data, [by_episode, by_episode[::-1]])
 
             (fact,) = [
                 h
@@ -95,14 +96,14 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             r = c.forget(memory_ids=[fact.id])
             assert r.vector_points == 1 and r.graph_edges == 1 and r.consolidation_records == 1
             # The fact's own text is gone; the message it came from is not forgotten.
-            _gone_within(data, [by_memory[::-1]])
-            assert any(p.startswith("journal/") for p in _on_disk(data, [by_memory]))
+            gone_within(data, [by_memory[::-1]])
+            assert any(p.startswith("journal/") for p in on_disk(data, [by_memory]))
 
             r = c.forget(user_id="alice")
             assert r.sessions == 1 and r.episodes == 2
         d.kill()  # SIGKILL right after Forget returned: the vector store's purge is cut short
         gone = [w for w in everything + reversed_ if w not in (bobs, bobs[::-1])]
-        assert not any(not p.startswith("vectors/") for p in _on_disk(data, gone))
+        assert not any(not p.startswith("vectors/") for p in on_disk(data, gone))
         d = spawn(data, **settings)
         with d.client(60) as c:
 
@@ -115,13 +116,13 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
                 return True
 
             wait_until(tier3_open, 120, "until Tier 3 is open again", interval=0.2)
-            _gone_within(data, gone)  # the purge was finished at the start
+            gone_within(data, gone)  # the purge was finished at the start
             assert any(bobs in t for _i, _e, t in texts(c, "bob", f"{bobs} coins"))
             assert texts(c, "alice", f"{by_scope} stamps {by_memory} {by_episode}") == []
             assert c.get_working_memory("s4", user_id="alice").messages == []
-            on_disk = _on_disk(data, [bobs, bobs[::-1]])
-            assert any(p.startswith("journal/") for p in on_disk)
-            assert any(p.startswith("vectors/") for p in on_disk)
+            held = on_disk(data, [bobs, bobs[::-1]])
+            assert any(p.startswith("journal/") for p in held)
+            assert any(p.startswith("vectors/") for p in held)
             assert _graphs(data, [w.lower() for w in gone]) == []
         assert d.terminate() == 0
     assert not any(w in d.log_path.read_text() for w in gone)  # nor in our own log
@@ -129,7 +130,7 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
 
 def _graphs(data: Any, needles: list[str]) -> list[str]:
     """The needles found in the graph's feature files (``<data_dir>/graphs``)."""
-    found = _on_disk(data, needles)
+    found = on_disk(data, needles)
     return sorted({n for path, hits in found.items() if path.startswith("graphs/") for n in hits})
 
 
@@ -147,12 +148,12 @@ def test_a_purge_that_a_crash_interrupted_runs_at_the_next_start(spawn, tmp_path
         batch = state.batch()
         batch.put(TOMBSTONES_CF, PURGE_KEY, b"\x00" * 8)
         state.write(batch)
-    assert any(p.startswith("vectors/") for p in _on_disk(data, [SECRET]))
+    assert any(p.startswith("vectors/") for p in on_disk(data, [SECRET]))
     d = spawn(data, **QUIET_ENV)
     with d.client(60):
         wait_until(lambda: "event=forget.purged" in d.log(), 120, "the purge")
         assert "event=forget.purge_resumed" in d.log()
-        assert not any(p.startswith("vectors/") for p in _on_disk(data, [SECRET]))
+        assert not any(p.startswith("vectors/") for p in on_disk(data, [SECRET]))
     assert d.terminate() == 0
     with tier3(data) as (state, _journal, _vectors):
         assert state.get(TOMBSTONES_CF, PURGE_KEY) is None
@@ -170,4 +171,4 @@ def test_a_stop_during_a_purge_is_clean_and_the_next_start_finishes_it(start_dae
     daemon.daemon.parts.semantic.wait_ready(120)
     purger = daemon.daemon.parts.forgetter.purger  # type: ignore[union-attr]
     wait_until(lambda: not purger.pending, 120, "the resumed purge")
-    assert _on_disk(tmp_path / "data", [SECRET]) == {}
+    assert on_disk(tmp_path / "data", [SECRET]) == {}

@@ -18,6 +18,7 @@ import pytest
 from tests.contracts.vectors import DIM, MODEL, mem, ready, unit
 from tests.support import wait_until
 from tests.support.builds import child_running, gated_child, index_small_stores
+from tests.support.disk import files_with
 from tiers.core.records import Scope
 from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, Validity, shard_of
 from tiers.semantic.vectors import edge_generations as generations
@@ -52,14 +53,6 @@ def of(user: str, n: int, word: str = "memory", start: int = 0) -> list[MemoryPo
 
 def hash_seed(user: str) -> int:
     return sum(map(ord, user)) * 1000
-
-
-def files_with(root: Path, needle: bytes) -> list[str]:
-    return sorted(
-        str(p.relative_to(root))
-        for p in root.rglob("*")
-        if p.is_file() and needle in p.read_bytes()
-    )
 
 
 def generation(root: Path, index: int) -> str:

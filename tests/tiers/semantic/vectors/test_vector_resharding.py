@@ -18,6 +18,7 @@ import pytest
 
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support import ROOT
+from tests.support.disk import files_with
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter, Validity, VectorStoreMismatch, shard_of
 from tiers.semantic.vectors import edge_generations as generations
@@ -73,11 +74,6 @@ def legacy(root: Path, *, flat: bool = False, model: str = MODEL) -> list[Memory
         (root / generations.CURRENT).unlink()
     assert files_with(root, SECRET)
     return written
-
-
-def files_with(root: Path, needle: bytes) -> list[str]:
-    found = [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
-    return sorted(str(p.relative_to(root)) for p in found)
 
 
 def check_moved(root: Path, shards: int, written: list[MemoryPoint]) -> None:
