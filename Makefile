@@ -67,7 +67,11 @@ lock:
 # TEST_WORKERS=0 runs it in this process alone.
 TEST_WORKERS ?= 2
 
+# The sources are compiled first: the suite starts a few hundred Python subprocesses (daemons,
+# CLIs, build children), and where PYTHONDONTWRITEBYTECODE is set each compiled every module
+# it imported again (half a CPU-second per daemon start).
 pytest: $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 daemon tiers weaver recall tests
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
