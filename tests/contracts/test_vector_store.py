@@ -42,6 +42,7 @@ from tests.contracts.vectors import (
     indexable_points,
     mem,
     near,
+    points_for,
     unit,
 )
 from tiers.core.errors import FailedPrecondition, Unavailable
@@ -500,7 +501,7 @@ def test_quantized_searches_score_on_the_original_vectors(backend, opened, quant
     backend.quantization = quantization
     store = opened.open()
     store.ensure(MODEL, INDEXED_DIM)
-    points, asked = indexable_points(queries=8)
+    points, asked = indexable_points(queries=8, count=points_for(backend))
     for start in range(0, len(points), 1000):
         store.upsert(points[start : start + 1000])
     exact = np.array([p.dense for p in points]) @ np.array(asked).T
@@ -533,7 +534,7 @@ def test_originals_keep_their_type_and_score_within_it(backend, opened, original
     backend.quantization, backend.originals = "int8", originals
     store = opened.open()
     store.ensure(MODEL, INDEXED_DIM)
-    points, asked = indexable_points(queries=8, seed=11)
+    points, asked = indexable_points(queries=8, seed=11, count=points_for(backend))
     for start in range(0, len(points), 1000):
         store.upsert(points[start : start + 1000])
     store.optimize()

