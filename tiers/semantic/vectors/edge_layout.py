@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tiers.semantic.vectors import MAX_SHARDS, VectorStoreMismatch
+from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_shard import (
     FORMAT,
     SHARDED_FORMAT,
@@ -153,6 +154,17 @@ def shards_present(root: Path, shards: int) -> list[int]:
             )
         found.append(index)
     return found
+
+
+def last_written(root: Path, index: int) -> float:
+    """When shard ``index`` was last written: the time of its current generation's
+    write-ahead log (every write goes there first, and reaches the file's time when the
+    shard is flushed: at the latest when it closes); 0 where it cannot be read."""
+    try:
+        wal = generations.current(root / shard_name(index)) / "wal"
+        return max((f.stat().st_mtime for f in wal.iterdir()), default=0.0)
+    except (OSError, ValueError):
+        return 0.0
 
 
 def create(root: Path, model: str, dim: int, shards: int) -> None:

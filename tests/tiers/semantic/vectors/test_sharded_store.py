@@ -8,7 +8,9 @@ older store into shards is in tests/tiers/semantic/vectors/test_vector_reshardin
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -140,7 +142,7 @@ def test_a_request_waits_for_its_own_shard_not_for_the_others_being_opened(
 
     def gated(self: ShardSet, index: int, *, count_terms: bool) -> Any:
         if index != USERS["alice"]:
-            release.wait(DEADLINE)  # the opener, on shard 0 first
+            release.wait(DEADLINE)  # the opener, on another shard first
         return real(self, index, count_terms=count_terms)
 
     monkeypatch.setattr(ShardSet, "_open", gated)
@@ -154,6 +156,36 @@ def test_a_request_waits_for_its_own_shard_not_for_the_others_being_opened(
         wait_until(lambda: again.opened == [0, 2, 3], DEADLINE, "for the opener")
     finally:
         release.set()
+        again.close()
+
+
+def test_the_opener_opens_the_shards_written_last_first(store, root, monkeypatch):
+    """After a restart the users who wrote last are the likeliest to come back: the thread
+    opening the shards behind takes them by their last write, newest first."""
+    for user in ("alice", "bob", "ivan"):
+        store.upsert(of(user, 2))
+    store.close()
+    now = time.time()
+    for age, user in ((300, "bob"), (200, "alice"), (100, "ivan")):  # not the order written
+        wal = generations.current(root / layout.shard_name(USERS[user])) / "wal"
+        for f in wal.iterdir():
+            os.utime(f, (now - age, now - age))
+    written = [layout.last_written(root, USERS[u]) for u in ("ivan", "alice", "bob")]
+    assert written == pytest.approx([now - 100, now - 200, now - 300], abs=0.01)
+    order: list[int] = []
+    real = ShardSet._open
+
+    def recorded(self: ShardSet, index: int, *, count_terms: bool) -> Any:
+        order.append(index)
+        return real(self, index, count_terms=count_terms)
+
+    monkeypatch.setattr(ShardSet, "_open", recorded)
+    again = ShardedVectorStore(root, SHARDS)
+    again.ensure(MODEL, DIM)
+    try:
+        wait_until(lambda: again.opened == [0, 2, 3], DEADLINE, "for the opener")
+        assert order == [USERS["ivan"], USERS["alice"], USERS["bob"]]
+    finally:
         again.close()
 
 
