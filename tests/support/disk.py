@@ -35,6 +35,11 @@ def on_disk(root: Path, needles: list[str]) -> dict[str, list[str]]:
     return found
 
 
+def taken(root: Path) -> int:
+    """What the files under ``root`` take on disk (their blocks, not their apparent size)."""
+    return sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+
+
 def files_with(root: Path, needle: str | bytes) -> list[str]:
     """The files under ``root`` that hold ``needle``, by their paths relative to it, sorted."""
     text = needle.decode() if isinstance(needle, bytes) else needle

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from stratad_client import MemoryClient, StrataClientError, message
 from tests.support import QUIET_ENV, ROOT, ProcessDaemon, daemon_env, wait_indexed, wait_until
 from tests.support.daemons import python
+from tests.support.disk import taken
 from tests.support.llm_server import FakeOpenAI
 from tests.support.weaving import EchoLLM
 
@@ -91,11 +91,6 @@ def recall_ids(c: MemoryClient, user: str, kinds: tuple[str, ...] = ()) -> dict[
     }
 
 
-def _disk(root: Path) -> int:
-    """What the files under ``root`` take on disk."""
-    return sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
-
-
 def test_backup_while_running_and_restore(spawn, tmp_path, echo, llm):
     proc = spawn(tmp_path / "live", **QUIET_ENV, **llm)
     with proc.client(timeout=120) as c:
@@ -119,7 +114,7 @@ def test_backup_while_running_and_restore(spawn, tmp_path, echo, llm):
     assert manifest["vectors"]["captured"] is True
     assert set(manifest["sizes"]) == {"state", "journal", "vectors"}
     assert all(size > 0 for size in manifest["sizes"].values())
-    assert manifest["sizes"]["vectors"] == _disk(tmp_path / "bk" / "vectors")  # not apparent
+    assert manifest["sizes"]["vectors"] == taken(tmp_path / "bk" / "vectors")  # not apparent
     again = ctl(proc, "backup", str(tmp_path / "bk"))
     assert again.returncode == 1 and "ALREADY_EXISTS" in again.stderr
     with proc.client() as c:  # writes after the backup are not in it
@@ -131,7 +126,7 @@ def test_backup_while_running_and_restore(spawn, tmp_path, echo, llm):
     restored = run(["daemon", "restore", str(tmp_path / "bk")], daemon_env(fresh))
     assert restored.returncode == 0, restored.stderr
     # The vector store's sparse files stay sparse: the restore takes what the backup takes.
-    assert _disk(fresh / "vectors") <= 2 * _disk(tmp_path / "bk" / "vectors") < 50 << 20
+    assert taken(fresh / "vectors") <= 2 * taken(tmp_path / "bk" / "vectors") < 50 << 20
     refused = run(["daemon", "restore", str(tmp_path / "bk")], daemon_env(fresh))
     assert refused.returncode == 1 and "not empty" in refused.stderr
 
