@@ -23,7 +23,7 @@ from stratad_client import MemoryClient
 from tests.support.daemons import ThreadDaemon
 from tests.support.settings import QUIET
 from tiers.core.models import ModelClient
-from tiers.semantic.embedding import Embedder, EmbeddingService
+from tiers.semantic.embedding import Embedder, EmbeddingService, SupportsClose
 from tiers.semantic.store import SemanticStore, edge_store_path
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
@@ -113,7 +113,8 @@ class HookedVectors(EdgeVectorStore):
 
 class HookedEmbedder:
     """An embedder calling ``before_documents`` hooks with the texts of each document batch
-    (the weaver's, before it takes Tier 3's write lock); queries pass as they are."""
+    (the weaver's, before it takes Tier 3's write lock); queries pass as they are. Closing it
+    closes the embedder it wraps (the daemon's worker processes)."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
@@ -128,6 +129,10 @@ class HookedEmbedder:
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self.inner.encode_queries(texts)
+
+    def close(self) -> None:
+        if isinstance(self.inner, SupportsClose):
+            self.inner.close()
 
 
 @dataclass
