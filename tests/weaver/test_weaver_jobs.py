@@ -154,6 +154,8 @@ def test_an_indexed_episode_and_a_finished_run_reach_their_subscribers_on_the_wo
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     weaver, seen = world.weaver, []
+    requested: list[Run] = []
+    delivered: list[bool] = []  # whether the run's report was out when the event came
 
     def broken(event: EpisodesIndexed) -> None:
         raise RuntimeError("observer bug")
@@ -162,8 +164,11 @@ def test_an_indexed_episode_and_a_finished_run_reach_their_subscribers_on_the_wo
         seen.append((event, threading.current_thread().name))
 
     def finished(event: RunFinished) -> None:
-        # Published after the run's report is out: the weaver's state says so already.
+        # The weaver's state says the run is over, but its caller has not had the report
+        # yet: what the observers count is there when the caller looks (the metrics).
         assert weaver.last_run is event.report and weaver.running is None
+        wait_until(lambda: requested, 30, "for the test to hold the run")
+        delivered.extend(run.report is not None for run in requested)
         seen.append((event, threading.current_thread().name))
 
     weaver.events.subscribe(EpisodesIndexed, broken)  # first: the others still hear it
@@ -182,9 +187,12 @@ def test_an_indexed_episode_and_a_finished_run_reach_their_subscribers_on_the_wo
     assert weaver.last_error == ""  # an observer's failure is not the weaver's
 
     run = weaver.request_run()
+    requested.append(run)
     wait_until(lambda: len(seen) == 2, 30, "for the run")
     finished_event, thread = seen[1]
     assert isinstance(finished_event, RunFinished) and thread == "weaver"
+    assert delivered == [False]
+    wait_until(lambda: run.report is not None, 30, "for the report")
     assert finished_event.report is run.report and finished_event.report.ok
 
 

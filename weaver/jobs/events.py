@@ -2,7 +2,8 @@
 its :class:`tiers.core.events.Events` (``Weaver.events``), from the worker thread.
 
 - :class:`EpisodesIndexed`: an index job wrote ended sessions' chunks.
-- :class:`RunFinished`: a consolidation run ended (its report; a failed run too).
+- :class:`RunFinished`: a consolidation run ended (its report; a failed run too), before
+  the run's caller is handed the report.
 """
 
 from __future__ import annotations

@@ -220,8 +220,10 @@ class RunJobs:
                 self._failed(report.error)
             self.last_run = report
             self.running = None
-            run.finish(report)
+            # The observers first (the metrics count the run): a caller handed the report
+            # (RunNow) then finds the run counted.
             self._events.publish(RunFinished(report))
+            run.finish(report)
             log.info(
                 "weaver.run",
                 extra={
