@@ -221,9 +221,11 @@ class RunJobs:
             self.last_run = report
             self.running = None
             # The observers first (the metrics count the run): a caller handed the report
-            # (RunNow) then finds the run counted.
-            self._events.publish(RunFinished(report))
-            run.finish(report)
+            # (RunNow) then finds the run counted. The caller has it whatever they do.
+            try:
+                self._events.publish(RunFinished(report))
+            finally:
+                run.finish(report)
             log.info(
                 "weaver.run",
                 extra={
