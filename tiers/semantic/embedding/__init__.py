@@ -224,8 +224,6 @@ class SentenceTransformerEmbedder:
         target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
         file_name = onnx.onnx_file_name(config) if int8 else onnx.FP32_FILE
         if not (target / file_name).exists():
-            if not target.is_dir():  # an earlier export's files serve a new one
-                check_directory(path)
             onnx.export(path, target, file_name, config if int8 else None)
         self._onnx_export = (target, file_name)
         # Between calls the model's threads sleep instead of spinning for work: the daemon's

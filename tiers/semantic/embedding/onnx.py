@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tiers.core.errors import TierError
-from tiers.semantic.embedding import PromptedEmbedder, parts_by_length
+from tiers.semantic.embedding import PromptedEmbedder, check_directory, parts_by_length
 
 log = logging.getLogger("strata.embedding")
 
@@ -78,6 +78,8 @@ def export(path: str, target: Path, file_name: str, int8_config: str | None) -> 
 
     Another process may export the same model at the same time (daemons sharing a model
     cache): each works in a directory of its own, and the first to finish wins."""
+    if not target.is_dir():  # else an earlier export's files are the source (below)
+        check_directory(path)
     from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
 
     log.info(
