@@ -9,15 +9,19 @@ import os
 import threading
 from typing import Any
 
-_lock = threading.Lock()
+# Held for the whole import: a caller that needs the module waits for it.
+_importing = threading.Lock()
+# Held only to read or set ``_preloading``: a preload asked while the import runs returns.
+_preload_lock = threading.Lock()
 _litellm: Any = None
 _preloading = False
 
 
 def import_litellm() -> Any:
-    """The litellm module, imported once, offline, with its own retries off."""
+    """The litellm module, imported once, offline, with its own retries off (waits for an
+    import already under way)."""
     global _litellm
-    with _lock:
+    with _importing:
         if _litellm is None:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             import litellm
@@ -33,9 +37,10 @@ def import_litellm() -> Any:
 def preload_litellm() -> None:
     """Import litellm in a thread of its own, once (about 3 s, longer on a busy machine), so
     that the first call of a configured model (a Recall's LLM rerank, say) does not wait for
-    it on the request path."""
+    it on the request path. Returns at once, also while an earlier preload is importing: the
+    daemon's start calls it once per configured model client."""
     global _preloading
-    with _lock:
+    with _preload_lock:
         if _litellm is not None or _preloading:
             return
         _preloading = True
