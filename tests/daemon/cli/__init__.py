@@ -1,0 +1,1 @@
+"""Tests of the command lines (``daemon.cli``)."""
