@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from qdrant_edge import (
     CountRequest,
     Filter,
+    Point,
     Query,
     QueryRequest,
     ScrollRequest,
@@ -62,6 +63,7 @@ from tiers.semantic.vectors.edge_filter import build_filter
 from tiers.semantic.vectors.edge_shard import (
     READ_PAGE,
     SIDECAR,
+    WRITE_POINTS,
     check_model,
     copy_points,
     create_shard,
@@ -215,16 +217,23 @@ class EdgeVectorStore:
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         if not points:
             return
-        op = UpdateOperation.upsert_points([to_point(p) for p in points])
-        ids = canonical_ids([p.id for p in points])
+        converted = [to_point(p) for p in points]  # a point it refuses: nothing is written
         with self.live.write_lock, self.live.engine("upsert"):
-            # The terms of the points replaced stop counting: read them before the write.
-            replaced = list(records_terms(self.live.current().retrieve(list(ids), False, [SPARSE])))
-            self.live.apply(op)
-            self._frequencies.remove(replaced)
-            latest = {p.id: p for p in points}  # an id written twice is one point
-            self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
-            self._points.invalidate(latest)
+            # In writes of WRITE_POINTS: other threads get the GIL between two.
+            for start in range(0, len(points), WRITE_POINTS):
+                end = start + WRITE_POINTS
+                self._upsert(points[start:end], converted[start:end])
+
+    def _upsert(self, points: Sequence[MemoryPoint], converted: list[Point]) -> None:
+        """One write of the engine (under the write lock)."""
+        ids = canonical_ids([p.id for p in points])
+        # The terms of the points replaced stop counting: read them before the write.
+        replaced = list(records_terms(self.live.current().retrieve(list(ids), False, [SPARSE])))
+        self.live.apply(UpdateOperation.upsert_points(converted))
+        self._frequencies.remove(replaced)
+        latest = {p.id: p for p in points}  # an id written twice is one point
+        self._frequencies.add(p.sparse for p in latest.values() if p.sparse is not None)
+        self._points.invalidate(latest)
 
     def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
         wanted = canonical_ids(ids)

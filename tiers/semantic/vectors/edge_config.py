@@ -12,6 +12,7 @@ those a purge rewrites.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, cast
 
@@ -43,6 +44,12 @@ INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points o
 # unindexed, 6,700 are indexed); it counts the originals' bytes, so a float16 shard is given
 # half, and its segments are indexed from as many points as a float32 shard's
 BYTES = {"float32": 4, "float16": 2}  # an original value's size
+# The engine's write-ahead log is kept in segments of this size. A segment is deleted once a
+# flush has put what it holds into the shard's segments, but for the last one closed; a load
+# reads (and decodes) every record still in the log. The engine's default is 32 MiB: 51 MB a
+# shard at 10M points, 0.69 kB a point, and most of a small shard's load (docs/benchmarks.md).
+# A record larger than a segment gets a segment of its own.
+WAL_SEGMENT_BYTES = 1 << 20
 
 
 class Made(NamedTuple):
@@ -138,6 +145,25 @@ def indexable(points: int, dim: int) -> bool:
     optimizers = config(dim).optimizers
     threshold_kb = (optimizers.indexing_threshold if optimizers else None) or INDEXING_THRESHOLD_KB
     return points * dim * BYTES["float32"] > threshold_kb * 1024
+
+
+def keep_wal_small(gen: Path, segment_bytes: int = WAL_SEGMENT_BYTES) -> None:
+    """Give the shard just made at ``gen`` (closed, nothing written yet) a write-ahead log in
+    segments of ``segment_bytes``. The Python API has no parameter for it; the engine reads
+    ``wal_options`` from its config file and applies them when it creates a log, so the empty
+    log made with the shard is removed, and the next load makes it anew. A crash in between
+    leaves an empty shard with either log, which opens."""
+    path = gen / CONFIG_FILE
+    doc = json.loads(path.read_text())
+    doc["wal_options"] = {
+        "segment_capacity": segment_bytes,
+        "segment_queue_len": 0,  # the engine's default: one next segment made ahead
+        "retain_closed": 1,  # the engine's default
+    }
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(doc))
+    partial.replace(path)
+    shutil.rmtree(gen / "wal")
 
 
 def made_with(gen: Path) -> Made:

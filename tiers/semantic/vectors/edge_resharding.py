@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from qdrant_edge import EdgeShard, Point, UpdateOperation
+from qdrant_edge import EdgeShard, Point
 
 from tiers.semantic.vectors import Originals, shard_of
 from tiers.semantic.vectors import edge_generations as generations
@@ -36,13 +36,15 @@ from tiers.semantic.vectors.edge_shard import (
     engine_errors,
     live_points,
     load_shard,
+    upserts,
     write_sidecar,
 )
 
 log = logging.getLogger("strata.vectors")
 PROGRESS_EVERY = 50_000
-# Points per write into a new shard: the engine holds the GIL for a whole write (about 20 ms
-# for 512 points here), and the move runs in the daemon's process while appends are served.
+# Points gathered for a new shard before they are written (in writes of
+# :data:`~tiers.semantic.vectors.edge_shard.WRITE_POINTS`: the engine holds the GIL for a whole
+# write, and the move runs in the daemon's process while appends are served).
 WRITE_BATCH = 512
 
 
@@ -133,7 +135,8 @@ def _write(
         gen = generations.first(store)
         generations.switch(store, gen)
         shard = targets[index] = create_shard(gen, dim, originals=originals)
-    shard.update(UpdateOperation.upsert_points(batch))
+    for op in upserts(batch):
+        shard.update(op)
     batch.clear()
     layout.reached("batch-written")
 
