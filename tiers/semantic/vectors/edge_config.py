@@ -12,7 +12,6 @@ those a purge rewrites.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, cast
 
@@ -147,12 +146,11 @@ def indexable(points: int, dim: int) -> bool:
     return points * dim * BYTES["float32"] > threshold_kb * 1024
 
 
-def keep_wal_small(gen: Path, segment_bytes: int = WAL_SEGMENT_BYTES) -> None:
-    """Give the shard just made at ``gen`` (closed, nothing written yet) a write-ahead log in
-    segments of ``segment_bytes``. The Python API has no parameter for it; the engine reads
-    ``wal_options`` from its config file and applies them when it creates a log, so the empty
-    log made with the shard is removed, and the next load makes it anew. A crash in between
-    leaves an empty shard with either log, which opens."""
+def set_wal_options(gen: Path, segment_bytes: int = WAL_SEGMENT_BYTES) -> None:
+    """Record in the config file of the shard at ``gen`` (closed) that its write-ahead log is
+    kept in segments of ``segment_bytes``. The Python API has no parameter for it; the engine
+    reads ``wal_options`` from this file and applies them when it makes a log (a log it has
+    already keeps its segments)."""
     path = gen / CONFIG_FILE
     doc = json.loads(path.read_text())
     doc["wal_options"] = {
@@ -163,7 +161,6 @@ def keep_wal_small(gen: Path, segment_bytes: int = WAL_SEGMENT_BYTES) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(doc))
     partial.replace(path)
-    shutil.rmtree(gen / "wal")
 
 
 def made_with(gen: Path) -> Made:
