@@ -31,6 +31,7 @@ files of the old one left behind (they may hold the bytes of forgotten points).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -159,10 +160,15 @@ def shards_present(root: Path, shards: int) -> list[int]:
 def last_written(root: Path, index: int) -> float:
     """When shard ``index`` was last written: the time of its current generation's
     write-ahead log (every write goes there first, and reaches the file's time when the
-    shard is flushed: at the latest when it closes); 0 where it cannot be read."""
+    shard is flushed: at the latest when it closes); 0 where it cannot be read. A segment
+    that a flush deletes meanwhile is passed over."""
     try:
         wal = generations.current(root / shard_name(index)) / "wal"
-        return max((f.stat().st_mtime for f in wal.iterdir()), default=0.0)
+        times = []
+        for segment in wal.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                times.append(segment.stat().st_mtime)
+        return max(times, default=0.0)
     except (OSError, ValueError):
         return 0.0
 
