@@ -327,7 +327,9 @@ class VectorStore(Protocol):
 
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         """Insert or replace points (each with ``dense`` and ``sparse``); durable on return.
-        Raises ``ValueError`` (nothing written) for a point without ``dense``."""
+        A crash before it returns may leave some of them written (a store writes them in
+        parts); writing them again gives the same store. Raises ``ValueError`` (nothing
+        written) for a point without ``dense``."""
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
         """Nearest by cosine, best first, only points matching ``flt``. Raises ``ValueError``
