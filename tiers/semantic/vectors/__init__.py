@@ -326,10 +326,8 @@ class VectorStore(Protocol):
         ``model`` or ``dim``. Must be called before anything else."""
 
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
-        """Insert or replace points (each with ``dense`` and ``sparse``); durable on return.
-        A crash before it returns may leave some of them written (a store writes them in
-        parts); writing them again gives the same store. Raises ``ValueError`` (nothing
-        written) for a point without ``dense``."""
+        """Insert or replace points (each with ``dense`` and ``sparse``); durable on return,
+        some may be written before a crash (in parts). ``ValueError``: one has no ``dense``."""
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
         """Nearest by cosine, best first, only points matching ``flt``. Raises ``ValueError``
