@@ -1,7 +1,8 @@
 """The console scripts ``stratad`` and ``weaverctl``: they run the daemon's command-line tools,
 which need the daemon's dependencies (those of the distribution ``stratad``). Installed
 without them (``--no-deps``, or a dependency removed since), they say so and what to install,
-instead of a traceback."""
+instead of a traceback: ``stratad`` at once, ``weaverctl`` at the command that needs them
+(``export``; its others need the client alone)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ EXIT_MISSING = 1
 
 def _main(module: str, command: str) -> int:
     try:
-        tool = importlib.import_module(module)
+        return int(importlib.import_module(module).main())
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]
         if not missing or missing in PROJECT:
@@ -25,8 +26,6 @@ def _main(module: str, command: str) -> int:
             file=sys.stderr,
         )
         return EXIT_MISSING
-    result: int = tool.main()
-    return result
 
 
 def stratad() -> int:

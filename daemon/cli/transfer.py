@@ -43,6 +43,10 @@ def export_to(
 ) -> dict[str, Any]:
     """Export ``user_id`` (or its agent) into ``directory``; returns the summary. Progress
     goes to ``err`` (default: stderr)."""
+    # Imported here, before the daemon is asked: it brings the archive's format and the fact
+    # graph (0.3 s, and the daemon's dependencies), which no other weaverctl command needs.
+    from weaver.markdown_tree import write_tree
+
     err = err or sys.stderr
     target = directory / FILE_NAME
     if target.exists():
@@ -62,10 +66,6 @@ def export_to(
         raise TransferError(f"the export ended early; {partial} is incomplete")
     partial.replace(target)
     print(f"export: written {target}; rendering the Markdown tree", file=err, flush=True)
-    # Imported here: it brings the archive's format and the fact graph (0.3 s), which no
-    # other weaverctl command needs.
-    from weaver.markdown_tree import write_tree
-
     tree = write_tree(target, directory)
     return {
         "file": str(target),

@@ -160,13 +160,23 @@ def test_the_client_imports_without_the_daemons_dependencies():
     assert done.stdout.strip() == "[]"
 
 
-def test_the_daemons_tools_say_what_to_install_when_its_dependencies_are_missing():
-    for tool in ("stratad", "weaverctl"):
-        done = _without_daemon(f"from daemon.cli import entry\nsys.exit(entry.{tool}())")
+def test_the_daemons_tools_say_what_to_install_when_its_dependencies_are_missing(tmp_path):
+    # weaverctl's commands but export need the client alone (an operator's machine may have
+    # only it); export writes the Markdown tree, with the daemon's packages.
+    export = ["weaverctl", "--address", "127.0.0.1:1", "export", "--user", "u", str(tmp_path)]
+    for tool, argv in (("stratad", ["stratad"]), ("weaverctl", export)):
+        done = _without_daemon(
+            f"from daemon.cli import entry\nsys.argv = {argv!r}\nsys.exit(entry.{tool}())"
+        )
         assert done.returncode == 1, done.stderr
         assert f"{tool}: the daemon's dependencies are not installed" in done.stderr
         assert "pip install stratad" in done.stderr
         assert "Traceback" not in done.stderr
+    done = _without_daemon(
+        "from daemon.cli import entry\nsys.argv = ['weaverctl', '--help']\n"
+        "sys.exit(entry.weaverctl())"
+    )
+    assert done.returncode == 0 and "run-now" in done.stdout, done.stderr
 
 
 def test_the_integrations_need_the_client_and_their_framework_only():
