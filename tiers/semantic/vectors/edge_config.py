@@ -44,10 +44,11 @@ INDEXING_THRESHOLD_KB = 10_000  # the engine's default (measured: 6,000 points o
 # half, and its segments are indexed from as many points as a float32 shard's
 BYTES = {"float32": 4, "float16": 2}  # an original value's size
 # The engine's write-ahead log is kept in segments of this size. A segment is deleted once a
-# flush has put what it holds into the shard's segments, but for the last one closed; a load
-# reads (and decodes) every record still in the log. The engine's default is 32 MiB: 51 MB a
-# shard at 10M points, 0.69 kB a point, and most of a small shard's load (docs/benchmarks.md).
-# A record larger than a segment gets a segment of its own.
+# flush has put what it holds into the shard's segments, but for the last one closed, and a
+# load maps what is left (it decodes the last acknowledged write again: edge_shard's
+# WRITE_POINTS). The engine's default is 32 MiB: 51 MB a shard at 10M points, 0.69 kB a
+# point; at 1M, 1.22 GB of a 3.69 GB store, 0.18 GB with 1 MiB (docs/benchmarks.md,
+# 2026-12-01). A record larger than a segment gets a segment of its own.
 WAL_SEGMENT_BYTES = 1 << 20
 
 
