@@ -59,7 +59,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldImport]:
 def test_a_second_preload_returns_while_the_first_imports(held: HeldImport) -> None:
     library.preload_litellm()
     assert held.started.wait(30), "the preload did not start the import"
-    # The daemon's start asks once per model client (the extractor's, the reranker's): the
+    # The daemon's start asks once per model client (the reranker's, the extractor's): the
     # second must not wait for the import the first started.
     second = threading.Thread(target=library.preload_litellm)
     second.start()

@@ -31,8 +31,8 @@ from tiers.semantic.vectors.edge_shard import (
 FILLER = "a sentence of some length about the garden, the market and the weather. " * 30
 
 
-def many(n: int, start: int = 0, tag: str = "") -> list[MemoryPoint]:
-    return [mem(f"{tag}point {i} {FILLER}", seq=i, seed=i) for i in range(start, start + n)]
+def many(n: int, start: int = 0) -> list[MemoryPoint]:
+    return [mem(f"point {i} {FILLER}", seq=i, seed=i) for i in range(start, start + n)]
 
 
 def allocated(directory: Path) -> int:
