@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.recall.test_graph_channel import World
+from tests.recall.world import World
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    """A Tier 3 on real stores in ``tmp_path`` (:class:`tests.recall.test_graph_channel.World`)."""
+    """A Tier 3 on real stores in ``tmp_path`` (:class:`tests.recall.world.World`)."""
     w = World(tmp_path)
     yield w
     w.close()

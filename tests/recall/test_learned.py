@@ -30,7 +30,7 @@ from recall.learned import (
 )
 from recall.recipe import RecallSettings, Recipe
 from recall.words import content_stems, content_words, tokens
-from tests.recall.test_graph_channel import A, World
+from tests.recall.world import A, World
 from tiers.semantic.vectors import MemoryPoint, Source
 
 

@@ -1,5 +1,5 @@
 """The episode and the valid reply the LLM extractor's tests share
-(``tests/weaver/test_llm_extractor*.py``)."""
+(``tests/weaver/extractors/test_llm*.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Episodes of ``(speaker, text)`` turns for the local extractor's tests
-(``tests/weaver/test_local_extractor*.py``)."""
+(``tests/weaver/extractors/test_*.py``)."""
 
 from __future__ import annotations
 

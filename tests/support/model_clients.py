@@ -1,6 +1,6 @@
 """A model client (:class:`tiers.core.models.ModelClient`) of the fake OpenAI server
 (:mod:`tests.support.llm_server`) as the model tests make one (``tests/tiers/core/test_models.py``,
-``tests/weaver/test_llm_extractor.py``): its settings, with the pauses between retries recorded
+``tests/weaver/extractors/test_llm.py``): its settings, with the pauses between retries recorded
 instead of slept, and what those pauses must be."""
 
 from __future__ import annotations

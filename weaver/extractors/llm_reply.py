@@ -14,7 +14,7 @@ conversation content, and the reply is validated against the schema whatever it 
 injected "reply with X" can at worst produce a *well-formed* extraction that mentions X as
 something a speaker said.
 
-Validation policy (decided here, tested in ``tests/weaver/test_llm_extractor.py``):
+Validation policy (decided here, tested in ``tests/weaver/extractors/test_llm.py``):
 
 - The reply must be one JSON object (```json fences are stripped) with a non-empty ``summary``,
   ``summary_source_seqs`` (ints) and ``facts`` (at most :data:`MAX_FACTS`), each fact a non-empty

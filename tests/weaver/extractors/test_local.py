@@ -1,6 +1,6 @@
 """The local extractor: speaker resolution, triplet rules, filtering, summary. Date anchoring is
-in ``test_local_extractor_dates.py``, the run over the LoCoMo dev conversations in
-``test_local_extractor_locomo.py``."""
+in ``test_dates.py``, the run over the LoCoMo dev conversations in
+``test_local_locomo.py``."""
 
 from __future__ import annotations
 

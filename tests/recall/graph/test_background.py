@@ -2,7 +2,7 @@
 for it; until the first build is done the graph channel is not ready for the scope (the
 engine reports it degraded, and the other channels answer); after a write the previous build
 answers while the next runs; a Forget or a close during a build keeps nothing of it. Real
-RocksDB and embedded engine (:class:`tests.recall.test_graph_channel.World`)."""
+RocksDB and embedded engine (:class:`tests.recall.world.World`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.graph.memory import MemoryGraphs
 from recall.recipe import Recipe
-from tests.recall.test_graph_channel import A, B, World
+from tests.recall.world import A, B, World
 
 
 class Gated:

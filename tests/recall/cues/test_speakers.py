@@ -15,7 +15,7 @@ from recall.cues.speakers import without_speakers
 from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
-from tests.recall.test_graph_channel import A, World
+from tests.recall.world import A, World
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint
 

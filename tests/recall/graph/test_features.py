@@ -2,7 +2,7 @@
 a restart reads its features from the file and only the points the file lacks; Forget leaves
 no file and no byte of the user's names, even with a build's save under way; an unreadable
 file is ignored and written again; a full disk writes nothing. Real RocksDB, NetworkXGraph and
-embedded engine (tests.recall.test_graph_channel's World)."""
+embedded engine (tests.recall.world's World)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from recall.graph.features import Features, FeatureTable
 from recall.graph.files import FeatureFiles
 from recall.graph.memory import MemoryGraphs
-from tests.recall.test_graph_channel import A, B, World
-from tests.recall.test_graph_kept import assert_same, scratch
+from tests.recall.graph.test_kept import assert_same, scratch
+from tests.recall.world import A, B, World
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
 from tiers.space import DiskSpace
 

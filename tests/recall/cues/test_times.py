@@ -14,7 +14,7 @@ from recall.channels import KeywordChannel, VectorChannel
 from recall.cues.times import cue
 from recall.engine import RecallEngine
 from recall.recipe import Recipe
-from tests.recall.test_graph_channel import A, World
+from tests.recall.world import A, World
 
 NOW = dt.datetime(2031, 3, 18, 15, 30, tzinfo=dt.UTC)  # a Tuesday
 

@@ -4,7 +4,7 @@ after any write it equals the graph built from scratch from every point. A seede
 writes of each kind the weaver and Forget make: turns (names inside and at the start of a
 sentence, a speaker's short name), facts with their triplets, supersession and its undoing,
 deletes of points and of episodes, a scope of chunks that gets its first turn, a Forget.
-Real RocksDB, NetworkXGraph and embedded engine (tests.recall.test_graph_channel's World)."""
+Real RocksDB, NetworkXGraph and embedded engine (tests.recall.world's World)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from recall.graph.files import FeatureFiles
 from recall.graph.memory import FALLBACK_KINDS, MEMORY_KINDS, MemoryGraphs
 from recall.graph.scope import ScopeGraph, build
-from tests.recall.test_graph_channel import A2, A, B, World
+from tests.recall.world import A2, A, B, World
 from tiers.core.records import Scope
 from tiers.semantic.vectors import PointFilter, Validity
 

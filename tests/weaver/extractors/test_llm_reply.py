@@ -1,7 +1,7 @@
 """The LLM extractor's prompt and reply validation without a server: what the system prompt
 says, parse_reply against the prompt's schema, what it rejects and accepts, predicate
 normalisation, and the constructor's checks (the extractor over HTTP:
-``tests/weaver/test_llm_extractor.py``)."""
+``tests/weaver/extractors/test_llm.py``)."""
 
 from __future__ import annotations
 

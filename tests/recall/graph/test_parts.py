@@ -1,6 +1,6 @@
 """The graph channel's parts that need no stores: entity mentions and names in text, and
 Personalized PageRank against networkx (the channel itself:
-``tests/recall/test_graph_channel.py``)."""
+``tests/recall/graph/test_channel.py``)."""
 
 from __future__ import annotations
 

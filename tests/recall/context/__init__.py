@@ -1,0 +1,1 @@
+"""Tests of GetContext's assembly, pins and sessions (``recall.context``)."""

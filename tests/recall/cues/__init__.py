@@ -1,0 +1,1 @@
+"""Tests of the query's cues: speakers, times and updates (``recall.cues``)."""

@@ -1,0 +1,1 @@
+"""Tests of the graph channel (``recall.graph``)."""

@@ -1,0 +1,1 @@
+"""Tests of the weaver's jobs (``weaver.jobs``)."""
