@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Literal, TypeVar
 
 from tiers.changes.log import CORE_TYPES, ChangeLog
+from tiers.journal import consolidation
 from tiers.journal import store as journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
@@ -56,8 +57,8 @@ def families(kinds: Sequence[KindFactory] = KINDS) -> tuple[ColumnFamily, ...]:
     return (
         *_owned("state", session, session.WORKING_CFS),
         *_owned("state", progress, progress.PROGRESS_CFS),
-        *_owned("state", journal, journal.CONSOLIDATION_CFS),
-        *_owned("state", journal, journal.OWNER_CFS),
+        *_owned("state", consolidation, consolidation.CONSOLIDATION_CFS),
+        *_owned("state", consolidation, consolidation.OWNER_CFS),
         *_owned("state", nxgraph, nxgraph.GRAPH_CFS),
         *_owned("state", tombstones, tombstones.TOMBSTONE_CFS),
         *(

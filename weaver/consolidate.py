@@ -34,7 +34,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from tiers.core.records import Scope, pack, unpack
-from tiers.journal.store import EXTRACTIONS_CF, Journal, put_extraction
+from tiers.journal.consolidation import EXTRACTIONS_CF, put_extraction
+from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
 from tiers.semantic.digests import DigestWriter
 from tiers.semantic.graph import Edge

@@ -13,7 +13,7 @@ Where each episode's projections come from:
 - records written before records kept provenance, whose journal entry has expired, cannot be
   replayed; they are counted (``skipped``) and logged by a rebuild of every user (they name
   no owner: a user's rebuild finds its records by their owners' entries,
-  :func:`tiers.journal.store.extractions_of`, and reads no other user's).
+  :func:`tiers.journal.consolidation.extractions_of`, and reads no other user's).
 - keyed documents (:mod:`tiers.keyed.documents`): their points are written again from their records
   (same ids, the records' texts), after the episodes'.
 
@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode
-from tiers.journal.store import EXTRACTIONS_CF, Journal, extractions_of
+from tiers.journal.consolidation import EXTRACTIONS_CF, extractions_of
+from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter

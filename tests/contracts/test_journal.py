@@ -13,6 +13,7 @@ import pytest
 from tests.contracts.stores import BIG, Clock, close_broken, full_disk
 from tiers.core.errors import EpisodeNotFound, InvalidArgument, NotFound, StoreUnavailable
 from tiers.core.records import Episode, Scope, StoredMessage, episode_id_for
+from tiers.journal.consolidation import MARK_OWNERS_CF
 from tiers.journal.store import JOURNAL_CFS, Journal, PendingEpisode
 from tiers.rocks import InvalidPageToken, RocksStore
 from tiers.schema import STATE_CFS
@@ -227,6 +228,33 @@ def test_consolidation_marks_are_durable_and_outlive_the_episode(impl):
     impl.clock.now += 10
     assert journal.count() == 0 and journal.pending() == [mark_b]
     assert journal.near_expiry(fraction=0.0) == [mark_b]
+
+
+def test_a_users_marked_episodes_are_found_by_owner_until_their_last_mark_goes(impl):
+    a = impl.write("a", "ann", "x", 0)
+    b = impl.write("b", "ann", "", 1)
+    c = impl.write("c", "anne", "x", 2)  # a longer id with the same start
+    journal = impl.journal
+    assert sorted(journal.marked("ann")) == sorted(
+        [(a.episode_id, Scope("ann", "x")), (b.episode_id, Scope("ann", ""))]
+    )
+    journal.mark_indexed(a.episode_id)  # one mark left: still marked
+    journal.mark_consolidated(b.episode_id)
+    journal.mark_indexed(b.episode_id)  # none left
+    journal.mark_consolidated(b.episode_id)  # again: nothing to do
+    journal = impl.reopen()
+    assert journal.marked("ann") == [(a.episode_id, Scope("ann", "x"))]
+    journal.set_marks(b, indexed=True, consolidated=False)  # imported with a mark
+    journal.set_marks(a, indexed=True, consolidated=True)  # imported with none
+    assert journal.marked("ann") == [(b.episode_id, Scope("ann", ""))]
+    assert journal.marked("anne") == [(c.episode_id, Scope("anne", "x"))]
+    assert journal.marked("nobody") == []
+    for episode in (b, c):
+        journal.mark_consolidated(episode.episode_id)
+        journal.mark_indexed(episode.episode_id)
+    assert journal.marked("ann") == journal.marked("anne") == []
+    owners = [key for key, _ in impl.state.scan(MARK_OWNERS_CF, b"")]
+    assert owners == [b""]  # no entry outlives its marks: only the key that says all are there
 
 
 def test_a_refused_write_raises_store_unavailable_and_stores_nothing(impl):

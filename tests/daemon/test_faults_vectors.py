@@ -15,7 +15,7 @@ from daemon.settings import Settings
 from daemon.wiring import Factories
 from tests.support import MAY, QUIET, wait_until
 from tests.support.weaving import conversation, run
-from tiers.journal.store import EXTRACTIONS_CF
+from tiers.journal.consolidation import EXTRACTIONS_CF
 from tiers.semantic.graph.nxgraph import GRAPH_CF
 from tiers.semantic.vectors import (
     Hit,

@@ -15,7 +15,8 @@ from typing import Any
 from stratad_client import MemoryClient, message
 from stratad_client.pb import weaver_pb2
 from tests.support.llm_server import Reply
-from tiers.journal.store import EXTRACTIONS_CF, JOURNAL_CFS, Journal
+from tiers.journal.consolidation import EXTRACTIONS_CF
+from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore

@@ -14,17 +14,14 @@ Key layout of the journal store (``<data_dir>/journal``, raw bytes, big-endian i
 
 ``time_key`` is microseconds since the epoch plus 2**63, so pre-1970 times sort too.
 
-Consolidation state is *not* in this store, so it never expires with the TTL: it lives in the
-state store (no TTL). ``unindexed <episode_id>`` and ``pending <episode_id>`` (both ->
-``[flushed_at, user_id, agent_id, session_id]``) are written with the flush, atomically with the
-end of the session; the Weaver deletes the first when the episode's chunks are in Tier 3
-(stage 1) and the second when its summary, facts and graph edges are (stage 2). Beside them,
-``extractions <episode_id>`` holds the episode's consolidation record (written and read by
-``weaver.consolidate``, which owns its layout; declared here so that ``tiers`` names it too).
+Consolidation state is *not* in this store, so it never expires with the TTL: the episodes'
+marks and stored extractions live in the state store (no TTL), laid out by
+:mod:`tiers.journal.consolidation`. :class:`Journal` writes and deletes the marks.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +30,14 @@ from tiers.changes import log as changelog
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.errors import EpisodeNotFound
 from tiers.core.records import Episode, Scope, StoredMessage, pack, time_key, u64, unpack
+from tiers.journal.consolidation import (
+    PENDING_CF,
+    UNINDEXED_CF,
+    delete_mark_owner,
+    mark,
+    marked_of,
+    put_mark_owner,
+)
 from tiers.rocks import Batch, InvalidPageToken, RocksStore, page_key, page_token_of, prefix_end
 
 EPISODES_CF = "episodes"
@@ -40,72 +45,7 @@ MESSAGES_CF = "messages"
 BY_TIME_CF = "by_time"
 BY_USER_CF = "by_user"
 JOURNAL_CFS = (EPISODES_CF, MESSAGES_CF, BY_TIME_CF, BY_USER_CF)  # the journal store
-# Consolidation state, in the state store (no TTL): the marks, and each episode's stored
-# consolidation record (its layout is the weaver's: ``weaver.consolidate``).
-PENDING_CF = "pending"
-UNINDEXED_CF = "unindexed"
-EXTRACTIONS_CF = "extractions"
-CONSOLIDATION_CFS = (PENDING_CF, UNINDEXED_CF, EXTRACTIONS_CF)
-# The stored extractions by owner (``user_id 0x00 agent_id 0x00 episode_id``, empty values),
-# so a scope's are found without reading every user's; the key ``b""`` says it is complete.
-EXTRACTION_OWNERS_CF = "extraction_owners"
-OWNER_CFS = (EXTRACTION_OWNERS_CF,)
-_BUILT = b""
-_BUILD_BATCH = 8192
 _ID_LEN = 32
-
-
-def extraction_owner(raw: bytes) -> Scope | None:
-    """The scope a stored extraction records (``weaver.consolidate.encode_extraction``: its
-    ``ep`` part); None for a record written without it."""
-    doc = unpack(raw)
-    ep = doc.get("ep") if isinstance(doc, dict) else None
-    return Scope(ep["u"], ep["a"]) if isinstance(ep, dict) else None
-
-
-def _owner_key(owner: Scope, episode_id: str) -> bytes:
-    return f"{owner.user_id}\x00{owner.agent_id}\x00{episode_id}".encode()
-
-
-def put_extraction(batch: Batch, episode_id: str, raw: bytes) -> None:
-    """Stage the stored extraction ``raw`` of ``episode_id`` in ``batch`` (of the state
-    store), with its owner's entry: every writer of a record writes it so."""
-    batch.put(EXTRACTIONS_CF, episode_id.encode(), raw)
-    owner = extraction_owner(raw)
-    if owner is not None:
-        batch.put(EXTRACTION_OWNERS_CF, _owner_key(owner, episode_id), b"")
-
-
-def delete_extraction(batch: Batch, episode_id: str, raw: bytes) -> None:
-    """Stage the delete of the stored extraction ``raw`` of ``episode_id``, and its owner's
-    entry."""
-    batch.delete(EXTRACTIONS_CF, episode_id.encode())
-    owner = extraction_owner(raw)
-    if owner is not None:
-        batch.delete(EXTRACTION_OWNERS_CF, _owner_key(owner, episode_id))
-
-
-def extractions_of(state: RocksStore, user_id: str) -> list[tuple[str, Scope]]:
-    """The episode ids and owners of ``user_id``'s stored extractions (every agent's). A
-    store written before the owners' entries gets them at the first call (one read of every
-    record); the caller holds ``SemanticStore.write_lock``, as every writer of a record does."""
-    if state.get(EXTRACTION_OWNERS_CF, _BUILT) is None:
-        batch, staged = state.batch(), 0
-        for key, raw in state.scan(EXTRACTIONS_CF, b""):
-            owner = extraction_owner(raw)
-            if owner is not None:
-                batch.put(EXTRACTION_OWNERS_CF, _owner_key(owner, key.decode()), b"")
-                staged += 1
-            if staged == _BUILD_BATCH:  # a RocksDB write holds the interpreter throughout
-                state.write(batch)
-                batch, staged = state.batch(), 0
-        batch.put(EXTRACTION_OWNERS_CF, _BUILT, b"")
-        state.write(batch)
-    out = []
-    for key, _ in state.scan_prefix(EXTRACTION_OWNERS_CF, user_id.encode() + b"\x00"):
-        _user, agent_id, episode_id = key.decode().split("\x00")
-        out.append((episode_id, Scope(user_id, agent_id)))
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +89,7 @@ class Journal:
         self.ttl_us = ttl_seconds * 1_000_000
         self._clock = clock
         self._changes = changes
+        self._marks_lock = threading.Lock()  # a mark's delete and its owner's entry
 
     # -- writing ---------------------------------------------------------------------------
     def write_episode(self, episode: Episode, messages: list[StoredMessage]) -> None:
@@ -188,21 +129,27 @@ class Journal:
     @staticmethod
     def mark_pending(state_batch: Batch, episode: Episode) -> None:
         """Add "waiting for indexing and consolidation" to a batch of the state store."""
-        mark = _mark(episode)
-        state_batch.put(UNINDEXED_CF, episode.episode_id.encode(), mark)
-        state_batch.put(PENDING_CF, episode.episode_id.encode(), mark)
+        key, raw = episode.episode_id.encode(), mark(episode)
+        state_batch.put(UNINDEXED_CF, key, raw)
+        state_batch.put(PENDING_CF, key, raw)
+        put_mark_owner(state_batch, episode.episode_id, raw)
 
     def set_marks(self, episode: Episode, *, indexed: bool, consolidated: bool) -> None:
         """An imported episode's marks as its exporting daemon had them: ``unindexed`` unless
         ``indexed``, ``pending`` unless ``consolidated`` (and no mark otherwise)."""
-        key, mark = episode.episode_id.encode(), _mark(episode)
-        batch = self._state.batch()
-        for cf, done in ((UNINDEXED_CF, indexed), (PENDING_CF, consolidated)):
-            if done:
-                batch.delete(cf, key)
+        key, raw = episode.episode_id.encode(), mark(episode)
+        with self._marks_lock:
+            batch = self._state.batch()
+            for cf, done in ((UNINDEXED_CF, indexed), (PENDING_CF, consolidated)):
+                if done:
+                    batch.delete(cf, key)
+                else:
+                    batch.put(cf, key, raw)
+            if indexed and consolidated:
+                delete_mark_owner(batch, episode.episode_id, raw)
             else:
-                batch.put(cf, key, mark)
-        self._state.write(batch)
+                put_mark_owner(batch, episode.episode_id, raw)
+            self._state.write(batch)
 
     def mark_indexed(self, episode_id: str, points: int = 0, *, expired: bool = False) -> None:
         """The episode is indexed (``points`` written), or ``expired`` before it could be:
@@ -220,16 +167,29 @@ class Journal:
         self._unmark(PENDING_CF, episode_id, what, attrs or {})
 
     def _unmark(self, cf: str, episode_id: str, what: str, attrs: Mapping[str, object]) -> None:
+        """Delete the mark of ``cf``, and the owner's entry with the episode's last mark (under
+        the lock, so that two stages unmarking one episode at once do not both keep it)."""
         key = episode_id.encode()
-        batch = self._state.batch()
-        batch.delete(cf, key)
-        mark = self._state.get(cf, key) if self._changes is not None else None
-        changes = []
-        if mark is not None:  # still marked: this is the change
-            _flushed, user_id, agent_id, session_id = unpack(mark)
-            named = {"episode_id": episode_id, "session_id": session_id, **attrs}
-            changes.append(Change(Scope(user_id, agent_id), what, named))
-        changelog.write(self._state, batch, self._changes, changes)
+        with self._marks_lock:
+            batch = self._state.batch()
+            batch.delete(cf, key)
+            raw = self._state.get(cf, key)
+            changes = []
+            if raw is not None:  # still marked: this is the change
+                other = PENDING_CF if cf == UNINDEXED_CF else UNINDEXED_CF
+                if self._state.get(other, key) is None:
+                    delete_mark_owner(batch, episode_id, raw)
+                if self._changes is not None:
+                    _flushed, user_id, agent_id, session_id = unpack(raw)
+                    named = {"episode_id": episode_id, "session_id": session_id, **attrs}
+                    changes.append(Change(Scope(user_id, agent_id), what, named))
+            changelog.write(self._state, batch, self._changes, changes)
+
+    def marked(self, user_id: str) -> list[tuple[str, Scope]]:
+        """The ids and owners of ``user_id``'s episodes (every agent's) still marked
+        unindexed or pending, read from their owners' entries
+        (:func:`~tiers.journal.consolidation.marked_of`)."""
+        return marked_of(self._state, user_id, self._marks_lock)
 
     def unindexed(self) -> list[PendingEpisode]:
         return self._marked(UNINDEXED_CF)
@@ -375,9 +335,3 @@ class Journal:
 
     def size_bytes(self) -> int:
         return self._store.size_on_disk()
-
-
-def _mark(episode: Episode) -> bytes:
-    """The value of an episode's ``unindexed`` and ``pending`` marks."""
-    scope = episode.scope
-    return pack([episode.flushed_at_us, scope.user_id, scope.agent_id, episode.session_id])

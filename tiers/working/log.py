@@ -8,7 +8,7 @@ Key layout of the state store (``<data_dir>/state``), ``K`` = ``0x01 <session_id
     open      K                       -> b""   (the sessions that are open)
     log       K 0x00 <seq:u64>        -> StoredMessage (msgpack)
     msgids    K 0x00 <message_id>     -> <seq:u64>  (idempotency, open session)
-    pending   <episode_id>            -> see tiers.journal.store
+    pending   <episode_id>            -> see tiers.journal.consolidation
 
 Ids contain no control characters (the daemon validates this). A session that ends keeps its
 meta, so a second ``end_session`` is told it ended already. Episode ids are derived from

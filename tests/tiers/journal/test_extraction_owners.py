@@ -1,13 +1,13 @@
-"""Stored extractions are found by their owner (``tiers.journal.store.extractions_of``) on a
-real RocksDB store: the entries written and deleted with each record, and built once for a
-store written before them."""
+"""Stored extractions are found by their owner
+(``tiers.journal.consolidation.extractions_of``) on a real RocksDB store: the entries written
+and deleted with each record, and built once for a store written before them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tiers.core.records import Scope, pack
-from tiers.journal.store import (
+from tiers.journal.consolidation import (
     EXTRACTION_OWNERS_CF,
     EXTRACTIONS_CF,
     delete_extraction,

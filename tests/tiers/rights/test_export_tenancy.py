@@ -10,7 +10,7 @@ from stratad_client import MemoryClient, StrataClientError
 from tests.support import QUIET, code
 from tests.support.exporting import ALICE_ONLY, BOB_ONLY, exported, fill, records, user_points
 from tiers.core.records import pack
-from tiers.journal.store import put_extraction
+from tiers.journal.consolidation import put_extraction
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, digesting, tier3, turns_in
 from tiers.core.records import Scope
-from tiers.journal.store import EXTRACTIONS_CF
+from tiers.journal.consolidation import EXTRACTIONS_CF
 from tiers.rights.backup import restore_backup
 from tiers.semantic.tombstones import is_forgotten
 from tiers.semantic.vectors import PointFilter

@@ -32,13 +32,8 @@ from typing import IO, Any
 from tiers import scoped
 from tiers.core import collector
 from tiers.core.records import Episode, Scope, StoredMessage
-from tiers.journal.store import (
-    EXTRACTIONS_CF,
-    PENDING_CF,
-    UNINDEXED_CF,
-    Journal,
-    extractions_of,
-)
+from tiers.journal.consolidation import EXTRACTIONS_CF, PENDING_CF, UNINDEXED_CF, extractions_of
+from tiers.journal.store import Journal
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
 from tiers.rocks import RocksStore

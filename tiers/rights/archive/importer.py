@@ -47,7 +47,8 @@ from typing import Any
 
 from tiers.core.errors import ImportConflict
 from tiers.core.records import Message, Scope, StoredMessage
-from tiers.journal.store import Journal, put_extraction
+from tiers.journal.consolidation import put_extraction
+from tiers.journal.store import Journal
 from tiers.rights.archive.format import (
     EpisodeRecord,
     ExtractionRecord,

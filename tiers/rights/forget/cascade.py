@@ -51,15 +51,15 @@ from operator import attrgetter
 
 from tiers.changes.log import Change, ChangeLog
 from tiers.core.records import Scope
-from tiers.journal.store import (
+from tiers.journal.consolidation import (
     CONSOLIDATION_CFS,
     EXTRACTIONS_CF,
-    JOURNAL_CFS,
     OWNER_CFS,
-    Journal,
     delete_extraction,
+    delete_mark_owner,
     put_extraction,
 )
+from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.rights.forget.finder import READY_TIMEOUT, Finder
 from tiers.rights.forget.plan import ForgetCounts, ForgetPlan, ForgetTarget, Laps, ScopeCache
 from tiers.rights.forget.purge import Purger
@@ -354,6 +354,7 @@ class Forgetter:
                         delete_extraction(sbatch, eid, raw)  # and its owner's entry
                     else:
                         sbatch.delete(cf, key)
+                        delete_mark_owner(sbatch, eid, raw)  # (staged once per mark)
             if self._state.get(LIVE_CF, key) is not None:  # a live session's index mark
                 sbatch.delete(LIVE_CF, key)  # (no tombstone for the many without one)
         self._jstore.write(jbatch)

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from tiers.core.records import Scope, unpack
-from tiers.journal.store import (
-    BY_USER_CF,
+from tiers.journal.consolidation import (
     EXTRACTIONS_CF,
     PENDING_CF,
     UNINDEXED_CF,
-    Journal,
     extraction_owner,
     extractions_of,
+    mark_owner,
 )
+from tiers.journal.store import BY_USER_CF, Journal
 from tiers.rights.forget.plan import ForgetPlan, ForgetTarget
 from tiers.rocks import RocksStore
 from tiers.scoped import ScopedKind
@@ -101,11 +101,9 @@ class Finder:
             _flushed, user_id, agent_id = unpack(value)
             if covers(scope, user_id, agent_id):
                 plan.episode_ids.add(key[-32:].decode())
-        for cf in (PENDING_CF, UNINDEXED_CF):
-            for key, value in self.state.scan(cf, b""):
-                _flushed, user_id, agent_id, _sid = unpack(value)
-                if covers(scope, user_id, agent_id):
-                    plan.episode_ids.add(key.decode())
+        for episode_id, owner in self.journal.marked(scope.user_id):  # by owner: its own only
+            if covers(scope, owner.user_id, owner.agent_id):
+                plan.episode_ids.add(episode_id)
         live = self.working.live_sessions()  # their points too, staged or not yet written
         plan.episode_ids.update(s.episode_id for s in live if covers(scope, *_scope_order(s.scope)))
 
@@ -117,8 +115,7 @@ class Finder:
         for cf in (PENDING_CF, UNINDEXED_CF):
             raw = self.state.get(cf, episode_id.encode())
             if raw is not None:
-                _flushed, user_id, agent_id, _sid = unpack(raw)
-                return Scope(user_id, agent_id)
+                return mark_owner(raw)
         raw = self.state.get(EXTRACTIONS_CF, episode_id.encode())
         owner = extraction_owner(raw) if raw is not None else None
         if owner is not None:
