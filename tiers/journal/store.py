@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tiers.changes import log as changelog
@@ -38,6 +38,7 @@ from tiers.journal.consolidation import (
     marked_of,
     put_mark_owner,
 )
+from tiers.journal.tally import EpisodeTally
 from tiers.rocks import Batch, InvalidPageToken, RocksStore, page_key, page_token_of, prefix_end
 
 EPISODES_CF = "episodes"
@@ -90,6 +91,9 @@ class Journal:
         self._clock = clock
         self._changes = changes
         self._marks_lock = threading.Lock()  # a mark's delete and its owner's entry
+        self._tally = EpisodeTally(
+            lambda: (unpack(v)[0] for _k, v in self._store.scan(BY_TIME_CF, b""))
+        )
 
     # -- writing ---------------------------------------------------------------------------
     def write_episode(self, episode: Episode, messages: list[StoredMessage]) -> None:
@@ -103,13 +107,31 @@ class Journal:
         tkey = time_key(episode.started_at_us) + eid
         batch.put(BY_TIME_CF, tkey, entry)
         batch.put(BY_USER_CF, episode.scope.user_id.encode() + b"\x00" + tkey, entry)
-        self._store.write(batch)
+
+        def write() -> tuple[list[int], list[int]]:
+            stored = self._store.get(EPISODES_CF, eid) is not None
+            self._store.write(batch)
+            return ([] if stored else [episode.flushed_at_us]), []
+
+        self._tally.write(write)
 
     def delete_episode(self, episode: Episode) -> None:
         """Undo :meth:`write_episode` (when the end of its session could not be committed)."""
         batch = self._store.batch()
         self.delete_into(batch, episode)
-        self._store.write(batch)
+        self.write_deletes(batch, [episode])
+
+    def write_deletes(self, batch: Batch, episodes: Sequence[Episode]) -> None:
+        """Write ``batch``, a batch of the journal store holding the deletes of ``episodes``
+        (:meth:`delete_into`), so that :meth:`count` counts them out."""
+
+        def write() -> tuple[list[int], list[int]]:
+            eids = [e.episode_id.encode() for e in episodes]
+            stored = [self._store.get(EPISODES_CF, eid) is not None for eid in eids]
+            self._store.write(batch)
+            return [], [e.flushed_at_us for e, was in zip(episodes, stored, strict=True) if was]
+
+        self._tally.write(write)
 
     @staticmethod
     def delete_into(batch: Batch, episode: Episode) -> None:
@@ -302,10 +324,9 @@ class Journal:
         return EpisodePage(episodes, page_token_of(last_key) if more else "")
 
     def count(self) -> int:
-        """Episodes not yet expired."""
-        return sum(
-            1 for _k, v in self._store.scan(BY_TIME_CF, b"") if not self._expired(unpack(v)[0])
-        )
+        """Episodes not yet expired (:class:`~tiers.journal.tally.EpisodeTally`: every
+        episode's flush time is read at the first call, and kept in memory from then on)."""
+        return self._tally.count(int(self._clock() * 1_000_000) - self.ttl_us)
 
     # -- maintenance -----------------------------------------------------------------------
     def announce_expired(self) -> int:
@@ -316,7 +337,9 @@ class Journal:
         now = int(self._clock() * 1_000_000)
         since = self._changes.expired_through()
         changes = []
-        for key, value in self._store.scan(BY_TIME_CF, b""):
+        # Only an episode that began before the cutoff can have expired (it was flushed after
+        # it began): the entries of those alone, not the journal's whole index.
+        for key, value in self._store.scan(BY_TIME_CF, b"", time_key(now - self.ttl_us)):
             flushed_at, user_id, agent_id = unpack(value)
             if since <= flushed_at + self.ttl_us < now:
                 eid = key[-_ID_LEN:]

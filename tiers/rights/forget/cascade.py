@@ -339,6 +339,7 @@ class Forgetter:
     def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:
         jbatch = self._jstore.batch()
         sbatch = self._state.batch()
+        headers = []
         for eid in episodes:
             key = eid.encode()
             header = plan.headers.get(eid) or self._journal.find(eid)
@@ -346,6 +347,7 @@ class Forgetter:
                 counts.episodes += 1
                 counts.episode_messages += self._journal.stored_messages(eid)
                 self._journal.delete_into(jbatch, header)
+                headers.append(header)
             for cf in CONSOLIDATION_CFS:
                 raw = self._state.get(cf, key)
                 if raw is not None:
@@ -357,5 +359,5 @@ class Forgetter:
                         delete_mark_owner(sbatch, eid, raw)  # (staged once per mark)
             if self._state.get(LIVE_CF, key) is not None:  # a live session's index mark
                 sbatch.delete(LIVE_CF, key)  # (no tombstone for the many without one)
-        self._jstore.write(jbatch)
+        self._journal.write_deletes(jbatch, headers)  # (counted out of the journal's count)
         self._state.write(sbatch)
