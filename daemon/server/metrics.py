@@ -253,7 +253,7 @@ class _StateCollector(Collector):
             sessions = (wm.live_sessions, wm.window_messages, wm.log_messages)
             episodes = self._journal.count()
             pending = self._journal.pending_count()
-            unindexed = len(self._journal.unindexed())
+            unindexed = self._journal.unindexed_count()
         except Exception as exc:  # closed during shutdown: the scrape gets what it can
             log.warning("metrics.collect_failed", extra={"fields": {"error": str(exc)}})
             return

@@ -132,7 +132,7 @@ class StatsRpcs:
                 pending_consolidation=self._journal.pending_count(),
                 pending_near_expiry=len(self._journal.near_expiry()),
                 size_bytes=self._journal.size_bytes(),
-                unindexed=len(self._journal.unindexed()),
+                unindexed=self._journal.unindexed_count(),
             ),
             uptime_seconds=time.monotonic() - self._started,
             version=VERSION,

@@ -114,7 +114,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
         response = pb.WeaverStatusResponse(
             running=weaver.running is not None,
             pending=len(pending),
-            unindexed=len(self._journal.unindexed()) + weaver.unindexed_documents(),
+            unindexed=self._journal.unindexed_count() + weaver.unindexed_documents(),
             live_sessions_behind=live.sessions,
             live_unindexed=live.messages,
             last_error=weaver.last_error,

@@ -206,14 +206,16 @@ def test_consolidation_marks_are_durable_and_outlive_the_episode(impl):
     mark_b = PendingEpisode(b.episode_id, b.flushed_at_us, "bob", "", "b")
     journal = impl.journal
     assert journal.pending() == journal.unindexed() == [mark_a, mark_b]  # oldest flush first
-    assert journal.pending_count() == 2 and journal.is_pending(a.episode_id)
+    assert journal.pending_count() == journal.unindexed_count() == 2
+    assert journal.is_pending(a.episode_id)
 
     journal.mark_indexed(a.episode_id)
     journal.mark_consolidated(b.episode_id)
     journal.mark_indexed("f" * 32)  # an unknown id: nothing to do
     journal = impl.reopen()
     assert journal.unindexed() == [mark_b] and journal.pending() == [mark_a]
-    assert not journal.is_pending(b.episode_id) and journal.pending_count() == 1
+    assert not journal.is_pending(b.episode_id)
+    assert journal.pending_count() == journal.unindexed_count() == 1
 
     journal.set_marks(b, indexed=False, consolidated=False)
     assert journal.pending() == [mark_a, mark_b] and journal.unindexed() == [mark_b]

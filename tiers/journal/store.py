@@ -278,7 +278,12 @@ class Journal:
         return self._state.get(PENDING_CF, episode_id.encode()) is not None
 
     def pending_count(self) -> int:
-        return sum(1 for _ in self._state.scan(PENDING_CF, b""))
+        """Episodes awaiting consolidation (the marks counted, not read)."""
+        return self._state.count_keys(PENDING_CF)
+
+    def unindexed_count(self) -> int:
+        """Episodes awaiting indexing (the marks counted, not read: a metrics scrape's)."""
+        return self._state.count_keys(UNINDEXED_CF)
 
     def list(
         self,
