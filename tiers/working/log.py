@@ -38,12 +38,14 @@ from tiers.working.session import (
     LOG_CF,
     MSGIDS_CF,
     OPEN_CF,
+    SESSION_OWNERS_CF,
     SESSIONS_CF,
     AppendResult,
     Session,
     SessionKey,
     WindowLimits,
     message_tokens,
+    owner_key,
     users_prefix,
 )
 
@@ -202,6 +204,7 @@ class SessionLog:
         changes = []
         if opening:
             batch.put(OPEN_CF, key, b"")
+            batch.put(SESSION_OWNERS_CF, owner_key(session.ref), b"")
             changes.append(Change(session.scope, "session.started", _named(session)))
         if records:
             attrs = {"first_seq": records[0].seq, "last_seq": records[-1].seq}

@@ -16,10 +16,21 @@ from __future__ import annotations
 import logging
 
 from tiers.rocks import RocksStore
-from tiers.working.session import LOG_CF, MSGIDS_CF, OPEN_CF, SESSIONS_CF, Session, SessionKey
+from tiers.working.session import (
+    LOG_CF,
+    MSGIDS_CF,
+    OPEN_CF,
+    OWNERS_BUILT,
+    SESSION_OWNERS_CF,
+    SESSIONS_CF,
+    Session,
+    SessionKey,
+    owner_key,
+)
 
 log = logging.getLogger("strata.working")
 _OLD = b"\x02"  # the first key of the old layout
+_BATCH = 8192
 
 
 def migrate(state: RocksStore) -> int:
@@ -44,4 +55,25 @@ def migrate(state: RocksStore) -> int:
         moved += 1
     if moved:
         log.info("working.sessions_migrated", extra={"fields": {"sessions": moved}})
+    if state.get(SESSION_OWNERS_CF, OWNERS_BUILT) is None:
+        owned = index_owners(state)
+        log.info("working.session_owners_built", extra={"fields": {"sessions": owned}})
     return moved
+
+
+def index_owners(state: RocksStore) -> int:
+    """Write every session's entry by owner (``session_owners``), for a store written before
+    them, then the key that says they are all there; returns how many. Once, at start-up,
+    before any session is written: a read of every session's key (in batches, as a RocksDB
+    write holds the interpreter throughout)."""
+    batch, staged, owned = state.batch(), 0, 0
+    for key, _ in state.scan(SESSIONS_CF, b"\x01", b"\x02"):
+        batch.put(SESSION_OWNERS_CF, owner_key(SessionKey.parse(key)), b"")
+        staged += 1
+        owned += 1
+        if staged == _BATCH:
+            state.write(batch)
+            batch, staged = state.batch(), 0
+    batch.put(SESSION_OWNERS_CF, OWNERS_BUILT, b"")
+    state.write(batch)
+    return owned

@@ -23,12 +23,17 @@ from dataclasses import dataclass, field
 
 from tiers.core.records import Message, Scope, StoredMessage, episode_id_for, pack, unpack
 from tiers.core.tokens import count_tokens
+from tiers.rocks import RocksStore
 
 SESSIONS_CF = "sessions"
 OPEN_CF = "open"
 LOG_CF = "log"
 MSGIDS_CF = "msgids"
-WORKING_CFS = (SESSIONS_CF, OPEN_CF, LOG_CF, MSGIDS_CF)  # state store; tiers.schema
+# The sessions by user (``user_id 0x00 session_id``, empty values), so that one user's are
+# found without reading every user's metas; the key ``b""`` says it is complete.
+SESSION_OWNERS_CF = "session_owners"
+WORKING_CFS = (SESSIONS_CF, OPEN_CF, LOG_CF, MSGIDS_CF, SESSION_OWNERS_CF)  # tiers.schema
+OWNERS_BUILT = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,21 @@ class SessionKey:
     def parse(cls, key: bytes) -> SessionKey:
         session_id, _, user_id = key[1:].partition(b"\x00")
         return cls(user_id.decode(), session_id.decode())
+
+
+def owner_key(ref: SessionKey) -> bytes:
+    """The session's entry in ``session_owners``: written with its first meta (an append
+    that opens it, an import, the move of an old layout), never deleted, as its meta."""
+    return ref.user_id.encode() + b"\x00" + ref.session_id.encode()
+
+
+def sessions_of(state: RocksStore, user_id: str) -> list[SessionKey]:
+    """The sessions of ``user_id`` (open and ended), in session id order."""
+    prefix = user_id.encode() + b"\x00"
+    return [
+        SessionKey(user_id, key[len(prefix) :].decode())
+        for key, _ in state.scan_prefix(SESSION_OWNERS_CF, prefix)
+    ]
 
 
 def users_prefix(session_id: str) -> bytes:

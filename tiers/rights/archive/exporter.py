@@ -41,7 +41,7 @@ from tiers.scoped import ScopedKind
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
-from tiers.working.session import LOG_CF, SESSIONS_CF, Session, SessionKey
+from tiers.working.session import LOG_CF, SESSIONS_CF, Session, sessions_of
 
 # A stored consolidation record -> its scope (None when it has no provenance) and JSON form
 # (weaver.extraction_json.record_to_json: the weaver owns the record's layout).
@@ -123,8 +123,11 @@ class Exporter:
         """The scope's sessions (open and ended) and the open ones' logs. Under the
         working-memory lock."""
         out = []
-        for key, raw in self._state.scan(SESSIONS_CF, b""):
-            session, is_open = Session.from_meta(SessionKey.parse(key).session_id, raw)
+        for ref in sessions_of(self._state, scope.user_id):  # the user's, not every user's
+            raw = self._state.get(SESSIONS_CF, ref.key())
+            if raw is None:
+                continue
+            session, is_open = Session.from_meta(ref.session_id, raw)
             if not _within(session.scope, scope):
                 continue
             log = []

@@ -62,7 +62,7 @@ from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
 from tiers.working.memory import WorkingMemory
-from tiers.working.session import SESSIONS_CF, Session, SessionKey
+from tiers.working.session import SESSION_OWNERS_CF, SESSIONS_CF, Session, SessionKey, owner_key
 
 # (episode_id, scope, JSON form) -> the stored record (weaver.extraction_json.record_from_json)
 ExtractionFromJSON = Callable[[str, Scope, dict[str, Any]], bytes]
@@ -257,6 +257,7 @@ class Importer:
         meta = Session(rec.session_id, rec.scope, generation, next_seq, 0, rec.last_active_us)
         batch = self._state.batch()
         batch.put(SESSIONS_CF, meta.ref.key(), meta.meta(False))
+        batch.put(SESSION_OWNERS_CF, owner_key(meta.ref), b"")
         self._state.write(batch)
 
     def _meta(self, session_id: str, user_id: str) -> tuple[Session, bool] | None:
