@@ -42,6 +42,7 @@ class InvalidPageToken(TierError, InvalidArgument):
 # of a store's column families may hold up to 64 MiB (its own write buffer) before a flush,
 # which under sustained writes shows as RSS growing for a long while.
 MEMTABLE_BUDGET_BYTES = 64 * 1024 * 1024
+KEYS_BATCH = 8192  # keys a batch of put_keys
 
 
 def _options() -> Options:
@@ -201,6 +202,23 @@ class RocksStore:
                 with contextlib.suppress(OSError):
                     total += os.path.getsize(os.path.join(root, name))
         return total
+
+    def put_keys(self, cf: str, keys: Iterable[bytes], done: bytes) -> int:
+        """Write ``keys`` into ``cf`` with empty values, then the key ``done`` (which says they
+        are all there: an index built over what a store holds). In batches of
+        :data:`KEYS_BATCH`: a RocksDB write holds the interpreter throughout. Returns how many
+        keys."""
+        batch, staged, written = self.batch(), 0, 0
+        for key in keys:
+            batch.put(cf, key, b"")
+            staged += 1
+            written += 1
+            if staged == KEYS_BATCH:
+                self.write(batch)
+                batch, staged = self.batch(), 0
+        batch.put(cf, done, b"")
+        self.write(batch)
+        return written
 
     def close(self) -> None:
         """Idempotent. Column-family handles are closed first, or the LOCK stays held."""

@@ -1,6 +1,7 @@
 """Shared parts of the contract suites of the RocksDB tiers (graph, journal, working memory):
-a settable clock, the stores of a daemon's data directory reopenable like a restarted daemon,
-and a disk that is full for the length of a ``with`` block.
+a settable clock, a journal on its stores and the stores of a daemon's data directory, each
+reopenable like a restarted daemon, and a disk that is full for the length of a ``with``
+block.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tiers.core.records import Episode, Scope, StoredMessage, episode_id_for
 from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
@@ -28,11 +30,16 @@ class Clock:
         return self.now
 
 
-class Tiers:
-    """State store + journal + working memory, reopenable like a restarted daemon."""
+DAY_US = 86_400 * 1_000_000
+T0 = 1_700_000_000 * 1_000_000
 
-    def __init__(self, path: Path, limits: WindowLimits, clock: Clock) -> None:
-        self.path, self.limits, self.clock = path, limits, clock
+
+class Journals:
+    """A journal on its two stores, reopenable like a restarted daemon's."""
+
+    def __init__(self, path: Path, clock: Clock | None = None) -> None:
+        self.path = path
+        self.clock = clock or Clock()
         self.open()
 
     def open(self) -> None:
@@ -41,16 +48,70 @@ class Tiers:
             self.path / "journal", JOURNAL_CFS, ttl_seconds=JOURNAL_TTL_SECONDS
         )
         self.journal = Journal(self.jstore, self.state, JOURNAL_TTL_SECONDS, clock=self.clock)
-        self.wm = WorkingMemory(self.state, self.journal, self.limits, clock=self.clock)
-        self.recovered = self.wm.recover()
 
     def close(self) -> None:
         self.jstore.close()
         self.state.close()
 
-    def reopen(self) -> None:
+    def reopen(self) -> Journal:
         self.close()
         self.open()
+        return self.journal
+
+    def and_reopened(self) -> Iterator[Journal]:
+        """The journal, then the journal of a restarted daemon."""
+        yield self.journal
+        yield self.reopen()
+
+    def now_us(self) -> int:
+        return int(self.clock() * 1_000_000)
+
+    def write(
+        self, sid: str, user: str, agent: str, day: int, n: int = 2, content: str = ""
+    ) -> Episode:
+        """A session's episode of ``n`` messages, written and marked pending as a flush does."""
+        messages = [
+            StoredMessage(
+                seq=i + 1,
+                role="user",
+                content=content or f"{sid} message {i}",
+                created_at_us=T0 + day * DAY_US + i,
+                received_at_us=T0 + day * DAY_US + i,
+                tokens=3,
+                message_id=f"{sid}-{i}",
+            )
+            for i in range(n)
+        ]
+        episode = Episode(
+            episode_id_for(sid, 1, user),
+            sid,
+            Scope(user, agent),
+            messages[0].created_at_us,
+            messages[-1].created_at_us,
+            self.now_us(),
+            n,
+            1,
+            n,
+            "client",
+        )
+        self.journal.write_episode(episode, messages)
+        batch = self.state.batch()
+        Journal.mark_pending(batch, episode)
+        self.state.write(batch)
+        return episode
+
+
+class Tiers(Journals):
+    """State store + journal + working memory, reopenable like a restarted daemon."""
+
+    def __init__(self, path: Path, limits: WindowLimits, clock: Clock) -> None:
+        self.limits = limits
+        super().__init__(path, clock)
+
+    def open(self) -> None:
+        super().open()
+        self.wm = WorkingMemory(self.state, self.journal, self.limits, clock=self.clock)
+        self.recovered = self.wm.recover()
 
 
 @contextlib.contextmanager

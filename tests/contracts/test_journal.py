@@ -10,79 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.contracts.stores import BIG, Clock, close_broken, full_disk
+from tests.contracts.stores import (
+    BIG,
+    DAY_US,
+    JOURNAL_TTL_SECONDS,
+    T0,
+    Journals,
+    close_broken,
+    full_disk,
+)
 from tiers.core.errors import EpisodeNotFound, InvalidArgument, NotFound, StoreUnavailable
-from tiers.core.records import Episode, Scope, StoredMessage, episode_id_for
+from tiers.core.records import Scope, episode_id_for
 from tiers.journal.consolidation import MARK_OWNERS_CF
-from tiers.journal.store import JOURNAL_CFS, Journal, PendingEpisode
-from tiers.rocks import InvalidPageToken, RocksStore
-from tiers.schema import STATE_CFS
+from tiers.journal.store import PendingEpisode
+from tiers.rocks import InvalidPageToken
 
-DAY_US = 86_400 * 1_000_000
-T0 = 1_700_000_000 * 1_000_000
-TTL = 3600
-
-
-class Journals:
-    """A journal on its two stores, reopenable like a restarted daemon's."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.clock = Clock()
-        self.open()
-
-    def open(self) -> None:
-        self.state = RocksStore(self.path / "state", STATE_CFS)
-        self.jstore = RocksStore(self.path / "journal", JOURNAL_CFS, ttl_seconds=TTL)
-        self.journal = Journal(self.jstore, self.state, TTL, clock=self.clock)
-
-    def reopen(self) -> Journal:
-        self.jstore.close()
-        self.state.close()
-        self.open()
-        return self.journal
-
-    def and_reopened(self) -> Iterator[Journal]:
-        """The journal, then the journal of a restarted daemon."""
-        yield self.journal
-        yield self.reopen()
-
-    def now_us(self) -> int:
-        return int(self.clock() * 1_000_000)
-
-    def write(
-        self, sid: str, user: str, agent: str, day: int, n: int = 2, content: str = ""
-    ) -> Episode:
-        """A session's episode of ``n`` messages, written and marked pending as a flush does."""
-        messages = [
-            StoredMessage(
-                seq=i + 1,
-                role="user",
-                content=content or f"{sid} message {i}",
-                created_at_us=T0 + day * DAY_US + i,
-                received_at_us=T0 + day * DAY_US + i,
-                tokens=3,
-                message_id=f"{sid}-{i}",
-            )
-            for i in range(n)
-        ]
-        episode = Episode(
-            episode_id_for(sid, 1, user),
-            sid,
-            Scope(user, agent),
-            messages[0].created_at_us,
-            messages[-1].created_at_us,
-            self.now_us(),
-            n,
-            1,
-            n,
-            "client",
-        )
-        self.journal.write_episode(episode, messages)
-        batch = self.state.batch()
-        Journal.mark_pending(batch, episode)
-        self.state.write(batch)
-        return episode
+TTL = JOURNAL_TTL_SECONDS
 
 
 @pytest.fixture(params=["rocksdb"])

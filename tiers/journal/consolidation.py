@@ -26,7 +26,6 @@ mark.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 
 from tiers.core.records import Episode, Scope, pack, unpack
 from tiers.rocks import Batch, RocksStore
@@ -40,7 +39,6 @@ EXTRACTION_OWNERS_CF = "extraction_owners"
 MARK_OWNERS_CF = "mark_owners"
 OWNER_CFS = (EXTRACTION_OWNERS_CF, MARK_OWNERS_CF)
 _BUILT = b""
-_BUILD_BATCH = 8192
 
 
 def _owner_key(owner: Scope, episode_id: str) -> bytes:
@@ -53,20 +51,6 @@ def _owned(state: RocksStore, owners_cf: str, user_id: str) -> list[tuple[str, S
         _user, agent_id, episode_id = key.decode().split("\x00")
         out.append((episode_id, Scope(user_id, agent_id)))
     return out
-
-
-def _build(state: RocksStore, owners_cf: str, keys: Iterable[bytes]) -> None:
-    """Write the entries ``keys`` of ``owners_cf``, then its key that says they are all
-    there, in batches: a RocksDB write holds the interpreter throughout."""
-    batch, staged = state.batch(), 0
-    for key in keys:
-        batch.put(owners_cf, key, b"")
-        staged += 1
-        if staged == _BUILD_BATCH:
-            state.write(batch)
-            batch, staged = state.batch(), 0
-    batch.put(owners_cf, _BUILT, b"")
-    state.write(batch)
 
 
 # -- the stored extractions -------------------------------------------------------------------
@@ -101,14 +85,14 @@ def extractions_of(state: RocksStore, user_id: str) -> list[tuple[str, Scope]]:
     store written before the owners' entries gets them at the first call (one read of every
     record); the caller holds ``SemanticStore.write_lock``, as every writer of a record does."""
     if state.get(EXTRACTION_OWNERS_CF, _BUILT) is None:
-        _build(
-            state,
+        state.put_keys(
             EXTRACTION_OWNERS_CF,
             (
                 _owner_key(owner, key.decode())
                 for key, raw in state.scan(EXTRACTIONS_CF, b"")
                 if (owner := extraction_owner(raw)) is not None
             ),
+            _BUILT,
         )
     return _owned(state, EXTRACTION_OWNERS_CF, user_id)
 
@@ -150,5 +134,5 @@ def marked_of(state: RocksStore, user_id: str, lock: threading.Lock) -> list[tup
                     for cf in MARK_CFS
                     for key, raw in state.scan(cf, b"")
                 }
-                _build(state, MARK_OWNERS_CF, sorted(keys))
+                state.put_keys(MARK_OWNERS_CF, sorted(keys), _BUILT)
     return _owned(state, MARK_OWNERS_CF, user_id)

@@ -30,7 +30,6 @@ from tiers.working.session import (
 
 log = logging.getLogger("strata.working")
 _OLD = b"\x02"  # the first key of the old layout
-_BATCH = 8192
 
 
 def migrate(state: RocksStore) -> int:
@@ -64,16 +63,8 @@ def migrate(state: RocksStore) -> int:
 def index_owners(state: RocksStore) -> int:
     """Write every session's entry by owner (``session_owners``), for a store written before
     them, then the key that says they are all there; returns how many. Once, at start-up,
-    before any session is written: a read of every session's key (in batches, as a RocksDB
-    write holds the interpreter throughout)."""
-    batch, staged, owned = state.batch(), 0, 0
-    for key, _ in state.scan(SESSIONS_CF, b"\x01", b"\x02"):
-        batch.put(SESSION_OWNERS_CF, owner_key(SessionKey.parse(key)), b"")
-        staged += 1
-        owned += 1
-        if staged == _BATCH:
-            state.write(batch)
-            batch, staged = state.batch(), 0
-    batch.put(SESSION_OWNERS_CF, OWNERS_BUILT, b"")
-    state.write(batch)
-    return owned
+    before any session is written: a read of every session's key."""
+    keys = (
+        owner_key(SessionKey.parse(key)) for key, _ in state.scan(SESSIONS_CF, b"\x01", b"\x02")
+    )
+    return state.put_keys(SESSION_OWNERS_CF, keys, OWNERS_BUILT)
