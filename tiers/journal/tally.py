@@ -6,6 +6,7 @@ interpreter held throughout; measured 2026-12-01)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
@@ -74,8 +75,8 @@ class EpisodeTally:
                     self._tracking = False
                     raise
             try:
-                read = [] if first is None else [first, *times]
-                stored = np.sort(np.fromiter(read, dtype=np.int64, count=len(read)))
+                read = itertools.chain([] if first is None else [first], times)
+                stored = np.sort(np.fromiter(read, dtype=np.int64))  # no int object kept
             except BaseException:
                 with self._lock:
                     self._tracking, self._recent, self._unread_drops = False, [], []
