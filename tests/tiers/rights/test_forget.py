@@ -281,3 +281,21 @@ def _without_marks(state: Any, episode_id: str) -> Any:
     for cf in ("pending", "unindexed"):
         batch.delete(cf, episode_id.encode())
     return batch
+
+
+def test_scope_forget_finds_the_marks_of_an_episode_gone_from_the_journal(start_daemon):
+    daemon = start_daemon(weaver=QUIET)
+    d = daemon.daemon.parts
+    with daemon.client() as c:
+        gone = talk(c, "alice", "x1", f"My locker code is {SECRET}.", "Noted.")
+        talk(c, "bob", "y1", "I like tea.", "Noted.")
+        # An episode the journal no longer holds (expired and compacted) with its pending
+        # mark left: the scope's Forget finds it by the mark's owner alone.
+        header = d.journal.find(gone)
+        assert header is not None and d.journal.is_pending(gone)
+        d.journal.delete_episode(header)
+        assert [e for e, _owner in d.journal.marked("alice")] == [gone]
+        r = c.forget(user_id="alice")
+        assert r.consolidation_records >= 1
+        assert not d.journal.is_pending(gone) and d.journal.marked("alice") == []
+        assert [owner for _e, owner in d.journal.marked("bob")] == [BOB]  # bob's stays
