@@ -124,8 +124,9 @@ def delete_mark_owner(batch: Batch, episode_id: str, raw: bytes) -> None:
 def marked_of(state: RocksStore, user_id: str, lock: threading.Lock) -> list[tuple[str, Scope]]:
     """The ids and owners of ``user_id``'s episodes (every agent's) that a mark names. A
     store written before the owners' entries gets them at the first call (one read of every
-    mark), holding ``lock``, which every delete of a mark holds too (``Journal``): a mark
-    deleted while the entries are built would leave its entry behind."""
+    mark), holding ``lock``, which the weaver's stages hold to delete a mark (``Journal``): a
+    mark deleted while the entries are built would leave its entry behind. (A Forget, the
+    other deleter of marks, is the caller.)"""
     if state.get(MARK_OWNERS_CF, _BUILT) is None:
         with lock:
             if state.get(MARK_OWNERS_CF, _BUILT) is None:
