@@ -321,7 +321,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(result["fill"]))
                 return 0
         result["disk"] = disk(data)
-        result["disk"]["bytes_per_point"] = round(result["disk"]["apparent_gb"] * 1e9 / args.points)
+        # Per point, both: the blocks the files take on disk (what fills it: `du`) and their
+        # sizes (`ls`; the engine's files are sparse, preallocated).
+        for size in ("allocated", "apparent"):
+            per_point = result["disk"][f"{size}_gb"] * 1e9 / args.points
+            result["disk"][f"{size}_bytes_per_point"] = round(per_point)
         rng = random.Random(4)
         small = [name(i, args.big_users) for i in range(args.big_users, args.users)]
         # A kept store's big users forgotten by earlier runs hold nothing: asked no more.
