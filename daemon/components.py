@@ -91,6 +91,7 @@ def recall_engine(
         semantic,
         cache_bytes=s.recall.graph_cache_mb * 2**20,
         large_scope=s.recall.graph_large_scope,
+        inline_reads=s.recall.graph_inline_reads,
         wait_seconds=s.recall.graph_wait_seconds,
         files=files,
     )

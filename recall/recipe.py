@@ -238,13 +238,23 @@ class RecallSettings(Recipe):
             "they use the previous graph until the next is built."
         ),
     )
+    graph_inline_reads: int = Field(
+        1_000,
+        ge=0,
+        description=(
+            "A scope's first graph build since the start (or an eviction) that would read more "
+            "points than this (its turns and facts less those on disk) runs in the background, "
+            "as a large scope's does: a point read and parsed costs about 0.1 ms."
+        ),
+    )
     graph_wait_seconds: float = Field(
-        1.0,
+        0.05,
         ge=0,
         le=60,
         description=(
-            "How long the query that starts a large scope's first graph build waits for it "
-            "before it goes on without the graph (0: not at all)."
+            "How long the query that starts a graph build in the background (a large scope's, "
+            "or one of many reads) waits for it before it goes on without the graph "
+            "(0: not at all)."
         ),
     )
     cache_similarity: float = Field(

@@ -54,7 +54,8 @@ class GraphChannel:
         reply_weight: float = REPLY_WEIGHT,
         cache_bytes: int = 256 * 2**20,
         large_scope: int = 20_000,
-        wait_seconds: float = 1.0,
+        inline_reads: int = 1_000,
+        wait_seconds: float = 0.05,
         files: FeatureFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -63,6 +64,7 @@ class GraphChannel:
             semantic,
             refresh_seconds=refresh_seconds,
             large_scope=large_scope,
+            inline_reads=inline_reads,
             wait_seconds=wait_seconds,
             kinds=kinds,
             reply_weight=reply_weight,

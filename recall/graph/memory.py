@@ -10,11 +10,14 @@ the cached build (:meth:`MemoryGraphs.forget_scope`).
 
 A large scope (``large_scope`` memories or more) is built in the background, one build at a
 time, so that no query waits seconds for it (200,000 memories read from a cold store: 5-25 s).
-The query that starts its first build waits for it ``wait_seconds`` at most; until it is done
-the graph is not ready for the scope (:class:`recall.ChannelNotReady`: the query goes on with
-the other channels). After a write its queries use the previous build while the next one
-runs, and a build younger than ten times its own duration is not redone, so that under steady
-writes a scope spends at most a tenth of its time rebuilding. ``refresh_seconds`` (0 by
+So is a scope's first build here that would read more than ``inline_reads`` points (the
+memories its feature file lacks): reading and parsing a point costs about 0.1 ms, so a user of
+5,000 memories never asked before would wait about a second. The query that starts such a
+first build waits for it ``wait_seconds`` at most; until it is done the graph is not ready for
+the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
+After a large scope's write its queries use the previous build while the next one runs, and
+a build younger than ten times its own duration is not redone, so that under steady writes a
+scope spends at most a tenth of its time rebuilding. ``refresh_seconds`` (0 by
 default) sets such a window for every scope.
 """
 
@@ -68,7 +71,8 @@ class MemoryGraphs:
         *,
         refresh_seconds: float = 0.0,
         large_scope: int = 20_000,
-        wait_seconds: float = 1.0,
+        inline_reads: int = 1_000,
+        wait_seconds: float = 0.05,
         max_bytes: int = 256 * 2**20,
         max_points: int = 200_000,
         kinds: tuple[str, ...] = MEMORY_KINDS,
@@ -82,6 +86,7 @@ class MemoryGraphs:
         self.reply_weight = reply_weight
         self.refresh_seconds = refresh_seconds
         self.large_scope = large_scope
+        self.inline_reads = inline_reads
         self.wait_seconds = wait_seconds
         self.max_bytes = max_bytes
         self.nbytes = 0  # what the kept graphs hold (ScopeGraph.nbytes)
@@ -149,7 +154,8 @@ class MemoryGraphs:
         """The scope's graph: the cached build while it is current (or young: see the
         module's text), else a new one (one build per scope at a time). Raises
         :class:`recall.ChannelNotReady` while a large scope's first build runs (after
-        ``wait_seconds`` for the query that started it)."""
+        ``wait_seconds`` for the query that started it), and so while a first build that
+        reads more than ``inline_reads`` points runs."""
         key = (scope.user_id, scope.agent_id)
         with self._lock:
             entry = self._entries.get(key)
@@ -161,7 +167,7 @@ class MemoryGraphs:
                 return entry.graph  # the previous build until the next is done
             if key in self._pending:
                 raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
-        if self._large(scope, vectors):
+        if self._behind_first(scope, vectors):
             with self._lock:
                 self._build_behind(key, scope, vectors)
                 self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
@@ -171,16 +177,24 @@ class MemoryGraphs:
             raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         return self._built(key, scope, vectors)
 
-    def _large(self, scope: Scope, vectors: VectorStore) -> bool:
-        """Whether the scope, never built here or evicted, holds ``large_scope`` memories or
-        more (counted: the engine's count, a few ms)."""
+    def _behind_first(self, scope: Scope, vectors: VectorStore) -> bool:
+        """Whether the scope, never built here or evicted, is built in the background: it
+        holds ``large_scope`` memories or more, or its build would read more than
+        ``inline_reads`` points (its memories less the rows of its feature file). Counted
+        with the engine's count, a few ms, and the file's ids."""
+        flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, include_superseded=False)
         kinds = self.kinds
         if "episode_turn" in kinds:
             kinds = tuple(dict.fromkeys((*kinds, *FALLBACK_KINDS)))
-        flt = PointFilter(
-            user_id=scope.user_id, agent_id=scope.agent_id, kinds=kinds, include_superseded=False
-        )
-        return vectors.count(flt) >= self.large_scope
+        memories = vectors.count(replace(flt, kinds=kinds))
+        if memories >= self.large_scope:
+            return True
+        if memories <= self.inline_reads:
+            return False
+        if kinds != self.kinds:  # the fallback's chunks are read only when there is no turn
+            memories = vectors.count(replace(flt, kinds=self.kinds)) or memories
+        on_file = self.files.rows(scope) if self.files is not None else 0
+        return memories - on_file > self.inline_reads
 
     def _build_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
         """Start the scope's build in the background (self._lock held), unless one is under

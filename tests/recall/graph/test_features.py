@@ -1,13 +1,17 @@
 """The graph's features on disk (recall.graph.features.FeatureFiles): a scope built again after
 a restart reads its features from the file and only the points the file lacks; Forget leaves
 no file and no byte of the user's names, even with a build's save under way; an unreadable
-file is ignored and written again; a full disk writes nothing. Real RocksDB, NetworkXGraph and
+file is ignored and written again; a full disk writes nothing; a first build that would read
+many points runs behind the query. Real RocksDB, NetworkXGraph and
 embedded engine (tests.recall.world's World)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from recall import ChannelNotReady
 from recall.graph.features import Features, FeatureTable
 from recall.graph.files import FeatureFiles
 from recall.graph.memory import MemoryGraphs
@@ -61,6 +65,30 @@ def test_a_build_after_a_restart_reads_the_file_and_only_new_points(world: World
     assert "dave" in graph.entities
 
 
+def test_a_first_build_of_many_reads_runs_behind_the_query_and_one_from_its_file_in_it(
+    world: World, tmp_path: Path
+):
+    fill(world)  # A: four turns and a fact
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    graphs = MemoryGraphs(world.semantic, files=files, inline_reads=4, wait_seconds=0)
+    with pytest.raises(ChannelNotReady, match="alice"):
+        graphs.get(A, world.vectors)  # five points to read: more than four
+    assert graphs.get(B, world.vectors).count == 4  # four: built by the query
+    assert graphs.idle(30)
+    assert graphs.get(A, world.vectors).count == 5
+    assert files.rows(A) == 5
+    graphs.close()
+
+    world.turn(A, "Melanie", "We met Dave at Clay Corner.", seq=20)
+    world.turn(A, "Melanie", "Dave likes Lisbon.", seq=21)
+    reads = CountingReads(world.vectors)
+    restarted = MemoryGraphs(world.semantic, files=files, inline_reads=4, wait_seconds=0)
+    graph = restarted.get(A, reads)  # type: ignore[arg-type]
+    assert reads.read == 2  # the file holds the rest: built by the query
+    assert_same(graph, scratch(world, A), "a build from the file")
+    restarted.close()
+
+
 def test_a_file_holding_points_deleted_since_is_rewritten_without_them(
     world: World, tmp_path: Path
 ):
@@ -109,6 +137,7 @@ def test_an_unreadable_file_is_ignored_and_written_again(world: World, tmp_path:
     MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
     (file,) = files_of(tmp_path / "graphs")
     file.write_bytes(b'{"format": 1, "rows": [["cut')
+    assert files.rows(A) == 0
 
     graph = MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
     assert_same(graph, scratch(world, A), "an unreadable file")
