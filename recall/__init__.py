@@ -40,8 +40,8 @@ class RerankFailed(RecallError):
 
 class ChannelNotReady(RecallError):
     """A channel has nothing for the query's scope yet: what it searches is being built in
-    the background (the graph of a large scope). The engine reports the channel as degraded,
-    without a warning, and goes on with the others."""
+    the background (a scope's graph: see :mod:`recall.graph.memory`). The engine reports the
+    channel as degraded, without a warning, and goes on with the others."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,8 @@ class GraphChannel:
     def speakers(self, scope: Scope) -> frozenset[str]:
         """The normalized names of the scope's speakers, short forms included (its graph's:
         built or rebuilt here when a write made it stale). Raises
-        :class:`recall.ChannelNotReady` while a large scope's first build runs."""
+        :class:`recall.ChannelNotReady` while the scope's first build runs in the background
+        (:class:`recall.graph.memory.MemoryGraphs`)."""
         _embedder, vectors = self._semantic.wait_ready(0)
         return self.graphs.get(scope, vectors).speakers
 

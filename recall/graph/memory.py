@@ -98,7 +98,7 @@ class MemoryGraphs:
         self._builds: dict[tuple[str, str], threading.Lock] = {}
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
-        self._behind: ThreadPoolExecutor | None = None  # the large scopes' builds
+        self._behind: ThreadPoolExecutor | None = None  # the builds in the background
         self._pending: dict[tuple[str, str], Future[None]] = {}  # the background builds
         self._idle = threading.Condition(self._lock)  # notified as a background build ends
         self._closed = False
