@@ -248,13 +248,13 @@ class RecallSettings(Recipe):
         ),
     )
     graph_wait_seconds: float = Field(
-        0.05,
+        0.0,
         ge=0,
         le=60,
         description=(
             "How long the query that starts a graph build in the background (a large scope's, "
             "or one of many reads) waits for it before it goes on without the graph "
-            "(0: not at all)."
+            "(0: not at all; such a build takes 0.1 s or more)."
         ),
     )
     cache_similarity: float = Field(

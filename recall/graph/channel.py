@@ -55,7 +55,7 @@ class GraphChannel:
         cache_bytes: int = 256 * 2**20,
         large_scope: int = 20_000,
         inline_reads: int = 1_000,
-        wait_seconds: float = 0.05,
+        wait_seconds: float = 0.0,
         files: FeatureFiles | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -72,7 +72,7 @@ class MemoryGraphs:
         refresh_seconds: float = 0.0,
         large_scope: int = 20_000,
         inline_reads: int = 1_000,
-        wait_seconds: float = 0.05,
+        wait_seconds: float = 0.0,
         max_bytes: int = 256 * 2**20,
         max_points: int = 200_000,
         kinds: tuple[str, ...] = MEMORY_KINDS,
