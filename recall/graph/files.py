@@ -163,7 +163,7 @@ class FeatureFiles:
         try:
             with np.load(self._file(scope), allow_pickle=False) as archive:
                 return len(archive["ids"])
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile):
             return 0
 
     def save(self, scope: Scope, table: FeatureTable, generation: int) -> bool:

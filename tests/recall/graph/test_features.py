@@ -71,22 +71,26 @@ def test_a_first_build_of_many_reads_runs_behind_the_query_and_one_from_its_file
     fill(world)  # A: four turns and a fact
     files = FeatureFiles(tmp_path / "graphs", min_memories=1)
     graphs = MemoryGraphs(world.semantic, files=files, inline_reads=4, wait_seconds=0)
-    with pytest.raises(ChannelNotReady, match="alice"):
-        graphs.get(A, world.vectors)  # five points to read: more than four
-    assert graphs.get(B, world.vectors).count == 4  # four: built by the query
-    assert graphs.idle(30)
-    assert graphs.get(A, world.vectors).count == 5
-    assert files.rows(A) == 5
-    graphs.close()
+    try:
+        with pytest.raises(ChannelNotReady, match="alice"):
+            graphs.get(A, world.vectors)  # five points to read: more than four
+        assert graphs.get(B, world.vectors).count == 4  # four: built by the query
+        assert graphs.idle(30)
+        assert graphs.get(A, world.vectors).count == 5
+        assert files.rows(A) == 5
+    finally:
+        graphs.close()
 
     world.turn(A, "Melanie", "We met Dave at Clay Corner.", seq=20)
     world.turn(A, "Melanie", "Dave likes Lisbon.", seq=21)
     reads = CountingReads(world.vectors)
     restarted = MemoryGraphs(world.semantic, files=files, inline_reads=4, wait_seconds=0)
-    graph = restarted.get(A, reads)  # type: ignore[arg-type]
-    assert reads.read == 2  # the file holds the rest: built by the query
-    assert_same(graph, scratch(world, A), "a build from the file")
-    restarted.close()
+    try:
+        graph = restarted.get(A, reads)  # type: ignore[arg-type]
+        assert reads.read == 2  # the file holds the rest: built by the query
+        assert_same(graph, scratch(world, A), "a build from the file")
+    finally:
+        restarted.close()
 
 
 def test_a_file_holding_points_deleted_since_is_rewritten_without_them(
