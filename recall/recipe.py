@@ -244,7 +244,7 @@ class RecallSettings(Recipe):
         description=(
             "A scope's first graph build since the start (or an eviction) that would read more "
             "points than this (its turns and facts less those on disk) runs in the background, "
-            "as a large scope's does: a point read and parsed costs about 0.1 ms."
+            "as a large scope's does: a point read and parsed costs 0.1-0.3 ms."
         ),
     )
     graph_wait_seconds: float = Field(

@@ -11,7 +11,7 @@ the cached build (:meth:`MemoryGraphs.forget_scope`).
 A large scope (``large_scope`` memories or more) is built in the background, one build at a
 time, so that no query waits seconds for it (200,000 memories read from a cold store: 5-25 s).
 So is a scope's first build here that would read more than ``inline_reads`` points (the
-memories its feature file lacks): reading and parsing a point costs about 0.1 ms, so a user of
+memories its feature file lacks): reading and parsing a point costs 0.1-0.3 ms, so a user of
 5,000 memories never asked before would wait about a second. The query that starts such a
 first build waits for it ``wait_seconds`` at most; until it is done the graph is not ready for
 the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
