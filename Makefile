@@ -14,7 +14,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates bench-cold bench-scale protos docs clean
+.PHONY: run test test-fast lint lock-check lock pytest bench bench-recall learned-fusion bench-load bench-build bench-forget bench-fleet bench-index bench-long-session bench-updates bench-cold bench-scale bench-cold-disk protos docs clean
 
 # Both distributions of the repository, editable: the client (daemon/client/, stratad-client)
 # and the daemon (stratad), which depends on it.
@@ -145,6 +145,11 @@ bench-cold: $(STAMP)
 # (issue 44). SCALE="--points 10000000 --dir /big/disk" for ten million.
 bench-scale: $(STAMP)
 	$(BIN)/python -m tests.bench.scale $(SCALE)
+
+# A small user's first Recall once the page cache is dropped (root only), on a store kept by
+# bench-scale: COLD_DISK="--dir /big/disk --set STRATA_VECTORS__RESCORE=true" etc.
+bench-cold-disk: $(STAMP)
+	$(BIN)/python -m tests.bench.cold_disk $(COLD_DISK)
 
 # What a Forget costs at 100k and at 400k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)

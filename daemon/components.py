@@ -241,6 +241,7 @@ def qdrant_vectors(s: Settings) -> VectorStore:
     return QdrantVectorStore.from_url(
         s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys,
         quantization=s.vectors.quantization, originals=s.vectors.originals,
+        rescore=s.vectors.rescore,
     )  # fmt: skip
 
 
@@ -251,7 +252,7 @@ def embedded_vectors(s: Settings) -> VectorStore:
     v = s.vectors
     return ShardedVectorStore(
         edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization,
-        originals=v.originals,
+        originals=v.originals, rescore=v.rescore,
     )  # fmt: skip
 
 

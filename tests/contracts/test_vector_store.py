@@ -524,6 +524,40 @@ def test_quantized_searches_score_on_the_original_vectors(backend, opened, quant
     check(again)
 
 
+def test_int8_searches_without_rescoring_score_on_the_int8_vectors(backend, opened):
+    """``vectors.rescore`` false: over a segment quantized with "int8", a dense search's hits
+    and scores are the int8 vectors' (no original is read): each score is within int8's
+    rounding of the exact cosine, and differs from it where the engine indexes the segment;
+    the point planted nearest each query still ranks first. Reopened with rescoring, the
+    scores are the exact cosines again."""
+    backend.quantization, backend.rescore = "int8", False
+    store = opened.open()
+    store.ensure(MODEL, INDEXED_DIM)
+    points, asked = indexable_points(queries=8, seed=5, count=points_for(backend))
+    for start in range(0, len(points), 1000):
+        store.upsert(points[start : start + 1000])
+    exact = np.array([p.dense for p in points]) @ np.array(asked).T
+    row = {p.id: n for n, p in enumerate(points)}
+    store.optimize()
+
+    def errors(s: VectorStore) -> list[float]:
+        found = []
+        for i, query in enumerate(asked):
+            hits = s.search_dense(list(query), alice(), limit=10)
+            assert hits[0].point.id == points[i].id
+            found += [abs(hit.score - exact[row[hit.point.id], i]) for hit in hits]
+        return found
+
+    approximate = errors(store)
+    assert max(approximate) < 0.02
+    if backend.indexes:  # local mode has no segment to quantize: its scores are exact
+        assert max(approximate) > 1e-4
+    backend.rescore = True
+    again = opened.reopen(store)
+    again.ensure(MODEL, INDEXED_DIM)
+    assert max(errors(again)) < 2e-5
+
+
 @pytest.mark.parametrize("originals", ["float16", "float32"])
 def test_originals_keep_their_type_and_score_within_it(backend, opened, originals):
     """``vectors.originals``: a store made with float16 originals scores each hit within

@@ -51,6 +51,7 @@ class Backend:
     name = ""
     quantization: Quantization = "none"  # what the stores it opens are given
     originals: Originals = "float32"
+    rescore = True
     indexes = True  # the engine indexes a segment once it holds :data:`INDEXED_POINTS`
 
     def open(self) -> VectorStore:
@@ -70,7 +71,12 @@ class EdgeBackend(Backend):
         self.path = path
 
     def open(self) -> VectorStore:
-        return EdgeVectorStore(self.path, quantization=self.quantization, originals=self.originals)
+        return EdgeVectorStore(
+            self.path,
+            quantization=self.quantization,
+            originals=self.originals,
+            rescore=self.rescore,
+        )
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()  # the shard is locked while open
@@ -89,7 +95,11 @@ class ShardedBackend(Backend):
 
     def open(self) -> VectorStore:
         return ShardedVectorStore(
-            self.path, self.shards, quantization=self.quantization, originals=self.originals
+            self.path,
+            self.shards,
+            quantization=self.quantization,
+            originals=self.originals,
+            rescore=self.rescore,
         )
 
     def reopen(self, store: VectorStore) -> VectorStore:
@@ -109,7 +119,11 @@ class MemoryBackend(Backend):
 
     def open(self) -> VectorStore:
         return QdrantVectorStore(
-            self.client, shards=SHARDS, quantization=self.quantization, originals=self.originals
+            self.client,
+            shards=SHARDS,
+            quantization=self.quantization,
+            originals=self.originals,
+            rescore=self.rescore,
         )
 
     def reopen(self, store: VectorStore) -> VectorStore:
@@ -135,6 +149,7 @@ class ServerBackend(Backend):
             shards=SHARDS,
             quantization=self.quantization,
             originals=self.originals,
+            rescore=self.rescore,
         )
 
     def reopen(self, store: VectorStore) -> VectorStore:

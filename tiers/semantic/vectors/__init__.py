@@ -42,10 +42,10 @@ KINDS: tuple[str, ...] = get_args(Kind)
 DENSE = "dense"
 SPARSE = "sparse"
 # How a store keeps its dense vectors for search: as they are, or with an int8 copy searched
-# first and the originals (on disk) read to rescore the candidates (``vectors.quantization``),
+# and the originals on disk, read only to rescore (``vectors.quantization``, ``rescore``)
 Quantization = Literal["none", "int8"]
 Originals = Literal["float32", "float16"]  # of type ``vectors.originals``, fixed at a shard's make
-# Candidates a quantized search takes per hit asked for, scored again on the original vectors.
+# Candidates a quantized search takes per hit asked for, rescored (with ``vectors.rescore``).
 RESCORE_OVERSAMPLING = 2.0
 COLLECTION = "strata_memory"
 MAX_SHARDS = 256  # shards of a store at most (the embedded store's shard-NNN directories)

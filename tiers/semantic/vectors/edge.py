@@ -110,10 +110,12 @@ class EdgeVectorStore:
         quantization: Quantization = "none",
         *,
         originals: Originals = "float32",
+        rescore: bool = True,
         count_terms: bool = True,
     ) -> None:
         self.path = path
         self.quantization: Quantization = quantization
+        self.rescore = rescore  # int8 candidates scored again on the originals
         # the live shard, its builds and purges; shards made from now on keep ``originals``
         self.live = EdgeBuilds(path, quantization, originals)
         self._count_terms = count_terms  # at open (False: the sharded store read its counts)
@@ -370,7 +372,7 @@ class EdgeVectorStore:
             limit=limit,
             query=Query.Nearest(vector, using=using),
             filter=build_filter(flt),
-            params=search_params(self.quantization) if using == DENSE else None,
+            params=search_params(self.quantization, self.rescore) if using == DENSE else None,
             with_payload=False,  # the points come from the cache, the missing ones by id
         )
         snapshot = self._points.snapshot()

@@ -125,11 +125,14 @@ def config(
     )
 
 
-def search_params(quantization: Quantization) -> SearchParams:
-    """A dense search's parameters: with ``"int8"``, the candidates found on the int8 vectors
-    (:data:`RESCORE_OVERSAMPLING` times the limit) are scored again on the original vectors,
-    so every score is the cosine of the originals; with ``"none"``, the int8 vectors are not
-    used."""
+def search_params(quantization: Quantization, rescore: bool = True) -> SearchParams:
+    """A dense search's parameters: with ``"int8"`` and ``rescore``, the candidates found on
+    the int8 vectors (:data:`RESCORE_OVERSAMPLING` times the limit) are scored again on the
+    original vectors, so every score is the cosine of the originals; without ``rescore``, the
+    hits and their scores are the int8 vectors' (no original is read); with ``"none"``, the
+    int8 vectors are not used."""
+    if quantization == "int8" and not rescore:
+        return SearchParams(quantization=QuantizationSearchParams(rescore=False))
     if quantization == "int8":
         return SearchParams(
             quantization=QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)

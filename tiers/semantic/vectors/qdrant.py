@@ -14,10 +14,10 @@ delete that names a user, passes that key (``shard_key_selector``): it reaches t
 Reads and deletes without a user, and ``set_valid_to``, pass none: they reach every shard. A
 collection without shard keys (made before) is used without selectors, as before.
 
-Every write waits for the server to apply it (``wait=True``); ``optimize()`` and ``flush()``
-do nothing (the server optimizes and persists in the background). Writes are serialized by a
-lock (``delete``'s count-then-delete is atomic with respect to this process's writes); in
-local mode reads take it too: the local engine is plain Python dicts.
+Every write waits for the server to apply it (``wait=True``); ``optimize()`` and ``flush()`` do
+nothing (the server optimizes and persists in the background). Writes are serialized by a lock
+(``delete``'s count-then-delete is atomic with respect to this process's writes); in local mode
+reads take it too: the local engine is plain Python dicts.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class QdrantVectorStore:
         shards: int = 1,
         quantization: Quantization = "none",
         originals: Originals = "float32",  # of a collection this store creates
+        rescore: bool = True,  # int8 candidates scored again on the originals
     ) -> None:
         if shards < 1:
             raise ValueError(f"a collection has at least one shard key, not {shards}")
@@ -84,6 +85,7 @@ class QdrantVectorStore:
         self.collection = collection
         self.shards = shards  # the shard keys of a collection this store creates
         self.quantization: Quantization = quantization
+        self._dense = search_params(quantization, rescore)  # a dense search's parameters
         self.originals: Originals = originals
         self._keys = 0  # the collection's shard keys (0: none, a collection made before)
         options = client.init_options
@@ -104,11 +106,11 @@ class QdrantVectorStore:
         shards: int = 1,
         quantization: Quantization = "none",
         originals: Originals = "float32",
+        rescore: bool = True,
     ) -> QdrantVectorStore:
-        """A store on the Qdrant server (or cluster) at ``url``. Nothing is sent before
-        :meth:`ensure`."""
+        """A store on the Qdrant server or cluster at ``url`` (nothing sent before ensure)."""
         client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
-        return cls(client, collection, shards, quantization, originals)
+        return cls(client, collection, shards, quantization, originals, rescore)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -343,7 +345,7 @@ class QdrantVectorStore:
                 using=using,
                 query_filter=build_filter(flt),
                 limit=limit,
-                search_params=search_params(self.quantization) if using == DENSE else None,
+                search_params=self._dense if using == DENSE else None,
                 with_payload=True,
                 with_vectors=False,
                 shard_key_selector=self._route(flt.user_id),

@@ -115,9 +115,11 @@ def quantization_config(quantization: Quantization) -> models.ScalarQuantization
     )
 
 
-def search_params(quantization: Quantization) -> models.SearchParams:
-    """A dense search's: rescored on the original vectors with int8, which are not used
-    otherwise (:func:`tiers.semantic.vectors.edge_config.search_params`)."""
+def search_params(quantization: Quantization, rescore: bool = True) -> models.SearchParams:
+    """A dense search's: with int8, rescored on the original vectors unless not ``rescore``;
+    the originals only otherwise (:func:`tiers.semantic.vectors.edge_config.search_params`)."""
+    if quantization == "int8" and not rescore:
+        return models.SearchParams(quantization=models.QuantizationSearchParams(rescore=False))
     if quantization == "int8":
         return models.SearchParams(
             quantization=models.QuantizationSearchParams(

@@ -54,12 +54,14 @@ class ShardSet:
         quantization: Quantization,
         *,
         originals: Originals = "float32",
+        rescore: bool = True,
         open_behind: bool = True,
     ) -> None:
         self.path = path
         self.count = count
         self.quantization: Quantization = quantization
         self.originals: Originals = originals
+        self.rescore = rescore
         self.lock = threading.Lock()  # closing (and the owner's opening of the store)
         self._locks = [threading.Lock() for _ in range(count)]  # opening or making shard i
         self._frequencies = frequencies
@@ -186,6 +188,7 @@ class ShardSet:
             self._points,
             self.quantization,
             originals=self.originals,
+            rescore=self.rescore,
             count_terms=count_terms or recount,
         )
         try:

@@ -84,18 +84,18 @@ class ShardedVectorStore:
         quantization: Quantization = "none",
         *,
         originals: Originals = "float32",
+        rescore: bool = True,
         open_behind: bool = True,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
         self.path = path
         self.shards = shards
-        self.quantization: Quantization = quantization  # every shard's
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
         self._points = PointCache(point_cache)  # every shard's decoded points
         self._set = ShardSet(
             path, shards, self._frequencies, self._points, quantization,
-            originals=originals, open_behind=open_behind,
+            originals=originals, rescore=rescore, open_behind=open_behind,
         )  # fmt: skip
         self._ledger: ShardLedger | None = None
         self._model = ""
