@@ -492,6 +492,20 @@ def test_reopen_and_optimize_keep_points_and_results(store, opened):
     assert again.get([pts[0].id])[0].valid_to_us == T0 + 1
 
 
+def built(
+    opened: Opened, count: int, seed: int
+) -> tuple[VectorStore, list[MemoryPoint], np.ndarray]:
+    """A store that ``opened`` opens, holding :func:`indexable_points` of ``seed``, built
+    (``optimize``): the store, its points and the 8 queries."""
+    store = opened.open()
+    store.ensure(MODEL, INDEXED_DIM)
+    points, asked = indexable_points(queries=8, seed=seed, count=count)
+    for start in range(0, len(points), 1000):
+        store.upsert(points[start : start + 1000])
+    store.optimize()
+    return store, points, asked
+
+
 @pytest.mark.parametrize("quantization", ["int8", "none"])
 def test_quantized_searches_score_on_the_original_vectors(backend, opened, quantization):
     """``vectors.quantization``: over an indexed segment (its vectors quantized with "int8"),
@@ -499,14 +513,9 @@ def test_quantized_searches_score_on_the_original_vectors(backend, opened, quant
     point planted nearest each query ranks first; reopened with the other setting (an
     upgrade, or a change back), the same holds."""
     backend.quantization = quantization
-    store = opened.open()
-    store.ensure(MODEL, INDEXED_DIM)
-    points, asked = indexable_points(queries=8, count=points_for(backend))
-    for start in range(0, len(points), 1000):
-        store.upsert(points[start : start + 1000])
+    store, points, asked = built(opened, points_for(backend), seed=5)
     exact = np.array([p.dense for p in points]) @ np.array(asked).T
     row = {p.id: n for n, p in enumerate(points)}
-    store.optimize()
 
     def check(s: VectorStore) -> None:
         for i, query in enumerate(asked):
@@ -531,14 +540,9 @@ def test_int8_searches_without_rescoring_score_on_the_int8_vectors(backend, open
     the point planted nearest each query still ranks first. Reopened with rescoring, the
     scores are the exact cosines again."""
     backend.quantization, backend.rescore = "int8", False
-    store = opened.open()
-    store.ensure(MODEL, INDEXED_DIM)
-    points, asked = indexable_points(queries=8, seed=5, count=points_for(backend))
-    for start in range(0, len(points), 1000):
-        store.upsert(points[start : start + 1000])
+    store, points, asked = built(opened, points_for(backend), seed=7)
     exact = np.array([p.dense for p in points]) @ np.array(asked).T
     row = {p.id: n for n, p in enumerate(points)}
-    store.optimize()
 
     def errors(s: VectorStore) -> list[float]:
         found = []
@@ -566,12 +570,7 @@ def test_originals_keep_their_type_and_score_within_it(backend, opened, original
     change, or a change back), the store keeps the type it was made with and answers the
     same."""
     backend.quantization, backend.originals = "int8", originals
-    store = opened.open()
-    store.ensure(MODEL, INDEXED_DIM)
-    points, asked = indexable_points(queries=8, seed=11, count=points_for(backend))
-    for start in range(0, len(points), 1000):
-        store.upsert(points[start : start + 1000])
-    store.optimize()
+    store, points, asked = built(opened, points_for(backend), seed=11)
     matrix = np.array([p.dense for p in points])
     exact = matrix @ np.array(asked).T
     within = 2e-5 if originals == "float32" else 5e-4
