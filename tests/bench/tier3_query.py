@@ -167,6 +167,7 @@ def measure_size(
     limit: int,
     seed: int,
     quantization: Quantization = "none",
+    rescore: bool = True,
 ) -> dict[str, Any]:
     keywords = KeywordEncoder()
     rng = np.random.default_rng(seed + 1)
@@ -176,7 +177,7 @@ def measure_size(
     sparse_q: list[SparseVector] = [keywords.embed_query(questions[int(p)]) for p in picks]
 
     with tempfile.TemporaryDirectory(prefix="strata-bench-tier3-") as tmp:
-        store = EdgeVectorStore(Path(tmp) / "vectors", quantization=quantization)
+        store = EdgeVectorStore(Path(tmp) / "vectors", quantization=quantization, rescore=rescore)
         store.ensure(EmbeddingSettings().model, int(pool.shape[1]))
         try:
 
@@ -217,6 +218,7 @@ def measure_size(
     return {
         "points": size,
         "quantization": quantization,
+        "rescore": rescore,
         "rss_mib": rss,
         "build_seconds": round(build, 3),
         "upsert_seconds": round(upsert, 3),
@@ -314,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=get_args(Quantization),
         help="the store's vectors.quantization (none)",
     )
+    parser.add_argument(
+        "--no-rescore",
+        action="store_true",
+        help="with int8: the store's vectors.rescore false (rescored by default)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -350,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.limit,
                 args.seed,
                 args.quantization,
+                not args.no_rescore,
             )
         )
 
