@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
+    for setting in args.set:
+        if not setting.startswith("STRATA_") or "=" not in setting:
+            parser.error(f"--set wants STRATA_NAME=value, not {setting!r}")
     if not os.access(DROP_CACHES, os.W_OK):
         parser.error(f"dropping the page cache needs root: {DROP_CACHES} is not writable")
     machine = machine_info()
