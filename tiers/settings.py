@@ -254,8 +254,8 @@ class VectorsSettings(Section):
         description=(
             'Dense vectors: "int8" keeps an int8 copy of each indexed segment\'s vectors in '
             "memory, searched first, and the originals (``originals``) on disk, read only to "
-            "rescore the candidates (``rescore``) (index builds 3x faster, a quarter of the "
-            'vectors\' memory; segments indexed after a change). "none": the originals only.'
+            "rescore the candidates with ``rescore``; index builds 3x faster, a quarter of the "
+            'vectors\' memory (segments indexed after a change). "none": the originals only.'
         ),
     )
     rescore: bool = Field(
