@@ -191,8 +191,10 @@ class MemoryGraphs:
             return True
         if memories <= self.inline_reads:
             return False
-        if kinds != self.kinds:  # the fallback's chunks are read only when there is no turn
-            memories = vectors.count(replace(flt, kinds=self.kinds)) or memories
+        # The fallback's chunks are read only when there is no turn (:meth:`_build`); with
+        # none, its facts and chunks are: ``memories`` as counted.
+        if kinds != self.kinds and vectors.count(replace(flt, kinds=("episode_turn",))):
+            memories = vectors.count(replace(flt, kinds=self.kinds))
         on_file = self.files.rows(scope) if self.files is not None else 0
         return memories - on_file > self.inline_reads
 

@@ -195,3 +195,27 @@ def test_steady_writes_rewrite_the_file_per_tenth_and_a_delete_at_once(
     graphs.get(A, world.vectors)
     assert files.saves == 4  # memories went: their names leave the file at once
     assert not any(b"zanzibar" in f.read_bytes() for f in files_of(tmp_path / "graphs"))
+
+
+def test_a_scope_without_turns_counts_its_chunks_among_the_reads_of_a_first_build(
+    world: World, tmp_path: Path
+):
+    for seq in range(1, 6):  # A: five chunks and a fact, no turn: the build reads all six
+        world.chunk(A, (seq,), text=f"Melanie talked about Lisbon, part {seq}.")
+    world.fact(A, "Melanie", "visited", "Lisbon", seqs=(9,))
+    world.turn(B, "Jon", "Lisbon again?", seq=1)  # B: two turns, two chunks and a fact
+    world.turn(B, "Jon", "Lisbon once more?", seq=2)
+    world.chunk(B, (1,))
+    world.chunk(B, (2,))
+    world.fact(B, "Jon", "visited", "Lisbon", seqs=(1,))
+    graphs = MemoryGraphs(
+        world.semantic, files=FeatureFiles(tmp_path / "graphs"), inline_reads=4, wait_seconds=0
+    )
+    try:
+        with pytest.raises(ChannelNotReady, match="alice"):
+            graphs.get(A, world.vectors)  # one fact alone would be read in the query
+        assert graphs.get(B, world.vectors).count == 3  # its turns and its fact: three reads
+        assert graphs.idle(30)
+        assert graphs.get(A, world.vectors).count == 6
+    finally:
+        graphs.close()
