@@ -57,8 +57,17 @@ class Backend:
     def open(self) -> VectorStore:
         raise NotImplementedError
 
+    def options(self) -> dict[str, Any]:
+        """The vector options every store it opens is given."""
+        return {
+            "quantization": self.quantization,
+            "originals": self.originals,
+            "rescore": self.rescore,
+        }
+
     def reopen(self, store: VectorStore) -> VectorStore:
-        raise NotImplementedError
+        store.close()  # the storage is locked while a store has it open
+        return self.open()
 
     def cleanup(self) -> None:
         pass
@@ -71,16 +80,7 @@ class EdgeBackend(Backend):
         self.path = path
 
     def open(self) -> VectorStore:
-        return EdgeVectorStore(
-            self.path,
-            quantization=self.quantization,
-            originals=self.originals,
-            rescore=self.rescore,
-        )
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        store.close()  # the shard is locked while open
-        return self.open()
+        return EdgeVectorStore(self.path, **self.options())
 
 
 class ShardedBackend(Backend):
@@ -94,17 +94,7 @@ class ShardedBackend(Backend):
         self.shards = shards or SHARDS
 
     def open(self) -> VectorStore:
-        return ShardedVectorStore(
-            self.path,
-            self.shards,
-            quantization=self.quantization,
-            originals=self.originals,
-            rescore=self.rescore,
-        )
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        store.close()
-        return self.open()
+        return ShardedVectorStore(self.path, self.shards, **self.options())
 
 
 class MemoryBackend(Backend):
@@ -118,13 +108,7 @@ class MemoryBackend(Backend):
         self.client = QdrantClient(":memory:")
 
     def open(self) -> VectorStore:
-        return QdrantVectorStore(
-            self.client,
-            shards=SHARDS,
-            quantization=self.quantization,
-            originals=self.originals,
-            rescore=self.rescore,
-        )
+        return QdrantVectorStore(self.client, shards=SHARDS, **self.options())
 
     def reopen(self, store: VectorStore) -> VectorStore:
         return self.open()  # another store on the same client and collection
@@ -147,14 +131,8 @@ class ServerBackend(Backend):
             self.api_key,
             collection=self.collection,
             shards=SHARDS,
-            quantization=self.quantization,
-            originals=self.originals,
-            rescore=self.rescore,
+            **self.options(),
         )
-
-    def reopen(self, store: VectorStore) -> VectorStore:
-        store.close()
-        return self.open()
 
     def cleanup(self) -> None:
         client = QdrantClient(url=self.url, api_key=self.api_key)
