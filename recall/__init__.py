@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -198,6 +199,17 @@ class Closable(Protocol):
     nothing."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Deferring(Protocol):
+    """A channel whose background work a query may ask for (a scope's first graph build):
+    within ``deferred()``, a context entered around one query on its thread, that work waits
+    until the block ends, so that its reads do not slow the query's own (the engine holds
+    the interpreter through its reads). Nested blocks start it at the outermost one's end.
+    Raises nothing of its own."""
+
+    def deferred(self) -> AbstractContextManager[None]: ...
 
 
 class Reranker(Protocol):

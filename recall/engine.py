@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -26,6 +27,7 @@ from recall import (
     Channel,
     ChannelNotReady,
     Closable,
+    Deferring,
     Query,
     QueryContext,
     Reranker,
@@ -37,10 +39,10 @@ from recall.cache import QueryVectors, SemanticCache, cache_key
 from recall.cues.searches import CueSearches
 from recall.cues.speakers import mentioned
 from recall.cues.updates import current_first
-from recall.expansion import PARENTS, expand
+from recall.expansion import expand
 from recall.fusion import mmr, rrf
 from recall.messages import answers_first, fuse_messages, message_hits
-from recall.provenance import order_sources
+from recall.provenance import merge_by_sources, order_sources
 from recall.recipe import THREADS
 from recall.result import RecallResult
 from tiers.core.events import Events
@@ -49,7 +51,7 @@ from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
 from tiers.rights.forget.cascade import ScopeCache
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors import MemoryPoint, source_key
+from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
 T = TypeVar("T")
@@ -116,7 +118,21 @@ class RecallEngine:
         """:meth:`recall`, then ``answer`` on its result, on the same request thread: what
         a caller builds of the result (packing, the reply's messages) is not built on the
         event loop that serves the appends."""
-        return self._requests.submit(lambda: answer(self.recall(query)))
+
+        def run() -> T:
+            with self.deferred():
+                return answer(self.recall(query))
+
+        return self._requests.submit(run)
+
+    def deferred(self) -> ExitStack:
+        """A context around one query on its thread: the background work its channels are
+        asked for starts at its end (:class:`recall.Deferring`)."""
+        stack = ExitStack()
+        for channel in self._channels.values():
+            if isinstance(channel, Deferring):
+                stack.enter_context(channel.deferred())
+        return stack
 
     def scope_caches(self) -> list[ScopeCache]:
         """What holds per-user recall data (the semantic cache, channel caches), for Forget."""
@@ -125,6 +141,10 @@ class RecallEngine:
 
     def recall(self, query: Query) -> RecallResult:
         """Raises EmbeddingUnavailable while Tier 3 is starting."""
+        with self.deferred():
+            return self._recall(query)
+
+    def _recall(self, query: Query) -> RecallResult:
         timings: dict[str, float] = {}
         began = time.perf_counter()
         embedder, _vectors = self._semantic.wait_ready(0)
@@ -350,26 +370,6 @@ class RecallEngine:
             )
             return candidates, "none", f"{name} rerank failed ({exc}); fused order kept"
         return ordered + candidates[len(top) :], name, ""
-
-
-def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
-    """A hit whose source messages are all among a better hit's sources is the same
-    evidence: it merges into the better one (ids kept in ``merged_ids``), which keeps its
-    text. Digests and threads neither merge nor take others in: each tells its own part of
-    the story over many messages. Candidates must be sorted best first."""
-    kept: list[tuple[Candidate, set[tuple[str, int]]]] = []
-    for candidate in candidates:
-        if candidate.point.kind in PARENTS:
-            kept.append((candidate, set()))
-            continue
-        keys = {source_key(candidate.point, s) for s in candidate.point.sources}
-        for better, better_keys in kept:
-            if keys and keys <= better_keys:
-                better.merged_ids.append(candidate.point.id)
-                break
-        else:
-            kept.append((candidate, keys))
-    return [c for c, _ in kept]
 
 
 def _failed(name: str, exc: Exception, degraded: list[str]) -> None:

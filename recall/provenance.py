@@ -6,7 +6,9 @@ source is scored by the query's content words it contains, each weighted by how 
 among the candidate turns (an IDF over the turns at hand, so no corpus statistics are kept).
 A source's text comes from the candidates themselves: chunk points carry their turns' text,
 and a summary's or fact's source borrows it from any candidate that cites the same turn.
-Sources that match nothing keep their conversation order, after the ones that match.
+Sources that match nothing keep their conversation order, after the ones that match. A hit
+whose sources are all a better hit's is the same evidence: it merges into that one
+(:func:`merge_by_sources`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from recall import Candidate
+from recall.expansion import PARENTS
 from recall.words import content_stems, stem, tokens
-from tiers.semantic.vectors import Source
+from tiers.semantic.vectors import Source, source_key
 
 Key = tuple[str, int]  # (session_id, seq)
 
@@ -74,3 +77,23 @@ def order_sources(candidates: Sequence[Candidate], query: str) -> list[Candidate
             c = replace(c, point=replace(c.point, sources=ordered))
         out.append(c)
     return out
+
+
+def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
+    """A hit whose source messages are all among a better hit's sources is the same
+    evidence: it merges into the better one (ids kept in ``merged_ids``), which keeps its
+    text. Digests and threads neither merge nor take others in: each tells its own part of
+    the story over many messages. Candidates must be sorted best first."""
+    kept: list[tuple[Candidate, set[tuple[str, int]]]] = []
+    for candidate in candidates:
+        if candidate.point.kind in PARENTS:
+            kept.append((candidate, set()))
+            continue
+        keys = {source_key(candidate.point, s) for s in candidate.point.sources}
+        for better, better_keys in kept:
+            if keys and keys <= better_keys:
+                better.merged_ids.append(candidate.point.id)
+                break
+        else:
+            kept.append((candidate, keys))
+    return [c for c, _ in kept]

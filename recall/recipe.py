@@ -243,8 +243,9 @@ class RecallSettings(Recipe):
         ge=0,
         description=(
             "A scope's first graph build since the start (or an eviction) that would read more "
-            "points than this (its turns and facts less those on disk) runs in the background, "
-            "as a large scope's does: a point read and parsed costs 0.1-0.3 ms."
+            "points than this (its turns and facts, or its chunks and facts when it has no turn, "
+            "less those on disk) runs in the background, as a large scope's does: a point read "
+            "and parsed costs 0.1-0.3 ms."
         ),
     )
     graph_wait_seconds: float = Field(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 
 import numpy as np
@@ -80,6 +81,10 @@ class GraphChannel:
     def close(self) -> None:
         """Start no more graph builds (:meth:`MemoryGraphs.close`)."""
         self.graphs.close()
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """The builds a query asks for start after it (:meth:`MemoryGraphs.deferred`)."""
+        return self.graphs.deferred()
 
     def forget_scope(self, user_id: str) -> int:
         """Forget's hook: drop the user's cached graphs and their features on disk. Returns

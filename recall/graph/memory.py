@@ -27,8 +27,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -101,6 +102,7 @@ class MemoryGraphs:
         self._behind: ThreadPoolExecutor | None = None  # the builds in the background
         self._pending: dict[tuple[str, str], Future[None]] = {}  # the background builds
         self._idle = threading.Condition(self._lock)  # notified as a background build ends
+        self._local = threading.local()  # ``asked``: the builds a query defers (deferred)
         self._closed = False
         # Staged points are not in the vector store: the graph is built from its points.
         semantic.events.subscribe(Tier3Written, self._written)
@@ -136,9 +138,33 @@ class MemoryGraphs:
             behind.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             for key, future in list(self._pending.items()):
-                if future.cancelled():
+                if future.cancel() or future.cancelled():  # queued, or deferred (not running)
                     del self._pending[key]
             self._idle.notify_all()
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Within the block (one query, on its thread), a build this thread asks for behind
+        starts at the block's end, so that its reads do not slow the query's (the engine holds
+        the interpreter through its reads: ``docs/benchmarks.md``, a cold first visit). It is
+        pending meanwhile: a query of the scope is not ready. Nested blocks start the builds
+        at the outermost one's end. Not with ``wait_seconds``, where the query waits for its
+        build."""
+        if getattr(self._local, "asked", None) is not None or self.wait_seconds > 0:
+            yield
+            return
+        asked: list[tuple[tuple[str, str], Scope, VectorStore, Future[None]]] = []
+        self._local.asked = asked
+        try:
+            yield
+        finally:
+            self._local.asked = None
+            with self._lock:
+                for key, scope, vectors, held in asked:
+                    if self._pending.get(key) is held:  # not dropped by close meanwhile
+                        del self._pending[key]
+                        self._build_behind(key, scope, vectors)
+                self._idle.notify_all()
 
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
@@ -202,6 +228,12 @@ class MemoryGraphs:
         """Start the scope's build in the background (self._lock held), unless one is under
         way or the graphs are closed."""
         if key in self._pending or self._closed:
+            return
+        asked = getattr(self._local, "asked", None)
+        if asked is not None:  # at the end of the query's block (:meth:`deferred`)
+            held: Future[None] = Future()
+            asked.append((key, scope, vectors, held))
+            self._pending[key] = held
             return
         if self._behind is None:
             self._behind = ThreadPoolExecutor(1, "graph-build", lower_this_thread, (RECALL_NICE,))

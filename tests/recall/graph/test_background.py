@@ -165,3 +165,37 @@ def test_recall_goes_on_without_the_graph_until_it_is_built(
     with pytest.raises(ChannelNotReady):
         graph.graphs.get(B, world.vectors)  # the engine's close closed its channels' builds
     assert graph.graphs.idle(0)
+
+
+def test_a_build_a_recall_asks_for_starts_once_it_has_answered(
+    world: World, monkeypatch: pytest.MonkeyPatch
+):
+    world.turn(A, "Caroline", "I signed up for a pottery class.")
+    world.turn(A, "Melanie", "Pottery sounds fun, Caroline!", seq=2)
+    graph = GraphChannel(world.semantic, large_scope=1, wait_seconds=0)
+    keyword = KeywordChannel(world.semantic)
+    channels = {"vector": VectorChannel(world.semantic), "keyword": keyword, "graph": graph}
+    engine = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)  # as wired
+    answered = threading.Event()
+    building: list[bool] = []  # at each read of the build: had the recall answered?
+    ids, search = world.vectors.ids, keyword.search
+
+    def read(*args: Any, **kwargs: Any) -> list[str]:
+        building.append(answered.is_set())
+        return ids(*args, **kwargs)
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)  # a cold read: the build would run meanwhile
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(world.vectors, "ids", read)
+    monkeypatch.setattr(keyword, "search", slow)
+    try:
+        first = engine.recall(Query("What did Caroline sign up for?", A, 5, Recipe()))
+        answered.set()
+        assert first.degraded == ["graph"] and first.hits
+        assert graph.graphs.idle(30)
+        assert building and all(building)
+        assert engine.recall(Query("Pottery?", A, 5, Recipe())).degraded == []
+    finally:
+        engine.close()

@@ -219,3 +219,31 @@ def test_a_scope_without_turns_counts_its_chunks_among_the_reads_of_a_first_buil
         assert graphs.get(A, world.vectors).count == 6
     finally:
         graphs.close()
+
+
+def test_a_build_asked_for_behind_within_a_deferred_block_starts_at_its_end(
+    world: World, tmp_path: Path
+):
+    fill(world)  # A: four turns and a fact
+    graphs = MemoryGraphs(world.semantic, inline_reads=4, wait_seconds=0)
+    reads = CountingReads(world.vectors)
+    try:
+        with graphs.deferred():
+            with graphs.deferred(), pytest.raises(ChannelNotReady, match="alice"):
+                graphs.get(A, reads)  # type: ignore[arg-type]  # nested: the outer one starts it
+            with pytest.raises(ChannelNotReady, match="being built"):
+                graphs.get(A, reads)  # type: ignore[arg-type]
+            assert not graphs.idle(1) and reads.read == 0  # held, not started
+        assert graphs.idle(30) and reads.read == 5
+        assert graphs.get(A, world.vectors).count == 5
+
+        world.turn(B, "Jon", "Lisbon, Lisbon.", seq=9)  # B: five turns
+        with graphs.deferred():
+            with pytest.raises(ChannelNotReady, match="bob"):
+                graphs.get(B, world.vectors)
+            graphs.close()
+        assert graphs.idle(0)  # closed meanwhile: nothing started
+        with pytest.raises(ChannelNotReady, match="bob"):
+            graphs.get(B, world.vectors)
+    finally:
+        graphs.close()
