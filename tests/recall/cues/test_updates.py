@@ -171,10 +171,11 @@ def test_related_by_the_query_or_by_each_other():
 
     old, near, far = hit("old", "x", 1), hit("near", "y", 2), hit("far", "z", 3)
     staged = hit("staged", "w", 4)
-    related = related_by([1.0, 0.0, 0.0], dense, ["old", "near", "far", "staged"], 0.7, 0.5)
+    related = related_by([1.0, 0.0, 0.0], dense, 0.7, 0.5)
     assert related(old, near)  # 0.8 >= 0.7 x 1.0
     assert not related(old, far)  # neither near the query nor the old one
     assert not related(old, staged)  # no vector yet
-    assert len(reads) == 1, "the vectors are read once"
-    by_each_other = related_by([0.0, 1.0, 0.0], dense, ["old", "near"], 0.7, 0.5)
+    assert not related(near, staged) and related(old, near)
+    assert reads == [["old", "near"], ["far"], ["staged"]], "each vector read once, if asked"
+    by_each_other = related_by([0.0, 1.0, 0.0], dense, 0.7, 0.5)
     assert by_each_other(old, near)  # query: 0.6 >= 0.7 x 0.0; and old . near = 0.8
