@@ -176,26 +176,27 @@ def test_a_build_a_recall_asks_for_starts_once_it_has_answered(
     keyword = KeywordChannel(world.semantic)
     channels = {"vector": VectorChannel(world.semantic), "keyword": keyword, "graph": graph}
     engine = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)  # as wired
-    answered = threading.Event()
-    building: list[bool] = []  # at each read of the build: had the recall answered?
+    reads: list[str] = []  # the build's reads of the scope's ids
+    during: list[int] = []  # how many the build had made when the query's keyword search ended
     ids, search = world.vectors.ids, keyword.search
 
     def read(*args: Any, **kwargs: Any) -> list[str]:
-        building.append(answered.is_set())
+        reads.append(threading.current_thread().name)
         return ids(*args, **kwargs)
 
     def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.5)  # a cold read: the build would run meanwhile
-        return search(*args, **kwargs)
+        time.sleep(0.5)  # a cold read: a build started with the query would read meanwhile
+        found = search(*args, **kwargs)
+        during.append(len(reads))
+        return found
 
     monkeypatch.setattr(world.vectors, "ids", read)
     monkeypatch.setattr(keyword, "search", slow)
     try:
         first = engine.recall(Query("What did Caroline sign up for?", A, 5, Recipe()))
-        answered.set()
         assert first.degraded == ["graph"] and first.hits
         assert graph.graphs.idle(30)
-        assert building and all(building)
+        assert during == [0] and reads and all(r.startswith("graph-build") for r in reads)
         assert engine.recall(Query("Pottery?", A, 5, Recipe())).degraded == []
     finally:
         engine.close()
