@@ -13,7 +13,8 @@ time, so that no query waits seconds for it (200,000 memories read from a cold s
 So is a scope's first build here that would read more than ``inline_reads`` points (the
 memories its feature file lacks): reading and parsing a point costs 0.1-0.3 ms, so a user of
 5,000 memories never asked before would wait about a second. The query that starts such a
-first build waits for it ``wait_seconds`` at most; until it is done the graph is not ready for
+first build waits for it ``wait_seconds`` at most (with none, the build starts once that query
+has answered: :meth:`MemoryGraphs.deferred`); until it is done the graph is not ready for
 the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
 After a large scope's write its queries use the previous build while the next one runs, and
 a build younger than ten times its own duration is not redone, so that under steady writes a
@@ -100,7 +101,8 @@ class MemoryGraphs:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
         self._behind: ThreadPoolExecutor | None = None  # the builds in the background
-        self._pending: dict[tuple[str, str], Future[None]] = {}  # the background builds
+        # The background builds: running, queued, or held until a query's end (deferred)
+        self._pending: dict[tuple[str, str], Future[None]] = {}
         self._idle = threading.Condition(self._lock)  # notified as a background build ends
         self._local = threading.local()  # ``asked``: the builds a query defers (deferred)
         self._closed = False
@@ -226,7 +228,7 @@ class MemoryGraphs:
 
     def _build_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
         """Start the scope's build in the background (self._lock held), unless one is under
-        way or the graphs are closed."""
+        way or the graphs are closed; within a :meth:`deferred` block, at the block's end."""
         if key in self._pending or self._closed:
             return
         asked = getattr(self._local, "asked", None)
