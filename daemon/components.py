@@ -252,7 +252,7 @@ def embedded_vectors(s: Settings) -> VectorStore:
     v = s.vectors
     return ShardedVectorStore(
         edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization,
-        originals=v.originals, rescore=v.rescore,
+        originals=v.originals, rescore=v.rescore, preload=v.preload,
     )  # fmt: skip
 
 

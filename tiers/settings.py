@@ -245,8 +245,18 @@ class VectorsSettings(Section):
         le=10_000_000,
         description=(
             "Embedded store: memory points kept in memory for searches and reads, as bytes "
-            "(least recently used out; about 0.55 KB each, so 20,000 take about 11 MB, and the "
-            "1,000 read most recently also as objects, about 1.7 KB each; 0: none)."
+            "(least recently used out; about 0.9 KB each with their keys, so 200,000 take about "
+            "175 MB, and the 1,000 read most recently also as objects, about 1.7 KB each; 0: "
+            "none)."
+        ),
+    )
+    preload: bool = Field(
+        True,
+        description=(
+            "Embedded store: a user's first search reads its points into ``point_cache`` "
+            "behind it, once the searches pause (users of 512 points up to a quarter of the "
+            "cache; again at most every 10 minutes), so that its next searches read no point "
+            "from disk. False: the points a search finds are read as it finds them."
         ),
     )
     quantization: Quantization = Field(

@@ -9,7 +9,9 @@ A real ``stratad`` is started on the store (``--set STRATA_...=value`` adds sett
 asked one at a time (k 10, all channels): before each, the background graph build the previous
 one started (if it did) is waited for, the page cache is dropped and a user with no data is asked
 (the model and the shared files read again). Reported: those first visits, a second visit of
-each (warm), and the server's stages of both, p50 / p90 / max.
+each (warm), a later visit of each with another question, ``--settle`` seconds after the
+second ones (the users' points preloaded meanwhile: ``vectors.preload``), and the server's
+stages of each, p50 / p90 / max.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ QUESTIONS = (
     "when did they move house",
     "how is the new job going",
 )
+VISITS = ("cold", "warm", "later")
 BUILD_WAIT = 300.0  # a small user's graph, built behind: seconds at 10M
 
 
@@ -75,7 +78,9 @@ def visits(args: Any) -> dict[str, Any]:
         wait_logged(proc.log_path, "event=vectors.opened", OPENER_TIMEOUT)
         out: dict[str, Any] = {"start": started}
         with MemoryClient(proc.address, timeout=600) as c:
-            for visit in ("cold", "warm"):
+            for visit in VISITS:
+                if visit == "later":
+                    time.sleep(args.settle)
                 ms: list[float] = []
                 stages: dict[str, list[float]] = defaultdict(list)
                 behind = ""  # the user whose graph is being built behind their first visit
@@ -87,7 +92,8 @@ def visits(args: Any) -> dict[str, Any]:
                         drop_page_cache()
                         c.recall("the model and the shared files", user_id="nobody", k=10)
                     began = time.perf_counter()
-                    reply = c.recall(QUESTIONS[i % len(QUESTIONS)], user_id=user, k=10)
+                    asked = QUESTIONS[(i + (visit == "later")) % len(QUESTIONS)]
+                    reply = c.recall(asked, user_id=user, k=10)
                     ms.append((time.perf_counter() - began) * 1000)
                     behind = user if "graph" in reply.degraded_channels else ""
                     for stage in reply.timings:
@@ -96,6 +102,7 @@ def visits(args: Any) -> dict[str, Any]:
                     "ms": figures(ms),
                     "stages": {s: figures(v) for s, v in stages.items()},
                 }
+        out["preloaded"] = proc.log_path.read_text(errors="replace").count("vectors.preloaded ")
         return out
     finally:
         proc.terminate(120)
@@ -108,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-users", type=int, default=3, help="the fill's --big-users")
     parser.add_argument("--sample", type=int, default=30, help="small users asked")
     parser.add_argument("--seed", type=int, default=30)
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds before later visits")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
@@ -120,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     result = visits(args)
     print(format_machine(machine))
     print(f"settings: {args.set or 'defaults'}; {args.sample} small users of {args.dir}")
-    for visit in ("cold", "warm"):
+    print(f"users preloaded: {result['preloaded']}")
+    for visit in VISITS:
         row = result[visit]
         print(f"{visit} visits: {row['ms']} ms")
         for stage, f in row["stages"].items():

@@ -59,7 +59,7 @@ from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_builds import EdgeBuilds
 from tiers.semantic.vectors.edge_config import made_with, search_params
 from tiers.semantic.vectors.edge_delete import delete_points
-from tiers.semantic.vectors.edge_filter import build_filter
+from tiers.semantic.vectors.edge_filter import build_filter, require_scope
 from tiers.semantic.vectors.edge_shard import (
     READ_PAGE,
     SIDECAR,
@@ -88,11 +88,6 @@ log = logging.getLogger("strata.vectors")
 def _of(record: Record, user_id: str) -> bool:
     """Whether a retrieved record is ``user_id``'s (any user's when it is empty)."""
     return not user_id or (record.payload or {}).get("user_id") == user_id
-
-
-def _require_scope(flt: PointFilter) -> None:
-    if not flt.user_id:
-        raise ValueError("a vector search needs a user_id: scope is a hard filter")
 
 
 class EdgeVectorStore:
@@ -259,11 +254,11 @@ class EdgeVectorStore:
     # -- reads -------------------------------------------------------------------------------
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
-        _require_scope(flt)
+        require_scope(flt)
         return self._query([float(x) for x in vector], DENSE, flt, limit)
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
-        _require_scope(flt)
+        require_scope(flt)
         if not vector.indices:
             return []
         weighed = self._frequencies.weigh(vector)

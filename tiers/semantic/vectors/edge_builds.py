@@ -328,10 +328,12 @@ class EdgeBuilds:
     def load(self, gen: Path, dim: int) -> EdgeShard:
         return load_shard(self.path, gen, dim, self.quantization)
 
-    def read_ahead(self, shard: EdgeShard, wanted: int, parts: Iterable[str]) -> None:
+    def read_ahead(
+        self, shard: EdgeShard, wanted: int, parts: Iterable[str], share: float = READ_AHEAD_SHARE
+    ) -> None:
         """Before ``wanted`` points of ``shard`` (the live one, leased) are read in pages: when
-        they are :data:`READ_AHEAD_SHARE` of its points or more, its files under ``parts``
-        are read into the page cache first (:func:`~tiers.semantic.vectors.edge_shard.read_ahead`);
-        a smaller read takes the few pages it needs."""
-        if wanted >= READ_PAGE and wanted >= shard.info().points_count * READ_AHEAD_SHARE:
+        they are ``share`` of its points or more, its files under ``parts`` are read into
+        the page cache first (:func:`~tiers.semantic.vectors.edge_shard.read_ahead`); a
+        smaller read takes the few pages it needs."""
+        if wanted >= READ_PAGE and wanted >= shard.info().points_count * share:
             read_ahead(self._dir, parts)

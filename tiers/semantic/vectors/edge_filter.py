@@ -18,6 +18,12 @@ if TYPE_CHECKING:
 _FALSE = cast(bool, np.False_)
 
 
+def require_scope(flt: PointFilter) -> None:
+    """Raise ``ValueError`` unless ``flt`` names a user: a search's scope is a hard filter."""
+    if not flt.user_id:
+        raise ValueError("a vector search needs a user_id: scope is a hard filter")
+
+
 def build_filter(flt: PointFilter) -> Filter | None:
     """The engine filter for ``flt`` (None when it matches everything)."""
     must: list[ConditionType] = []

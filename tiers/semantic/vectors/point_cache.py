@@ -44,7 +44,7 @@ from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 
 __all__ = ["POINT_CACHE", "PointCache"]
 
-POINT_CACHE = 20_000  # points a store keeps by default, as bytes (vectors.point_cache)
+POINT_CACHE = 200_000  # points a store keeps by default, as bytes (vectors.point_cache)
 HOT_POINTS = 1_000  # of them, the most recently read, kept as objects too (module doc)
 
 
@@ -171,9 +171,10 @@ class PointCache:
                     self._keep_hot(point)
         return found | decoded
 
-    def put(self, points: Iterable[MemoryPoint], snapshot: int) -> None:
+    def put(self, points: Iterable[MemoryPoint], snapshot: int, *, hot: bool = True) -> None:
         """Keep ``points``, read from the engine after ``snapshot`` was taken, except those
-        invalidated since."""
+        invalidated since; with ``hot`` false as bytes only (points read ahead of a query:
+        the decoded ones stay those read most recently)."""
         if not self.max_points:
             return
         kept = [(point, packed(point)) for point in points]
@@ -183,7 +184,8 @@ class PointCache:
                     continue  # written since it was read: what was read may be older
                 self._points[point.id] = data
                 self._points.move_to_end(point.id)
-                self._keep_hot(point)
+                if hot:
+                    self._keep_hot(point)
             while len(self._points) > self.max_points:
                 pid, _data = self._points.popitem(last=False)
                 self._hot.pop(pid, None)

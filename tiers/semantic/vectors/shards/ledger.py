@@ -45,6 +45,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
 from tiers.semantic.vectors.edge_layout import (
     build_checkpoint,
     build_counts,
@@ -266,3 +267,15 @@ def _take_counts(root: Path) -> dict[int, int]:
         path.unlink(missing_ok=True)
         fsync_dir(root)
     return counts
+
+
+def reported(
+    first: VectorStoreUnavailable | None, new: VectorStoreUnavailable
+) -> VectorStoreUnavailable:
+    """The error a round of builds raises: the first outright failure, else the first build
+    that gave way to a purge."""
+    if first is None or (
+        isinstance(first, IndexBuildCancelled) and not isinstance(new, IndexBuildCancelled)
+    ):
+        return new
+    return first

@@ -18,13 +18,14 @@ A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
   user's keyword scores do not depend on who shares its shard, and one :class:`PointCache`.
 
 Builds and purges (:mod:`tiers.semantic.vectors.shards.ledger` keeps which shards need them):
-:meth:`optimize` builds the shards written since their last build (once enough points were written
-for the engine to index), one at a time, each in its own
-child process as before (:mod:`tiers.semantic.vectors.edge_builds`), so the load of a built copy
-holds the GIL for one shard's worth; :meth:`purge` rewrites only the shards deleted from since their
-last purge (their marks survive a crash), one at a time. A purge of a shard gives up a build of the
-same shard only (:class:`~tiers.semantic.vectors.IndexBuildCancelled`); :meth:`optimize` goes on
-with the other shards and raises it at the end.
+:meth:`optimize` builds the shards written since their last build (once enough points were
+written for the engine to index), one at a time, each in a child process
+(:mod:`tiers.semantic.vectors.edge_builds`), so the load of a built copy holds the GIL for one
+shard's worth; :meth:`purge` rewrites only the shards deleted from since their last purge
+(their marks survive a crash), one at a time. A purge of a shard gives up a build of that shard
+only (:class:`~tiers.semantic.vectors.IndexBuildCancelled`); :meth:`optimize` goes on with the
+others and raises it at the end. A user's first search preloads its points behind it
+(:mod:`tiers.semantic.vectors.shards.preloads`).
 
 At start-up :meth:`ensure` moves a store of an earlier release (one shard) or with another
 shard count into this layout (:mod:`tiers.semantic.vectors.edge_resharding`). After a clean
@@ -45,7 +46,6 @@ from typing import TypeVar
 from tiers.semantic.vectors import (
     MAX_SHARDS,
     Hit,
-    IndexBuildCancelled,
     MemoryPoint,
     Originals,
     PointFilter,
@@ -59,11 +59,13 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_config import indexable
+from tiers.semantic.vectors.edge_filter import require_scope
 from tiers.semantic.vectors.edge_resharding import move
 from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
-from tiers.semantic.vectors.shards.ledger import ShardLedger
+from tiers.semantic.vectors.shards.ledger import ShardLedger, reported
 from tiers.semantic.vectors.shards.members import ShardSet
+from tiers.semantic.vectors.shards.preloads import Preloads
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 __all__ = ["ShardedVectorStore"]
@@ -86,6 +88,7 @@ class ShardedVectorStore:
         originals: Originals = "float32",
         rescore: bool = True,
         open_behind: bool = True,
+        preload: bool = True,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"a sharded store has 1 to {MAX_SHARDS} shards, not {shards}")
@@ -93,6 +96,7 @@ class ShardedVectorStore:
         self.shards = shards
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
         self._points = PointCache(point_cache)  # every shard's decoded points
+        self.preloads = Preloads(self._points, enabled=preload)
         self._set = ShardSet(
             path, shards, self._frequencies, self._points, quantization,
             originals=originals, rescore=rescore, open_behind=open_behind,
@@ -177,7 +181,7 @@ class ShardedVectorStore:
                 except VectorStoreUnavailable as exc:
                     if self._closed:
                         raise
-                    error = _reported(error, exc)
+                    error = reported(error, exc)
                     continue
                 ledger.built(index, token)
             if error is not None:
@@ -230,7 +234,9 @@ class ShardedVectorStore:
         with self._lock:
             opened = self._ledger is not None and not self._closed
             self._closed = True
+        self.preloads.stop()  # a running one ends at its next read of a closed shard
         self._set.close()
+        self.preloads.close()
         if opened and self._ledger is not None:  # nothing is written now: the counts are final
             self._frequencies.keep(layout.term_counts(self.path), unfinished=True)
             self._ledger.keep()
@@ -295,13 +301,11 @@ class ShardedVectorStore:
     # -- reads -------------------------------------------------------------------------------
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
-        _require_scope(flt)
-        store = self._user_store(flt.user_id)
+        store = self._searched(flt)
         return [] if store is None else store.search_dense(vector, flt, limit)
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
-        _require_scope(flt)
-        store = self._user_store(flt.user_id)
+        store = self._searched(flt)
         return [] if store is None else store.search_sparse(vector, flt, limit)
 
     def weigh(self, vector: SparseVector) -> SparseVector:
@@ -370,6 +374,14 @@ class ShardedVectorStore:
         self._open_ledger()
         return self._set.get(shard_of(user_id, self.shards))
 
+    def _searched(self, flt: PointFilter) -> EdgeVectorStore | None:
+        """The shard a search of ``flt``'s user reads (when made); its points preloaded."""
+        require_scope(flt)
+        store = self._user_store(flt.user_id)
+        if store is not None:
+            self.preloads.asked(flt.user_id, store)
+        return store
+
     def _scoped(self, user_id: str) -> list[tuple[int, EdgeVectorStore]]:
         """The user's shard (when made) with ``user_id``, else every shard."""
         if not user_id:
@@ -381,20 +393,3 @@ class ShardedVectorStore:
         """Shard ``index``, made now if it was not."""
         self._open_ledger()
         return self._set.make(index)
-
-
-def _reported(
-    first: VectorStoreUnavailable | None, new: VectorStoreUnavailable
-) -> VectorStoreUnavailable:
-    """The error a round of builds raises: the first outright failure, else the first build
-    that gave way to a purge."""
-    if first is None or (
-        isinstance(first, IndexBuildCancelled) and not isinstance(new, IndexBuildCancelled)
-    ):
-        return new
-    return first
-
-
-def _require_scope(flt: PointFilter) -> None:
-    if not flt.user_id:
-        raise ValueError("a vector search needs a user_id: scope is a hard filter")

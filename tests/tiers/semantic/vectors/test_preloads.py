@@ -1,0 +1,181 @@
+"""A user's points read into the point cache behind its first search
+(tiers.semantic.vectors.shards.preloads): its next searches read no point from the engine;
+bounded by the user's size and once per user in a while; never older than the engine's;
+stopped by close. Real embedded engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
+from tests.support.gates import Pause
+from tiers.core.records import Scope
+from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge_shard import READ_PAGE
+from tiers.semantic.vectors.point_cache import PointCache
+from tiers.semantic.vectors.shards import preloads
+from tiers.semantic.vectors.shards.preloads import wait_left
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
+
+ALICE = Scope("alice", "assistant")
+BOB = Scope("bob", "assistant")
+ALICE_POINTS = READ_PAGE + 88  # two pages of the preload's scroll
+
+
+def points_of(scope: Scope, count: int) -> list[MemoryPoint]:
+    return [
+        mem(f"{scope.user_id} note {i}: the {i}th thing said", scope=scope, seed=i, seq=i)
+        for i in range(count)
+    ]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ShardedVectorStore]:
+    s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=4 * ALICE_POINTS)
+    s.ensure(MODEL, DIM)
+    s.preloads.quiet = 0.0  # no query to let answer first
+    yield s
+    s.close()
+
+
+def cache_of(store: ShardedVectorStore) -> PointCache:
+    return store._points  # the cache the preloads fill
+
+
+def search(store: ShardedVectorStore, user: str, seed: int) -> list[str]:
+    flt = PointFilter(user_id=user)
+    return [h.point.id for h in store.search_dense(mem("q", seed=seed).dense or [], flt, 20)]
+
+
+def test_a_users_first_search_preloads_its_points_and_later_searches_read_none(store):
+    alice = points_of(ALICE, ALICE_POINTS)
+    store.upsert(alice)
+    cache = cache_of(store)
+    assert search(store, "alice", seed=10_001)  # its hits read from the engine
+    assert store.preloads.idle(60)
+    assert store.preloads.preloaded == 1
+    assert len(cache.get([p.id for p in alice])) == ALICE_POINTS  # every point, none missing
+    misses = cache.misses
+    for seed in range(10_002, 10_012):  # other questions, other hits
+        assert len(search(store, "alice", seed)) == 20
+        store.search_sparse(KEYWORDS.embed_query(f"note {seed % 97}"), PointFilter("alice"), 20)
+    assert cache.misses == misses  # every hit came from the cache
+    found = store.get([alice[7].id], "alice")[0]
+    assert (found.text, found.sources) == (alice[7].text, alice[7].sources)
+
+
+def test_a_user_is_preloaded_once_in_a_while_however_often_it_is_asked_about(store):
+    alice = points_of(ALICE, ALICE_POINTS)
+    store.upsert(alice)
+    search(store, "alice", seed=10_001)
+    assert store.preloads.idle(60) and store.preloads.preloaded == 1
+    cache_of(store).invalidate([p.id for p in alice])  # dropped, as a full cache drops them
+    search(store, "alice", seed=10_002)
+    assert store.preloads.idle(60)
+    assert store.preloads.preloaded == 1  # not read again: users asked in turn never chase
+    assert len(cache_of(store).get([p.id for p in alice])) <= 20  # only what the search read
+
+
+def test_users_too_small_or_too_large_for_the_cache_are_not_preloaded(tmp_path: Path):
+    s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=2 * ALICE_POINTS)
+    s.ensure(MODEL, DIM)
+    s.preloads.quiet = 0.0
+    try:
+        s.upsert(points_of(ALICE, ALICE_POINTS) + points_of(BOB, READ_PAGE - 1))
+        search(s, "alice", seed=1)  # more than a quarter of the cache
+        search(s, "bob", seed=2)  # fewer than a page: its searches read its points soon
+        assert s.preloads.idle(60)
+        assert (s.preloads.preloaded, s.preloads.skipped) == (0, 2)
+        assert len(s._points) <= 40  # the searches' hits only
+    finally:
+        s.close()
+
+
+def test_a_point_written_while_a_preload_reads_is_never_kept_older(store, monkeypatch):
+    alice = points_of(ALICE, ALICE_POINTS)
+    store.upsert(alice)
+    cache = cache_of(store)
+    pause = Pause("between the preload's engine read and its keeping what it read")
+    real = cache.put
+
+    def put(points, snapshot, *, hot=True):  # type: ignore[no-untyped-def]
+        if not hot:
+            pause()
+        real(points, snapshot, hot=hot)
+
+    monkeypatch.setattr(cache, "put", put)
+    search(store, "alice", seed=10_001)
+    pause.reached()  # it read alice's points and has not kept them yet
+    changed = dataclasses.replace(alice[3], text="alice note 3, corrected")
+    store.upsert([dataclasses.replace(changed, sparse=KEYWORDS.embed_document(changed.text))])
+    pause.release()
+    assert store.preloads.idle(60) and store.preloads.preloaded == 1
+    assert alice[3].id not in cache.get([alice[3].id])  # read before the write: not kept
+    assert store.get([alice[3].id], "alice")[0].text == "alice note 3, corrected"
+    assert len(cache.get([p.id for p in alice])) >= ALICE_POINTS - 1  # the others kept
+
+
+def test_close_drops_a_queued_preload_and_ends_its_thread(store):
+    store.upsert(points_of(ALICE, ALICE_POINTS))
+    store.preloads.quiet = store.preloads.most_wait = 3600.0  # queued for an hour
+    search(store, "alice", seed=1)
+    thread = store.preloads._thread
+    assert thread is not None and thread.is_alive()
+    store.close()
+    assert not thread.is_alive()
+    assert store.preloads.preloaded == 0
+    store.close()  # idempotent
+
+
+def test_a_preload_that_fails_is_logged_and_the_next_user_is_still_preloaded(
+    store, monkeypatch, caplog
+):
+    store.upsert(points_of(ALICE, ALICE_POINTS) + points_of(BOB, ALICE_POINTS))
+    real = EdgeVectorStore.count
+    failed = threading.Event()
+
+    def count(self, flt):  # type: ignore[no-untyped-def]
+        if flt.user_id == "alice" and not failed.is_set():
+            failed.set()
+            raise RuntimeError("disk gone")
+        return real(self, flt)
+
+    monkeypatch.setattr(EdgeVectorStore, "count", count)
+    search(store, "alice", seed=1)
+    search(store, "bob", seed=2)
+    assert store.preloads.idle(60)
+    assert store.preloads.preloaded == 1  # bob's
+    [failure] = [r for r in caplog.records if r.getMessage() == "vectors.preload_failed"]
+    fields = failure.fields  # type: ignore[attr-defined]
+    assert fields["user_id"] == "alice" and "disk gone" in fields["error"]
+
+
+def test_preload_off_reads_nothing_ahead(tmp_path: Path):
+    s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=4 * ALICE_POINTS, preload=False)
+    s.ensure(MODEL, DIM)
+    try:
+        s.upsert(points_of(ALICE, ALICE_POINTS))
+        search(s, "alice", seed=1)
+        assert s.preloads._thread is None and len(s._points) <= 20
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    ("asked", "last", "now", "left"),
+    [
+        (0.0, 0.0, 0.0, 0.25),  # asked by the search that just began: wait for a pause
+        (0.0, 0.0, 0.1, 0.15),
+        (0.0, 0.0, 0.3, 0.0),  # searches paused: start
+        (0.0, 4.9, 4.95, 0.05),  # searches never pausing: at most MOST_WAIT after the ask
+        (0.0, 4.9, 5.0, 0.0),
+    ],
+)
+def test_a_preload_waits_for_searches_to_pause_and_at_most_a_while(asked, last, now, left):
+    assert wait_left(asked, last, now, 0.25, preloads.MOST_WAIT_SECONDS) == pytest.approx(left)
