@@ -171,10 +171,9 @@ class PointCache:
                     self._keep_hot(point)
         return found | decoded
 
-    def put(self, points: Iterable[MemoryPoint], snapshot: int, *, hot: bool = True) -> None:
+    def put(self, points: Iterable[MemoryPoint], snapshot: int) -> None:
         """Keep ``points``, read from the engine after ``snapshot`` was taken, except those
-        invalidated since; with ``hot`` false as bytes only (points read ahead of a query:
-        the decoded ones stay those read most recently)."""
+        invalidated since."""
         if not self.max_points:
             return
         kept = [(point, packed(point)) for point in points]
@@ -184,8 +183,7 @@ class PointCache:
                     continue  # written since it was read: what was read may be older
                 self._points[point.id] = data
                 self._points.move_to_end(point.id)
-                if hot:
-                    self._keep_hot(point)
+                self._keep_hot(point)
             while len(self._points) > self.max_points:
                 pid, _data = self._points.popitem(last=False)
                 self._hot.pop(pid, None)

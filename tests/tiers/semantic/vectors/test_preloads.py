@@ -1,7 +1,7 @@
 """A user's points read into the point cache behind its first search
 (tiers.semantic.vectors.shards.preloads): its next searches read no point from the engine;
-bounded by the user's size and once per user in a while; never older than the engine's;
-stopped by close. Real embedded engine."""
+held off while a search is under way; bounded by the user's size, once per user in a while
+and by the cache; never older than the engine's; stopped by close. Real embedded engine."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ import pytest
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause
 from tiers.core.records import Scope
-from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors import MemoryPoint, PointFilter, shard_of
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_shard import READ_PAGE
 from tiers.semantic.vectors.point_cache import PointCache
-from tiers.semantic.vectors.shards import preloads
-from tiers.semantic.vectors.shards.preloads import wait_left
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 ALICE = Scope("alice", "assistant")
@@ -39,7 +37,6 @@ def points_of(scope: Scope, count: int) -> list[MemoryPoint]:
 def store(tmp_path: Path) -> Iterator[ShardedVectorStore]:
     s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=4 * ALICE_POINTS)
     s.ensure(MODEL, DIM)
-    s.preloads.quiet = 0.0  # no query to let answer first
     yield s
     s.close()
 
@@ -85,7 +82,6 @@ def test_a_user_is_preloaded_once_in_a_while_however_often_it_is_asked_about(sto
 def test_users_too_small_or_too_large_for_the_cache_are_not_preloaded(tmp_path: Path):
     s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=2 * ALICE_POINTS)
     s.ensure(MODEL, DIM)
-    s.preloads.quiet = 0.0
     try:
         s.upsert(points_of(ALICE, ALICE_POINTS) + points_of(BOB, READ_PAGE - 1))
         search(s, "alice", seed=1)  # more than a quarter of the cache
@@ -97,39 +93,114 @@ def test_users_too_small_or_too_large_for_the_cache_are_not_preloaded(tmp_path: 
         s.close()
 
 
+def test_preloads_keep_at_most_three_quarters_of_the_cache_in_a_while(tmp_path: Path):
+    shards = 8
+    users: list[str] = []  # four users, each alone in its shard: every preload reads its own
+    for i in range(100):
+        if len(users) < 4 and shard_of(f"u{i}", shards) not in {shard_of(u, shards) for u in users}:
+            users.append(f"u{i}")
+    s = ShardedVectorStore(tmp_path / "vectors", shards, point_cache=4 * ALICE_POINTS)
+    s.ensure(MODEL, DIM)
+    try:
+        for user in users:
+            s.upsert(points_of(Scope(user, "assistant"), ALICE_POINTS))
+        for user in users:
+            search(s, user, seed=1)
+            assert s.preloads.idle(60)
+        assert (s.preloads.preloaded, s.preloads.skipped) == (3, 1)  # 3 x 600 of 2,400
+        assert all(
+            len(s._points.get([p.id for p in points_of(Scope(u, "assistant"), ALICE_POINTS)]))
+            == ALICE_POINTS
+            for u in users[:3]
+        )
+    finally:
+        s.close()
+
+
 def test_a_point_written_while_a_preload_reads_is_never_kept_older(store, monkeypatch):
     alice = points_of(ALICE, ALICE_POINTS)
     store.upsert(alice)
     cache = cache_of(store)
-    pause = Pause("between the preload's engine read and its keeping what it read")
+    pause = Pause("between a preload's engine read of a chunk and its keeping what it read")
     real = cache.put
+    held: list[MemoryPoint] = []  # the chunk read before the write
 
-    def put(points, snapshot, *, hot=True):  # type: ignore[no-untyped-def]
-        if not hot:
+    def put(points, snapshot):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "vectors-preload" and not held:
+            held.extend(points)
             pause()
-        real(points, snapshot, hot=hot)
+        real(points, snapshot)
 
     monkeypatch.setattr(cache, "put", put)
     search(store, "alice", seed=10_001)
-    pause.reached()  # it read alice's points and has not kept them yet
-    changed = dataclasses.replace(alice[3], text="alice note 3, corrected")
+    pause.reached()  # it read a chunk of alice's points and has not kept them yet
+    target = next(p for p in alice if p.id == held[0].id)
+    changed = dataclasses.replace(target, text="alice note, corrected")
     store.upsert([dataclasses.replace(changed, sparse=KEYWORDS.embed_document(changed.text))])
     pause.release()
     assert store.preloads.idle(60) and store.preloads.preloaded == 1
-    assert alice[3].id not in cache.get([alice[3].id])  # read before the write: not kept
-    assert store.get([alice[3].id], "alice")[0].text == "alice note 3, corrected"
-    assert len(cache.get([p.id for p in alice])) >= ALICE_POINTS - 1  # the others kept
+    assert target.id not in cache.get([target.id])  # read before the write: not kept
+    assert store.get([target.id], "alice")[0].text == "alice note, corrected"
+    assert len(cache.get([p.id for p in alice])) == ALICE_POINTS  # the others kept, and it now
 
 
-def test_close_drops_a_queued_preload_and_ends_its_thread(store):
+def held_search(store: ShardedVectorStore, monkeypatch: pytest.MonkeyPatch) -> Pause:
+    """The next search stops before it reads the engine, under way meanwhile."""
+    pause = Pause("a search under way")
+    real = EdgeVectorStore.search_dense
+
+    def search_dense(self, vector, flt, limit):  # type: ignore[no-untyped-def]
+        pause()
+        return real(self, vector, flt, limit)
+
+    monkeypatch.setattr(EdgeVectorStore, "search_dense", search_dense)
+    return pause
+
+
+def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
     store.upsert(points_of(ALICE, ALICE_POINTS))
-    store.preloads.quiet = store.preloads.most_wait = 3600.0  # queued for an hour
-    search(store, "alice", seed=1)
+    store.preloads.most_wait = 3600.0
+    reads: list[str] = []
+    real_count = EdgeVectorStore.count
+
+    def count(self, flt):  # type: ignore[no-untyped-def]
+        reads.append(threading.current_thread().name)
+        return real_count(self, flt)
+
+    monkeypatch.setattr(EdgeVectorStore, "count", count)
+    pause = held_search(store, monkeypatch)
+    searcher = threading.Thread(target=search, args=(store, "alice", 1))
+    searcher.start()
+    pause.reached()  # the search that asked for the preload is under way
+    assert not store.preloads.idle(0.5)  # queued, its thread waiting
+    assert reads == [] and store.preloads.preloaded == 0
+    pause.release()
+    searcher.join()
+    assert store.preloads.idle(60) and store.preloads.preloaded == 1
+    assert reads == ["vectors-preload"]
+
+
+def test_close_drops_a_waiting_preload_and_ends_its_thread(store, monkeypatch):
+    store.upsert(points_of(ALICE, ALICE_POINTS))
+    store.preloads.most_wait = 3600.0
+    pause = held_search(store, monkeypatch)
+    failed: list[BaseException] = []
+
+    def searching() -> None:
+        try:
+            search(store, "alice", 1)
+        except BaseException as exc:  # the store closed under it
+            failed.append(exc)
+
+    searcher = threading.Thread(target=searching)
+    searcher.start()
+    pause.reached()
     thread = store.preloads._thread
     assert thread is not None and thread.is_alive()
-    store.close()
-    assert not thread.is_alive()
-    assert store.preloads.preloaded == 0
+    store.close()  # the preload waits for the search: close ends it all the same
+    assert not thread.is_alive() and store.preloads.preloaded == 0
+    pause.release()
+    searcher.join()
     store.close()  # idempotent
 
 
@@ -165,17 +236,3 @@ def test_preload_off_reads_nothing_ahead(tmp_path: Path):
         assert s.preloads._thread is None and len(s._points) <= 20
     finally:
         s.close()
-
-
-@pytest.mark.parametrize(
-    ("asked", "last", "now", "left"),
-    [
-        (0.0, 0.0, 0.0, 0.25),  # asked by the search that just began: wait for a pause
-        (0.0, 0.0, 0.1, 0.15),
-        (0.0, 0.0, 0.3, 0.0),  # searches paused: start
-        (0.0, 4.9, 4.95, 0.05),  # searches never pausing: at most MOST_WAIT after the ask
-        (0.0, 4.9, 5.0, 0.0),
-    ],
-)
-def test_a_preload_waits_for_searches_to_pause_and_at_most_a_while(asked, last, now, left):
-    assert wait_left(asked, last, now, 0.25, preloads.MOST_WAIT_SECONDS) == pytest.approx(left)

@@ -6,35 +6,38 @@ A search asks the engine for ids and scores, and the points come from the point 
 point the page cache does not hold is a fault of the engine's payload file, taken while the
 engine holds the interpreter: 1-2.4 ms a point on this machine's disk, 44-120 ms for the 50
 hits of a channel (2026-12-01). A user's next question brings other hits, so its later
-visits kept reading cold points: at one million points 23-25 ms at p50 after the first
-visit, 15-17 ms with the user's points in the cache (docs/benchmarks.md). The page cache
-alone does not keep them: hosts reclaim pages unread for a minute, memory of the process is
-not reclaimed without swap.
+visits kept reading cold points (docs/benchmarks.md). The page cache alone does not keep
+them: hosts reclaim pages left unread for a minute, and memory of the process is not
+reclaimed without swap.
 
-So the first search of a user (:meth:`Preloads.asked`) queues a preload, which a thread of
-its own runs once the store's searches have paused (:data:`QUIET_SECONDS`, at most
-:data:`MOST_WAIT_SECONDS` after the ask): the shard's payload files read into the page cache
-(sequential, without the interpreter:
-:meth:`~tiers.semantic.vectors.edge_builds.EdgeBuilds.read_ahead`), then the user's points
-read in pages, resting as long as each page took (:func:`~tiers.core.priority.resting`), and
-kept as bytes (:meth:`~tiers.semantic.vectors.point_cache.PointCache.put`, not as the hot
-ones). The cache's snapshot keeps it from holding a point older than the engine's, as for
-any read.
+So the first search of a user (:meth:`Preloads.searching`) queues a preload, which a thread
+of its own runs: the shard's payload files read into the page cache (sequential, without the
+interpreter: :meth:`~tiers.semantic.vectors.edge_builds.EdgeBuilds.read_ahead`), then the
+user's ids, then its points by id, :data:`CHUNK` at a time, each chunk kept by the store's
+own read (:meth:`~tiers.semantic.vectors.edge.EdgeVectorStore.get`, so the cache's snapshot
+keeps it from holding a point older than the engine's, as for any read). Searches come
+first: before each step the thread waits while a search of the store is under way (at most
+:data:`MOST_WAIT_SECONDS`), and after each it rests as long as the step took
+(:func:`~tiers.core.priority.resting`); a chunk holds the interpreter for a few
+milliseconds.
 
 Bounded: a user is preloaded when it holds from :data:`READ_PAGE` points up to
 :data:`CACHE_SHARE` of the cache, and at least :data:`SHARD_SHARE` of its shard's points
 (the files read ahead are the shard's); once per :data:`AGAIN_SECONDS` (a user whose points
-the cache dropped meanwhile is read again only then, so users asked in turn never make the
-preloads chase each other).
+the cache dropped meanwhile is read again only then); and within any such window the
+preloads keep at most :data:`WINDOW_KEPT` of the cache and read ahead at most
+:data:`WINDOW_READ` caches' worth of shards' points, so that users asked in turn, more than
+the cache holds, never make the preloads read without end, each one dropping another's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
 
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
 from tiers.semantic.vectors import PointFilter
@@ -46,68 +49,69 @@ __all__ = ["Preloads"]
 
 log = logging.getLogger("strata.vectors")
 
-QUIET_SECONDS = 0.25  # no search began for this long: the query that asked has answered
-MOST_WAIT_SECONDS = 5.0  # searches never pausing (a busy fleet): start anyway after this
+CHUNK = 64  # points read by id at a time: a few ms of the interpreter, 64-150 ms cold
+MOST_WAIT_SECONDS = 1.0  # searches never pausing (a busy fleet): a step goes anyway after this
 CACHE_SHARE = 0.25  # a user holding more points than this share of the cache: not preloaded
 SHARD_SHARE = 1 / 128  # nor one whose points are less than this share of its shard's
 AGAIN_SECONDS = 600.0  # a user preloaded is not preloaded again within this
-REST = 1.0  # rest after each page, in the page's time: half the interpreter at most
-
-
-def wait_left(asked_at: float, last_search: float, now: float, quiet: float, most: float) -> float:
-    """Seconds a preload asked for at ``asked_at`` waits still, the last search having begun
-    at ``last_search``: until searches have paused for ``quiet``, ``most`` after the ask at
-    the latest; 0 when it starts now."""
-    return max(0.0, min(last_search + quiet, asked_at + most) - now)
+WINDOW_KEPT = 0.75  # the points preloaded within AGAIN_SECONDS: at most this share of the cache
+WINDOW_READ = 2.0  # the shards' points read ahead within AGAIN_SECONDS: at most this many caches
+REST = 1.0  # rest after each step, in the step's time: half the interpreter at most
 
 
 class Preloads:
-    """The preloads of a sharded store's users into ``points`` (module doc). ``asked`` is
-    quick and never raises; the thread starts with the first preload and stops at
-    :meth:`close`. ``enabled`` false: none (``vectors.preload``)."""
+    """The preloads of a sharded store's users into ``points`` (module doc). The thread starts
+    with the first preload and stops at :meth:`close`; nothing here raises to a search.
+    ``enabled`` false: none (``vectors.preload``)."""
 
     def __init__(
         self,
         points: PointCache,
         *,
         enabled: bool = True,
-        quiet: float = QUIET_SECONDS,
         most_wait: float = MOST_WAIT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.points = points
         self.enabled = enabled and points.max_points > 0
-        self.quiet = quiet
         self.most_wait = most_wait
         self._clock = clock
         self._cond = threading.Condition()
-        self._queue: OrderedDict[str, tuple[EdgeVectorStore, float]] = OrderedDict()
+        self._queue: OrderedDict[str, EdgeVectorStore] = OrderedDict()
         self._done: dict[str, float] = {}  # user -> when its last preload was asked
-        self._last_search = float("-inf")
+        self._searches = 0  # under way
+        self._spent: deque[tuple[float, int, int]] = deque()  # (when, kept, read) in the window
         self._thread: threading.Thread | None = None
         self._busy = False  # a preload runs
         self._closed = False
         self.preloaded = 0  # users preloaded (for tests and figures)
-        self.skipped = 0  # users asked for and not preloaded: too few or too many points
+        self.skipped = 0  # users asked for and not preloaded: their size, or the window's budget
 
-    def asked(self, user_id: str, store: EdgeVectorStore) -> None:
-        """A search of ``user_id`` in ``store`` (its shard) begins."""
+    @contextlib.contextmanager
+    def searching(self, user_id: str, store: EdgeVectorStore) -> Iterator[None]:
+        """Around a search of ``user_id`` in ``store`` (its shard): the preload's steps wait
+        for its end, and a user not preloaded within :data:`AGAIN_SECONDS` is queued."""
         if not self.enabled:
+            yield
             return
         now = self._clock()
         with self._cond:
-            self._last_search = now
-            if self._closed or now - self._done.get(user_id, now - AGAIN_SECONDS) < AGAIN_SECONDS:
-                return
-            if len(self._done) >= 4096:  # users not asked for within AGAIN_SECONDS go
-                self._done = {u: t for u, t in self._done.items() if now - t < AGAIN_SECONDS}
-            self._done[user_id] = now
-            self._queue[user_id] = (store, now)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="vectors-preload")
-                self._thread.daemon = True
-                self._thread.start()
-            self._cond.notify_all()
+            self._searches += 1
+            if not self._closed and now - self._done.get(user_id, -AGAIN_SECONDS) >= AGAIN_SECONDS:
+                if len(self._done) >= 4096:  # users not asked for within AGAIN_SECONDS go
+                    self._done = {u: t for u, t in self._done.items() if now - t < AGAIN_SECONDS}
+                self._done[user_id] = now
+                self._queue[user_id] = store
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="vectors-preload")
+                    self._thread.daemon = True
+                    self._thread.start()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._searches -= 1
+                self._cond.notify_all()
 
     def idle(self, timeout: float) -> bool:
         """Wait until no preload is queued or running (for tests); whether none is."""
@@ -121,8 +125,7 @@ class Preloads:
             return True
 
     def stop(self) -> None:
-        """Drop the queued preloads; a running one ends at its next read of a closed shard
-        (the store closes them next). Idempotent."""
+        """Drop the queued preloads; a running one ends before its next step. Idempotent."""
         with self._cond:
             self._closed = True
             self._queue.clear()
@@ -143,13 +146,7 @@ class Preloads:
                     self._cond.wait()
                 if self._closed:
                     return
-                user_id, (store, asked_at) = next(iter(self._queue.items()))
-                now = self._clock()
-                left = wait_left(asked_at, self._last_search, now, self.quiet, self.most_wait)
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                del self._queue[user_id]
+                user_id, store = self._queue.popitem(last=False)
                 self._busy = True
             try:
                 self._preload(user_id, store)
@@ -162,30 +159,65 @@ class Preloads:
                     self._busy = False
                     self._cond.notify_all()
 
+    def _turn(self) -> bool:
+        """Wait while a search is under way (:attr:`most_wait` at most); whether to go on."""
+        deadline = time.monotonic() + self.most_wait
+        with self._cond:
+            while self._searches and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return not self._closed
+
+    def _affords(self, kept: int, read: int) -> bool:
+        """Whether a preload keeping ``kept`` points, reading ``read`` ahead, fits the
+        window's budget (module doc); if so, it is spent."""
+        now = self._clock()
+        while self._spent and now - self._spent[0][0] >= AGAIN_SECONDS:
+            self._spent.popleft()
+        most = self.points.max_points
+        if sum(k for _t, k, _r in self._spent) + kept > most * WINDOW_KEPT:
+            return False
+        if sum(r for _t, _k, r in self._spent) + read > most * WINDOW_READ:
+            return False
+        self._spent.append((now, kept, read))
+        return True
+
     def _preload(self, user_id: str, store: EdgeVectorStore) -> None:
         began = time.perf_counter()
         flt = PointFilter(user_id=user_id)
         most = int(self.points.max_points * CACHE_SHARE)
+        if not self._turn():
+            return
         with store.live.read("preload") as shard:
-            held = store.count(flt)
-            if not READ_PAGE <= held <= most or held < shard.info().points_count * SHARD_SHARE:
+            held, read = store.count(flt), shard.info().points_count
+            if (
+                not READ_PAGE <= held <= most
+                or held < read * SHARD_SHARE
+                or not self._affords(held, read)
+            ):
                 self.skipped += 1
                 return
             store.live.read_ahead(shard, held, ["payload_storage"], share=0.0)
-        snapshot = self.points.snapshot()
-        try:
-            with resting(REST):
-                found = store.scroll(flt, most)
-            self.points.put(found, snapshot, hot=False)
-        finally:
-            self.points.release(snapshot)
+        if not self._turn():
+            return
+        with resting(REST):
+            ids = store.ids(flt, most)
+        kept = 0
+        for at in range(0, len(ids), CHUNK):
+            if not self._turn():
+                return
+            step = time.perf_counter()
+            kept += len(store.get(ids[at : at + CHUNK], user_id))
+            time.sleep((time.perf_counter() - step) * REST)  # searches first (module doc)
         self.preloaded += 1
         log.info(
             "vectors.preloaded",
             extra={
                 "fields": {
                     "user_id": user_id,
-                    "points": len(found),
+                    "points": kept,
                     "ms": round((time.perf_counter() - began) * 1000, 1),
                 }
             },

@@ -38,8 +38,9 @@ this store guards the making of shards and closing; :meth:`optimize`, :meth:`pur
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -301,12 +302,12 @@ class ShardedVectorStore:
     # -- reads -------------------------------------------------------------------------------
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
-        store = self._searched(flt)
-        return [] if store is None else store.search_dense(vector, flt, limit)
+        with self._searched(flt) as store:
+            return [] if store is None else store.search_dense(vector, flt, limit)
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
-        store = self._searched(flt)
-        return [] if store is None else store.search_sparse(vector, flt, limit)
+        with self._searched(flt) as store:
+            return [] if store is None else store.search_sparse(vector, flt, limit)
 
     def weigh(self, vector: SparseVector) -> SparseVector:
         return self._frequencies.weigh(vector)
@@ -374,13 +375,16 @@ class ShardedVectorStore:
         self._open_ledger()
         return self._set.get(shard_of(user_id, self.shards))
 
-    def _searched(self, flt: PointFilter) -> EdgeVectorStore | None:
-        """The shard a search of ``flt``'s user reads (when made); its points preloaded."""
+    @contextlib.contextmanager
+    def _searched(self, flt: PointFilter) -> Iterator[EdgeVectorStore | None]:
+        """The shard a search of ``flt``'s user reads (when made), preloads held off."""
         require_scope(flt)
         store = self._user_store(flt.user_id)
-        if store is not None:
-            self.preloads.asked(flt.user_id, store)
-        return store
+        if store is None:
+            yield None
+            return
+        with self.preloads.searching(flt.user_id, store):
+            yield store
 
     def _scoped(self, user_id: str) -> list[tuple[int, EdgeVectorStore]]:
         """The user's shard (when made) with ``user_id``, else every shard."""
