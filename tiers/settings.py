@@ -254,9 +254,10 @@ class VectorsSettings(Section):
         True,
         description=(
             "Embedded store: a user's first search reads its points into ``point_cache`` "
-            "behind it, once the searches pause (users of 512 points up to a quarter of the "
-            "cache; again at most every 10 minutes), so that its next searches read no point "
-            "from disk. False: the points a search finds are read as it finds them."
+            "behind it, in small steps that wait while a search is under way (users of 512 "
+            "points up to a quarter of the cache; again at most every 10 minutes, and at most "
+            "three quarters of the cache in that time), so that its next searches read no "
+            "point from disk. False: the points a search finds are read as it finds them."
         ),
     )
     quantization: Quantization = Field(

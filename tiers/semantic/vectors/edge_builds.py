@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
@@ -329,11 +329,16 @@ class EdgeBuilds:
         return load_shard(self.path, gen, dim, self.quantization)
 
     def read_ahead(
-        self, shard: EdgeShard, wanted: int, parts: Iterable[str], share: float = READ_AHEAD_SHARE
+        self,
+        shard: EdgeShard,
+        wanted: int,
+        parts: Iterable[str],
+        share: float = READ_AHEAD_SHARE,
+        between: Callable[[], None] | None = None,
     ) -> None:
         """Before ``wanted`` points of ``shard`` (the live one, leased) are read in pages: when
         they are ``share`` of its points or more, its files under ``parts`` are read into
-        the page cache first (:func:`~tiers.semantic.vectors.edge_shard.read_ahead`); a
-        smaller read takes the few pages it needs."""
+        the page cache first (:func:`~tiers.semantic.vectors.edge_shard.read_ahead`, with
+        ``between``); a smaller read takes the few pages it needs."""
         if wanted >= READ_PAGE and wanted >= shard.info().points_count * share:
-            read_ahead(self._dir, parts)
+            read_ahead(self._dir, parts, between)

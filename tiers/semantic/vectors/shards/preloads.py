@@ -11,15 +11,16 @@ them: hosts reclaim pages left unread for a minute, and memory of the process is
 reclaimed without swap.
 
 So the first search of a user (:meth:`Preloads.searching`) queues a preload, which a thread
-of its own runs: the shard's payload files read into the page cache (sequential, without the
-interpreter: :meth:`~tiers.semantic.vectors.edge_builds.EdgeBuilds.read_ahead`), then the
-user's ids, then its points by id, :data:`CHUNK` at a time, each chunk kept by the store's
-own read (:meth:`~tiers.semantic.vectors.edge.EdgeVectorStore.get`, so the cache's snapshot
-keeps it from holding a point older than the engine's, as for any read). Searches come
-first: before each step the thread waits while a search of the store is under way (at most
-:data:`MOST_WAIT_SECONDS`), and after each it rests as long as the step took
-(:func:`~tiers.core.priority.resting`); a chunk holds the interpreter for a few
-milliseconds.
+of its own runs: the shard's payload files read into the page cache a MiB at a time
+(sequential, without the interpreter:
+:meth:`~tiers.semantic.vectors.edge_builds.EdgeBuilds.read_ahead`), then the user's ids,
+then its points by id, :data:`CHUNK` at a time, each chunk kept by the store's own read
+(:meth:`~tiers.semantic.vectors.edge.EdgeVectorStore.get`, so the cache's snapshot keeps it
+from holding a point older than the engine's, as for any read). Searches come first: before
+each step (a MiB, a chunk) the thread rests as long as the step before took, then waits
+while a search of the store is under way (at most :data:`MOST_WAIT_SECONDS`); a chunk
+holds the interpreter for a few milliseconds, so a query's other stages and other users'
+cold reads share the disk and the interpreter with it at most half the time.
 
 Bounded: a user is preloaded when it holds from :data:`READ_PAGE` points up to
 :data:`CACHE_SHARE` of the cache, and at least :data:`SHARD_SHARE` of its shard's points
@@ -150,6 +151,8 @@ class Preloads:
                 self._busy = True
             try:
                 self._preload(user_id, store)
+            except _Stopped:
+                pass
             except Exception as exc:  # a hint lost (the shard closed or failed); never raised
                 if not self._closed:
                     fields = {"user_id": user_id, "error": str(exc) or type(exc).__name__}
@@ -188,8 +191,8 @@ class Preloads:
         began = time.perf_counter()
         flt = PointFilter(user_id=user_id)
         most = int(self.points.max_points * CACHE_SHARE)
-        if not self._turn():
-            return
+        step = _Steps(self)
+        step()
         with store.live.read("preload") as shard:
             held, read = store.count(flt), shard.info().points_count
             if (
@@ -199,18 +202,14 @@ class Preloads:
             ):
                 self.skipped += 1
                 return
-            store.live.read_ahead(shard, held, ["payload_storage"], share=0.0)
-        if not self._turn():
-            return
+            store.live.read_ahead(shard, held, ["payload_storage"], share=0.0, between=step)
+        step()
         with resting(REST):
             ids = store.ids(flt, most)
         kept = 0
         for at in range(0, len(ids), CHUNK):
-            if not self._turn():
-                return
-            step = time.perf_counter()
+            step()
             kept += len(store.get(ids[at : at + CHUNK], user_id))
-            time.sleep((time.perf_counter() - step) * REST)  # searches first (module doc)
         self.preloaded += 1
         log.info(
             "vectors.preloaded",
@@ -222,3 +221,24 @@ class Preloads:
                 }
             },
         )
+
+
+class _Stopped(Exception):
+    """The preloads stopped (:meth:`Preloads.stop`) between two steps."""
+
+
+class _Steps:
+    """Called before each step of a preload (a MiB read ahead, a chunk read by id): rests as
+    long as the step before took (:data:`REST` times), then waits while a search is under way
+    (:meth:`Preloads._turn`); raises :class:`_Stopped` once the preloads stopped."""
+
+    def __init__(self, preloads: Preloads) -> None:
+        self._preloads = preloads
+        self._began: float | None = None
+
+    def __call__(self) -> None:
+        if self._began is not None:
+            time.sleep((time.perf_counter() - self._began) * REST)
+        if not self._preloads._turn():
+            raise _Stopped
+        self._began = time.perf_counter()
