@@ -235,7 +235,7 @@ class ShardedVectorStore:
         with self._lock:
             opened = self._ledger is not None and not self._closed
             self._closed = True
-        self.preloads.stop()  # a running one ends at its next read of a closed shard
+        self.preloads.stop()  # a running one ends before its next step
         self._set.close()
         self.preloads.close()
         if opened and self._ledger is not None:  # nothing is written now: the counts are final
