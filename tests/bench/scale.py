@@ -282,8 +282,17 @@ def main(argv: list[str] | None = None) -> int:
         "measurement forgets the largest user left, DIR/forgotten.json: fill again after the last)",
     )
     parser.add_argument("--fill-only", action="store_true", help="with --dir: fill, measure later")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="STRATA_KEY=VALUE", help="a daemon setting"
+    )
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
+    for setting in args.set:
+        if not setting.startswith("STRATA_") or "=" not in setting:
+            parser.error(f"--set wants STRATA_NAME=value, not {setting!r}")
+    settings = {
+        k.removeprefix("STRATA_").lower(): v for k, v in (s.split("=", 1) for s in args.set)
+    }
     machine = machine_info()
     texts, pool, questions, _queries, _secs = embed_pool(threads=2)
     counts = sizes(args.points, args.users, args.big_users, args.big_points, seed=11)
@@ -337,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         asked = big + rng.sample(small, min(args.sample, len(small)))
         print("starting stratad ...", flush=True)
         (root / "data.log").unlink(missing_ok=True)  # the figures are this run's
-        proc, result["start"] = start(data)
+        proc, result["start"] = start(data, **settings)
         try:
             result["rss_after_start_mib"] = rss(proc.pid)
             print("asking in turn ...", flush=True)
@@ -356,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         print("restarting ...", flush=True)
         proc.log_path.unlink()
         # A build round soon after the start (every 20 s): what a restart rebuilds shows.
-        proc, result["restart"] = start(data, vectors__optimize_interval_seconds="20")
+        proc, result["restart"] = start(
+            data, **{**settings, "vectors__optimize_interval_seconds": "20"}
+        )
         try:
             time.sleep(args.settle)
             result["restart"].update(log_figures(proc.log_path.read_text(errors="replace")))
@@ -376,8 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"A store of {args.points} points over {args.users} users on one machine")
     print(format_machine(machine))
+    print(f"settings: {args.set or 'defaults'}")
     print(json.dumps(result, indent=2))
-    write_json(args.json, {"machine": machine, "result": result})
+    write_json(args.json, {"machine": machine, "settings": args.set, "result": result})
     return 0
 
 
