@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -75,8 +75,8 @@ def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, m
 
     read: list[tuple[list[str], int]] = []
 
-    def spy(gen: Path, parts: list[str]) -> int:
-        read.append((list(parts), n := edge_shard.read_ahead(gen, parts)))
+    def spy(gen: Path, parts: list[str], between: Callable[[], None] | None = None) -> int:
+        read.append((list(parts), n := edge_shard.read_ahead(gen, parts, between)))
         return n
 
     monkeypatch.setattr(edge_builds, "read_ahead", spy)
