@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tiers.semantic.vectors import MemoryPoint, PointFilter, shard_of
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_shard import READ_PAGE
 from tiers.semantic.vectors.point_cache import PointCache
+from tiers.semantic.vectors.shards import preloads
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 ALICE = Scope("alice", "assistant")
@@ -178,6 +180,31 @@ def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
     searcher.join()
     assert store.preloads.idle(60) and store.preloads.preloaded == 1
     assert reads == ["vectors-preload"]
+
+
+def test_a_burst_of_new_users_keeps_the_latest_queued_and_a_dropped_one_asks_again(
+    store, monkeypatch
+):
+    monkeypatch.setattr(preloads, "QUEUED", 2)
+    users = ["u1", "u2", "u3"]
+    scopes = [ALICE, *(Scope(u, "assistant") for u in users)]
+    store.upsert([p for scope in scopes for p in points_of(scope, 10)])
+    store.preloads.most_wait = 3600.0
+    pause = held_search(store, monkeypatch)
+    searcher = threading.Thread(target=search, args=(store, "alice", 1))
+    searcher.start()
+    pause.reached()  # alice's preload waits for this search to end
+    deadline = time.monotonic() + 60
+    while store.preloads._queue and time.monotonic() < deadline:  # taken by its thread
+        time.sleep(0.01)
+    for user in users:
+        search(store, user, seed=2)
+    assert list(store.preloads._queue) == ["u2", "u3"]  # u1, the oldest, dropped
+    search(store, "u1", seed=3)
+    assert list(store.preloads._queue) == ["u3", "u1"]  # asked anew: queued again
+    pause.release()
+    searcher.join()
+    assert store.preloads.idle(60)
 
 
 def test_close_drops_a_waiting_preload_and_ends_its_thread(store, monkeypatch):

@@ -28,7 +28,9 @@ Bounded: a user is preloaded when it holds from :data:`READ_PAGE` points up to
 the cache dropped meanwhile is read again only then); and within any such window the
 preloads keep at most :data:`WINDOW_KEPT` of the cache and read ahead at most
 :data:`WINDOW_READ` caches' worth of shards' points, so that users asked in turn, more than
-the cache holds, never make the preloads read without end, each one dropping another's.
+the cache holds, never make the preloads read without end, each one dropping another's. At
+most :data:`QUEUED` wait: in a burst of new users the oldest is dropped, and queued again at
+its next search.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ MOST_WAIT_SECONDS = 1.0  # searches never pausing (a busy fleet): a step goes an
 CACHE_SHARE = 0.25  # a user holding more points than this share of the cache: not preloaded
 SHARD_SHARE = 1 / 128  # nor one whose points are less than this share of its shard's
 AGAIN_SECONDS = 600.0  # a user preloaded is not preloaded again within this
+QUEUED = 64  # preloads waiting at most: the oldest of more is dropped (its user asked anew later)
 WINDOW_KEPT = 0.75  # the points preloaded within AGAIN_SECONDS: at most this share of the cache
 WINDOW_READ = 2.0  # the shards' points read ahead within AGAIN_SECONDS: at most this many caches
 REST = 1.0  # rest after each step, in the step's time: half the interpreter at most
@@ -103,6 +106,9 @@ class Preloads:
                     self._done = {u: t for u, t in self._done.items() if now - t < AGAIN_SECONDS}
                 self._done[user_id] = now
                 self._queue[user_id] = store
+                if len(self._queue) > QUEUED:  # a burst of new users: the oldest waited longest
+                    dropped, _store = self._queue.popitem(last=False)
+                    del self._done[dropped]
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="vectors-preload")
                     self._thread.daemon = True
