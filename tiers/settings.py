@@ -245,8 +245,8 @@ class VectorsSettings(Section):
         le=10_000_000,
         description=(
             "Embedded store: memory points kept in memory for searches and reads, as bytes "
-            "(least recently used out; about 0.9 KB each with their keys, so 200,000 take about "
-            "175 MB, and the 1,000 read most recently also as objects, about 1.7 KB each; 0: "
+            "(least recently used out; about 0.9 KB each with their keys, so 100,000 take about "
+            "86 MiB, and the 1,000 read most recently also as objects, about 1.7 KB each; 0: "
             "none)."
         ),
     )

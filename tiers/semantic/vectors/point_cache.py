@@ -44,7 +44,7 @@ from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 
 __all__ = ["POINT_CACHE", "PointCache"]
 
-POINT_CACHE = 200_000  # points a store keeps by default, as bytes (vectors.point_cache)
+POINT_CACHE = 100_000  # points a store keeps by default, as bytes (vectors.point_cache)
 HOT_POINTS = 1_000  # of them, the most recently read, kept as objects too (module doc)
 
 
