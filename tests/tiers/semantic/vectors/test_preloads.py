@@ -25,7 +25,7 @@ from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 ALICE = Scope("alice", "assistant")
 BOB = Scope("bob", "assistant")
-ALICE_POINTS = READ_PAGE + 88  # two pages of the preload's scroll
+ALICE_POINTS = READ_PAGE + 88  # enough to be preloaded, in ten chunks read by id
 
 
 def points_of(scope: Scope, count: int) -> list[MemoryPoint]:
