@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
 from tiers.semantic.vectors import PointFilter
@@ -74,12 +74,10 @@ class Preloads:
         *,
         enabled: bool = True,
         most_wait: float = MOST_WAIT_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.points = points
         self.enabled = enabled and points.max_points > 0
         self.most_wait = most_wait
-        self._clock = clock
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, EdgeVectorStore] = OrderedDict()
         self._done: dict[str, float] = {}  # user -> when its last preload was asked
@@ -98,7 +96,7 @@ class Preloads:
         if not self.enabled:
             yield
             return
-        now = self._clock()
+        now = time.monotonic()
         with self._cond:
             self._searches += 1
             if not self._closed and now - self._done.get(user_id, -AGAIN_SECONDS) >= AGAIN_SECONDS:
@@ -182,7 +180,7 @@ class Preloads:
     def _affords(self, kept: int, read: int) -> bool:
         """Whether a preload keeping ``kept`` points, reading ``read`` ahead, fits the
         window's budget (module doc); if so, it is spent."""
-        now = self._clock()
+        now = time.monotonic()
         while self._spent and now - self._spent[0][0] >= AGAIN_SECONDS:
             self._spent.popleft()
         most = self.points.max_points
