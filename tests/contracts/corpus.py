@@ -83,6 +83,10 @@ class Tier3:
             lambda: EdgeVectorStore(root / "vectors"),
         )
         if start:
+            # The model first, here (the test's own timeout bounds it): a cold load of the
+            # torch model took 33 s on a slow disk, and once over the 60 s of the wait below,
+            # beside a 10M fill. The wait is then for the store's own start.
+            minilm()
             self.semantic.start()
             self.semantic.wait_ready(60)
 
