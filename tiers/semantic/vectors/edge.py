@@ -149,7 +149,9 @@ class EdgeVectorStore:
                         gen = generations.without_engine_idf(self.path, gen, dim)
                     shard = self.live.load(gen, dim)
                     try:
-                        ensure_payload_indexes(shard)  # an earlier release's lacked some
+                        # An earlier release's lacked some; its indexes' placement is
+                        # changed by its next build, off this process (edge_generations).
+                        ensure_payload_indexes(shard, placement=False)
                     except Exception:
                         shard.close()
                         raise

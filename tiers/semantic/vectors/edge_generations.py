@@ -7,9 +7,11 @@ behind it. So the build never runs in the daemon's process. A build takes a *gen
 1. the live shard is flushed and its directory copied to the next generation's directory
    (writes wait for the copy, reads go on; the copy is I/O and releases the GIL);
 2. a child process (``python -m tiers.semantic.vectors.edge_generations DIR``, at a lower CPU
-   priority) loads the copy, optimizes it and closes it; meanwhile the live shard serves
-   everything, and every write is also recorded. When the engine finds nothing to optimize
-   the child exits with :data:`UNCHANGED`: the copy is deleted and the live shard stays;
+   priority) loads the copy, makes again the payload indexes an earlier release kept
+   elsewhere (:func:`~tiers.semantic.vectors.edge_shard.ensure_payload_indexes`), optimizes it
+   and closes it; meanwhile the live shard serves everything, and every write is also
+   recorded. When the engine finds nothing to optimize and no index was made, the child exits
+   with :data:`UNCHANGED`: the copy is deleted and the live shard stays;
 3. the daemon loads the built copy, replays the recorded writes into it, and makes it
    current (``CURRENT`` names it, replaced atomically); the old generation is closed once its
    last reader is done, and deleted.
@@ -174,14 +176,21 @@ def _build(
     ``originals``."""
     from qdrant_edge import EdgeShard
 
-    from tiers.semantic.vectors.edge_shard import copy_points, read_sidecar
+    from tiers.semantic.vectors.edge_shard import (
+        copy_points,
+        ensure_payload_indexes,
+        read_sidecar,
+    )
 
     if compact_into is None:  # the daemon's queries and appends come first on shared cores
         below_parent(10)
     shard = EdgeShard.load(gen)
     try:
         if compact_into is None:
-            if not shard.optimize():
+            # A payload index kept elsewhere than the config says (an earlier release's) is
+            # made again here: the daemon's open leaves it, as that holds its GIL.
+            moved = ensure_payload_indexes(shard)
+            if not shard.optimize() and not moved:
                 return UNCHANGED
             shard.flush()
         else:  # a purge waits on it: not niced

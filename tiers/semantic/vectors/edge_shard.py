@@ -106,28 +106,36 @@ def create_shard(
     return shard
 
 
-def ensure_payload_indexes(shard: EdgeShard) -> int:
+def ensure_payload_indexes(shard: EdgeShard, *, placement: bool = True) -> int:
     """Create the payload indexes of :func:`payload_indexes` that ``shard`` lacks, or holds
     with other settings; returns how many. Asked for an index it has, the engine builds it
     again over every point, holding the GIL: 15 s for the seven at 200,000 points (measured
-    2026-11-29), at every open of the shard before. So those it has are left alone."""
+    2026-11-29), at every open of the shard before. So those it has are left alone. Without
+    ``placement`` an index kept in memory where the config says on disk (or the other way)
+    counts as had: the daemon's open leaves it so (seconds of GIL at 10M), and the build child
+    makes it again, in its own process (:mod:`~tiers.semantic.vectors.edge_generations`)."""
     have = shard.info().payload_schema
     made = 0
     for name, schema in edge_config.payload_indexes().items():
-        if not _indexed_as(have.get(name), schema):
+        if not _indexed_as(have.get(name), schema, placement):
             shard.update(UpdateOperation.create_field_index(name, schema))
             made += 1
     return made
 
 
 def _indexed_as(
-    index: PayloadIndexInfo | None, schema: PayloadSchemaType | PayloadSchemaParams
+    index: PayloadIndexInfo | None,
+    schema: PayloadSchemaType | PayloadSchemaParams,
+    placement: bool,
 ) -> bool:
     if index is None:
         return False
     if isinstance(schema, KeywordIndexParams):
-        tenant = getattr(index.params, "is_tenant", None)
-        return index.data_type == PayloadSchemaType.Keyword and tenant == schema.is_tenant
+        params = index.params
+        tenant = getattr(params, "is_tenant", None)
+        if index.data_type != PayloadSchemaType.Keyword or tenant != schema.is_tenant:
+            return False
+        return not placement or getattr(params, "memory", None) == schema.memory
     return index.data_type == schema and index.params is None
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from qdrant_edge import EdgeShard, Memory, PayloadSchemaType, UpdateOperation
 
 from tests.contracts.vectors import BOB, T0, alice, ids, mem, ready, unit
 from tests.support.builds import child_running, gated_child, index_small_stores
@@ -254,3 +256,37 @@ def test_a_built_shard_is_not_filled_with_the_write_ahead_logs_zeros(store, path
     files = [p for p in path.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) > 64 << 20  # two preallocated WAL files
     assert sum(p.stat().st_blocks * 512 for p in files) < 16 << 20
+
+
+def _on_disk(path: Path, fields: tuple[str, ...]) -> dict[str, bool]:
+    """Whether each of the current generation's payload indexes ``fields`` is on disk."""
+    shard = EdgeShard.load(str(generations.current(path)))
+    try:
+        schema = shard.info().payload_schema
+        return {f: getattr(schema[f].params, "memory", None) == Memory.Cold for f in fields}
+    finally:
+        shard.close()
+
+
+def test_a_build_moves_the_indexes_an_earlier_release_kept_in_memory_to_disk(path):
+    """The episode and session indexes of an earlier release, held in RAM, are left so by the
+    daemon's open (making them again holds the GIL) and made again on disk by the shard's
+    next build, in the build's child: filters by them find the same points after."""
+    fields = ("episode_id", "session_id")
+    with ready(EdgeVectorStore, path) as store:
+        store.upsert([mem(f"m {i}", seq=i, seed=i, episode=f"ep-{i % 3}") for i in range(300)])
+    shard = EdgeShard.load(str(generations.current(path)))
+    for field in fields:  # as an earlier release made them
+        shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+    shard.close()
+    assert _on_disk(path, fields) == {"episode_id": False, "session_id": False}
+    with ready(EdgeVectorStore, path) as store:
+        assert store.count(replace(alice(), episode_ids=("ep-1",))) == 100
+    assert _on_disk(path, fields) == {"episode_id": False, "session_id": False}  # open: left
+    with ready(EdgeVectorStore, path) as store:
+        store.upsert(points(300, start=300))
+        store.optimize()
+        assert store.count(replace(alice(), episode_ids=("ep-1",))) == 400
+        assert store.count(replace(alice(), exclude_sessions=("chat-1",))) == 0
+    assert generations.current(path).name != "gen-000001"  # built: a copy swapped in
+    assert _on_disk(path, fields) == {"episode_id": True, "session_id": True}

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 from qdrant_client import QdrantClient, models
-from qdrant_edge import EdgeShard, PayloadSchemaType, UpdateOperation
+from qdrant_edge import EdgeShard, Memory, PayloadSchemaType, UpdateOperation
 
 from tests.contracts.vectors import (
     BOB,
@@ -246,5 +246,26 @@ def test_a_shard_is_asked_only_for_the_payload_indexes_it_lacks(tmp_path):
         assert set(schema) == set(payload_indexes())
         assert getattr(schema["user_id"].params, "is_tenant", None) is True
         assert ensure_payload_indexes(shard) == 0
+    finally:
+        shard.close()
+
+
+def test_the_episode_and_session_indexes_are_kept_on_disk_and_moved_there_only_when_asked(
+    tmp_path,
+):
+    """Those two indexes stay on disk (a shard's load holds the GIL, and they were most of
+    it); one an earlier release kept in RAM is left so unless ``placement`` is asked for (the
+    build child's), as making it again holds the GIL for seconds at 10M."""
+    shard = EdgeShard.create(str(tmp_path / "shard"), config(DIM))
+    try:
+        assert ensure_payload_indexes(shard) == len(payload_indexes())
+        schema = shard.info().payload_schema
+        on_disk = {n for n, i in schema.items() if getattr(i.params, "memory", None) == Memory.Cold}
+        assert on_disk == {"episode_id", "session_id"}
+        shard.update(UpdateOperation.create_field_index("episode_id", PayloadSchemaType.Keyword))
+        assert ensure_payload_indexes(shard, placement=False) == 0
+        assert shard.info().payload_schema["episode_id"].params is None  # left in RAM
+        assert ensure_payload_indexes(shard) == 1
+        assert shard.info().payload_schema["episode_id"].params.memory == Memory.Cold
     finally:
         shard.close()
