@@ -16,6 +16,9 @@ memories its feature file lacks): reading and parsing a point costs 0.1-0.3 ms, 
 first build waits for it ``wait_seconds`` at most (with none, the build starts once that query
 has answered: :meth:`MemoryGraphs.deferred`); until it is done the graph is not ready for
 the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
+A scope built here and written since is rebuilt by its next query, with no count of its
+memories, unless more than ``inline_reads`` points came since: then behind, the query taking
+the last build.
 After a large scope's write its queries use the previous build while the next one runs, and
 a build younger than ten times its own duration is not redone, so that under steady writes a
 scope spends at most a tenth of its time rebuilding. ``refresh_seconds`` (0 by
@@ -50,6 +53,10 @@ log = logging.getLogger("strata.recall")
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
 READ_PAGE = 2_048  # points decoded at a time by a build (each page freed as it goes)
+
+
+class _TooManyReads(Exception):
+    """A rebuild on the query's thread would read more than ``inline_reads`` new points."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +202,12 @@ class MemoryGraphs:
                 return entry.graph  # the previous build until the next is done
             if key in self._pending:
                 raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
-        if self._behind_first(scope, vectors):
+        if entry is not None:  # written since its build, which holds the features it had
+            try:
+                return self._built(key, scope, vectors, most=self.inline_reads)
+            except _TooManyReads:  # many points came at once: built behind, as below
+                pass
+        if entry is not None or self._behind_first(scope, vectors):
             with self._lock:
                 self._build_behind(key, scope, vectors)
                 self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
@@ -206,7 +218,9 @@ class MemoryGraphs:
         return self._built(key, scope, vectors)
 
     def _behind_first(self, scope: Scope, vectors: VectorStore) -> bool:
-        """Whether the scope, never built here or evicted, is built in the background: it
+        """Whether the scope, never built here or evicted, is built in the background (one
+        built here is rebuilt on the query's thread unless that would read more than
+        ``inline_reads`` points: :meth:`get`, with no count at each query): it
         holds ``large_scope`` memories or more, or its build would read more than
         ``inline_reads`` points (its memories less the rows of its feature file). Counted
         with the engine's count, a few ms, and the file's ids."""
@@ -272,9 +286,12 @@ class MemoryGraphs:
         with self._lock:
             return self._idle.wait_for(lambda: not self._pending, timeout)
 
-    def _built(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> ScopeGraph:
+    def _built(
+        self, key: tuple[str, str], scope: Scope, vectors: VectorStore, most: int | None = None
+    ) -> ScopeGraph:
         """A new build of the scope's graph, kept (unless its user was forgotten meanwhile);
-        a build finished by another thread while this one waited is taken instead."""
+        a build finished by another thread while this one waited is taken instead. Raises
+        :class:`_TooManyReads` when it would read more than ``most`` points (None: any)."""
         with self._lock:
             build_lock = self._builds.setdefault(key, threading.Lock())
         with build_lock:
@@ -292,7 +309,7 @@ class MemoryGraphs:
                 with self._lock:
                     self._saved[key] = len(known)
             with collector.quiet():  # a burst of decoded points: no full collection walks it
-                graph, removed = self._build(scope, vectors, known)
+                graph, removed = self._build(scope, vectors, known, most)
             files = self.files if self._to_save(key, graph.count, removed) else None
             if files is not None and files.save(scope, graph.features, generation):
                 with self._lock:
@@ -324,7 +341,7 @@ class MemoryGraphs:
         return removed > 0 or saved is None or size - saved >= max(1, saved // 10)
 
     def _build(
-        self, scope: Scope, vectors: VectorStore, known: FeatureTable
+        self, scope: Scope, vectors: VectorStore, known: FeatureTable, most: int | None = None
     ) -> tuple[ScopeGraph, int]:
         """The scope's graph from its current memories: their ids from the store, the
         features of those ``known`` lacks read from their points (those of memories gone are
@@ -335,10 +352,10 @@ class MemoryGraphs:
             kinds=self.kinds,
             include_superseded=False,
         )
-        table, seen = self._memories(flt, vectors, known)
+        table, seen = self._memories(flt, vectors, known, most)
         if "episode_turn" in self.kinds and not table.has_kind("episode_turn"):
             flt = replace(flt, kinds=FALLBACK_KINDS)
-            table, _seen = self._memories(flt, vectors, seen)  # the facts are not read again
+            table, _seen = self._memories(flt, vectors, seen, most)  # facts not read again
         removed = len(known) - int(np.isin(known.ids, table.ids).sum()) if len(known) else 0
         if len(table) >= self.max_points:
             log.warning(
@@ -356,7 +373,7 @@ class MemoryGraphs:
         return assemble(table, triplets, self.reply_weight), removed
 
     def _memories(
-        self, flt: PointFilter, vectors: VectorStore, known: FeatureTable
+        self, flt: PointFilter, vectors: VectorStore, known: FeatureTable, most: int | None
     ) -> tuple[FeatureTable, FeatureTable]:
         """The features of the memories matching ``flt``, in the store's order: ``known``'s
         rows, and those of the new ones read from their points (a point deleted between the
@@ -364,6 +381,8 @@ class MemoryGraphs:
         ids = np.array(vectors.ids(flt, limit=self.max_points), dtype=ID)
         at = known.positions(ids)
         new = [bytes(i).decode() for i in ids[at < 0]]
+        if most is not None and len(new) > most:
+            raise _TooManyReads
         if new:
             rows: list[tuple[str, Features]] = []
             for start in range(0, len(new), READ_PAGE):

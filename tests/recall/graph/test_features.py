@@ -22,11 +22,17 @@ from tiers.space import DiskSpace
 
 
 class CountingReads:
-    """The world's vector store, counting the points ``get`` returns (a proxy, not a fake)."""
+    """The world's vector store, counting the points ``get`` returns and the ``count`` calls
+    (a proxy, not a fake)."""
 
     def __init__(self, vectors: VectorStore) -> None:
         self._vectors = vectors
         self.read = 0
+        self.counts = 0
+
+    def count(self, flt: PointFilter) -> int:
+        self.counts += 1
+        return self._vectors.count(flt)
 
     def get(self, ids: list[str], user_id: str | None = None) -> list[MemoryPoint]:
         found = self._vectors.get(ids, user_id)
@@ -91,6 +97,35 @@ def test_a_first_build_of_many_reads_runs_behind_the_query_and_one_from_its_file
         assert_same(graph, scratch(world, A), "a build from the file")
     finally:
         restarted.close()
+
+
+def test_a_scope_written_since_its_build_is_rebuilt_in_the_query_unless_many_points_came(
+    world: World,
+):
+    """A scope built here and written since is rebuilt by its next query from the new points
+    alone, with no count of its memories (an exact count of the engine at every query of a
+    scope under writes: found by py-spy under a fleet at 10M); when more than
+    ``inline_reads`` came at once, it is rebuilt behind and the query takes the last build."""
+    fill(world)  # B: four turns
+    graphs = MemoryGraphs(world.semantic, inline_reads=4, wait_seconds=0)
+    try:
+        reads = CountingReads(world.vectors)
+        assert graphs.get(B, reads).count == 4  # type: ignore[arg-type]
+        world.turn(B, "Jon", "We met Dave at Clay Corner.", seq=20)
+        reads.read = reads.counts = 0
+        graph = graphs.get(B, reads)  # type: ignore[arg-type]
+        assert (reads.read, reads.counts) == (1, 0)
+        assert_same(graph, scratch(world, B), "a rebuild in the query")
+        for seq in range(30, 35):  # five at once: more than four to read
+            world.turn(B, "Jon", f"Dave went to Lisbon on day {seq}.", seq=seq)
+        reads.read = 0
+        assert graphs.get(B, reads).count == 5  # type: ignore[arg-type]
+        assert graphs.idle(30) and reads.read == 5  # the query read none: the build did
+        assert graphs.get(B, reads).count == 10  # type: ignore[arg-type]
+        assert reads.counts == 0
+        assert_same(graphs.get(B, world.vectors), scratch(world, B), "a rebuild behind")
+    finally:
+        graphs.close()
 
 
 def test_a_file_holding_points_deleted_since_is_rewritten_without_them(
