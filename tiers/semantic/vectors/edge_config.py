@@ -61,7 +61,7 @@ class Made(NamedTuple):
 
 def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
     """The payload indexes of a shard. Those of the episode and the session stay on disk
-    (``Memory.Cold``): a value for nearly every few points, so that held in RAM they were most
+    (``Memory.Cold``): a value for every few points, so that held in RAM they were most
     of a shard's load, which holds the GIL (a shard of the 10M store: 290-685 ms against
     127-160 ms, warm cache, 2026-12-02), and few queries filter by them (a thread, GetContext's
     own session, a Forget of episodes: as fast either way, measured the same day). The fields
