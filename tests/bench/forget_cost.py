@@ -13,8 +13,9 @@ back for random users other than the ones forgotten. Then, one after the other:
 2. ``Forget`` of 20 memory ids of another user;
 3. ``Forget`` of a third user while its open session holds messages.
 
-Reported per Forget: the time until it returns (RocksDB's purge included: ``forget.done
-purge_ms``), the time until the vector store's purge is done (``forget.purged``: a child
+Reported per Forget: the time until it returns (RocksDB's memtables flushed: ``forget.done
+flush_ms``), RocksDB's compaction behind it (``forget.compacted``), the time until the vector
+store's purge is done (``forget.purged``: a child
 process rewrote the live points of the forgotten user's shard into a new generation;
 ``vectors.purged`` gives the shard and its stages),
 and the Append and Recall latencies from the first Forget to the last purge, and otherwise.
@@ -136,12 +137,15 @@ def run(size: int, queries: int, keep_log: Path | None = None) -> dict[str, Any]
             keep_log.write_text(log)
     done = _events(log, "forget.done")
     purged = _events(log, "vectors.purged")
+    compacted = _events(log, "forget.compacted")
     for f, d, p in zip(forgets, done, purged, strict=False):
-        f["rocksdb_purge_ms"] = float(d.get("purge_ms", "nan"))
+        f["rocksdb_flush_ms"] = float(d.get("flush_ms", "nan"))
         f["vector_purge_stages_ms"] = {
             k: float(p[k]) for k in ("copy", "child", "load", "replay") if k in p
         }
         f["vector_purge_shard"] = p.get("store", "")
+    for f, c in zip(forgets, compacted, strict=False):  # coalesced: fewer than the Forgets
+        f["rocksdb_compaction_ms"] = float(c.get("ms", "nan"))
     return {
         "points": size,
         **built,
@@ -180,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_machine(machine))
     for f in result["forgets"]:
         print(
-            f"  {f['what']:>20}: returned in {f['ms']} ms (RocksDB purge"
-            f" {f.get('rocksdb_purge_ms')} ms); vector store purged {f['until_purged_ms']} ms"
+            f"  {f['what']:>20}: returned in {f['ms']} ms (RocksDB flush"
+            f" {f.get('rocksdb_flush_ms')} ms, compaction behind it"
+            f" {f.get('rocksdb_compaction_ms')} ms); vector store purged {f['until_purged_ms']} ms"
             f" after the call ({f.get('vector_purge_shard')}, stages"
             f" {f.get('vector_purge_stages_ms')}); {f['vector_points']}"
             f" points, {f['graph_edges']} edges, {f['sessions']} sessions"

@@ -25,9 +25,10 @@ and 1,000 users: 2.5k to 25k points each). The index is built unless ``--no-inde
   built again (from their feature files on disk, ``graphs_built_s``);
 - a Forget of the largest user while a thread recalls small users and another appends to a
   session of one of them (once the opener is done and they were asked twice): its duration,
-  its stages, and the others' Recalls and appends meanwhile; then, its points deleted after
-  it returned (``tiers.semantic.erasures``), the seconds until that ended (``erased_s``,
-  from the Forget's start) and the others' calls meanwhile (``*_while_erased``);
+  its stages, and the others' Recalls and appends meanwhile; RocksDB's compaction after it
+  (``compacted_after_ms``); then, its points deleted after it returned
+  (``tiers.semantic.erasures``), the seconds until that ended (``erased_s``, from the
+  Forget's start) and the others' calls meanwhile (``*_while_erased``);
 - the garbage collector: the start-up freeze and every pass over 50 ms (``gc.pause``).
 """
 
@@ -234,9 +235,14 @@ def forget_largest(
 
 
 def forget_stages(text: str) -> dict[str, float]:
-    """The stages of the last ``forget.done`` line (``*_ms`` fields)."""
-    lines = [line for line in text.splitlines() if "event=forget.done" in line]
-    return {k: float(v) for k, v in re.findall(r"(\w+_ms)=([\d.]+)", lines[-1] if lines else "")}
+    """The stages of the last ``forget.done`` line (``*_ms`` fields), and the RocksDB
+    compaction behind it (the first ``forget.compacted`` after it: ``compacted_after_ms``)."""
+    _before, found, after = text.rpartition("event=forget.done")
+    line, _, rest = after.partition("\n")
+    stages = {k: float(v) for k, v in re.findall(r"(\w+_ms)=([\d.]+)", line if found else "")}
+    if found and (compacted := re.search(r"event=forget\.compacted .*?\bms=([\d.]+)", rest)):
+        stages["compacted_after_ms"] = float(compacted[1])
+    return stages
 
 
 def log_figures(text: str) -> dict[str, Any]:
@@ -263,12 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-points", type=int, default=200_000)
     parser.add_argument("--sample", type=int, default=20, help="small users asked in turn")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument(
-        "--settle", type=float, default=60.0, help="seconds watched after a restart"
-    )
-    parser.add_argument(
-        "--workers", type=int, default=2, help="fill processes (one core each: 2 here)"
-    )
+    parser.add_argument("--settle", type=float, default=60.0, help="seconds after a restart")
+    parser.add_argument("--workers", type=int, default=2, help="fill processes (a core each)")
     parser.add_argument("--no-index", action="store_true", help="fill without building the index")
     parser.add_argument(
         "--originals",

@@ -35,6 +35,13 @@ def on_disk(root: Path, needles: list[str]) -> dict[str, list[str]]:
     return found
 
 
+def in_logs(root: Path, needles: list[str]) -> list[str]:
+    """The RocksDB write-ahead logs under ``root`` (``*.log`` of the state and journal stores)
+    that hold one of ``needles``: none once Forget has returned (docs/operations.md, Forget)."""
+    logs = (p for p in on_disk(root, needles) if p.endswith(".log"))
+    return sorted(p for p in logs if p.startswith(("state/", "journal/")))
+
+
 def taken(root: Path) -> int:
     """What the files under ``root`` take on disk (their blocks, not their apparent size)."""
     return sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())

@@ -13,7 +13,7 @@ import pytest
 from stratad_client import MemoryClient, StrataClientError
 from stratad_client.pb import memory_pb2 as pb
 from tests.support import QUIET, code, wait_until
-from tests.support.disk import gone_within, on_disk
+from tests.support.disk import gone_within, in_logs, on_disk
 from tiers.semantic.tombstones import is_forgotten
 from tiers.semantic.vectors import PointFilter
 from weaver.index import DocumentIndexer
@@ -189,8 +189,10 @@ def test_forget_removes_documents_by_scope_and_by_id_and_leaves_no_bytes(start_d
         assert any(p.startswith("state/") for p in on_disk(data, [secret]))
         r = c.forget(memory_ids=[mine.document.id])
         assert (r.documents, r.vector_points) == (1, 1) and r.cache_entries >= 1
-        # RocksDB's files hold none of it when Forget returns (the vector store's follow).
-        assert all(p.startswith("vectors/") for p in on_disk(data, [secret]))
+        # RocksDB's logs hold none of it when Forget returns (its files and the vector
+        # store's follow within the bound).
+        assert in_logs(data, [secret]) == []
+        gone_within(data, [secret])
         assert code(lambda: c.get_document(["n"], "a", user_id="alice"))[0] == (
             grpc.StatusCode.NOT_FOUND
         )

@@ -10,7 +10,7 @@ import pytest
 
 from stratad_client import StrataClientError
 from tests.support import QUIET, QUIET_ENV, consolidate, wait_until
-from tests.support.disk import gone_within, on_disk
+from tests.support.disk import gone_within, in_logs, on_disk
 from tests.support.forgetting import SECRET, talk, texts
 from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import digesting, tier3, turns_in
@@ -82,10 +82,8 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
             r = c.forget(episode_ids=[episode])
             assert r.episodes == 1 and r.vector_points >= 4
             assert _graphs(data, named) == []  # the user's feature files, at once
-            # RocksDB's part is done when Forget returns; the vector store's follows at once.
-            assert not any(
-                not p.startswith("vectors/") for p in on_disk(data, [by_episode, by_episode[::-1]])
-            )
+            # RocksDB's logs hold none of it when Forget returns; the rest follows at once.
+            assert in_logs(data, [by_episode, by_episode[::-1]]) == []
             gone_within(data, [by_episode, by_episode[::-1]])
 
             (fact,) = [
@@ -101,9 +99,9 @@ def test_forget_leaves_no_bytes_on_disk(spawn, tmp_path):
 
             r = c.forget(user_id="alice")
             assert r.sessions == 1 and r.episodes == 2
-        d.kill()  # SIGKILL right after Forget returned: the vector store's purge is cut short
+        d.kill()  # SIGKILL right after Forget returned: the compactions and purge cut short
         gone = [w for w in everything + reversed_ if w not in (bobs, bobs[::-1])]
-        assert not any(not p.startswith("vectors/") for p in on_disk(data, gone))
+        assert in_logs(data, gone) == []
         d = spawn(data, **settings)
         with d.client(60) as c:
 

@@ -37,8 +37,9 @@ more hides them instead of deleting them (:mod:`tiers.semantic.erasures`): the p
 deletes them after the Forget returns, tombstoning their episodes as it goes.
 
 Then, without the locks, the deletes are made physical (:mod:`tiers.rights.forget.purge`):
-RocksDB's before Forget returns, the vector store's on the purger's thread, after RocksDB's
-(a ``purge`` mark, written with the tombstones, makes the next start finish it after a crash).
+RocksDB's memtables flushed before Forget returns (no log holds them), its files compacted and
+the vector store's purged after it, each on a thread of its own (a ``purge`` mark, written with
+the tombstones, makes the next start finish them after a crash).
 """
 
 from __future__ import annotations
@@ -255,13 +256,12 @@ class Forgetter:
             # A scope's edges (60,000 of a 200,000-point user) are one range of their family:
             # only its files are rewritten (unless an earlier Forget's purge is not over).
             ranged = {GRAPH_CF: rows.user_prefix(scope.user_id)} if scope and not earlier else {}
-            # Then the vector store's (of the shards deleted from, and a hidden user's
-            # erasure) on the purger's thread, started after RocksDB's so that the Forget's
-            # own wait does not share the two cores with it.
+            # The compactions and the vector store's purge after it returns: they grow with
+            # the store (tiers.rights.forget.compactions).
             try:
-                counts.purge_ms = self.purger.purge_stores(self._kind_cfs if alone else (), ranged)
+                counts.flush_ms = self.purger.flush_stores()
             finally:
-                self.purger.request()
+                self.purger.request(mark, self._kind_cfs if alone else (), ranged)
         laps.lap("rest")
         fields = {"users": len(users), **counts.as_dict(), "erased_later": erased, **laps.ms}
         log.info("forget.done", extra={"fields": fields})

@@ -85,14 +85,14 @@ class ForgetCounts:
     profiles_rewritten: int = 0  # entity profiles rebuilt from the facts that remain
     digests_rewritten: int = 0  # digests and story threads rebuilt from the summaries left
     facts_restored: int = 0  # superseded by a forgotten fact: current again, or closed later
-    purge_ms: float = (
-        0.0  # making RocksDB's deletes physical (tiers.rights.forget.purge; vectors: after)
-    )
+    # RocksDB's memtables flushed, so no log holds what was deleted (tiers.rights.forget.purge;
+    # the compactions and the vector store's purge come after)
+    flush_ms: float = 0.0
     # Per kind of scoped data (tiers.schema.KINDS), by its name: the records it deleted.
     kinds: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float]:
-        """Every count, the kinds' by their names (``purge_ms`` too)."""
+        """Every count, the kinds' by their names (``flush_ms`` too)."""
         fields = {n: getattr(self, n) for n in self.__dataclass_fields__ if n != "kinds"}
         return {**fields, **self.kinds}
 
