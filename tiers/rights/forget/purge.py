@@ -23,8 +23,7 @@ once its deletes are made, and the first purge that begins after that request cl
 the compactions asked for by then are done too (a purge that began between the mark's write
 and the request leaves it to the next). If the daemon stops or dies first, the next start
 compacts every family Forget touches and purges again (:meth:`Purger.resume`) as soon as Tier 3
-is open. Failed purges are retried every
-:data:`RETRY_SECONDS`.
+is open. Failed purges are retried every :data:`RETRY_SECONDS`.
 """
 
 from __future__ import annotations
