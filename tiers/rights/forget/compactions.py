@@ -62,12 +62,7 @@ class Compactions:
         """Have ``families`` of ``store`` compacted (those in ``prefixes`` under that prefix
         alone); returns the request's ticket (for :meth:`wait`)."""
         with self._cond:
-            wanted = self._wanted.setdefault(store, {})
-            for family in families:
-                prefix = (prefixes or {}).get(family)
-                if family in wanted and wanted[family] != prefix:
-                    prefix = None  # two ranges, or a range and the whole: the whole
-                wanted[family] = prefix
+            self._want(store, {f: (prefixes or {}).get(f) for f in families})
             self._asked += 1
             if self._thread is None and not self._closing:
                 self._thread = threading.Thread(target=self._loop, name="compact", daemon=True)
@@ -108,6 +103,13 @@ class Compactions:
             thread.join(timeout)
         return thread is None or not thread.is_alive()
 
+    def _want(self, store: RocksStore, families: Mapping[str, _Range]) -> None:
+        """Add ``families`` to what the next compaction covers (under the lock): a family
+        asked for under two ranges, or a range and the whole, is compacted whole."""
+        wanted = self._wanted.setdefault(store, {})
+        for family, prefix in families.items():
+            wanted[family] = prefix if wanted.get(family, prefix) == prefix else None
+
     def _loop(self) -> None:
         lower_this_thread(BACKGROUND_NICE)
         while True:
@@ -126,9 +128,7 @@ class Compactions:
                 with self._cond:
                     self._running = False
                     for store, families in wanted.items():  # asked again, with what came since
-                        since = self._wanted.setdefault(store, {})
-                        for family, prefix in families.items():
-                            since[family] = prefix if since.get(family, prefix) == prefix else None
+                        self._want(store, families)
                     if self._closing:
                         return
                     log.error("forget.compaction_failed", extra={"fields": {"error": str(exc)}})
