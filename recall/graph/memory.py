@@ -210,7 +210,8 @@ class MemoryGraphs:
         if entry is not None or self._behind_first(scope, vectors):
             with self._lock:
                 self._build_behind(key, scope, vectors)
-                self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
+                if self.wait_seconds > 0:  # with none, the lock is never let go: the last build
+                    self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
                 entry = self._entries.get(key)
             if entry is not None:  # built within the wait
                 return entry.graph
