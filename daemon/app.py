@@ -18,10 +18,13 @@ Health: every named service is SERVING once the parts have started (appends are 
 overall status ("") is NOT_SERVING until Tier 3 (embedding model and vector store) is open,
 then SERVING, and stays NOT_SERVING if Tier 3 fails to open.
 
-Shutdown, the reverse of the start: health goes NOT_SERVING, the scheduler stops, the weaver
-finishes its job at hand, the server stops with ``shutdown_grace_seconds`` for in-flight
-RPCs, the metrics endpoint closes, the stores are flushed (working memory is already durable:
-every append was written before it was acknowledged) and closed in reverse order of opening.
+Shutdown, the reverse of the start: health goes NOT_SERVING, the scheduler stops, Tier 3's
+work that can wait for the next start stops (``SemanticStore.interrupt``: a shard's term count
+after a crash, which could hold the weaver's job for minutes), the weaver finishes its job at
+hand (or gives it up, to be redone at the next start), the server stops with
+``shutdown_grace_seconds`` for in-flight RPCs, the metrics endpoint closes, the stores are
+flushed (working memory is already durable: every append was written before it was
+acknowledged) and closed in reverse order of opening.
 A stage that fails is logged and the others still run (:attr:`Daemon.stop_failures`).
 """
 
@@ -218,6 +221,7 @@ class Daemon:
             async with stages.starting("weaver"):
                 stages.push("weaver", lambda: in_thread(weaver.stop, grace))
                 weaver.start()
+        stages.push("tier 3 background", parts.semantic.interrupt)  # before the weaver's stop
         async with stages.starting("scheduler"):
             parts.scheduler.start()
             stages.push("scheduler", lambda: parts.scheduler.shutdown(wait=False))

@@ -607,6 +607,22 @@ def test_closed_store_is_unavailable(store):
         store.search_dense([float(x) for x in unit(0)], alice(), limit=1)
 
 
+def test_an_interrupt_stops_nothing_a_request_needs_and_a_reopen_finds_every_point(store, opened):
+    """``interrupt`` (a daemon's stop, before its last jobs end) stops only work that can wait
+    for the next start: the store still reads and writes, in a user it holds and in a new
+    one, until it closes; then it opens as it was."""
+    store.upsert([mem("Alice sings in a choir", seq=1)])
+    store.interrupt()
+    store.interrupt()  # idempotent
+    store.upsert([mem("Alice sings on Sundays", seq=2), mem("Bob rows", scope=BOB, seq=3)])
+    hits = store.search_sparse(KEYWORDS.embed_query("sings"), alice(), limit=5)
+    assert len(hits) == 2 and store.count(PointFilter(user_id=BOB.user_id)) == 1
+    store.flush()
+    again = opened.reopen(store)
+    again.ensure(MODEL, DIM)
+    assert again.count(PointFilter()) == 3
+
+
 def test_not_ensured_store_is_unavailable(opened):
     fresh = opened.open()
     with pytest.raises(VectorStoreUnavailable, match="ensure"):

@@ -103,6 +103,9 @@ class FlakyVectors:
     def flush(self) -> None:
         self.inner.flush()
 
+    def interrupt(self) -> None:
+        self.inner.interrupt()
+
     def close(self) -> None:
         self.inner.close()
         if self.fail_close:

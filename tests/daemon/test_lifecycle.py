@@ -1,26 +1,35 @@
 """A real daemon's start and stop (RocksDB stores, a gRPC server on loopback): each once, safe
 to call again; a part that fails to start stops what had started before it, in reverse order;
-a stage of the stop that fails stops no other."""
+a stage of the stop that fails stops no other; a stop waits for no shard's term count."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
+import threading
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from daemon.app import Daemon, NotStarted
 from daemon.server.metrics import Metrics
 from daemon.settings import Settings
-from tests.support import QUIET, ThreadDaemon
+from tests.support import MAY, QUIET, ThreadDaemon, wait_until
 from tests.support.models import shared_factories
+from tests.support.weaving import conversation
 from tiers.rocks import RocksStore
+from tiers.semantic.store import edge_store_path
+from tiers.semantic.vectors import PointFilter, edge_shard, shard_of
+from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors.shards.members import ShardSet
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
+from tiers.semantic.vectors.term_frequencies import Tally
 
 METRICS = {"enabled": True, "listen": "127.0.0.1:0"}
 
@@ -168,3 +177,62 @@ def test_a_stage_of_the_stop_that_fails_stops_no_other(
     assert not parts.scheduler.running
     with pytest.raises(Exception):  # noqa: B017 - closed: rocksdict's own error type
         parts.state.get("sessions", b"x")
+
+
+def test_a_stop_gives_up_a_shards_term_count_and_the_next_start_counts_it(
+    start_daemon, make_settings, monkeypatch, caplog
+):
+    """After a crash each shard's keyword terms are counted when it opens, under whatever
+    opens it: at ten million points on a slow disk a SIGTERM waited over two minutes for the
+    weaver's job counting one (2026-12-02). A stop interrupts Tier 3 before it waits for the
+    weaver: the count gives up at its next page, the job with it, and the next start counts
+    the shard whole and indexes the episode."""
+    d = start_daemon(weaver=QUIET)
+    d.daemon.parts.semantic.wait_ready(120)
+    with d.client() as c:
+        conversation(c, "s1", MAY, *(f"Note {i} on the lighthouse's lamp." for i in range(6)))
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
+    d.stop()
+    vectors_dir = edge_store_path(make_settings().data_dir)
+    layout.term_counts(vectors_dir).unlink()  # as a crash leaves it: every shard to count
+
+    monkeypatch.setattr(edge_shard, "READ_PAGE", 1)  # a page a point
+    monkeypatch.setattr(ShardSet, "_open_rest", lambda self: None)  # the writer opens it
+    counting, release, pages = threading.Event(), threading.Event(), []
+    tally, interrupt = Tally.add, ShardSet.interrupt
+
+    def slow(self: Tally, vectors: Iterable[Any]) -> None:  # a cold page read
+        pages.append(threading.current_thread().name)
+        counting.set()
+        assert release.wait(60)
+        tally(self, vectors)
+
+    def interrupted(self: ShardSet) -> None:
+        interrupt(self)
+        release.set()  # the page under way is read now
+
+    monkeypatch.setattr(Tally, "add", slow)
+    monkeypatch.setattr(ShardSet, "interrupt", interrupted)
+    d = start_daemon(weaver=QUIET)
+    d.daemon.parts.semantic.wait_ready(120)
+    with d.client() as c:
+        conversation(c, "s2", MAY, "The lighthouse keeper retired.", "Who took over?")
+    assert counting.wait(60)  # the weaver's write opens alice's shard
+    with caplog.at_level(logging.INFO):
+        d.stop()
+    assert pages == ["weaver"]  # given up after its first page
+    assert not [r for r in caplog.records if r.getMessage() == "weaver.job_failed"]
+    with np.load(layout.term_counts(vectors_dir)) as doc:
+        assert doc["uncounted"].tolist() == [shard_of("alice", make_settings().vectors.shards)]
+
+    monkeypatch.undo()
+    d = start_daemon(weaver=QUIET)
+    vectors = d.daemon.parts.semantic.wait_ready(120)[1].inner
+    assert isinstance(vectors, ShardedVectorStore)
+    with d.client() as c:
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
+        hits = c.recall("Who retired from the lighthouse?", user_id="alice", k=3).hits
+        assert any("retired" in h.text for h in hits)
+    vectors.open_shards()  # every shard counted: the counts are exact again
+    frequencies = vectors._frequencies
+    assert frequencies.exact and frequencies.points == vectors.count(PointFilter())

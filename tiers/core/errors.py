@@ -107,6 +107,27 @@ class Stopped(TierError, Unavailable):
     nothing of it was written."""
 
 
+class VectorStoreMismatch(TierError, FailedPrecondition):
+    """The store was created with another embedding model or vector size."""
+
+
+class VectorStoreUnavailable(TierError, Unavailable):
+    """The vector store failed a read or write (server down, disk error)."""
+
+
+class VectorStoreInterrupted(VectorStoreUnavailable, Stopped):
+    """Work that can wait for the next start was asked of a vector store told to stop it
+    (:meth:`tiers.semantic.vectors.VectorStore.interrupt`): a shard's keyword count. Of the
+    request that met it, what was written before stays; the rest is the caller's to redo (the
+    weaver redoes it at its next start)."""
+
+
+class IndexBuildCancelled(VectorStoreUnavailable):
+    """An index build was given up, because a purge (Forget) rewrites the same shard
+    meanwhile: the copy it built would still hold the purged bytes. A later build starts
+    afresh."""
+
+
 class ModelError(TierError):
     """A model behind litellm (:mod:`tiers.core.models`) failed a request. ``detail`` is the
     message without the client's name, ``cause`` the last failure alone (both redacted)."""

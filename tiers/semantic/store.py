@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tiers.core import collector
-from tiers.core.errors import Stopped, one_line
+from tiers.core.errors import one_line
 from tiers.core.events import Events
 from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
@@ -45,6 +44,7 @@ from tiers.rocks import RocksStore
 from tiers.semantic.digests import KIND as DIGEST
 from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
+from tiers.semantic.embedding.slices import encode_sliced
 from tiers.semantic.erasures import ErasingVectors, Erasures, Quiet
 from tiers.semantic.graph import CACHE_EDGES, Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
@@ -59,10 +59,6 @@ from tiers.semantic.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
 _ALL = 10_000_000
-# With a stop event, texts are embedded a slice at a time and the event is looked at between
-# two slices: the first slice's texts, the most in one, and the seconds a slice should take
-# at the pace of the one before (a starved worker embeds two texts a second).
-FIRST_SLICE, MAX_SLICE, SLICE_SECONDS = 8, 64, 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +97,8 @@ class SemanticStore:
         self.pending = PendingPoints()  # live sessions' turns before their dense vectors
         self._open_vectors = open_vectors
         self._vectors: ErasingVectors | None = None
+        self._opening: VectorStore | None = None  # from its making on (:meth:`interrupt`)
+        self._interrupted = False
         self._ready = threading.Event()
         self.error: str | None = None
         self._lock = threading.Lock()
@@ -131,9 +129,8 @@ class SemanticStore:
         """The points, each without a dense vector given its document embedding; a text two
         points share is embedded once (a one-turn chunk and its turn). Needs no lock:
         writers call it before taking :attr:`write_lock`. With ``stopping``, the texts go a
-        slice at a time (:func:`next_slice`), similar lengths together, and a set event stops
-        the work between two slices: a big batch on a busy machine is minutes of work, and a
-        stop must not wait for it. Raises EmbeddingUnavailable, Stopped."""
+        slice at a time and a set event stops the work between two slices
+        (:mod:`tiers.semantic.embedding.slices`). Raises EmbeddingUnavailable, Stopped."""
         embedder, _vectors = self.wait_ready(timeout=None)
         out = list(points)
         bare = [i for i, p in enumerate(out) if p.dense is None]
@@ -142,17 +139,7 @@ class SemanticStore:
             if stopping is None:
                 dense = dict(zip(texts, embedder.encode_documents(texts), strict=True))
             else:
-                dense = {}
-                texts.sort(key=len)
-                i, size = 0, FIRST_SLICE
-                while i < len(texts):
-                    if stopping.is_set():
-                        raise Stopped(f"stopped with {len(texts) - i} texts not embedded")
-                    part = texts[i : i + size]
-                    began = time.monotonic()
-                    dense.update(zip(part, embedder.encode_documents(part), strict=True))
-                    i += len(part)
-                    size = next_slice(len(part), time.monotonic() - began)
+                dense = encode_sliced(embedder, texts, stopping)
             for i in bare:
                 out[i] = replace(out[i], dense=dense[out[i].text].tolist())
         return out
@@ -338,6 +325,10 @@ class SemanticStore:
         try:
             embedder = self.embeddings.wait()
             vectors = self._open_vectors()
+            with self._lock:
+                self._opening, interrupted = vectors, self._interrupted
+            if interrupted:
+                vectors.interrupt()
             vectors.ensure(embedder.model_name, embedder.dim)
             with self._lock:
                 if self._closed:
@@ -366,6 +357,16 @@ class SemanticStore:
             raise EmbeddingUnavailable(self.error or "Tier 3 failed to start")
         return self.embeddings.wait(0), self._vectors
 
+    def interrupt(self) -> None:
+        """The daemon is stopping: the vector store's work that can wait for the next start
+        stops (:meth:`VectorStore.interrupt`), so that no stop waits for it (a shard's term
+        count after a crash, under a weaver's write: minutes on a slow disk at 10M points).
+        Idempotent; :meth:`close` follows."""
+        with self._lock:
+            self._interrupted, vectors = True, self._opening
+        if vectors is not None:
+            vectors.interrupt()
+
     def close(self) -> None:
         """Flush and close the vector store (idempotent)."""
         self.erasures.close()
@@ -390,11 +391,3 @@ def _differs(old: MemoryPoint | None, new: MemoryPoint) -> bool:
         return True
     keys = [(s.session_id, s.seq, s.text) for s in old.sources]
     return old.text != new.text or keys != [(s.session_id, s.seq, s.text) for s in new.sources]
-
-
-def next_slice(texts: int, seconds: float) -> int:
-    """The texts of the next slice of an embedding: about :data:`SLICE_SECONDS` of work at the
-    pace of the last slice (``texts`` in ``seconds``), from 1 to :data:`MAX_SLICE`."""
-    if seconds <= 0:
-        return MAX_SLICE
-    return max(1, min(MAX_SLICE, int(texts * SLICE_SECONDS / seconds)))

@@ -19,14 +19,8 @@ from tiers.core.errors import Stopped
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.embedding import Embedder, EmbeddingService
-from tiers.semantic.store import (
-    FIRST_SLICE,
-    MAX_SLICE,
-    SLICE_SECONDS,
-    SemanticStore,
-    Tier3Written,
-    next_slice,
-)
+from tiers.semantic.embedding.slices import FIRST_SLICE, MAX_SLICE, SLICE_SECONDS, next_slice
+from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors.edge import EdgeVectorStore

@@ -25,7 +25,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
-from tiers.core.errors import FailedPrecondition, TierError, Unavailable
+from tiers.core.errors import (  # noqa: F401 (the seam's errors, exported from here too)
+    IndexBuildCancelled,
+    VectorStoreInterrupted,
+    VectorStoreMismatch,
+    VectorStoreUnavailable,
+)
 from tiers.core.records import Scope
 
 Kind = Literal[
@@ -49,20 +54,6 @@ Originals = Literal["float32", "float16"]  # of type ``vectors.originals``, fixe
 RESCORE_OVERSAMPLING = 2.0
 COLLECTION = "strata_memory"
 MAX_SHARDS = 256  # shards of a store at most (the embedded store's shard-NNN directories)
-
-
-class VectorStoreMismatch(TierError, FailedPrecondition):
-    """The store was created with another embedding model or vector size."""
-
-
-class VectorStoreUnavailable(TierError, Unavailable):
-    """The vector store failed a read or write (server down, disk error)."""
-
-
-class IndexBuildCancelled(VectorStoreUnavailable):
-    """An index build was given up, because a purge (Forget) rewrites the same shard
-    meanwhile: the copy it built would still hold the purged bytes. A later build starts
-    afresh."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,8 +308,9 @@ class VectorStore(Protocol):
     :class:`VectorStoreMismatch` (a ``FailedPrecondition``); :meth:`upsert` raises
     ``ValueError`` for a point without a ``dense`` vector, and the searches for a filter
     without ``user_id``, before anything is read or written; :meth:`optimize` may raise
-    :class:`IndexBuildCancelled` (a :class:`VectorStoreUnavailable`). Ids that are not UUIDs,
-    or name no point, are skipped by the reads and writes that take ids."""
+    :class:`IndexBuildCancelled` (a :class:`VectorStoreUnavailable`); after :meth:`interrupt`,
+    any method but :meth:`close` may raise :class:`VectorStoreInterrupted` (one too). Ids that
+    are not UUIDs, or name no point, are skipped by the reads and writes that take ids."""
 
     def ensure(self, model: str, dim: int) -> None:
         """Create the collection (dense ``dim`` cosine + sparse IDF, payload indexes) or check
@@ -395,6 +387,13 @@ class VectorStore(Protocol):
 
     def flush(self) -> None:
         """Make every write durable on disk."""
+
+    def interrupt(self) -> None:
+        """The daemon is stopping: work that can wait for the next start stops (an embedded
+        store's count of a shard's keyword terms, under way or asked for later, raises
+        :class:`VectorStoreInterrupted`; its shards left to open behind stay closed), so that
+        no stop waits for it. Everything else goes on until :meth:`close`. Idempotent; a store
+        with no such work does nothing."""
 
     def close(self) -> None:
         """Idempotent."""

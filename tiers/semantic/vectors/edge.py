@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -70,12 +71,11 @@ from tiers.semantic.vectors.edge_shard import (
     ensure_payload_indexes,
     read_sidecar,
     records_terms,
-    sparse_pages,
     to_point,
     write_sidecar,
 )
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
-from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
+from tiers.semantic.vectors.term_frequencies import DocumentFrequencies, Tally
 
 if TYPE_CHECKING:
     from qdrant_edge import EdgeShard, NamedVector, Record
@@ -92,10 +92,8 @@ def _of(record: Record, user_id: str) -> bool:
 
 class EdgeVectorStore:
     """A :class:`~tiers.semantic.vectors.VectorStore` in one qdrant-edge shard at ``path``. Its
-    points' terms are counted in ``frequencies``, and its decoded points kept in ``points``
-    (:mod:`tiers.semantic.vectors.point_cache`): both shared by the shards of a sharded store, its
-    own
-    otherwise."""
+    points' terms are counted in ``frequencies``, its decoded points kept in ``points``
+    (:mod:`tiers.semantic.vectors.point_cache`): both shared by a sharded store's shards."""
 
     def __init__(
         self,
@@ -107,6 +105,7 @@ class EdgeVectorStore:
         originals: Originals = "float32",
         rescore: bool = True,
         count_terms: bool = True,
+        interrupted: threading.Event | None = None,
     ) -> None:
         self.path = path
         self.quantization: Quantization = quantization
@@ -114,6 +113,7 @@ class EdgeVectorStore:
         # the live shard, its builds and purges; shards made from now on keep ``originals``
         self.live = EdgeBuilds(path, quantization, originals)
         self._count_terms = count_terms  # at open (False: the sharded store read its counts)
+        self._interrupted = interrupted or threading.Event()  # :meth:`interrupt` (shared)
         self._model = ""
         self._frequencies = frequencies if frequencies is not None else DocumentFrequencies()
         self._points = points if points is not None else PointCache(POINT_CACHE)
@@ -161,8 +161,9 @@ class EdgeVectorStore:
                         generations.switch(self.path, gen)
                     shard = create_shard(gen, dim, self.quantization, self.live.originals)
                 try:
-                    for records in sparse_pages(shard) if self._count_terms else ():
-                        self._frequencies.count_opened(records_terms(records))
+                    if self._count_terms:  # whole or not at all: a stop may cut it short
+                        tally = Tally.of_shard(shard, self._interrupted, self.path)
+                        self._frequencies.count_opened(tally)
                 except Exception:
                     shard.close()
                     raise
@@ -183,8 +184,7 @@ class EdgeVectorStore:
         return self.live.builds
 
     @property
-    def builds_unneeded(self) -> int:
-        """Builds that found nothing to build."""
+    def builds_unneeded(self) -> int:  # builds that found nothing to build
         return self.live.builds_unneeded
 
     @property
@@ -207,6 +207,9 @@ class EdgeVectorStore:
             dest.mkdir(parents=True)
             shutil.copyfile(self.path / SIDECAR, dest / SIDECAR)
             copy_points(shard, dest, self.live.dim, self.quantization, self.live.originals)
+
+    def interrupt(self) -> None:
+        self._interrupted.set()  # a term count at open, under way or to come, gives up
 
     def close(self) -> None:
         self.live.close()

@@ -124,15 +124,9 @@ class QdrantVectorStore:
             with self._errors("ensure"):
                 if not self.client.collection_exists(self.collection):
                     create_collection(
-                        self.client,
-                        self.collection,
-                        model,
-                        dim,
-                        self.shards,
-                        local=self._local,
-                        quantization=self.quantization,
-                        originals=self.originals,
-                    )
+                        self.client, self.collection, model, dim, self.shards, local=self._local,
+                        quantization=self.quantization, originals=self.originals,
+                    )  # fmt: skip
                 ensure_quantization(self.client, self.collection, self.quantization)
                 params = self.client.get_collection(self.collection).config.params
                 meta = read_meta(self.client, self.collection)
@@ -184,6 +178,9 @@ class QdrantVectorStore:
     def flush(self) -> None:
         """Nothing to do: every write waited for the server (``wait=True``)."""
         self._check_open()
+
+    def interrupt(self) -> None:
+        """Nothing to stop: no work here can wait for a daemon's next start."""
 
     def close(self) -> None:
         with self._lock:

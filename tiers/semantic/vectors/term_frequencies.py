@@ -27,6 +27,10 @@ next open, then the exact counts written at each build round and after each purg
 a purge while the counts are not exact, so no forgotten term outlives a purge in it), or by no
 counts at all when there is none. A clean close before the last shard was counted keeps what
 the recount has counted and the shards it has left, and the next open goes on from there.
+A shard is counted apart (:class:`Tally`) and added whole, so that a daemon's stop can give
+its count up between two pages (:meth:`~tiers.semantic.vectors.VectorStore.interrupt`: at ten
+million points on a slow disk one shard's count took minutes, and a stop waited for the
+weaver's write counting it): the shard is then left for the next open.
 """
 
 from __future__ import annotations
@@ -40,16 +44,24 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from tiers.semantic.vectors import SparseVector
-from tiers.semantic.vectors.edge_shard import fsync_dir, replace_durably
+from tiers.semantic.vectors import SparseVector, VectorStoreInterrupted
+from tiers.semantic.vectors.edge_shard import (
+    fsync_dir,
+    records_terms,
+    replace_durably,
+    sparse_pages,
+)
+
+if TYPE_CHECKING:
+    from qdrant_edge import EdgeShard
 
 log = logging.getLogger("strata.vectors")
 
-__all__ = ["DocumentFrequencies"]
+__all__ = ["DocumentFrequencies", "Tally"]
 
 _Table = tuple[dict[int, int], int]  # term counts, and the points counted
 
@@ -102,10 +114,11 @@ class DocumentFrequencies:
         below zero)."""
         self._update(vectors, -1)
 
-    def count_opened(self, vectors: Iterable[Terms]) -> None:
-        """Count the points of a shard being opened (each one point's sparse vector): into
-        the counts a :meth:`recount` rebuilds while it runs, else as :meth:`add`."""
-        self._update(vectors, 1, live=self._fresh is None)
+    def count_opened(self, tally: Tally) -> None:
+        """Count the points of a shard being opened, tallied whole: into the counts a
+        :meth:`recount` rebuilds while it runs, else as :meth:`add`."""
+        with self._lock:
+            self._apply(tally.terms, 1, tally.points, live=self._fresh is None)
 
     def recount(
         self, shards: Iterable[int], checkpoint: Path | None, counted: _Table = ({}, 0)
@@ -278,11 +291,54 @@ class DocumentFrequencies:
 
         delta = Counter(chain.from_iterable(map(terms, vectors)))
         with self._lock:
-            if live:
-                self._points = _moved(self._counts, delta, sign, self._points + sign * points)
-            if self._fresh is not None:
-                total = self._fresh_points + sign * points
-                self._fresh_points = _moved(self._fresh, delta, sign, total)
+            self._apply(delta, sign, points, live=live)
+
+    def _apply(self, delta: Counter[int], sign: int, points: int, *, live: bool) -> None:
+        """:meth:`_update`'s move, ``points`` points holding ``delta``'s terms (self._lock
+        held)."""
+        if live:
+            self._points = _moved(self._counts, delta, sign, self._points + sign * points)
+        if self._fresh is not None:
+            total = self._fresh_points + sign * points
+            self._fresh_points = _moved(self._fresh, delta, sign, total)
+
+
+class Tally:
+    """The terms of one shard's points, counted apart from the store's counts while the shard
+    opens and added to them in one step once it is all counted
+    (:meth:`DocumentFrequencies.count_opened`): a count given up halfway (a stop) leaves
+    them as they were, and the shard to count again."""
+
+    def __init__(self) -> None:
+        self.terms: Counter[int] = Counter()
+        self.points = 0
+
+    def add(self, vectors: Iterable[Terms]) -> None:
+        """Count the points of ``vectors`` (each one point's sparse vector)."""
+        points = 0
+
+        def terms(vector: Terms) -> Iterable[int]:
+            nonlocal points
+            points += 1
+            return vector.indices  # a sparse vector's indices are distinct
+
+        self.terms.update(chain.from_iterable(map(terms, vectors)))
+        self.points += points
+
+    @classmethod
+    def of_shard(cls, shard: EdgeShard, interrupted: threading.Event, path: Path) -> Tally:
+        """The terms of every point of the engine's ``shard`` (at ``path``), read a page at a
+        time. Raises :class:`~tiers.semantic.vectors.VectorStoreInterrupted` between two
+        pages once ``interrupted`` is set (the store is stopping)."""
+        tally = cls()
+        for records in sparse_pages(shard):
+            if interrupted.is_set():
+                raise VectorStoreInterrupted(
+                    f"the vector store at {path} is stopping: its keyword terms are counted"
+                    " when it next opens"
+                )
+            tally.add(records_terms(records))
+        return tally
 
 
 def _moved(counts: dict[int, int], delta: Counter[int], sign: int, points: int) -> int:

@@ -8,8 +8,11 @@ with the engine's modifier by an earlier release is rewritten without it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,14 +22,22 @@ from qdrant_edge import SparseVector as EdgeSparseVector
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support import wait_until
 from tiers.core.records import Scope
-from tiers.semantic.vectors import SPARSE, MemoryPoint, PointFilter, VectorStore, edge, shard_of
+from tiers.semantic.vectors import (
+    SPARSE,
+    MemoryPoint,
+    PointFilter,
+    VectorStore,
+    VectorStoreInterrupted,
+    edge_shard,
+    shard_of,
+)
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_config import config, made_with, payload_indexes
 from tiers.semantic.vectors.edge_shard import to_point, write_sidecar
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
-from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
+from tiers.semantic.vectors.term_frequencies import DocumentFrequencies, Tally
 
 SHARDS = 4
 QUERY = "did the cat chase the dog to the pottery class"
@@ -239,6 +250,59 @@ def test_after_a_crash_the_shards_open_lazily_weighed_by_the_checkpoint_until_al
         moved.close()
 
 
+def test_a_stop_gives_a_shards_count_up_between_two_pages_and_the_next_open_counts_it(
+    tmp_path, monkeypatch
+):
+    """After a crash a shard's terms are counted as it opens, by whoever opens it (a weaver's
+    write, a query): at ten million points on a slow disk that took minutes, and a daemon's
+    stop waited for it (2026-12-02). :meth:`interrupt` gives a count under way up between
+    two pages with nothing of it counted, and refuses one asked for later; the close keeps
+    the recount, and the next open counts those shards whole."""
+    path = tmp_path / "sharded"
+    store = opened(path)
+    for user in TEXTS:
+        store.upsert(points(user))
+    exact = {user: scores(store, user) for user in TEXTS}
+    store.close()
+    layout.term_counts(path).unlink()  # a crash
+    store = opened(path, open_behind=False)
+    monkeypatch.setattr(edge_shard, "READ_PAGE", 1)  # a page a point: alice's four
+    counting, release, pages = threading.Event(), threading.Event(), []
+    tally = Tally.add
+
+    def slow(self: Tally, vectors: Iterable[Any]) -> None:  # a cold page read
+        pages.append(self)
+        counting.set()
+        assert release.wait(60)
+        tally(self, vectors)
+
+    monkeypatch.setattr(Tally, "add", slow)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            asked = pool.submit(scores, store, "alice")
+            assert counting.wait(60)
+            store.interrupt()
+            release.set()
+            with pytest.raises(VectorStoreInterrupted, match="stopping"):
+                asked.result(60)
+        assert len(pages) == 1  # given up after its first page of four
+        with pytest.raises(VectorStoreInterrupted):
+            scores(store, "bob")  # asked after the interrupt: not counted
+        assert len(pages) == 1 and store.opened == []
+    finally:
+        store.close()
+    with np.load(layout.term_counts(path)) as doc:  # the recount, every shard still to count
+        assert sorted(doc["uncounted"].tolist()) == [2, 3] and int(doc["points"][0]) == 0
+
+    monkeypatch.undo()
+    store = opened(path)
+    try:
+        store.count(PointFilter())  # every shard open, so counted
+        assert {user: scores(store, user) for user in TEXTS} == exact
+    finally:
+        store.close()
+
+
 def test_the_checkpoint_holds_no_term_of_points_purged_and_without_one_the_counts_start_empty(
     tmp_path,
 ):
@@ -295,7 +359,7 @@ def test_the_counts_a_clean_close_kept_are_read_at_open_and_no_shard_is_scanned(
         raise AssertionError("a shard's terms were counted again")
 
     with monkeypatch.context() as patch:
-        patch.setattr(edge, "sparse_pages", scanned)
+        patch.setattr(Tally, "of_shard", scanned)
         store = opened(path)
     # Gone at once, before any write: a crash from now on leaves no file, and the next
     # open counts the shards again, weighed meanwhile by the same counts, moved aside.

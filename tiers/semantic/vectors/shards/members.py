@@ -70,7 +70,8 @@ class ShardSet:
         self._unopened: set[int] = set()  # on disk, not opened yet
         self._open_behind = open_behind
         self._opener: threading.Thread | None = None
-        self._stopping = threading.Event()  # wakes the opener from its rest at close
+        self._stopping = threading.Event()  # wakes the opener from its rest (a close, a stop)
+        self._interrupted = threading.Event()  # :meth:`interrupt`, shared with the shards
         self._model = ""
         self._dim = 0
         self._closed = False
@@ -134,12 +135,19 @@ class ShardSet:
             self.get(index)
         return self.opened()
 
+    def interrupt(self) -> None:
+        """Stop the opener (after the shard it is opening) and every count of a shard's terms
+        at its open, under way or to come (:meth:`EdgeVectorStore.interrupt`): such a shard
+        stays closed and uncounted, for the next start."""
+        self._interrupted.set()
+        self._stopping.set()
+
     def close(self) -> None:
-        """Stop the opener (after the shard it is opening), wait for the shards being opened
-        by others, and close every open shard; idempotent."""
+        """Stop the opener and the term counts (:meth:`interrupt`), wait for the shards being
+        opened by others, and close every open shard; idempotent."""
         with self.lock:
             self._closed = True
-        self._stopping.set()
+        self.interrupt()
         if self._opener is not None:
             self._opener.join()
         for lock in self._locks:  # an open under way ends; none starts after this
@@ -159,7 +167,7 @@ class ShardSet:
         # The shards written last first: after a restart, their users are the likeliest to
         # come back soon, and a request that finds its shard open waits for no load.
         for index in sorted(self._unopened, key=lambda i: (-layout.last_written(self.path, i), i)):
-            if self._closed:
+            if self._closed or self._interrupted.is_set():
                 return
             began = time.perf_counter()
             try:
@@ -168,7 +176,7 @@ class ShardSet:
                     loaded += 1
                     self._stopping.wait((time.perf_counter() - began) * OPENER_REST)
             except Exception as exc:  # the shard's reader gets it again
-                if self._closed:
+                if self._closed or self._interrupted.is_set():
                     return
                 log.warning(
                     "vectors.shard_unopened",
@@ -190,6 +198,7 @@ class ShardSet:
             originals=self.originals,
             rescore=self.rescore,
             count_terms=count_terms or recount,
+            interrupted=self._interrupted,
         )
         try:
             store.ensure(self._model, self._dim)

@@ -3,9 +3,9 @@ user in one shard, so that an index build, the load that follows it, a purge and
 touch one shard, never the whole store.
 
 Layout (:mod:`tiers.semantic.vectors.edge_layout`): ``<data_dir>/vectors/`` holds the sidecar
-(model, dim, shard count) and ``shard-NNN/``, each an :class:`EdgeVectorStore` directory
-with its own generations, made on its first user's first point.
-A user's shard is :func:`~tiers.semantic.vectors.shard_of` of its id, so:
+(model, dim, shard count) and ``shard-NNN/``, each an :class:`EdgeVectorStore` directory with
+its own generations, made on its first user's first point. A user's shard is
+:func:`~tiers.semantic.vectors.shard_of` of its id, so:
 
 - writes go to the shards of their points' users (an upsert of several users is one write per
   shard; each is durable on return, and every writer's steps are idempotent, so a crash
@@ -33,7 +33,8 @@ close it opens no shard: each is opened when first asked for, the rest behind
 (:mod:`tiers.semantic.vectors.shards.members`), so serving begins whatever the store's size.
 
 Threads: the shards' own locks serialize writes per shard; reads run concurrently. A lock of
-this store guards the making of shards and closing; :meth:`optimize`, :meth:`purge` one at a time.
+this store guards the making of shards and closing; :meth:`optimize`, :meth:`purge` one at a
+time. :meth:`interrupt` stops the work that can wait for the next start (a daemon's stop).
 """
 
 from __future__ import annotations
@@ -143,9 +144,8 @@ class ShardedVectorStore:
                     present = layout.shards_present(self.path, self.shards)
                     self._frequencies.recount(present, layout.term_checkpoint(self.path))
             if lazy:
-                # The build needs are marks on disk and the keyword counts came from their
-                # file or are counted again shard by shard: nothing needs every shard open to
-                # start (shards.members).
+                # Build needs are marks on disk, keyword counts came from their file or are
+                # counted shard by shard: nothing needs every shard open (shards.members).
                 self._set.open_later(model, dim)
                 self._ledger = ShardLedger(self.path, self.shards, ())
                 return
@@ -231,6 +231,11 @@ class ShardedVectorStore:
         with engine_errors(self.path, "backup"):
             write_sidecar(dest, self._model, self._dim, self.shards)
 
+    def interrupt(self) -> None:
+        """:meth:`ShardSet.interrupt` (:meth:`close` keeps a recount's state), the preloads."""
+        self._set.interrupt()
+        self.preloads.stop()
+
     def close(self) -> None:
         with self._lock:
             opened = self._ledger is not None and not self._closed
@@ -243,17 +248,14 @@ class ShardedVectorStore:
             self._ledger.keep()
 
     @property
-    def builds(self) -> int:
-        """Index builds swapped in, over every shard (for tests and figures)."""
+    def builds(self) -> int:  # index builds swapped in, over every shard (tests, figures)
         return sum(store.builds for _index, store in self._set.opened())
 
     @property
-    def purges(self) -> int:
-        """Purges done, over every shard."""
+    def purges(self) -> int:  # purges done, over every shard
         return sum(store.purges for _index, store in self._set.opened())
 
-    def open_shards(self) -> dict[int, EdgeVectorStore]:
-        """The shards made so far, by index, every one opened (for tests and benchmarks)."""
+    def open_shards(self) -> dict[int, EdgeVectorStore]:  # all, opened (tests, benchmarks)
         return dict(self._open_stores())
 
     @property
@@ -393,7 +395,6 @@ class ShardedVectorStore:
         store = self._user_store(user_id)
         return [] if store is None else [(shard_of(user_id, self.shards), store)]
 
-    def _writable(self, index: int) -> EdgeVectorStore:
-        """Shard ``index``, made now if it was not."""
+    def _writable(self, index: int) -> EdgeVectorStore:  # made now if it was not
         self._open_ledger()
         return self._set.make(index)
