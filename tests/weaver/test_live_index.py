@@ -16,7 +16,7 @@ import pytest
 from stratad_client import message
 from tests.support import QUIET, ThreadDaemon, wait_indexed, wait_until
 from tests.support.gates import DEADLINE, Hooks
-from tiers.semantic.store import FIRST_SLICE
+from tiers.semantic.embedding.slices import FIRST_SLICE
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from weaver.live import LiveIndexer
 
