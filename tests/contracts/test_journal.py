@@ -127,10 +127,6 @@ def test_unknown_and_expired_episodes_are_not_found(impl):
     assert [e.episode_id for e in impl.journal.list(user_id="alice").episodes] == [young.episode_id]
     assert impl.journal.count() == 1
     assert impl.journal.find(old.episode_id) == old  # crash recovery still sees it
-    # Many at once (a Forget's episodes), in the order asked, expired ones too.
-    asked = [young.episode_id, "f" * 32, old.episode_id]
-    assert impl.journal.find_many(asked) == [young, None, old]
-    assert impl.journal.find_many([]) == []
 
 
 def test_page_tokens_are_invalid_arguments(impl):
