@@ -251,11 +251,6 @@ class Journal:
         raw = self._store.get(EPISODES_CF, episode_id.encode())
         return Episode.decode(raw) if raw is not None else None
 
-    def find_many(self, episode_ids: list[str]) -> list[Episode | None]:
-        """:meth:`find` of each of ``episode_ids``, in one multi-get."""
-        raws = self._store.get_many(EPISODES_CF, [e.encode() for e in episode_ids])
-        return [Episode.decode(raw) if raw is not None else None for raw in raws]
-
     def get(self, episode_id: str) -> Episode:
         raw = self._store.get(EPISODES_CF, episode_id.encode())
         if raw is None:
