@@ -50,6 +50,7 @@ from tiers.semantic.vectors import (
 )
 from tiers.semantic.vectors.qdrant_collection import (
     build_filter,
+    check_layout,
     create_collection,
     ensure_quantization,
     ensure_shard_keys,
@@ -124,9 +125,15 @@ class QdrantVectorStore:
             with self._errors("ensure"):
                 if not self.client.collection_exists(self.collection):
                     create_collection(
-                        self.client, self.collection, model, dim, self.shards, local=self._local,
-                        quantization=self.quantization, originals=self.originals,
-                    )  # fmt: skip
+                        self.client,
+                        self.collection,
+                        model,
+                        dim,
+                        self.shards,
+                        local=self._local,
+                        quantization=self.quantization,
+                        originals=self.originals,
+                    )
                 ensure_quantization(self.client, self.collection, self.quantization)
                 params = self.client.get_collection(self.collection).config.params
                 meta = read_meta(self.client, self.collection)
@@ -142,16 +149,7 @@ class QdrantVectorStore:
                             ensure_shard_keys(self.client, self.collection, keys)
                         write_meta(self.client, self.collection, model, dim, keys)
                         meta = {"model": model, "dim": dim, "shards": keys}
-            if (
-                dense is None
-                or dense.distance != models.Distance.COSINE
-                or sparse is None
-                or sparse.modifier != models.Modifier.IDF
-            ):
-                raise VectorStoreMismatch(
-                    f"{self._where()} does not have Strata's layout (a cosine vector {DENSE!r}"
-                    f" and an IDF sparse vector {SPARSE!r}): use another collection"
-                )
+            dense = check_layout(dense, sparse, self._where())
             if meta is None:
                 raise VectorStoreMismatch(
                     f"{self._where()} has no metadata point, so the embedding model of its"

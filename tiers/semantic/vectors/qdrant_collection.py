@@ -34,6 +34,7 @@ from tiers.semantic.vectors import (
     Originals,
     PointFilter,
     Quantization,
+    VectorStoreMismatch,
     canonical_ids,
 )
 
@@ -182,6 +183,25 @@ def create_collection(
         for name, schema in _PAYLOAD_INDEXES.items():
             client.create_payload_index(collection, name, field_schema=schema, wait=True)
     write_meta(client, collection, model, dim, shards)
+
+
+def check_layout(
+    dense: models.VectorParams | None, sparse: models.SparseVectorParams | None, where: str
+) -> models.VectorParams:
+    """``dense``, once a collection's vectors (``where``: which) are found to be Strata's: a
+    cosine ``dense`` and a ``sparse`` one with IDF; else raise
+    :class:`~tiers.semantic.vectors.VectorStoreMismatch`."""
+    if (
+        dense is None
+        or dense.distance != models.Distance.COSINE
+        or sparse is None
+        or sparse.modifier != models.Modifier.IDF
+    ):
+        raise VectorStoreMismatch(
+            f"{where} does not have Strata's layout (a cosine vector {DENSE!r}"
+            f" and an IDF sparse vector {SPARSE!r}): use another collection"
+        )
+    return dense
 
 
 def ensure_shard_keys(client: QdrantClient, collection: str, shards: int) -> None:

@@ -93,6 +93,16 @@ def test_qdrant_adopts_an_empty_collection_without_metadata():
     client.close()
 
 
+def test_qdrant_refuses_a_collection_of_another_layout():
+    client = QdrantClient(":memory:")
+    client.create_collection(  # someone else's: one unnamed vector, by dot product
+        "theirs", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.DOT)
+    )
+    with pytest.raises(VectorStoreMismatch, match="does not have Strata's layout"):
+        QdrantVectorStore(client, "theirs").ensure(MODEL, DIM)
+    client.close()
+
+
 # -- the keyword encoder -----------------------------------------------------------------------
 
 
