@@ -118,7 +118,7 @@ class DocumentFrequencies:
         """Count the points of a shard being opened, tallied whole: into the counts a
         :meth:`recount` rebuilds while it runs, else as :meth:`add`."""
         with self._lock:
-            self._apply(tally.terms, 1, tally.points, live=self._fresh is None)
+            self._apply(tally, 1, live=self._fresh is None)
 
     def recount(
         self, shards: Iterable[int], checkpoint: Path | None, counted: _Table = ({}, 0)
@@ -279,28 +279,22 @@ class DocumentFrequencies:
         values = [v * _idf(total, n) for v, n in zip(query.values, counts, strict=True)]
         return SparseVector(indices=list(query.indices), values=values)
 
-    def _update(self, vectors: Iterable[Terms], sign: int, *, live: bool = True) -> None:
-        """Move the counts (``live``: the ones queries read) and, during a recount, the
-        ones it rebuilds by ``sign`` for each of ``vectors``."""
-        points = 0
-
-        def terms(vector: Terms) -> Iterable[int]:
-            nonlocal points
-            points += 1
-            return vector.indices  # a sparse vector's indices are distinct
-
-        delta = Counter(chain.from_iterable(map(terms, vectors)))
+    def _update(self, vectors: Iterable[Terms], sign: int) -> None:
+        """Move the counts queries read and, during a recount, the ones it rebuilds by
+        ``sign`` for each of ``vectors``."""
+        tally = Tally()
+        tally.add(vectors)
         with self._lock:
-            self._apply(delta, sign, points, live=live)
+            self._apply(tally, sign, live=True)
 
-    def _apply(self, delta: Counter[int], sign: int, points: int, *, live: bool) -> None:
-        """:meth:`_update`'s move, ``points`` points holding ``delta``'s terms (self._lock
-        held)."""
+    def _apply(self, tally: Tally, sign: int, *, live: bool) -> None:
+        """Move the counts (``live``: the ones queries read) and, during a recount, the ones
+        it rebuilds by ``sign`` times ``tally`` (self._lock held)."""
+        points = sign * tally.points
         if live:
-            self._points = _moved(self._counts, delta, sign, self._points + sign * points)
+            self._points = _moved(self._counts, tally.terms, sign, self._points + points)
         if self._fresh is not None:
-            total = self._fresh_points + sign * points
-            self._fresh_points = _moved(self._fresh, delta, sign, total)
+            self._fresh_points = _moved(self._fresh, tally.terms, sign, self._fresh_points + points)
 
 
 class Tally:
