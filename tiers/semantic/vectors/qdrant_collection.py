@@ -46,8 +46,12 @@ _PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams
     # Every search is filtered by user: the server co-locates a tenant's points.
     "user_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
     "agent_id": models.PayloadSchemaType.KEYWORD,
-    "episode_id": models.PayloadSchemaType.KEYWORD,
-    "session_id": models.PayloadSchemaType.KEYWORD,
+    # A value every few points, and few queries filter by them: on the server's disk, as the
+    # embedded engine keeps them (edge_config.payload_indexes). ``on_disk`` rather than
+    # ``memory``: servers older than ``memory`` read it, newer ones take it as cold. A
+    # collection made by an earlier release keeps its indexes as they are.
+    "episode_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, on_disk=True),
+    "session_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, on_disk=True),
     "created_at": models.PayloadSchemaType.INTEGER,
     "superseded": models.PayloadSchemaType.BOOL,
 }

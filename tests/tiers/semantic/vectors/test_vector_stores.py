@@ -132,7 +132,7 @@ class ShardKeyRecorder:
     server does with them is not tested here: no Qdrant server runs in this suite."""
 
     RECORDED = ("create_collection", "upsert", "query_points", "retrieve", "scroll", "count")
-    RECORDED += ("delete", "set_payload")
+    RECORDED += ("delete", "set_payload", "create_payload_index")
 
     def __init__(self) -> None:
         self.inner = QdrantClient(":memory:")
@@ -140,6 +140,7 @@ class ShardKeyRecorder:
         self.keys: list[object] = []
         self.calls: list[tuple[str, object]] = []
         self.sharding: object = None
+        self.indexes: dict[str, object] = {}
 
     def create_shard_key(self, collection: str, key: object, **_kw: object) -> bool:
         self.keys.append(key)
@@ -158,6 +159,8 @@ class ShardKeyRecorder:
         def call(*args: Any, **kwargs: Any) -> Any:
             if name == "create_collection":
                 self.sharding = kwargs.get("sharding_method")
+            elif name == "create_payload_index":
+                self.indexes[kwargs.get("field_name", args[1])] = kwargs.get("field_schema")
             else:
                 self.calls.append((name, kwargs.get("shard_key_selector")))
             return attr(*args, **kwargs)
@@ -175,6 +178,9 @@ def test_qdrant_makes_a_collection_with_shard_keys_and_routes_by_user():
     assert spy.sharding == models.ShardingMethod.CUSTOM
     assert spy.keys == ["shard-000", "shard-001", "shard-002", "shard-003"]
     assert spy.selectors("upsert") == ["shard-000"]  # the metadata point, under the first key
+    on_disk = {n for n, i in spy.indexes.items() if getattr(i, "on_disk", None)}
+    assert on_disk == {"episode_id", "session_id"}  # as the embedded engine keeps them
+    assert getattr(spy.indexes["user_id"], "is_tenant", None) is True
     spy.calls.clear()
 
     alice_key, bob_key = f"shard-{shard_of('alice', 4):03d}", f"shard-{shard_of('bob', 4):03d}"
