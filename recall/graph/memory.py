@@ -9,7 +9,8 @@ points and edges it comes from; Forget, rebuild and restore need nothing more th
 the cached build (:meth:`MemoryGraphs.forget_scope`).
 
 A large scope (``large_scope`` memories or more) is built in the background, one build at a
-time, so that no query waits seconds for it (200,000 memories read from a cold store: 5-25 s).
+time, the smallest first (:mod:`recall.graph.builds`), so that no query waits seconds for it
+(200,000 memories read from a cold store: 5-25 s).
 So is a scope's first build here that would read more than ``inline_reads`` points (the
 memories its feature file lacks): reading and parsing a point costs 0.1-0.3 ms, so a user of
 5,000 memories never asked before would wait about a second. The query that starts such a
@@ -27,23 +28,24 @@ default) sets such a window for every scope.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from recall import ChannelNotReady
+from recall.graph.builds import BuildQueue
 from recall.graph.features import ID, Features, FeatureTable
 from recall.graph.files import FeatureFiles
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph, assemble
 from tiers.core import collector
-from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.vectors import PointFilter, VectorStore
@@ -56,7 +58,8 @@ READ_PAGE = 2_048  # points decoded at a time by a build (each page freed as it 
 
 
 class _TooManyReads(Exception):
-    """A rebuild on the query's thread would read more than ``inline_reads`` new points."""
+    """A rebuild on the query's thread would read more than ``inline_reads`` new points (its
+    argument: the scope's memories)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,7 @@ class MemoryGraphs:
         self._builds: dict[tuple[str, str], threading.Lock] = {}
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
-        self._behind: ThreadPoolExecutor | None = None  # the builds in the background
+        self._behind: BuildQueue | None = None  # the builds in the background
         # The background builds: running, queued, or held until a query's end (deferred)
         self._pending: dict[tuple[str, str], Future[None]] = {}
         self._idle = threading.Condition(self._lock)  # notified as a background build ends
@@ -144,7 +147,7 @@ class MemoryGraphs:
             self._closed = True
             behind, self._behind = self._behind, None
         if behind is not None:
-            behind.shutdown(wait=False, cancel_futures=True)
+            behind.shutdown()
         with self._lock:
             for key, future in list(self._pending.items()):
                 if future.cancel() or future.cancelled():  # queued, or deferred (not running)
@@ -162,17 +165,17 @@ class MemoryGraphs:
         if getattr(self._local, "asked", None) is not None or self.wait_seconds > 0:
             yield
             return
-        asked: list[tuple[tuple[str, str], Scope, VectorStore, Future[None]]] = []
+        asked: list[tuple[tuple[str, str], Scope, VectorStore, int, Future[None]]] = []
         self._local.asked = asked
         try:
             yield
         finally:
             self._local.asked = None
             with self._lock:
-                for key, scope, vectors, held in asked:
+                for key, scope, vectors, size, held in asked:
                     if self._pending.get(key) is held:  # not dropped by close meanwhile
                         del self._pending[key]
-                        self._build_behind(key, scope, vectors)
+                        self._build_behind(key, scope, vectors, size)
                 self._idle.notify_all()
 
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
@@ -198,18 +201,20 @@ class MemoryGraphs:
                 self._entries.move_to_end(key)
                 return entry.graph  # type: ignore[union-attr]
             if entry is not None and entry.graph.count >= self.large_scope:
-                self._build_behind(key, scope, vectors)
+                self._build_behind(key, scope, vectors, entry.graph.count)
                 return entry.graph  # the previous build until the next is done
             if key in self._pending:
                 raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
-        if entry is not None:  # written since its build, which holds the features it had
+        if entry is None:
+            size = self._behind_first(scope, vectors)  # its memories, or 0: built here
+        else:  # written since its build, which holds the features it had
             try:
                 return self._built(key, scope, vectors, most=self.inline_reads)
-            except _TooManyReads:  # many points came at once: built behind, as below
-                pass
-        if entry is not None or self._behind_first(scope, vectors):
+            except _TooManyReads as many:  # many points came at once: built behind, as below
+                size = many.args[0]
+        if size:
             with self._lock:
-                self._build_behind(key, scope, vectors)
+                self._build_behind(key, scope, vectors, size)
                 if self.wait_seconds > 0:  # with none, the lock is never let go: the last build
                     self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
                 entry = self._entries.get(key)
@@ -218,10 +223,10 @@ class MemoryGraphs:
             raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         return self._built(key, scope, vectors)
 
-    def _behind_first(self, scope: Scope, vectors: VectorStore) -> bool:
-        """Whether the scope, never built here or evicted, is built in the background (one
-        built here is rebuilt on the query's thread unless that would read more than
-        ``inline_reads`` points: :meth:`get`, with no count at each query): it
+    def _behind_first(self, scope: Scope, vectors: VectorStore) -> int:
+        """The scope's memories if the scope, never built here or evicted, is built in the
+        background, else 0 (one built here is rebuilt on the query's thread unless that would
+        read more than ``inline_reads`` points: :meth:`get`, with no count at each query): it
         holds ``large_scope`` memories or more, or its build would read more than
         ``inline_reads`` points (its memories less the rows of its feature file). Counted
         with the engine's count, a few ms, and the file's ids."""
@@ -231,45 +236,42 @@ class MemoryGraphs:
             kinds = tuple(dict.fromkeys((*kinds, *FALLBACK_KINDS)))
         memories = vectors.count(replace(flt, kinds=kinds))
         if memories >= self.large_scope:
-            return True
+            return memories
         if memories <= self.inline_reads:
-            return False
+            return 0
         # The fallback's chunks are read only when there is no turn (:meth:`_build`); with
         # none, its facts and chunks are: ``memories`` as counted.
         if kinds != self.kinds and vectors.count(replace(flt, kinds=("episode_turn",))):
             memories = vectors.count(replace(flt, kinds=self.kinds))
         on_file = self.files.rows(scope) if self.files is not None else 0
-        return memories - on_file > self.inline_reads
+        return memories if memories - on_file > self.inline_reads else 0
 
-    def _build_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
-        """Start the scope's build in the background (self._lock held), unless one is under
-        way or the graphs are closed; within a :meth:`deferred` block, at the block's end."""
+    def _build_behind(
+        self, key: tuple[str, str], scope: Scope, vectors: VectorStore, size: int
+    ) -> None:
+        """Queue the scope's build (of ``size`` memories) in the background (self._lock
+        held), unless one is under way or the graphs are closed; within a :meth:`deferred`
+        block, at the block's end."""
         if key in self._pending or self._closed:
             return
         asked = getattr(self._local, "asked", None)
         if asked is not None:  # at the end of the query's block (:meth:`deferred`)
             held: Future[None] = Future()
-            asked.append((key, scope, vectors, held))
+            asked.append((key, scope, vectors, size, held))
             self._pending[key] = held
             return
         if self._behind is None:
-            self._behind = ThreadPoolExecutor(1, "graph-build", lower_this_thread, (RECALL_NICE,))
-        self._pending[key] = self._behind.submit(self._run_behind, key, scope, vectors)
+            self._behind = BuildQueue("graph-build")
+        run = functools.partial(self._run_behind, key, scope, vectors)
+        self._pending[key] = self._behind.submit(size, run)
 
     def _run_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
         began = time.perf_counter()
         try:
             graph = self._built(key, scope, vectors)
-            log.info(
-                "recall.graph_built",
-                extra={
-                    "fields": {
-                        "user_id": scope.user_id,
-                        "memories": graph.count,
-                        "ms": round((time.perf_counter() - began) * 1000, 1),
-                    }
-                },
-            )
+            ms = round((time.perf_counter() - began) * 1000, 1)  # with smaller builds run between
+            fields = {"user_id": scope.user_id, "memories": graph.count, "ms": ms}
+            log.info("recall.graph_built", extra={"fields": fields})
         except Exception as exc:  # the next query of the scope starts another
             if not self._closed:
                 log.warning(
@@ -383,12 +385,14 @@ class MemoryGraphs:
         at = known.positions(ids)
         new = [bytes(i).decode() for i in ids[at < 0]]
         if most is not None and len(new) > most:
-            raise _TooManyReads
+            raise _TooManyReads(len(ids))
         if new:
             rows: list[tuple[str, Features]] = []
             for start in range(0, len(new), READ_PAGE):
                 if self._closed:
                     raise ChannelNotReady("the graphs are closed")
+                if self._behind is not None:
+                    self._behind.between()  # smaller builds waiting go first
                 read = vectors.get(new[start : start + READ_PAGE], flt.user_id)
                 rows.extend((p.id, Features.of(p)) for p in read)
             known = known.append(FeatureTable.of(rows))

@@ -17,6 +17,7 @@ import pytest
 from recall import ChannelNotReady, Query
 from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
+from recall.graph import memory
 from recall.graph.channel import GraphChannel
 from recall.graph.memory import MemoryGraphs
 from recall.recipe import Recipe
@@ -118,6 +119,43 @@ def test_a_forget_during_a_build_keeps_nothing_of_it(world: World):
     assert graphs.idle(30)
     assert graphs.get(A, world.vectors).count == 1
     graphs.close()
+
+
+def test_a_smaller_scopes_build_runs_between_the_pages_of_a_larger_ones(
+    world: World, monkeypatch: pytest.MonkeyPatch
+):
+    """A small user's first build waits for no page of a large user's beyond the one under way
+    (recall.graph.builds): before, it waited for the whole build (seconds at 1M points)."""
+    monkeypatch.setattr(memory, "READ_PAGE", 1)  # A's build reads its two memories in two pages
+    world.turn(A, "Caroline", "I like painting.")
+    world.turn(A, "Melanie", "Me too.", seq=2)
+    world.turn(B, "Bob", "I like chess.")
+    reads: list[str] = []  # whose points each page read
+    entered, go = threading.Event(), threading.Event()
+    get = world.vectors.get
+
+    def read(ids: Any, user_id: str = "") -> Any:
+        reads.append(user_id)
+        if len(reads) == 1:
+            entered.set()
+            assert go.wait(30)  # A's first page, held until B's build waits
+        return get(ids, user_id)
+
+    monkeypatch.setattr(world.vectors, "get", read)
+    graphs = MemoryGraphs(world.semantic, large_scope=1, wait_seconds=0)
+    try:
+        with pytest.raises(ChannelNotReady):
+            graphs.get(A, world.vectors)
+        assert entered.wait(30)
+        with pytest.raises(ChannelNotReady):
+            graphs.get(B, world.vectors)  # one memory: queued behind A's two
+        go.set()
+        assert graphs.idle(30)
+        assert reads == ["alice", "bob", "alice"]  # B's build ran before A's second page
+        assert graphs.get(A, world.vectors).count == 2
+        assert graphs.get(B, world.vectors).count == 1
+    finally:
+        graphs.close()
 
 
 def test_a_close_stops_the_builds(world: World):
