@@ -16,12 +16,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
+from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import IndexBuildCancelled
 from tiers.space import DiskFull
 
 log = logging.getLogger("strata.weaver")
+# The flush after a build round rests this many times as long as each shard's flush took, so
+# that the event loop gets the interpreter between them (a shard's flush holds it).
+FLUSH_REST = 1.0
 
 
 class IndexBuilds:
@@ -72,7 +75,8 @@ class IndexBuilds:
             self._semantic.check_space("an index build of the vector store")
             _embedder, vectors = self._semantic.wait_ready(0)
             vectors.optimize()
-            vectors.flush()
+            with resting(FLUSH_REST):
+                vectors.flush()
         except IndexBuildCancelled as exc:  # a purge rewrote the store: build again later
             self._index_lost = True
             log.info("vectors.build_cancelled", extra={"fields": {"reason": str(exc)}})

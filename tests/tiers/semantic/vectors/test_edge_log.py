@@ -1,7 +1,8 @@
 """The engine's write-ahead log as an embedded shard keeps it (tiers.semantic.vectors.edge_config,
 edge_shard): in small segments that a flush drops, with every acknowledged write kept over a
 hard exit, and written in parts of ``WRITE_POINTS`` points (what a load decodes again is the
-last part, not a whole large upsert)."""
+last part, not a whole large upsert); a flush asks the engine only when the shard was written
+since its last one (tiers.semantic.vectors.edge_builds)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from pathlib import Path
 
 from qdrant_edge import EdgeShard
 
-from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
+from tests.contracts.vectors import DIM, KEYWORDS, MODEL, T0, mem
 from tests.support import ROOT
-from tiers.semantic.vectors import MemoryPoint, PointFilter
+from tiers.semantic.vectors import MemoryPoint, PointFilter, Validity
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_config import CONFIG_FILE, WAL_SEGMENT_BYTES, config
@@ -27,6 +28,7 @@ from tiers.semantic.vectors.edge_shard import (
     upserts,
 )
 
+T1 = T0 + 1_000_000
 # About 2.6 kB a point in the log: 1,800 of them are more than four segments.
 FILLER = "a sentence of some length about the garden, the market and the weather. " * 30
 
@@ -99,6 +101,35 @@ for start in range(700, 1800, 220):  # several segments written after the flush
 print("written", flush=True)
 os._exit(9)  # as a SIGKILL: no flush, no close
 """
+
+
+def test_a_flush_asks_the_engine_after_each_kind_of_write_and_never_without_one(tmp_path):
+    store = opened(tmp_path / "store")
+    try:
+        gen = generations.current(tmp_path / "store")
+        points = many(3)
+        writes = {
+            "upsert": lambda: store.upsert(points),
+            "validity": lambda: store.set_valid_to([points[0].id], Validity(T1), "alice"),
+            "delete": lambda: store.delete(PointFilter(ids=(points[1].id,))),
+        }
+        store.flush()  # what the open wrote (its payload indexes)
+        for name, write in writes.items():
+            flushed, before = store.live.flushes, acknowledged(gen)
+            store.flush()  # nothing written since the last one: the engine is not asked
+            assert store.live.flushes == flushed, name
+            write()
+            store.flush()
+            assert store.live.flushes == flushed + 1, name
+            assert acknowledged(gen) > before, name  # the engine did flush the write
+    finally:
+        store.close()
+    store = opened(tmp_path / "store")
+    try:
+        got = {p.id: p.valid_to_us for p in store.get([p.id for p in points])}
+        assert got == {points[0].id: T1, points[2].id: None}
+    finally:
+        store.close()
 
 
 def test_every_acknowledged_write_survives_a_hard_exit_over_many_segments(tmp_path):

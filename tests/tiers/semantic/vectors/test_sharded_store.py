@@ -21,11 +21,13 @@ from tests.contracts.vectors import DIM, MODEL, mem, ready, unit
 from tests.support import wait_until
 from tests.support.builds import child_running, gated_child, index_small_stores
 from tests.support.disk import files_with
+from tiers.core.priority import resting, rests
 from tiers.core.records import Scope
 from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, Validity, shard_of
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import SIDECAR
+from tiers.semantic.vectors.shards import members
 from tiers.semantic.vectors.shards.members import ShardSet
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
@@ -356,6 +358,30 @@ def test_after_a_crash_the_counts_come_from_the_checkpoint_and_a_purged_shard_is
         assert store._ledger.unindexed(3) is None
         store.optimize()
         assert built == ["shard-003"]
+
+
+def test_a_flush_takes_the_shards_written_since_and_a_resting_caller_rests_after_each(
+    store, monkeypatch
+):
+    store.upsert(of("alice", 3) + of("bob", 3))
+    store.flush()
+    shards = store.open_shards()
+    flushed = {i: s.live.flushes for i, s in shards.items()}
+    rested: list[bool] = []
+    rest_after = members.rest_after
+
+    def spied(began: float) -> None:
+        rested.append(rests())
+        rest_after(began)
+
+    monkeypatch.setattr(members, "rest_after", spied)
+    store.upsert(of("alice", 2, start=3))
+    with resting(0.1):
+        store.flush()
+    store.flush()  # nothing written since
+    assert {i: s.live.flushes - flushed[i] for i, s in shards.items()} == {2: 0, 3: 1}
+    assert rested == [True]  # after alice's shard, the one flushed
+    assert store.count(PointFilter(user_id="alice")) == 5
 
 
 def test_a_purge_rewrites_only_the_shards_deleted_from_and_leaves_no_byte(store, root):

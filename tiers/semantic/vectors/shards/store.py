@@ -215,8 +215,7 @@ class ShardedVectorStore:
     def flush(self) -> None:
         # The shards open: one not opened since the start holds no write (opening each to
         # flush it took minutes at a close at ten million points).
-        for _index, store in self._set.opened():
-            store.flush()
+        self._set.flush()
 
     def copy_to(self, dest: Path) -> None:
         """A consistent, compacted copy of every shard at ``dest`` (not existing yet), in this
