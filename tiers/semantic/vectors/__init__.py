@@ -10,8 +10,7 @@ collection layout and payload schema:
   :class:`tiers.semantic.vectors.edge.EdgeVectorStore` per shard, a user's points in one of them
   (:func:`shard_of`);
 - :class:`tiers.semantic.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant
-server
-  or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard keys.
+  server or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard keys.
 
 ``tests/contracts/test_vector_store.py`` runs one contract suite against each (and against one
 ``EdgeVectorStore`` alone).
@@ -23,8 +22,9 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from stratad_client.kinds import MEMORY_KINDS, MemoryKind
 from tiers.core.errors import (  # noqa: F401 (the seam's errors, exported from here too)
     IndexBuildCancelled,
     VectorStoreInterrupted,
@@ -33,17 +33,10 @@ from tiers.core.errors import (  # noqa: F401 (the seam's errors, exported from 
 )
 from tiers.core.records import Scope
 
-Kind = Literal[
-    "episode_chunk",
-    "episode_turn",
-    "summary",
-    "fact",
-    "profile",
-    "document",
-    "digest",
-    "thread",
-]
-KINDS: tuple[str, ...] = get_args(Kind)
+# The kinds of memory a point can be: the wire's one list (``RecallHit.kind``), which the client
+# defines and the server imports (docs/architecture.md, "Packages").
+Kind = MemoryKind
+KINDS: tuple[str, ...] = MEMORY_KINDS
 DENSE = "dense"
 SPARSE = "sparse"
 # How a store keeps its dense vectors for search: as they are, or with an int8 copy searched
