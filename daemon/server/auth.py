@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -25,6 +25,7 @@ from daemon.codec.status import (
     Unauthenticated,
     grpc_status,
 )
+from daemon.server.interceptors import HandlerInterceptor
 from daemon.services.tenancy import Principal, act_as
 from daemon.settings.security import AuthSettings
 
@@ -80,7 +81,7 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(HandlerInterceptor):
     """Authenticates every call but the open ones and checks the method's right."""
 
     def __init__(self, settings: AuthSettings) -> None:
@@ -108,15 +109,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             raise PermissionDenied(f"this token lacks the {right!r} right for {method}")
         return principal
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
+    def replace(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
         method: str = details.method
         right = right_for(method)
-        if handler is None or right is None:
+        if right is None:
             return handler
         try:
             outcome: Principal | StrataError = self.authenticate(

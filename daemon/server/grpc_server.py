@@ -12,8 +12,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from daemon.codec.wire import MalformedRequestInterceptor
 from daemon.server import auth
+from daemon.server.interceptors import MalformedRequestInterceptor
 from daemon.services.admin import AdminService
 from daemon.services.memory import MemoryService
 from daemon.services.weaver import WeaverService

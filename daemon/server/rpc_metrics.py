@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, NoReturn
 
 import grpc
 from prometheus_client import Counter, Histogram
+
+from daemon.server.interceptors import HandlerInterceptor
 
 
 def split_method(full: str) -> tuple[str, str]:
@@ -23,22 +25,17 @@ def split_method(full: str) -> tuple[str, str]:
     return service or "unknown", method or full
 
 
-class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):
+class RpcMetricsInterceptor(HandlerInterceptor):
     """Counts and times every RPC; the status code is the one the handler ended with."""
 
     def __init__(self, requests: Counter, seconds: Histogram) -> None:
         self._requests = requests  # by service, method and status code
         self._seconds = seconds
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def replace(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:  # unknown method: gRPC answers UNIMPLEMENTED itself
-            return handler
-        service, method = split_method(handler_call_details.method)
+        service, method = split_method(details.method)
         record = self._recorder(service, method)
         for attr in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
             behavior = getattr(handler, attr)
