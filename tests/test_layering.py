@@ -2,12 +2,12 @@
 
 ``tiers`` is the bottom floor; ``weaver`` and ``recall`` stand on it, side by side; ``daemon``
 is the top (docs/architecture.md, "Packages"). The client, ``stratad_client`` (its own
-distribution, in ``daemon/client/``), stands apart: it imports nothing of the server, ``daemon``
-imports it, and the floors below import only its kinds of memory (the wire's one list). A
-package imports its own floor and the floors below, never one above nor its neighbour: every
-import counts, at module level, inside a function or under ``TYPE_CHECKING``. Modules import no
-cycle either (counting the imports run when a module is loaded, ``TYPE_CHECKING`` ones included:
-mypy and readers follow them too). And no module grows past :data:`MAX_LINES`.
+distribution, in ``daemon/client/``), stands apart: it imports nothing of the server, and only
+``daemon`` imports it. A package imports its own floor and the floors
+below, never one above nor its neighbour: every import counts, at module level, inside a
+function or under ``TYPE_CHECKING``. Modules import no cycle either (counting the imports run
+when a module is loaded, ``TYPE_CHECKING`` ones included: mypy and readers follow them too).
+And no module grows past :data:`MAX_LINES`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from tests.support import ROOT
 
 # What each package may import, of the project's packages.
 ALLOWED = {
-    "tiers": {"tiers", "stratad_client"},
-    "weaver": {"weaver", "tiers", "stratad_client"},
-    "recall": {"recall", "tiers", "stratad_client"},
+    "tiers": {"tiers"},
+    "weaver": {"weaver", "tiers"},
+    "recall": {"recall", "tiers"},
     "daemon": {"daemon", "weaver", "recall", "tiers", "stratad_client"},
     "stratad_client": {"stratad_client"},
 }
@@ -188,22 +188,6 @@ def test_the_packages_import_no_floor_above_their_own():
     )
 
 
-# Of the client, the floors below the daemon import its kinds of memory only: the wire's one
-# list, which Tier 3 stores its points by.
-BELOW_THE_DAEMON_OF_THE_CLIENT = ("stratad_client.kinds",)
-
-
-def test_below_the_daemon_only_the_clients_kinds_are_imported():
-    wrong = [
-        f"{path.relative_to(ROOT)}:{line}: {name} imports {target}"
-        for name, path in MODULES.items()
-        if name.split(".")[0] in ("tiers", "weaver", "recall")
-        for target, line, _ in _imports(name, path)
-        if target.startswith("stratad_client") and target not in BELOW_THE_DAEMON_OF_THE_CLIENT
-    ]
-    assert not wrong, "\n".join(wrong)
-
-
 def test_modules_import_no_cycle():
     found = [
         f"{' -> '.join(path)}" + (f" (modules in the cycle: {sorted(c)})" if len(c) > 2 else "")
@@ -298,9 +282,7 @@ def test_the_door_check_sees_a_write_past_the_door(tmp_path: Path):
 # installing the client brings none of the daemon's dependencies.
 ROOMS = {
     "tiers.core": ("tiers.core",),
-    "tiers.semantic": (
-        *("tiers.core", "tiers.rocks", "tiers.space", "tiers.semantic", "stratad_client.kinds"),
-    ),
+    "tiers.semantic": ("tiers.core", "tiers.rocks", "tiers.space", "tiers.semantic"),
     # The change log: a kind of scoped data (tiers.scoped) that the stores below write into.
     "tiers.changes": (
         "tiers.core",

@@ -1,7 +1,7 @@
 """The kinds of memory a Recall hit can be (``RecallHit.kind``, ``RecallRequest.kinds``): the
-one list, of the wire, which the integrations import (the MCP tools' ``kinds`` argument) and the
-daemon too (``tiers.semantic.vectors.KINDS``, the kinds of its points): a new kind of memory is
-one edit, here."""
+client's one list, which the integrations import (the MCP tools' ``kinds`` argument). The
+daemon's own list is ``tiers.semantic.vectors.KINDS``; ``tests/client/test_client.py``
+checks that the two agree."""
 
 from __future__ import annotations
 

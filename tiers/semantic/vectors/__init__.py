@@ -22,9 +22,8 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
-from stratad_client.kinds import MEMORY_KINDS, MemoryKind
 from tiers.core.errors import (  # noqa: F401 (the seam's errors, exported from here too)
     IndexBuildCancelled,
     VectorStoreInterrupted,
@@ -33,10 +32,17 @@ from tiers.core.errors import (  # noqa: F401 (the seam's errors, exported from 
 )
 from tiers.core.records import Scope
 
-# The kinds of memory a point can be: the wire's one list (``RecallHit.kind``), which the client
-# defines and the server imports (docs/architecture.md, "Packages").
-Kind = MemoryKind
-KINDS: tuple[str, ...] = MEMORY_KINDS
+Kind = Literal[
+    "episode_chunk",
+    "episode_turn",
+    "summary",
+    "fact",
+    "profile",
+    "document",
+    "digest",
+    "thread",
+]
+KINDS: tuple[str, ...] = get_args(Kind)
 DENSE = "dense"
 SPARSE = "sparse"
 # How a store keeps its dense vectors for search: as they are, or with an int8 copy searched
