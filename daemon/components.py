@@ -246,14 +246,19 @@ def qdrant_vectors(s: Settings) -> VectorStore:
 
 
 def embedded_vectors(s: Settings) -> VectorStore:
-    """The embedded engine under the data directory, in ``vectors.shards`` shards."""
+    """The embedded engine under the data directory, in ``vectors.shards`` shards; in a
+    process of its own with ``vectors.process``."""
+    v = s.vectors
+    args = edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization
+    if v.process:
+        from tiers.semantic.vectors.child import ChildVectorStore
+
+        return ChildVectorStore(
+            "sharded", *args, originals=v.originals, rescore=v.rescore, preload=v.preload
+        )
     from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
-    v = s.vectors
-    return ShardedVectorStore(
-        edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization,
-        originals=v.originals, rescore=v.rescore, preload=v.preload,
-    )  # fmt: skip
+    return ShardedVectorStore(*args, originals=v.originals, rescore=v.rescore, preload=v.preload)
 
 
 def local_model(settings: Settings, client: ModelClient | None) -> Embedder:

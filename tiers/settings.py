@@ -260,6 +260,16 @@ class VectorsSettings(Section):
             "point from disk. False: the points a search finds are read as it finds them."
         ),
     )
+    process: bool = Field(
+        False,
+        description=(
+            "Embedded store: run it in a child process of its own (supervised: started again "
+            "when it ends), so that the engine's loads, builds swapped in and flushes, which "
+            "hold the interpreter's lock, stall none of the daemon's requests but the calls "
+            "to the store itself. Each call then costs a trip over a pipe (its points as "
+            "msgpack). False: the store runs in the daemon's process."
+        ),
+    )
     quantization: Quantization = Field(
         "int8",
         description=(

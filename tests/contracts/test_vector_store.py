@@ -31,6 +31,7 @@ from tests.contracts.vectors import (
     MODEL,
     T0,
     Backend,
+    ChildBackend,
     EdgeBackend,
     MemoryBackend,
     Opened,
@@ -70,6 +71,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         b: Backend = EdgeBackend(tmp_path / "vectors")
     elif kind == "sharded":
         b = ShardedBackend(tmp_path / "vectors")
+    elif kind == "child":
+        b = ChildBackend(tmp_path / "vectors")
     elif kind == "memory":
         b = MemoryBackend()
     else:

@@ -29,6 +29,7 @@ from tiers.semantic.vectors import (
     point_id,
 )
 from tiers.semantic.vectors.bm25 import KeywordEncoder
+from tiers.semantic.vectors.child import ChildVectorStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.qdrant import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
@@ -97,6 +98,15 @@ class ShardedBackend(Backend):
         return ShardedVectorStore(self.path, self.shards, **self.options())
 
 
+class ChildBackend(ShardedBackend):
+    """The default store in a process of its own (``vectors.process``)."""
+
+    name = "child"
+
+    def open(self) -> VectorStore:
+        return ChildVectorStore("sharded", self.path, self.shards, **self.options())
+
+
 class MemoryBackend(Backend):
     """qdrant-client's ``:memory:`` mode; the collection records :data:`SHARDS` shard keys and
     every request names its user's (local mode takes the selectors and ignores them)."""
@@ -143,7 +153,9 @@ class ServerBackend(Backend):
 
 
 # A real server joins the suite only where one is configured (none can run on CI here).
-BACKENDS = ["edge", "sharded", "memory"] + (["server"] if os.environ.get("QDRANT_URL") else [])
+BACKENDS = ["edge", "sharded", "child", "memory"] + (
+    ["server"] if os.environ.get("QDRANT_URL") else []
+)
 SHARDS = 4  # alice's shard is 3, bob's and carol's 2 (tiers.semantic.vectors.shard_of)
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from tiers.core.wire import unpack_rows
 from tiers.semantic.embedding import Embedder, parts_by_length
 from tiers.workers.pool import WorkerPool, WorkerStatus, WorkerUnavailable
-from tiers.workers.wire import unpack_rows
 
 log = logging.getLogger("strata.workers")
 PART = 128  # texts per request: a worker's share of a call, and how often it can be rescheduled

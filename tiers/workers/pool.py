@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.core.errors import TierError, Unavailable, one_line
-from tiers.workers.wire import WireClosed, receive, send
+from tiers.core.wire import WireClosed, receive, send
 
 log = logging.getLogger("strata.workers")
 ATTEMPTS = 3  # workers a request may outlive before it fails

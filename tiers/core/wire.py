@@ -1,9 +1,17 @@
-"""Frames between the daemon and its worker processes: a 4-byte big-endian length, then one
-msgpack map (never pickle: a frame is data, not code). Vectors travel as raw float32 bytes."""
+"""Frames between the daemon and its child processes (the embedding workers,
+:mod:`tiers.workers`; the vector store's process, :mod:`tiers.semantic.vectors.child`): a
+4-byte big-endian length, then one msgpack map (never pickle: a frame is data, not code).
+Vectors travel as raw float32 bytes. :func:`as_child` sets up such a child as it starts."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import signal
 import struct
+import threading
+import time
 from typing import IO, Any
 
 import msgpack
@@ -11,6 +19,8 @@ import numpy as np
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
+PARENT_CHECK_SECONDS = 1.0
+_PR_SET_PDEATHSIG = 1
 
 
 class WireClosed(EOFError):
@@ -62,3 +72,30 @@ def unpack_rows(message: dict[str, Any]) -> np.ndarray:
     if matrix.size != rows * dim:
         raise ValueError(f"{matrix.size} floats for {rows} x {dim}")
     return matrix.reshape(rows, dim).copy()
+
+
+def as_child(*, die_with_thread: bool = False) -> IO[bytes]:
+    """Set this process up as a child that speaks frames on stdin and stdout, as it starts:
+    returns the frames' output (what was stdout; whatever a library prints goes to stderr,
+    never into a frame), ignores SIGINT and SIGTERM (the daemon ends it by closing its input,
+    after its staged shutdown) and exits when the daemon is gone (checked every
+    :data:`PARENT_CHECK_SECONDS`: its pipe may stay open in a grandchild).
+    ``die_with_thread``: besides, SIGKILL at once when the daemon's thread that started it
+    ends (Linux's ``PR_SET_PDEATHSIG``), for a child that must not outlive a crash."""
+    if die_with_thread:
+        with contextlib.suppress(OSError, AttributeError):  # not Linux: the watch alone
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    parent = os.getppid()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_SECONDS)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    return out
