@@ -12,7 +12,7 @@ import signal
 import struct
 import threading
 import time
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import msgpack
 import numpy as np
@@ -23,11 +23,20 @@ PARENT_CHECK_SECONDS = 1.0
 _PR_SET_PDEATHSIG = 1
 
 
+class Writer(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+    def flush(self) -> None: ...
+
+
+class Reader(Protocol):
+    def read(self, n: int, /) -> bytes: ...
+
+
 class WireClosed(EOFError):
     """The other side closed the pipe (it exited, or is exiting)."""
 
 
-def send(stream: IO[bytes], message: dict[str, Any]) -> None:
+def send(stream: Writer, message: dict[str, Any]) -> None:
     """Write one frame and flush. Raises ``BrokenPipeError``/``OSError`` when the reader is
     gone."""
     body = msgpack.packb(message, use_bin_type=True)
@@ -35,7 +44,7 @@ def send(stream: IO[bytes], message: dict[str, Any]) -> None:
     stream.flush()
 
 
-def receive(stream: IO[bytes]) -> dict[str, Any]:
+def receive(stream: Reader) -> dict[str, Any]:
     """Read one frame. Raises :class:`WireClosed` at the end of the stream (also one cut
     short), ``ValueError`` for a frame that is not a map."""
     header = _read(stream, _HEADER.size)
@@ -48,7 +57,7 @@ def receive(stream: IO[bytes]) -> dict[str, Any]:
     return message
 
 
-def _read(stream: IO[bytes], n: int) -> bytes:
+def _read(stream: Reader, n: int) -> bytes:
     parts = []
     while n:
         chunk = stream.read(n)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,7 +127,11 @@ def test_a_call_under_way_when_the_process_dies_is_told(store) -> None:
 
     t = threading.Thread(target=call)
     t.start()
-    wait_until(lambda: bool(store._pending), 30, "for the call to be sent")
+    def waiting() -> bool:  # the call sent, its answer awaited
+        frame = sys._current_frames().get(t.ident or 0)
+        return frame is not None and "receive" in str(traceback.extract_stack(frame))
+
+    wait_until(waiting, 30, "for the call to be sent")
     os.kill(pid, signal.SIGKILL)
     t.join(60)
     assert len(got) == 1 and isinstance(got[0], VectorStoreUnavailable)

@@ -4,9 +4,11 @@ The embedded engine holds the interpreter's lock through its own work: a shard's
 0.6 s at ten million points), a built copy swapped in, a flush, a cold page read. In the
 daemon's process every request waits meanwhile, an Append too. :class:`ChildVectorStore` runs
 the store (:class:`~tiers.semantic.vectors.shards.store.ShardedVectorStore`) in a child
-process (:mod:`tiers.semantic.vectors.child.main`) and forwards the seam's calls to it over a
-pipe, several at once: the engine then holds only the child's lock, and the daemon's threads
-wait for it only when they call the store.
+process (:mod:`tiers.semantic.vectors.child.main`) and forwards the seam's calls to it, each
+on a connection of its own to the child's local socket (kept for the next call), sent and
+answered on the calling thread: the engine then holds only the child's lock, and the daemon's
+threads wait for it only when they call the store. The child's input (a pipe) carries its
+spec; its end is the child's stop.
 
 It is the same store on the same files, so the seam's contract holds as it is
 (``tests/contracts/test_vector_store.py`` runs against it), and so does durability: a call
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
+import socket
 import subprocess
 import sys
 import threading
@@ -76,10 +80,7 @@ class ChildVectorStore:
         self._start_timeout = start_timeout
         self._wait_timeout = wait_timeout
         self._cond = threading.Condition()
-        self._sending = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None  # the process serving, ready
-        self._pending: dict[int, Future[dict[str, Any]]] = {}
-        self._next_id = 0
+        self._serving: _Serving | None = None  # the process serving, ready
         self._closed = False
         self._ensured: tuple[str, int] | None = None
         self.starts = 0  # processes started and ready (tests, figures)
@@ -99,8 +100,8 @@ class ChildVectorStore:
     @property
     def pid(self) -> int:
         """The serving process's id (0 while there is none)."""
-        proc = self._proc
-        return proc.pid if proc is not None else 0
+        serving = self._serving
+        return serving.proc.pid if serving is not None else 0
 
     # -- the seam ------------------------------------------------------------------------------
 
@@ -154,7 +155,7 @@ class ChildVectorStore:
         self._call("flush")
 
     def interrupt(self) -> None:
-        if self._proc is not None:  # a process starting again has nothing under way
+        if self._serving is not None:  # a process starting again has nothing under way
             with contextlib.suppress(VectorStoreUnavailable):
                 self._call("interrupt")
 
@@ -169,21 +170,40 @@ class ChildVectorStore:
             if self._closed:
                 return
             self._closed = True
-            proc = self._proc
+            serving = self._serving
             self._cond.notify_all()
-        if proc is not None:
-            _end(proc, CLOSE_TIMEOUT)
+        if serving is not None:
+            serving.close()
+            _end(serving.proc, CLOSE_TIMEOUT)
         if self._supervisor is not threading.current_thread():
             self._supervisor.join()
 
     # -- calls ---------------------------------------------------------------------------------
 
     def _call(self, op: str, *args: Any) -> Any:
+        """Send the call on a connection of the serving process and read its answer, on the
+        calling thread (at its priority: no thread of ours hands answers out)."""
         message: dict[str, Any] = {"op": op, "args": encode(args), "kwargs": {}}
-        answer: Future[dict[str, Any]] = Future()
+        serving, conn = self._borrow()
+        try:
+            send(conn.stream, message)
+            reply = receive(conn.stream)
+        except (OSError, ValueError, WireClosed) as exc:
+            conn.close()
+            raise VectorStoreUnavailable(
+                f"the vector store's process ended during the call ({serving.ended()})"
+            ) from exc
+        serving.give_back(conn)
+        if "error" in reply:
+            raise decode_error(reply["error"])
+        return decode(reply["result"])
+
+    def _borrow(self) -> tuple[_Serving, _Connection]:
+        """A free connection to the serving process (a new one when every one is busy),
+        waiting up to ``wait_timeout`` for a process that is starting again."""
         deadline = time.monotonic() + self._wait_timeout
         with self._cond:
-            while self._proc is None and not self._closed:
+            while self._serving is None and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     how = self.last_exit or "starting"
@@ -191,24 +211,10 @@ class ChildVectorStore:
                         f"the vector store's process is not running ({how})"
                     )
                 self._cond.wait(left)
-            if self._closed or self._proc is None:
+            if self._closed or self._serving is None:
                 raise VectorStoreUnavailable("the vector store is closed")
-            proc = self._proc
-            self._next_id += 1
-            message["id"] = self._next_id
-            self._pending[self._next_id] = answer
-        try:
-            with self._sending:
-                assert proc.stdin is not None
-                send(proc.stdin, message)
-        except (OSError, ValueError) as exc:
-            with self._cond:
-                self._pending.pop(message["id"], None)
-            raise VectorStoreUnavailable(f"the vector store's process is gone: {exc}") from exc
-        reply = answer.result()  # VectorStoreUnavailable when the process ends meanwhile
-        if "error" in reply:
-            raise decode_error(reply["error"])
-        return decode(reply["result"])
+            serving = self._serving
+        return serving, serving.borrow()
 
     # -- the process ---------------------------------------------------------------------------
 
@@ -216,7 +222,7 @@ class ChildVectorStore:
         failures = 0
         while not self._closed:
             try:
-                proc = self._start()
+                serving = self._start()
             except Exception as exc:  # what the process said (ValueError, a mismatch, ...)
                 if not first.done():
                     first.set_exception(exc)
@@ -228,13 +234,19 @@ class ChildVectorStore:
             began = time.monotonic()
             if not first.done():
                 first.set_result(None)
-            self._serve(proc)
+            serving.proc.wait()  # its input closes only at close(): it ends at a close or a crash
+            with self._cond:
+                self._serving = None
+                self.last_exit = serving.how()
+                self._cond.notify_all()
+            serving.close()
+            _end(serving.proc, 0)
             if self._closed:
                 return
             failures = 0 if time.monotonic() - began > STEADY_SECONDS else failures + 1
             log.error(
                 "vectors.child.exited",
-                extra={"fields": {"pid": proc.pid, "exit": self.last_exit, "restarts": True}},
+                extra={"fields": {"pid": serving.proc.pid, "exit": self.last_exit}},
             )
             self._pause(failures)
 
@@ -243,9 +255,10 @@ class ChildVectorStore:
         with self._cond:
             self._cond.wait_for(lambda: self._closed, delay)
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self) -> _Serving:
         """A process ready to serve (made ready again: the last ensure). Raises
         VectorStoreUnavailable when it ends as it starts, else the error it answered."""
+        token = secrets.token_hex(16)
         try:
             proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except OSError as exc:
@@ -254,62 +267,114 @@ class ChildVectorStore:
         timer.start()
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            send(proc.stdin, self._spec)
+            send(proc.stdin, {**self._spec, "token": token})
             ready = receive(proc.stdout)
-            if "error" not in ready and self._ensured is not None:
-                send(
-                    proc.stdin, {"id": 0, "op": "ensure", "args": list(self._ensured), "kwargs": {}}
-                )
-                ready = receive(proc.stdout)
         except (OSError, ValueError, WireClosed) as exc:
-            _end(proc, 0, output=True)
+            _end(proc, 0)
             raise VectorStoreUnavailable(
                 f"the vector store's process ended as it started ({_exit(proc)}): {exc}"
             ) from exc
         finally:
             timer.cancel()
         if "error" in ready:
-            _end(proc, 0, output=True)
+            _end(proc, 0)
             raise decode_error(ready["error"])
+        serving = _Serving(proc, str(ready["address"]), token)
+        try:
+            if self._ensured is not None:
+                conn = serving.borrow()
+                send(conn.stream, {"op": "ensure", "args": list(self._ensured), "kwargs": {}})
+                again = receive(conn.stream)
+                if "error" in again:
+                    raise decode_error(again["error"])
+                serving.give_back(conn)
+        except (OSError, ValueError, WireClosed) as exc:
+            serving.close()
+            _end(proc, 0)
+            raise VectorStoreUnavailable(f"the vector store's process ended ({exc})") from exc
+        except Exception:
+            serving.close()
+            _end(proc, 0)
+            raise
         with self._cond:
             if self._closed:
-                _end(proc, CLOSE_TIMEOUT, output=True)
+                serving.close()
+                _end(proc, CLOSE_TIMEOUT)
                 raise VectorStoreUnavailable("the vector store is closed")
-            self._proc = proc
+            self._serving = serving
             self.starts += 1
             self._cond.notify_all()
-        return proc
+        return serving
 
-    def _serve(self, proc: subprocess.Popen[bytes]) -> None:
-        """Hand each answer to its call until the process ends; then fail the calls left."""
-        assert proc.stdout is not None
+
+class _Connection:
+    """One connection to the process: a call at a time."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            while True:
-                reply = receive(proc.stdout)
-                with self._cond:
-                    answer = self._pending.pop(reply.get("id", -1), None)
-                if answer is not None:
-                    answer.set_result(reply)
-        except (OSError, ValueError, WireClosed):
-            pass
-        _end(proc, 0 if not self._closed else CLOSE_TIMEOUT, output=True)
-        with self._cond:
-            self._proc = None
-            self.last_exit = _exit(proc)
-            left, self._pending = self._pending, {}
-            self._cond.notify_all()
-        for answer in left.values():
-            answer.set_exception(
-                VectorStoreUnavailable(
-                    f"the vector store's process ended during the call ({self.last_exit})"
-                )
-            )
+            self.sock.connect(address)
+            self.stream = self.sock.makefile("rwb")
+            send(self.stream, {"token": token})
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stream.close()
+        self.sock.close()
 
 
-def _end(proc: subprocess.Popen[bytes], timeout: float, *, output: bool = False) -> None:
-    """Close the process's input (it exits once its calls are done); kill it after
-    ``timeout`` seconds (0: at once, unless it has exited). ``output``: close its output too
-    (only the thread that reads it may)."""
+class _Serving:
+    """A process that serves, and its idle connections."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], address: str, token: str) -> None:
+        self.proc = proc
+        self._address = "\0" + address  # Linux's abstract namespace: no file
+        self._token = token
+        self._lock = threading.Lock()
+        self._idle: list[_Connection] = []
+        self._closed = False
+
+    def borrow(self) -> _Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        try:
+            return _Connection(self._address, self._token)
+        except OSError as exc:
+            raise VectorStoreUnavailable(
+                f"the vector store's process refused a connection ({self.how()}): {exc}"
+            ) from exc
+
+    def give_back(self, conn: _Connection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def how(self) -> str:
+        return _exit(self.proc)
+
+    def ended(self) -> str:
+        """How the process ended, given a second to end after its connection broke."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(1)
+        return self.how()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _end(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Close the process's input (it exits once its calls are done, having closed the
+    store); kill it after ``timeout`` seconds (0: at once, unless it has exited)."""
     with contextlib.suppress(OSError, ValueError):
         assert proc.stdin is not None
         proc.stdin.close()
@@ -319,7 +384,7 @@ def _end(proc: subprocess.Popen[bytes], timeout: float, *, output: bool = False)
         with contextlib.suppress(OSError):
             proc.kill()
         proc.wait()
-    if output and proc.stdout is not None:
+    if proc.stdout is not None:
         proc.stdout.close()
 
 

@@ -1,28 +1,30 @@
 """The vector store's process: ``python -m tiers.semantic.vectors.child.main``, started and
 supervised by :class:`tiers.semantic.vectors.child.ChildVectorStore`.
 
-It opens the store its spec names (:data:`STORES`) and answers the seam's calls, each on a
-thread of its own, until its input ends; then it closes the store and exits. Frames
-(:mod:`tiers.core.wire`, their contents by :mod:`tiers.semantic.vectors.child.codec`) come
-on stdin and go out on what was stdout; anything else the process prints goes to stderr. It
+It opens the store its spec names (:data:`STORES`), listens on a local socket (Linux's
+abstract namespace, no file) and answers the seam's calls on each connection, one at a time,
+a thread a connection, until its input ends; then it waits for the calls under way, closes the
+store and exits. Frames are :mod:`tiers.core.wire`'s, their contents
+:mod:`tiers.semantic.vectors.child.codec`'s; anything the process prints goes to stderr. It
 ignores SIGINT and SIGTERM (the daemon closes it after its staged shutdown) and dies with the
 daemon's thread that started it (``PR_SET_PDEATHSIG``), so that a daemon started again after
 a crash finds the shards' locks free.
 
-Spec (the first frame): ``{"store": a name of STORES, "args": [...], "kwargs": {...}}``. It
-answers ``{"id": 0, "ready": true, "pid"}`` or ``{"id": 0, "error": {...}}`` and exits.
-Calls: ``{"id", "op": a method of OPS, "args", "kwargs"}`` -> ``{"id", "result"}`` or
-``{"id", "error": {"type", "message"}}``. ``interrupt`` is answered at once, beside the calls
-under way (its point is to stop them); every other call runs on a thread of its own.
+On its input, the spec: ``{"store": a name of STORES, "args": [...], "kwargs": {...},
+"token"}``; on its output the answer, ``{"ready": true, "pid", "address"}`` or ``{"error":
+{...}}`` (then it exits). A connection's first frame is ``{"token"}`` (another is closed);
+then calls ``{"op": a method of OPS, "args", "kwargs"}`` -> ``{"result"}`` or ``{"error":
+{"type", "message"}}``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import socket
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from tiers.core.wire import WireClosed, as_child, receive, send
@@ -39,50 +41,94 @@ OPS = frozenset(
         "purge", "flush", "interrupt", "close", "copy_to",
     }
 )  # fmt: skip
-# Calls under way at once, at most: more than the daemon's threads that call the store.
+# Connections waiting to be accepted, at most.
 THREADS = 64
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     spec = receive(inp)
-    sending = threading.Lock()
-
-    def reply(message: dict[str, Any]) -> None:
-        with sending:
-            send(out, message)
-
     try:
         store = STORES[spec["store"]](*decode(spec["args"]), **decode(spec["kwargs"]))
     except Exception as exc:
-        reply({"id": 0, "error": encode_error(exc)})
+        send(out, {"error": encode_error(exc)})
         return 1
-    reply({"id": 0, "ready": True, "pid": os.getpid()})
-
-    def run(call: dict[str, Any]) -> None:
-        try:
-            method = getattr(store, call["op"])
-            result = method(*decode(call["args"]), **decode(call["kwargs"]))
-            message = {"id": call["id"], "result": encode(result)}
-        except Exception as exc:
-            message = {"id": call["id"], "error": encode_error(exc)}
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError, ValueError):
-            reply(message)  # fails only when the daemon is gone: the input's end follows
-
-    with ThreadPoolExecutor(THREADS, thread_name_prefix="vectors-call") as calls:
-        while True:
-            try:
-                call = receive(inp)
-            except WireClosed:
-                break
-            if call.get("op") not in OPS:
-                reply({"id": call.get("id"), "error": encode_error(ValueError(
-                    f"the vector store has no call {call.get('op')!r}"))})  # fmt: skip
-            elif call["op"] == "interrupt":
-                run(call)
-            else:
-                calls.submit(run, call)
-    store.close()  # the calls under way done; idempotent after the daemon's close
+    address = f"strata-vectors-{os.getpid()}-{secrets.token_hex(8)}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + address)
+    listener.listen(THREADS)
+    calls = _Calls()
+    threading.Thread(
+        target=_accept, args=(listener, store, str(spec["token"]), calls), daemon=True
+    ).start()
+    send(out, {"ready": True, "pid": os.getpid(), "address": address})
+    with contextlib.suppress(WireClosed):
+        receive(inp)  # nothing more comes: its end is the stop
+    calls.stop()  # the calls under way done; none begins after
+    store.close()
     return 0
+
+
+class _Calls:
+    """The calls under way; once stopped, none begins."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._stopped = False
+
+    def begin(self) -> bool:
+        with self._cond:
+            if self._stopped:
+                return False
+            self._running += 1
+            return True
+
+    def end(self) -> None:
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.wait_for(lambda: not self._running)
+
+
+def _accept(listener: socket.socket, store: Any, token: str, calls: _Calls) -> None:
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(
+            target=_connection, args=(conn, store, token, calls), name="vectors-call", daemon=True
+        ).start()
+
+
+def _connection(conn: socket.socket, store: Any, token: str, calls: _Calls) -> None:
+    """Answer the calls of one connection, one at a time, until it closes."""
+    with conn, conn.makefile("rwb") as stream:
+        try:
+            if receive(stream).get("token") != token:
+                return
+            while True:
+                call = receive(stream)
+                if not calls.begin():
+                    return  # stopping: the connection closes unanswered
+                try:
+                    send(stream, _answer(store, call))
+                finally:
+                    calls.end()
+        except (OSError, ValueError, WireClosed):
+            return  # the daemon closed it, or is gone
+
+
+def _answer(store: Any, call: dict[str, Any]) -> dict[str, Any]:
+    op = call.get("op")
+    try:
+        if op not in OPS:
+            raise ValueError(f"the vector store has no call {op!r}")
+        result = getattr(store, str(op))(*decode(call["args"]), **decode(call["kwargs"]))
+        return {"result": encode(result)}
+    except Exception as exc:
+        return {"error": encode_error(exc)}
 
 
 def main() -> int:
