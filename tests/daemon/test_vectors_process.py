@@ -1,7 +1,7 @@
 """The embedded vector store in a process of its own (``vectors.process``), from outside: a
 real ``stratad`` serves and recalls through it, a store process killed while the daemon
-serves is started again with nothing acknowledged lost, and a daemon killed leaves no store
-process holding the shards, so it starts again on the same data."""
+serves is started again with nothing acknowledged lost, a daemon killed leaves no store
+process holding the shards, so it starts again on the same data, and a clean stop ends it."""
 
 from __future__ import annotations
 
@@ -54,3 +54,6 @@ def test_a_daemon_recalls_through_its_store_process_and_outlives_its_death(spawn
         wait_indexed(c, 120)
         for i in range(6):
             assert recalled(c, i, f"s{i}"), i
+        (child,) = store_processes(e.pid)
+    assert e.terminate() == 0  # a clean stop ends the store's process too
+    assert not child.is_running()

@@ -127,6 +127,7 @@ def test_a_call_under_way_when_the_process_dies_is_told(store) -> None:
 
     t = threading.Thread(target=call)
     t.start()
+
     def waiting() -> bool:  # the call sent, its answer awaited
         frame = sys._current_frames().get(t.ident or 0)
         return frame is not None and "receive" in str(traceback.extract_stack(frame))

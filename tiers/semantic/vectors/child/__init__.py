@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 COMMAND = (sys.executable, "-m", "tiers.semantic.vectors.child.main")
 START_TIMEOUT = 300.0  # the first start: a store of an earlier layout is resharded in it
 WAIT_TIMEOUT = 60.0  # how long a call waits for a process that is starting again
-CLOSE_TIMEOUT = 300.0  # the child's close: the calls under way, then the store's own close
+CLOSE_TIMEOUT = 90.0  # the child's close: the store's own, then the calls under way end
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # between starts, growing; reset by a
 STEADY_SECONDS = 60.0  # process that served this long
 

@@ -3,8 +3,9 @@ supervised by :class:`tiers.semantic.vectors.child.ChildVectorStore`.
 
 It opens the store its spec names (:data:`STORES`), listens on a local socket (Linux's
 abstract namespace, no file) and answers the seam's calls on each connection, one at a time,
-a thread a connection, until its input ends; then it waits for the calls under way, closes the
-store and exits. Frames are :mod:`tiers.core.wire`'s, their contents
+a thread a connection, until its input ends; then it closes the store (as the daemon would in
+its own process: beside the calls under way, which the close ends), gives those calls
+:data:`STOP_SECONDS` to end, and exits. Frames are :mod:`tiers.core.wire`'s, their contents
 :mod:`tiers.semantic.vectors.child.codec`'s; anything the process prints goes to stderr. It
 ignores SIGINT and SIGTERM (the daemon closes it after its staged shutdown) and dies with the
 daemon's thread that started it (``PR_SET_PDEATHSIG``), so that a daemon started again after
@@ -41,6 +42,8 @@ OPS = frozenset(
         "purge", "flush", "interrupt", "close", "copy_to",
     }
 )  # fmt: skip
+# How long the calls under way may take to end after the store's close (the process exits).
+STOP_SECONDS = 30.0
 # Connections waiting to be accepted, at most.
 THREADS = 64
 
@@ -63,8 +66,9 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     send(out, {"ready": True, "pid": os.getpid(), "address": address})
     with contextlib.suppress(WireClosed):
         receive(inp)  # nothing more comes: its end is the stop
-    calls.stop()  # the calls under way done; none begins after
-    store.close()
+    calls.stop()  # none begins after
+    store.close()  # as in the daemon's process: beside the calls under way, which it ends
+    calls.wait(STOP_SECONDS)
     return 0
 
 
@@ -91,7 +95,10 @@ class _Calls:
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
-            self._cond.wait_for(lambda: not self._running)
+
+    def wait(self, timeout: float) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._running, timeout)
 
 
 def _accept(listener: socket.socket, store: Any, token: str, calls: _Calls) -> None:
