@@ -6,8 +6,10 @@ cores are busy, the kernel should run the event loop first, so each of those thr
 its own priority as it starts (Linux keeps a nice value per thread, and a thread a library
 starts from it inherits it: the query model's and the vector engine's threads). Child
 processes set theirs below the daemon's main thread, not below the thread that started them
-(:func:`below_parent`): the workers at ``workers.nice``, index builds at 10. On an idle
-machine a nice value changes nothing.
+(:func:`below_parent`): the workers at ``workers.nice``, index builds at 10. The vector
+store's own process (``vectors.process``) answers each call at its caller's priority and
+within its caller's rests (:func:`lowered`, :func:`rest_share`). On an idle machine a nice
+value changes nothing.
 
 Measured under ``make bench-load`` (docs/benchmarks.md, "Serving first"): with these
 priorities, the shorter switch interval below and ``recall.threads`` at 3, the appends' p99
@@ -65,6 +67,12 @@ def rests() -> bool:
     return getattr(_pace, "share", 0.0) > 0
 
 
+def rest_share() -> float:
+    """The share the calling thread rests (:func:`resting`; 0 outside it): what a call to
+    another process carries, for its thread to rest as the caller would."""
+    return float(getattr(_pace, "share", 0.0))
+
+
 def rest_after(began: float) -> None:
     """Within :func:`resting`, sleep its share of the time since ``began`` (``perf_counter``):
     the end of a step of the calling thread's job. Outside it, return at once."""
@@ -80,6 +88,19 @@ def lower_this_thread(by: int) -> None:
     refusal is logged, never raised."""
     if sys.platform == "linux":
         _below(threading.get_native_id(), os.getpid(), by)  # getpid: the main thread's own
+
+
+def lowered() -> int:
+    """How many nice steps the calling thread runs below the process's main thread (0 where a
+    nice value is the whole process's, or when it cannot be read): what a call to another
+    process carries, for its thread to run at the caller's priority."""
+    if sys.platform != "linux":
+        return 0
+    try:
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return max(0, mine - os.getpriority(os.PRIO_PROCESS, os.getpid()))
+    except OSError:
+        return 0
 
 
 def below_parent(by: int) -> None:

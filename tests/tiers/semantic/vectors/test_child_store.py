@@ -1,8 +1,8 @@
 """The embedded store in a process of its own (tiers.semantic.vectors.child): what crosses the
 pipe comes back as it was, errors keep their class, a process killed is started again with
 every acknowledged point and the store made ready, a call under way when it dies is told so,
-and a close ends it. What every store does is in tests/contracts/test_vector_store.py (the
-"child" backend)."""
+a close ends it, and a call runs there at its caller's priority and within its rests. What
+every store does is in tests/contracts/test_vector_store.py (the "child" backend)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 
 from tests.contracts.vectors import ALICE, DIM, MODEL, alice, ids, mem, unit
 from tests.support import wait_until
+from tiers.core import priority
 from tiers.core.errors import IndexBuildCancelled, VectorStoreInterrupted, VectorStoreMismatch
 from tiers.semantic.vectors import (
     Hit,
@@ -164,3 +165,25 @@ def test_close_ends_the_process_and_later_calls_are_refused(tmp_path: Path) -> N
         assert again.count(PointFilter()) == 1
     finally:
         again.close()
+
+
+def test_a_call_runs_there_at_its_callers_priority_and_rests() -> None:
+    probe = [sys.executable, "-m", "tests.support.probe_vectors"]
+    s = ChildVectorStore("probe", command=probe)
+    seen: list[list[str]] = []
+
+    def lowered_and_resting() -> None:
+        priority.lower_this_thread(3)
+        with priority.resting(0.25):
+            seen.append(s.ids(PointFilter()))
+        seen.append(s.ids(PointFilter()))  # out of the rests, at the same priority
+
+    try:
+        assert s.ids(PointFilter()) == ["0.0", "0"]
+        caller = threading.Thread(target=lowered_and_resting)
+        caller.start()
+        caller.join()
+        assert seen == [["0.25", "3"], ["0.0", "3"]]
+        assert s.ids(PointFilter()) == ["0.0", "0"]  # a connection of its own priority
+    finally:
+        s.close()

@@ -7,8 +7,11 @@ the store (:class:`~tiers.semantic.vectors.shards.store.ShardedVectorStore`) in 
 process (:mod:`tiers.semantic.vectors.child.main`) and forwards the seam's calls to it, each
 on a connection of its own to the child's local socket (kept for the next call), sent and
 answered on the calling thread: the engine then holds only the child's lock, and the daemon's
-threads wait for it only when they call the store. The child's input (a pipe) carries its
-spec; its end is the child's stop.
+threads wait for it only when they call the store. A call runs in the child as it would have
+run here: at its caller's priority (a connection serves callers of one nice value) and within
+its caller's rests (:func:`tiers.core.priority.resting`: a build round's flush, an erasure),
+so that the child's serving calls get its interpreter between a long job's steps. The child's
+input (a pipe) carries its spec; its end is the child's stop.
 
 It is the same store on the same files, so the seam's contract holds as it is
 (``tests/contracts/test_vector_store.py`` runs against it), and so does durability: a call
@@ -41,6 +44,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from tiers.core.priority import lowered, rest_share
 from tiers.core.wire import WireClosed, receive, send
 from tiers.semantic.vectors import (
     Hit,
@@ -182,8 +186,12 @@ class ChildVectorStore:
 
     def _call(self, op: str, *args: Any) -> Any:
         """Send the call on a connection of the serving process and read its answer, on the
-        calling thread (at its priority: no thread of ours hands answers out)."""
+        calling thread (at its priority: no thread of ours hands answers out). The connection
+        is one of the caller's nice value, and the call carries the caller's rest share."""
         message: dict[str, Any] = {"op": op, "args": encode(args), "kwargs": {}}
+        share = rest_share()
+        if share:
+            message["rest"] = share
         serving, conn = self._borrow()
         try:
             send(conn.stream, message)
@@ -214,7 +222,7 @@ class ChildVectorStore:
             if self._closed or self._serving is None:
                 raise VectorStoreUnavailable("the vector store is closed")
             serving = self._serving
-        return serving, serving.borrow()
+        return serving, serving.borrow(lowered())
 
     # -- the process ---------------------------------------------------------------------------
 
@@ -282,7 +290,7 @@ class ChildVectorStore:
         serving = _Serving(proc, str(ready["address"]), token)
         try:
             if self._ensured is not None:
-                conn = serving.borrow()
+                conn = serving.borrow(lowered())
                 send(conn.stream, {"op": "ensure", "args": list(self._ensured), "kwargs": {}})
                 again = receive(conn.stream)
                 if "error" in again:
@@ -308,14 +316,16 @@ class ChildVectorStore:
 
 
 class _Connection:
-    """One connection to the process: a call at a time."""
+    """One connection to the process: a call at a time, run there ``nice`` steps below the
+    process's main thread."""
 
-    def __init__(self, address: str, token: str) -> None:
+    def __init__(self, address: str, token: str, nice: int) -> None:
+        self.nice = nice
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.sock.connect(address)
             self.stream = self.sock.makefile("rwb")
-            send(self.stream, {"token": token})
+            send(self.stream, {"token": token, "nice": nice})
         except BaseException:
             self.sock.close()
             raise
@@ -327,22 +337,23 @@ class _Connection:
 
 
 class _Serving:
-    """A process that serves, and its idle connections."""
+    """A process that serves, and its idle connections by nice value."""
 
     def __init__(self, proc: subprocess.Popen[bytes], address: str, token: str) -> None:
         self.proc = proc
         self._address = "\0" + address  # Linux's abstract namespace: no file
         self._token = token
         self._lock = threading.Lock()
-        self._idle: list[_Connection] = []
+        self._idle: dict[int, list[_Connection]] = {}
         self._closed = False
 
-    def borrow(self) -> _Connection:
+    def borrow(self, nice: int) -> _Connection:
         with self._lock:
-            if self._idle:
-                return self._idle.pop()
+            idle = self._idle.get(nice)
+            if idle:
+                return idle.pop()
         try:
-            return _Connection(self._address, self._token)
+            return _Connection(self._address, self._token, nice)
         except OSError as exc:
             raise VectorStoreUnavailable(
                 f"the vector store's process refused a connection ({self.how()}): {exc}"
@@ -351,7 +362,7 @@ class _Serving:
     def give_back(self, conn: _Connection) -> None:
         with self._lock:
             if not self._closed:
-                self._idle.append(conn)
+                self._idle.setdefault(conn.nice, []).append(conn)
                 return
         conn.close()
 
@@ -367,9 +378,10 @@ class _Serving:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
 
 
 def _end(proc: subprocess.Popen[bytes], timeout: float) -> None:

@@ -13,9 +13,11 @@ a crash finds the shards' locks free.
 
 On its input, the spec: ``{"store": a name of STORES, "args": [...], "kwargs": {...},
 "token"}``; on its output the answer, ``{"ready": true, "pid", "address"}`` or ``{"error":
-{...}}`` (then it exits). A connection's first frame is ``{"token"}`` (another is closed);
-then calls ``{"op": a method of OPS, "args", "kwargs"}`` -> ``{"result"}`` or ``{"error":
-{"type", "message"}}``.
+{...}}`` (then it exits). A connection's first frame is ``{"token", "nice"}`` (another token
+is closed): its thread runs ``nice`` steps below the main thread, at its callers' priority.
+Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?}`` -> ``{"result"}`` or
+``{"error": {"type", "message"}}``, each within its caller's rest share
+(:func:`tiers.core.priority.resting`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sys
 import threading
 from typing import IO, Any
 
+from tiers.core.priority import hand_over_sooner, lower_this_thread, resting
 from tiers.core.wire import WireClosed, as_child, receive, send
 from tiers.semantic.vectors.child.codec import decode, encode, encode_error
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
@@ -113,8 +116,10 @@ def _connection(conn: socket.socket, store: Any, token: str, calls: _Calls) -> N
     """Answer the calls of one connection, one at a time, until it closes."""
     with conn, conn.makefile("rwb") as stream:
         try:
-            if receive(stream).get("token") != token:
+            first = receive(stream)
+            if first.get("token") != token:
                 return
+            lower_this_thread(int(first.get("nice", 0)))
             while True:
                 call = receive(stream)
                 if not calls.begin():
@@ -132,7 +137,8 @@ def _answer(store: Any, call: dict[str, Any]) -> dict[str, Any]:
     try:
         if op not in OPS:
             raise ValueError(f"the vector store has no call {op!r}")
-        result = getattr(store, str(op))(*decode(call["args"]), **decode(call["kwargs"]))
+        with resting(float(call.get("rest", 0.0))):
+            result = getattr(store, str(op))(*decode(call["args"]), **decode(call["kwargs"]))
         return {"result": encode(result)}
     except Exception as exc:
         return {"error": encode_error(exc)}
@@ -140,6 +146,7 @@ def _answer(store: Any, call: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     out = as_child(die_with_thread=True)
+    hand_over_sooner()  # as stratad's: a call waits less for a long job's thread
     try:
         return serve(sys.stdin.buffer, out)
     except (WireClosed, BrokenPipeError):
