@@ -266,8 +266,8 @@ class VectorsSettings(Section):
             "Embedded store: run it in a child process of its own (supervised: started again "
             "when it ends), so that the engine's loads, builds swapped in and flushes, which "
             "hold the interpreter's lock, stall none of the daemon's requests but the calls "
-            "to the store itself. Each call then costs a trip over a pipe (its points as "
-            "msgpack). False: the store runs in the daemon's process."
+            "to the store itself. Each call then costs a trip over a local socket (its points "
+            "as msgpack). False: the store runs in the daemon's process."
         ),
     )
     quantization: Quantization = Field(
