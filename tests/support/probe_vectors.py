@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from tiers.core.priority import rest_share
+from tiers.core.wire import run_child
 from tiers.semantic.vectors.child import main as child
 
 
@@ -29,4 +30,4 @@ class ProbeStore:
 
 if __name__ == "__main__":
     child.STORES["probe"] = ProbeStore
-    sys.exit(child.main())
+    sys.exit(run_child(child.serve, die_with_thread=True))

@@ -1,7 +1,7 @@
 """Frames between the daemon and its child processes (the embedding workers,
 :mod:`tiers.workers`; the vector store's process, :mod:`tiers.semantic.vectors.child`): a
 4-byte big-endian length, then one msgpack map (never pickle: a frame is data, not code).
-Vectors travel as raw float32 bytes. :func:`as_child` sets up such a child as it starts."""
+Vectors travel as raw float32 bytes. :func:`run_child` runs such a child."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import ctypes
 import os
 import signal
 import struct
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any, Protocol
 
 import msgpack
@@ -83,12 +85,14 @@ def unpack_rows(message: dict[str, Any]) -> np.ndarray:
     return matrix.reshape(rows, dim).copy()
 
 
-def as_child(*, die_with_thread: bool = False) -> IO[bytes]:
-    """Set this process up as a child that speaks frames on stdin and stdout, as it starts:
-    returns the frames' output (what was stdout; whatever a library prints goes to stderr,
-    never into a frame), ignores SIGINT and SIGTERM (the daemon ends it by closing its input,
-    after its staged shutdown) and exits when the daemon is gone (checked every
-    :data:`PARENT_CHECK_SECONDS`: its pipe may stay open in a grandchild).
+def run_child(
+    serve: Callable[[IO[bytes], IO[bytes]], int], *, die_with_thread: bool = False
+) -> int:
+    """A child's main, which speaks frames on stdin and stdout: ``serve(stdin, out)``'s exit
+    code, 0 when the daemon closed a pipe. ``out`` is what was stdout: whatever a library
+    prints goes to stderr, never into a frame. The child ignores SIGINT and SIGTERM (the daemon
+    ends it by closing its input, after its staged shutdown) and exits when the daemon is gone
+    (checked every :data:`PARENT_CHECK_SECONDS`: its pipe may stay open in a grandchild).
     ``die_with_thread``: besides, SIGKILL at once when the daemon's thread that started it
     ends (Linux's ``PR_SET_PDEATHSIG``), for a child that must not outlive a crash."""
     if die_with_thread:
@@ -107,4 +111,7 @@ def as_child(*, die_with_thread: bool = False) -> IO[bytes]:
                 os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-    return out
+    try:
+        return serve(sys.stdin.buffer, out)
+    except (WireClosed, BrokenPipeError):
+        return 0

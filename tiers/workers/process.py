@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tiers.core.priority import below_parent
-from tiers.core.wire import WireClosed, as_child, pack_rows, receive, send
+from tiers.core.wire import WireClosed, pack_rows, receive, run_child, send
 
 
 def load(spec: dict[str, Any]) -> Any:
@@ -85,13 +85,5 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> int:
             send(out, {"id": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
 
 
-def main() -> int:
-    out = as_child()
-    try:
-        return serve(sys.stdin.buffer, out)
-    except (WireClosed, BrokenPipeError):
-        return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_child(serve))

@@ -31,7 +31,7 @@ import threading
 from typing import IO, Any
 
 from tiers.core.priority import hand_over_sooner, lower_this_thread, resting
-from tiers.core.wire import WireClosed, as_child, receive, send
+from tiers.core.wire import WireClosed, receive, run_child, send
 from tiers.semantic.vectors.child.codec import decode, encode, encode_error
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
@@ -52,6 +52,7 @@ THREADS = 64
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
+    hand_over_sooner()  # as stratad's: a call waits less for a long job's thread
     spec = receive(inp)
     try:
         store = STORES[spec["store"]](*decode(spec["args"]), **decode(spec["kwargs"]))
@@ -144,14 +145,5 @@ def _answer(store: Any, call: dict[str, Any]) -> dict[str, Any]:
         return {"error": encode_error(exc)}
 
 
-def main() -> int:
-    out = as_child(die_with_thread=True)
-    hand_over_sooner()  # as stratad's: a call waits less for a long job's thread
-    try:
-        return serve(sys.stdin.buffer, out)
-    except (WireClosed, BrokenPipeError):
-        return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_child(serve, die_with_thread=True))
