@@ -9,7 +9,9 @@ its own process: beside the calls under way, which the close ends), gives those 
 :mod:`tiers.semantic.vectors.child.codec`'s; anything the process prints goes to stderr. It
 ignores SIGINT and SIGTERM (the daemon closes it after its staged shutdown) and dies with the
 daemon's thread that started it (``PR_SET_PDEATHSIG``), so that a daemon started again after
-a crash finds the shards' locks free.
+a crash finds the shards' locks free. Its interpreter is set as stratad's
+(:mod:`tiers.core.priority`'s switch interval, :mod:`tiers.core.collector`'s thresholds), and
+what the open keeps is frozen out of the full collections' walks.
 
 On its input, the spec: ``{"store": a name of STORES, "args": [...], "kwargs": {...},
 "token"}``; on its output the answer, ``{"ready": true, "pid", "address"}`` or ``{"error":
@@ -23,6 +25,7 @@ Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?}`` -> ``{"result"
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import secrets
 import socket
@@ -30,6 +33,7 @@ import sys
 import threading
 from typing import IO, Any
 
+from tiers.core import collector
 from tiers.core.priority import hand_over_sooner, lower_this_thread, resting
 from tiers.core.wire import WireClosed, receive, run_child, send
 from tiers.semantic.vectors.child.codec import decode, encode, encode_error
@@ -53,12 +57,15 @@ THREADS = 64
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     hand_over_sooner()  # as stratad's: a call waits less for a long job's thread
+    collector.tune()  # as stratad's: young collections rarer
     spec = receive(inp)
     try:
         store = STORES[spec["store"]](*decode(spec["args"]), **decode(spec["kwargs"]))
     except Exception as exc:
         send(out, {"error": encode_error(exc)})
         return 1
+    gc.collect(1)  # what the open left, then all it keeps out of full collections' walks
+    gc.freeze()
     address = f"strata-vectors-{os.getpid()}-{secrets.token_hex(8)}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + address)
