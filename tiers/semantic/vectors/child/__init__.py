@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -55,6 +54,7 @@ from tiers.semantic.vectors import (
     VectorStoreUnavailable,
 )
 from tiers.semantic.vectors.child.codec import decode, decode_error, encode
+from tiers.semantic.vectors.child.serving import Connection, Serving, end, exit_of
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class ChildVectorStore:
         self._start_timeout = start_timeout
         self._wait_timeout = wait_timeout
         self._cond = threading.Condition()
-        self._serving: _Serving | None = None  # the process serving, ready
+        self._serving: Serving | None = None  # the process serving, ready
         self._closed = False
         self._ensured: tuple[str, int] | None = None
         self.starts = 0  # processes started and ready (tests, figures)
@@ -178,7 +178,7 @@ class ChildVectorStore:
             self._cond.notify_all()
         if serving is not None:
             serving.close()
-            _end(serving.proc, CLOSE_TIMEOUT)
+            end(serving.proc, CLOSE_TIMEOUT)
         if self._supervisor is not threading.current_thread():
             self._supervisor.join()
 
@@ -206,7 +206,7 @@ class ChildVectorStore:
             raise decode_error(reply["error"])
         return decode(reply["result"])
 
-    def _borrow(self) -> tuple[_Serving, _Connection]:
+    def _borrow(self) -> tuple[Serving, Connection]:
         """A free connection to the serving process (a new one when every one is busy),
         waiting up to ``wait_timeout`` for a process that is starting again."""
         deadline = time.monotonic() + self._wait_timeout
@@ -248,7 +248,7 @@ class ChildVectorStore:
                 self.last_exit = serving.how()
                 self._cond.notify_all()
             serving.close()
-            _end(serving.proc, 0)
+            end(serving.proc, 0)
             if self._closed:
                 return
             failures = 0 if time.monotonic() - began > STEADY_SECONDS else failures + 1
@@ -263,7 +263,7 @@ class ChildVectorStore:
         with self._cond:
             self._cond.wait_for(lambda: self._closed, delay)
 
-    def _start(self) -> _Serving:
+    def _start(self) -> Serving:
         """A process ready to serve (made ready again: the last ensure). Raises
         VectorStoreUnavailable when it ends as it starts, else the error it answered."""
         token = secrets.token_hex(16)
@@ -278,16 +278,16 @@ class ChildVectorStore:
             send(proc.stdin, {**self._spec, "token": token})
             ready = receive(proc.stdout)
         except (OSError, ValueError, WireClosed) as exc:
-            _end(proc, 0)
+            end(proc, 0)
             raise VectorStoreUnavailable(
-                f"the vector store's process ended as it started ({_exit(proc)}): {exc}"
+                f"the vector store's process ended as it started ({exit_of(proc)}): {exc}"
             ) from exc
         finally:
             timer.cancel()
         if "error" in ready:
-            _end(proc, 0)
+            end(proc, 0)
             raise decode_error(ready["error"])
-        serving = _Serving(proc, str(ready["address"]), token)
+        serving = Serving(proc, str(ready["address"]), token)
         try:
             if self._ensured is not None:
                 conn = serving.borrow(lowered())
@@ -298,110 +298,18 @@ class ChildVectorStore:
                 serving.give_back(conn)
         except (OSError, ValueError, WireClosed) as exc:
             serving.close()
-            _end(proc, 0)
+            end(proc, 0)
             raise VectorStoreUnavailable(f"the vector store's process ended ({exc})") from exc
         except Exception:
             serving.close()
-            _end(proc, 0)
+            end(proc, 0)
             raise
         with self._cond:
             if self._closed:
                 serving.close()
-                _end(proc, CLOSE_TIMEOUT)
+                end(proc, CLOSE_TIMEOUT)
                 raise VectorStoreUnavailable("the vector store is closed")
             self._serving = serving
             self.starts += 1
             self._cond.notify_all()
         return serving
-
-
-class _Connection:
-    """One connection to the process: a call at a time, run there ``nice`` steps below the
-    process's main thread."""
-
-    def __init__(self, address: str, token: str, nice: int) -> None:
-        self.nice = nice
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.sock.connect(address)
-            self.stream = self.sock.makefile("rwb")
-            send(self.stream, {"token": token, "nice": nice})
-        except BaseException:
-            self.sock.close()
-            raise
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.stream.close()
-        self.sock.close()
-
-
-class _Serving:
-    """A process that serves, and its idle connections by nice value."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], address: str, token: str) -> None:
-        self.proc = proc
-        self._address = "\0" + address  # Linux's abstract namespace: no file
-        self._token = token
-        self._lock = threading.Lock()
-        self._idle: dict[int, list[_Connection]] = {}
-        self._closed = False
-
-    def borrow(self, nice: int) -> _Connection:
-        with self._lock:
-            idle = self._idle.get(nice)
-            if idle:
-                return idle.pop()
-        try:
-            return _Connection(self._address, self._token, nice)
-        except OSError as exc:
-            raise VectorStoreUnavailable(
-                f"the vector store's process refused a connection ({self.how()}): {exc}"
-            ) from exc
-
-    def give_back(self, conn: _Connection) -> None:
-        with self._lock:
-            if not self._closed:
-                self._idle.setdefault(conn.nice, []).append(conn)
-                return
-        conn.close()
-
-    def how(self) -> str:
-        return _exit(self.proc)
-
-    def ended(self) -> str:
-        """How the process ended, given a second to end after its connection broke."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(1)
-        return self.how()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, {}
-        for conns in idle.values():
-            for conn in conns:
-                conn.close()
-
-
-def _end(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Close the process's input (it exits once its calls are done, having closed the
-    store); kill it after ``timeout`` seconds (0: at once, unless it has exited)."""
-    with contextlib.suppress(OSError, ValueError):
-        assert proc.stdin is not None
-        proc.stdin.close()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-def _exit(proc: subprocess.Popen[bytes]) -> str:
-    code = proc.poll()
-    if code is None:
-        return "running"
-    return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
