@@ -267,7 +267,8 @@ class VectorsSettings(Section):
             "when it ends), so that the engine's loads, builds swapped in and flushes, which "
             "hold the interpreter's lock, stall none of the daemon's requests but the calls "
             "to the store itself. Each call then costs a trip over a local socket (its points "
-            "as msgpack). False: the store runs in the daemon's process."
+            "as msgpack): at 10M under 100 agents, appends within 20 ms but Recall about twice "
+            "as slow (docs/benchmarks.md). False: the store runs in the daemon's process."
         ),
     )
     quantization: Quantization = Field(
