@@ -10,7 +10,7 @@ collection layout and payload schema (and a third runs one of them elsewhere):
   :class:`tiers.semantic.vectors.edge.EdgeVectorStore` per shard, a user's points in one of them
   (:func:`shard_of`);
 - :class:`tiers.semantic.vectors.child.ChildVectorStore`: the same sharded store in a child
-  process of its own (``vectors.process``), the seam's calls forwarded over a pipe;
+  process of its own (``vectors.process``), the seam's calls forwarded over a local socket;
 - :class:`tiers.semantic.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant
   server or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard keys.
 

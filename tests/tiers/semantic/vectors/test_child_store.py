@@ -1,5 +1,5 @@
 """The embedded store in a process of its own (tiers.semantic.vectors.child): what crosses the
-pipe comes back as it was, errors keep their class, a process killed is started again with
+socket comes back as it was, errors keep their class, a process killed is started again with
 every acknowledged point and the store made ready, a call under way when it dies is told so,
 a close ends it, and a call runs there at its caller's priority and within its rests. What
 every store does is in tests/contracts/test_vector_store.py (the "child" backend)."""
@@ -43,7 +43,7 @@ def store(tmp_path: Path) -> Iterator[ChildVectorStore]:
     s.close()
 
 
-def test_records_cross_the_pipe_as_they_were() -> None:
+def test_records_cross_the_socket_as_they_were() -> None:
     point = mem(
         "alice moved to Lisbon",
         valid_from_us=5,

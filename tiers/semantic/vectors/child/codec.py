@@ -1,4 +1,4 @@
-"""What crosses the pipe to the vector store's process: a call's arguments, its result and its
+"""What crosses the socket to the vector store's process: a call's arguments, its result and its
 error, as msgpack data (:mod:`tiers.core.wire`: never pickle). The seam's records are
 tagged maps (``{"$": tag, ...}``): a point travels as its payload (:meth:`MemoryPoint.payload`,
 the engine's own schema) with its vectors, a filter as its fields. Errors travel as a class
