@@ -54,7 +54,7 @@ def resting(share: float) -> Iterator[None]:
     threads get the interpreter, and the writers of the same shard their turn, for at least
     ``share / (1 + share)`` of the job's time. Lowering a thread's priority cannot do that: the
     kernel runs it whenever it holds the interpreter, whatever its nice value."""
-    before = getattr(_pace, "share", 0.0)
+    before = rest_share()
     _pace.share = share
     try:
         yield
@@ -64,7 +64,7 @@ def resting(share: float) -> Iterator[None]:
 
 def rests() -> bool:
     """Whether the calling thread is within :func:`resting`."""
-    return getattr(_pace, "share", 0.0) > 0
+    return rest_share() > 0
 
 
 def rest_share() -> float:
@@ -76,7 +76,7 @@ def rest_share() -> float:
 def rest_after(began: float) -> None:
     """Within :func:`resting`, sleep its share of the time since ``began`` (``perf_counter``):
     the end of a step of the calling thread's job. Outside it, return at once."""
-    share = getattr(_pace, "share", 0.0)
+    share = rest_share()
     if share > 0:
         time.sleep((time.perf_counter() - began) * share)
 

@@ -194,8 +194,7 @@ class ChildVectorStore:
             message["rest"] = share
         serving, conn = self._borrow()
         try:
-            send(conn.stream, message)
-            reply = receive(conn.stream)
+            reply = conn.ask(message)
         except (OSError, ValueError, WireClosed) as exc:
             conn.close()
             raise VectorStoreUnavailable(
@@ -291,8 +290,7 @@ class ChildVectorStore:
         try:
             if self._ensured is not None:
                 conn = serving.borrow(lowered())
-                send(conn.stream, {"op": "ensure", "args": list(self._ensured), "kwargs": {}})
-                again = receive(conn.stream)
+                again = conn.ask({"op": "ensure", "args": list(self._ensured), "kwargs": {}})
                 if "error" in again:
                     raise decode_error(again["error"])
                 serving.give_back(conn)

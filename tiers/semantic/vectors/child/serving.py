@@ -8,8 +8,9 @@ import contextlib
 import socket
 import subprocess
 import threading
+from typing import Any
 
-from tiers.core.wire import send
+from tiers.core.wire import receive, send
 from tiers.semantic.vectors import VectorStoreUnavailable
 
 
@@ -27,6 +28,12 @@ class Connection:
         except BaseException:
             self.sock.close()
             raise
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one frame and read the answer. Raises ``OSError``, ``ValueError`` or
+        :class:`~tiers.core.wire.WireClosed` when the process is gone."""
+        send(self.stream, message)
+        return receive(self.stream)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
