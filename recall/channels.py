@@ -45,7 +45,10 @@ class KeywordChannel:
             return []
         flt = ctx.query.filter()
         hits = vectors.search_sparse(sparse, flt, limit)
-        staged = self._semantic.pending.search(vectors.weigh(sparse), flt, limit)
+        pending = self._semantic.pending
+        staged = (
+            pending.search(vectors.weigh(sparse), flt, limit) if pending.holds(flt.user_id) else []
+        )
         if staged:
             stored = {h.point.id for h in hits}
             hits += [h for h in staged if h.point.id not in stored]

@@ -50,7 +50,8 @@ __all__ = [
     "values",
 ]
 
-Related = Callable[[Candidate, Candidate], bool]
+# Of rival pairs (older, newer), the ids of those about the same thing.
+Related = Callable[[Sequence[tuple[Candidate, Candidate]]], Collection[tuple[str, str]]]
 # The kinds that state something once; a summary, a profile, a digest or a thread gathers
 # many statements (and their values) and is never taken for an update or a replaced value.
 STATEMENTS = frozenset({"episode_turn", "episode_chunk", "fact", "document"})
@@ -168,7 +169,7 @@ def current_first(
 ) -> list[Candidate]:
     """The engine's stage: :func:`newer_first` with the query's recipe, a question with a
     time range taken as one about the past, and rivals related as :func:`related_by` says
-    (the stored vectors of two hits read only when they are rivals)."""
+    (the stored vectors of the rival hits read in one call, none when there are no rivals)."""
     recipe = query.recipe
     ranged = query.start_us is not None or query.end_us is not None
     if ranged or not recipe.updates_top or not asks_about_present(query.text, speakers):
@@ -194,13 +195,14 @@ def related_by(
     relevance: float,
     similarity: float,
 ) -> Related:
-    """Whether a newer rival is about what the older one is: it answers the query nearly as
-    well (its cosine to the query at least ``relevance`` times the older one's), or says
-    something close to it (their cosine at least ``similarity``). A call reads the vectors
-    of its two points that no call read before: stored vectors are read from disk at random
-    (at 1M points with the page cache dropped, two took 3.4 ms at p50 and ten 10.1 ms;
-    2026-12-01). A point without one (staged, not embedded yet) is not related."""
-    found: dict[str, np.ndarray | None] = {}  # each point's unit vector, once read
+    """Which rival pairs (older, newer) are about the same thing: the newer one answers the
+    query nearly as well (its cosine to the query at least ``relevance`` times the older
+    one's), or says something close to it (their cosine at least ``similarity``). The
+    vectors of every point in the pairs are read in one ``dense`` call: stored vectors are
+    read from disk at random (at 1M points with the page cache dropped, two took 3.4 ms at
+    p50 and ten 10.1 ms; 2026-12-01), and from a store in a process of its own each call is a
+    trip, so one call costs less than a call per pair. A point without one (staged, not
+    embedded yet) is related to none."""
 
     def unit(v: Sequence[float]) -> np.ndarray:
         a = np.asarray(v, dtype=np.float32)
@@ -209,17 +211,18 @@ def related_by(
 
     qn = unit(query_vector)
 
-    def related(older: Candidate, newer: Candidate) -> bool:
-        unread = [p.point.id for p in (older, newer) if p.point.id not in found]
-        if unread:
-            read = dense(unread)
-            found.update({i: unit(read[i]) if i in read else None for i in unread})
-        a, b = found[older.point.id], found[newer.point.id]
-        if a is None or b is None:
-            return False
-        if float(qn @ b) >= relevance * float(qn @ a):
-            return True
-        return float(a @ b) >= similarity
+    def related(pairs: Sequence[tuple[Candidate, Candidate]]) -> set[tuple[str, str]]:
+        ids = list(dict.fromkeys(c.point.id for pair in pairs for c in pair))
+        read = dense(ids) if ids else {}
+        found = {i: unit(v) for i, v in read.items()}
+        kept = set()
+        for older, newer in pairs:
+            a, b = found.get(older.point.id), found.get(newer.point.id)
+            if a is None or b is None:
+                continue
+            if float(qn @ b) >= relevance * float(qn @ a) or float(a @ b) >= similarity:
+                kept.add((older.point.id, newer.point.id))
+        return kept
 
     return related
 
@@ -236,33 +239,44 @@ def newer_first(
     """``hits`` (best first) with each newer rival among the first ``depth`` moved right
     above the older rival it follows among the first ``top`` (see the module's docstring),
     when ``related`` (if given) says the two are about the same thing; the hits unchanged
-    for a question about the past."""
+    for a question about the past. ``related`` is asked once, when the first pair of rivals
+    is met, about every pair that could be met (one read of their vectors, not one a pair)."""
     out = list(hits)
     if (not asks_about_present(query) if past is None else past) or len(out) < 2:
         return out
     window = out[:depth]
-    held = [
-        values(c.point.text)
-        if c.point.kind in STATEMENTS and not c.point.text.rstrip().endswith("?")
-        else None
-        for c in window
+    held = [_statement(c.point) for c in window]
+    pairs = [
+        (older, newer)
+        for older, older_values in zip(window, held, strict=True)
+        for newer, newer_values in zip(window, held, strict=True)
+        if older_values
+        and newer_values
+        and older.point.created_at_us < newer.point.created_at_us
+        and _speaker(older) == _speaker(newer)
+        and _rivals(older_values, newer_values)
     ]
+    # An older one is among the first ``top`` when it is there now or moves up, right above an
+    # older one among them: only those pairs can be asked about.
+    reach = {c.point.id for c in window[:top]}
+    while grown := {b.point.id for a, b in pairs if a.point.id in reach} - reach:
+        reach |= grown
+    pairs = [(a, b) for a, b in pairs if a.point.id in reach]
+    rivals = {(a.point.id, b.point.id) for a, b in pairs}
+    kept: Collection[tuple[str, str]] | None = None  # asked once, when first needed
     moved: set[str] = set()
     for j in range(1, len(window)):
-        newer, newer_values = window[j], held[j]
-        if not newer_values or newer.point.id in moved:
+        newer = window[j]
+        if newer.point.id in moved:
             continue
         for i in range(min(j, top)):
-            older, older_values = window[i], held[i]
-            if (
-                older_values
-                and older.point.created_at_us < newer.point.created_at_us
-                and _speaker(older) == _speaker(newer)
-                and _rivals(older_values, newer_values)
-                and (related is None or related(older, newer))
-            ):
+            older = window[i]
+            if (older.point.id, newer.point.id) not in rivals:
+                continue
+            if kept is None:
+                kept = rivals if related is None else related(pairs)
+            if (older.point.id, newer.point.id) in kept:
                 window.insert(i, window.pop(j))
-                held.insert(i, held.pop(j))
                 _mark(older, newer)
                 moved.add(newer.point.id)
                 break

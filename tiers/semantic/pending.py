@@ -54,6 +54,11 @@ class PendingPoints:
                 self._users.setdefault(p.scope.user_id, {})[p.id] = (p, terms)
         return points
 
+    def holds(self, user_id: str) -> bool:
+        """Whether any point of this user is staged."""
+        with self._lock:
+            return bool(self._users.get(user_id))
+
     def discard(self, ids: Iterable[str]) -> None:
         """Unstage these ids (written with their dense vectors, or gone)."""
         wanted = set(ids)

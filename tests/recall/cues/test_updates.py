@@ -4,12 +4,18 @@ rule names."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from recall import Candidate
+from recall import Candidate, Query
+from recall.channels import KeywordChannel, VectorChannel
 from recall.cues.updates import asks_about_past, asks_about_present, newer_first, related_by, values
+from recall.engine import RecallEngine
+from recall.recipe import Recipe
+from tests.recall.world import A, World
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, Source
 
@@ -172,10 +178,90 @@ def test_related_by_the_query_or_by_each_other():
     old, near, far = hit("old", "x", 1), hit("near", "y", 2), hit("far", "z", 3)
     staged = hit("staged", "w", 4)
     related = related_by([1.0, 0.0, 0.0], dense, 0.7, 0.5)
-    assert related(old, near)  # 0.8 >= 0.7 x 1.0
-    assert not related(old, far)  # neither near the query nor the old one
-    assert not related(old, staged)  # no vector yet
-    assert not related(near, staged) and related(old, near)
-    assert reads == [["old", "near"], ["far"], ["staged"]], "each vector read once, if asked"
-    by_each_other = related_by([0.0, 1.0, 0.0], dense, 0.7, 0.5)
-    assert by_each_other(old, near)  # query: 0.6 >= 0.7 x 0.0; and old . near = 0.8
+    # near: 0.8 >= 0.7 x 1.0; far: neither near the query nor the old one; staged: no vector
+    assert related([(old, near), (old, far), (old, staged), (near, staged)]) == {("old", "near")}
+    assert reads == [["old", "near", "far", "staged"]], "every vector in one read, each once"
+    by_each_other = related_by([0.6, -0.8, 0.0], dense, 0.7, 0.5)
+    # near: 0.0 to the query, under 0.7 x 0.6; but old . near = 0.8
+    assert by_each_other([(old, near), (old, far)]) == {("old", "near")}
+    assert related([]) == set() and len(reads) == 2, "no pairs, no read"
+
+
+def test_related_is_asked_once_and_only_of_rivals():
+    old = hit("old", "I live in Lisbon.", 1)
+    other = hit("other", "I like the library.", 2)
+    new = hit("new", "We moved to Porto.", 9)
+    bo = hit("bo", "Bo moved to Madrid.", 8, speaker="Bo")
+    asked: list[list[tuple[str, str]]] = []
+
+    def related(keep: bool):
+        def ask(pairs):
+            asked.append([(a.point.id, b.point.id) for a, b in pairs])
+            return {("old", "new")} if keep else set()
+
+        return ask
+
+    hits = [old, other, bo, new]
+    out = newer_first(hits, "Where do I live?", top=3, depth=10, related=related(False))
+    assert [h.point.id for h in out] == ["old", "other", "bo", "new"], "not related: no move"
+    assert asked == [[("old", "new")]]
+    out = newer_first(hits, "Where do I live?", top=3, depth=10, related=related(True))
+    assert [h.point.id for h in out] == ["new", "old", "other", "bo"]
+    asked.clear()
+    newer_first([old, other], "Where do I live?", top=3, depth=10, related=related(True))
+    assert asked == [], "no rivals: nothing to ask"
+
+
+def test_a_recall_reads_the_rivals_vectors_at_once_and_weighs_only_for_staged_points(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call to the store may be a trip to its process (``vectors.process``): two pairs of
+    rivals are read in one ``dense`` call, and the keyword channel weighs the query's terms
+    for the staged points only when the user has some."""
+    for seq, (text, day) in enumerate(
+        [
+            ("I live in Lisbon, near the river.", 1),
+            ("My rent in Lisbon was $900.", 2),
+            ("The rent in Porto is $700 now.", 8),
+            ("We moved to Porto last spring.", 9),
+        ],
+        start=1,
+    ):
+        world.turn(A, "Ana", text, seq=seq, episode=f"ep{seq}", at=day * DAY)
+    calls: Counter[str] = Counter()
+    for name in ("dense", "weigh"):
+        real = getattr(world.vectors, name)
+
+        def counted(*args: Any, _name: str = name, _real: Any = real) -> Any:
+            calls[_name] += 1
+            return _real(*args)
+
+        monkeypatch.setattr(world.vectors, name, counted)
+    channels: dict[str, Any] = {
+        "vector": VectorChannel(world.semantic),
+        "keyword": KeywordChannel(world.semantic),
+    }
+    recall = RecallEngine(world.semantic, channels, {})
+    query = Query(
+        "Where do I live now, and what is my rent in Porto?", A, 10, Recipe(graph_weight=0)
+    )
+    try:
+        result = recall.recall(query)
+        assert len(result.hits) == 4 and not result.degraded
+        assert calls == {"dense": 1}, "rivals read at once; nothing staged, nothing weighed"
+        staged = MemoryPoint(
+            "live-1",
+            "episode_turn",
+            "Ana: Porto rent goes up in May.",
+            A,
+            "",
+            "sess-live",
+            [Source("sess-live", 1, "m1", speaker="Ana")],
+            10 * DAY,
+            "index",
+        )
+        assert world.semantic.stage([staged])
+        hits = recall.recall(query).hits
+        assert "live-1" in [h.point.id for h in hits] and calls["weigh"] == 1
+    finally:
+        recall.close()
