@@ -41,12 +41,12 @@ from typing import Any, Generic, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2
 
-from daemon.server import gc_pauses
 from daemon.server.grpc_server import SERVICES, HealthServicer, bind, build_server
 from daemon.server.metrics import Metrics
 from daemon.settings import Settings, is_loopback
 from daemon.stages import Stages, in_thread
 from daemon.wiring import Factories, Parts, open_parts
+from tiers.core import collector
 from tiers.semantic.embedding import EmbeddingRetrying
 from tiers.semantic.store import Tier3Opened
 
@@ -112,7 +112,7 @@ class Daemon:
         self, settings: Settings, *, freeze_gc: bool = False, factories: Factories | None = None
     ) -> None:
         """``freeze_gc``: once Tier 3 is open, freeze what the process holds out of later
-        garbage collections (:func:`daemon.server.gc_pauses.freeze`); for the ``stratad`` process,
+        garbage collections (:func:`tiers.core.collector.freeze`); for the ``stratad`` process,
         not for a daemon embedded in another program (its objects would be frozen too).
 
         ``factories``: how the vector store and the embedding service are made, and the clock
@@ -264,7 +264,7 @@ class Daemon:
             if ok:
                 log.info("server.ready")
                 if self._freeze_gc:  # the model is loaded: out of the GC's way
-                    gc_pauses.freeze()
+                    collector.freeze()
                 parts.forgetter.purger.resume()  # a Forget's purge that a stop interrupted
             health.reason = "" if ok else semantic.error or "Tier 3 failed to open"
             serving = Status.SERVING if ok else Status.NOT_SERVING

@@ -94,10 +94,9 @@ def make_token(name: str, tenants: list[str], rights: list[str]) -> tuple[str, s
 
 async def serve(settings: Settings, ready_file: Path | None = None) -> int:
     from daemon.app import Daemon
-    from daemon.server import gc_pauses
     from tiers.core import collector, priority
 
-    gc_pauses.watch()
+    collector.watch()  # passes that pause the daemon, in its log
     collector.tune()  # young collections rarer: short-lived objects die before one
     priority.hand_over_sooner()  # the event loop takes the interpreter back sooner
     daemon = Daemon(settings, freeze_gc=True)

@@ -1,2 +1,3 @@
-"""What every floor may use, beside the stores: so far the garbage collector held off during
-bursts of short-lived objects (:mod:`tiers.core.collector`)."""
+"""The kernel every floor may use, beside the stores: the error tree, settings sections,
+records, the frames to child processes, the garbage collector (:mod:`tiers.core.collector`),
+events and the one model client (docs/architecture.md lists them)."""

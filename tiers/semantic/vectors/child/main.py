@@ -25,7 +25,6 @@ Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?}`` -> ``{"result"
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import secrets
 import socket
@@ -64,8 +63,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     except Exception as exc:
         send(out, {"error": encode_error(exc)})
         return 1
-    gc.collect(1)  # what the open left, then all it keeps out of full collections' walks
-    gc.freeze()
+    collector.freeze()  # what the open keeps, out of full collections' walks
     address = f"strata-vectors-{os.getpid()}-{secrets.token_hex(8)}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + address)

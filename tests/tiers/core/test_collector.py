@@ -1,18 +1,20 @@
-"""Garbage-collection pauses in the daemon's log, and freezing what start-up loaded."""
+"""The garbage collector: pauses in the log, what start-up loaded frozen, bursts without
+automatic collections, the daemon's thresholds."""
 
 from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 
 import pytest
 
-from daemon.server import gc_pauses
+from tiers.core import collector
 
 
 def test_a_collection_over_the_threshold_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    gc_pauses.watch(threshold_ms=0.0)
+    collector.watch(threshold_ms=0.0)
     try:
         with caplog.at_level(logging.WARNING, logger="strata.gc"):
             gc.collect(2)
@@ -20,14 +22,14 @@ def test_a_collection_over_the_threshold_is_logged(caplog: pytest.LogCaptureFixt
         fields = record.fields  # type: ignore[attr-defined]
         assert fields["generation"] == 2 and fields["ms"] >= 0.0
         assert 0.0 <= fields["cpu_ms"] <= fields["ms"] + 1.0  # one thread's CPU: within its time
-        gc_pauses.watch(threshold_ms=60_000.0)  # idempotent: one callback, a new threshold
-        assert gc.callbacks.count(gc_pauses._callback) == 1
+        collector.watch(threshold_ms=60_000.0)  # idempotent: one callback, a new threshold
+        assert gc.callbacks.count(collector._callback) == 1
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="strata.gc"):
             gc.collect(2)
         assert not [r for r in caplog.records if r.getMessage() == "gc.pause"]
     finally:
-        gc.callbacks.remove(gc_pauses._callback)
+        gc.callbacks.remove(collector._callback)
 
 
 def test_a_pass_that_waits_is_told_from_one_that_works(caplog: pytest.LogCaptureFixture) -> None:
@@ -39,14 +41,14 @@ def test_a_pass_that_waits_is_told_from_one_that_works(caplog: pytest.LogCapture
         if phase == "start":
             time.sleep(0.06)
 
-    gc_pauses.watch(threshold_ms=50.0)
+    collector.watch(threshold_ms=50.0)
     gc.callbacks.append(sleep_at_start)  # after the watcher's: inside the timed pass
     try:
         with caplog.at_level(logging.WARNING, logger="strata.gc"):
             gc.collect(0)
     finally:
         gc.callbacks.remove(sleep_at_start)
-        gc.callbacks.remove(gc_pauses._callback)
+        gc.callbacks.remove(collector._callback)
     [record] = [r for r in caplog.records if r.getMessage() == "gc.pause"][-1:]
     fields = record.fields  # type: ignore[attr-defined]
     assert fields["generation"] == 0 and fields["ms"] >= 60.0
@@ -56,7 +58,7 @@ def test_a_pass_that_waits_is_told_from_one_that_works(caplog: pytest.LogCapture
 def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
     kept = [{"n": i} for i in range(10_000)]
     try:
-        frozen = gc_pauses.freeze()
+        frozen = collector.freeze()
         # Frozen objects that die leave the count (other threads of the test process run).
         assert frozen >= gc.get_freeze_count() >= len(kept)
         assert not any(obj is kept for obj in gc.get_objects(generation=2))
@@ -67,10 +69,10 @@ def test_freeze_takes_the_live_objects_out_of_later_collections() -> None:
 def test_the_collection_before_the_freeze_is_logged_as_the_freeze_not_as_a_pause(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    gc_pauses.watch(threshold_ms=0.0)  # every automatic pass would be logged
+    collector.watch(threshold_ms=0.0)  # every automatic pass would be logged
     try:
         with caplog.at_level(logging.INFO, logger="strata.gc"):
-            gc_pauses.freeze()
+            collector.freeze()
         messages = [r.getMessage() for r in caplog.records]
         assert "gc.pause" not in messages
         [record] = [r for r in caplog.records if r.getMessage() == "gc.frozen"]
@@ -82,12 +84,10 @@ def test_the_collection_before_the_freeze_is_logged_as_the_freeze_not_as_a_pause
         assert [r for r in caplog.records if r.getMessage() == "gc.pause"]
     finally:
         gc.unfreeze()
-        gc.callbacks.remove(gc_pauses._callback)
+        gc.callbacks.remove(collector._callback)
 
 
 def test_a_burst_runs_without_automatic_collections_and_they_come_back_after() -> None:
-    from tiers.core import collector
-
     passes: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:
@@ -119,10 +119,6 @@ def test_a_burst_runs_without_automatic_collections_and_they_come_back_after() -
 
 
 def test_concurrent_bursts_turn_the_collector_on_when_the_last_ends() -> None:
-    import threading
-
-    from tiers.core import collector
-
     inside, release = threading.Barrier(2), threading.Event()
 
     def burst() -> None:
@@ -141,8 +137,6 @@ def test_concurrent_bursts_turn_the_collector_on_when_the_last_ends() -> None:
 
 
 def test_tune_sets_the_daemon_thresholds_and_returns_the_old_ones() -> None:
-    from tiers.core import collector
-
     before = gc.get_threshold()
     try:
         assert collector.tune() == before
