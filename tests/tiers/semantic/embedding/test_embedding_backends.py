@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
 import pytest
@@ -42,6 +43,9 @@ def test_stratad_with_onnx_int8_on_a_fresh_data_dir_recalls(spawn, tmp_path):
         assert "(onnx-int8)" in status.embedding_model
         hits = c.recall("What is the name of Alice's dog?", user_id="alice", k=3).hits
         assert hits and "Biscuit" in hits[0].text
+        # The export ran in a child process: the daemon never loaded torch, which it would
+        # keep for good (some 400 MB).
+        assert "libtorch" not in Path(f"/proc/{proc.pid}/maps").read_text()
     assert list(models.glob("*/onnx/model_int8_*.onnx"))
     assert proc.terminate() == 0
 
