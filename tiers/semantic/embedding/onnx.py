@@ -75,19 +75,25 @@ def cpu_flags() -> str:
     return match.group(1) if match else ""
 
 
+def _starting(path: str, target: Path, int8_config: str | None) -> None:
+    """Before an export: a model directory that does not exist is refused (FileNotFoundError;
+    with ``target`` there, an earlier export's files are the source), and the export logged."""
+    if not target.is_dir():
+        check_directory(path)
+    log.info(
+        "embedding.onnx_export",
+        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
+    )
+
+
 def export(path: str, target: Path, file_name: str, int8_config: str | None) -> None:
     """Export the model at ``path`` to ONNX in ``target`` (quantized with ``int8_config``).
 
     Another process may export the same model at the same time (daemons sharing a model
     cache): each works in a directory of its own, and the first to finish wins."""
-    if not target.is_dir():  # else an earlier export's files are the source (below)
-        check_directory(path)
+    _starting(path, target, int8_config)
     from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
 
-    log.info(
-        "embedding.onnx_export",
-        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
-    )
     tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     # sentence-transformers warns that it is exporting and that the export should be saved,
@@ -138,12 +144,7 @@ def export_in_child(path: str, target: Path, file_name: str, int8_config: str | 
     Raises FileNotFoundError when ``path`` names a directory that does not exist (before any
     child starts), and :class:`TierError` with the child's last line of output when the export
     fails."""
-    if not target.is_dir():
-        check_directory(path)
-    log.info(
-        "embedding.onnx_export",
-        extra={"fields": {"target": str(target), "quantization": int8_config or "none"}},
-    )
+    _starting(path, target, int8_config)
     command = [sys.executable, "-m", __name__, path, str(target), file_name, int8_config or ""]
     done = subprocess.run(
         command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
