@@ -129,11 +129,17 @@ def test_a_call_under_way_when_the_process_dies_is_told(store) -> None:
     t = threading.Thread(target=call)
     t.start()
 
+    seen = ["the thread not started"]  # where the call's thread was last seen
+
     def waiting() -> bool:  # the call sent, its answer awaited
         frame = sys._current_frames().get(t.ident or 0)
-        return frame is not None and "receive" in str(traceback.extract_stack(frame))
+        seen[0] = "the thread ended" if frame is None else str(traceback.extract_stack(frame))
+        return frame is not None and "receive" in seen[0]
 
-    wait_until(waiting, 30, "for the call to be sent")
+    try:
+        wait_until(waiting, 30, "for the call to be sent")
+    except AssertionError as exc:  # a failure seen once under load: say where the call was
+        raise AssertionError(f"{exc}; the call's thread: {seen[0]}; got {got}") from None
     os.kill(pid, signal.SIGKILL)
     t.join(60)
     assert len(got) == 1 and isinstance(got[0], VectorStoreUnavailable)
