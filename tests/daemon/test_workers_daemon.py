@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.support import MAY, QUIET_ENV, talk, wait_indexed, wait_until, weaverctl
+from tests.support import MAY, QUIET_ENV, hold_still, talk, wait_indexed, wait_until, weaverctl
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def test_a_worker_killed_while_it_indexes_is_restarted_and_nothing_is_lost(spawn
         pid = int(worker["pid"])
         assert psutil.Process(pid).ppid() == d.pid
         assert psutil.Process(pid).nice() == psutil.Process(d.pid).nice() + 10
-        os.kill(pid, signal.SIGSTOP)  # held still: the index stage's request waits on it
+        hold_still(pid)  # the index stage's request waits on it
         sessions = [f"s{i}" for i in range(12)]
         for i, sid in enumerate(sessions):
             talk(c, "alice", sid, MAY, f"Alice keeps marker word zorblax{i} in her notes.", "Ok.")

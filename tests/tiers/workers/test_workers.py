@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.support import MODEL_CACHE, ROOT, wait_until
+from tests.support import MODEL_CACHE, ROOT, hold_still, wait_until
 from tiers.core.wire import unpack_rows
 from tiers.semantic.embedding import SentenceTransformerEmbedder
 from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
@@ -127,7 +127,7 @@ def test_a_worker_killed_during_a_request_is_restarted_and_the_request_answered(
     pool: WorkerPool, onnx: SentenceTransformerEmbedder
 ) -> None:
     (before,) = pool.status()
-    os.kill(before.pid, signal.SIGSTOP)  # it will be in the middle of the request
+    hold_still(before.pid)  # it will be in the middle of the request
     answer: list[np.ndarray] = []
     caller = threading.Thread(target=lambda: answer.append(embed(pool, TEXTS)))
     caller.start()
