@@ -54,11 +54,7 @@ log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
-# Points read and decoded at a time by a build (each page freed as it goes). The engine holds
-# the interpreter through a read, cold pages of its disk included: at 1M points a cold page of
-# 2,048 points held it 24-73 ms at a stretch, one of 256 points 6-22 ms, and the queries beside
-# a background build were the slower for it (docs/benchmarks.md, "A build's pages").
-READ_PAGE = 256
+READ_PAGE = 256  # points a build reads at once; the engine holds the interpreter through it
 
 
 class _TooManyReads(Exception):
