@@ -54,7 +54,7 @@ log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
-READ_PAGE = 256  # points a build reads at once; the engine holds the interpreter through it
+READ_PAGE = 256  # points a build reads and decodes at once (the engine holds the interpreter)
 
 
 class _TooManyReads(Exception):
