@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -124,21 +124,8 @@ def _torch() -> int:
 def in_new_thread(fn: Callable[[], T]) -> T:
     """``fn()`` in a new thread, as the daemon's weaver worker runs the index stage: torch's
     thread count is per thread, and a new thread takes the one the model was loaded with."""
-    out: list[T] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=run, name="bench-weaver")
-    worker.start()
-    worker.join()
-    if errors:
-        raise errors[0]
-    return out[0]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-weaver") as worker:
+        return worker.submit(fn).result()
 
 
 @contextmanager
