@@ -206,12 +206,16 @@ def format_machine(info: Mapping[str, Any]) -> str:
     )
 
 
-def command_line(module: str, doc: str | None) -> argparse.ArgumentParser:
+def command_line(module: str, doc: str | None, figures: bool = True) -> argparse.ArgumentParser:
     """A benchmark's parser: ``python -m <module>``, described by the first paragraph of the
-    module's docstring ``doc``."""
-    return argparse.ArgumentParser(
+    module's docstring ``doc``, with ``--json PATH`` for its figures unless ``figures`` is
+    false."""
+    parser = argparse.ArgumentParser(
         prog=f"python -m {module}", description=(doc or "").split("\n\n")[0] or None
     )
+    if figures:
+        parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    return parser
 
 
 def write_json(path: Path | None, payload: Any, indent: int | None = 2) -> None:

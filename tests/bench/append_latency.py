@@ -22,7 +22,6 @@ import traceback
 from collections.abc import Sequence
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
-from pathlib import Path
 from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient
@@ -297,7 +296,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the floor: the same load on a gRPC server whose Append does nothing",
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
 
     machine = machine_info()

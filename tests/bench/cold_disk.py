@@ -117,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=30)
     parser.add_argument("--settle", type=float, default=15.0, help="seconds before later visits")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     for setting in args.set:
         if not setting.startswith("STRATA_") or "=" not in setting:

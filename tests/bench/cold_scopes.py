@@ -60,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--points", type=int, default=20_000, help="points per user")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     texts, pool, questions, _queries, _secs = embed_pool(threads=2)

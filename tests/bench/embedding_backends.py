@@ -60,7 +60,6 @@ def measure(backend: str, turns: list[str], questions: list[str], cache: Path) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = command_line("tests.bench.embedding_backends", __doc__)
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     data = load()

@@ -19,7 +19,6 @@ import multiprocessing as mp
 import statistics
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from tests.bench._daemon import command_line, format_machine, machine_info, write_json
@@ -111,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", default="64,16", help="texts per request")
     parser.add_argument("--delay-ms", type=float, default=50.0, help="the server's turnaround")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     turns = turn_texts(s for _, s in load().conversation_sessions())

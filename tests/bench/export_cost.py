@@ -70,7 +70,6 @@ def export(client: MemoryClient, user: str) -> tuple[bytes, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = command_line("tests.bench.export_cost", __doc__)
     parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     texts, pool, _questions, _queries, _secs = embed_pool(threads=2)

@@ -349,7 +349,6 @@ def main(argv: list[str] | None = None) -> int:
         help="serve this data dir (kept; e.g. one filled by tests.bench.scale) instead of a "
         "fresh one for each fleet size",
     )
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     settings = parse_settings(args.set)
     machine = machine_info() | ({"settings": settings} if settings else {})

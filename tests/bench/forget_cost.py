@@ -174,7 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = command_line("tests.bench.forget_cost", __doc__)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--json", type=Path, metavar="PATH")
     parser.add_argument("--keep-log", type=Path, metavar="PATH", help="the daemon's log")
     args = parser.parse_args(argv)
     machine = machine_info()

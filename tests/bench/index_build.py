@@ -253,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--backlog", type=int, default=300, help="sessions ended at once")
-    parser.add_argument("--json", type=Path, metavar="PATH")
     parser.add_argument("--keep-log", type=Path, metavar="PATH", help="the daemon's log")
     args = parser.parse_args(argv)
     machine = machine_info()

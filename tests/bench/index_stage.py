@@ -178,7 +178,6 @@ def report(machine: dict[str, Any], r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = command_line("tests.bench.index_stage", __doc__)
     parser.add_argument("--sessions", type=int, default=300)
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     result = run(args.sessions)

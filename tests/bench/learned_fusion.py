@@ -274,7 +274,6 @@ def main(argv: list[str] | None = None) -> int:
         "--realmem", type=Path, required=True, help="tests.bench.realmem --features"
     )
     parser.add_argument("--out", type=Path, help="write the model trained on every group here")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     queries = [q for q in read([args.locomo, args.realmem]) if q.keys]
     loco = evaluate(queries, nested=True)

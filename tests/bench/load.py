@@ -34,7 +34,6 @@ import traceback
 from collections import Counter
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
-from pathlib import Path
 from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient, StrataClientError
@@ -338,7 +337,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--watchers", type=int, default=10, help="users followed with Watch meanwhile (0: none)"
     )
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     result = run_load(

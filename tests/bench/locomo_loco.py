@@ -84,7 +84,7 @@ def loco(res: dict[str, Any], candidates: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_line("tests.bench.locomo_loco", __doc__)
+    parser = command_line("tests.bench.locomo_loco", __doc__, figures=False)
     parser.add_argument("result", type=Path, help="a tests.bench.locomo --json result")
     parser.add_argument("candidates", nargs="+", help="row keys; the first is the default")
     args = parser.parse_args(argv)

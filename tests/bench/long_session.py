@@ -36,7 +36,6 @@ import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
@@ -376,7 +375,6 @@ def main(argv: list[str] | None = None) -> int:
         "--first-checkpoint", action="store_true", help="ask at the first due checkpoint"
     )
     parser.add_argument("--set", action="append", default=[], metavar="K=V", help="a setting")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     res = run(args)
     write_json(args.json, res, indent=1)

@@ -30,7 +30,7 @@ def parse_settings(items: Sequence[str], features: Path | None = None) -> dict[s
 
 
 def add_common(parser: argparse.ArgumentParser, docs: Path) -> None:
-    """``--set``, ``--label``, ``--json``, ``--report``, ``--write-docs`` and ``--features``."""
+    """``--set``, ``--label``, ``--report``, ``--write-docs`` and ``--features``."""
     parser.add_argument(
         "--set",
         action="append",
@@ -39,7 +39,6 @@ def add_common(parser: argparse.ArgumentParser, docs: Path) -> None:
         help="a daemon setting, e.g. STRATA_WEAVER__CHUNK_TURNS=1 (repeatable)",
     )
     parser.add_argument("--label", default="", help="a name for this configuration")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     parser.add_argument(
         "--report", type=Path, metavar="PATH", help="print the figures of an earlier --json run"
     )

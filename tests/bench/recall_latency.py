@@ -153,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--backends", default="torch,onnx-int8", help="embedding back-ends")
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     machine = machine_info()
     texts, pool, questions, _queries, _secs = embed_pool(threads=2)

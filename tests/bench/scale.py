@@ -287,7 +287,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="STRATA_KEY=VALUE", help="a daemon setting"
     )
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     for setting in args.set:
         if not setting.startswith("STRATA_") or "=" not in setting:

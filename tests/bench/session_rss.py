@@ -9,7 +9,6 @@ its RSS, opens ``--sessions`` sessions of ``--messages`` ~20-word messages each 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
@@ -106,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--messages", type=int, default=50, help="messages per session (default 50)"
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
 
     machine = machine_info()

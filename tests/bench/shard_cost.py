@@ -156,7 +156,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--empty", type=int, default=16, help="empty shards opened at once")
     parser.add_argument("--sizes", default="5000,12500,25000,50000", help="points per shard")
     parser.add_argument("--random", action="store_true", help="random vectors, no model")
-    parser.add_argument("--json", type=Path, metavar="PATH")
     parser.add_argument("--only", choices=("empty", "sized"), help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -321,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with int8: the store's vectors.rescore false (rescored by default)",
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 

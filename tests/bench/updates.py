@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import statistics
-from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient, message
@@ -129,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
         help="both: dev and held-out; all: with fresh too",
     )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     res = run(args)
     write_json(args.json, res, indent=1)

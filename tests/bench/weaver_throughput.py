@@ -131,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-in-process", action="store_true", help="skip the in-process index measurement"
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
     args = parser.parse_args(argv)
 
     sessions = locomo_sessions(args.sessions)
