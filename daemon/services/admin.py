@@ -38,18 +38,13 @@ class BackupSources:
     vectors: Callable[[], VectorsSource | None]
 
 
+@dataclass(frozen=True, slots=True)
 class MaintenanceRpcs:
     """Backup, Rebuild."""
 
-    def __init__(
-        self,
-        backup: BackupSources,
-        rebuild: Callable[[str], Awaitable[RebuildReport]],
-        limits: LimitsSettings,
-    ) -> None:
-        self._backup = backup
-        self._rebuild = rebuild
-        self._limits = limits
+    backup: BackupSources
+    rebuild: Callable[[str], Awaitable[RebuildReport]]
+    limits: LimitsSettings
 
     @rpc
     async def Backup(
@@ -57,7 +52,7 @@ class MaintenanceRpcs:
     ) -> pb.BackupResponse:
         destination = validation.backup_destination(request.destination)
         tenancy.require_all_tenants("a backup (it holds every tenant)")
-        b = self._backup
+        b = self.backup
         vectors = await asyncio.to_thread(b.vectors)
         try:
             info = await asyncio.to_thread(
@@ -79,8 +74,8 @@ class MaintenanceRpcs:
         self, request: pb.RebuildRequest, context: grpc.aio.ServicerContext
     ) -> pb.RebuildResponse:
         # a token of some tenants rebuilds only them: its one tenant, or the one it names
-        user_id = tenancy.effective_user(validation.user_id(request.user_id, self._limits))
-        report = await self._rebuild(user_id)
+        user_id = tenancy.effective_user(validation.user_id(request.user_id, self.limits))
+        report = await self.rebuild(user_id)
         return pb.RebuildResponse(
             episodes=report.episodes,
             records_replayed=report.records_replayed,
@@ -90,33 +85,33 @@ class MaintenanceRpcs:
         )
 
 
+@dataclass(frozen=True, slots=True)
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
     """Each RPC is its group's: one line of delegation, no logic here."""
 
-    def __init__(self, maintenance: MaintenanceRpcs, transfer: TransferRpcs) -> None:
-        self._maintenance = maintenance
-        self._transfer = transfer
+    maintenance: MaintenanceRpcs
+    transfer: TransferRpcs
 
     async def Backup(
         self, request: pb.BackupRequest, context: grpc.aio.ServicerContext
     ) -> pb.BackupResponse:
-        return await self._maintenance.Backup(request, context)
+        return await self.maintenance.Backup(request, context)
 
     async def Rebuild(
         self, request: pb.RebuildRequest, context: grpc.aio.ServicerContext
     ) -> pb.RebuildResponse:
-        return await self._maintenance.Rebuild(request, context)
+        return await self.maintenance.Rebuild(request, context)
 
     async def Export(
         self, request: pb.ExportRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ExportChunk]:
-        async for chunk in self._transfer.Export(request, context):
+        async for chunk in self.transfer.Export(request, context):
             yield chunk
 
     async def Import(
         self, requests: AsyncIterator[pb.ImportChunk], context: grpc.aio.ServicerContext
     ) -> pb.ImportResponse:
-        return await self._transfer.Import(requests, context)
+        return await self.transfer.Import(requests, context)
 
 
 def backup_vectors(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 
 import grpc
 
@@ -31,24 +32,18 @@ from stratad_client.pb import memory_pb2 as pb
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
+@dataclass(frozen=True, slots=True)
 class ContextRpcs:
     """GetContext, SetAnchor, GetAnchor, PinMemory."""
 
-    def __init__(
-        self,
-        contexts: SessionContexts,
-        pinned: PinnedMemories,
-        recall: RecallSettings,
-        limits: LimitsSettings,
-    ) -> None:
-        self._contexts = contexts
-        self._pinned = pinned
-        self._recall = recall
-        self._limits = limits
+    contexts: SessionContexts
+    pinned: PinnedMemories
+    recall: RecallSettings
+    limits: LimitsSettings
 
     def _name(self, sid: str, scope: pb.Scope) -> SessionName:
         """The session a call names (PERMISSION_DENIED for a user the token may not name)."""
-        requested = check.scope(scope, self._limits)
+        requested = check.scope(scope, self.limits)
         user, allowed = tenancy.session_user(requested.user_id)
         return SessionName(sid, user, requested.agent_id, allowed)
 
@@ -57,15 +52,15 @@ class ContextRpcs:
     async def SetAnchor(
         self, request: pb.SetAnchorRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetAnchorResponse:
-        sid = check.session_id(request.session_id, self._limits)
+        sid = check.session_id(request.session_id, self.limits)
         size = len(request.text.encode())
-        if size > self._limits.max_anchor_bytes:
+        if size > self.limits.max_anchor_bytes:
             raise InvalidArgument(
-                f"text is {size} bytes; the limit is {self._limits.max_anchor_bytes}"
+                f"text is {size} bytes; the limit is {self.limits.max_anchor_bytes}"
                 " (limits.max_anchor_bytes)"
             )
         name = self._name(sid, request.scope)
-        anchor, replaced = await self._contexts.set_anchor(name, request.text)
+        anchor, replaced = await self.contexts.set_anchor(name, request.text)
         response = pb.SetAnchorResponse(replaced=replaced)
         if anchor is not None:
             response.anchor.CopyFrom(convert.anchor_pb(anchor))
@@ -75,9 +70,9 @@ class ContextRpcs:
     async def GetAnchor(
         self, request: pb.GetAnchorRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetAnchorResponse:
-        sid = check.session_id(request.session_id, self._limits)
+        sid = check.session_id(request.session_id, self.limits)
         name = self._name(sid, pb.Scope(user_id=request.scope.user_id))
-        return pb.GetAnchorResponse(anchor=convert.anchor_pb(await self._contexts.anchor(name)))
+        return pb.GetAnchorResponse(anchor=convert.anchor_pb(await self.contexts.anchor(name)))
 
     # -- pins --------------------------------------------------------------------------------
     @rpc
@@ -85,12 +80,12 @@ class ContextRpcs:
         self, request: pb.PinMemoryRequest, context: grpc.aio.ServicerContext
     ) -> pb.PinMemoryResponse:
         scope = tenancy.user_scope(
-            check.scope(request.scope, self._limits), "a pin belongs to one user"
+            check.scope(request.scope, self.limits), "a pin belongs to one user"
         )
         if not _UUID.match(request.memory_id):
             raise InvalidArgument("memory_id must be a memory's id (a UUID)")
         changed = await asyncio.to_thread(
-            self._pinned.pin, scope, request.memory_id, request.pinned, self._limits.max_pins
+            self.pinned.pin, scope, request.memory_id, request.pinned, self.limits.max_pins
         )
         return pb.PinMemoryResponse(pinned=request.pinned, changed=changed)
 
@@ -101,11 +96,11 @@ class ContextRpcs:
     ) -> pb.GetContextResponse:
         """The session's anchor, its scope's pins, its window and the memories recalled for
         it within ``max_tokens`` (:meth:`recall.context.session.SessionContexts.get`)."""
-        checked = check.context_request(request, self._limits, self._recall.recipes)
+        checked = check.context_request(request, self.limits, self.recall.recipes)
         user, allowed = tenancy.session_user(checked.scope.user_id)
         name = SessionName(checked.session_id, user, checked.scope.agent_id, allowed)
         ask = checked.ask
-        answer = await self._contexts.get(name, ask)
+        answer = await self.contexts.get(name, ask)
         ctx, view, result = answer.context, answer.view, answer.result
         state = pb.SESSION_STATE_UNSPECIFIED if view is None else session_state(view.open)
         response = pb.GetContextResponse(

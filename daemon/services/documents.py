@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 
 import grpc
 
@@ -28,23 +29,21 @@ from tiers.keyed.documents import DocumentStore
 from tiers.rights.forget.cascade import Forgetter
 
 
+@dataclass(frozen=True, slots=True)
 class DocumentRpcs:
     """PutDocument, GetDocument, DeleteDocument, ListDocuments."""
 
-    def __init__(
-        self, documents: DocumentStore, forgetter: Forgetter, limits: LimitsSettings
-    ) -> None:
-        self._documents = documents
-        self._forgetter = forgetter
-        self._limits = limits
+    documents: DocumentStore
+    forgetter: Forgetter
+    limits: LimitsSettings
 
     def _address(
         self, scope: pb.Scope, namespace: list[str], key: str
     ) -> tuple[Scope, tuple[str, ...], str]:
         return (
-            tenancy.user_scope(check.scope(scope, self._limits), "a document belongs to one user"),
-            check.namespace(namespace, self._limits),
-            check.document_key(key, self._limits),
+            tenancy.user_scope(check.scope(scope, self.limits), "a document belongs to one user"),
+            check.namespace(namespace, self.limits),
+            check.document_key(key, self.limits),
         )
 
     @rpc
@@ -52,9 +51,9 @@ class DocumentRpcs:
         self, request: pb.PutDocumentRequest, context: grpc.aio.ServicerContext
     ) -> pb.PutDocumentResponse:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
-        check.document_content(request.text, request.value, self._limits)
+        check.document_content(request.text, request.value, self.limits)
         doc, created = await asyncio.to_thread(
-            self._documents.put, scope, namespace, key, request.text, request.value
+            self.documents.put, scope, namespace, key, request.text, request.value
         )
         return pb.PutDocumentResponse(document=convert.document(doc), created=created)
 
@@ -63,7 +62,7 @@ class DocumentRpcs:
         self, request: pb.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetDocumentResponse:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
-        doc = await asyncio.to_thread(self._documents.get, scope, namespace, key)
+        doc = await asyncio.to_thread(self.documents.get, scope, namespace, key)
         if doc is None:
             where = f"user {scope.user_id!r}" + (
                 f", agent {scope.agent_id!r}" if scope.agent_id else ", no agent"
@@ -80,7 +79,7 @@ class DocumentRpcs:
     ) -> pb.DeleteDocumentResponse:
         scope, namespace, key = self._address(request.scope, list(request.namespace), request.key)
         memory_id = document_id(scope, namespace, key)
-        deleted = await asyncio.to_thread(self._forgetter.delete_document, memory_id)
+        deleted = await asyncio.to_thread(self.forgetter.delete_document, memory_id)
         return pb.DeleteDocumentResponse(deleted=deleted)
 
     @rpc
@@ -88,13 +87,11 @@ class DocumentRpcs:
         self, request: pb.ListDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDocumentsResponse:
         scope = tenancy.user_scope(
-            check.scope(request.scope, self._limits), "documents are listed per user"
+            check.scope(request.scope, self.limits), "documents are listed per user"
         )
-        prefix = check.namespace(list(request.namespace_prefix), self._limits, "namespace_prefix")
-        size = check.page_size(request.page_size, self._limits, default=50)
-        page = await asyncio.to_thread(
-            self._documents.page, scope, prefix, size, request.page_token
-        )
+        prefix = check.namespace(list(request.namespace_prefix), self.limits, "namespace_prefix")
+        size = check.page_size(request.page_size, self.limits, default=50)
+        page = await asyncio.to_thread(self.documents.page, scope, prefix, size, request.page_token)
         return pb.ListDocumentsResponse(
             documents=[convert.document(d) for d in page.documents],
             next_page_token=page.next_page_token,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence, Sized
+from dataclasses import dataclass
 
 import grpc
 
@@ -34,22 +35,22 @@ def episode_pb(journal: Journal, episode: Episode) -> pb.Episode:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class EpisodeRpcs:
     """ListEpisodes, GetEpisode."""
 
-    def __init__(self, journal: Journal, limits: LimitsSettings) -> None:
-        self._journal = journal
-        self._limits = limits
+    journal: Journal
+    limits: LimitsSettings
 
     @rpc
     async def ListEpisodes(
         self, request: pb.ListEpisodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListEpisodesResponse:
-        scope = tenancy.effective_scope(check.scope(request.scope, self._limits))
+        scope = tenancy.effective_scope(check.scope(request.scope, self.limits))
         start, end = check.time_range(request.time_range)
-        size = check.page_size(request.page_size, self._limits, default=50)
+        size = check.page_size(request.page_size, self.limits, default=50)
         page = await asyncio.to_thread(
-            self._journal.list,
+            self.journal.list,
             user_id=scope.user_id,
             agent_id=scope.agent_id,
             start_us=start,
@@ -59,7 +60,7 @@ class EpisodeRpcs:
             page_token=request.page_token,
         )
         return pb.ListEpisodesResponse(
-            episodes=[episode_pb(self._journal, e) for e in page.episodes],
+            episodes=[episode_pb(self.journal, e) for e in page.episodes],
             next_page_token=page.next_page_token,
         )
 
@@ -68,18 +69,18 @@ class EpisodeRpcs:
         self, request: pb.GetEpisodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetEpisodeResponse:
         eid = check.episode_id(request.episode_id)
-        size = check.page_size(request.page_size, self._limits, default=1000)
+        size = check.page_size(request.page_size, self.limits, default=1000)
         after = 0
         if request.page_token:
             after = check.seq_token(request.page_token)
         return await asyncio.to_thread(self._get_episode, eid, size, after)
 
     def _get_episode(self, eid: str, size: int, after: int) -> pb.GetEpisodeResponse:
-        episode = self._journal.get(eid)
+        episode = self.journal.get(eid)
         if not tenancy.visible(episode.scope.user_id):
             raise EpisodeNotFound(f"episode {eid!r} not found")  # as if it did not exist
-        response = pb.GetEpisodeResponse(episode=episode_pb(self._journal, episode))
-        messages = self._journal.messages(eid, after_seq=after, limit=size + 1)
+        response = pb.GetEpisodeResponse(episode=episode_pb(self.journal, episode))
+        messages = self.journal.messages(eid, after_seq=after, limit=size + 1)
         used = 0
         for i, message in enumerate(messages):
             item = convert.stored_message(message)

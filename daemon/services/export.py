@@ -114,22 +114,22 @@ def _counts(records: Counter[str], size: int) -> pb.TransferCounts:
     return pb.TransferCounts(records={k: v for k, v in records.items() if v}, bytes=size)
 
 
+@dataclass(frozen=True, slots=True)
 class TransferRpcs:
     """Export, Import."""
 
-    def __init__(self, transfer: TransferSources, limits: LimitsSettings) -> None:
-        self._transfer = transfer
-        self._limits = limits
+    transfer: TransferSources
+    limits: LimitsSettings
 
     @rpc_stream
     async def Export(
         self, request: pb.ExportRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ExportChunk]:
-        user_id = tenancy.effective_user(validation.user_id(request.user_id, self._limits))
+        user_id = tenancy.effective_user(validation.user_id(request.user_id, self.limits))
         if not user_id:
             raise InvalidArgument("user_id is required: an export holds one user")
-        agent_id = validation.agent_id(request.agent_id, self._limits)
-        t = self._transfer
+        agent_id = validation.agent_id(request.agent_id, self.limits)
+        t = self.transfer
         await asyncio.to_thread(t.semantic.wait_ready, READY_TIMEOUT)
         loop = asyncio.get_running_loop()
         updates: asyncio.Queue[Counter[str]] = asyncio.Queue()
@@ -162,7 +162,7 @@ class TransferRpcs:
     async def Import(
         self, requests: AsyncIterator[pb.ImportChunk], context: grpc.aio.ServicerContext
     ) -> pb.ImportResponse:
-        t = self._transfer
+        t = self.transfer
         began = time.monotonic()
         parser: ExportParser | None = None
         pending = bytearray()  # the start of a line not ended yet
@@ -172,10 +172,10 @@ class TransferRpcs:
                 if isinstance(chunk, MalformedRequest):
                     raise chunk.error()
                 if parser is None:
-                    named = validation.user_id(chunk.user_id, self._limits)
+                    named = validation.user_id(chunk.user_id, self.limits)
                     if named:
                         tenancy.effective_user(named)  # PERMISSION_DENIED for another tenant
-                    parser = ExportParser(named, _limits(self._limits), t.check_extraction)
+                    parser = ExportParser(named, _limits(self.limits), t.check_extraction)
                 received += len(chunk.data)
                 pending += chunk.data
                 end = pending.rfind(b"\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 
 import grpc
 
@@ -75,21 +76,21 @@ def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class ForgetRpcs:
     """Forget."""
 
-    def __init__(self, forgetter: Forgetter, limits: LimitsSettings) -> None:
-        self._forgetter = forgetter
-        self._limits = limits
+    forgetter: Forgetter
+    limits: LimitsSettings
 
     @rpc
     async def Forget(
         self, request: pb.ForgetRequest, context: grpc.aio.ServicerContext
     ) -> pb.ForgetResponse:
-        target = forget_target(request, self._limits)
+        target = forget_target(request, self.limits)
         # Another tenant's episodes and memories are treated as unknown ids (the worker thread
         # runs in a copy of this call's context, which tenancy reads).
         counts = await asyncio.to_thread(
-            self._forgetter.forget, target, lambda owner: tenancy.visible(owner.user_id)
+            self.forgetter.forget, target, lambda owner: tenancy.visible(owner.user_id)
         )
         return counts_pb(counts)

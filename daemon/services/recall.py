@@ -9,7 +9,7 @@ import asyncio
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import grpc
 
@@ -76,26 +76,17 @@ def _pack_response(
     )
 
 
+@dataclass(frozen=True, slots=True)
 class RecallRpcs:
     """Recall, Pack, GetNode."""
 
-    def __init__(
-        self,
-        engine: RecallEngine,
-        semantic: SemanticStore,
-        journal: Journal,
-        working: WorkingMemory,
-        access: AccessCounts | None,
-        settings: RecallSettings,
-        limits: LimitsSettings,
-    ) -> None:
-        self._engine = engine
-        self._semantic = semantic
-        self._journal = journal
-        self._working = working
-        self._access = access
-        self._recall_settings = settings
-        self._limits = limits
+    engine: RecallEngine
+    semantic: SemanticStore
+    journal: Journal
+    working: WorkingMemory
+    access: AccessCounts | None
+    settings: RecallSettings
+    limits: LimitsSettings
 
     def _query(
         self,
@@ -114,12 +105,12 @@ class RecallRpcs:
         if not text.strip():
             raise InvalidArgument("query is required")
         size = len(text.encode())
-        if size > self._limits.max_content_bytes:
+        if size > self.limits.max_content_bytes:
             raise InvalidArgument(
-                f"query is {size} bytes; the limit is {self._limits.max_content_bytes}"
+                f"query is {size} bytes; the limit is {self.limits.max_content_bytes}"
             )
-        checked = tenancy.user_scope(check.scope(scope, self._limits), "recall never crosses users")
-        settings = self._recall_settings
+        checked = tenancy.user_scope(check.scope(scope, self.limits), "recall never crosses users")
+        settings = self.settings
         if not 1 <= k <= settings.max_k:
             raise InvalidArgument(
                 f"k must be between 1 and {settings.max_k} (recall.max_k), got {k}"
@@ -134,7 +125,7 @@ class RecallRpcs:
         start, end = check.time_range(time_range)
         if len(exclude_sessions) > MAX_EXCLUDED:
             raise InvalidArgument(f"exclude_session_ids: {MAX_EXCLUDED} ids at most")
-        excluded = tuple(check.session_id(s, self._limits) for s in exclude_sessions)
+        excluded = tuple(check.session_id(s, self.limits) for s in exclude_sessions)
         if len(thread) > MAX_TOPIC_CHARS:
             raise InvalidArgument(f"thread: a topic has {MAX_TOPIC_CHARS} characters at most")
         if thread and kinds and set(kinds) <= set(ACROSS_EPISODES):
@@ -161,7 +152,7 @@ class RecallRpcs:
         """``query`` kept to its thread's episodes (tiers.semantic.threads)."""
         if not query.thread:
             return query
-        vectors = self._semantic.wait_ready(0)[1]
+        vectors = self.semantic.wait_ready(0)[1]
         episodes = await asyncio.to_thread(episodes_of, vectors, query.scope, query.thread)
         return replace(query, episode_ids=episodes)
 
@@ -185,7 +176,7 @@ class RecallRpcs:
         query = await self._in_thread(query)
         # The reply is built on the recall's thread: the event loop serves the appends.
         return await asyncio.wrap_future(
-            self._engine.submit_then(query, functools.partial(_recall_response, query))
+            self.engine.submit_then(query, functools.partial(_recall_response, query))
         )
 
     @rpc
@@ -197,7 +188,7 @@ class RecallRpcs:
         query = self._query(
             request.query,
             request.scope,
-            self._recall_settings.max_k,
+            self.settings.max_k,
             list(request.kinds),
             request.time_range,
             recipe=request.recipe,
@@ -206,9 +197,9 @@ class RecallRpcs:
         )
         query = await self._in_thread(query)
         answer = functools.partial(
-            _pack_response, self._access, request.max_tokens, dict(request.per_kind_caps)
+            _pack_response, self.access, request.max_tokens, dict(request.per_kind_caps)
         )
-        return await asyncio.wrap_future(self._engine.submit_then(query, answer))
+        return await asyncio.wrap_future(self.engine.submit_then(query, answer))
 
     @rpc
     async def GetNode(
@@ -216,15 +207,15 @@ class RecallRpcs:
     ) -> pb.GetNodeResponse:
         if not _UUID.match(request.id):
             raise InvalidArgument("id must be a hit's id (a UUID)")
-        scope = tenancy.effective_scope(check.scope(request.scope, self._limits))
-        recipe = self._recall_settings.recipe("")  # the chain compares as the default recipe
+        scope = tenancy.effective_scope(check.scope(request.scope, self.limits))
+        recipe = self.settings.recipe("")  # the chain compares as the default recipe
         view = await asyncio.to_thread(
             get_node,
-            self._semantic,
-            self._journal,
+            self.semantic,
+            self.journal,
             request.id,
             scope,
-            self._working,
+            self.working,
             depth=recipe.updates_depth,
             similarity=recipe.updates_similarity,
         )
@@ -239,5 +230,5 @@ class RecallRpcs:
             replaced_by=[convert.hit_pb(Candidate(p), False, {}) for p in view.replaced_by],
         )
         if view.episode is not None:
-            response.episode.CopyFrom(episode_pb(self._journal, view.episode))
+            response.episode.CopyFrom(episode_pb(self.journal, view.episode))
         return response

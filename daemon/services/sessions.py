@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -41,16 +42,16 @@ def session_state(open_: bool) -> pb.SessionState:
     return pb.SESSION_STATE_OPEN if open_ else pb.SESSION_STATE_ENDED
 
 
+@dataclass(frozen=True, slots=True)
 class SessionRpcs:
     """Append, AppendBatch, GetWorkingMemory, EndSession, RemoveMessages."""
 
-    def __init__(self, working: WorkingMemory, limits: LimitsSettings) -> None:
-        self._working = working
-        self._limits = limits
+    working: WorkingMemory
+    limits: LimitsSettings
 
     async def _quick(self, call: Callable[[], T]) -> T:
         """``call``, a working-memory call, on the event loop without blocking it."""
-        return await when_free(self._working.write_lock, call)
+        return await when_free(self.working.write_lock, call)
 
     def _session(
         self,
@@ -58,16 +59,16 @@ class SessionRpcs:
     ) -> tuple[str, str, Allowed]:
         """The session a request names: its id, and its user as
         :func:`tenancy.session_user` names it."""
-        sid = check.session_id(request.session_id, self._limits)
-        user, allowed = tenancy.session_user(check.scope(request.scope, self._limits).user_id)
+        sid = check.session_id(request.session_id, self.limits)
+        user, allowed = tenancy.session_user(check.scope(request.scope, self.limits).user_id)
         return sid, user, allowed
 
     def _appended_to(
         self, request: pb.AppendRequest | pb.AppendBatchRequest
     ) -> tuple[str, Scope, str, Allowed]:
         """The session an append names, and the scope it gives (:func:`append_scope`)."""
-        sid = check.session_id(request.session_id, self._limits)
-        return (sid, *append_scope(check.scope(request.scope, self._limits)))
+        sid = check.session_id(request.session_id, self.limits)
+        return (sid, *append_scope(check.scope(request.scope, self.limits)))
 
     @rpc
     async def Append(
@@ -76,9 +77,9 @@ class SessionRpcs:
         sid, scope, user, allowed = self._appended_to(request)
         if not request.HasField("message"):
             raise check.InvalidArgument("message is required")
-        message = check.message(request.message, self._limits)
+        message = check.message(request.message, self.limits)
         (result,) = await self._quick(
-            lambda: self._working.append(sid, scope, [message], user_id=user, allowed=allowed)
+            lambda: self.working.append(sid, scope, [message], user_id=user, allowed=allowed)
         )
         return pb.AppendResponse(seq=result.seq, duplicate=result.duplicate)
 
@@ -87,9 +88,9 @@ class SessionRpcs:
         self, request: pb.AppendBatchRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendBatchResponse:
         sid, scope, user, allowed = self._appended_to(request)
-        messages = check.batch(list(request.messages), self._limits)
+        messages = check.batch(list(request.messages), self.limits)
         results = await self._quick(
-            lambda: self._working.append(sid, scope, messages, user_id=user, allowed=allowed)
+            lambda: self.working.append(sid, scope, messages, user_id=user, allowed=allowed)
         )
         return pb.AppendBatchResponse(
             results=[pb.AppendResponse(seq=r.seq, duplicate=r.duplicate) for r in results]
@@ -101,7 +102,7 @@ class SessionRpcs:
     ) -> pb.GetWorkingMemoryResponse:
         sid, user, allowed = self._session(request)
         window = functools.partial(
-            self._working.window,
+            self.working.window,
             sid,
             max_messages=check.budget(request.max_messages, "max_messages"),
             max_tokens=check.budget(request.max_tokens, "max_tokens"),
@@ -124,7 +125,7 @@ class SessionRpcs:
     ) -> pb.EndSessionResponse:
         sid, user, allowed = self._session(request)
         result = await asyncio.to_thread(
-            functools.partial(self._working.end_session, sid, user_id=user, allowed=allowed)
+            functools.partial(self.working.end_session, sid, user_id=user, allowed=allowed)
         )
         return pb.EndSessionResponse(
             episode_id=result.episode_id, message_count=result.message_count
@@ -141,7 +142,7 @@ class SessionRpcs:
             )
         count = None if request.all else request.last
         result = await self._quick(
-            lambda: self._working.remove_last(sid, count, user_id=user, allowed=allowed)
+            lambda: self.working.remove_last(sid, count, user_id=user, allowed=allowed)
         )
         if result.settled is not None:  # their points deleted (the live index stage)
             await asyncio.wrap_future(result.settled)

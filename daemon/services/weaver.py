@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 import grpc
 
@@ -42,25 +43,18 @@ def report_pb(report: RunReport) -> pb.RunReport:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
-    def __init__(
-        self,
-        weaver: Weaver | None,
-        journal: Journal,
-        limits: LimitsSettings,
-        embedding: str,
-        workers: Callable[[], tuple[list[WorkerStatus], str]] = lambda: ([], ""),
-    ) -> None:
-        self._weaver = weaver
-        self._journal = journal
-        self._limits = limits
-        self._embedding = embedding
-        self._workers = workers
+    weaver: Weaver | None
+    journal: Journal
+    limits: LimitsSettings
+    embedding: str
+    workers: Callable[[], tuple[list[WorkerStatus], str]] = lambda: ([], "")
 
     def _require(self) -> Weaver:
-        if self._weaver is None:
+        if self.weaver is None:
             raise FailedPrecondition("the weaver is disabled (weaver.enabled = false)")
-        return self._weaver
+        return self.weaver
 
     @rpc_stream
     async def RunNow(
@@ -69,7 +63,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
         weaver = self._require()
         ids = tuple(check.episode_id(e) for e in request.episode_ids)
         # A token limited to some tenants runs the weaver for them only.
-        scope = tenancy.effective_scope(check.scope(request.scope, self._limits))
+        scope = tenancy.effective_scope(check.scope(request.scope, self.limits))
         if ids and tenancy.current() is not None:
             await asyncio.to_thread(self._check_visible, ids)
         run = weaver.request_run(ids, scope)
@@ -94,7 +88,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
     def _check_visible(self, ids: tuple[str, ...]) -> None:
         for eid in ids:
             try:
-                owner = self._journal.get(eid).scope.user_id
+                owner = self.journal.get(eid).scope.user_id
             except NotFound:
                 continue  # the run reports it as unknown, as without authentication
             if not tenancy.visible(owner):
@@ -108,23 +102,23 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
 
     def _status(self) -> pb.WeaverStatusResponse:
         weaver = self._require()
-        pending = self._journal.pending()
-        near = len(self._journal.near_expiry(pending))
+        pending = self.journal.pending()
+        near = len(self.journal.near_expiry(pending))
         live = weaver.live_backlog()
         response = pb.WeaverStatusResponse(
             running=weaver.running is not None,
             pending=len(pending),
-            unindexed=self._journal.unindexed_count() + weaver.unindexed_documents(),
+            unindexed=self.journal.unindexed_count() + weaver.unindexed_documents(),
             live_sessions_behind=live.sessions,
             live_unindexed=live.messages,
             last_error=weaver.last_error,
             pending_near_expiry=near,
             extractor=weaver.extractor_name,
-            embedding_model=self._embedding,
+            embedding_model=self.embedding,
             embedding_ready=weaver.ready,
             tier3_error=weaver.tier3_error or "",
         )
-        workers, response.workers_note = self._workers()
+        workers, response.workers_note = self.workers()
         for w in workers:
             response.workers.add(
                 index=w.index,
