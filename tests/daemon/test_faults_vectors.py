@@ -22,7 +22,6 @@ from tiers.semantic.vectors import (
     MemoryPoint,
     PointFilter,
     SparseVector,
-    Validity,
     VectorStore,
     VectorStoreUnavailable,
     point_id,
@@ -41,11 +40,11 @@ class FlakyVectors:
         self.fail_sparse = False
         self.fail_close = False
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # the calls it never fails go to the real store
+
     def _fail(self, what: str) -> None:
         raise VectorStoreUnavailable(f"injected fault: {what} failed")
-
-    def ensure(self, model: str, dim: int) -> None:
-        self.inner.ensure(model, dim)
 
     def upsert(self, points: Sequence[MemoryPoint]) -> None:
         if self.upsert_budget is None:
@@ -66,45 +65,6 @@ class FlakyVectors:
         if self.fail_sparse:
             self._fail("sparse search")
         return self.inner.search_sparse(vector, flt, limit)
-
-    def weigh(self, vector: SparseVector) -> SparseVector:
-        return self.inner.weigh(vector)
-
-    def get(self, ids: Sequence[str], user_id: str = "") -> list[MemoryPoint]:
-        return self.inner.get(ids, user_id)
-
-    def dense(self, ids: Sequence[str], user_id: str = "") -> dict[str, list[float]]:
-        return self.inner.dense(ids, user_id)
-
-    def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
-        return self.inner.ids(flt, limit)
-
-    def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
-        return self.inner.episode_ids(flt, limit)
-
-    def scroll(self, flt: PointFilter, limit: int = 1000) -> list[MemoryPoint]:
-        return self.inner.scroll(flt, limit)
-
-    def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:
-        self.inner.set_valid_to(ids, validity, user_id)
-
-    def delete(self, flt: PointFilter) -> int:
-        return self.inner.delete(flt)
-
-    def count(self, flt: PointFilter) -> int:
-        return self.inner.count(flt)
-
-    def optimize(self) -> None:
-        self.inner.optimize()
-
-    def purge(self) -> None:
-        self.inner.purge()
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def interrupt(self) -> None:
-        self.inner.interrupt()
 
     def close(self) -> None:
         self.inner.close()
