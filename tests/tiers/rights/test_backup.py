@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -38,6 +39,14 @@ def ctl(proc: ProcessDaemon, *args: str) -> subprocess.CompletedProcess[str]:
 
 def wait_tier3(c: MemoryClient) -> None:
     wait_until(lambda: c.admin.weaver_status().embedding_ready, 90, "for Tier 3 to open")
+
+
+@contextmanager
+def tier3_client(proc: ProcessDaemon) -> Iterator[MemoryClient]:
+    """A client of ``proc`` once its Tier 3 is open."""
+    with proc.client(timeout=120) as c:
+        wait_tier3(c)
+        yield c
 
 
 def episodes(c: MemoryClient, user: str, n: int, first: int = 0) -> list[str]:
@@ -93,8 +102,7 @@ def recall_ids(c: MemoryClient, user: str, kinds: tuple[str, ...] = ()) -> dict[
 
 def test_backup_while_running_and_restore(spawn, tmp_path, echo, llm):
     proc = spawn(tmp_path / "live", **QUIET_ENV, **llm)
-    with proc.client(timeout=120) as c:
-        wait_tier3(c)
+    with tier3_client(proc) as c:
         done = episodes(c, "alice", 2)
         consolidate(c)
         pending = episodes(c, "alice", 1, first=5)[0]  # indexed, not consolidated
@@ -173,8 +181,7 @@ def test_restore_refuses_a_data_dir_with_anything_in_it(tmp_path):
 def test_rebuild_after_losing_the_vector_store(spawn, tmp_path, echo, llm):
     data = tmp_path / "data"
     proc = spawn(data, **QUIET_ENV, **llm)
-    with proc.client(timeout=120) as c:
-        wait_tier3(c)
+    with tier3_client(proc) as c:
         alice = episodes(c, "alice", 3)
         episodes(c, "bob", 1)
         consolidate(c)
@@ -197,8 +204,7 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path, echo, llm):
 
     shutil.rmtree(data / "vectors")
     proc = spawn(data, **QUIET_ENV, **llm)
-    with proc.client(timeout=120) as c:
-        wait_tier3(c)
+    with tier3_client(proc) as c:
         assert recall_ids(c, "alice") == {ch: set() for ch in CHANNELS}
     out = ctl(proc, "rebuild", "--user", "bob", "--json")
     assert out.returncode == 0, out.stderr
@@ -232,8 +238,7 @@ def test_rebuild_after_losing_the_vector_store(spawn, tmp_path, echo, llm):
 def test_rebuild_replays_the_records_of_expired_episodes(spawn, tmp_path, echo, llm):
     data = tmp_path / "data"
     proc = spawn(data, **QUIET_ENV, **llm)
-    with proc.client(timeout=120) as c:
-        wait_tier3(c)
+    with tier3_client(proc) as c:
         ids = episodes(c, "alice", 2)
         consolidate(c)
         memories = recall_ids(c, "alice", kinds=("summary", "fact"))
@@ -285,8 +290,7 @@ def test_every_weaverctl_command_has_help_and_json(spawn, tmp_path):
         assert out.returncode == 0 and "--json" in out.stdout, (name, out.stdout)
 
     proc = spawn(tmp_path / "data", **QUIET_ENV)
-    with proc.client(timeout=120) as c:
-        wait_tier3(c)
+    with tier3_client(proc) as c:
         episodes(c, "alice", 1)
     calls: dict[str, list[str]] = {
         "run-now": ["run-now"],
