@@ -10,6 +10,7 @@ it is read from the vector store at each call, and a pin whose memory is gone is
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from recall import Candidate
 from recall.context.assembly import Pinned
@@ -46,46 +47,44 @@ def visible(point: MemoryPoint, scope: Scope) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class PinnedMemories:
     """The pins of :class:`PinStore` read against Tier 3 (blocking calls: worker threads)."""
 
-    def __init__(
-        self, pins: PinStore, semantic: SemanticStore, documents: DocumentStore | None = None
-    ) -> None:
-        self._pins = pins
-        self._semantic = semantic
-        self._documents = documents
+    pins: PinStore
+    semantic: SemanticStore
+    documents: DocumentStore | None = None
 
     def pin(self, scope: Scope, memory_id: str, pinned: bool, max_pins: int) -> bool:
         """Pin (or unpin) the memory for ``scope``; whether that changed anything. A new pin
         must name a memory of the scope (MemoryNotFound) and fit in ``max_pins``
         (TooManyPins); unpinning needs neither."""
-        if pinned and self._pins.get(scope, memory_id) is None:
-            if self._pins.count_of(scope) >= max_pins:
+        if pinned and self.pins.get(scope, memory_id) is None:
+            if self.pins.count_of(scope) >= max_pins:
                 raise TooManyPins(
                     f"{where(scope)} has {max_pins} pins, the limit (limits.max_pins): unpin one"
                 )
             if not self.exists(scope, memory_id):
                 raise MemoryNotFound(f"memory {memory_id!r} not found ({where(scope)})")
-        return self._pins.set(scope, memory_id, pinned)
+        return self.pins.set(scope, memory_id, pinned)
 
     def exists(self, scope: Scope, memory_id: str) -> bool:
         """Whether the memory is in Tier 3 within ``scope`` (or is a keyed document of it
         that the weaver has not indexed yet)."""
-        _embedder, vectors = self._semantic.wait_ready(0)
+        _embedder, vectors = self.semantic.wait_ready(0)
         if any(visible(p, scope) for p in vectors.get([memory_id], scope.user_id)):
             return True
-        doc = self._documents.find(memory_id) if self._documents is not None else None
+        doc = self.documents.find(memory_id) if self.documents is not None else None
         return doc is not None and visible(doc.point(), scope)
 
     def for_session(self, scope: Scope) -> list[Pinned]:
         """The pinned memories of a session of ``scope``, newest pin first, read from Tier 3
         (a keyed document not indexed yet from its record). Pins whose memory is gone are
         skipped, and deleted (:meth:`_prune`)."""
-        pins = self._pins.for_session(scope)
+        pins = self.pins.for_session(scope)
         if not pins:
             return []
-        _embedder, vectors = self._semantic.wait_ready(0)
+        _embedder, vectors = self.semantic.wait_ready(0)
         # the scope's user's shard alone: a pin's memory is its user's (PinMemory checks);
         # one not found there is looked for everywhere before its pin goes (_prune)
         points = {p.id: p for p in vectors.get([p.memory_id for p in pins], scope.user_id)}
@@ -93,8 +92,8 @@ class PinnedMemories:
         missing: list[Pin] = []
         for pin in pins:
             point = points.get(pin.memory_id)
-            if point is None and self._documents is not None:
-                doc = self._documents.find(pin.memory_id)
+            if point is None and self.documents is not None:
+                doc = self.documents.find(pin.memory_id)
                 point = doc.point() if doc is not None and doc.recalled else None
                 if doc is not None and point is None:
                     continue  # a document without text: nothing to show, nothing gone
@@ -112,14 +111,14 @@ class PinnedMemories:
         """Delete the pins whose memory is gone: checked again under Tier 3's write lock, so
         a rebuild (which deletes and writes points again, holding it) is not mistaken for a
         loss; when a writer holds the lock, the pins wait for a later call."""
-        if not self._semantic.write_lock.acquire(blocking=False):
+        if not self.semantic.write_lock.acquire(blocking=False):
             return
         try:
-            _embedder, vectors = self._semantic.wait_ready(0)
+            _embedder, vectors = self.semantic.wait_ready(0)
             found = {p.id for p in vectors.get([p.memory_id for p in pins])}
             gone = [p for p in pins if p.memory_id not in found]
-            if self._documents is not None:
-                gone = [p for p in gone if self._documents.find(p.memory_id) is None]
-            self._pins.delete(gone)
+            if self.documents is not None:
+                gone = [p for p in gone if self.documents.find(p.memory_id) is None]
+            self.pins.delete(gone)
         finally:
-            self._semantic.write_lock.release()
+            self.semantic.write_lock.release()

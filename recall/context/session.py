@@ -109,28 +109,18 @@ class SessionContext:
     timings: dict[str, float]
 
 
+@dataclass(frozen=True, slots=True)
 class SessionContexts:
     """GetContext, SetAnchor and GetAnchor over the stores."""
 
-    def __init__(
-        self,
-        working: WorkingMemory,
-        engine: RecallEngine,
-        semantic: SemanticStore,
-        anchors: AnchorStore,
-        pinned: PinnedMemories,
-        access: AccessCounts | None,
-        recall: RecallSettings,
-        defaults: ContextDefaults,
-    ) -> None:
-        self._working = working
-        self._engine = engine
-        self._semantic = semantic
-        self._anchors = anchors
-        self._pinned = pinned
-        self._access = access
-        self._recall = recall
-        self._defaults = defaults
+    working: WorkingMemory
+    engine: RecallEngine
+    semantic: SemanticStore
+    anchors: AnchorStore
+    pinned: PinnedMemories
+    access: AccessCounts | None
+    recall: RecallSettings
+    defaults: ContextDefaults
 
     # -- naming ------------------------------------------------------------------------------
     def session(self, name: SessionName) -> tuple[Scope, WindowView | None]:
@@ -139,7 +129,7 @@ class SessionContexts:
         ScopeMismatch."""
         sid = name.session_id
         try:
-            view = self._working.window(sid, user_id=name.user_id, allowed=name.allowed)
+            view = self.working.window(sid, user_id=name.user_id, allowed=name.allowed)
         except SessionNotFound:
             if not name.user_id:
                 raise SessionNotFound(
@@ -154,7 +144,7 @@ class SessionContexts:
     async def free_session(self, name: SessionName) -> tuple[Scope, WindowView | None]:
         """:meth:`session` from the event loop, which waits for the working memory's lock
         without blocking (:func:`tiers.core.locks.when_free`)."""
-        return await when_free(self._working.write_lock, lambda: self.session(name))
+        return await when_free(self.working.write_lock, lambda: self.session(name))
 
     # -- anchors -----------------------------------------------------------------------------
     async def set_anchor(self, name: SessionName, text: str) -> tuple[Anchor | None, bool]:
@@ -162,12 +152,12 @@ class SessionContexts:
         whether one was replaced."""
         scope, _view = await self.free_session(name)
         text = text if text.strip() else ""
-        return await asyncio.to_thread(self._anchors.set, scope, name.session_id, text)
+        return await asyncio.to_thread(self.anchors.set, scope, name.session_id, text)
 
     async def anchor(self, name: SessionName) -> Anchor:
         """The session's anchor; AnchorNotFound when it has none."""
         scope, _view = await self.free_session(name)
-        anchor = self._anchors.get(scope.user_id, name.session_id)
+        anchor = self.anchors.get(scope.user_id, name.session_id)
         if anchor is None:
             raise AnchorNotFound(f"session {name.session_id!r} has no anchor")
         return anchor
@@ -175,7 +165,7 @@ class SessionContexts:
     # -- GetContext --------------------------------------------------------------------------
     def budget(self, ask: ContextAsk) -> Budget:
         """The request's budget over the defaults."""
-        d = self._defaults
+        d = self.defaults
         share = d.window_share if ask.window_share is None else ask.window_share
         caps = {**{str(k): v for k, v in d.per_kind_caps.items()}, **ask.per_kind_caps}
         return Budget(ask.max_tokens, share, d.pinned_share, caps)
@@ -186,17 +176,17 @@ class SessionContexts:
         if ask.query.strip():
             return ask.query
         window = view.messages if view is not None else []
-        text = formulate_query(window, self._defaults.query_turns)
-        return text.encode()[: self._defaults.max_query_bytes].decode(errors="ignore")
+        text = formulate_query(window, self.defaults.query_turns)
+        return text.encode()[: self.defaults.max_query_bytes].decode(errors="ignore")
 
     def query(self, ask: ContextAsk, text: str, scope: Scope) -> Query:
         """What GetContext asks Recall for: ``recall_k`` memories (0: ``recall.max_k``, and
         never more) of the request's kinds, by its recipe."""
-        settings = self._recall
+        settings = self.recall
         return Query(
             text=text,
             scope=scope,
-            k=min(self._defaults.recall_k or settings.max_k, settings.max_k),
+            k=min(self.defaults.recall_k or settings.max_k, settings.max_k),
             recipe=settings.recipe(ask.recipe),
             kinds=tuple(dict.fromkeys(ask.kinds)),
             explain=ask.explain,
@@ -217,10 +207,10 @@ class SessionContexts:
         # Recall runs on the engine's threads while the anchor and the pins are read.
         recalled: Future[RecallResult] | None = None
         if text.strip():
-            recalled = self._engine.submit(query)
+            recalled = self.engine.submit(query)
         t = time.perf_counter()
-        anchor = self._anchors.get(scope.user_id, name.session_id)
-        pinned = await asyncio.to_thread(self._pinned.for_session, scope)
+        anchor = self.anchors.get(scope.user_id, name.session_id)
+        pinned = await asyncio.to_thread(self.pinned.for_session, scope)
         window = view.messages if view is not None else []
         story = await asyncio.to_thread(self.story, ask, scope, window)
         pins_ms = _ms(t)
@@ -236,7 +226,7 @@ class SessionContexts:
         ctx = assemble(budget, name.session_id, anchor, pinned, window, hits, why)
         assemble_ms = _ms(t)
         t = time.perf_counter()
-        await count_handed(self._access, [m.candidate for m in ctx.memories])
+        await count_handed(self.access, [m.candidate for m in ctx.memories])
         timings = {
             **result.timings,
             "session": session_ms,
@@ -255,12 +245,12 @@ class SessionContexts:
         the request's kinds, if it names any, take digests)."""
         wanted = ask.story
         if wanted is None:
-            below = self._defaults.story_below_tokens
+            below = self.defaults.story_below_tokens
             kinds_ok = not ask.kinds or "digest" in ask.kinds
             wanted = kinds_ok and below > 0 and sum(m.tokens for m in window) < below
-        if not wanted or not self._semantic.ready:  # Tier 3 starting: the block without it
+        if not wanted or not self.semantic.ready:  # Tier 3 starting: the block without it
             return None
-        _embedder, vectors = self._semantic.wait_ready(0)
+        _embedder, vectors = self.semantic.wait_ready(0)
         found = vectors.get([digest_id(scope, STORY)], scope.user_id)
         return Candidate(found[0]) if found else None
 
