@@ -64,29 +64,20 @@ class RebuildReport:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
 class Rebuilder:
-    def __init__(
-        self,
-        journal: Journal,
-        state: RocksStore,
-        semantic: SemanticStore,
-        indexer: Indexer,
-        consolidator: Consolidator,
-        documents: DocumentIndexer | None = None,
-    ) -> None:
-        self._journal = journal
-        self._documents = documents
-        self._state = state
-        self._semantic = semantic
-        self._indexer = indexer
-        self._consolidator = consolidator
-        self.is_forgotten = semantic.tombstones.episode
+    journal: Journal
+    state: RocksStore
+    semantic: SemanticStore
+    indexer: Indexer
+    consolidator: Consolidator
+    documents: DocumentIndexer | None = None
 
     def rebuild(self, user_id: str = "") -> RebuildReport:
         """Rebuild one user's projections (every user's with ``user_id`` empty)."""
         began = time.monotonic()
         report = RebuildReport()
-        semantic = self._semantic
+        semantic = self.semantic
         semantic.wait_ready(timeout=None)
         with semantic.write_lock:
             live = self._live_episodes(user_id)
@@ -106,25 +97,25 @@ class Rebuilder:
 
             ordered = [e.episode_id for e in live]
             for batch in _batches(ordered, BATCH):
-                report.vector_points += self._indexer.index(batch).points
+                report.vector_points += self.indexer.index(batch).points
             for extraction, episode in replay:  # older than every live episode
                 self._project(episode, extraction, report)
                 report.records_replayed += 1
             for eid in ordered:
                 report.episodes += 1
-                raw = self._state.get(EXTRACTIONS_CF, eid.encode())
+                raw = self.state.get(EXTRACTIONS_CF, eid.encode())
                 if raw is None:
                     continue  # not consolidated yet: the weaver will
                 try:
-                    episode = load_episode(self._journal, eid, self._consolidator.tool_text)
+                    episode = load_episode(self.journal, eid, self.consolidator.tool_text)
                 except EpisodeNotFound:
                     continue  # expired during the rebuild
-                self._consolidator.store_provenance(episode)
+                self.consolidator.store_provenance(episode)
                 self._project(episode, decode_record(raw)[0], report)
-            report.vector_points += self._consolidator.refresh_profiles()
-            report.vector_points += self._consolidator.digests.refresh(abstract=False)
-            if self._documents is not None:
-                report.vector_points += self._documents.reindex(user_id)
+            report.vector_points += self.consolidator.refresh_profiles()
+            report.vector_points += self.consolidator.digests.refresh(abstract=False)
+            if self.documents is not None:
+                report.vector_points += self.documents.reindex(user_id)
         report.seconds = round(time.monotonic() - began, 3)
         log.info(
             "weaver.rebuilt",
@@ -145,7 +136,7 @@ class Rebuilder:
     def _project(
         self, episode: EpisodeInput, extraction: Extraction, report: RebuildReport
     ) -> None:
-        outcome = self._consolidator.project(episode, extraction)
+        outcome = self.consolidator.project(episode, extraction)
         report.vector_points += outcome.summaries + outcome.facts
         report.graph_edges += outcome.triplets
 
@@ -154,8 +145,8 @@ class Rebuilder:
         out: list[Episode] = []
         token = ""
         while True:
-            page = self._journal.list(user_id=user_id, page_size=1000, page_token=token)
-            out += [e for e in page.episodes if not self.is_forgotten(e.episode_id)]
+            page = self.journal.list(user_id=user_id, page_size=1000, page_token=token)
+            out += [e for e in page.episodes if not self.semantic.tombstones.episode(e.episode_id)]
             token = page.next_page_token
             if not token:
                 break
@@ -168,7 +159,7 @@ class Rebuilder:
         """Records whose episode is gone from the journal, oldest episode first."""
         out: list[tuple[Extraction, EpisodeInput]] = []
         for eid, raw in self._stored(user_id):
-            if eid in live_ids or self.is_forgotten(eid):
+            if eid in live_ids or self.semantic.tombstones.episode(eid):
                 continue
             extraction, episode = decode_record(raw)
             if episode is None:
@@ -194,13 +185,13 @@ class Rebuilder:
         for a user, those its owners' entries name (no other user's record is read; a record
         without provenance names no owner, so only the whole store's rebuild counts it)."""
         if not user_id:
-            for key, raw in self._state.scan(EXTRACTIONS_CF, b""):
+            for key, raw in self.state.scan(EXTRACTIONS_CF, b""):
                 yield key.decode(), raw
             return
-        ids = sorted(eid for eid, _owner in extractions_of(self._state, user_id))
+        ids = sorted(eid for eid, _owner in extractions_of(self.state, user_id))
         for i in range(0, len(ids), READ_BATCH):
             batch = ids[i : i + READ_BATCH]
-            raws = self._state.get_many(EXTRACTIONS_CF, [eid.encode() for eid in batch])
+            raws = self.state.get_many(EXTRACTIONS_CF, [eid.encode() for eid in batch])
             yield from ((eid, raw) for eid, raw in zip(batch, raws, strict=True) if raw is not None)
 
 
