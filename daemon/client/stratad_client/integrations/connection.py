@@ -12,24 +12,20 @@ from stratad_client import MemoryClient
 T = TypeVar("T")
 
 
-class ClientAdapter:
-    """The base of the adapters: ``_client``, set by :meth:`_connect`, and :meth:`close`."""
+class Connection:
+    """``client`` when given (the caller closes it), else a :class:`MemoryClient` made from
+    ``client_args`` (``address``, ``token``, ``token_file``, ``ca_file``, ``cert_file``,
+    ``key_file``, ``timeout``; each None defaults to the environment: ``STRATA_ADDRESS``,
+    ``STRATA_TOKEN``...), closed by :meth:`close`."""
 
-    _client: MemoryClient
-    _owns_client: bool
-
-    def _connect(self, client: MemoryClient | None, client_args: dict[str, Any]) -> None:
-        """Use ``client`` when given (the caller closes it), else a :class:`MemoryClient` made
-        from ``client_args`` (``address``, ``token``, ``token_file``, ``ca_file``,
-        ``cert_file``, ``key_file``, ``timeout``; each None defaults to the environment:
-        ``STRATA_ADDRESS``, ``STRATA_TOKEN``...), closed by :meth:`close`."""
-        self._owns_client = client is None
-        self._client = client if client is not None else MemoryClient(**client_args)
+    def __init__(self, client: MemoryClient | None, client_args: dict[str, Any]) -> None:
+        self._owned = client is None
+        self.client = client if client is not None else MemoryClient(**client_args)
 
     def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
+        if self._owned:
+            self.client.close()
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, a call of the blocking client, in a worker thread."""
         return await asyncio.to_thread(fn, *args, **kwargs)

@@ -44,7 +44,7 @@ from google.genai import types
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from stratad_client import MemoryClient, message
-from stratad_client.integrations.connection import ClientAdapter
+from stratad_client.integrations.connection import Connection
 from stratad_client.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from google.adk.sessions.session import Session
 
 
-class StrataMemoryService(BaseMemoryService, ClientAdapter):
+class StrataMemoryService(BaseMemoryService):
     """ADK memory kept by a running ``stratad`` (see the module docstring)."""
 
     def __init__(self, *, k: int = 10, client: MemoryClient | None = None, **client_args: Any):
@@ -60,7 +60,12 @@ class StrataMemoryService(BaseMemoryService, ClientAdapter):
         by :meth:`close`); without one, a client is made from ``client_args`` (``address``,
         ``token``, ``ca_file``..., each defaulting to the environment)."""
         self.k = k
-        self._connect(client, client_args)
+        self._daemon = Connection(client, client_args)
+        self._client = self._daemon.client
+        self._call = self._daemon.call
+
+    def close(self) -> None:
+        self._daemon.close()
 
     async def add_session_to_memory(self, session: Session) -> None:
         await self._call(self._add_session, session)

@@ -59,7 +59,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import get_text_at_path
 
 from stratad_client import MemoryClient, NotFoundError
-from stratad_client.integrations.connection import ClientAdapter
+from stratad_client.integrations.connection import Connection
 from stratad_client.pb import memory_pb2 as pb
 
 KIND = "document"
@@ -71,7 +71,7 @@ class Scope:
     agent: str
 
 
-class StrataStore(BaseStore, ClientAdapter):
+class StrataStore(BaseStore):
     """A LangGraph store kept by a running ``stratad`` (see the module docstring)."""
 
     supports_ttl = False
@@ -101,7 +101,11 @@ class StrataStore(BaseStore, ClientAdapter):
         self.agent_id = agent_id
         self.index_fields = index_fields or ["$"]
         self.max_k = max_k
-        self._connect(client, client_args)
+        self._daemon = Connection(client, client_args)
+        self._client = self._daemon.client
+
+    def close(self) -> None:
+        self._daemon.close()
 
     def __enter__(self) -> StrataStore:
         return self
@@ -127,7 +131,7 @@ class StrataStore(BaseStore, ClientAdapter):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await self._call(self.batch, list(ops))
+        return await self._daemon.call(self.batch, list(ops))
 
     # -- operations ----------------------------------------------------------------------
     def _user(self, namespace: tuple[str, ...], what: str) -> str:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from stratad_client import MemoryClient, NotFoundError, message
-from stratad_client.integrations.connection import ClientAdapter
+from stratad_client.integrations.connection import Connection
 from stratad_client.pb import memory_pb2 as pb
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ _OUTPUTS = {
 }
 
 
-class StrataSession(ClientAdapter):
+class StrataSession:
     """A conversation history kept in Strata's working memory (see the module docstring)."""
 
     def __init__(
@@ -83,7 +83,12 @@ class StrataSession(ClientAdapter):
         self.session_settings = session_settings
         self.user_id = user_id
         self.agent_id = agent_id
-        self._connect(client, client_args)
+        self._daemon = Connection(client, client_args)
+        self._client = self._daemon.client
+        self._call = self._daemon.call
+
+    def close(self) -> None:
+        self._daemon.close()
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The newest ``limit`` items of the window (None: ``session_settings.limit``, or the
