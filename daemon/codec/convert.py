@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
+from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from daemon.codec.validation import ROLE_NAMES
@@ -19,6 +22,17 @@ END_REASONS = {
     "capacity": pb.END_REASON_CAPACITY,
     "rollover": pb.END_REASON_ROLLOVER,
 }
+
+
+_M = TypeVar("_M", bound=Message)
+
+
+def from_fields(message: type[_M], source: object, **given: Any) -> _M:
+    """A ``message`` for a record it mirrors: the ``given`` fields, and every other field read
+    from ``source``'s attribute of the same name. A field the record lacks raises
+    AttributeError, so a field added to the message is never sent empty by mistake."""
+    names = [f.name for f in message.DESCRIPTOR.fields if f.name not in given]
+    return message(**{n: getattr(source, n) for n in names}, **given)
 
 
 def timestamp(us: int) -> Timestamp:
@@ -51,17 +65,14 @@ def stored_message(value: StoredMessage) -> pb.StoredMessage:
 
 
 def episode(value: Episode, expires_at_us: int, pending: bool) -> pb.Episode:
-    return pb.Episode(
-        episode_id=value.episode_id,
-        session_id=value.session_id,
+    return from_fields(
+        pb.Episode,
+        value,
         scope=scope(value.scope),
         started_at=timestamp(value.started_at_us),
         ended_at=timestamp(value.ended_at_us),
         flushed_at=timestamp(value.flushed_at_us),
         expires_at=timestamp(expires_at_us),
-        message_count=value.message_count,
-        first_seq=value.first_seq,
-        last_seq=value.last_seq,
         end_reason=END_REASONS.get(value.end_reason, pb.END_REASON_UNSPECIFIED),
         consolidation=(
             pb.CONSOLIDATION_STATE_PENDING if pending else pb.CONSOLIDATION_STATE_CONSOLIDATED
@@ -70,27 +81,22 @@ def episode(value: Episode, expires_at_us: int, pending: bool) -> pb.Episode:
 
 
 def document(value: Document) -> pb.Document:
-    return pb.Document(
+    return from_fields(
+        pb.Document,
+        value,
         scope=scope(value.scope),
         namespace=list(value.namespace),
-        key=value.key,
-        text=value.text,
-        value=value.value,
         created_at=timestamp(value.created_at_us),
         updated_at=timestamp(value.updated_at_us),
-        id=value.id,
     )
 
 
 def source_pbs(point: MemoryPoint) -> list[pb.Source]:
     return [
-        pb.Source(
-            session_id=s.session_id,
-            message_id=s.message_id,
-            metadata=s.metadata,
-            seq=s.seq,
+        from_fields(
+            pb.Source,
+            s,
             episode_id=point.episode_id,
-            speaker=s.speaker,
             created_at=timestamp(s.created_at_us) if s.created_at_us else None,
         )
         for s in point.sources
@@ -131,7 +137,9 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
         hit.valid_to.CopyFrom(timestamp(p.valid_to_us))
     if explain:
         hit.explanation.CopyFrom(
-            pb.Explanation(
+            from_fields(
+                pb.Explanation,
+                c,
                 channels=[
                     pb.ChannelRank(
                         channel=name,
@@ -141,16 +149,7 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
                     )
                     for name, rank in sorted(c.ranks.items())
                 ],
-                fused=c.fused,
-                superseded_factor=c.superseded_factor,
-                recency_factor=c.recency_factor,
-                kind_factor=c.kind_factor,
-                accesses=c.accesses,
-                importance_factor=c.importance_factor,
-                found_via=c.found_via,
-                merged_ids=c.merged_ids,
                 rerank=c.rerank_note,
-                rerank_score=c.rerank_score,
             )
         )
     return hit

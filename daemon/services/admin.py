@@ -76,13 +76,7 @@ class MaintenanceRpcs:
         # a token of some tenants rebuilds only them: its one tenant, or the one it names
         user_id = tenancy.effective_user(validation.user_id(request.user_id, self.limits))
         report = await self.rebuild(user_id)
-        return pb.RebuildResponse(
-            episodes=report.episodes,
-            records_replayed=report.records_replayed,
-            vector_points=report.vector_points,
-            graph_edges=report.graph_edges,
-            seconds=report.seconds,
-        )
+        return convert.from_fields(pb.RebuildResponse, report)
 
 
 @dataclass(frozen=True, slots=True)

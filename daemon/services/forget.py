@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from daemon.codec import convert
 from daemon.codec import validation as check
 from daemon.codec.status import InvalidArgument, rpc
 from daemon.services import tenancy
@@ -58,22 +59,7 @@ def forget_target(request: pb.ForgetRequest, limits: LimitsSettings) -> ForgetTa
 
 
 def counts_pb(counts: ForgetCounts) -> pb.ForgetResponse:
-    return pb.ForgetResponse(
-        sessions=counts.sessions,
-        session_messages=counts.session_messages,
-        episodes=counts.episodes,
-        episode_messages=counts.episode_messages,
-        consolidation_records=counts.consolidation_records,
-        vector_points=counts.vector_points,
-        graph_edges=counts.graph_edges,
-        graph_nodes=counts.graph_nodes,
-        cache_entries=counts.cache_entries,
-        facts_restored=counts.facts_restored,
-        documents=counts.documents,
-        anchors=counts.anchors,
-        pins=counts.pins,
-        access_counts=counts.access_counts,
-    )
+    return convert.from_fields(pb.ForgetResponse, counts)
 
 
 @dataclass(frozen=True, slots=True)

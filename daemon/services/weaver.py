@@ -22,24 +22,11 @@ from weaver.run import RunReport
 
 
 def report_pb(report: RunReport) -> pb.RunReport:
-    return pb.RunReport(
-        run_id=report.run_id,
-        ok=report.ok,
-        episodes=report.episodes,
-        chunks=report.chunks,
-        summaries=report.summaries,
-        facts=report.facts,
-        triplets=report.triplets,
-        superseded=report.superseded,
-        profiles=report.profiles,
-        digests=report.digests,
-        failures=report.failures,
-        fallbacks=report.fallbacks,
-        llm_calls=report.llm_calls,
-        seconds=report.seconds,
+    return convert.from_fields(
+        pb.RunReport,
+        report,
         started_at=convert.timestamp(int(report.started_at * 1_000_000)),
         finished_at=convert.timestamp(int(report.finished_at * 1_000_000)),
-        error=report.error,
     )
 
 
@@ -72,15 +59,8 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
             events, report = await asyncio.to_thread(run.follow, seen, 1.0)
             seen += len(events)
             for e in events:
-                yield pb.RunEvent(
-                    progress=pb.RunProgress(
-                        run_id=run.run_id,
-                        stage=e.stage,
-                        done=e.done,
-                        total=e.total,
-                        episode_id=e.episode_id,
-                    )
-                )
+                progress = convert.from_fields(pb.RunProgress, e, run_id=run.run_id)
+                yield pb.RunEvent(progress=progress)
             if report is not None:
                 yield pb.RunEvent(report=report_pb(report))
                 return
@@ -119,16 +99,7 @@ class WeaverService(weaver_pb2_grpc.WeaverServiceServicer):
             tier3_error=weaver.tier3_error or "",
         )
         workers, response.workers_note = self.workers()
-        for w in workers:
-            response.workers.add(
-                index=w.index,
-                pid=w.pid,
-                alive=w.alive,
-                busy=w.busy,
-                restarts=w.restarts,
-                calls=w.calls,
-                last_exit=w.last_exit,
-            )
+        response.workers.extend(convert.from_fields(pb.Worker, w) for w in workers)
         if weaver.last_run is not None:
             response.last_run.CopyFrom(report_pb(weaver.last_run))
         next_run = weaver.next_run()
