@@ -320,6 +320,7 @@ def open_parts(settings: Settings, factories: Factories, stages: Stages) -> Part
         semantic.quiet,  # Tier 3 writers and erasures first, then appends
         working.write_lock,
         lambda: backup_vectors(semantic, external),
+        forgetter.purger.settle,  # the compactions of earlier Forgets
     )
     transfer = transfer_sources(state, journal, working, semantic, weaver, s.data_dir, kinds)
     services = Services(

@@ -36,6 +36,8 @@ class BackupSources:
     writes_lock: AbstractContextManager[object]
     # The vector store as it stands (waits for Tier 3 to open; None when it failed to).
     vectors: Callable[[], VectorsSource | None]
+    # Returns once no file of the stores holds what a Forget deleted (Purger.settle).
+    settle: Callable[[], None] = lambda: None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,13 @@ class MaintenanceRpcs:
         vectors = await asyncio.to_thread(b.vectors)
         try:
             info = await asyncio.to_thread(
-                take_backup, destination, b.stores, b.tier3_lock, b.writes_lock, vectors
+                take_backup,
+                destination,
+                b.stores,
+                b.tier3_lock,
+                b.writes_lock,
+                vectors,
+                b.settle,
             )
         except OSError as exc:  # the file system refused: permissions, read-only, no space
             raise FailedPrecondition(

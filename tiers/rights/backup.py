@@ -80,8 +80,11 @@ def take_backup(
     tier3: AbstractContextManager[object],
     writes: AbstractContextManager[object],
     vectors: VectorsSource | None,
+    settle: Callable[[], None] = lambda: None,
 ) -> BackupInfo:
-    """Back up every store into ``destination`` (absolute, not existing yet)."""
+    """Back up every store into ``destination`` (absolute, not existing yet). ``settle``
+    returns once the stores' files hold nothing that a Forget deleted (its compactions are
+    done: :meth:`tiers.rights.forget.purge.Purger.settle`), under ``tier3``."""
     if not destination.is_absolute():
         raise InvalidArgument(f"destination must be an absolute path, got {str(destination)!r}")
     if destination.exists():
@@ -92,6 +95,7 @@ def take_backup(
     captured = list(stores)
     try:
         with tier3:
+            settle()
             with writes:
                 taken_at = time.time()
                 for name, store in stores.items():

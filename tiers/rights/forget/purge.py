@@ -34,6 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tiers.core.errors import StoreUnavailable
 from tiers.core.events import Events
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
 from tiers.core.records import u64
@@ -47,6 +48,8 @@ from tiers.space import freeing
 log = logging.getLogger("strata.forget")
 TOMBSTONE_BATCH = 8192  # an erased user's episodes tombstoned in one write
 READY_TIMEOUT = 60.0
+# How long a backup waits for the compactions of earlier Forgets (then it is refused).
+SETTLE_SECONDS = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,17 @@ class Purger:
             busy = self._requested or self._running
         busy = busy or self._compactions.pending
         return busy or self._state.get(TOMBSTONES_CF, PURGE_KEY) is not None
+
+    def settle(self, timeout: float = SETTLE_SECONDS) -> None:
+        """Return once the compactions of every Forget so far are done, so that no SST file
+        holds what they deleted (a backup links the files: call it holding
+        ``SemanticStore.write_lock``, so no Forget asks for more). Raises StoreUnavailable
+        when ``timeout`` passes or the purger closes first."""
+        if not self._compactions.wait(self._compactions.asked, timeout):
+            raise StoreUnavailable(
+                "a Forget's compaction is still rewriting the files that held what it deleted;"
+                " try again later"
+            )
 
     # -- purging ---------------------------------------------------------------------------
     def flush_stores(self) -> float:
