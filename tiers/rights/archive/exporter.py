@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from tiers import scoped
@@ -37,7 +37,7 @@ from tiers.journal.store import Journal
 from tiers.rights.archive import format as export
 from tiers.rights.archive.format import SessionRecord
 from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind
+from tiers.scoped import ExportedKind, ScopedKind
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
@@ -60,22 +60,19 @@ class ExportSummary:
     seconds: float
 
 
+@dataclass(eq=False, slots=True)
 class Exporter:
-    def __init__(
-        self,
-        state: RocksStore,
-        journal: Journal,
-        semantic: SemanticStore,
-        working_lock: AbstractContextManager[object],
-        extraction_json: ExtractionToJSON,
-        kinds: Sequence[ScopedKind] = (),
-    ) -> None:
-        self._state = state
-        self._journal = journal
-        self._semantic = semantic
-        self._working_lock = working_lock
-        self._extraction_json = extraction_json
-        self._exported = scoped.exported(kinds)  # tiers.schema.KINDS, opened: those exported
+    state: RocksStore
+    journal: Journal
+    semantic: SemanticStore
+    working_lock: AbstractContextManager[object]
+    extraction_json: ExtractionToJSON
+    kinds: Sequence[ScopedKind] = ()
+    _exported: list[ExportedKind] = field(init=False, repr=False)
+    _types: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._exported = scoped.exported(self.kinds)  # tiers.schema.KINDS, opened: those exported
         self._types = export.record_types(k.record_type for k in self._exported)
 
     def write(
@@ -85,10 +82,10 @@ class Exporter:
         if not scope.user_id:
             raise ValueError("an export needs a user_id")
         began = time.monotonic()
-        embedder, vectors = self._semantic.wait_ready(timeout=None)
+        embedder, vectors = self.semantic.wait_ready(timeout=None)
         writer = _Writer(out, progress, self._types)
-        with self._semantic.write_lock:
-            with self._working_lock:
+        with self.semantic.write_lock:
+            with self.working_lock:
                 sessions = self._sessions(scope)
                 episodes = self._episodes(scope)
             writer.put(export.header(scope, embedder.model_name, embedder.dim, _now_us()))
@@ -101,11 +98,11 @@ class Exporter:
                 for message in log:
                     writer.put(export.message(message, session_id=record.session_id), "message")
             for keyed in self._exported:  # the scoped kinds' records, but forgotten ones
-                for line in keyed.export(scope, self._semantic.tombstones):
+                for line in keyed.export(scope, self.semantic.tombstones):
                     writer.put(line, keyed.record_type)
             for eid, owner, doc in self._extractions(scope, exported):
                 writer.put(export.extraction(eid, owner, doc), "extraction")
-            tombstones = self._semantic.tombstones
+            tombstones = self.semantic.tombstones
             for kind in export.POINT_KINDS:
                 flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, kinds=(kind,))
                 with collector.quiet():  # a kind's points of a scope, decoded (tiers.core)
@@ -123,8 +120,8 @@ class Exporter:
         """The scope's sessions (open and ended) and the open ones' logs. Under the
         working-memory lock."""
         out = []
-        for ref in sessions_of(self._state, scope.user_id):  # the user's, not every user's
-            raw = self._state.get(SESSIONS_CF, ref.key())
+        for ref in sessions_of(self.state, scope.user_id):  # the user's, not every user's
+            raw = self.state.get(SESSIONS_CF, ref.key())
             if raw is None:
                 continue
             session, is_open = Session.from_meta(ref.session_id, raw)
@@ -134,7 +131,7 @@ class Exporter:
             if is_open:
                 log = [
                     StoredMessage.decode(v)
-                    for _k, v in self._state.scan_prefix(LOG_CF, session.ref.prefix())
+                    for _k, v in self.state.scan_prefix(LOG_CF, session.ref.prefix())
                 ]
             record = SessionRecord(
                 session.session_id,
@@ -153,7 +150,7 @@ class Exporter:
         out: list[Episode] = []
         token = ""
         while True:
-            page = self._journal.list(
+            page = self.journal.list(
                 user_id=scope.user_id, agent_id=scope.agent_id, page_size=_PAGE, page_token=token
             )
             out += page.episodes
@@ -163,12 +160,12 @@ class Exporter:
 
     def _write_episode(self, writer: _Writer, episode: Episode) -> bool:
         eid = episode.episode_id
-        if self._semantic.tombstones.episode(eid) or not _within(episode.scope, writer.scope):
+        if self.semantic.tombstones.episode(eid) or not _within(episode.scope, writer.scope):
             return False
         messages: list[StoredMessage] = []
         while True:
             after = messages[-1].seq if messages else 0
-            page = self._journal.messages(eid, after_seq=after, limit=_PAGE)
+            page = self.journal.messages(eid, after_seq=after, limit=_PAGE)
             messages += page
             if len(page) < _PAGE:
                 break
@@ -182,8 +179,8 @@ class Exporter:
                 last_seq=messages[-1].seq,
             )
         key = eid.encode()
-        indexed = self._state.get(UNINDEXED_CF, key) is None
-        consolidated = self._state.get(PENDING_CF, key) is None
+        indexed = self.state.get(UNINDEXED_CF, key) is None
+        consolidated = self.state.get(PENDING_CF, key) is None
         writer.put(export.episode(episode, indexed, consolidated), "episode")
         for message in messages:
             writer.put(export.message(message, episode_id=eid), "message")
@@ -195,30 +192,30 @@ class Exporter:
         """The stored records of the exported episodes, and of the scope's episodes that have
         left the journal (a record keeps its episode's scope in its provenance, and its
         owner's entry finds it: no other user's record is read), in episode id order."""
-        tombstones = self._semantic.tombstones
+        tombstones = self.semantic.tombstones
         owned = {
-            e for e, owner in extractions_of(self._state, scope.user_id) if _within(owner, scope)
+            e for e, owner in extractions_of(self.state, scope.user_id) if _within(owner, scope)
         }
         wanted = sorted(exported | owned)
         for i in range(0, len(wanted), _READ_BATCH):
             ids = wanted[i : i + _READ_BATCH]
-            raws = self._state.get_many(EXTRACTIONS_CF, [eid.encode() for eid in ids])
+            raws = self.state.get_many(EXTRACTIONS_CF, [eid.encode() for eid in ids])
             for eid, raw in zip(ids, raws, strict=True):
                 if raw is None:
                     continue
-                owner, doc = self._extraction_json(raw)
+                owner, doc = self.extraction_json(raw)
                 foreign = owner is None or not _within(owner, scope) or tombstones.episode(eid)
                 if eid not in exported and foreign:
                     continue
                 yield eid, owner or self._journal_scope(eid), doc
 
     def _journal_scope(self, episode_id: str) -> Scope:
-        episode = self._journal.find(episode_id)
+        episode = self.journal.find(episode_id)
         assert episode is not None, "an exported episode is in the journal"
         return episode.scope
 
     def _edges(self, scope: Scope) -> list[Edge]:
-        return self._semantic.graph.edges_where(lambda e: _within(e.scope, scope), scope.user_id)
+        return self.semantic.graph.edges_where(lambda e: _within(e.scope, scope), scope.user_id)
 
 
 class _Writer:

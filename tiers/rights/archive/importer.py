@@ -57,7 +57,7 @@ from tiers.rights.archive.format import (
     with_messages,
 )
 from tiers.rocks import RocksStore
-from tiers.scoped import ScopedKind, exported
+from tiers.scoped import ExportedKind, ScopedKind, exported
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint
@@ -81,39 +81,35 @@ class ImportReport:
     seconds: float = 0.0
 
 
+@dataclass(eq=False, slots=True)
 class Importer:
-    def __init__(
-        self,
-        state: RocksStore,
-        journal: Journal,
-        working: WorkingMemory,
-        semantic: SemanticStore,
-        extraction_bytes: ExtractionFromJSON,
-        kinds: Sequence[ScopedKind] = (),
-    ) -> None:
-        self._state = state
-        self._journal = journal
-        self._working = working
-        self._semantic = semantic
-        self._extraction_bytes = extraction_bytes
+    state: RocksStore
+    journal: Journal
+    working: WorkingMemory
+    semantic: SemanticStore
+    extraction_bytes: ExtractionFromJSON
+    kinds: Sequence[ScopedKind] = ()
+    _by_type: dict[str, ExportedKind] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
         # tiers.schema.KINDS, opened, by the type of their records in a file
-        self._kinds = {k.record_type: k for k in exported(kinds)}
+        self._by_type = {k.record_type: k for k in exported(self.kinds)}
 
     # -- check -------------------------------------------------------------------------------
     def check(self, records: Iterable[Record]) -> None:
         """Raise ImportConflict at the first record this daemon holds for another scope (or
         a session open here that the file would continue); nothing is written."""
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        _embedder, vectors = self.semantic.wait_ready(timeout=None)
         batch: list[tuple[int, MemoryPoint]] = []
         for r in records:
             if r.type == "session":
                 self._check_session(r.line, r.value)
             elif r.type == "episode":
-                found = self._journal.find(r.value.episode.episode_id)
+                found = self.journal.find(r.value.episode.episode_id)
                 if found is not None and found.scope != r.value.episode.scope:
                     raise _conflict(r.line, f"episode {found.episode_id}")
             elif r.type == "edge":
-                edge = self._semantic.graph.get(r.value.id)
+                edge = self.semantic.graph.get(r.value.id)
                 if edge is not None and edge.scope != r.value.scope:
                     raise _conflict(r.line, f"graph edge {edge.id}")
             elif r.type == "point":
@@ -159,7 +155,7 @@ class Importer:
         began = time.monotonic()
         report = ImportReport()
         points: list[MemoryPoint] = []
-        keyed: dict[str, list[Any]] = {t: [] for t in self._kinds}  # a kind's records, batched
+        keyed: dict[str, list[Any]] = {t: [] for t in self._by_type}  # a kind's records, batched
         edges: list[Edge] = []
         for parent, messages in with_messages(records):
             kind = parent.type
@@ -199,15 +195,15 @@ class Importer:
         self, rec: EpisodeRecord, messages: list[StoredMessage], report: ImportReport
     ) -> None:
         episode = rec.episode
-        if self._journal.expires_at_us(episode) <= int(time.time() * 1_000_000):
+        if self.journal.expires_at_us(episode) <= int(time.time() * 1_000_000):
             report.skipped_expired += 1
             return
-        with self._semantic.write_lock:  # the tombstone check and the write, not split
-            if self._semantic.tombstones.episode(episode.episode_id):
+        with self.semantic.write_lock:  # the tombstone check and the write, not split
+            if self.semantic.tombstones.episode(episode.episode_id):
                 report.skipped_forgotten += 1
                 return
-            self._journal.write_episode(episode, messages)
-            self._journal.set_marks(episode, indexed=rec.indexed, consolidated=rec.consolidated)
+            self.journal.write_episode(episode, messages)
+            self.journal.set_marks(episode, indexed=rec.indexed, consolidated=rec.consolidated)
         report.written["episode"] += 1
         report.written["message"] += len(messages)
         if not rec.indexed:
@@ -218,7 +214,7 @@ class Importer:
     ) -> None:
         sid = rec.session_id
         todo: list[StoredMessage] = []
-        with self._working.write_lock:
+        with self.working.write_lock:
             here = self._meta(sid, rec.scope.user_id)
             session, is_open = here if here is not None else (None, False)
             if session is not None and session.scope != rec.scope:
@@ -243,7 +239,7 @@ class Importer:
             else:
                 self._reserve(rec, rec.generation, rec.next_seq)
             if todo:
-                appended = self._working.append(sid, rec.scope, [_message(m) for m in todo])
+                appended = self.working.append(sid, rec.scope, [_message(m) for m in todo])
                 if [a.seq for a in appended] != [m.seq for m in todo]:
                     raise ImportConflict(
                         f"session {sid!r}: the messages were appended at other seqs than exported"
@@ -255,25 +251,25 @@ class Importer:
         """Record the session as ended at ``generation`` with ``next_seq`` next: the next
         append opens ``generation + 1`` there (Tier 1's own rule, tiers.working.memory)."""
         meta = Session(rec.session_id, rec.scope, generation, next_seq, 0, rec.last_active_us)
-        batch = self._state.batch()
+        batch = self.state.batch()
         batch.put(SESSIONS_CF, meta.ref.key(), meta.meta(False))
         batch.put(SESSION_OWNERS_CF, owner_key(meta.ref), b"")
-        self._state.write(batch)
+        self.state.write(batch)
 
     def _meta(self, session_id: str, user_id: str) -> tuple[Session, bool] | None:
         """The session of ``user_id`` named ``session_id`` here (sessions are per user)."""
-        raw = self._state.get(SESSIONS_CF, SessionKey(user_id, session_id).key())
+        raw = self.state.get(SESSIONS_CF, SessionKey(user_id, session_id).key())
         return None if raw is None else Session.from_meta(session_id, raw)
 
     def _extraction(self, rec: ExtractionRecord, report: ImportReport) -> None:
-        value = self._extraction_bytes(rec.episode_id, rec.scope, rec.doc)
-        with self._semantic.write_lock:
-            if self._semantic.tombstones.episode(rec.episode_id):
+        value = self.extraction_bytes(rec.episode_id, rec.scope, rec.doc)
+        with self.semantic.write_lock:
+            if self.semantic.tombstones.episode(rec.episode_id):
                 report.skipped_forgotten += 1
                 return
-            batch = self._state.batch()
+            batch = self.state.batch()
             put_extraction(batch, rec.episode_id, value)
-            self._state.write(batch)
+            self.state.write(batch)
         report.written["extraction"] += 1
 
     def _keyed(self, record_type: str, values: list[Any], report: ImportReport) -> None:
@@ -281,9 +277,9 @@ class Importer:
         skipped), through :meth:`tiers.scoped.ScopedKind.import_values`."""
         if not values:
             return
-        with self._semantic.write_lock:  # the tombstone check and the write, not split
-            written = self._kinds[record_type].import_values(
-                values, self._semantic.tombstones, self._semantic.write
+        with self.semantic.write_lock:  # the tombstone check and the write, not split
+            written = self._by_type[record_type].import_values(
+                values, self.semantic.tombstones, self.semantic.write
             )
         report.written[record_type] += written
         report.skipped_forgotten += len(values) - written
@@ -291,8 +287,8 @@ class Importer:
     def _points(self, points: list[MemoryPoint], report: ImportReport) -> None:
         if not points:
             return
-        with self._semantic.write_lock:
-            written = self._semantic.write(points)  # embedded here: the file has no vectors
+        with self.semantic.write_lock:
+            written = self.semantic.write(points)  # embedded here: the file has no vectors
         report.written["point"] += len(written)
         report.written.update(f"point:{p.kind}" for p in written)
         report.skipped_forgotten += len(points) - len(written)
@@ -300,8 +296,8 @@ class Importer:
     def _edges(self, edges: list[Edge], report: ImportReport) -> None:
         if not edges:
             return
-        with self._semantic.write_lock:
-            written = self._semantic.write_edges(edges)
+        with self.semantic.write_lock:
+            written = self.semantic.write_edges(edges)
         report.written["edge"] += len(written)
         report.skipped_forgotten += len(edges) - len(written)
 
