@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
 from tiers.changes.log import Change, ChangeLog
@@ -85,40 +85,45 @@ STATE_CFS_TOUCHED = (LOG_CF, MSGIDS_CF, LIVE_CF, *CONSOLIDATION_CFS, *OWNER_CFS,
 JOURNAL_CFS_TOUCHED = JOURNAL_CFS
 
 
+@dataclass(eq=False)
 class Forgetter:
-    def __init__(
-        self,
-        working: WorkingMemory,
-        journal: Journal,
-        journal_store: RocksStore,
-        state: RocksStore,
-        semantic: SemanticStore,
-        caches: Sequence[ScopeCache] = (),
-        redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None,
-        kinds: Sequence[ScopedKind] = (),
-    ) -> None:
-        self._working = working
-        self._journal = journal
-        self._jstore = journal_store
-        self._state = state
-        self._semantic = semantic
-        self.caches = list(caches)
-        # Rewrites an episode's stored extraction without what forgotten memories were made
-        # from (weaver.consolidate.redact_record): the weaver owns that record's format.
-        self._redact_record = redact_record
-        self._kinds = tuple(kinds)  # tiers.schema.KINDS, opened
-        # The change log (one of the kinds, when given): a Forget's batch says it happened.
-        self._changes = next((k for k in self._kinds if isinstance(k, ChangeLog)), None)
-        self._kind_cfs = tuple(cf for kind in self._kinds for cf in kind.column_families)
-        self._finder = Finder(working, journal, journal_store, state, semantic, self._kinds)
-        self.erase_later_points = ERASE_LATER_POINTS  # a whole user's, from this many on
+    working: WorkingMemory
+    journal: Journal
+    journal_store: RocksStore
+    state: RocksStore
+    semantic: SemanticStore
+    caches: Sequence[ScopeCache] = ()
+    # Rewrites an episode's stored extraction without what forgotten memories were made
+    # from (weaver.consolidate.redact_record): the weaver owns that record's format.
+    redact_record: Callable[[bytes, Collection[MemoryPoint]], bytes] | None = None
+    kinds: Sequence[ScopedKind] = ()  # tiers.schema.KINDS, opened
+    # The change log (one of the kinds, when given): a Forget's batch says it happened.
+    _changes: ChangeLog | None = field(init=False, repr=False)
+    _kind_cfs: tuple[str, ...] = field(init=False, repr=False)
+    _finder: Finder = field(init=False, repr=False)
+    # a whole user's, from this many on
+    erase_later_points: int = field(init=False, default=ERASE_LATER_POINTS)
+    purger: Purger = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.caches = list(self.caches)
+        self.kinds = tuple(self.kinds)
+        self._changes = next((k for k in self.kinds if isinstance(k, ChangeLog)), None)
+        self._kind_cfs = tuple(cf for kind in self.kinds for cf in kind.column_families)
+        self._finder = Finder(
+            self.working, self.journal, self.journal_store, self.state, self.semantic, self.kinds
+        )
         self.purger = Purger(
-            state, journal_store, semantic, STATE_CFS_TOUCHED + self._kind_cfs, JOURNAL_CFS_TOUCHED
+            self.state,
+            self.journal_store,
+            self.semantic,
+            STATE_CFS_TOUCHED + self._kind_cfs,
+            JOURNAL_CFS_TOUCHED,
         )
 
     @property
     def tombstones(self) -> Tombstones:
-        return self._semantic.tombstones
+        return self.semantic.tombstones
 
     # -- the two calls of the services --------------------------------------------------------
     def forget(self, target: ForgetTarget, visible: Callable[[Scope], bool]) -> ForgetCounts:
@@ -143,15 +148,15 @@ class Forgetter:
     def run(self, plan: ForgetPlan) -> ForgetCounts:
         """Carry out ``plan`` (a Forget frees space: its writes may use the disk's reserve,
         :mod:`tiers.space`)."""
-        with freeing(self._state.space):
+        with freeing(self.state.space):
             return self._run(plan)
 
     def _run(self, plan: ForgetPlan) -> ForgetCounts:
         counts, laps = ForgetCounts(), Laps()
-        _embedder, vectors = self._semantic.wait_ready(READY_TIMEOUT)
+        _embedder, vectors = self.semantic.wait_ready(READY_TIMEOUT)
         scope = plan.target.scope
-        erasures = self._semantic.erasures
-        with self._semantic.write_lock:  # then the working memory's: the backup's order
+        erasures = self.semantic.erasures
+        with self.semantic.write_lock:  # then the working memory's: the backup's order
             # A whole large user's points: hidden now, deleted after (tiers.semantic.erasures).
             whole = PointFilter(user_id=scope.user_id) if scope and not scope.agent_id else None
             erased = vectors.count(whole) if whole is not None else 0
@@ -162,7 +167,7 @@ class Forgetter:
             laps.lap("scope")
             plan.episode_ids.discard("")
             episodes = sorted(plan.episode_ids)
-            batch = self._state.batch()
+            batch = self.state.batch()
             covered = Covered(
                 scope,
                 tuple((plan.owner_of[e], e) for e in episodes if e in plan.owner_of),
@@ -170,10 +175,10 @@ class Forgetter:
             )
             # No put (a document, an access count) between the tombstones and the deletes.
             with ExitStack() as locks:
-                for kind in self._kinds:
+                for kind in self.kinds:
                     locks.enter_context(kind.lock)
                 records: list[Owned] = []  # what the kinds forgot that are memories
-                for kind in self._kinds:
+                for kind in self.kinds:
                     forgotten = kind.forget_into(batch, covered)
                     counts.kinds[kind.name] = forgotten.count
                     records += forgotten.memories
@@ -195,7 +200,7 @@ class Forgetter:
                 laps.lap("sessions")
             self._delete_episodes(episodes, plan, counts)
             laps.lap("journal")
-            semantic, graph = self._semantic, self._semantic.graph
+            semantic, graph = self.semantic, self.semantic.graph
             # The facts forgotten, read before their points go: what they replaced is current
             # again (an update the extractor reported; supersession is derived again below).
             # A scope's Forget takes every fact of the scope, and a fact replaces only facts
@@ -237,11 +242,11 @@ class Forgetter:
             # A scope's own Forget deleted its profiles with its points; documents are in none.
             if scope is None and (episodes or plan.memory_ids - record_ids):
                 for owner in sorted(plan.owners, key=lambda o: (o.user_id, o.agent_id)):
-                    written, deleted = self._semantic.refresh_profiles(owner)
+                    written, deleted = self.semantic.refresh_profiles(owner)
                     counts.profiles_rewritten += written
                     counts.vector_points += deleted
                     # Digests and threads again from the summaries left (extractive).
-                    points, deleted = self._semantic.refresh_stories(owner)
+                    points, deleted = self.semantic.refresh_stories(owner)
                     counts.digests_rewritten += len(points)
                     counts.vector_points += deleted
             users = {o.user_id for o in plan.owners if o.user_id}
@@ -275,15 +280,15 @@ class Forgetter:
         between: an episode that ``episodes`` (tombstoned already) lacks, of a session that
         started or ended since they were found, is tombstoned first. Appends wait for that
         much alone. Returns every episode of the scope."""
-        with self._working.write_lock:
+        with self.working.write_lock:
             self._finder.open(scope, plan)
             plan.episode_ids.discard("")
             late = sorted(plan.episode_ids.difference(episodes))
             if late:
-                batch = self._state.batch()
+                batch = self.state.batch()
                 Tombstones.add(batch, late)
-                self._state.write(batch)
-            dropped = self._working.drop_sessions(scope.user_id, scope.agent_id)
+                self.state.write(batch)
+            dropped = self.working.drop_sessions(scope.user_id, scope.agent_id)
         counts.sessions = len(dropped)
         counts.session_messages = sum(n for _sid, n in dropped)
         return sorted(plan.episode_ids)
@@ -308,48 +313,48 @@ class Forgetter:
 
     def _redact(self, points: list[MemoryPoint]) -> int:
         """Rewrite the stored extractions that the forgotten ``points`` were made from."""
-        if self._redact_record is None:
+        if self.redact_record is None:
             return 0
         by_episode: dict[str, list[MemoryPoint]] = {}
         for p in points:
             if p.episode_id and p.kind in ("fact", "summary"):
                 by_episode.setdefault(p.episode_id, []).append(p)
-        batch = self._state.batch()
+        batch = self.state.batch()
         rewritten = 0
         for eid, forgotten in by_episode.items():
-            raw = self._state.get(EXTRACTIONS_CF, eid.encode())
+            raw = self.state.get(EXTRACTIONS_CF, eid.encode())
             if raw is not None:
-                put_extraction(batch, eid, self._redact_record(raw, forgotten))
+                put_extraction(batch, eid, self.redact_record(raw, forgotten))
                 rewritten += 1
-        self._state.write(batch)
+        self.state.write(batch)
         return rewritten
 
     def _remove_edges(
         self, ids: Iterable[str], counts: ForgetCounts, removed: list[Edge] | None
     ) -> None:
         """Delete edges by id, counting them; read first into ``removed`` when given."""
-        graph = self._semantic.graph
+        graph = self.semantic.graph
         wanted = list(ids)
         if removed is not None:
             removed.extend(e for e in map(graph.get, wanted) if e is not None)
-        edges, nodes = self._semantic.remove_edges(wanted)
+        edges, nodes = self.semantic.remove_edges(wanted)
         counts.graph_edges += edges
         counts.graph_nodes += nodes
 
     def _delete_episodes(self, episodes: list[str], plan: ForgetPlan, counts: ForgetCounts) -> None:
-        jbatch = self._jstore.batch()
-        sbatch = self._state.batch()
+        jbatch = self.journal_store.batch()
+        sbatch = self.state.batch()
         headers = []
         for eid in episodes:
             key = eid.encode()
-            header = plan.headers.get(eid) or self._journal.find(eid)
+            header = plan.headers.get(eid) or self.journal.find(eid)
             if header is not None:
                 counts.episodes += 1
-                counts.episode_messages += self._journal.stored_messages(eid)
-                self._journal.delete_into(jbatch, header)
+                counts.episode_messages += self.journal.stored_messages(eid)
+                self.journal.delete_into(jbatch, header)
                 headers.append(header)
             for cf in CONSOLIDATION_CFS:
-                raw = self._state.get(cf, key)
+                raw = self.state.get(cf, key)
                 if raw is not None:
                     counts.consolidation_records += 1
                     if cf == EXTRACTIONS_CF:
@@ -357,7 +362,7 @@ class Forgetter:
                     else:
                         sbatch.delete(cf, key)
                         delete_mark_owner(sbatch, eid, raw)  # (staged once per mark)
-            if self._state.get(LIVE_CF, key) is not None:  # a live session's index mark
+            if self.state.get(LIVE_CF, key) is not None:  # a live session's index mark
                 sbatch.delete(LIVE_CF, key)  # (no tombstone for the many without one)
-        self._journal.write_deletes(jbatch, headers)  # (counted out of the journal's count)
-        self._state.write(sbatch)
+        self.journal.write_deletes(jbatch, headers)  # (counted out of the journal's count)
+        self.state.write(sbatch)
