@@ -30,7 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,27 +52,22 @@ class _Entry:
     expires: float
 
 
+@dataclass(eq=False, slots=True)
 class SemanticCache:
-    def __init__(
-        self,
-        ttl_seconds: float,
-        size: int,
-        similarity: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.ttl = ttl_seconds
-        self.size = size
-        self.similarity = similarity
-        self._clock = clock
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
-        self._writes: dict[str, int] = {}  # user -> invalidations (writes, Forgets) seen
-        self._next = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+    ttl_seconds: float
+    size: int
+    similarity: float
+    clock: Callable[[], float] = time.monotonic
+    _entries: OrderedDict[int, _Entry] = field(init=False, repr=False, default_factory=OrderedDict)
+    # user -> invalidations (writes, Forgets) seen
+    _writes: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+    _next: int = field(init=False, repr=False, default=0)
+    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+    hits: int = field(init=False, default=0)
+    misses: int = field(init=False, default=0)
 
     def get(self, user_id: str, params: Hashable, vector: np.ndarray) -> RecallResult | None:
-        now = self._clock()
+        now = self.clock()
         with self._lock:
             for key, entry in list(self._entries.items()):
                 if entry.expires <= now:
@@ -104,7 +99,7 @@ class SemanticCache:
             if self._writes.get(user_id, 0) != stamp:
                 return False
             self._entries[self._next] = _Entry(
-                user_id, params, vector, result, self._clock() + self.ttl
+                user_id, params, vector, result, self.clock() + self.ttl_seconds
             )
             self._next += 1
             while len(self._entries) > self.size:
