@@ -27,12 +27,20 @@ END_REASONS = {
 _M = TypeVar("_M", bound=Message)
 
 
-def from_fields(message: type[_M], source: object, **given: Any) -> _M:
+def from_fields(message: type[_M], source: object, /, **given: Any) -> _M:
     """A ``message`` for a record it mirrors: the ``given`` fields, and every other field read
-    from ``source``'s attribute of the same name. A field the record lacks raises
-    AttributeError, so a field added to the message is never sent empty by mistake."""
-    names = [f.name for f in message.DESCRIPTOR.fields if f.name not in given]
-    return message(**{n: getattr(source, n) for n in names}, **given)
+    from ``source``'s attribute of the same name, a Timestamp ``x`` from the record's
+    microseconds ``x_us``. A field the record lacks raises AttributeError, so a field added to
+    the message is never sent empty by mistake."""
+    values = dict(given)
+    for f in message.DESCRIPTOR.fields:
+        if f.name in values:
+            continue
+        if f.message_type is Timestamp.DESCRIPTOR and hasattr(source, f"{f.name}_us"):
+            values[f.name] = timestamp(getattr(source, f"{f.name}_us"))
+        else:
+            values[f.name] = getattr(source, f.name)
+    return message(**values)
 
 
 def timestamp(us: int) -> Timestamp:
@@ -45,23 +53,10 @@ def scope(value: Scope) -> pb.Scope:
 
 
 def stored_message(value: StoredMessage) -> pb.StoredMessage:
-    message = pb.Message(
-        role=_ROLES[value.role],
-        content=value.content,
-        name=value.name,
-        created_at=timestamp(value.created_at_us),
-        message_id=value.message_id,
-        metadata=value.metadata,
-    )
-    if value.tool_call is not None:
-        message.tool_call.name = value.tool_call.name
-        message.tool_call.arguments = value.tool_call.arguments
-    return pb.StoredMessage(
-        seq=value.seq,
-        message=message,
-        received_at=timestamp(value.received_at_us),
-        tokens=value.tokens,
-    )
+    call = value.tool_call
+    tool_call = pb.ToolCall(name=call.name, arguments=call.arguments) if call else None
+    message = from_fields(pb.Message, value, role=_ROLES[value.role], tool_call=tool_call)
+    return from_fields(pb.StoredMessage, value, message=message)
 
 
 def episode(value: Episode, expires_at_us: int, pending: bool) -> pb.Episode:
@@ -69,9 +64,6 @@ def episode(value: Episode, expires_at_us: int, pending: bool) -> pb.Episode:
         pb.Episode,
         value,
         scope=scope(value.scope),
-        started_at=timestamp(value.started_at_us),
-        ended_at=timestamp(value.ended_at_us),
-        flushed_at=timestamp(value.flushed_at_us),
         expires_at=timestamp(expires_at_us),
         end_reason=END_REASONS.get(value.end_reason, pb.END_REASON_UNSPECIFIED),
         consolidation=(
@@ -81,14 +73,8 @@ def episode(value: Episode, expires_at_us: int, pending: bool) -> pb.Episode:
 
 
 def document(value: Document) -> pb.Document:
-    return from_fields(
-        pb.Document,
-        value,
-        scope=scope(value.scope),
-        namespace=list(value.namespace),
-        created_at=timestamp(value.created_at_us),
-        updated_at=timestamp(value.updated_at_us),
-    )
+    namespace = list(value.namespace)
+    return from_fields(pb.Document, value, scope=scope(value.scope), namespace=namespace)
 
 
 def source_pbs(point: MemoryPoint) -> list[pb.Source]:
@@ -156,9 +142,4 @@ def hit_pb(c: Candidate, explain: bool, weights: dict[str, float]) -> pb.Hit:
 
 
 def anchor_pb(anchor: Anchor) -> pb.SessionAnchor:
-    return pb.SessionAnchor(
-        session_id=anchor.session_id,
-        scope=scope(anchor.scope),
-        text=anchor.text,
-        updated_at=timestamp(anchor.updated_at_us),
-    )
+    return from_fields(pb.SessionAnchor, anchor, scope=scope(anchor.scope))

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from daemon.codec import convert
-from stratad_client.pb import admin_pb2, weaver_pb2
+from stratad_client.pb import admin_pb2, memory_pb2, weaver_pb2
+from tiers.core.records import Scope
+from tiers.keyed.anchors import Anchor
 from weaver.rebuild import RebuildReport
 
 
@@ -40,3 +42,10 @@ def test_a_field_the_record_lacks_is_an_error_not_an_empty_value() -> None:
 
     with pytest.raises(AttributeError, match="records_replayed"):
         convert.from_fields(admin_pb2.RebuildResponse, Partial())
+
+
+def test_a_timestamp_is_read_from_the_records_microseconds() -> None:
+    anchor = Anchor("s1", Scope("alice"), "the plan", updated_at_us=1_700_000_000_250_000)
+    message = convert.from_fields(memory_pb2.SessionAnchor, anchor, scope=memory_pb2.Scope())
+    assert (message.session_id, message.text) == ("s1", "the plan")
+    assert (message.updated_at.seconds, message.updated_at.nanos) == (1_700_000_000, 250_000_000)
