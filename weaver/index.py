@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -48,49 +48,47 @@ class IndexResult:
     missing: list[str]  # episodes gone from the journal before they were indexed
 
 
+@dataclass(eq=False)
 class Indexer:
     """``progress``: the live index stage's marks (:mod:`weaver.live`): an episode whose
     session was indexed while it lived embeds only what its mark does not cover."""
 
-    def __init__(
-        self,
-        journal: Journal,
-        semantic: SemanticStore,
-        settings: WeaverSettings,
-        progress: LiveProgress | None = None,
-    ) -> None:
-        self._journal = journal
-        self._semantic = semantic
-        self.settings = settings
-        self.progress = progress
-        # How tool calls and results read in the turns; the consolidator and a rebuild get
-        # the same (app.py), so every point cites the same text for a message.
-        self.tool_text = ToolText(settings.tool_call_max_tokens, settings.tool_result_max_tokens)
+    journal: Journal
+    semantic: SemanticStore
+    settings: WeaverSettings
+    progress: LiveProgress | None = None
+    # How tool calls and results read in the turns; the consolidator and a rebuild get
+    # the same (app.py), so every point cites the same text for a message.
+    tool_text: ToolText = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.tool_text = ToolText(s.tool_call_max_tokens, s.tool_result_max_tokens)
 
     def index(self, episode_ids: list[str], stopping: threading.Event | None = None) -> IndexResult:
         """Index these episodes (one embedding batch). Raises when Tier 3 is unavailable, and
         Stopped when ``stopping`` is set before the batch is all embedded (nothing written:
         the episodes stay unindexed)."""
-        self._semantic.wait_ready(timeout=None)  # unavailable: raise before reading anything
+        self.semantic.wait_ready(timeout=None)  # unavailable: raise before reading anything
         points: list[MemoryPoint] = []
         done: list[str] = []
         missing: list[str] = []
         for eid in episode_ids:
             try:
-                episode = load_episode(self._journal, eid, self.tool_text)
+                episode = load_episode(self.journal, eid, self.tool_text)
             except EpisodeNotFound:
                 missing.append(eid)
                 continue
             points += self.episode_points(episode, self._live(eid))
             done.append(eid)
         points = self.embed(points, stopping)  # outside the lock: the write adds keyword vectors
-        with self._semantic.write_lock:  # points and marks together, for a backup
-            points = self._semantic.write(points)  # never writes forgotten ones
+        with self.semantic.write_lock:  # points and marks together, for a backup
+            points = self.semantic.write(points)  # never writes forgotten ones
             written = Counter(p.episode_id for p in points)
             for eid in done:
-                self._journal.mark_indexed(eid, written[eid])
+                self.journal.mark_indexed(eid, written[eid])
             for eid in missing:
-                self._journal.mark_indexed(eid, expired=True)
+                self.journal.mark_indexed(eid, expired=True)
             if self.progress is not None:  # after the marks: a crash between re-embeds
                 self.progress.delete(done + missing)
         for eid in missing:
@@ -105,7 +103,7 @@ class Indexer:
 
     def ended(self, session: LiveSession) -> bool:
         """Whether the live session ``session`` ended with an episode (in the journal)."""
-        return self._journal.find(session.episode_id) is not None
+        return self.journal.find(session.episode_id) is not None
 
     def episode_points(
         self, episode: EpisodeInput, live: Progress | None = None
@@ -143,9 +141,9 @@ class Indexer:
         as usual."""
         s = self.settings
         if not (s.index_turns and s.chunk_vectors == "derived"):
-            return self._semantic.embed(points, stopping)
+            return self.semantic.embed(points, stopping)
         bare = [p for p in points if p.kind == "episode_turn"]
-        turns = iter(self._semantic.embed(bare, stopping))
+        turns = iter(self.semantic.embed(bare, stopping))
         points = [next(turns) if p.kind == "episode_turn" else p for p in points]
         vectors = {
             (p.episode_id, p.sources[0].seq): p.dense for p in points if p.kind == "episode_turn"
@@ -159,7 +157,7 @@ class Indexer:
                     norm = float(np.linalg.norm(mean))
                     point = replace(point, dense=(mean / norm if norm > 0 else mean).tolist())
             out.append(point)
-        return self._semantic.embed(out, stopping)  # anything still without a vector
+        return self.semantic.embed(out, stopping)  # anything still without a vector
 
 
 def first_at(items: list[Turn], seq: int) -> int:
