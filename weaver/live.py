@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tiers.core.records import StoredMessage
 from tiers.semantic.store import SemanticStore
@@ -98,6 +98,7 @@ class LiveIndexResult:
     points: int
 
 
+@dataclass(frozen=True, eq=False, slots=True)
 class LiveIndexer:
     """The live stage's state and steps. :meth:`appended`, :meth:`removed`, :meth:`ended` are
     called under the working memory's lock and only take note; :meth:`stage`,
@@ -105,25 +106,15 @@ class LiveIndexer:
     weaver's worker. Raises what Tier 3 raises (EmbeddingUnavailable,
     VectorStoreUnavailable) and StoreUnavailable."""
 
-    def __init__(
-        self,
-        working: WorkingMemory,
-        progress: LiveProgress,
-        semantic: SemanticStore,
-        indexer: Indexer,
-        batch_messages: int,
-        batch_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._working = working
-        self._progress = progress
-        self._semantic = semantic
-        self._indexer = indexer
-        self.batch_messages = batch_messages
-        self.batch_seconds = batch_seconds
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._sessions: dict[str, _Live] = {}
+    working: WorkingMemory
+    progress: LiveProgress
+    semantic: SemanticStore
+    indexer: Indexer
+    batch_messages: int
+    batch_seconds: float
+    clock: Callable[[], float] = time.monotonic
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _sessions: dict[str, _Live] = field(init=False, default_factory=dict)
 
     # -- taking note (any thread) ---------------------------------------------------------
     def appended(self, session: LiveSession, last_seq: int) -> None:
@@ -141,8 +132,8 @@ class LiveIndexer:
                 live.staged = min(live.staged, min(gone) - 1)
                 live.last = min(live.last, min(gone) - 1)
         flt = PointFilter(user_id=session.scope.user_id, episode_ids=(session.episode_id,))
-        staged = self._semantic.pending.points(flt)
-        self._semantic.pending.discard(p.id for p in staged if _holds(p, gone))
+        staged = self.semantic.pending.points(flt)
+        self.semantic.pending.discard(p.id for p in staged if _holds(p, gone))
 
     def ended(self, episode_id: str) -> None:
         """The session ended (its episode's index does the rest)."""
@@ -157,7 +148,7 @@ class LiveIndexer:
     def due(self) -> tuple[list[str], float | None]:
         """The sessions whose batch is due now (each marked queued), and in how many seconds
         the next one falls due (None: none waits)."""
-        now = self._clock()
+        now = self.clock()
         ready: list[str] = []
         soonest: float | None = None
         with self._lock:
@@ -181,19 +172,19 @@ class LiveIndexer:
         """At start, once Tier 3 is open: every live session from its mark (what is past it
         is staged and embedded again, by the same ids), and the stored points of messages
         removed before a crash deleted."""
-        for session in self._working.live_sessions():
-            present = self._working.live(session, 0, _ALL)
+        for session in self.working.live_sessions():
+            present = self.working.live(session, 0, _ALL)
             if not present:
                 continue
-            mark = self._progress.get(session.episode_id)
+            mark = self.progress.get(session.episode_id)
             if mark is not None:
                 have = {m.seq for m in present}
                 newest = max(present[-1].seq, mark.turns_through)
                 gone = set(range(present[0].seq, newest + 1)) - have
                 if gone:
-                    with self._semantic.write_lock:
+                    with self.semantic.write_lock:
                         self._delete_stored(session, gone)
-                    mark = self._progress.get(session.episode_id)
+                    mark = self.progress.get(session.episode_id)
             done = present[0].seq - 1 if mark is None else mark.turns_through
             with self._lock:
                 live = self._sessions.setdefault(session.episode_id, _Live(session))
@@ -213,15 +204,15 @@ class LiveIndexer:
             ]
         staged = 0
         for session, after, removals in todo:
-            messages = self._working.live(session, after, STEP_MESSAGES)
+            messages = self.working.live(session, after, STEP_MESSAGES)
             if messages is None:
                 self.ended(session.episode_id)
                 continue
             episode = self._episode(session, messages)
-            points = [self._indexer.point(episode, "episode_turn", [t]) for t in episode.turns]
+            points = [self.indexer.point(episode, "episode_turn", [t]) for t in episode.turns]
             eid = session.episode_id
             still = functools.partial(self._unchanged, eid, removals)
-            if len(self._semantic.stage(points, still)) < len(points) and not still():
+            if len(self.semantic.stage(points, still)) < len(points) and not still():
                 continue  # RemoveMessages or the end meanwhile: not staged, read again
             # (fewer staged while still live: forgotten memories, skipped for good)
             staged += len(points)
@@ -230,7 +221,7 @@ class LiveIndexer:
                 if live is not None and messages and live.removals == removals:
                     live.staged = max(live.staged, messages[-1].seq)
                     if live.waiting_since is None and live.staged > live.embedded:
-                        live.waiting_since = self._clock()
+                        live.waiting_since = self.clock()
         return staged
 
     def _unchanged(self, episode_id: str, removals: int) -> bool:
@@ -241,25 +232,25 @@ class LiveIndexer:
 
     def remove(self, session: LiveSession, seqs: tuple[int, ...]) -> None:
         """Delete the stored points of removed messages and move the mark back."""
-        with self._semantic.write_lock:
+        with self.semantic.write_lock:
             self._delete_stored(session, set(seqs))
 
     def _delete_stored(self, session: LiveSession, gone: set[int]) -> None:
         """Under the write lock: the points of ``session`` holding a seq of ``gone`` out, and
         its mark moved back before them."""
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        _embedder, vectors = self.semantic.wait_ready(timeout=None)
         user = session.scope.user_id
         flt = PointFilter(user_id=user, episode_ids=(session.episode_id,))
-        stored = vectors.scroll(flt, _ALL) + self._semantic.pending.points(flt)
+        stored = vectors.scroll(flt, _ALL) + self.semantic.pending.points(flt)
         doomed = [p for p in stored if _holds(p, gone)]
         if doomed:
             ids = tuple(dict.fromkeys(p.id for p in doomed))
-            self._semantic.delete(PointFilter(user_id=user, ids=ids), {user})
-        mark = self._progress.get(session.episode_id)
-        if self._working.live(session, 0, 1) is None and not self._indexer.ended(session):
+            self.semantic.delete(PointFilter(user_id=user, ids=ids), {user})
+        mark = self.progress.get(session.episode_id)
+        if self.working.live(session, 0, 1) is None and not self.indexer.ended(session):
             self.ended(session.episode_id)  # every message removed: closed, with no episode
             if mark is not None:
-                self._progress.delete([session.episode_id])
+                self.progress.delete([session.episode_id])
             return
         if mark is None:
             return
@@ -269,7 +260,7 @@ class LiveIndexer:
         covered = chunk_from if starts else mark.covered_from
         moved = replace(mark, turns_through=through, chunk_from=chunk_from, covered_from=covered)
         if moved != mark:
-            self._progress.put(session.episode_id, moved, 0)
+            self.progress.put(session.episode_id, moved, 0)
         with self._lock:
             live = self._sessions.get(session.episode_id)
             if live is not None:
@@ -289,7 +280,7 @@ class LiveIndexer:
             for live in found:
                 live.queued = False
             todo = [(live.session, live.removals) for live in found]
-        self._semantic.wait_ready(timeout=None)
+        self.semantic.wait_ready(timeout=None)
         steps: list[_Step] = []
         texts = 0
         for session, removals in todo:
@@ -301,19 +292,19 @@ class LiveIndexer:
             steps.append(step)
             texts += len(step.points)
         bare = [p for s in steps for p in s.points]
-        vectors = iter(self._indexer.embed(bare, stopping))  # no lock
+        vectors = iter(self.indexer.embed(bare, stopping))  # no lock
         for step in steps:
             step.points = [next(vectors) for _ in step.points]
         points = 0
-        with self._semantic.write_lock:
+        with self.semantic.write_lock:
             kept = [s for s in steps if self._still(s)]
-            written = self._semantic.write([p for s in kept for p in s.points])
+            written = self.semantic.write([p for s in kept for p in s.points])
             counts = Counter(p.episode_id for p in written)
             for s in kept:
                 if s.live or counts[s.session.episode_id]:
-                    self._progress.put(s.session.episode_id, s.moved, counts[s.session.episode_id])
+                    self.progress.put(s.session.episode_id, s.moved, counts[s.session.episode_id])
             points = len(written)
-        now = self._clock()
+        now = self.clock()
         with self._lock:
             for s in kept:
                 state = self._sessions.get(s.session.episode_id)
@@ -324,10 +315,10 @@ class LiveIndexer:
 
     def _step(self, session: LiveSession, removals: int) -> _Step | None:
         """One session's batch: its new messages, their points and the mark after them."""
-        mark = self._progress.get(session.episode_id) or Progress(session.scope, session.session_id)
+        mark = self.progress.get(session.episode_id) or Progress(session.scope, session.session_id)
         after = min(mark.chunk_from or 1, mark.turns_through + 1) - 1
         limit = STEP_MESSAGES + (mark.turns_through - after)
-        messages = self._working.live(session, after, limit)
+        messages = self.working.live(session, after, limit)
         if messages is None:  # ended (its episode's index does the rest), or forgotten
             self.ended(session.episode_id)
             return None
@@ -341,7 +332,7 @@ class LiveIndexer:
         """Under the write lock: the step's messages are as it read them (no RemoveMessages
         since); ``step.live`` says whether the session still lives (if it ended, its
         episode's index comes after this job and resumes from the mark)."""
-        now = self._working.live(step.session, step.after, step.limit)
+        now = self.working.live(step.session, step.after, step.limit)
         step.live = now is not None
         if now is None:
             return True  # ended: the episode holds them; forgotten: the tombstones drop them
@@ -354,7 +345,7 @@ class LiveIndexer:
         self, episode: EpisodeInput, mark: Progress, last_seq: int
     ) -> tuple[list[MemoryPoint], Progress]:
         """The new turns' points and the windows complete so far, and the mark after them."""
-        s = self._indexer.settings
+        s = self.indexer.settings
         # (weaver.index_turns is required: the staged turns are what the batches replace)
         items = episode.turns
         first = first_at(items, mark.chunk_from)
@@ -367,9 +358,9 @@ class LiveIndexer:
             covered=covered,
             final=False,
         )
-        points = [self._indexer.point(episode, "episode_chunk", w) for w in made.windows]
+        points = [self.indexer.point(episode, "episode_chunk", w) for w in made.windows]
         points += [
-            self._indexer.point(episode, "episode_turn", [t])
+            self.indexer.point(episode, "episode_turn", [t])
             for t in items
             if t.seq > mark.turns_through
         ]
@@ -383,7 +374,7 @@ class LiveIndexer:
         return points, moved
 
     def _episode(self, session: LiveSession, messages: list[StoredMessage]) -> EpisodeInput:
-        turns = turns_of(messages, self._indexer.tool_text)
+        turns = turns_of(messages, self.indexer.tool_text)
         return EpisodeInput(session.episode_id, session.session_id, session.scope, turns)
 
 

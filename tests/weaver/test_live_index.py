@@ -69,7 +69,7 @@ class Gate:
     def __init__(self, live: LiveIndexer) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
-        indexer = live._indexer
+        indexer = live.indexer
         inner = indexer.embed
 
         self.texts: list[str] = []  # what the weaver embedded
@@ -136,7 +136,7 @@ def test_a_fact_that_left_the_window_is_recalled_while_the_session_lives(live):
         assert parts.weaver is not None
         from weaver.episodes import load_episode
 
-        indexer = live_indexer(live)._indexer
+        indexer = live_indexer(live).indexer
         whole = indexer.episode_points(load_episode(parts.journal, episode, indexer.tool_text))
         assert {p.id for p in whole} == set(ids)
         assert not staged(live, "ops")
@@ -203,14 +203,14 @@ def test_forget_during_a_batch_leaves_no_point(live):
         assert not stored(live, "gone") and not staged(live, "gone")
         assert not c.recall("flaky integration test", user_id="gone", k=5).hits
         assert c.recall("flaky integration test", user_id="kept", k=5).hits
-        progress = live_indexer(live)._progress
+        progress = live_indexer(live).progress
         assert all(p.scope.user_id != "gone" for _e, p in progress.all())
 
 
 def test_end_session_during_a_batch_indexes_each_text_once(live):
     gate = Gate(live_indexer(live))
     embedded: list[str] = []
-    indexer = live_indexer(live)._indexer
+    indexer = live_indexer(live).indexer
     inner = indexer.embed
 
     def counted(
@@ -230,7 +230,7 @@ def test_end_session_during_a_batch_indexes_each_text_once(live):
         points = stored(live, "u")
         assert len({p.id for p in points}) == len(points) == 6 + 3  # six turns, three chunks
         assert len(embedded) == len(set(embedded)), "no text embedded twice"
-        assert not list(live_indexer(live)._progress.all())
+        assert not list(live_indexer(live).progress.all())
 
 
 def test_tenants_see_only_their_own_live_messages(live):
@@ -401,5 +401,5 @@ def test_removing_every_message_leaves_no_point_and_no_mark(live):
         wait_until(lambda: [p for p in stored(live, "u") if p.kind == "episode_chunk"], 60, "batch")
         c.remove_messages("r", all=True)
         assert not stored(live, "u") and not staged(live, "u")
-        assert not list(live_indexer(live)._progress.all())
+        assert not list(live_indexer(live).progress.all())
         assert live_indexer(live).backlog().messages == 0
