@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.semantic.store import SemanticStore
@@ -30,22 +31,19 @@ RETRY_SECONDS = 1.0
 READY_POLL_SECONDS = 0.1
 
 
+@dataclass(eq=False, slots=True)
 class LiveStage:
-    def __init__(
-        self,
-        live: LiveIndexer,
-        semantic: SemanticStore,
-        queue_batch: Callable[[], None],
-        stopping: threading.Event,
-    ) -> None:
-        self.live = live
-        self._semantic = semantic
-        self._queue_batch = queue_batch
-        self._stopping = stopping
-        self._wake = threading.Condition()
-        self._removals: list[tuple[LiveSession, tuple[int, ...], Future[None]]] = []
-        self._ready: list[str] = []  # sessions whose batch is due, for the next IndexLive job
-        self._thread: threading.Thread | None = None
+    live: LiveIndexer
+    semantic: SemanticStore
+    queue_batch: Callable[[], None]
+    stopping: threading.Event
+    _wake: threading.Condition = field(init=False, default_factory=threading.Condition)
+    _removals: list[tuple[LiveSession, tuple[int, ...], Future[None]]] = field(
+        init=False, default_factory=list
+    )
+    # sessions whose batch is due, for the next IndexLive job
+    _ready: list[str] = field(init=False, default_factory=list)
+    _thread: threading.Thread | None = field(init=False, default=None)
 
     # -- events (under the working memory's lock: take note, wake the thread) --------------
     def appended(self, event: MessagesAppended) -> None:
@@ -54,7 +52,7 @@ class LiveStage:
 
     def removed(self, event: MessagesRemoved) -> None:
         self.live.removed(event.session, event.seqs)
-        if not self._semantic.ready:  # nothing stored to delete yet: recover() checks
+        if not self.semantic.ready:  # nothing stored to delete yet: recover() checks
             event.settled.set_result(None)
             return
         with self._wake:
@@ -95,17 +93,17 @@ class LiveStage:
     # -- the thread ------------------------------------------------------------------------
     def _run(self) -> None:
         lower_this_thread(RECALL_NICE)  # below the event loop, beside Recall
-        while not self._semantic.ready:  # a stop must not wait for the model
-            if self._semantic.error is not None:  # Tier 3 failed to open: nothing to stage into
+        while not self.semantic.ready:  # a stop must not wait for the model
+            if self.semantic.error is not None:  # Tier 3 failed to open: nothing to stage into
                 log.warning(
-                    "weaver.live_unavailable", extra={"fields": {"error": self._semantic.error}}
+                    "weaver.live_unavailable", extra={"fields": {"error": self.semantic.error}}
                 )
                 self._settle_all()
                 return
-            if self._stopping.wait(READY_POLL_SECONDS):
+            if self.stopping.wait(READY_POLL_SECONDS):
                 return
         recovered = False
-        while not self._stopping.is_set():
+        while not self.stopping.is_set():
             try:
                 if not recovered:
                     self.live.recover()
@@ -113,7 +111,7 @@ class LiveStage:
                 self._step()
             except Exception as exc:  # a step must never kill the thread
                 log.exception("weaver.live_failed", extra={"fields": {"error": str(exc)}})
-                self._stopping.wait(RETRY_SECONDS)
+                self.stopping.wait(RETRY_SECONDS)
 
     def _step(self) -> None:
         with self._wake:
@@ -129,9 +127,9 @@ class LiveStage:
         if ready:
             with self._wake:
                 self._ready += ready
-            self._queue_batch()
+            self.queue_batch()
         with self._wake:
-            if self._removals or self.live.to_stage() or self._stopping.is_set():
+            if self._removals or self.live.to_stage() or self.stopping.is_set():
                 return
             self._wake.wait(soonest)
 
