@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from tiers.core.errors import Stopped
 from tiers.core.events import Events
@@ -46,62 +47,55 @@ INDEX_BACKOFF = (1.0, 60.0)
 __all__ = ["INDEX_BACKOFF", "MAX_DOCUMENT_BATCH", "MAX_INDEX_BATCH", "IndexJobs"]
 
 
+@dataclass(eq=False, slots=True)
 class IndexJobs:
     """Queueing and running the index jobs, and their backoff (:attr:`backoff`)."""
 
-    def __init__(
-        self,
-        jobs: JobQueue,
-        journal: Journal,
-        indexer: Indexer,
-        documents: DocumentIndexer | None,
-        builds: IndexBuilds,
-        events: Events,
-        stopping: threading.Event,
-        live: LiveStage | None = None,
-    ) -> None:
-        self._jobs = jobs
-        self._journal = journal
-        self._indexer = indexer
-        self._documents = documents
-        self._builds = builds
-        self._events = events
-        self._stopping = stopping
-        self.live = live
+    jobs: JobQueue
+    journal: Journal
+    indexer: Indexer
+    documents: DocumentIndexer | None
+    builds: IndexBuilds
+    events: Events
+    stopping: threading.Event
+    live: LiveStage | None = None
+    backoff: Backoff = field(init=False)
+
+    def __post_init__(self) -> None:
         self.backoff = Backoff(*INDEX_BACKOFF, retry=self.retry)
 
     def notify_flushed(self, episode_id: str) -> None:
-        self._jobs.put(IndexEpisodes((episode_id,)))
+        self.jobs.put(IndexEpisodes((episode_id,)))
 
     def notify_documents(self) -> None:
         """Documents were put: index the marked ones (one job in line is enough)."""
-        if self._documents is not None and not self._jobs.queued(IndexDocuments):
-            self._jobs.put(IndexDocuments())
+        if self.documents is not None and not self.jobs.queued(IndexDocuments):
+            self.jobs.put(IndexDocuments())
 
     def unindexed_documents(self) -> int:
-        return 0 if self._documents is None else self._documents.documents.unindexed_count()
+        return 0 if self.documents is None else self.documents.documents.unindexed_count()
 
     def queue_backlog(self) -> None:
         """Queue everything marked unindexed: the episodes, then the documents."""
-        backlog = tuple(p.episode_id for p in self._journal.unindexed())
+        backlog = tuple(p.episode_id for p in self.journal.unindexed())
         if backlog:
-            self._jobs.put(IndexEpisodes(backlog))
+            self.jobs.put(IndexEpisodes(backlog))
         if self.unindexed_documents():
             self.notify_documents()
 
     def retry(self) -> None:
         """The backoff is over, or Tier 3 works again: queue what is still unindexed."""
-        backlog = tuple(p.episode_id for p in self._journal.unindexed())
-        if backlog and not self._stopping.is_set():
-            self._jobs.put(IndexEpisodes(backlog))
-        if self.unindexed_documents() and not self._stopping.is_set():
+        backlog = tuple(p.episode_id for p in self.journal.unindexed())
+        if backlog and not self.stopping.is_set():
+            self.jobs.put(IndexEpisodes(backlog))
+        if self.unindexed_documents() and not self.stopping.is_set():
             self.notify_documents()
 
     def index_all(self, episode_ids: list[str]) -> int:
         """Index these episodes, MAX_INDEX_BATCH at a time (a stop ends it between batches)."""
         chunks = 0
         for i in range(0, len(episode_ids), MAX_INDEX_BATCH):
-            if self._stopping.is_set():
+            if self.stopping.is_set():
                 break
             chunks += self.index_batch(episode_ids[i : i + MAX_INDEX_BATCH], drain=False)
         return chunks
@@ -113,24 +107,24 @@ class IndexJobs:
         # it back at the end let a stream of index jobs defer a run for ever). This thread is
         # the only consumer, so the head it saw is the job it gets.
         while drain and len(episode_ids) < MAX_INDEX_BATCH:
-            job = self._jobs.take_next(IndexEpisodes)
+            job = self.jobs.take_next(IndexEpisodes)
             if job is None:
                 break
             episode_ids += job.episode_ids
         if len(episode_ids) > MAX_INDEX_BATCH:  # the rest: back in line, as one job
-            self._jobs.put(IndexEpisodes(tuple(episode_ids[MAX_INDEX_BATCH:])))
+            self.jobs.put(IndexEpisodes(tuple(episode_ids[MAX_INDEX_BATCH:])))
             episode_ids = episode_ids[:MAX_INDEX_BATCH]
-        todo = {p.episode_id for p in self._journal.unindexed()}
+        todo = {p.episode_id for p in self.journal.unindexed()}
         batch = [eid for eid in dict.fromkeys(episode_ids) if eid in todo]
         if not batch:
             return 0
         began = time.monotonic()
-        result = self._indexer.index(batch, self._stopping)
+        result = self.indexer.index(batch, self.stopping)
         if self.backoff.failures:  # Tier 3 works again: what failed before goes now
             self.backoff.succeeded()
             self.retry()
-        self._builds.wrote(result.points)
-        self._events.publish(
+        self.builds.wrote(result.points)
+        self.events.publish(
             EpisodesIndexed(result.episodes, result.points, time.monotonic() - began)
         )
         log.info(
@@ -148,31 +142,31 @@ class IndexJobs:
     def notify_live(self) -> None:
         """Live sessions' batches are due (:mod:`weaver.jobs.live`): one job in line is
         enough, so the ended episodes' index jobs behind it still drain into batches."""
-        if not self._stopping.is_set() and not self._jobs.queued(IndexLive):
-            self._jobs.put(IndexLive())
+        if not self.stopping.is_set() and not self.jobs.queued(IndexLive):
+            self.jobs.put(IndexLive())
 
     def index_live(self) -> None:
         assert self.live is not None
         began = time.monotonic()
         try:
-            result = self.live.live.index(self.live.take_ready(), self._stopping)
+            result = self.live.live.index(self.live.take_ready(), self.stopping)
         finally:
             self.live.batch_done()  # a session still behind is due again
-        self._builds.wrote(result.points)
+        self.builds.wrote(result.points)
         ms = round((time.monotonic() - began) * 1000, 1)
         fields = {"sessions": result.sessions, "points": result.points, "ms": ms}
         log.info("weaver.live_indexed", extra={"fields": fields})
 
     def index_documents(self) -> None:
-        assert self._documents is not None
+        assert self.documents is not None
         began = time.monotonic()
-        result = self._documents.index(stopping=self._stopping)
+        result = self.documents.index(stopping=self.stopping)
         if result.more:  # the rest after what is in line now
-            self._jobs.put(IndexDocuments())
+            self.jobs.put(IndexDocuments())
         if self.backoff.failures:
             self.backoff.succeeded()
             self.retry()
-        self._builds.wrote(result.points)
+        self.builds.wrote(result.points)
         ms = round((time.monotonic() - began) * 1000, 1)
         fields = {"documents": result.documents, "points": result.points, "ms": ms}
         log.info("weaver.documents_indexed", extra={"fields": fields})
@@ -182,13 +176,13 @@ class IndexJobs:
         in line when it is called, so that a stream of new ones cannot hold the run back for
         ever; their episodes in one batch, as at the head of the line. ``failed`` hears a
         job's error, as the worker's would."""
-        taken = self._jobs.take(IndexLive, IndexEpisodes)
+        taken = self.jobs.take(IndexLive, IndexEpisodes)
         episodes = [e for job in taken if isinstance(job, IndexEpisodes) for e in job.episode_ids]
         todo: list[IndexLive | IndexEpisodes] = [IndexEpisodes(tuple(episodes))] if episodes else []
         if any(isinstance(job, IndexLive) for job in taken):
             todo.insert(0, IndexLive())
         for job in todo:
-            if self._stopping.is_set():
+            if self.stopping.is_set():
                 return  # what is unindexed is queued again at the next start
             try:
                 if isinstance(job, IndexLive):

@@ -76,7 +76,7 @@ def test_forget_cascades_through_every_tier(start_daemon, capsys):
         weaver = daemon.daemon.parts.weaver
         assert weaver is not None
         assert weaver._consolidator.consolidate(acme).forgotten
-        assert weaver._index._indexer.index([acme]).points == 0
+        assert weaver._index.indexer.index([acme]).points == 0
         assert vectors.get(acme_ids) == [] and is_forgotten(
             daemon.daemon.parts.state, episode_id=acme
         )
