@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import InitVar, dataclass, field
 
 from tiers.core.errors import EpisodeNotFound, Stopped
 from tiers.core.events import Events
@@ -41,43 +42,35 @@ log = logging.getLogger("strata.weaver")
 OPTIMIZE_AFTER_POINTS = 10_000
 
 
+@dataclass(eq=False, slots=True)
 class RunJobs:
     """Queueing and running consolidation runs: the run at hand (:attr:`running`), the last
     one's report (:attr:`last_run`) and the LLM's backoff (:attr:`backoff`). ``failed`` hears
     a run's error (the weaver's ``last_error``)."""
 
-    def __init__(
-        self,
-        jobs: JobQueue,
-        journal: Journal,
-        semantic: SemanticStore,
-        consolidator: Consolidator,
-        index: IndexJobs,
-        builds: IndexBuilds,
-        events: Events,
-        stopping: threading.Event,
-        failed: Callable[[str], None],
-        llm_backoff: tuple[float, float],
-    ) -> None:
-        self._jobs = jobs
-        self._journal = journal
-        self._semantic = semantic
-        self._consolidator = consolidator
-        self._index = index
-        self._builds = builds
-        self._events = events
-        self._stopping = stopping
-        self._failed = failed
-        # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
-        # pause is over, then one run.
+    jobs: JobQueue
+    journal: Journal
+    semantic: SemanticStore
+    consolidator: Consolidator
+    index: IndexJobs
+    builds: IndexBuilds
+    events: Events
+    stopping: threading.Event
+    failed: Callable[[str], None]
+    llm_backoff: InitVar[tuple[float, float]]
+    # After a run the LLM failed (llm.on_failure = "wait"): no scheduled run until the
+    # pause is over, then one run.
+    backoff: Backoff = field(init=False)
+    running: Run | None = field(init=False, default=None)
+    last_run: RunReport | None = field(init=False, default=None)
+
+    def __post_init__(self, llm_backoff: tuple[float, float]) -> None:
         self.backoff = Backoff(*llm_backoff, retry=self.retry)
-        self.running: Run | None = None
-        self.last_run: RunReport | None = None
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         run = Run(uuid.uuid4().hex[:12], episode_ids, scope)
         run.publish(Progress("queued", 0, 0))
-        self._jobs.put(Consolidate(run))
+        self.jobs.put(Consolidate(run))
         return run
 
     def scheduled_run(self) -> None:
@@ -90,11 +83,11 @@ class RunJobs:
                 extra={"fields": {"reason": "llm backoff", "until": self.backoff.until}},
             )
             return
-        if self.running is None and not self._jobs.queued(Consolidate):
+        if self.running is None and not self.jobs.queued(Consolidate):
             self.request_run()
 
     def retry(self) -> None:
-        if not self._stopping.is_set():
+        if not self.stopping.is_set():
             self.request_run()
 
     def run(self, run: Run) -> None:
@@ -102,19 +95,19 @@ class RunJobs:
         self.running = run
         began = time.monotonic()
         try:
-            targets = [p for p in self._journal.pending() if run.wants(p)]
-            near = self._journal.near_expiry(targets)
+            targets = [p for p in self.journal.pending() if run.wants(p)]
+            near = self.journal.near_expiry(targets)
             if near:
                 log.warning(
                     "weaver.pending_near_expiry",
                     extra={"fields": {"episodes": len(near), "first": near[0].episode_id}},
                 )
-            unindexed = {p.episode_id for p in self._journal.unindexed()}
+            unindexed = {p.episode_id for p in self.journal.unindexed()}
             to_index = [p.episode_id for p in targets if p.episode_id in unindexed]
             if to_index:
                 run.publish(Progress("index", 0, len(to_index)))
                 try:
-                    report.chunks = self._index.index_all(to_index)
+                    report.chunks = self.index.index_all(to_index)
                 except Stopped:
                     report.ok = False
                     report.error = "stopped by shutdown"
@@ -123,7 +116,7 @@ class RunJobs:
                     # Tier 3 refused the chunks: everything stays unindexed and pending.
                     report.ok = False
                     report.failures += 1
-                    report.error = f"index: {exc}; {self._index.failed(exc)}"
+                    report.error = f"index: {exc}; {self.index.failed(exc)}"
                     return
                 run.publish(Progress("index", len(to_index), len(to_index)))
             near_ids = {p.episode_id for p in near}
@@ -131,8 +124,8 @@ class RunJobs:
             deferred = 0
             total = len(targets)
             for done, pending in enumerate(targets):
-                self._index.overtake(self._failed)
-                if self._stopping.is_set():
+                self.index.overtake(self.failed)
+                if self.stopping.is_set():
                     report.error = "stopped by shutdown"
                     report.ok = False
                     break
@@ -142,14 +135,14 @@ class RunJobs:
                     deferred += 1  # the LLM is down: only episodes close to expiry go on
                     continue
                 try:
-                    outcome = self._consolidator.consolidate(pending.episode_id, near_expiry)
+                    outcome = self.consolidator.consolidate(pending.episode_id, near_expiry)
                 except ExtractionDeferred as exc:
                     llm_down = str(exc)
                     deferred += 1
                     report.failures += 1
                     continue
                 except EpisodeNotFound:
-                    if self._semantic.tombstones.episode(pending.episode_id):
+                    if self.semantic.tombstones.episode(pending.episode_id):
                         continue  # forgotten while the run went on: nothing to do
                     # Its turns are gone for good (their chunks, indexed at the end of the
                     # session, stay in Tier 3): say so loudly, once, and stop retrying.
@@ -159,7 +152,7 @@ class RunJobs:
                         "weaver.episode_expired",
                         extra={"fields": {"episode_id": pending.episode_id}},
                     )
-                    self._journal.mark_consolidated(pending.episode_id, expired=True)
+                    self.journal.mark_consolidated(pending.episode_id, expired=True)
                     continue
                 except Exception as exc:
                     report.failures += 1
@@ -178,13 +171,13 @@ class RunJobs:
                 report.superseded += outcome.superseded
                 report.fallbacks += int(outcome.fallback)
                 report.llm_calls += outcome.llm_calls
-                self._builds.wrote(outcome.summaries + outcome.facts)
+                self.builds.wrote(outcome.summaries + outcome.facts)
             else:
                 run.publish(Progress("consolidate", total, total))
-            self._index.overtake(self._failed)
-            report.profiles = self._consolidator.refresh_profiles()
-            report.digests = self._consolidator.digests.refresh()
-            self._builds.wrote(report.profiles + report.digests)
+            self.index.overtake(self.failed)
+            report.profiles = self.consolidator.refresh_profiles()
+            report.digests = self.consolidator.digests.refresh()
+            self.builds.wrote(report.profiles + report.digests)
             if llm_down:
                 delay = self.backoff.failed()
                 report.error = (
@@ -206,8 +199,8 @@ class RunJobs:
                 self.backoff.succeeded()
             if report.failures:
                 report.ok = False
-            if self._builds.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
-                self._builds.request()
+            if self.builds.points_since_optimize >= OPTIMIZE_AFTER_POINTS:
+                self.builds.request()
         except Exception as exc:  # e.g. a store failed: the run failed, whatever it did
             report.ok = False
             report.failures += 1
@@ -217,13 +210,13 @@ class RunJobs:
             report.finished_at = time.time()
             report.seconds = round(time.monotonic() - began, 3)
             if report.error:
-                self._failed(report.error)
+                self.failed(report.error)
             self.last_run = report
             self.running = None
             # The observers first (the metrics count the run): a caller handed the report
             # (RunNow) then finds the run counted. The caller has it whatever they do.
             try:
-                self._events.publish(RunFinished(report))
+                self.events.publish(RunFinished(report))
             finally:
                 run.finish(report)
             log.info(

@@ -201,7 +201,7 @@ def test_index_jobs_in_line_overtake_a_run_between_two_of_its_episodes(world: Wo
     indexed before the run's next episode, not after the run, in one batch."""
     weaver, order = world.weaver, []
     entered, release = threading.Event(), threading.Event()
-    consolidator = weaver._runs._consolidator
+    consolidator = weaver._runs.consolidator
     consolidate = consolidator.consolidate
 
     def gated(episode_id: str, near_expiry: bool = False):  # type: ignore[no-untyped-def]
