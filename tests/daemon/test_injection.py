@@ -53,6 +53,7 @@ class World:
     fake: FakeOpenAI
     extract_replies: list[Reply]
     rerank_replies: list[Reply]
+    alice_episode: str = ""  # the attacks, ended and indexed (not consolidated)
 
     def client(self) -> MemoryClient:
         return self.daemon.client(timeout=60)
@@ -90,11 +91,28 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 recall={"recipes": {"points": {"per_message": False}}},
             )
         )
-        box["w"] = World(daemon, fake, [], [])
+        box["w"] = world = World(daemon, fake, [], [])
         try:
-            yield box["w"]
+            world.alice_episode = _conversations(world)
+            yield world
         finally:
             daemon.stop()
+
+
+def _conversations(world: World) -> str:
+    """Alice's attacks and Bob's secret, each an ended episode, indexed; every test of the
+    module reads them (xdist may run any of them alone): returns Alice's episode id."""
+    with world.client() as c:
+        c.append_batch(
+            "alice-chat",
+            [message(text, name=name) for name, text in ATTACKS],
+            user_id="alice",
+        )
+        c.append("bob-chat", "My PIN is 4471 and I live in Oslo.", user_id="bob", name="Bob")
+        alice_episode = c.end_session("alice-chat").episode_id
+        c.end_session("bob-chat")
+        wait_indexed(c, 120)
+    return alice_episode
 
 
 def _block(user: str, open_: str, close: str) -> tuple[str, str, str]:
@@ -125,15 +143,6 @@ def test_extractor_gets_the_conversation_as_data_and_hostile_replies_are_validat
     world: World,
 ) -> None:
     with world.client() as c:
-        c.append_batch(
-            "alice-chat",
-            [message(text, name=name) for name, text in ATTACKS],
-            user_id="alice",
-        )
-        c.append("bob-chat", "My PIN is 4471 and I live in Oslo.", user_id="bob", name="Bob")
-        alice_ep = c.end_session("alice-chat").episode_id
-        c.end_session("bob-chat")
-        wait_indexed(c, 120)
         atlantis_seq = len(ATTACKS) - 1
         world.extract_replies[:] = [
             # The model obeys the injection: off-schema JSON. Rejected, retried.
@@ -162,7 +171,7 @@ def test_extractor_gets_the_conversation_as_data_and_hostile_replies_are_validat
                 }
             ),
         ]
-        report = _run(c, alice_ep)
+        report = _run(c, world.alice_episode)
         assert report.ok and report.episodes == 1
         assert (report.llm_calls, report.fallbacks) == (2, 0)
 
