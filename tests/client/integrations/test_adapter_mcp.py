@@ -188,6 +188,7 @@ def test_the_context_tools(daemon: ThreadDaemon) -> None:
 def test_daemon_errors_become_tool_errors(daemon: ThreadDaemon) -> None:
     async def body() -> None:
         async with stdio(daemon.address, "--user-id", "bob") as s:
+            await indexed(s, daemon.address)  # Tier 3 open: its errors, not "still starting"
             text = await error(s, "recall", query="anything", k=MAX_K + 10)
             assert f"INVALID_ARGUMENT: k must be between 1 and {MAX_K}" in text
             assert "less than or equal to 100" in await error(s, "recall", query="q", k=101)
