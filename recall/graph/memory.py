@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 import numpy as np
 
@@ -70,6 +70,7 @@ class _Entry:
     seconds: float  # how long the build took
 
 
+@dataclass(eq=False, repr=False, slots=True)  # the default repr: no graph in it
 class MemoryGraphs:
     """The per-scope graphs, built on demand, rebuilt after writes (a :class:`ScopeCache`).
     They are kept within ``max_bytes`` (:attr:`ScopeGraph.nbytes`: a graph with its
@@ -77,47 +78,38 @@ class MemoryGraphs:
     even when it alone is larger. A kept graph's features serve its scope's next build.
     :meth:`close` stops the background builds."""
 
-    def __init__(
-        self,
-        semantic: SemanticStore,
-        *,
-        refresh_seconds: float = 0.0,
-        large_scope: int = 20_000,
-        inline_reads: int = 1_000,
-        wait_seconds: float = 0.0,
-        max_bytes: int = 256 * 2**20,
-        max_points: int = 200_000,
-        kinds: tuple[str, ...] = MEMORY_KINDS,
-        reply_weight: float = REPLY_WEIGHT,
-        files: FeatureFiles | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._semantic = semantic
-        self.files = files  # the features on disk, for a scope not kept here (or none)
-        self.kinds = kinds
-        self.reply_weight = reply_weight
-        self.refresh_seconds = refresh_seconds
-        self.large_scope = large_scope
-        self.inline_reads = inline_reads
-        self.wait_seconds = wait_seconds
-        self.max_bytes = max_bytes
-        self.nbytes = 0  # what the kept graphs hold (ScopeGraph.nbytes)
-        self.max_points = max_points
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._versions: dict[str, int] = {}  # user -> writes seen
-        self._forgets: dict[str, int] = {}  # user -> Forgets seen
-        self._builds: dict[tuple[str, str], threading.Lock] = {}
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
-        self._saved: dict[tuple[str, str], int] = {}  # features in the scope's file (files)
-        self._behind: BuildQueue | None = None  # the builds in the background
-        # The background builds: running, queued, or held until a query's end (deferred)
-        self._pending: dict[tuple[str, str], Future[None]] = {}
-        self._idle = threading.Condition(self._lock)  # notified as a background build ends
-        self._local = threading.local()  # ``asked``: the builds a query defers (deferred)
-        self._closed = False
+    semantic: SemanticStore
+    _: KW_ONLY
+    refresh_seconds: float = 0.0
+    large_scope: int = 20_000
+    inline_reads: int = 1_000
+    wait_seconds: float = 0.0
+    max_bytes: int = 256 * 2**20
+    max_points: int = 200_000
+    kinds: tuple[str, ...] = MEMORY_KINDS
+    reply_weight: float = REPLY_WEIGHT
+    files: FeatureFiles | None = None  # the features on disk, for a scope not kept here (or none)
+    clock: Callable[[], float] = time.monotonic
+    nbytes: int = field(init=False, default=0)  # what the kept graphs hold (ScopeGraph.nbytes)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _versions: dict[str, int] = field(init=False, default_factory=dict)  # user -> writes seen
+    _forgets: dict[str, int] = field(init=False, default_factory=dict)  # user -> Forgets seen
+    _builds: dict[tuple[str, str], threading.Lock] = field(init=False, default_factory=dict)
+    _entries: OrderedDict[tuple[str, str], _Entry] = field(init=False, default_factory=OrderedDict)
+    # features in the scope's file (files)
+    _saved: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
+    _behind: BuildQueue | None = field(init=False, default=None)  # the builds in the background
+    # The background builds: running, queued, or held until a query's end (deferred)
+    _pending: dict[tuple[str, str], Future[None]] = field(init=False, default_factory=dict)
+    _idle: threading.Condition = field(init=False)  # notified as a background build ends
+    # ``asked``: the builds a query defers (deferred)
+    _local: threading.local = field(init=False, default_factory=threading.local)
+    _closed: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self._idle = threading.Condition(self._lock)
         # Staged points are not in the vector store: the graph is built from its points.
-        semantic.events.subscribe(Tier3Written, self._written)
+        self.semantic.events.subscribe(Tier3Written, self._written)
 
     def _written(self, event: Tier3Written) -> None:
         if event.staged:
@@ -181,7 +173,7 @@ class MemoryGraphs:
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
             entry.version == self._versions.get(user_id, 0)
-            or self._clock() - entry.built_at < max(self.refresh_seconds, self._window(entry))
+            or self.clock() - entry.built_at < max(self.refresh_seconds, self._window(entry))
         )
 
     def _window(self, entry: _Entry) -> float:
@@ -304,7 +296,7 @@ class MemoryGraphs:
                     return entry.graph  # built while this thread waited
                 version = self._versions.get(scope.user_id, 0)
                 forgets = self._forgets.get(scope.user_id, 0)
-                began = self._clock()
+                began = self.clock()
                 known = entry.graph.features if entry is not None else None
             generation = self.files.generation(scope.user_id) if self.files is not None else 0
             if known is None:
@@ -319,7 +311,7 @@ class MemoryGraphs:
                     self._saved[key] = graph.count
             with self._lock:
                 if self._forgets.get(scope.user_id, 0) == forgets:
-                    self._keep(key, _Entry(graph, version, began, self._clock() - began))
+                    self._keep(key, _Entry(graph, version, began, self.clock() - began))
             return graph
 
     def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
@@ -365,7 +357,7 @@ class MemoryGraphs:
                 "recall.graph_truncated",
                 extra={"fields": {"user_id": scope.user_id, "max_points": self.max_points}},
             )
-        graph = self._semantic.graph
+        graph = self.semantic.graph
         triplets = [
             (e.id, e.subject, e.object)
             for e in graph.edges_where(
