@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -73,40 +74,37 @@ def query_terms(text: str, name_boost: float = 2.0) -> dict[str, float]:
     return terms
 
 
+@dataclass(frozen=True, eq=False, slots=True)
 class LocalReranker:
     """A deterministic feature blend; the weights of the positive features sum to 1 by
     default, so ``rerank_score`` is in [-superseded_penalty, 1]."""
 
     name = "local"
 
-    def __init__(
-        self,
-        embed: Callable[[list[str]], np.ndarray],
-        *,
-        stored: Callable[[list[str], str], dict[str, list[float]]] | None = None,
-        fused_weight: float = 0.30,
-        rank_weight: float = 0.10,
-        cosine_weight: float = 0.30,
-        overlap_weight: float = 0.25,
-        recency_weight: float = 0.05,
-        superseded_penalty: float = 0.25,
-        name_boost: float = 2.0,
-    ) -> None:
-        weights = (fused_weight, rank_weight, cosine_weight, overlap_weight, recency_weight)
-        if min(*weights, superseded_penalty) < 0 or name_boost < 1:
+    embed: Callable[[list[str]], np.ndarray]  # documents in, one row per text out
+    _: KW_ONLY
+    # point ids and their user in, their stored dense vectors out (VectorStore.dense, in
+    # the user's shard alone): embedding 30 chunk texts again costs seconds per Recall
+    # on a small CPU, reading them ~1 ms
+    stored: Callable[[list[str], str], dict[str, list[float]]] | None = None
+    fused_weight: float = 0.30
+    rank_weight: float = 0.10
+    cosine_weight: float = 0.30
+    overlap_weight: float = 0.25
+    recency_weight: float = 0.05
+    superseded_penalty: float = 0.25
+    name_boost: float = 2.0
+
+    def __post_init__(self) -> None:
+        weights = (
+            self.fused_weight,
+            self.rank_weight,
+            self.cosine_weight,
+            self.overlap_weight,
+            self.recency_weight,
+        )
+        if min(*weights, self.superseded_penalty) < 0 or self.name_boost < 1:
             raise ValueError("weights and the penalty must be >= 0, name_boost >= 1")
-        self._embed = embed  # documents in, one row per text out
-        # point ids and their user in, their stored dense vectors out (VectorStore.dense, in
-        # the user's shard alone): embedding 30 chunk texts again costs seconds per Recall
-        # on a small CPU, reading them ~1 ms
-        self._stored = stored
-        self.fused_weight = fused_weight
-        self.rank_weight = rank_weight
-        self.cosine_weight = cosine_weight
-        self.overlap_weight = overlap_weight
-        self.recency_weight = recency_weight
-        self.superseded_penalty = superseded_penalty
-        self.name_boost = name_boost
 
     def rerank(self, ctx: QueryContext, candidates: list[Candidate]) -> list[Candidate]:
         if not candidates:
@@ -149,9 +147,9 @@ class LocalReranker:
         docs = np.zeros((len(candidates), dim), dtype=np.float32)
         bare = [c.point.id for c in candidates if c.point.dense is None]
         stored: dict[str, list[float]] = {}
-        if bare and self._stored is not None:
+        if bare and self.stored is not None:
             try:
-                stored = self._stored(bare, user_id)
+                stored = self.stored(bare, user_id)
             except Exception as exc:
                 raise RerankFailed(f"local: reading vectors failed: {_short(repr(exc))}") from exc
         missing = []
@@ -163,7 +161,7 @@ class LocalReranker:
                 missing.append(i)
         if missing:
             try:
-                vectors = np.asarray(self._embed([candidates[i].point.text for i in missing]))
+                vectors = np.asarray(self.embed([candidates[i].point.text for i in missing]))
             except Exception as exc:
                 raise RerankFailed(f"local: embedding failed: {_short(repr(exc))}") from exc
             if vectors.shape != (len(missing), dim):
