@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from tiers.core.priority import rest_after
@@ -41,41 +42,39 @@ log = logging.getLogger("strata.vectors")
 OPENER_REST = 3.0  # the opener's rest after a load, in loads' time: a quarter of the GIL at most
 
 
+@dataclass(eq=False, slots=True)
 class ShardSet:
     """The ``count`` shards under ``path``, sharing ``frequencies`` and ``points``. Raises
     :class:`~tiers.semantic.vectors.VectorStoreUnavailable` once closed, and what
     :meth:`EdgeVectorStore.ensure` raises for a shard that cannot be opened."""
 
-    def __init__(
-        self,
-        path: Path,
-        count: int,
-        frequencies: DocumentFrequencies,
-        points: PointCache,
-        quantization: Quantization,
-        *,
-        originals: Originals = "float32",
-        rescore: bool = True,
-        open_behind: bool = True,
-    ) -> None:
-        self.path = path
-        self.count = count
-        self.quantization: Quantization = quantization
-        self.originals: Originals = originals
-        self.rescore = rescore
-        self.lock = threading.Lock()  # closing (and the owner's opening of the store)
-        self._locks = [threading.Lock() for _ in range(count)]  # opening or making shard i
-        self._frequencies = frequencies
-        self._points = points
-        self._stores: list[EdgeVectorStore | None] = [None] * count
-        self._unopened: set[int] = set()  # on disk, not opened yet
-        self._open_behind = open_behind
-        self._opener: threading.Thread | None = None
-        self._stopping = threading.Event()  # wakes the opener from its rest (a close, a stop)
-        self._interrupted = threading.Event()  # :meth:`interrupt`, shared with the shards
-        self._model = ""
-        self._dim = 0
-        self._closed = False
+    path: Path
+    count: int
+    frequencies: DocumentFrequencies
+    points: PointCache
+    quantization: Quantization
+    _: KW_ONLY
+    originals: Originals = "float32"
+    rescore: bool = True
+    open_behind: bool = True
+    # closing (and the owner's opening of the store)
+    lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+    _locks: list[threading.Lock] = field(init=False, repr=False)  # opening or making shard i
+    _stores: list[EdgeVectorStore | None] = field(init=False, repr=False)
+    # on disk, not opened yet
+    _unopened: set[int] = field(init=False, repr=False, default_factory=set)
+    _opener: threading.Thread | None = field(init=False, repr=False, default=None)
+    # wakes the opener from its rest (a close, a stop)
+    _stopping: threading.Event = field(init=False, repr=False, default_factory=threading.Event)
+    # :meth:`interrupt`, shared with the shards
+    _interrupted: threading.Event = field(init=False, repr=False, default_factory=threading.Event)
+    _model: str = field(init=False, repr=False, default="")
+    _dim: int = field(init=False, repr=False, default=0)
+    _closed: bool = field(init=False, repr=False, default=False)
+
+    def __post_init__(self) -> None:
+        self._locks = [threading.Lock() for _ in range(self.count)]
+        self._stores = [None] * self.count
 
     def open_all(self, model: str, dim: int, *, count_terms: bool) -> list[int]:
         """Open every shard on disk now (before any other call), counting its terms if told;
@@ -97,7 +96,7 @@ class ShardSet:
         """Open no shard now: each when asked for, and the rest behind (module text)."""
         self._model, self._dim = model, dim
         self._unopened = set(layout.shards_present(self.path, self.count))
-        if self._open_behind and self._unopened:
+        if self.open_behind and self._unopened:
             self._opener = threading.Thread(
                 target=self._open_rest, name="vectors-open", daemon=True
             )
@@ -200,11 +199,11 @@ class ShardSet:
     def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
         """Open (or make) shard ``index``, counting its terms if told or if a recount has yet
         to count them (:meth:`DocumentFrequencies.recount`); under its lock."""
-        recount = self._frequencies.uncounted(index)
+        recount = self.frequencies.uncounted(index)
         store = EdgeVectorStore(
             self.path / layout.shard_name(index),
-            self._frequencies,
-            self._points,
+            self.frequencies,
+            self.points,
             self.quantization,
             originals=self.originals,
             rescore=self.rescore,
@@ -217,7 +216,7 @@ class ShardSet:
             store.close()
             raise
         if recount:
-            self._frequencies.counted(index)
+            self.frequencies.counted(index)
         self._stores[index] = store
         return store
 
