@@ -66,6 +66,7 @@ from recall.context.session import ContextDefaults, SessionContexts
 from recall.engine import RecallEngine
 from tiers.changes.log import ChangeLog
 from tiers.core.models import ModelClient
+from tiers.core.records import from_fields
 from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
@@ -227,15 +228,9 @@ def open_parts(settings: Settings, factories: Factories, stages: Stages) -> Part
     kinds = open_kinds(state)  # the keyed stores record their changes in the change log
     changes = kind_of(kinds, ChangeLog).configured(s.changes.retention_seconds, make.clock)
     journal = Journal(journal_store, state, ttl, make.clock, changes)
-    wm = s.working_memory
-    limits = WindowLimits(
-        max_messages=wm.max_messages,
-        max_tokens=wm.max_tokens,
-        idle_timeout_seconds=wm.idle_timeout_seconds,
-        max_sessions=wm.max_sessions,
-        max_log_messages=wm.max_log_messages,
+    working = WorkingMemory(
+        state, journal, from_fields(WindowLimits, s.working_memory), make.clock, changes
     )
-    working = WorkingMemory(state, journal, limits, make.clock, changes)
     writers.lock = working.write_lock
     e = s.embedding
     client = embedding_client(e) if e.provider == "litellm" else None

@@ -41,7 +41,7 @@ from daemon.services import tenancy
 from daemon.settings.sections import LimitsSettings
 from stratad_client.pb import admin_pb2 as pb
 from tiers.core.errors import InvalidExport
-from tiers.core.records import Scope
+from tiers.core.records import Scope, from_fields
 from tiers.journal.store import Journal
 from tiers.rights.archive.exporter import Exporter
 from tiers.rights.archive.format import MAX_LINE_BYTES, Record
@@ -99,15 +99,7 @@ def transfer_sources(
 
 
 def _limits(limits: LimitsSettings) -> Limits:
-    return Limits(
-        max_id_bytes=limits.max_id_bytes,
-        max_session_id_bytes=limits.max_session_id_bytes,
-        max_content_bytes=limits.max_content_bytes,
-        max_metadata_entries=limits.max_metadata_entries,
-        max_namespace_labels=limits.max_namespace_labels,
-        max_document_bytes=limits.max_message_bytes,
-        max_anchor_bytes=limits.max_anchor_bytes,
-    )
+    return from_fields(Limits, limits, max_document_bytes=limits.max_message_bytes)
 
 
 def _counts(records: Counter[str], size: int) -> pb.TransferCounts:

@@ -7,10 +7,15 @@ language can read them. Times are integer microseconds since the Unix epoch (UTC
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgpack
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_R = TypeVar("_R", bound="DataclassInstance")
 
 ROLES = ("user", "assistant", "system", "tool")
 END_REASONS = ("client", "idle", "capacity", "rollover")
@@ -149,6 +154,18 @@ def episode_id_for(session_id: str, generation: int, user_id: str | None = None)
     name = session_id if user_id is None else f"{user_id}\x00{session_id}"
     digest = hashlib.sha256(f"{name}\x00{generation}".encode()).hexdigest()
     return digest[:32]
+
+
+def from_fields(record: type[_R], source: object, /, **given: Any) -> _R:
+    """A ``record`` (a dataclass) made from another record or a settings section it mirrors: the
+    ``given`` fields, and every other field read from ``source``'s attribute of the same name. A
+    field ``source`` lacks raises AttributeError, so a field added to ``record`` is never left at
+    its default by mistake. (The daemon's :func:`daemon.codec.convert.from_fields` does the same
+    for a protobuf message.)"""
+    values = {
+        f.name: getattr(source, f.name) for f in fields(record) if f.init and f.name not in given
+    }
+    return record(**values, **given)
 
 
 def pack(doc: Any) -> bytes:

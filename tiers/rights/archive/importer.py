@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiers.core.errors import ImportConflict
-from tiers.core.records import Message, Scope, StoredMessage
+from tiers.core.records import Message, Scope, StoredMessage, from_fields
 from tiers.journal.consolidation import put_extraction
 from tiers.journal.store import Journal
 from tiers.rights.archive.format import (
@@ -303,15 +303,7 @@ class Importer:
 
 
 def _message(m: StoredMessage) -> Message:
-    return Message(
-        role=m.role,
-        content=m.content,
-        name=m.name,
-        tool_call=m.tool_call,
-        created_at_us=m.created_at_us,
-        message_id=m.message_id,
-        metadata=m.metadata,
-    )
+    return from_fields(Message, m)
 
 
 def _conflict(line: int, what: str) -> ImportConflict:
