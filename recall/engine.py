@@ -165,8 +165,7 @@ class RecallEngine:
             vector, flt = ctx.vector.tolist(), query.filter()  # not ctx: it holds the search
             ctx.dense = SharedSearch(depth, lambda: _vectors.search_dense(vector, flt, depth))
         results, degraded = self._run_channels(ctx, list(weights), depth, timings)
-        weights = self._cues.neutral(ctx, neutral, results, weights, depth, timings)
-        weights = self._cues.dated(ctx, results, weights, depth, timings)
+        weights = self._cues.searched(ctx, neutral, results, weights, depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
         graph_hits = results.pop("graph", []) if late else []

@@ -63,7 +63,7 @@ class CueSearches:
             return ctx, None
         return ctx, QueryContext(replace(query, text=text), vectors[1], speakers=speakers)
 
-    def neutral(
+    def searched(
         self,
         ctx: QueryContext,
         neutral: QueryContext | None,
@@ -72,36 +72,26 @@ class CueSearches:
         depth: int,
         timings: dict[str, float],
     ) -> dict[str, float]:
-        """With ``neutral``, the query without the names of its scope's speakers (the engine
-        embeds it with the query, :mod:`recall.cues.speakers`): the vector and keyword
-        channels' hits for it, added to ``results`` as ``vector:neutral`` and
-        ``keyword:neutral`` at their channels' weights. Returns the weights of every list to
-        fuse."""
-        if neutral is None:
-            return weights
-        return self._again(
-            "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings
-        )
+        """The vector and keyword channels' hits for the query's cues, added to ``results``;
+        returns the weights of every list to fuse:
 
-    def dated(
-        self,
-        ctx: QueryContext,
-        results: Results,
-        weights: dict[str, float],
-        depth: int,
-        timings: dict[str, float],
-    ) -> dict[str, float]:
-        """With the recipe's ``time_cues`` and a query naming a date or a period
-        (:mod:`recall.cues.times`): the vector and keyword channels' hits within it (and
-        within the query's own time range), added to ``results`` as ``vector:dated`` and
-        ``keyword:dated`` at ``time_cues`` times their channels' weights. Returns the weights
-        of every list to fuse."""
+        - with ``neutral``, the query without the names of its scope's speakers (the engine
+          embeds it with the query, :mod:`recall.cues.speakers`): as ``vector:neutral`` and
+          ``keyword:neutral``, at their channels' weights;
+        - with the recipe's ``time_cues`` and a query naming a date or a period
+          (:mod:`recall.cues.times`): the hits within it (and within the query's own time
+          range), as ``vector:dated`` and ``keyword:dated``, at ``time_cues`` times their
+          channels' weights."""
+        if neutral is not None:
+            weights = self._again(
+                "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings
+            )
         factor = ctx.query.recipe.time_cues
-        if not factor > 0:
-            return weights
-        return self._again(
-            "dated", self._within_time, factor, ctx, results, weights, depth, timings
-        )
+        if factor > 0:
+            weights = self._again(
+                "dated", self._within_time, factor, ctx, results, weights, depth, timings
+            )
+        return weights
 
     def _again(
         self,
