@@ -41,6 +41,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = keep
 
 
+@pytest.fixture
+def sleeps() -> list[float]:
+    """The pauses a model client took, recorded instead of slept
+    (:func:`tests.support.model_clients.client_settings`)."""
+    return []
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No STRATA_* variable of the developer's shell leaks into a test."""

@@ -23,11 +23,18 @@ RETRY_AFTER = [
 
 
 def client_settings(
-    fake: FakeOpenAI, key_env: str, sleeps: list[float], **overrides: Any
+    fake: FakeOpenAI,
+    key: tuple[str, str],
+    sleeps: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """The arguments of a model client of ``fake``: its key in ``key_env``, a 5 s timeout, three
-    retries from a 1 s pause, each pause appended to ``sleeps`` instead of slept, a seeded
-    jitter; ``overrides`` over them."""
+    """The arguments of a model client of ``fake``: its key ``key[1]`` in the environment
+    variable ``key[0]`` (set here, for the test), a 5 s timeout, three retries from a 1 s pause,
+    each pause appended to ``sleeps`` instead of slept, a seeded jitter; ``overrides`` over
+    them."""
+    key_env, value = key
+    monkeypatch.setenv(key_env, value)
     return {
         "model": "openai/test",
         "api_base": fake.base_url,

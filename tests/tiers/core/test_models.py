@@ -37,20 +37,13 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
 def make(
     fake: FakeOpenAI, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., ModelClient]:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
-    def make(**overrides: Any) -> ModelClient:
-        return ModelClient(**client_settings(fake, KEY_ENV, sleeps, **overrides))
-
-    return make
+    key = KEY_ENV, KEY
+    return lambda **overrides: ModelClient(
+        **client_settings(fake, key, sleeps, monkeypatch, **overrides)
+    )
 
 
 # -- embeddings ------------------------------------------------------------------------------

@@ -29,18 +29,12 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
 def make(
     fake: FakeOpenAI, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., LLMExtractor]:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
     def make(**overrides: Any) -> LLMExtractor:
-        kwargs = client_settings(fake, KEY_ENV, sleeps, **{"max_tokens": 1000, **overrides})
+        given = {"max_tokens": 1000, **overrides}
+        kwargs = client_settings(fake, (KEY_ENV, KEY), sleeps, monkeypatch, **given)
         own = {k: kwargs.pop(k) for k in ("max_tokens", "temperature") if k in kwargs}
         return LLMExtractor(ModelClient(name=f"llm:{kwargs['model']}", **kwargs), **own)
 
