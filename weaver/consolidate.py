@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.consolidation import EXTRACTIONS_CF, put_extraction
@@ -64,48 +64,41 @@ class EpisodeOutcome:
     forgotten: bool = False  # Forget removed the episode meanwhile: nothing was written
 
 
+@dataclass(eq=False)
 class Consolidator:
-    def __init__(
-        self,
-        journal: Journal,
-        state: RocksStore,
-        semantic: SemanticStore,
-        extractor: Extractor,
-        fallback: Extractor,
-        functional_predicates: set[str],
-        *,
-        wait_for_llm: bool = False,
-        tool_text: ToolText | None = None,
-        digest_writer: DigestWriter | None = None,
-    ) -> None:
-        # wait_for_llm (llm.on_failure = "wait"): an episode the LLM fails stays pending
-        # (ExtractionDeferred) unless it is close to expiry; otherwise the fallback does it.
-        self.wait_for_llm = wait_for_llm
-        # How tool calls and results read in the turns: the indexer's (Indexer.tool_text).
-        self.tool_text = tool_text or ToolText()
-        self._journal = journal
-        self._state = state
-        self._semantic = semantic
-        self.extractor = extractor
-        self._fallback = fallback
-        self._functional = functional_predicates
-        # Scopes whose facts changed since their profiles were last written (worker thread).
-        self._stale_profiles: set[Scope] = set()
-        # The digests and threads of the scopes whose summaries changed (weaver.digests).
-        self.digests = Digests(semantic, digest_writer)
+    journal: Journal
+    state: RocksStore
+    semantic: SemanticStore
+    extractor: Extractor
+    fallback: Extractor
+    functional_predicates: set[str]
+    _: KW_ONLY
+    # wait_for_llm (llm.on_failure = "wait"): an episode the LLM fails stays pending
+    # (ExtractionDeferred) unless it is close to expiry; otherwise the fallback does it.
+    wait_for_llm: bool = False
+    # How tool calls and results read in the turns: the indexer's (Indexer.tool_text).
+    tool_text: ToolText = field(default_factory=ToolText)
+    digest_writer: InitVar[DigestWriter | None] = None
+    # Scopes whose facts changed since their profiles were last written (worker thread).
+    stale_profiles: set[Scope] = field(init=False, default_factory=set)
+    # The digests and threads of the scopes whose summaries changed (weaver.digests).
+    digests: Digests = field(init=False)
+
+    def __post_init__(self, digest_writer: DigestWriter | None) -> None:
+        self.digests = Digests(self.semantic, digest_writer)
 
     # -- 1. extraction -------------------------------------------------------------------------
     def _extract(
         self, episode: EpisodeInput, outcome: EpisodeOutcome, near_expiry: bool = False
     ) -> Extraction:
         key = episode.episode_id.encode()
-        stored = self._state.get(EXTRACTIONS_CF, key)
+        stored = self.state.get(EXTRACTIONS_CF, key)
         if stored is not None:
             return decode_extraction(stored)
         try:
             extraction = self.extractor.extract(self._with_known(episode))
         except ExtractionFailed as exc:
-            if self.extractor is self._fallback:
+            if self.extractor is self.fallback:
                 raise
             if self.wait_for_llm and not near_expiry:
                 raise ExtractionDeferred(str(exc)) from exc
@@ -114,55 +107,55 @@ class Consolidator:
                 extra={"fields": {"episode_id": episode.episode_id, "error": str(exc)}},
             )
             outcome.fallback = True
-            extraction = self._fallback.extract(episode)
+            extraction = self.fallback.extract(episode)
         finally:
             stats = getattr(self.extractor, "last_stats", None)  # LLMExtractor's, per thread
             outcome.llm_calls += int(getattr(stats, "attempts", 0) or 0)
-        with self._semantic.write_lock:
-            if self._semantic.tombstones.episode(episode.episode_id):
+        with self.semantic.write_lock:
+            if self.semantic.tombstones.episode(episode.episode_id):
                 return extraction  # forgotten meanwhile: keep nothing (consolidate skips it)
-            batch = self._state.batch()
+            batch = self.state.batch()
             put_extraction(batch, episode.episode_id, encode_extraction(extraction, episode))
-            self._state.write(batch)
+            self.state.write(batch)
         return extraction
 
     def _with_known(self, episode: EpisodeInput) -> EpisodeInput:
         """``episode`` with the scope's known facts when the extractor reads them."""
         if not self.extractor.reads_known:
             return episode
-        return replace(episode, known=known_facts(self._semantic, episode))
+        return replace(episode, known=known_facts(self.semantic, episode))
 
     def store_provenance(self, episode: EpisodeInput) -> None:
         """Add the episode's provenance to its stored record when the record predates it."""
         key = episode.episode_id.encode()
-        raw = self._state.get(EXTRACTIONS_CF, key)
+        raw = self.state.get(EXTRACTIONS_CF, key)
         if raw is None or decode_record(raw)[1] is not None:
             return
-        batch = self._state.batch()
+        batch = self.state.batch()
         put_extraction(
             batch, episode.episode_id, encode_extraction(decode_extraction(raw), episode)
         )
-        self._state.write(batch)
+        self.state.write(batch)
 
     # -- 2-4 -----------------------------------------------------------------------------------
     def consolidate(self, episode_id: str, near_expiry: bool = False) -> EpisodeOutcome:
         """Raises EpisodeNotFound (expired), ExtractionFailed, ExtractionDeferred (the LLM
         failed, the episode stays pending; never when ``near_expiry``), Tier 3 errors."""
-        self._semantic.wait_ready(timeout=None)
-        tombstones = self._semantic.tombstones
+        self.semantic.wait_ready(timeout=None)
+        tombstones = self.semantic.tombstones
         if tombstones.episode(episode_id):
             return EpisodeOutcome(forgotten=True)
-        episode = load_episode(self._journal, episode_id, self.tool_text)
+        episode = load_episode(self.journal, episode_id, self.tool_text)
         outcome = EpisodeOutcome()
         extraction = self._extract(episode, outcome, near_expiry)
-        with self._semantic.write_lock:
+        with self.semantic.write_lock:
             if tombstones.episode(episode_id):  # forgotten during the extraction
                 outcome.forgotten = True
                 return outcome
             self.project(episode, extraction, outcome)
             added = {"summaries": outcome.summaries, "facts": outcome.facts}
             added["superseded"] = outcome.superseded
-            self._journal.mark_consolidated(episode_id, added)
+            self.journal.mark_consolidated(episode_id, added)
         return outcome
 
     def project(
@@ -170,7 +163,7 @@ class Consolidator:
     ) -> EpisodeOutcome:
         """Steps 2-3: write an extraction's summary, facts and edges to Tier 3 (idempotent).
         A rebuild calls it with stored records, from the journal or from the record alone."""
-        self._semantic.wait_ready(timeout=None)
+        self.semantic.wait_ready(timeout=None)
         outcome = outcome or EpisodeOutcome()
         points: list[MemoryPoint] = []
         if extraction.summary:
@@ -191,20 +184,19 @@ class Consolidator:
         facts = list(zip(known, [f for _p, f in facts], strict=True))
         points += [p for p, _f in facts]
         # Forgotten memories are never written again (the door's tombstone check).
-        points = self._semantic.write(points)
+        points = self.semantic.write(points)
         kept = {p.id for p in points}
         facts = [(p, f) for p, f in facts if p.id in kept]
         outcome.summaries = sum(p.kind == "summary" for p in points)
         outcome.facts = len(facts)
 
         edges = [_edge(point, fact.triplet) for point, fact in facts if fact.triplet is not None]
-        edges = self._semantic.write_edges(edges)
+        edges = self.semantic.write_edges(edges)
         outcome.triplets = len(edges)
-        outcome.superseded = supersede(self._semantic, edges, self._functional) + apply_updates(
-            self._semantic, facts
-        )
+        superseded = supersede(self.semantic, edges, self.functional_predicates)
+        outcome.superseded = superseded + apply_updates(self.semantic, facts)
         if facts or outcome.superseded:
-            self._stale_profiles.add(episode.scope)
+            self.stale_profiles.add(episode.scope)
         if outcome.summaries:
             self.digests.stale.add(episode.scope)
         return outcome
@@ -217,12 +209,12 @@ class Consolidator:
         of the vector store for them all."""
         if not points:
             return points
-        _embedder, vectors = self._semantic.wait_ready(timeout=None)
+        _embedder, vectors = self.semantic.wait_ready(timeout=None)
         stored = {p.id: p for p in vectors.get([p.id for p in points], points[0].scope.user_id)}
         out = []
         for point in points:
             old = stored.get(point.id)
-            known = self._semantic.graph.get(point.id)
+            known = self.semantic.graph.get(point.id)
             if old is not None and old.valid_to_us is not None:
                 point = replace(point, valid_to_us=old.valid_to_us, replaced_by=old.replaced_by)
             elif known is not None and known.valid_to_us is not None:
@@ -237,10 +229,10 @@ class Consolidator:
         embedded, once for all the episodes of a run. After a crash in between, the next
         run in the scope brings them up to date; Forget rewrites them at once."""
         written = 0
-        with self._semantic.write_lock:
-            for scope in sorted(self._stale_profiles, key=lambda s: (s.user_id, s.agent_id)):
-                written += self._semantic.refresh_profiles(scope)[0]
-                self._stale_profiles.discard(scope)
+        with self.semantic.write_lock:
+            for scope in sorted(self.stale_profiles, key=lambda s: (s.user_id, s.agent_id)):
+                written += self.semantic.refresh_profiles(scope)[0]
+                self.stale_profiles.discard(scope)
         return written
 
     def _point(
