@@ -233,32 +233,32 @@ def live_indexer(
 def qdrant_vectors(s: Settings) -> VectorStore:
     """The Qdrant server at ``qdrant_url``: a new collection with ``vectors.shard_keys`` shard
     keys."""
-    from tiers.semantic.vectors.qdrant import QdrantVectorStore
+    from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 
     key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
     if s.qdrant_api_key_file is not None:
         key = read_secret_file(s.qdrant_api_key_file)
     return QdrantVectorStore.from_url(
-        s.qdrant_url, key, s.vectors.collection, shards=s.vectors.shard_keys,
-        quantization=s.vectors.quantization, originals=s.vectors.originals,
-        rescore=s.vectors.rescore,
-    )  # fmt: skip
+        s.qdrant_url,
+        key,
+        s.vectors.collection,
+        shards=s.vectors.shard_keys,
+        storage=s.vectors.storage,
+    )
 
 
 def embedded_vectors(s: Settings) -> VectorStore:
     """The embedded engine under the data directory, in ``vectors.shards`` shards; in a
     process of its own with ``vectors.process``."""
     v = s.vectors
-    args = edge_store_path(s.data_dir), v.shards, v.point_cache, v.quantization
+    args = edge_store_path(s.data_dir), v.shards, v.point_cache, v.storage
     if v.process:
         from tiers.semantic.vectors.child import ChildVectorStore
 
-        return ChildVectorStore(
-            "sharded", *args, originals=v.originals, rescore=v.rescore, preload=v.preload
-        )
+        return ChildVectorStore("sharded", *args, preload=v.preload)
     from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
-    return ShardedVectorStore(*args, originals=v.originals, rescore=v.rescore, preload=v.preload)
+    return ShardedVectorStore(*args, preload=v.preload)
 
 
 def local_model(settings: Settings, client: ModelClient | None) -> Embedder:

@@ -17,8 +17,9 @@ from pydantic import Field, model_validator
 
 from tiers.core.settings import Section
 from tiers.semantic.graph import CACHE_EDGES
-from tiers.semantic.vectors import MAX_SHARDS, Originals, Quantization
+from tiers.semantic.vectors import MAX_SHARDS
 from tiers.semantic.vectors.point_cache import POINT_CACHE
+from tiers.semantic.vectors.storage import DenseStorage, Originals, Quantization
 from tiers.space import MB, DiskSpace
 
 # The default shard count of the embedded vector store and the default shard keys of a new
@@ -310,6 +311,12 @@ class VectorsSettings(Section):
             "An existing collection keeps its own."
         ),
     )
+
+    @property
+    def storage(self) -> DenseStorage:
+        """How the stores keep and search their dense vectors: ``quantization``, ``originals``
+        and ``rescore`` as one value."""
+        return DenseStorage(self.quantization, self.originals, self.rescore)
 
 
 class GraphSettings(Section):

@@ -77,10 +77,7 @@ def build(
     (with the index built unless ``optimize`` is false; each batch passed through ``remap``
     first when given, e.g. to give one user a bigger share)."""
     settings = VectorsSettings()  # the daemon's defaults: its shards, quantization, originals
-    vectors = ShardedVectorStore(
-        data_dir / "vectors", settings.shards, quantization=settings.quantization,
-        originals=settings.originals,
-    )  # fmt: skip
+    vectors = ShardedVectorStore(data_dir / "vectors", settings.shards, storage=settings.storage)
     vectors.ensure(MODEL, pool.shape[1])
     state = RocksStore(data_dir / "state", STATE_CFS)
     graph = NetworkXGraph(state)

@@ -56,7 +56,7 @@ from tests.bench._daemon import command_line, format_machine, machine_info, summ
 from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
-from tiers.semantic.vectors import Originals
+from tiers.semantic.vectors.storage import Originals
 
 
 def sizes(points: int, users: int, big_users: int, big_points: int, seed: int) -> list[int]:

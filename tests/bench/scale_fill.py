@@ -29,9 +29,10 @@ from tests.bench.tier3_points import PointMaker
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.graph.nxgraph import NetworkXGraph
-from tiers.semantic.vectors import MemoryPoint, Originals, shard_of
+from tiers.semantic.vectors import MemoryPoint, shard_of
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
+from tiers.semantic.vectors.storage import Originals
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 from tiers.settings import VectorsSettings
 
@@ -102,9 +103,11 @@ def _work(
         # The daemon's defaults (its quantization; the originals as asked); no shard opened
         # but the one written.
         vectors = ShardedVectorStore(
-            root, settings.shards, quantization=settings.quantization,
-            originals=originals, open_behind=False,
-        )  # fmt: skip
+            root,
+            settings.shards,
+            storage=replace(settings.storage, originals=originals),
+            open_behind=False,
+        )
         vectors.ensure(MODEL, pool.shape[1])
         owners = Owners([users[i] for i in members], [counts[i] for i in members], seed=shard)
         left = sum(counts[i] for i in members)
@@ -183,7 +186,7 @@ def fill(
 def merge(root: Path, parts: list[Path], shards: int, dim: int) -> None:
     """One sharded store at ``root`` from the workers' stores at ``parts`` (disjoint shards):
     their shard directories and build marks moved in, their keyword counts added up."""
-    store = ShardedVectorStore(root, shards, quantization=VectorsSettings().quantization)
+    store = ShardedVectorStore(root, shards, storage=VectorsSettings().storage)
     store.ensure(MODEL, dim)
     store.close()
     layout.build_marks_kept(root).touch()

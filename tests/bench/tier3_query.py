@@ -55,9 +55,10 @@ from tests.bench.tier3_points import (
     PointMaker,
     embed_pool,
 )
-from tiers.semantic.vectors import PointFilter, Quantization, SparseVector
+from tiers.semantic.vectors import PointFilter, SparseVector
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.storage import DenseStorage, Quantization
 from tiers.settings import EmbeddingSettings
 
 BATCH = 1000
@@ -177,7 +178,8 @@ def measure_size(
     sparse_q: list[SparseVector] = [keywords.embed_query(questions[int(p)]) for p in picks]
 
     with tempfile.TemporaryDirectory(prefix="strata-bench-tier3-") as tmp:
-        store = EdgeVectorStore(Path(tmp) / "vectors", quantization=quantization, rescore=rescore)
+        storage = DenseStorage(quantization, rescore=rescore)
+        store = EdgeVectorStore(Path(tmp) / "vectors", storage=storage)
         store.ensure(EmbeddingSettings().model, int(pool.shape[1]))
         try:
 

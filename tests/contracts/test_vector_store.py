@@ -59,7 +59,7 @@ from tiers.semantic.vectors import (
     admits,
     point_id,
 )
-from tiers.semantic.vectors.qdrant_collection import META_ID
+from tiers.semantic.vectors.qdrant.collection import META_ID
 
 # -- fixtures ----------------------------------------------------------------------------------
 

@@ -18,21 +18,13 @@ import numpy as np
 from qdrant_client import QdrantClient
 
 from tiers.core.records import Scope
-from tiers.semantic.vectors import (
-    Hit,
-    MemoryPoint,
-    Originals,
-    PointFilter,
-    Quantization,
-    Source,
-    VectorStore,
-    point_id,
-)
+from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, point_id
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.child import ChildVectorStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.qdrant import QdrantVectorStore
+from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
+from tiers.semantic.vectors.storage import DenseStorage, Originals, Quantization
 
 DIM = 16
 MODEL = "test-model-a"
@@ -60,11 +52,7 @@ class Backend:
 
     def options(self) -> dict[str, Any]:
         """The vector options every store it opens is given."""
-        return {
-            "quantization": self.quantization,
-            "originals": self.originals,
-            "rescore": self.rescore,
-        }
+        return {"storage": DenseStorage(self.quantization, self.originals, self.rescore)}
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()  # the storage is locked while a store has it open

@@ -17,9 +17,10 @@ from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import DEADLINE, Pause
 from tests.support.polling import wait_until
-from tiers.semantic.vectors import Quantization, edge_builds, edge_config
+from tiers.semantic.vectors import edge_builds, edge_config
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 
 def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,7 +48,7 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = Fa
     exists, then runs as usual; the other kind runs at once."""
     real = generations.child_command
 
-    def command(gen: Path, compact_into: Path | None = None, *made: str) -> list[str]:
+    def command(gen: Path, compact_into: Path | None = None, *made: DenseStorage) -> list[str]:
         if (compact_into is not None) != purge:
             return real(gen, compact_into, *made)
         wait = (
@@ -70,9 +71,9 @@ def held_load(monkeypatch: pytest.MonkeyPatch, pause: Pause) -> None:
     replayed into it (a store opened from existing files loads it first: arm this after)."""
     real = edge_builds.load_shard
 
-    def load(root: Path, gen: Path, dim: int, quantization: Quantization = "none") -> object:
+    def load(root: Path, gen: Path, dim: int, storage: DenseStorage = FLOAT32) -> object:
         pause()
-        return real(root, gen, dim, quantization)
+        return real(root, gen, dim, storage)
 
     monkeypatch.setattr(edge_builds, "load_shard", load)
 

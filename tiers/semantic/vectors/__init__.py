@@ -11,8 +11,9 @@ collection layout and payload schema (and a third runs one of them elsewhere):
   (:func:`shard_of`);
 - :class:`tiers.semantic.vectors.child.ChildVectorStore`: the same sharded store in a child
   process of its own (``vectors.process``), the seam's calls forwarded over a local socket;
-- :class:`tiers.semantic.vectors.qdrant.QdrantVectorStore`: ``qdrant-client``, against a Qdrant
-  server or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard keys.
+- :class:`tiers.semantic.vectors.qdrant.store.QdrantVectorStore`: ``qdrant-client``, against a
+  Qdrant server or cluster by URL (or its ``:memory:`` mode in tests), with Qdrant's own shard
+  keys.
 
 ``tests/contracts/test_vector_store.py`` runs one contract suite against each (and against one
 ``EdgeVectorStore`` alone).
@@ -47,12 +48,6 @@ Kind = Literal[
 KINDS: tuple[str, ...] = get_args(Kind)
 DENSE = "dense"
 SPARSE = "sparse"
-# How a store keeps its dense vectors for search: as they are, or with an int8 copy searched
-# and the originals on disk, read only to rescore (``vectors.quantization``, ``rescore``)
-Quantization = Literal["none", "int8"]
-Originals = Literal["float32", "float16"]  # of type ``vectors.originals``, fixed at a shard's make
-# Candidates a quantized search takes per hit asked for, rescored (with ``vectors.rescore``).
-RESCORE_OVERSAMPLING = 2.0
 COLLECTION = "strata_memory"
 MAX_SHARDS = 256  # shards of a store at most (the embedded store's shard-NNN directories)
 

@@ -40,19 +40,16 @@ from qdrant_edge import (
 )
 from qdrant_edge import SparseVector as EdgeSparseVector
 
+from tiers.core.errors import VectorStoreMismatch, VectorStoreUnavailable
 from tiers.core.priority import rest_after
 from tiers.semantic.vectors import (
     DENSE,
     SPARSE,
     Hit,
     MemoryPoint,
-    Originals,
     PointFilter,
-    Quantization,
     SparseVector,
     Validity,
-    VectorStoreMismatch,
-    VectorStoreUnavailable,
     canonical_ids,
     episodes_of,
 )
@@ -75,6 +72,7 @@ from tiers.semantic.vectors.edge_shard import (
     write_sidecar,
 )
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies, Tally
 
 if TYPE_CHECKING:
@@ -100,18 +98,15 @@ class EdgeVectorStore:
         path: Path,
         frequencies: DocumentFrequencies | None = None,
         points: PointCache | None = None,
-        quantization: Quantization = "none",
+        storage: DenseStorage = FLOAT32,
         *,
-        originals: Originals = "float32",
-        rescore: bool = True,
         count_terms: bool = True,
         interrupted: threading.Event | None = None,
     ) -> None:
         self.path = path
-        self.quantization: Quantization = quantization
-        self.rescore = rescore  # int8 candidates scored again on the originals
-        # the live shard, its builds and purges; shards made from now on keep ``originals``
-        self.live = EdgeBuilds(path, quantization, originals)
+        self.storage = storage  # how its dense vectors are kept and searched
+        # the live shard, its builds and purges; shards made from now on keep ``storage``
+        self.live = EdgeBuilds(path, storage)
         self._count_terms = count_terms  # at open (False: the sharded store read its counts)
         self._interrupted = interrupted or threading.Event()  # :meth:`interrupt` (shared)
         self._model = ""
@@ -159,7 +154,7 @@ class EdgeVectorStore:
                     if gen == self.path:
                         gen = generations.first(self.path)
                         generations.switch(self.path, gen)
-                    shard = create_shard(gen, dim, self.quantization, self.live.originals)
+                    shard = create_shard(gen, dim, self.storage)
                 try:
                     if self._count_terms:  # whole or not at all: a stop may cut it short
                         tally = Tally.of_shard(shard, self._interrupted, self.path)
@@ -205,7 +200,7 @@ class EdgeVectorStore:
         with self.live.held("backup") as shard:
             dest.mkdir(parents=True)
             shutil.copyfile(self.path / SIDECAR, dest / SIDECAR)
-            copy_points(shard, dest, self.live.dim, self.quantization, self.live.originals)
+            copy_points(shard, dest, self.live.dim, self.storage)
 
     def interrupt(self) -> None:
         self._interrupted.set()  # a term count at open, under way or to come, gives up
@@ -371,7 +366,7 @@ class EdgeVectorStore:
             limit=limit,
             query=Query.Nearest(vector, using=using),
             filter=build_filter(flt),
-            params=search_params(self.quantization, self.rescore) if using == DENSE else None,
+            params=search_params(self.storage) if using == DENSE else None,
             with_payload=False,  # the points come from the cache, the missing ones by id
         )
         snapshot = self._points.snapshot()

@@ -36,15 +36,11 @@ from pathlib import Path
 
 from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
-from tiers.semantic.vectors import (
-    IndexBuildCancelled,
-    Originals,
-    Quantization,
-    VectorStoreUnavailable,
-)
+from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge_config import indexable
 from tiers.semantic.vectors.edge_shard import READ_PAGE, engine_errors, load_shard, read_ahead
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 log = logging.getLogger("strata.vectors")
 
@@ -65,12 +61,9 @@ class EdgeBuilds:
     :class:`~tiers.semantic.vectors.VectorStoreUnavailable` once closed, or for what the engine
     refused."""
 
-    def __init__(
-        self, path: Path, quantization: Quantization = "none", originals: Originals = "float32"
-    ) -> None:
+    def __init__(self, path: Path, storage: DenseStorage = FLOAT32) -> None:
         self.path = path
-        self.quantization: Quantization = quantization
-        self.originals: Originals = originals  # of the shards made from now on (purges')
+        self.storage = storage  # the shards made from now on keep their originals so (purges')
         self._shard: EdgeShard | None = None
         self._dim = 0
         self._closed = False
@@ -206,7 +199,7 @@ class EdgeBuilds:
         ms["copy"], t = _ms(t), time.perf_counter()
         try:
             command = (
-                generations.child_command(copy, gen, self.quantization, self.originals)
+                generations.child_command(copy, gen, self.storage)
                 if purge
                 else generations.child_command(gen)
             )
@@ -349,7 +342,7 @@ class EdgeBuilds:
         return engine_errors(self.path, what)
 
     def load(self, gen: Path, dim: int) -> EdgeShard:
-        return load_shard(self.path, gen, dim, self.quantization)
+        return load_shard(self.path, gen, dim, self.storage)
 
     def read_ahead(
         self,

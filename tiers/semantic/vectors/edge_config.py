@@ -32,7 +32,8 @@ from qdrant_edge import (
     VectorStorageDatatype,
 )
 
-from tiers.semantic.vectors import DENSE, RESCORE_OVERSAMPLING, SPARSE, Originals, Quantization
+from tiers.semantic.vectors import DENSE, SPARSE
+from tiers.semantic.vectors.storage import FLOAT32, RESCORE_OVERSAMPLING, DenseStorage, Originals
 
 if TYPE_CHECKING:
     from qdrant_edge import PayloadSchemaParams
@@ -78,13 +79,7 @@ def payload_indexes() -> dict[str, PayloadSchemaType | PayloadSchemaParams]:
     }
 
 
-def config(
-    dim: int,
-    *,
-    idf: bool = False,
-    quantization: Quantization = "none",
-    originals: Originals = "float32",
-) -> EdgeConfig:
+def config(dim: int, *, idf: bool = False, storage: DenseStorage = FLOAT32) -> EdgeConfig:
     """Strata's shard config. Two search threads per shard: the engine's default pool (8
     threads on 2 cores) multiplies with the shards of a sharded store; two answered filtered
     queries as fast, 4 at a time, and kept writes going under 8 reading threads (measured
@@ -95,16 +90,16 @@ def config(
     shards (:mod:`tiers.semantic.vectors.term_frequencies`). ``idf`` gives the config of a shard
     written before that, whose engine applied IDF itself, to open it and move its points.
 
-    ``quantization = "int8"``: the engine keeps a scalar (int8) copy of the dense vectors of
+    ``storage.quantization = "int8"``: the engine keeps a scalar (int8) copy of the dense vectors of
     each segment it indexes, in memory, and the original vectors on disk (mapped, read only
     to rescore: :func:`search_params`); 0.99 of the values set the int8 range. ``"none"``
     leaves a shard's quantization as it is (the engine has no way to drop it once made);
     searches then read the original vectors only.
 
-    ``originals``: the original vectors' type, fixed when the shard is made (the engine
+    ``storage.originals``: the original vectors' type, fixed when the shard is made (the engine
     refuses to open a shard with another: :func:`made_with` says which it has)."""
-    int8 = quantization == "int8"
-    half = originals == "float16"
+    int8 = storage.quantization == "int8"
+    half = storage.originals == "float16"
     return EdgeConfig(
         vectors={
             DENSE: EdgeVectorParams(
@@ -131,15 +126,15 @@ def config(
     )
 
 
-def search_params(quantization: Quantization, rescore: bool = True) -> SearchParams:
+def search_params(storage: DenseStorage) -> SearchParams:
     """A dense search's parameters: with ``"int8"`` and ``rescore``, the candidates found on
     the int8 vectors (:data:`RESCORE_OVERSAMPLING` times the limit) are scored again on the
     original vectors, so every score is the cosine of the originals; without ``rescore``, the
     hits and their scores are the int8 vectors' (no original is read); with ``"none"``, the
     int8 vectors are not used."""
-    if quantization == "int8" and not rescore:
+    if storage.quantization == "int8" and not storage.rescore:
         return SearchParams(quantization=QuantizationSearchParams(rescore=False))
-    if quantization == "int8":
+    if storage.quantization == "int8":
         return SearchParams(
             quantization=QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
         )

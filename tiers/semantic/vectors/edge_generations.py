@@ -39,8 +39,8 @@ from typing import cast
 
 from tiers.core.priority import below_parent
 from tiers.core.sparse import copy_file, copy_tree
-from tiers.semantic.vectors import Originals, Quantization
 from tiers.semantic.vectors.edge_shard import replace_durably
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage, Originals, Quantization
 
 log = logging.getLogger("strata.vectors")
 
@@ -151,18 +151,15 @@ def without_engine_idf(path: Path, gen: Path, dim: int) -> Path:
 
 
 def child_command(
-    gen: Path,
-    compact_into: Path | None = None,
-    quantization: Quantization = "none",
-    originals: Originals = "float32",
+    gen: Path, compact_into: Path | None = None, storage: DenseStorage = FLOAT32
 ) -> list[str]:
     """The child that optimizes ``gen`` in place, or with ``compact_into`` writes the live
-    points of ``gen`` into a new shard there, made with ``quantization`` and ``originals`` (a
-    purge: no deleted point's bytes, no index)."""
+    points of ``gen`` into a new shard there, made with ``storage`` (a purge: no deleted point's
+    bytes, no index)."""
     command = [sys.executable, "-m", "tiers.semantic.vectors.edge_generations", str(gen)]
     if compact_into is None:
         return command
-    return [*command, str(compact_into), quantization, originals]
+    return [*command, str(compact_into), storage.quantization, storage.originals]
 
 
 def _build(
@@ -198,8 +195,8 @@ def _build(
             if sidecar is None:
                 raise SystemExit(f"no sidecar beside {gen}: its vectors' size is unknown")
             dim = int(sidecar["dim"])
-            made = cast(Quantization, quantization), cast(Originals, originals)
-            copy_points(shard, Path(compact_into), dim, *made)
+            made = DenseStorage(cast(Quantization, quantization), cast(Originals, originals))
+            copy_points(shard, Path(compact_into), dim, made)
     finally:
         shard.close()
     return 0

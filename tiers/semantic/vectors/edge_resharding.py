@@ -28,9 +28,9 @@ from pathlib import Path
 
 from qdrant_edge import EdgeShard, Point
 
-from tiers.semantic.vectors import Originals, shard_of
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors import shard_of
 from tiers.semantic.vectors.edge_shard import (
     create_shard,
     engine_errors,
@@ -39,6 +39,7 @@ from tiers.semantic.vectors.edge_shard import (
     upserts,
     write_sidecar,
 )
+from tiers.semantic.vectors.storage import DenseStorage, Originals
 
 log = logging.getLogger("strata.vectors")
 PROGRESS_EVERY = 50_000
@@ -134,7 +135,7 @@ def _write(
         write_sidecar(store, model, dim)
         gen = generations.first(store)
         generations.switch(store, gen)
-        shard = targets[index] = create_shard(gen, dim, originals=originals)
+        shard = targets[index] = create_shard(gen, dim, DenseStorage(originals=originals))
     for op in upserts(batch):
         shard.update(op)
     batch.clear()

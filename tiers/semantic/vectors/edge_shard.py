@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,12 +36,11 @@ from tiers.semantic.vectors import (
     DENSE,
     SPARSE,
     MemoryPoint,
-    Originals,
-    Quantization,
     VectorStoreMismatch,
     VectorStoreUnavailable,
     edge_config,
 )
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 if TYPE_CHECKING:
     from qdrant_edge import NamedVector, PayloadIndexInfo, PayloadSchemaParams, Record
@@ -84,11 +84,10 @@ def upserts(points: Sequence[Point]) -> Iterator[UpdateOperation]:
         yield UpdateOperation.upsert_points(list(points[start : start + WRITE_POINTS]))
 
 
-def create_shard(
-    dest: Path, dim: int, quantization: Quantization = "none", originals: Originals = "float32"
-) -> EdgeShard:
-    """A new, empty shard at ``dest`` with Strata's config and payload indexes."""
-    made = edge_config.config(dim, quantization=quantization, originals=originals)
+def create_shard(dest: Path, dim: int, storage: DenseStorage = FLOAT32) -> EdgeShard:
+    """A new, empty shard at ``dest`` with Strata's config and payload indexes, keeping its
+    dense vectors as ``storage`` says."""
+    made = edge_config.config(dim, storage=storage)
     EdgeShard.create(str(dest), made).close()
     # The engine made its log in segments of its default size: the log is made again with
     # ours while the shard is empty. Only then: the engine numbers its writes on from its
@@ -190,17 +189,11 @@ def records_terms(records: Iterable[Record]) -> Iterator[EdgeSparseVector]:
             yield vector
 
 
-def copy_points(
-    shard: EdgeShard,
-    dest: Path,
-    dim: int,
-    quantization: Quantization = "none",
-    originals: Originals = "float32",
-) -> None:
+def copy_points(shard: EdgeShard, dest: Path, dim: int, storage: DenseStorage = FLOAT32) -> None:
     """Write the live points (vectors and payloads) of ``shard`` into a new shard at ``dest``,
-    made with ``quantization`` and ``originals``: the copy holds none of the bytes of deleted
-    points that the engine's files keep."""
-    copy = create_shard(dest, dim, quantization, originals)
+    made with ``storage``: the copy holds none of the bytes of deleted points that the engine's
+    files keep."""
+    copy = create_shard(dest, dim, storage)
     try:
         for points in live_points(shard):
             for op in upserts(points):
@@ -341,16 +334,16 @@ def _read_into_cache(files: Iterable[Path], between: Callable[[], None] | None =
     return done
 
 
-def load_shard(path: Path, gen: Path, dim: int, quantization: Quantization = "none") -> EdgeShard:
+def load_shard(path: Path, gen: Path, dim: int, storage: DenseStorage = FLOAT32) -> EdgeShard:
     """Open the generation ``gen`` of the store at ``path``, checking it against ``dim`` (and
-    against what it was made with: :func:`~tiers.semantic.vectors.edge_config.made_with`);
-    with ``quantization`` "int8", the segments indexed from now on are quantized too. Its
-    int8 copies are read first (:func:`warm`), so the engine's load holds the GIL for less."""
+    against what it was made with: :func:`~tiers.semantic.vectors.edge_config.made_with`, whose
+    originals it keeps, whatever ``storage.originals`` says); with ``storage.quantization`` "int8",
+    the segments indexed from now on are quantized too. Its int8 copies are read first
+    (:func:`warm`), so the engine's load holds the GIL for less."""
     warm(gen)
     made = edge_config.made_with(gen)
-    opened = edge_config.config(
-        dim, idf=made.idf, quantization=quantization, originals=made.originals
-    )
+    kept = replace(storage, originals=made.originals)
+    opened = edge_config.config(dim, idf=made.idf, storage=kept)
     try:
         return EdgeShard.load(str(gen), opened)
     except Exception as exc:

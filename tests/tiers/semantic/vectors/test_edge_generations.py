@@ -27,6 +27,7 @@ from tiers.semantic.vectors import (
 )
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
+from tiers.semantic.vectors.storage import DenseStorage
 
 DEADLINE = 60.0
 
@@ -59,21 +60,23 @@ def test_a_new_store_starts_in_its_first_generation(store, path):
 
 
 def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
-    with ready(EdgeVectorStore, path, quantization="int8") as store:
+    with ready(EdgeVectorStore, path, storage=DenseStorage("int8")) as store:
         store.upsert(points(300))
         store.optimize()  # an indexed segment, with its int8 copy
     gen = generations.current(path)
     copies = [f for f in gen.glob("segments/*/vector_storage-*/quantized.*") if f.is_file()]
     assert copies and edge_shard.warm(gen) == sum(f.stat().st_size for f in copies)
     assert edge_shard.warm(path / "gen-none") == 0  # nothing there: nothing read
-    with ready(EdgeVectorStore, path, quantization="int8") as reopened:
+    with ready(EdgeVectorStore, path, storage=DenseStorage("int8")) as reopened:
         assert reopened.count(PointFilter()) == 300
 
 
 def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, monkeypatch):
     """The episode ids of a user holding most of the shard, and the delete of their points,
     read the payload and the sparse vector files ahead; a user's few points do not."""
-    from tiers.semantic.vectors import edge_builds
+    from tiers.semantic.vectors import (
+        edge_builds,
+    )
 
     read: list[tuple[list[str], int]] = []
 

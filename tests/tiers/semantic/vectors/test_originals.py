@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from tests.contracts.vectors import INDEXED_DIM, MODEL, alice, ids, indexable_points
-from tiers.semantic.vectors import Originals, PointFilter
+from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors import edge_generations as generations
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.edge_config import made_with
+from tiers.semantic.vectors.storage import DenseStorage, Originals
 
 
 def originals_bytes(path: Path) -> int:
@@ -29,7 +30,7 @@ def quantized(path: Path) -> bool:
 
 def made(tmp_path: Path, name: str, originals: Originals) -> tuple[Path, EdgeVectorStore]:
     path = tmp_path / name
-    store = EdgeVectorStore(path, quantization="int8", originals=originals)
+    store = EdgeVectorStore(path, storage=DenseStorage("int8", originals))
     store.ensure(MODEL, INDEXED_DIM)
     points, _ = indexable_points(queries=4)
     for start in range(0, len(points), 1000):
@@ -59,7 +60,7 @@ def test_a_purge_makes_its_copy_with_the_settings(tmp_path):
     quantized once built."""
     path, store = made(tmp_path, "store", "float32")
     store.close()
-    store = EdgeVectorStore(path, quantization="int8", originals="float16")
+    store = EdgeVectorStore(path, storage=DenseStorage("int8", "float16"))
     try:
         store.ensure(MODEL, INDEXED_DIM)
         assert made_with(generations.current(path)).originals == "float32"
@@ -80,7 +81,7 @@ def test_a_purge_makes_its_copy_with_the_settings(tmp_path):
         assert store.count(alice()) == len(indexable_points(queries=4)[0]) - 1
     finally:
         store.close()
-    again = EdgeVectorStore(path, quantization="int8", originals="float32")
+    again = EdgeVectorStore(path, storage=DenseStorage("int8", "float32"))
     try:  # opened with the other setting again: the shard keeps what it was made with
         again.ensure(MODEL, INDEXED_DIM)
         hits = again.search_dense(list(np.asarray(asked[0])), alice(), limit=5)

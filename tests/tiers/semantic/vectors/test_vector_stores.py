@@ -33,9 +33,10 @@ from tiers.semantic.vectors import (
 from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
 from tiers.semantic.vectors.edge_config import config, payload_indexes
 from tiers.semantic.vectors.edge_shard import ensure_payload_indexes
-from tiers.semantic.vectors.qdrant import QdrantVectorStore
-from tiers.semantic.vectors.qdrant_collection import META_ID
+from tiers.semantic.vectors.qdrant.collection import META_ID
+from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
+from tiers.semantic.vectors.storage import DenseStorage
 
 
 def test_edge_sidecar_and_lock(tmp_path):
@@ -237,7 +238,7 @@ def test_qdrant_keeps_using_a_collection_without_shard_keys_and_the_collections_
 def test_edge_int8_segments_keep_quantized_vectors(tmp_path, quantization):
     """The embedded store's index build writes the int8 copy of its vectors with "int8" (the
     contract suite checks the scores), and none without."""
-    store = ShardedVectorStore(tmp_path / "vectors", 4, quantization=quantization)
+    store = ShardedVectorStore(tmp_path / "vectors", 4, storage=DenseStorage(quantization))
     store.ensure(MODEL, INDEXED_DIM)
     points, _asked = indexable_points(queries=1)
     for start in range(0, len(points), 1000):

@@ -43,16 +43,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from tiers.core.errors import VectorStoreUnavailable
 from tiers.core.priority import lowered, rest_share
 from tiers.core.wire import WireClosed, receive, send
-from tiers.semantic.vectors import (
-    Hit,
-    MemoryPoint,
-    PointFilter,
-    SparseVector,
-    Validity,
-    VectorStoreUnavailable,
-)
+from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, SparseVector, Validity
 from tiers.semantic.vectors.child.codec import decode, decode_error, encode
 from tiers.semantic.vectors.child.serving import Connection, Serving, end, exit_of
 

@@ -20,6 +20,7 @@ from tiers.core.errors import (
     VectorStoreUnavailable,
 )
 from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, SparseVector, Validity
+from tiers.semantic.vectors.storage import DenseStorage
 
 # The errors the seam raises (tiers.semantic.vectors.VectorStore), by name.
 ERRORS: dict[str, type[Exception]] = {
@@ -55,6 +56,8 @@ def encode(value: Any) -> Any:
         return {"$": "filter", **{k: encode(v) for k, v in dataclasses.asdict(value).items()}}
     if isinstance(value, Validity):
         return {"$": "validity", "to": value.valid_to_us, "by": value.replaced_by}
+    if isinstance(value, DenseStorage):
+        return {"$": "dense", **dataclasses.asdict(value)}
     if isinstance(value, (set, frozenset)):
         return {"$": "set", "items": [encode(v) for v in value]}
     if isinstance(value, Path):
@@ -93,6 +96,8 @@ def decode(value: Any) -> Any:
         return PointFilter(**fields)
     if tag == "validity":
         return Validity(value["to"], value["by"])
+    if tag == "dense":
+        return DenseStorage(value["quantization"], value["originals"], value["rescore"])
     if tag == "set":
         return {decode(v) for v in value["items"]}
     if tag == "path":

@@ -31,10 +31,11 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from tiers.core.priority import rest_after
-from tiers.semantic.vectors import Originals, PointFilter, Quantization, VectorStoreUnavailable
+from tiers.semantic.vectors import PointFilter, VectorStoreUnavailable
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
+from tiers.semantic.vectors.storage import DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 log = logging.getLogger("strata.vectors")
@@ -52,10 +53,8 @@ class ShardSet:
     count: int
     frequencies: DocumentFrequencies
     points: PointCache
-    quantization: Quantization
+    storage: DenseStorage
     _: KW_ONLY
-    originals: Originals = "float32"
-    rescore: bool = True
     open_behind: bool = True
     # closing (and the owner's opening of the store)
     lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
@@ -204,9 +203,7 @@ class ShardSet:
             self.path / layout.shard_name(index),
             self.frequencies,
             self.points,
-            self.quantization,
-            originals=self.originals,
-            rescore=self.rescore,
+            self.storage,
             count_terms=count_terms or recount,
             interrupted=self._interrupted,
         )

@@ -45,16 +45,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from tiers.core.errors import VectorStoreUnavailable
 from tiers.semantic.vectors import (
     MAX_SHARDS,
     Hit,
     MemoryPoint,
-    Originals,
     PointFilter,
-    Quantization,
     SparseVector,
     Validity,
-    VectorStoreUnavailable,
     canonical_ids,
     shard_of,
 )
@@ -68,6 +66,7 @@ from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.semantic.vectors.shards.ledger import ShardLedger, reported
 from tiers.semantic.vectors.shards.members import ShardSet
 from tiers.semantic.vectors.shards.preloads import Preloads
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 __all__ = ["ShardedVectorStore"]
@@ -85,10 +84,8 @@ class ShardedVectorStore:
         path: Path,
         shards: int,
         point_cache: int = POINT_CACHE,
-        quantization: Quantization = "none",
+        storage: DenseStorage = FLOAT32,
         *,
-        originals: Originals = "float32",
-        rescore: bool = True,
         open_behind: bool = True,
         preload: bool = True,
     ) -> None:
@@ -100,9 +97,8 @@ class ShardedVectorStore:
         self._points = PointCache(point_cache)  # every shard's decoded points
         self.preloads = Preloads(self._points, enabled=preload)
         self._set = ShardSet(
-            path, shards, self._frequencies, self._points, quantization,
-            originals=originals, rescore=rescore, open_behind=open_behind,
-        )  # fmt: skip
+            path, shards, self._frequencies, self._points, storage, open_behind=open_behind
+        )
         self._ledger: ShardLedger | None = None
         self._model = ""
         self._dim = 0
@@ -131,7 +127,7 @@ class ShardedVectorStore:
             if found.kind != "none":
                 check_model(self.path, found.model, found.dim, model, dim)
                 if moved:
-                    move(self.path, found, model, dim, self.shards, self._set.originals)
+                    move(self.path, found, model, dim, self.shards, self._set.storage.originals)
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
                 counted = self._frequencies.take(  # a recount a close cut short goes on

@@ -4,7 +4,7 @@
 One collection (:data:`~tiers.semantic.vectors.COLLECTION` by default) with the same layout and
 payload schema as :mod:`tiers.semantic.vectors.edge`; the embedding model is recorded in a reserved
 metadata point, which no search, scroll, count or delete sees
-(:mod:`tiers.semantic.vectors.qdrant_collection`).
+(:mod:`tiers.semantic.vectors.qdrant.collection`).
 
 Shards are Qdrant's own: a new collection has user-defined sharding with one shard key per shard
 (``vectors.shards`` of the daemon that creates it; the collection records the count and every daemon
@@ -30,25 +30,21 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from tiers.core.errors import StrataError
+from tiers.core.errors import StrataError, VectorStoreMismatch, VectorStoreUnavailable
 from tiers.semantic.vectors import (
     COLLECTION,
     DENSE,
     SPARSE,
     Hit,
     MemoryPoint,
-    Originals,
     PointFilter,
-    Quantization,
     SparseVector,
     Validity,
-    VectorStoreMismatch,
-    VectorStoreUnavailable,
     canonical_id,
     episodes_of,
     shard_of,
 )
-from tiers.semantic.vectors.qdrant_collection import (
+from tiers.semantic.vectors.qdrant.collection import (
     build_filter,
     check_layout,
     create_collection,
@@ -63,6 +59,7 @@ from tiers.semantic.vectors.qdrant_collection import (
     wanted_ids,
     write_meta,
 )
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 log = logging.getLogger("strata.vectors")
 
@@ -76,18 +73,15 @@ class QdrantVectorStore:
         client: QdrantClient,
         collection: str = COLLECTION,
         shards: int = 1,
-        quantization: Quantization = "none",
-        originals: Originals = "float32",  # of a collection this store creates
-        rescore: bool = True,  # int8 candidates scored again on the originals
+        storage: DenseStorage = FLOAT32,  # its originals: those of a collection it creates
     ) -> None:
         if shards < 1:
             raise ValueError(f"a collection has at least one shard key, not {shards}")
         self.client = client
         self.collection = collection
         self.shards = shards  # the shard keys of a collection this store creates
-        self.quantization: Quantization = quantization
-        self._dense = search_params(quantization, rescore)  # a dense search's parameters
-        self.originals: Originals = originals
+        self.storage = storage
+        self._search = search_params(storage)  # a dense search's parameters
         self._keys = 0  # the collection's shard keys (0: none, a collection made before)
         options = client.init_options
         self._local = options.get("location") == ":memory:" or options.get("path") is not None
@@ -105,13 +99,11 @@ class QdrantVectorStore:
         *,
         timeout: int = 10,
         shards: int = 1,
-        quantization: Quantization = "none",
-        originals: Originals = "float32",
-        rescore: bool = True,
+        storage: DenseStorage = FLOAT32,
     ) -> QdrantVectorStore:
         """A store on the Qdrant server or cluster at ``url`` (nothing sent before ensure)."""
         client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
-        return cls(client, collection, shards, quantization, originals, rescore)
+        return cls(client, collection, shards, storage)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -131,10 +123,9 @@ class QdrantVectorStore:
                         dim,
                         self.shards,
                         local=self._local,
-                        quantization=self.quantization,
-                        originals=self.originals,
+                        storage=self.storage,
                     )
-                ensure_quantization(self.client, self.collection, self.quantization)
+                ensure_quantization(self.client, self.collection, self.storage.quantization)
                 params = self.client.get_collection(self.collection).config.params
                 meta = read_meta(self.client, self.collection)
                 vectors = params.vectors if isinstance(params.vectors, dict) else {}
@@ -340,7 +331,7 @@ class QdrantVectorStore:
                 using=using,
                 query_filter=build_filter(flt),
                 limit=limit,
-                search_params=self._dense if using == DENSE else None,
+                search_params=self._search if using == DENSE else None,
                 with_payload=True,
                 with_vectors=False,
                 shard_key_selector=self._route(flt.user_id),

@@ -11,8 +11,8 @@ the empty one, so it never shows in searches, scrolls, counts or deletes.
 (``sharding_method=custom``) and one shard key per shard, :func:`shard_key` of 0 to
 ``shards - 1`` (``"shard-000"``, ...); the metadata point records ``shards`` and lives under
 the first key. A user's points live under the key of :func:`tiers.semantic.vectors.shard_of` (see
-:class:`tiers.semantic.vectors.qdrant.QdrantVectorStore`). A collection made before (its metadata
-point without ``shards``) has no shard keys and is used as it is. ``qdrant-client``'s local
+:class:`tiers.semantic.vectors.qdrant.store.QdrantVectorStore`). A collection made before (its
+metadata point without ``shards``) has no shard keys and is used as it is. ``qdrant-client``'s local
 mode (``:memory:``, a path) has no sharding: it takes ``sharding_method`` and every
 ``shard_key_selector`` and ignores them, and raises ``NotImplementedError`` for shard key
 management, so no key is made there (:func:`ensure_shard_keys`).
@@ -28,15 +28,13 @@ from qdrant_client import QdrantClient, models
 
 from tiers.semantic.vectors import (
     DENSE,
-    RESCORE_OVERSAMPLING,
     SPARSE,
     MemoryPoint,
-    Originals,
     PointFilter,
-    Quantization,
     VectorStoreMismatch,
     canonical_ids,
 )
+from tiers.semantic.vectors.storage import FLOAT32, RESCORE_OVERSAMPLING, DenseStorage, Quantization
 
 META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
 META_KIND = "_meta"
@@ -120,12 +118,12 @@ def quantization_config(quantization: Quantization) -> models.ScalarQuantization
     )
 
 
-def search_params(quantization: Quantization, rescore: bool = True) -> models.SearchParams:
+def search_params(storage: DenseStorage) -> models.SearchParams:
     """A dense search's: with int8, rescored on the original vectors unless not ``rescore``;
     the originals only otherwise (:func:`tiers.semantic.vectors.edge_config.search_params`)."""
-    if quantization == "int8" and not rescore:
+    if storage.quantization == "int8" and not storage.rescore:
         return models.SearchParams(quantization=models.QuantizationSearchParams(rescore=False))
-    if quantization == "int8":
+    if storage.quantization == "int8":
         return models.SearchParams(
             quantization=models.QuantizationSearchParams(
                 rescore=True, oversampling=RESCORE_OVERSAMPLING
@@ -152,27 +150,26 @@ def create_collection(
     shards: int,
     *,
     local: bool,
-    quantization: Quantization = "none",
-    originals: Originals = "float32",
+    storage: DenseStorage = FLOAT32,
 ) -> None:
     """The collection with Strata's layout, custom sharding with ``shards`` shard keys (none
-    made in ``local`` mode), its original dense vectors of type ``originals`` (which local
-    mode does not apply), its payload indexes and its metadata point. One that another
+    made in ``local`` mode), its dense vectors kept as ``storage`` says (local mode does not
+    apply the originals' type), its payload indexes and its metadata point. One that another
     process created first is left as it is, for
-    :meth:`tiers.semantic.vectors.qdrant.QdrantVectorStore.ensure` to check."""
-    int8 = quantization == "int8"
-    half = models.Datatype.FLOAT16 if originals == "float16" else None
-    dense = models.VectorParams(
+    :meth:`tiers.semantic.vectors.qdrant.store.QdrantVectorStore.ensure` to check."""
+    int8 = storage.quantization == "int8"
+    half = models.Datatype.FLOAT16 if storage.originals == "float16" else None
+    vectors = models.VectorParams(
         size=dim, distance=models.Distance.COSINE, on_disk=int8 or None, datatype=half
     )
     sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
     try:
         client.create_collection(
             collection,
-            vectors_config={DENSE: dense},
+            vectors_config={DENSE: vectors},
             sparse_vectors_config={SPARSE: sparse},
             sharding_method=models.ShardingMethod.CUSTOM,
-            quantization_config=quantization_config(quantization),
+            quantization_config=quantization_config(storage.quantization),
         )
     except Exception:
         if client.collection_exists(collection):
