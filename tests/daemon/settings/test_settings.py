@@ -7,6 +7,7 @@ import pytest
 from daemon.codec.status import ConfigError
 from daemon.components import model_cache
 from daemon.settings import load_settings
+from tiers.semantic.vectors.storage import DenseStorage
 
 
 def test_defaults_then_toml_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -23,6 +24,14 @@ def test_defaults_then_toml_then_environment(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("STRATA_CONFIG", str(config))
     s = load_settings()
     assert (s.working_memory.max_messages, s.journal.ttl_seconds) == (9, 60)
+
+
+def test_the_dense_vectors_settings_are_one_value_for_the_stores(tmp_path, monkeypatch):
+    assert load_settings().vectors.storage == DenseStorage("int8", "float16", rescore=False)
+    config = tmp_path / "strata.toml"
+    config.write_text('[vectors]\nquantization = "none"\noriginals = "float32"\n')
+    monkeypatch.setenv("STRATA_VECTORS__RESCORE", "true")
+    assert load_settings(config).vectors.storage == DenseStorage("none", "float32", rescore=True)
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ class EdgeBuilds:
 
     def __init__(self, path: Path, storage: DenseStorage = FLOAT32) -> None:
         self.path = path
-        self.storage = storage  # the shards made from now on keep their originals so (purges')
+        self.storage = storage  # how its shards keep their dense vectors (a purge's copy too)
         self._shard: EdgeShard | None = None
         self._dim = 0
         self._closed = False

@@ -31,6 +31,7 @@ from tiers.semantic.vectors import (
 )
 from tiers.semantic.vectors.child import ChildVectorStore
 from tiers.semantic.vectors.child.codec import decode, decode_error, encode, encode_error
+from tiers.semantic.vectors.storage import DenseStorage
 
 SHARDS = 4
 
@@ -76,6 +77,7 @@ def test_records_cross_the_socket_as_they_were() -> None:
         {"a", "b"},
         Path("/x/y"),
         {"id": [0.5, 1.0]},
+        DenseStorage("int8", "float16", rescore=False),
     ]
     for value in values:
         assert decode(encode(value)) == value, value

@@ -57,7 +57,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, Validity):
         return {"$": "validity", "to": value.valid_to_us, "by": value.replaced_by}
     if isinstance(value, DenseStorage):
-        return {"$": "dense", **dataclasses.asdict(value)}
+        return {"$": "storage", **dataclasses.asdict(value)}
     if isinstance(value, (set, frozenset)):
         return {"$": "set", "items": [encode(v) for v in value]}
     if isinstance(value, Path):
@@ -96,7 +96,7 @@ def decode(value: Any) -> Any:
         return PointFilter(**fields)
     if tag == "validity":
         return Validity(value["to"], value["by"])
-    if tag == "dense":
+    if tag == "storage":
         return DenseStorage(value["quantization"], value["originals"], value["rescore"])
     if tag == "set":
         return {decode(v) for v in value["items"]}
