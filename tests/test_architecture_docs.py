@@ -10,6 +10,7 @@ import re
 import pytest
 
 from daemon.dev.docgen import GENERATED, PACKAGES
+from daemon.dev.tree import sources
 from tests.support import ROOT
 from tiers.journal.store import JOURNAL_CFS
 from tiers.schema import STATE_CFS
@@ -50,7 +51,7 @@ def _python_packages() -> list[str]:
     generated stubs aside (named in the daemon's row as ``pb/``)."""
     found = []
     for top in PACKAGES:
-        for init in sorted((ROOT / top).rglob("__init__.py")):
+        for init in sources(ROOT / top, ROOT, "__init__.py"):
             rel = init.parent.relative_to(ROOT).as_posix()
             if not any(rel == n or rel.startswith(n + "/") for n in GENERATED):
                 found.append(rel)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from daemon.dev.tree import sources
 from tests.support import ROOT
 
 # What each package may import, of the project's packages.
@@ -45,7 +46,7 @@ def _modules() -> dict[str, Path]:
     """Every module of the four packages, by dotted name (a package by its own name)."""
     out = {}
     for package, source in SOURCES.items():
-        for path in sorted(source.rglob("*.py")):
+        for path in sources(source, ROOT):
             if package == "daemon" and path.is_relative_to(CLIENT_DIST):
                 continue
             parts = list(path.relative_to(source.parent).with_suffix("").parts)
@@ -210,7 +211,7 @@ def test_the_cycle_check_sees_a_cycle_and_the_module_names_resolve():
 def test_no_module_is_over_the_line_limit():
     sizes = {}
     for top in SIZED:
-        for path in sorted((ROOT / top).rglob("*.py")):
+        for path in sources(ROOT / top, ROOT):
             where = path.relative_to(ROOT).as_posix()
             if not where.startswith(NOT_SIZED):
                 sizes[where] = len(path.read_text().splitlines())
@@ -354,7 +355,7 @@ MAX_MODULES = 15
 def test_no_folder_holds_more_than_about_15_modules() -> None:
     crowded = []
     for top in ("daemon", "tiers", "weaver", "recall"):
-        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
+        for folder in [ROOT / top, *(p for p in sources(ROOT / top, ROOT, "*") if p.is_dir())]:
             where = folder.relative_to(ROOT).as_posix()
             n = len(list(folder.glob("*.py")))
             if n > MAX_MODULES and not where.startswith(NOT_SIZED[0].rstrip("/")):
@@ -378,7 +379,7 @@ def test_services_and_the_weaver_compose_their_parts() -> None:
     mixed = [
         f"{path.relative_to(ROOT)}:{line} {cls}"
         for top in COMPOSED
-        for path in sorted((ROOT / top).rglob("*.py"))
+        for path in sources(ROOT / top, ROOT)
         for line, cls in _multiple_bases(path)
         if "Error" not in cls  # an error is its tier's error and a kind (tiers.core.errors)
     ]
@@ -400,7 +401,7 @@ CLIENT_MAY_IMPORT = ("stratad_client", "grpc", "grpc_health", "google.protobuf")
 def test_the_client_imports_only_itself_the_stubs_grpc_and_protobuf():
     wrong = []
     client = SOURCES["stratad_client"]
-    for path in sorted(client.rglob("*.py")):
+    for path in sources(client, ROOT):
         if path.is_relative_to(client / "integrations") or path.is_relative_to(client / "pb"):
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from daemon.dev.tree import sources
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"
 CONFIG_DOC = ROOT / "docs" / "configuration.md"
@@ -151,7 +153,7 @@ def modules_doc() -> str:
     ]
     for package in PACKAGES:
         lines += ["", f"## `{package}/`", "", "| module | what it is |", "|---|---|"]
-        for path in sorted((ROOT / package).rglob("*.py")):
+        for path in sources(ROOT / package, ROOT):
             rel = path.relative_to(ROOT).as_posix()
             if any(rel.startswith(g + "/") for g in GENERATED):
                 continue
