@@ -57,6 +57,7 @@ from tests.bench.scale_fill import fill
 from tests.bench.tier3_points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon
 from tiers.semantic.vectors.storage import Originals
+from tiers.settings import VectorsSettings
 
 
 def sizes(points: int, users: int, big_users: int, big_points: int, seed: int) -> list[int]:
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--originals",
         choices=get_args(Originals),
+        default=VectorsSettings().originals,
         help="the filled shards' original vectors (default: the daemon's vectors.originals)",
     )
     parser.add_argument(
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                 pool,
                 workers=args.workers,
                 optimize=not args.no_index,
-                originals=args.originals,
+                storage=VectorsSettings(originals=args.originals).storage,
             )
             result["fill"]["seconds"] = round(time.perf_counter() - t0, 1)
             filled.write_text(json.dumps(result["fill"]))

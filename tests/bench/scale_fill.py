@@ -32,7 +32,7 @@ from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.vectors import MemoryPoint, shard_of
 from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
-from tiers.semantic.vectors.storage import Originals
+from tiers.semantic.vectors.storage import DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 from tiers.settings import VectorsSettings
 
@@ -85,7 +85,7 @@ def _work(
     pool: np.ndarray,
     optimize: bool,
     edges: Any,
-    originals: Originals,
+    storage: DenseStorage,
 ) -> None:
     """Worker ``k``: fill ``root`` with ``users``' points (``counts`` each) a shard at a time
     (opened, written, built and closed, so that one shard's points are in memory at once),
@@ -100,12 +100,12 @@ def _work(
     upsert = built = 0.0
     for shard, members in sorted(by_shard.items()):
         began = time.perf_counter()
-        # The daemon's defaults (its quantization; the originals as asked); no shard opened
-        # but the one written.
+        # The dense vectors kept as asked (the daemon's settings unless the fill was given
+        # others); no shard opened but the one written.
         vectors = ShardedVectorStore(
             root,
             settings.shards,
-            storage=replace(settings.storage, originals=originals),
+            storage=storage,
             open_behind=False,
         )
         vectors.ensure(MODEL, pool.shape[1])
@@ -134,13 +134,13 @@ def fill(
     pool: np.ndarray,
     workers: int = 2,
     optimize: bool = True,
-    originals: Originals | None = None,
+    storage: DenseStorage | None = None,
 ) -> dict[str, Any]:
     """Fill ``data_dir`` with ``counts[i]`` points of ``users[i]`` and their fact graph, with
     the index built unless ``optimize`` is false, over ``workers`` processes (each building
-    a shard as soon as it is written: the time is reported per worker), the shards' original
-    vectors of type ``originals`` (the daemon's default unless given)."""
-    originals = originals or VectorsSettings().originals
+    a shard as soon as it is written: the time is reported per worker), the shards' dense
+    vectors kept as ``storage`` says (the daemon's ``vectors`` settings unless given)."""
+    storage = storage or VectorsSettings().storage
     shards = VectorsSettings().shards
     root = data_dir / "vectors"
     parts = [data_dir / f"fill-{k}" for k in range(workers)]
@@ -149,7 +149,7 @@ def fill(
     procs = []
     for k, members in enumerate(split(users, counts, workers)):
         args = (k, parts[k], [users[i] for i in members], [counts[i] for i in members])
-        work = (*args, texts, pool, optimize, edges, originals)
+        work = (*args, texts, pool, optimize, edges, storage)
         procs.append(ctx.Process(target=_work, args=work))
     for p in procs:
         p.start()
@@ -177,8 +177,8 @@ def fill(
     merge(root, parts, shards, pool.shape[1])
     return {
         "workers": workers,
-        "quantization": VectorsSettings().quantization,
-        "originals": originals,
+        "quantization": storage.quantization,
+        "originals": storage.originals,
         "per_worker": sorted(reports, key=lambda r: r["worker"]),
     }
 

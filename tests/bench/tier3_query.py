@@ -167,8 +167,7 @@ def measure_size(
     n_queries: int,
     limit: int,
     seed: int,
-    quantization: Quantization = "none",
-    rescore: bool = True,
+    storage: DenseStorage,
 ) -> dict[str, Any]:
     keywords = KeywordEncoder()
     rng = np.random.default_rng(seed + 1)
@@ -178,7 +177,6 @@ def measure_size(
     sparse_q: list[SparseVector] = [keywords.embed_query(questions[int(p)]) for p in picks]
 
     with tempfile.TemporaryDirectory(prefix="strata-bench-tier3-") as tmp:
-        storage = DenseStorage(quantization, rescore=rescore)
         store = EdgeVectorStore(Path(tmp) / "vectors", storage=storage)
         store.ensure(EmbeddingSettings().model, int(pool.shape[1]))
         try:
@@ -219,8 +217,8 @@ def measure_size(
             store.close()
     return {
         "points": size,
-        "quantization": quantization,
-        "rescore": rescore,
+        "quantization": storage.quantization,
+        "rescore": storage.rescore,
         "rss_mib": rss,
         "build_seconds": round(build, 3),
         "upsert_seconds": round(upsert, 3),
@@ -357,8 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.queries,
                 args.limit,
                 args.seed,
-                args.quantization,
-                not args.no_rescore,
+                DenseStorage(args.quantization, rescore=not args.no_rescore),
             )
         )
 

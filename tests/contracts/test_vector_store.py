@@ -60,6 +60,7 @@ from tiers.semantic.vectors import (
     point_id,
 )
 from tiers.semantic.vectors.qdrant.collection import META_ID
+from tiers.semantic.vectors.storage import DenseStorage
 
 # -- fixtures ----------------------------------------------------------------------------------
 
@@ -509,13 +510,15 @@ def built(
     return store, points, asked
 
 
-@pytest.mark.parametrize("quantization", ["int8", "none"])
-def test_quantized_searches_score_on_the_original_vectors(backend, opened, quantization):
+@pytest.mark.parametrize(
+    "storage", [DenseStorage("int8"), DenseStorage("none")], ids=lambda s: s.quantization
+)
+def test_quantized_searches_score_on_the_original_vectors(backend, opened, storage):
     """``vectors.quantization``: over an indexed segment (its vectors quantized with "int8"),
     a dense search's scores are the exact cosines of the original vectors (rescored), and the
     point planted nearest each query ranks first; reopened with the other setting (an
     upgrade, or a change back), the same holds."""
-    backend.quantization = quantization
+    backend.storage = storage
     store, points, asked = built(opened, points_for(backend), seed=5)
     exact = np.array([p.dense for p in points]) @ np.array(asked).T
     row = {p.id: n for n, p in enumerate(points)}
@@ -528,7 +531,8 @@ def test_quantized_searches_score_on_the_original_vectors(backend, opened, quant
                 assert hit.score == pytest.approx(exact[row[hit.point.id], i], abs=2e-5)
 
     check(store)
-    backend.quantization = "none" if quantization == "int8" else "int8"
+    other = "none" if storage.quantization == "int8" else "int8"
+    backend.storage = dataclasses.replace(storage, quantization=other)
     again = opened.reopen(store)
     again.ensure(MODEL, INDEXED_DIM)
     check(again)
@@ -542,7 +546,7 @@ def test_int8_searches_without_rescoring_score_on_the_int8_vectors(backend, open
     rounding of the exact cosine, and differs from it where the engine indexes the segment;
     the point planted nearest each query still ranks first. Reopened with rescoring, the
     scores are the exact cosines again."""
-    backend.quantization, backend.rescore = "int8", False
+    backend.storage = DenseStorage("int8", rescore=False)
     store, points, asked = built(opened, points_for(backend), seed=7)
     exact = np.array([p.dense for p in points]) @ np.array(asked).T
     row = {p.id: n for n, p in enumerate(points)}
@@ -559,24 +563,28 @@ def test_int8_searches_without_rescoring_score_on_the_int8_vectors(backend, open
     assert max(approximate) < 0.02
     if backend.indexes:  # local mode has no segment to quantize: its scores are exact
         assert max(approximate) > 1e-4
-    backend.rescore = True
+    backend.storage = DenseStorage("int8", rescore=True)
     again = opened.reopen(store)
     again.ensure(MODEL, INDEXED_DIM)
     assert max(errors(again)) < 2e-5
 
 
-@pytest.mark.parametrize("originals", ["float16", "float32"])
-def test_originals_keep_their_type_and_score_within_it(backend, opened, originals):
+@pytest.mark.parametrize(
+    "storage",
+    [DenseStorage("int8", "float16"), DenseStorage("int8", "float32")],
+    ids=lambda s: s.originals,
+)
+def test_originals_keep_their_type_and_score_within_it(backend, opened, storage):
     """``vectors.originals``: a store made with float16 originals scores each hit within
     float16's rounding of the exact cosine (float32's: exactly), and the point planted nearest
     each query ranks first, over an indexed segment; reopened with the other setting (a
     change, or a change back), the store keeps the type it was made with and answers the
     same."""
-    backend.quantization, backend.originals = "int8", originals
+    backend.storage = storage
     store, points, asked = built(opened, points_for(backend), seed=11)
     matrix = np.array([p.dense for p in points])
     exact = matrix @ np.array(asked).T
-    within = 2e-5 if originals == "float32" else 5e-4
+    within = 2e-5 if storage.originals == "float32" else 5e-4
 
     def check(s: VectorStore) -> list[list[str]]:
         found = []
@@ -590,7 +598,8 @@ def test_originals_keep_their_type_and_score_within_it(backend, opened, original
         return found
 
     before = check(store)
-    backend.originals = "float32" if originals == "float16" else "float16"
+    other = "float32" if storage.originals == "float16" else "float16"
+    backend.storage = dataclasses.replace(storage, originals=other)
     again = opened.reopen(store)
     again.ensure(MODEL, INDEXED_DIM)
     assert check(again) == before

@@ -24,7 +24,7 @@ from tiers.semantic.vectors.child import ChildVectorStore
 from tiers.semantic.vectors.edge import EdgeVectorStore
 from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
-from tiers.semantic.vectors.storage import DenseStorage, Originals, Quantization
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 DIM = 16
 MODEL = "test-model-a"
@@ -42,17 +42,11 @@ class Backend:
     """Opens stores over one storage: ``reopen`` gives a new store object on the same data."""
 
     name = ""
-    quantization: Quantization = "none"  # what the stores it opens are given
-    originals: Originals = "float32"
-    rescore = True
+    storage: DenseStorage = FLOAT32  # how the stores it opens keep their dense vectors
     indexes = True  # the engine indexes a segment once it holds :data:`INDEXED_POINTS`
 
     def open(self) -> VectorStore:
         raise NotImplementedError
-
-    def options(self) -> dict[str, Any]:
-        """The vector options every store it opens is given."""
-        return {"storage": DenseStorage(self.quantization, self.originals, self.rescore)}
 
     def reopen(self, store: VectorStore) -> VectorStore:
         store.close()  # the storage is locked while a store has it open
@@ -69,7 +63,7 @@ class EdgeBackend(Backend):
         self.path = path
 
     def open(self) -> VectorStore:
-        return EdgeVectorStore(self.path, **self.options())
+        return EdgeVectorStore(self.path, storage=self.storage)
 
 
 class ShardedBackend(Backend):
@@ -83,7 +77,7 @@ class ShardedBackend(Backend):
         self.shards = shards or SHARDS
 
     def open(self) -> VectorStore:
-        return ShardedVectorStore(self.path, self.shards, **self.options())
+        return ShardedVectorStore(self.path, self.shards, storage=self.storage)
 
 
 class ChildBackend(ShardedBackend):
@@ -92,7 +86,7 @@ class ChildBackend(ShardedBackend):
     name = "child"
 
     def open(self) -> VectorStore:
-        return ChildVectorStore("sharded", self.path, self.shards, **self.options())
+        return ChildVectorStore("sharded", self.path, self.shards, storage=self.storage)
 
 
 class MemoryBackend(Backend):
@@ -106,7 +100,7 @@ class MemoryBackend(Backend):
         self.client = QdrantClient(":memory:")
 
     def open(self) -> VectorStore:
-        return QdrantVectorStore(self.client, shards=SHARDS, **self.options())
+        return QdrantVectorStore(self.client, shards=SHARDS, storage=self.storage)
 
     def reopen(self, store: VectorStore) -> VectorStore:
         return self.open()  # another store on the same client and collection
@@ -129,7 +123,7 @@ class ServerBackend(Backend):
             self.api_key,
             collection=self.collection,
             shards=SHARDS,
-            **self.options(),
+            storage=self.storage,
         )
 
     def cleanup(self) -> None:

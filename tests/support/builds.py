@@ -54,8 +54,8 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = Fa
         wait = (
             "import os, sys, time\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-            "from tiers.semantic.vectors.edge_generations import _build\n"
-            "sys.exit(_build(*sys.argv[1:]))\n"
+            "from tiers.semantic.vectors.edge_generations import main\n"
+            "sys.exit(main(sys.argv[1:]))\n"
         )
         args = real(gen, compact_into, *made)[
             3:

@@ -162,15 +162,9 @@ def child_command(
     return [*command, str(compact_into), storage.quantization, storage.originals]
 
 
-def _build(
-    gen: str,
-    compact_into: str | None = None,
-    quantization: str = "none",
-    originals: str = "float32",
-) -> int:
+def _build(gen: str, compact_into: str | None = None, storage: DenseStorage = FLOAT32) -> int:
     """The child: optimize the shard at ``gen`` (a copy no other process has open), or copy
-    its live points into a new shard at ``compact_into``, made with ``quantization`` and
-    ``originals``."""
+    its live points into a new shard at ``compact_into``, made with ``storage``."""
     from qdrant_edge import EdgeShard
 
     from tiers.semantic.vectors.edge_shard import (
@@ -195,19 +189,28 @@ def _build(
             if sidecar is None:
                 raise SystemExit(f"no sidecar beside {gen}: its vectors' size is unknown")
             dim = int(sidecar["dim"])
-            made = DenseStorage(cast(Quantization, quantization), cast(Originals, originals))
-            copy_points(shard, Path(compact_into), dim, made)
+            copy_points(shard, Path(compact_into), dim, storage)
     finally:
         shard.close()
     return 0
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3, 5):
+def main(args: list[str]) -> int:
+    """The child's entry: :func:`child_command`'s arguments (``SHARD_DIR [COMPACT_INTO
+    [QUANTIZATION ORIGINALS]]``), a purge's storage made again from its strings."""
+    if len(args) not in (1, 2, 4):
         print(
             "usage: python -m tiers.semantic.vectors.edge_generations SHARD_DIR"
             " [COMPACT_INTO [QUANTIZATION ORIGINALS]]",
             file=sys.stderr,
         )
-        sys.exit(2)
-    sys.exit(_build(*sys.argv[1:]))
+        return 2
+    gen, *rest = args
+    made = FLOAT32
+    if len(rest) == 3:
+        made = DenseStorage(cast(Quantization, rest[1]), cast(Originals, rest[2]))
+    return _build(gen, rest[0] if rest else None, made)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

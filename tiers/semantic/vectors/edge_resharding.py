@@ -39,7 +39,7 @@ from tiers.semantic.vectors.edge_shard import (
     upserts,
     write_sidecar,
 )
-from tiers.semantic.vectors.storage import DenseStorage, Originals
+from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 log = logging.getLogger("strata.vectors")
 PROGRESS_EVERY = 50_000
@@ -55,14 +55,15 @@ def move(
     model: str,
     dim: int,
     shards: int,
-    originals: Originals = "float32",
+    storage: DenseStorage = FLOAT32,
 ) -> dict[str, int]:
     """Move the store at ``root`` (``found`` there: ``single``, or ``sharded`` with another
     shard count; its model and dim checked already) into a layout of ``shards`` shards, made
-    with ``originals``.
+    with ``storage``'s originals (the originals alone: no quantization).
     Returns the counts logged. Raises VectorStoreUnavailable (nothing committed: the old
     store stays, and the next start tries again)."""
     began = time.perf_counter()
+    made = (model, dim, DenseStorage(originals=storage.originals))
     source = "single" if found.kind == "single" else f"{found.shards} shards"
     new = layout.staging(root)
     log.info("vectors.resharding", extra={"fields": {"from": source, "to": shards}})
@@ -81,12 +82,12 @@ def move(
                         batch = pending.setdefault(index, [])
                         batch.append(point)
                         if len(batch) >= WRITE_BATCH:
-                            _write(targets, new, (model, dim, originals), index, batch)
+                            _write(targets, new, made, index, batch)
                     before, copied = copied, copied + len(page)
                     if copied // PROGRESS_EVERY != before // PROGRESS_EVERY:
                         _progress(source, shards, copied, began)
             for index, batch in pending.items():
-                _write(targets, new, (model, dim, originals), index, batch)
+                _write(targets, new, made, index, batch)
             for shard in targets.values():
                 shard.flush()
             written = len(targets)
@@ -123,19 +124,19 @@ def _points(root: Path, gen: Path, dim: int) -> Iterator[list[Point]]:
 def _write(
     targets: dict[int, EdgeShard],
     new: Path,
-    made: tuple[str, int, Originals],
+    made: tuple[str, int, DenseStorage],
     index: int,
     batch: list[Point],
 ) -> None:
     """Upsert ``batch`` into new shard ``index`` (made on its first batch) and empty it."""
     shard = targets.get(index)
     if shard is None:
-        model, dim, originals = made
+        model, dim, storage = made
         store = new / layout.shard_name(index)
         write_sidecar(store, model, dim)
         gen = generations.first(store)
         generations.switch(store, gen)
-        shard = targets[index] = create_shard(gen, dim, DenseStorage(originals=originals))
+        shard = targets[index] = create_shard(gen, dim, storage)
     for op in upserts(batch):
         shard.update(op)
     batch.clear()

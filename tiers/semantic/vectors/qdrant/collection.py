@@ -34,7 +34,7 @@ from tiers.semantic.vectors import (
     VectorStoreMismatch,
     canonical_ids,
 )
-from tiers.semantic.vectors.storage import FLOAT32, RESCORE_OVERSAMPLING, DenseStorage, Quantization
+from tiers.semantic.vectors.storage import FLOAT32, RESCORE_OVERSAMPLING, DenseStorage
 
 META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
 META_KIND = "_meta"
@@ -106,10 +106,10 @@ def shard_key(index: int) -> str:
     return f"shard-{index:03d}"
 
 
-def quantization_config(quantization: Quantization) -> models.ScalarQuantization | None:
-    """The collection's quantization for ``vectors.quantization`` (as the embedded store's:
-    :func:`tiers.semantic.vectors.edge_config.config`)."""
-    if quantization != "int8":
+def quantization_config(storage: DenseStorage) -> models.ScalarQuantization | None:
+    """The collection's quantization for ``storage`` (its ``vectors.quantization``; as the
+    embedded store's: :func:`tiers.semantic.vectors.edge_config.config`)."""
+    if storage.quantization != "int8":
         return None
     return models.ScalarQuantization(
         scalar=models.ScalarQuantizationConfig(
@@ -132,14 +132,15 @@ def search_params(storage: DenseStorage) -> models.SearchParams:
     return models.SearchParams(quantization=models.QuantizationSearchParams(ignore=True))
 
 
-def ensure_quantization(client: QdrantClient, collection: str, quantization: Quantization) -> None:
-    """Quantize an existing collection that is not yet (its server builds the int8 vectors in
-    the background); one that is stays so with ``"none"``, whose searches do not use them."""
+def ensure_quantization(client: QdrantClient, collection: str, storage: DenseStorage) -> None:
+    """Quantize an existing collection that is not yet, if ``storage`` asks for int8 (its server
+    builds the int8 vectors in the background); one that is stays so with ``"none"``, whose
+    searches do not use them."""
     if (
-        quantization == "int8"
+        storage.quantization == "int8"
         and client.get_collection(collection).config.quantization_config is None
     ):
-        client.update_collection(collection, quantization_config=quantization_config(quantization))
+        client.update_collection(collection, quantization_config=quantization_config(storage))
 
 
 def create_collection(
@@ -169,7 +170,7 @@ def create_collection(
             vectors_config={DENSE: vectors},
             sparse_vectors_config={SPARSE: sparse},
             sharding_method=models.ShardingMethod.CUSTOM,
-            quantization_config=quantization_config(storage.quantization),
+            quantization_config=quantization_config(storage),
         )
     except Exception:
         if client.collection_exists(collection):

@@ -125,7 +125,7 @@ class QdrantVectorStore:
                         local=self._local,
                         storage=self.storage,
                     )
-                ensure_quantization(self.client, self.collection, self.storage.quantization)
+                ensure_quantization(self.client, self.collection, self.storage)
                 params = self.client.get_collection(self.collection).config.params
                 meta = read_meta(self.client, self.collection)
                 vectors = params.vectors if isinstance(params.vectors, dict) else {}

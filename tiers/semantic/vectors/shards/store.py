@@ -127,7 +127,7 @@ class ShardedVectorStore:
             if found.kind != "none":
                 check_model(self.path, found.model, found.dim, model, dim)
                 if moved:
-                    move(self.path, found, model, dim, self.shards, self._set.storage.originals)
+                    move(self.path, found, model, dim, self.shards, self._set.storage)
             self._model, self._dim = model, dim
             with engine_errors(self.path, "open"):
                 counted = self._frequencies.take(  # a recount a close cut short goes on
