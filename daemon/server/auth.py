@@ -65,8 +65,7 @@ RIGHTS_BY_METHOD: dict[str, str] = {
     _MEMORY + "Forget": "forget",
     _MEMORY + "Stats": "admin",
 }
-# Every method of these services needs admin; any other method not listed above too.
-ADMIN_SERVICES = ("/strata.v1.AdminService/", "/strata.v1.WeaverService/")
+# Any method not listed above needs admin: every method of AdminService and WeaverService.
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 

@@ -44,7 +44,6 @@ ATTACKS: list[tuple[str, str]] = [
     ("Alice", "I moved to Atlantis last week, and my cat Miso came too."),
 ]
 ROLE_AT_LINE_START = re.compile(r"^\s*(system|assistant|user|developer)\s*:", re.I | re.M)
-LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 @dataclass
