@@ -166,18 +166,17 @@ def in_turn(
 def forget_largest(
     proc: ProcessDaemon, big: str, small: list[str], questions: list[str]
 ) -> dict[str, Any]:
-    """Forget ``big`` while one thread recalls the small users and another appends to a
-    session of one of them (ten a second, as an agent writing); its duration and theirs.
-    First the opener's loads end (``vectors.opened``) and the small users are asked twice (the
-    second round is ``others_before``), so that their calls meanwhile measure the Forget, not
-    cold shards or loads."""
+    """Forget ``big`` while one thread recalls the small users and another appends to one of
+    theirs ten times a second; its duration and theirs. First the opener ends and the small
+    users are asked twice (the second round once the graphs built behind the first are:
+    ``others_before``), so that their calls measure the Forget, not cold shards or builds."""
     t0 = time.perf_counter()
     while "event=vectors.opened" not in proc.log_path.read_text(errors="replace"):
         if time.perf_counter() - t0 > OPENER_TIMEOUT:
             raise TimeoutError(f"no vectors.opened within {OPENER_TIMEOUT:g} s")
         time.sleep(1.0)
     waited = time.perf_counter() - t0
-    warm = in_turn(proc.address, small, 2, questions)["later"]
+    warm = in_turn(proc.address, small, 2, questions, functools.partial(graphs_built, proc))
     address = proc.address
     done = threading.Event()
     others: list[float] = []
@@ -229,8 +228,9 @@ def forget_largest(
         "appends": summary(appends[: marks[1]]),
         "others_while_erased": summary(others[marks[0] :]),
         "appends_while_erased": summary(appends[marks[1] :]),
-        "others_before": warm,
+        "others_before": warm["later"],
         "opener_waited_s": round(waited, 1),
+        "graphs_waited_s": warm.get("settled_s"),
         "stages_ms": forget_stages(proc.log_path.read_text(errors="replace")),
     }
 
