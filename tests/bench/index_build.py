@@ -17,7 +17,7 @@ backlog). The store is in shards (the default ``vectors.shards``): the first bui
 goes over every shard that holds points, one at a time, and its window runs from its start to its
 end (the weaver's ``vectors.optimized`` log line and its ``ms``). Each shard's own window, from its
 next generation's directory appearing to its ``CURRENT`` naming it
-(``tiers.semantic.vectors.edge_generations``), is recorded too; a shard whose child finds nothing to
+(``tiers.semantic.vectors.edge.generations``), is recorded too; a shard whose child finds nothing to
 index swaps nothing in and has none. Reported: the window, and inside and outside it the number, p99
 and maximum of the Append and Recall latencies and the longest health answer, the shards' windows
 and loads (``vectors.built``), and the daemon's ``gc.pause`` log lines (collections of 50 ms or

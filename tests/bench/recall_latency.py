@@ -28,8 +28,8 @@ from tiers.schema import STATE_CFS
 from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.vectors import MemoryPoint
-from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors.edge_shard import write_sidecar
+from tiers.semantic.vectors.edge import layout
+from tiers.semantic.vectors.edge.shard import write_sidecar
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.settings import VectorsSettings
 

@@ -13,7 +13,7 @@ from typing import Any
 from stratad_client import StrataClientError
 from tests.bench._daemon import percentile
 from tests.support import ProcessDaemon, wait_until
-from tiers.semantic.vectors import edge_generations as generations
+from tiers.semantic.vectors.edge import generations
 
 
 class Recorder(threading.Thread):

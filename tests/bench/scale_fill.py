@@ -30,7 +30,7 @@ from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.vectors import MemoryPoint, shard_of
-from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors.edge import layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.storage import DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies

@@ -48,7 +48,7 @@ def _status() -> dict[str, int]:
 
 def empty(n: int) -> dict[str, Any]:
     """In this process: ``n`` empty shards created, closed and opened again."""
-    from tiers.semantic.vectors.edge import EdgeVectorStore
+    from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
     with tempfile.TemporaryDirectory(prefix="strata-shards-") as tmp:
         paths = [Path(tmp) / f"shard-{i:03d}" for i in range(n)]
@@ -91,7 +91,7 @@ def sized(n: int, real: bool) -> dict[str, Any]:
     from tests.bench.locomo_data import load, turn_texts
     from tests.bench.tier3_points import PointMaker, embed_pool
     from tiers.semantic.vectors import PointFilter
-    from tiers.semantic.vectors.edge import EdgeVectorStore
+    from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
     logged: list[tuple[str, dict[str, Any]]] = []
 

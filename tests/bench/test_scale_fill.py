@@ -11,8 +11,8 @@ import numpy as np
 from tests.bench.recall_latency import MODEL
 from tests.bench.scale_fill import fill, split
 from tiers.semantic.vectors import PointFilter, shard_of
-from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors.bm25 import KeywordEncoder
+from tiers.semantic.vectors.edge import layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 from tiers.settings import VectorsSettings

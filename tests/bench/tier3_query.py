@@ -57,7 +57,7 @@ from tests.bench.tier3_points import (
 )
 from tiers.semantic.vectors import PointFilter, SparseVector
 from tiers.semantic.vectors.bm25 import KeywordEncoder
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.storage import DenseStorage, Quantization
 from tiers.settings import EmbeddingSettings
 

@@ -17,7 +17,7 @@ from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.graph import Edge
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, Source, VectorStoreUnavailable, point_id
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 A = Scope("alice", "bot")
 A2 = Scope("alice", "other-bot")

@@ -21,7 +21,7 @@ from tiers.core.records import Scope
 from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, Source, VectorStore, point_id
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.child import ChildVectorStore
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage

@@ -25,8 +25,12 @@ from tests.support.models import shared_factories
 from tests.support.weaving import conversation
 from tiers.rocks import RocksStore
 from tiers.semantic.store import edge_store_path
-from tiers.semantic.vectors import PointFilter, edge_shard, shard_of
-from tiers.semantic.vectors import edge_layout as layout
+from tiers.semantic.vectors import (
+    PointFilter,
+    shard_of,
+)
+from tiers.semantic.vectors.edge import layout
+from tiers.semantic.vectors.edge import shard as edge_shard
 from tiers.semantic.vectors.shards.members import ShardSet
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.term_frequencies import Tally

@@ -20,7 +20,7 @@ from tiers.semantic.vectors import (
     point_id,
     turn_point_id,
 )
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 A = Scope("alice")
 TURNS = {1: ("Alice", "I booked the ferry."), 2: ("Bob", "To where?"), 3: ("Alice", "Gotland!")}

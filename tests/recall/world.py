@@ -16,7 +16,7 @@ from tiers.semantic.graph import Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, Source, Validity, point_id
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 DIM = 32
 A = Scope("alice", "bot")

@@ -1,5 +1,5 @@
 """The embedded vector store's next generation (an index build, a purge:
-:mod:`tiers.semantic.vectors.edge_generations`) held back until a test lets it go: its child process
+:mod:`tiers.semantic.vectors.edge.generations`) held back until a test lets it go: its child process
 (:func:`gated_child`), and the daemon's load of what the child made (:func:`held_load`); a build
 or a purge on a thread of its own while its child runs (:func:`child_running`); and shards made
 to index a test's few points (:func:`index_small_stores`)."""
@@ -17,9 +17,10 @@ from qdrant_edge import EdgeConfig, EdgeOptimizersConfig
 
 from tests.support.gates import DEADLINE, Pause
 from tests.support.polling import wait_until
-from tiers.semantic.vectors import edge_builds, edge_config
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge import builds as edge_builds
+from tiers.semantic.vectors.edge import config as edge_config
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 
@@ -54,12 +55,12 @@ def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = Fa
         wait = (
             "import os, sys, time\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-            "from tiers.semantic.vectors.edge_generations import main\n"
+            "from tiers.semantic.vectors.edge.generations import main\n"
             "sys.exit(main(sys.argv[1:]))\n"
         )
         args = real(gen, compact_into, *made)[
             3:
-        ]  # after: python -m tiers.semantic.vectors.edge_generations
+        ]  # after: python -m tiers.semantic.vectors.edge.generations
         return [sys.executable, "-c", wait, *args]
 
     monkeypatch.setattr(generations, "child_command", command)

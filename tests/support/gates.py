@@ -26,7 +26,7 @@ from tiers.core.models import ModelClient
 from tiers.semantic.embedding import Embedder, EmbeddingService, SupportsClose
 from tiers.semantic.store import SemanticStore, edge_store_path
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from weaver.jobs.runner import Weaver
 
 # How long a test waits for a thread to reach a pause, and a held thread for its release.

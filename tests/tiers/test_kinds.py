@@ -38,7 +38,7 @@ from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import MemoryPoint
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import WindowLimits
 

@@ -4,7 +4,7 @@
 ``request`` starts the vector store's index build and flush on a thread of its own, unless one
 is running: it neither waits behind index jobs (under a backlog it never ran) nor holds them up
 (the embedded store builds in a child process and records the writes made meanwhile:
-:mod:`tiers.semantic.vectors.edge_generations`). The index jobs and the runs count the points
+:mod:`tiers.semantic.vectors.edge.generations`). The index jobs and the runs count the points
 they write (:meth:`IndexBuilds.wrote`); a build is worth it once some were written, or after
 the index was lost.
 """

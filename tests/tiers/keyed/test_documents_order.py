@@ -1,7 +1,7 @@
 """Keyed documents in Tier 3 under every interleaving of a put or a delete with the weaver's
 documents job (``weaver/index.py``: ``DocumentIndexer``; ``weaver/jobs/indexing.py``) and with the
 making of the vector store's next generation (an index build, a Forget's purge:
-``tiers/semantic/vectors/edge_builds.py``). The guarantees (``docs/architecture.md``, The Memory
+``tiers/semantic/vectors/edge/builds.py``). The guarantees (``docs/architecture.md``, The Memory
 Weaver):
 
 - the end state is the newest put's text, or nothing after a delete;

@@ -30,7 +30,7 @@ from tiers.semantic.erasures import Erasures
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import PURGE_KEY, TOMBSTONES_CF
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, VectorStoreUnavailable
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.working.memory import WorkingMemory

@@ -23,7 +23,7 @@ from tiers.semantic.embedding.slices import FIRST_SLICE, MAX_SLICE, SLICE_SECOND
 from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import PointFilter
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import SessionFlushed, WindowLimits
 from weaver.consolidate import Consolidator

@@ -7,8 +7,8 @@ collection layout and payload schema (and a third runs one of them elsewhere):
 
 - :class:`tiers.semantic.vectors.shards.store.ShardedVectorStore`: the embedded Qdrant engine
   (``qdrant-edge-py``) in shards, the default: one
-  :class:`tiers.semantic.vectors.edge.EdgeVectorStore` per shard, a user's points in one of them
-  (:func:`shard_of`);
+  :class:`tiers.semantic.vectors.edge.store.EdgeVectorStore` per shard, a user's points in one
+  of them (:func:`shard_of`);
 - :class:`tiers.semantic.vectors.child.ChildVectorStore`: the same sharded store in a child
   process of its own (``vectors.process``), the seam's calls forwarded over a local socket;
 - :class:`tiers.semantic.vectors.qdrant.store.QdrantVectorStore`: ``qdrant-client``, against a

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from tiers.semantic.vectors import SparseVector, VectorStoreInterrupted
-from tiers.semantic.vectors.edge_shard import (
+from tiers.semantic.vectors.edge.shard import (
     fsync_dir,
     records_terms,
     replace_durably,

@@ -1,4 +1,4 @@
-"""A delete of the embedded shard (tiers.semantic.vectors.edge_delete): a caller resting (an
+"""A delete of the embedded shard (tiers.semantic.vectors.edge.delete): a caller resting (an
 erasure: tiers.core.priority.resting) lets go of the shard's write lock between its pages, so
 another user's write goes in meanwhile; every point of the filter goes, with its terms, even
 when a purge swaps the live shard between two pages."""
@@ -14,9 +14,10 @@ import pytest
 
 from tests.contracts.vectors import BOB, DIM, KEYWORDS, MODEL, mem
 from tiers.core.priority import rest_after, resting, rests
-from tiers.semantic.vectors import PointFilter, edge_delete
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_shard import READ_PAGE
+from tiers.semantic.vectors import PointFilter
+from tiers.semantic.vectors.edge import delete as edge_delete
+from tiers.semantic.vectors.edge.shard import READ_PAGE
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 ALICES = 2 * READ_PAGE + 300  # three pages
 BOBS = ["bob's red kayak", "a kayak trip with bob", "the blue canoe"]

@@ -1,5 +1,5 @@
 """The embedded store builds its index in a child process and swaps the built copy in
-(tiers.semantic.vectors.edge_generations): writes made during the build are kept, a failed or
+(tiers.semantic.vectors.edge.generations): writes made during the build are kept, a failed or
 interrupted build leaves the store as it was, crash leftovers are swept, and a store in the
 layout before generations (the shard in the directory itself) is read and moved on."""
 
@@ -23,10 +23,10 @@ from tiers.semantic.vectors import (
     PointFilter,
     Validity,
     VectorStoreUnavailable,
-    edge_shard,
 )
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge import shard as edge_shard
+from tiers.semantic.vectors.edge.store import SIDECAR, EdgeVectorStore
 from tiers.semantic.vectors.storage import DenseStorage
 
 DEADLINE = 60.0
@@ -74,9 +74,7 @@ def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
 def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, monkeypatch):
     """The episode ids of a user holding most of the shard, and the delete of their points,
     read the payload and the sparse vector files ahead; a user's few points do not."""
-    from tiers.semantic.vectors import (
-        edge_builds,
-    )
+    from tiers.semantic.vectors.edge import builds as edge_builds
 
     read: list[tuple[list[str], int]] = []
 

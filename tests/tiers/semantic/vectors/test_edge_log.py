@@ -1,8 +1,8 @@
-"""The engine's write-ahead log as an embedded shard keeps it (tiers.semantic.vectors.edge_config,
-edge_shard): in small segments that a flush drops, with every acknowledged write kept over a
+"""The engine's write-ahead log as an embedded shard keeps it (tiers.semantic.vectors.edge's
+config and shard): in small segments that a flush drops, with every acknowledged write kept over a
 hard exit, and written in parts of ``WRITE_POINTS`` points (what a load decodes again is the
 last part, not a whole large upsert); a flush asks the engine only when the shard was written
-since its last one (tiers.semantic.vectors.edge_builds)."""
+since its last one (tiers.semantic.vectors.edge.builds)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from qdrant_edge import EdgeShard
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, T0, mem
 from tests.support import ROOT
 from tiers.semantic.vectors import MemoryPoint, PointFilter, Validity
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_config import CONFIG_FILE, WAL_SEGMENT_BYTES, config
-from tiers.semantic.vectors.edge_shard import (
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge.config import CONFIG_FILE, WAL_SEGMENT_BYTES, config
+from tiers.semantic.vectors.edge.shard import (
     WRITE_POINTS,
     ensure_payload_indexes,
     to_point,
     upserts,
 )
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 T1 = T0 + 1_000_000
 # About 2.6 kB a point in the log: 1,800 of them are more than four segments.
@@ -90,7 +90,7 @@ import os, sys
 from pathlib import Path
 from tests.contracts.vectors import DIM, MODEL
 from tests.tiers.semantic.vectors.test_edge_log import many
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 
 store = EdgeVectorStore(Path(sys.argv[1]))
 store.ensure(MODEL, DIM)

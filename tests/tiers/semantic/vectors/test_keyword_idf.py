@@ -28,14 +28,13 @@ from tiers.semantic.vectors import (
     PointFilter,
     VectorStore,
     VectorStoreInterrupted,
-    edge_shard,
     shard_of,
 )
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_config import config, made_with, payload_indexes
-from tiers.semantic.vectors.edge_shard import to_point, write_sidecar
+from tiers.semantic.vectors.edge import generations, layout
+from tiers.semantic.vectors.edge import shard as edge_shard
+from tiers.semantic.vectors.edge.config import config, made_with, payload_indexes
+from tiers.semantic.vectors.edge.shard import to_point, write_sidecar
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies, Tally
 

@@ -1,5 +1,5 @@
 """``vectors.originals`` in the embedded store: the type its shards' original dense vectors are
-kept in on disk, fixed when a shard is made (:mod:`tiers.semantic.vectors.edge_config`)."""
+kept in on disk, fixed when a shard is made (:mod:`tiers.semantic.vectors.edge.config`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from tests.contracts.vectors import INDEXED_DIM, MODEL, alice, ids, indexable_points
 from tiers.semantic.vectors import PointFilter
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_config import made_with
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge.config import made_with
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.storage import DenseStorage, Originals
 
 

@@ -17,8 +17,8 @@ from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter, shard_of
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_shard import READ_PAGE
+from tiers.semantic.vectors.edge.shard import READ_PAGE
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
 from tiers.semantic.vectors.shards import preloads
 from tiers.semantic.vectors.shards.store import ShardedVectorStore

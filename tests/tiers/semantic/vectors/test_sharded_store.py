@@ -24,9 +24,8 @@ from tests.support.disk import files_with
 from tiers.core.priority import resting, rests
 from tiers.core.records import Scope
 from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, Validity, shard_of
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors.edge import SIDECAR
+from tiers.semantic.vectors.edge import generations, layout
+from tiers.semantic.vectors.edge.store import SIDECAR
 from tiers.semantic.vectors.shards import members
 from tiers.semantic.vectors.shards.members import ShardSet
 from tiers.semantic.vectors.shards.store import ShardedVectorStore

@@ -1,4 +1,4 @@
-"""Moving an embedded store into shards at start-up (tiers.semantic.vectors.edge_resharding): an
+"""Moving an embedded store into shards at start-up (tiers.semantic.vectors.edge.resharding): an
 earlier release's single shard (flat, or in generations) and a store with another shard count
 are moved with every point's vectors and payload; a process killed at any step of the move
 leaves the old store whole or the new one complete, and the next start finishes; no file of
@@ -21,14 +21,13 @@ from tests.support import ROOT
 from tests.support.disk import files_with
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter, Validity, VectorStoreMismatch, shard_of
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
+from tiers.semantic.vectors.edge import generations, layout
+from tiers.semantic.vectors.edge.store import SIDECAR, EdgeVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 USERS = ("alice", "bob", "carol", "ivan", "judy")
 SECRET = b"Wombatsecret"
-# Every step of a move at which a crash is tried (tiers.semantic.vectors.edge_layout.reached); the
+# Every step of a move at which a crash is tried (tiers.semantic.vectors.edge.layout.reached); the
 # fast tier tries one before the commit and one after it, the full suite every step.
 STEPS = (
     "staging",
@@ -154,7 +153,7 @@ def test_a_store_of_another_model_is_refused_and_left_as_it_is(tmp_path):
 CRASH = """
 import os, sys
 from pathlib import Path
-from tiers.semantic.vectors import edge_layout
+from tiers.semantic.vectors.edge import layout as edge_layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 root, step, shards = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

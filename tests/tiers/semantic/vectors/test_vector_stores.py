@@ -30,9 +30,9 @@ from tiers.semantic.vectors import (
     VectorStoreUnavailable,
     shard_of,
 )
-from tiers.semantic.vectors.edge import SIDECAR, EdgeVectorStore
-from tiers.semantic.vectors.edge_config import config, payload_indexes
-from tiers.semantic.vectors.edge_shard import ensure_payload_indexes
+from tiers.semantic.vectors.edge.config import config, payload_indexes
+from tiers.semantic.vectors.edge.shard import ensure_payload_indexes
+from tiers.semantic.vectors.edge.store import SIDECAR, EdgeVectorStore
 from tiers.semantic.vectors.qdrant.collection import META_ID
 from tiers.semantic.vectors.qdrant.store import QdrantVectorStore
 from tiers.semantic.vectors.shards.store import ShardedVectorStore

@@ -108,7 +108,7 @@ def shard_key(index: int) -> str:
 
 def quantization_config(storage: DenseStorage) -> models.ScalarQuantization | None:
     """The collection's quantization for ``storage`` (its ``vectors.quantization``; as the
-    embedded store's: :func:`tiers.semantic.vectors.edge_config.config`)."""
+    embedded store's: :func:`tiers.semantic.vectors.edge.config.config`)."""
     if storage.quantization != "int8":
         return None
     return models.ScalarQuantization(
@@ -120,7 +120,7 @@ def quantization_config(storage: DenseStorage) -> models.ScalarQuantization | No
 
 def search_params(storage: DenseStorage) -> models.SearchParams:
     """A dense search's: with int8, rescored on the original vectors unless not ``rescore``;
-    the originals only otherwise (:func:`tiers.semantic.vectors.edge_config.search_params`)."""
+    the originals only otherwise (:func:`tiers.semantic.vectors.edge.config.search_params`)."""
     if storage.quantization == "int8" and not storage.rescore:
         return models.SearchParams(quantization=models.QuantizationSearchParams(rescore=False))
     if storage.quantization == "int8":

@@ -2,8 +2,8 @@
 ``:memory:`` mode (for tests; it brute-forces every query and ignores payload indexes).
 
 One collection (:data:`~tiers.semantic.vectors.COLLECTION` by default) with the same layout and
-payload schema as :mod:`tiers.semantic.vectors.edge`; the embedding model is recorded in a reserved
-metadata point, which no search, scroll, count or delete sees
+payload schema as :mod:`tiers.semantic.vectors.edge.store`; the embedding model is recorded in a
+reserved metadata point, which no search, scroll, count or delete sees
 (:mod:`tiers.semantic.vectors.qdrant.collection`).
 
 Shards are Qdrant's own: a new collection has user-defined sharding with one shard key per shard

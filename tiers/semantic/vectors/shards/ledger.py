@@ -7,7 +7,7 @@ taken when the work begins: the work clears its need only when the counter has n
 since, so what was written or deleted during a build or a purge is covered by a next one.
 
 The purge needs are also on disk, as an empty file per shard (``shard-NNN.purge`` in the store's
-directory, :func:`tiers.semantic.vectors.edge_layout.purge_mark`), made durable *before* the first
+directory, :func:`tiers.semantic.vectors.edge.layout.purge_mark`), made durable *before* the first
 delete since the shard's last purge reaches the engine and removed after a purge that covered every
 delete: a restart after a crash purges exactly the shards whose files may still hold deleted points
 (:meth:`tiers.rights.forget.purge.Purger.resume`). The build needs are on disk the same way
@@ -22,7 +22,7 @@ its threshold the engine searches the new points exactly and its build finds not
 but only after the whole shard was copied (hundreds of MB at ten million points), so a fleet
 writing a few points into every shard would copy the whole store at every round. The points
 written since a shard's last build began are counted in memory, kept at a clean close
-(``build-counts.json``, :func:`tiers.semantic.vectors.edge_layout.build_counts`) and taken at
+(``build-counts.json``, :func:`tiers.semantic.vectors.edge.layout.build_counts`) and taken at
 the next open. After a crash they are read from a checkpoint (``build-counts.checkpoint``,
 :meth:`ShardLedger.checkpoint`: written at each open, at the start of each build round, after
 each build and at each purge), so that a crash does not make every marked shard's build due
@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
-from tiers.semantic.vectors.edge_layout import (
+from tiers.semantic.vectors.edge.layout import (
     build_checkpoint,
     build_counts,
     build_mark,
@@ -55,7 +55,7 @@ from tiers.semantic.vectors.edge_layout import (
     shard_index,
     shard_name,
 )
-from tiers.semantic.vectors.edge_shard import fsync_dir, replace_durably
+from tiers.semantic.vectors.edge.shard import fsync_dir, replace_durably
 
 log = logging.getLogger("strata.vectors")
 

@@ -1,15 +1,15 @@
 """The shards of a :class:`~tiers.semantic.vectors.shards.store.ShardedVectorStore`, each an
-:class:`~tiers.semantic.vectors.edge.EdgeVectorStore`, opened as they are needed.
+:class:`~tiers.semantic.vectors.edge.store.EdgeVectorStore`, opened as they are needed.
 
 Opening a shard takes 50-100 ms (the engine loads its segments), so a store of a hundred
 shards would take seconds to open. After a clean close nothing needs them all at start (the
 keyword counts were kept in their file, the build needs are marks on disk), so
 :meth:`ShardSet.open_later` opens none: a shard is opened when it is first asked for
 (:meth:`ShardSet.get`), and a thread of its own opens the others one after another, those
-written last first (:func:`~tiers.semantic.vectors.edge_layout.last_written`), so serving
+written last first (:func:`~tiers.semantic.vectors.edge.layout.last_written`), so serving
 begins in the time of one shard, whatever the store's size. The engine holds the GIL
 through a load (about 0.6 s for a shard of 78,000 points at ten million, its int8 copies read first:
-:func:`~tiers.semantic.vectors.edge_shard.warm`), so that thread rests :data:`OPENER_REST` times
+:func:`~tiers.semantic.vectors.edge.shard.warm`), so that thread rests :data:`OPENER_REST` times
 as long as each load took before the next: requests run between loads, never behind a queue of
 them (at ten million points, an opener without rests held the GIL 95 % of its first two
 minutes, and Appends waited seconds). What needs every shard
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from tiers.core.priority import rest_after
 from tiers.semantic.vectors import PointFilter, VectorStoreUnavailable
-from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors.edge import EdgeVectorStore
+from tiers.semantic.vectors.edge import layout
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
 from tiers.semantic.vectors.storage import DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies

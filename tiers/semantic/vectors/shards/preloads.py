@@ -13,9 +13,9 @@ reclaimed without swap.
 So the first search of a user (:meth:`Preloads.searching`) queues a preload, which a thread
 of its own runs: the shard's payload files read into the page cache a MiB at a time
 (sequential, without the interpreter:
-:meth:`~tiers.semantic.vectors.edge_builds.EdgeBuilds.read_ahead`), then the user's ids,
+:meth:`~tiers.semantic.vectors.edge.builds.EdgeBuilds.read_ahead`), then the user's ids,
 then its points by id, :data:`CHUNK` at a time, each chunk kept by the store's own read
-(:meth:`~tiers.semantic.vectors.edge.EdgeVectorStore.get`, so the cache's snapshot keeps it
+(:meth:`~tiers.semantic.vectors.edge.store.EdgeVectorStore.get`, so the cache's snapshot keeps it
 from holding a point older than the engine's, as for any read). Searches come first: before
 each step (a MiB, a chunk) the thread rests as long as the step before took, then waits
 while a search of the store is under way (at most :data:`MOST_WAIT_SECONDS`); a chunk
@@ -44,8 +44,8 @@ from collections.abc import Iterator
 
 from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
 from tiers.semantic.vectors import PointFilter
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_shard import READ_PAGE
+from tiers.semantic.vectors.edge.shard import READ_PAGE
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
 
 __all__ = ["Preloads"]

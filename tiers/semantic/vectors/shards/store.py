@@ -2,7 +2,7 @@
 user in one shard, so that an index build, the load that follows it, a purge and a Forget each
 touch one shard, never the whole store.
 
-Layout (:mod:`tiers.semantic.vectors.edge_layout`): ``<data_dir>/vectors/`` holds the sidecar
+Layout (:mod:`tiers.semantic.vectors.edge.layout`): ``<data_dir>/vectors/`` holds the sidecar
 (model, dim, shard count) and ``shard-NNN/``, each an :class:`EdgeVectorStore` directory with
 its own generations, made on its first user's first point. A user's shard is
 :func:`~tiers.semantic.vectors.shard_of` of its id, so:
@@ -20,7 +20,7 @@ its own generations, made on its first user's first point. A user's shard is
 Builds and purges (:mod:`tiers.semantic.vectors.shards.ledger` keeps which shards need them):
 :meth:`optimize` builds the shards written since their last build (once enough points were
 written for the engine to index), one at a time, each in a child process
-(:mod:`tiers.semantic.vectors.edge_builds`), so the load of a built copy holds the GIL for one
+(:mod:`tiers.semantic.vectors.edge.builds`), so the load of a built copy holds the GIL for one
 shard's worth; :meth:`purge` rewrites only the shards deleted from since their last purge
 (their marks survive a crash), one at a time. A purge of a shard gives up a build of that shard
 only (:class:`~tiers.semantic.vectors.IndexBuildCancelled`); :meth:`optimize` goes on with the
@@ -28,7 +28,7 @@ others and raises it at the end. A user's first search preloads its points behin
 (:mod:`tiers.semantic.vectors.shards.preloads`).
 
 At start-up :meth:`ensure` moves a store of an earlier release (one shard) or with another
-shard count into this layout (:mod:`tiers.semantic.vectors.edge_resharding`). After a clean
+shard count into this layout (:mod:`tiers.semantic.vectors.edge.resharding`). After a clean
 close it opens no shard: each is opened when first asked for, the rest behind
 (:mod:`tiers.semantic.vectors.shards.members`), so serving begins whatever the store's size.
 
@@ -56,12 +56,12 @@ from tiers.semantic.vectors import (
     canonical_ids,
     shard_of,
 )
-from tiers.semantic.vectors import edge_layout as layout
-from tiers.semantic.vectors.edge import EdgeVectorStore
-from tiers.semantic.vectors.edge_config import indexable
-from tiers.semantic.vectors.edge_filter import require_scope
-from tiers.semantic.vectors.edge_resharding import move
-from tiers.semantic.vectors.edge_shard import check_model, engine_errors, write_sidecar
+from tiers.semantic.vectors.edge import layout
+from tiers.semantic.vectors.edge.config import indexable
+from tiers.semantic.vectors.edge.filter import require_scope
+from tiers.semantic.vectors.edge.resharding import move
+from tiers.semantic.vectors.edge.shard import check_model, engine_errors, write_sidecar
+from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
 from tiers.semantic.vectors.shards.ledger import ShardLedger, reported
 from tiers.semantic.vectors.shards.members import ShardSet
@@ -161,7 +161,7 @@ class ShardedVectorStore:
         """Build the index of every shard whose build is due (written since its last build
         with enough new points for the engine to index:
         :meth:`~tiers.semantic.vectors.shards.ledger.ShardLedger.to_build`), one at a time (each
-        in a child process: :meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.optimize`). A shard
+        in a child process: :meth:`tiers.semantic.vectors.edge.builds.EdgeBuilds.optimize`). A shard
         whose build fails or gives way to a purge stays unbuilt, the others are built, and
         the first error is raised at the end."""
         with self._optimize_lock:
@@ -186,7 +186,7 @@ class ShardedVectorStore:
 
     def purge(self) -> None:
         """Rewrite every shard deleted from since its last purge, one at a time
-        (:meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.purge`); deletes made meanwhile leave
+        (:meth:`tiers.semantic.vectors.edge.builds.EdgeBuilds.purge`); deletes made meanwhile leave
         their shard marked for the next purge. A shard whose purge fails stays marked, the
         others are purged, and the first error is raised at the end."""
         with self._purge_lock:
@@ -216,8 +216,9 @@ class ShardedVectorStore:
     def copy_to(self, dest: Path) -> None:
         """A consistent, compacted copy of every shard at ``dest`` (not existing yet), in this
         layout, while the store stays open: each shard's live points are written into a new
-        shard (:meth:`tiers.semantic.vectors.edge.EdgeVectorStore.copy_to`), then the sidecar. The
-        caller holds Tier 3's writers off (a backup does), so the shards show one moment."""
+        shard (:meth:`tiers.semantic.vectors.edge.store.EdgeVectorStore.copy_to`), then the
+        sidecar. The caller holds Tier 3's writers off (a backup does), so the shards show one
+        moment."""
         stores = self._open_stores()
         with engine_errors(self.path, "backup"):
             dest.mkdir(parents=True)

@@ -1,10 +1,10 @@
 """Index builds and purges of the embedded store
-(:class:`tiers.semantic.vectors.edge.EdgeVectorStore`).
+(:class:`tiers.semantic.vectors.edge.store.EdgeVectorStore`).
 
 The engine has no background threads: HNSW indexes are only built by the engine's ``optimize()``,
 which holds the GIL for its whole run (seconds on large stores): :meth:`EdgeBuilds.optimize`
 therefore runs it in a child process on a copy of the shard and swaps the built copy in
-(:mod:`tiers.semantic.vectors.edge_generations`), so the daemon's threads run on meanwhile. Loading
+(:mod:`tiers.semantic.vectors.edge.generations`), so the daemon's threads run on meanwhile. Loading
 the built copy still holds the GIL once, for its whole run (0.6-1.6 s measured at 100k points with
 the payload indexes and sparse vectors). A shard with fewer points than the engine's indexing
 threshold (about 10 MB of vectors: 6,700 points of 384 dims) has nothing to build: it is not copied.
@@ -37,9 +37,9 @@ from pathlib import Path
 from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
 from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge_config import indexable
-from tiers.semantic.vectors.edge_shard import READ_PAGE, engine_errors, load_shard, read_ahead
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge.config import indexable
+from tiers.semantic.vectors.edge.shard import READ_PAGE, engine_errors, load_shard, read_ahead
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 log = logging.getLogger("strata.vectors")
@@ -55,7 +55,7 @@ def _ms(since: float) -> float:
 
 
 class EdgeBuilds:
-    """The live shard of an edge store (:class:`~tiers.semantic.vectors.edge.EdgeVectorStore`
+    """The live shard of an edge store (:class:`~tiers.semantic.vectors.edge.store.EdgeVectorStore`
     holds one) with its locks and read leases, and the making of its next generation (an
     index build or a purge) in a child process, swapped in when done. Raises
     :class:`~tiers.semantic.vectors.VectorStoreUnavailable` once closed, or for what the engine
@@ -151,7 +151,7 @@ class EdgeBuilds:
         """Build the index in a child process on a copy, then swap the copy in (module doc).
         Blocks the calling thread until the swap; other threads run on meanwhile. A shard
         too small for the engine to index anything
-        (:func:`tiers.semantic.vectors.edge_shard.indexable`) is left as it is, without a copy or a
+        (:func:`tiers.semantic.vectors.edge.shard.indexable`) is left as it is, without a copy or a
         child."""
         with self._optimize_lock:
             with self.engine("optimize"):
@@ -354,7 +354,7 @@ class EdgeBuilds:
     ) -> None:
         """Before ``wanted`` points of ``shard`` (the live one, leased) are read in pages: when
         they are ``share`` of its points or more, its files under ``parts`` are read into
-        the page cache first (:func:`~tiers.semantic.vectors.edge_shard.read_ahead`, with
+        the page cache first (:func:`~tiers.semantic.vectors.edge.shard.read_ahead`, with
         ``between``); a smaller read takes the few pages it needs."""
         if wanted >= READ_PAGE and wanted >= shard.info().points_count * share:
             read_ahead(self._dir, parts, between)

@@ -1,14 +1,14 @@
 """Tier 3 on the embedded Qdrant engine (``qdrant-edge-py``): one shard in one directory.
 
 The directory holds the current generation of the shard (``gen-NNNNNN/`` named by ``CURRENT``:
-:mod:`tiers.semantic.vectors.edge_generations`) and our sidecar ``strata_vectors.json``, which
-records the embedding model the vectors came from (:mod:`tiers.semantic.vectors.edge_shard`).
+:mod:`tiers.semantic.vectors.edge.generations`) and our sidecar ``strata_vectors.json``, which
+records the embedding model the vectors came from (:mod:`tiers.semantic.vectors.edge.shard`).
 
 Durability: every update goes through the engine's write-ahead log before it returns, so an
 acknowledged write survives a crash of the process (verified with ``os._exit``); ``flush()``
 writes the segments themselves. Index builds and purges make a new generation in a child
 process and swap it in; they, the locks and the read leases are the store's live shard
-(:class:`~tiers.semantic.vectors.edge_builds.EdgeBuilds`, its ``live``), which this store's
+(:class:`~tiers.semantic.vectors.edge.builds.EdgeBuilds`, its ``live``), which this store's
 :class:`~tiers.semantic.vectors.VectorStore` API (opening, writes, reads, backup copies and
 closing) goes through.
 
@@ -53,12 +53,12 @@ from tiers.semantic.vectors import (
     canonical_ids,
     episodes_of,
 )
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge_builds import EdgeBuilds
-from tiers.semantic.vectors.edge_config import made_with, search_params
-from tiers.semantic.vectors.edge_delete import delete_points
-from tiers.semantic.vectors.edge_filter import build_filter, require_scope
-from tiers.semantic.vectors.edge_shard import (
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge.builds import EdgeBuilds
+from tiers.semantic.vectors.edge.config import made_with, search_params
+from tiers.semantic.vectors.edge.delete import delete_points
+from tiers.semantic.vectors.edge.filter import build_filter, require_scope
+from tiers.semantic.vectors.edge.shard import (
     READ_PAGE,
     SIDECAR,
     WRITE_POINTS,
@@ -166,11 +166,11 @@ class EdgeVectorStore:
             self._model = model
 
     def optimize(self) -> None:
-        """Build the index (:meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.optimize`)."""
+        """Build the index (:meth:`tiers.semantic.vectors.edge.builds.EdgeBuilds.optimize`)."""
         self.live.optimize()
 
     def purge(self) -> None:
-        """Rewrite the live points (:meth:`tiers.semantic.vectors.edge_builds.EdgeBuilds.purge`)."""
+        """Rewrite the live points (:meth:`tiers.semantic.vectors.edge.builds.EdgeBuilds.purge`)."""
         self.live.purge()
 
     @property

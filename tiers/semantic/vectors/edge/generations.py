@@ -6,9 +6,9 @@ behind it. So the build never runs in the daemon's process. A build takes a *gen
 
 1. the live shard is flushed and its directory copied to the next generation's directory
    (writes wait for the copy, reads go on; the copy is I/O and releases the GIL);
-2. a child process (``python -m tiers.semantic.vectors.edge_generations DIR``, at a lower CPU
+2. a child process (``python -m tiers.semantic.vectors.edge.generations DIR``, at a lower CPU
    priority) loads the copy, makes again the payload indexes an earlier release kept
-   elsewhere (:func:`~tiers.semantic.vectors.edge_shard.ensure_payload_indexes`), optimizes it
+   elsewhere (:func:`~tiers.semantic.vectors.edge.shard.ensure_payload_indexes`), optimizes it
    and closes it; meanwhile the live shard serves everything, and every write is also
    recorded. When the engine finds nothing to optimize and no index was made, the child exits
    with :data:`UNCHANGED`: the copy is deleted and the live shard stays;
@@ -39,7 +39,7 @@ from typing import cast
 
 from tiers.core.priority import below_parent
 from tiers.core.sparse import copy_file, copy_tree
-from tiers.semantic.vectors.edge_shard import replace_durably
+from tiers.semantic.vectors.edge.shard import replace_durably
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage, Originals, Quantization
 
 log = logging.getLogger("strata.vectors")
@@ -132,7 +132,7 @@ def without_engine_idf(path: Path, gen: Path, dim: int) -> Path:
     modifier (an earlier release), into the next generation without it, make that current
     and return it (once per shard, at open). A crash before the switch leaves the old
     generation current (the new one is swept), after it the new one."""
-    from tiers.semantic.vectors.edge_shard import copy_points, load_shard
+    from tiers.semantic.vectors.edge.shard import copy_points, load_shard
 
     began = time.perf_counter()
     new = following(path, gen)
@@ -156,7 +156,7 @@ def child_command(
     """The child that optimizes ``gen`` in place, or with ``compact_into`` writes the live
     points of ``gen`` into a new shard there, made with ``storage`` (a purge: no deleted point's
     bytes, no index)."""
-    command = [sys.executable, "-m", "tiers.semantic.vectors.edge_generations", str(gen)]
+    command = [sys.executable, "-m", "tiers.semantic.vectors.edge.generations", str(gen)]
     if compact_into is None:
         return command
     return [*command, str(compact_into), storage.quantization, storage.originals]
@@ -167,7 +167,7 @@ def _build(gen: str, compact_into: str | None = None, storage: DenseStorage = FL
     its live points into a new shard at ``compact_into``, made with ``storage``."""
     from qdrant_edge import EdgeShard
 
-    from tiers.semantic.vectors.edge_shard import (
+    from tiers.semantic.vectors.edge.shard import (
         copy_points,
         ensure_payload_indexes,
         read_sidecar,
@@ -200,7 +200,7 @@ def main(args: list[str]) -> int:
     [QUANTIZATION ORIGINALS]]``), a purge's storage made again from its strings."""
     if len(args) not in (1, 2, 4):
         print(
-            "usage: python -m tiers.semantic.vectors.edge_generations SHARD_DIR"
+            "usage: python -m tiers.semantic.vectors.edge.generations SHARD_DIR"
             " [COMPACT_INTO [QUANTIZATION ORIGINALS]]",
             file=sys.stderr,
         )

@@ -1,5 +1,5 @@
 """The embedded engine's shard as Tier 3 lays it out: made, opened and copied with its config
-(:mod:`tiers.semantic.vectors.edge_config`), its payload indexes, point conversion, the sidecar
+(:mod:`tiers.semantic.vectors.edge.config`), its payload indexes, point conversion, the sidecar
 that names the embedding model, and a copy of the live points.
 
 The sidecar ``strata_vectors.json`` (``{"model", "dim", "format": 1}``; a sharded store's has
@@ -38,8 +38,8 @@ from tiers.semantic.vectors import (
     MemoryPoint,
     VectorStoreMismatch,
     VectorStoreUnavailable,
-    edge_config,
 )
+from tiers.semantic.vectors.edge import config as edge_config
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 SIDECAR = "strata_vectors.json"
 FORMAT = 1  # one shard's sidecar
-SHARDED_FORMAT = 2  # a sharded store's (tiers.semantic.vectors.edge_layout)
+SHARDED_FORMAT = 2  # a sharded store's (tiers.semantic.vectors.edge.layout)
 # Points per page when a copy is made: a scroll's cost is mostly per call (a page of 2,048
 # scrolls 3x faster per point than one of 512), and a page is a few MB at most.
 COPY_PAGE = 2048
@@ -112,7 +112,7 @@ def ensure_payload_indexes(shard: EdgeShard, *, placement: bool = True) -> int:
     2026-11-29), at every open of the shard before. So those it has are left alone. Without
     ``placement`` an index kept in memory where the config says on disk (or the other way)
     counts as had: the daemon's open leaves it so (seconds of GIL at 10M), and the build child
-    makes it again, in its own process (:mod:`~tiers.semantic.vectors.edge_generations`)."""
+    makes it again, in its own process (:mod:`~tiers.semantic.vectors.edge.generations`)."""
     have = shard.info().payload_schema
     made = 0
     for name, schema in edge_config.payload_indexes().items():
@@ -242,7 +242,7 @@ def read_sidecar(store: Path) -> dict[str, Any] | None:
 def write_sidecar(store: Path, model: str, dim: int, shards: int = 0) -> None:
     """Atomically, before the shard exists: a shard is never left without its sidecar. With
     ``shards``, the sidecar of a sharded store (format 2,
-    :mod:`tiers.semantic.vectors.edge_layout`)."""
+    :mod:`tiers.semantic.vectors.edge.layout`)."""
     store.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"model": model, "dim": dim, "format": FORMAT}
     if shards:
@@ -336,7 +336,7 @@ def _read_into_cache(files: Iterable[Path], between: Callable[[], None] | None =
 
 def load_shard(path: Path, gen: Path, dim: int, storage: DenseStorage = FLOAT32) -> EdgeShard:
     """Open the generation ``gen`` of the store at ``path``, checking it against ``dim`` (and
-    against what it was made with: :func:`~tiers.semantic.vectors.edge_config.made_with`, whose
+    against what it was made with: :func:`~tiers.semantic.vectors.edge.config.made_with`, whose
     originals it keeps, whatever ``storage.originals`` says); with ``storage.quantization`` "int8",
     the segments indexed from now on are quantized too. Its int8 copies are read first
     (:func:`warm`), so the engine's load holds the GIL for less."""

@@ -1,9 +1,9 @@
 """A delete of the embedded shard's points by filter, a page at a time.
 
 The engine holds the GIL through each of its calls, so a large delete (a user's 200,000 points)
-goes a page of :data:`~tiers.semantic.vectors.edge_shard.READ_PAGE` at a time: the page's ids
+goes a page of :data:`~tiers.semantic.vectors.edge.shard.READ_PAGE` at a time: the page's ids
 and sparse vectors are read, the points deleted by id, their terms uncounted, and the shard
-flushed every :data:`~tiers.semantic.vectors.edge_shard.DELETE_FLUSH_PAGES` pages.
+flushed every :data:`~tiers.semantic.vectors.edge.shard.DELETE_FLUSH_PAGES` pages.
 
 A delete holds the shard's write lock throughout, so its count and its deletes are one step
 for the other writers. A caller :func:`~tiers.core.priority.resting` (an erasure, whose user's
@@ -22,12 +22,12 @@ from qdrant_edge import CountRequest, Filter, UpdateOperation
 
 from tiers.core.priority import rest_after, rests
 from tiers.semantic.vectors import SPARSE
-from tiers.semantic.vectors.edge_shard import DELETE_FLUSH_PAGES, sparse_page
+from tiers.semantic.vectors.edge.shard import DELETE_FLUSH_PAGES, sparse_page
 
 if TYPE_CHECKING:
     from qdrant_edge import EdgeShard, Record
 
-    from tiers.semantic.vectors.edge_builds import EdgeBuilds
+    from tiers.semantic.vectors.edge.builds import EdgeBuilds
 
 Uncount = Callable[["list[Record]", "list[Any]"], None]
 """Told of each page deleted (its records and their ids), under the write lock."""

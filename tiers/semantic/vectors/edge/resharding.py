@@ -3,11 +3,11 @@ start-up (:meth:`tiers.semantic.vectors.shards.store.ShardedVectorStore.ensure`,
 Tier 3 loader thread: appends are served meanwhile).
 
 The store to move is an earlier release's single shard (flat, or in generations) or a sharded store
-with another shard count (:func:`tiers.semantic.vectors.edge_layout.inspect`). Every live point,
+with another shard count (:func:`tiers.semantic.vectors.edge.layout.inspect`). Every live point,
 with its vectors and payload, is read page by page from the old shards and written to the shard of
 its user (:func:`tiers.semantic.vectors.shard_of`) in a new layout under ``reshard/``; the new
 shards are flushed and closed, and the move is committed and finished
-(:func:`tiers.semantic.vectors.edge_layout.commit`): the old files are deleted, the new ones take
+(:func:`tiers.semantic.vectors.edge.layout.commit`): the old files are deleted, the new ones take
 their place. Only live points are copied, so the new files hold no byte of a deleted (forgotten)
 point, and the old ones, which may, are gone when the move is done. A crash at any step leaves the
 old store whole (``reshard/`` is deleted at the next start and the move starts over) or the new one
@@ -28,10 +28,9 @@ from pathlib import Path
 
 from qdrant_edge import EdgeShard, Point
 
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors import edge_layout as layout
 from tiers.semantic.vectors import shard_of
-from tiers.semantic.vectors.edge_shard import (
+from tiers.semantic.vectors.edge import generations, layout
+from tiers.semantic.vectors.edge.shard import (
     create_shard,
     engine_errors,
     live_points,
@@ -44,7 +43,7 @@ from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 log = logging.getLogger("strata.vectors")
 PROGRESS_EVERY = 50_000
 # Points gathered for a new shard before they are written (in writes of
-# :data:`~tiers.semantic.vectors.edge_shard.WRITE_POINTS`: the engine holds the GIL for a whole
+# :data:`~tiers.semantic.vectors.edge.shard.WRITE_POINTS`: the engine holds the GIL for a whole
 # write, and the move runs in the daemon's process while appends are served).
 WRITE_BATCH = 512
 

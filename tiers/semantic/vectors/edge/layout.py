@@ -6,13 +6,13 @@ Under the store's directory (``<data_dir>/vectors``):
 - ``strata_vectors.json``: ``{"model", "dim", "format": 2, "shards"}``, the embedding model,
   the vector size and the shard count;
 - ``shard-NNN/`` (``000`` up to ``shards - 1``): one shard, an
-  :class:`~tiers.semantic.vectors.edge.EdgeVectorStore` directory (its own format-1 sidecar,
+  :class:`~tiers.semantic.vectors.edge.store.EdgeVectorStore` directory (its own format-1 sidecar,
   ``CURRENT``, ``gen-NNNNNN/``), made when the first point of one of its users is written;
 - ``shard-NNN.purge``: the shard was deleted from since its last purge, and
   ``shard-NNN.build``: written since its last index build (``build-marks``: the store keeps
   build marks), and ``build-counts.json``: the points each marked shard held unindexed at a
   clean close (:mod:`tiers.semantic.vectors.shards.ledger`);
-- ``reshard/``: a layout being written by a move (:mod:`tiers.semantic.vectors.edge_resharding`),
+- ``reshard/``: a layout being written by a move (:mod:`tiers.semantic.vectors.edge.resharding`),
 with
   its own ``shard-NNN/`` and, written last, its sidecar.
 
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tiers.semantic.vectors import MAX_SHARDS, VectorStoreMismatch
-from tiers.semantic.vectors import edge_generations as generations
-from tiers.semantic.vectors.edge_shard import (
+from tiers.semantic.vectors.edge import generations
+from tiers.semantic.vectors.edge.shard import (
     FORMAT,
     SHARDED_FORMAT,
     SIDECAR,
@@ -233,7 +233,7 @@ def finish(root: Path) -> None:
 
 def reached(step: str) -> None:
     """A named step of a move (``committed``, ``old-removed``, ...; the copy's are in
-    :mod:`tiers.semantic.vectors.edge_resharding`). Does nothing: the crash tests stop the process
+    :mod:`tiers.semantic.vectors.edge.resharding`). Does nothing: the crash tests stop the process
     here."""
 
 
