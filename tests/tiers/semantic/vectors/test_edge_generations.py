@@ -72,8 +72,9 @@ def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
 
 
 def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, monkeypatch):
-    """The episode ids of a user holding most of the shard, and the delete of their points,
-    read the payload and the sparse vector files ahead; a user's few points do not."""
+    """The episode ids of a user holding most of the shard read its payload files ahead, and
+    the delete of their points its sparse vectors, payloads and payload indexes (what the
+    deletes would fault one page at a time); a user's few points read nothing ahead."""
     from tiers.semantic.vectors.edge import builds as edge_builds
 
     read: list[tuple[list[str], int]] = []
@@ -93,7 +94,8 @@ def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, m
     assert read == [(["payload_storage"], size)]
     assert store.episode_ids(alice(), 100) <= {f"ep-{i}" for i in range(7)}  # 100: none
     assert store.delete(alice()) == 600
-    assert [parts for parts, n in read[1:]] == [["vector_storage-sparse"]] and read[1][1] > 0
+    reads = ["vector_storage-sparse", "payload_index", "payload_storage"]
+    assert [parts for parts, n in read[1:]] == [reads] and read[1][1] > size
     assert store.count(alice()) == 0 and store.count(PointFilter(user_id="bob")) == 20
 
 
