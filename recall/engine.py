@@ -46,7 +46,7 @@ from recall.provenance import merge_by_sources, order_sources
 from recall.recipe import THREADS
 from recall.result import RecallResult
 from tiers.core.events import Events
-from tiers.core.priority import RECALL_NICE, lower_this_thread
+from tiers.core.priority import RECALL_NICE, REQUESTS, lower_this_thread
 from tiers.core.records import Scope
 from tiers.keyed.access import AccessCounts
 from tiers.rights.forget.cascade import ScopeCache
@@ -120,7 +120,7 @@ class RecallEngine:
         event loop that serves the appends."""
 
         def run() -> T:
-            with self.deferred():
+            with REQUESTS.serving(), self.deferred():
                 return answer(self.recall(query))
 
         return self._requests.submit(run)
@@ -140,8 +140,9 @@ class RecallEngine:
         return [c for c in found if isinstance(c, ScopeCache)]
 
     def recall(self, query: Query) -> RecallResult:
-        """Raises EmbeddingUnavailable while Tier 3 is starting."""
-        with self.deferred():
+        """Raises EmbeddingUnavailable while Tier 3 is starting. Served within
+        :data:`~tiers.core.priority.REQUESTS`: the background reads step aside meanwhile."""
+        with REQUESTS.serving(), self.deferred():
             return self._recall(query)
 
     def _recall(self, query: Query) -> RecallResult:

@@ -5,7 +5,10 @@ its pages (:meth:`BuildQueue.between`).
 A large user's first build reads every point of theirs: 16 s for 200,000 at 1M points, 31-43 s
 at 10M (``docs/benchmarks.md``). Built in turn, the small users asked meanwhile waited that
 long for builds of a second or two, and their next visits went without the graph. One thread
-still, so the builds take no more of the interpreter than before, only in another order.
+still, so the builds take no more of the interpreter than before, only in another order. The
+engine holds the interpreter through a page's reads, so before each build and each page the
+thread waits while a Recall is served (:data:`~tiers.core.priority.REQUESTS`), at most
+:data:`~tiers.core.priority.STEP_ASIDE_SECONDS` at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from tiers.core.priority import RECALL_NICE, lower_this_thread
+from tiers.core.priority import RECALL_NICE, REQUESTS, STEP_ASIDE_SECONDS, lower_this_thread
 
 _Waiting = tuple[int, int, "Future[None]", Callable[[], None]]  # size, order, future, build
 
@@ -50,11 +53,13 @@ class BuildQueue:
         return future
 
     def between(self) -> None:
-        """Called by a build between two of its pages: on the queue's thread, the waiting
-        builds smaller than the one under way run now, the smallest first. Elsewhere (a build
-        on a query's thread) nothing."""
+        """Called by a build between two of its pages: on the queue's thread, it steps aside
+        for the requests being served (:data:`~tiers.core.priority.REQUESTS`), then the
+        waiting builds smaller than the one under way run now, the smallest first. Elsewhere
+        (a build on a query's thread) nothing."""
         if threading.current_thread() is not self._thread:
             return
+        REQUESTS.step_aside(STEP_ASIDE_SECONDS)
         while (build := self._next(smaller_than=self._sizes[-1])) is not None:
             self._run(build)
 
@@ -74,6 +79,7 @@ class BuildQueue:
             with self._lock:
                 while not self._waiting and not self._closed:
                     self._wake.wait()
+            REQUESTS.step_aside(STEP_ASIDE_SECONDS)
             build = self._next()
             if build is None:
                 return  # shut down

@@ -46,6 +46,7 @@ from recall.graph.features import ID, Features, FeatureTable
 from recall.graph.files import FeatureFiles
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph, assemble
 from tiers.core import collector
+from tiers.core.priority import REQUESTS
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore, Tier3Written
 from tiers.semantic.vectors import PointFilter, VectorStore
@@ -208,7 +209,8 @@ class MemoryGraphs:
             with self._lock:
                 self._build_behind(key, scope, vectors, size)
                 if self.wait_seconds > 0:  # with none, the lock is never let go: the last build
-                    self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
+                    with REQUESTS.waiting():  # the build does not step aside for this query
+                        self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
                 entry = self._entries.get(key)
             if entry is not None:  # built within the wait
                 return entry.graph

@@ -19,7 +19,7 @@ from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
 from tests.contracts.corpus import QUESTION, TWIN, A, Tier3, ctx, filled
-from tiers.core.priority import MAX_NICE, RECALL_NICE
+from tiers.core.priority import MAX_NICE, RECALL_NICE, REQUESTS
 from tiers.semantic.vectors import Hit, VectorStoreUnavailable
 
 
@@ -144,6 +144,31 @@ def test_a_recall_is_computed_and_answered_below_the_callers_priority(tier3):
     if sys.platform == "linux":
         caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         assert nice == min(MAX_NICE, caller + RECALL_NICE)
+
+
+def test_a_recall_and_its_answer_are_served_so_the_background_steps_aside(tier3):
+    """A Recall counts among the requests served (tiers.core.priority.REQUESTS) from its
+    first stage to its answer, which the background reads step aside for; not after."""
+    recall = engine(tier3)
+    counted: list[int] = []
+    embedder = recall._semantic.wait_ready(0)[0]  # the query's first stage
+    real = embedder.encode_queries
+
+    def encode_queries(texts):  # type: ignore[no-untyped-def]
+        counted.append(REQUESTS.serving_now)
+        return real(texts)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(embedder, "encode_queries", encode_queries)
+            answered = recall.submit_then(
+                Query(QUESTION + " again", A, 5, Recipe()), lambda _r: REQUESTS.serving_now
+            ).result(timeout=60)
+            recall.recall(Query(QUESTION + " once more", A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert counted == [1, 1] and answered == 1
+    assert REQUESTS.serving_now == 0
 
 
 def test_a_recall_leaves_no_reference_cycle_for_the_collector(tier3):

@@ -2,8 +2,9 @@
 lets it go (:class:`Pause`), a daemon whose embedder and vector store call the test's hooks
 at the points where writers race (:class:`Hooks`, through :class:`daemon.wiring.Factories`),
 Tier 3's write lock replaced by one that says when a thread waits for it
-(:func:`watch_write_lock`), the wait for the weaver's queued jobs (:func:`settled`), and a daemon
-with all of them (:func:`gated_daemon`)."""
+(:func:`watch_write_lock`), the wait for the weaver's queued jobs (:func:`settled`), a daemon
+with all of them (:func:`gated_daemon`), and a request served on a thread of its own for a
+block (:func:`served`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from stratad_client import MemoryClient
 from tests.support.daemons import ThreadDaemon
 from tests.support.settings import QUIET
 from tiers.core.models import ModelClient
+from tiers.core.priority import REQUESTS, Requests
 from tiers.semantic.embedding import Embedder, EmbeddingService, SupportsClose
 from tiers.semantic.store import SemanticStore, edge_store_path
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore
@@ -75,6 +77,27 @@ def when(test: Callable[[Any], bool], pause: Pause) -> Callable[[Any], None]:
 def holding(point_id: str, text: str) -> Callable[[Sequence[MemoryPoint]], bool]:
     """Whether a write holds the point ``point_id`` with ``text``."""
     return lambda points: any(p.id == point_id and p.text == text for p in points)
+
+
+@contextmanager
+def served(requests: Requests = REQUESTS) -> Iterator[None]:
+    """A request served (:meth:`~tiers.core.priority.Requests.serving`) on a thread of its
+    own throughout the block: the background steps aside meanwhile."""
+    entered, done = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        with requests.serving():
+            entered.set()
+            done.wait()
+
+    thread = threading.Thread(target=serve, name="served-request", daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(30)
 
 
 class HookedVectors(EdgeVectorStore):

@@ -46,6 +46,79 @@ interpreter over. Only with the priorities above was a shorter one measured to h
 _pace = threading.local()
 
 
+class Requests:
+    """The requests this process is serving now (a Recall's computation on its threads), so
+    that background jobs step aside for them: the vector engine holds the interpreter through
+    each of its calls (a shard's load, a page of reads), and the interpreter is shared by
+    every thread, whatever its nice value, so a background step that starts while a request
+    runs stalls it for the step's time. A job calls :meth:`step_aside` before each step; a
+    request wraps its work in :meth:`serving`. The wait is bounded, so a process that never
+    stops serving still runs its background work, a step per ``most`` seconds at the least."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._serving = 0
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around one request's work on the calling thread (nested: counted once)."""
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if not depth:
+            with self._cond:
+                self._serving += 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+            if not depth:
+                with self._cond:
+                    self._serving -= 1
+                    if not self._serving:
+                        self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Around a request's wait for background work (its scope's graph build): it does
+        not count meanwhile, so the work it waits for does not step aside for it."""
+        if not getattr(self._local, "depth", 0):
+            yield
+            return
+        with self._cond:
+            self._serving -= 1
+            if not self._serving:
+                self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+
+    def step_aside(self, most: float) -> float:
+        """Wait until no request is being served, ``most`` seconds at the most; at once on a
+        thread that serves one itself (a request's own work never waits for itself). Returns
+        the seconds waited."""
+        if getattr(self._local, "depth", 0):
+            return 0.0
+        began = time.monotonic()
+        with self._cond:
+            self._cond.wait_for(lambda: not self._serving, most)
+        return time.monotonic() - began
+
+    @property
+    def serving_now(self) -> int:
+        """The requests being served (for tests and figures)."""
+        return self._serving
+
+
+REQUESTS = Requests()
+"""This process's requests (:class:`Requests`): Recall serves within it, and the vector
+store's opener and preloads and the graph builds behind step aside for it."""
+STEP_ASIDE_SECONDS = 0.5
+"""How long a background step waits for the requests being served, at the most."""
+
+
 @contextlib.contextmanager
 def resting(share: float) -> Iterator[None]:
     """Within it, a long engine job of the calling thread (a large delete: the engine holds the

@@ -17,11 +17,12 @@ import pytest
 from recall import ChannelNotReady, Query
 from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
-from recall.graph import memory
+from recall.graph import builds, memory
 from recall.graph.channel import GraphChannel
 from recall.graph.memory import MemoryGraphs
 from recall.recipe import Recipe
 from tests.recall.world import A, B, World
+from tiers.core.priority import REQUESTS
 
 
 class Gated:
@@ -93,6 +94,22 @@ def test_the_query_that_starts_a_first_build_waits_for_it_a_while(
     gated.go.set()
     assert graphs.idle(30)
     graphs.close()
+
+
+def test_a_build_the_query_waits_for_does_not_step_aside_for_that_query(
+    world: World, monkeypatch: pytest.MonkeyPatch
+):
+    """The builds behind step aside while a Recall is served (tiers.core.priority.REQUESTS),
+    but not for the query waiting for its own build: it is not counted while it waits."""
+    monkeypatch.setattr(builds, "STEP_ASIDE_SECONDS", 3600.0)
+    world.turn(A, "Caroline", "I like painting.")
+    graphs = MemoryGraphs(world.semantic, large_scope=1, wait_seconds=30)
+    try:
+        with REQUESTS.serving():  # as the engine serves a Recall
+            assert graphs.get(A, world.vectors).count == 1  # built within the wait
+            assert REQUESTS.serving_now == 1
+    finally:
+        graphs.close()
 
 
 def held(world: World) -> tuple[MemoryGraphs, Gated]:

@@ -8,7 +8,9 @@ import threading
 
 import pytest
 
+from recall.graph import builds
 from recall.graph.builds import BuildQueue
+from tests.support.gates import served
 
 
 def queue_held() -> tuple[BuildQueue, threading.Event, threading.Event]:
@@ -101,3 +103,30 @@ def test_a_shutdown_cancels_the_waiting_builds_and_refuses_new_ones():
     with pytest.raises(RuntimeError, match="shut down"):
         queue.submit(1, lambda: None)
     go.set()  # the build under way ends by itself
+
+
+def test_a_build_steps_aside_between_its_pages_while_a_request_is_served(monkeypatch):
+    """The engine holds the interpreter through a build's reads: between two pages the build
+    waits while a Recall is served (tiers.core.priority.REQUESTS), its own thread's never."""
+    monkeypatch.setattr(builds, "STEP_ASIDE_SECONDS", 3600.0)
+    queue, _entered, go = queue_held()
+    ran: list[str] = []
+    paged, more = threading.Event(), threading.Event()
+
+    def paged_build() -> None:
+        ran.append("page 1")
+        paged.set()
+        assert more.wait(30)
+        queue.between()
+        ran.append("page 2")
+
+    done = queue.submit(10, paged_build)
+    go.set()
+    assert paged.wait(30)
+    with served():
+        more.set()
+        with pytest.raises(TimeoutError):
+            done.result(0.3)
+        assert ran == ["page 1"]
+    assert done.result(30) is None and ran == ["page 1", "page 2"]
+    queue.shutdown()

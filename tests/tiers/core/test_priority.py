@@ -1,6 +1,7 @@
 """CPU priority of the daemon's own threads (tiers.core.priority): a thread lowers its own
 nice value, not the process's, and the threads it starts inherit it (as a library's threads
-started from it do). Linux only: elsewhere the call changes nothing."""
+started from it do; Linux only: elsewhere the call changes nothing). Background steps step
+aside for the requests being served (``Requests``): real threads, events rather than timings."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import threading
 
 import pytest
 
-from tiers.core.priority import MAX_NICE, lower_this_thread
+from tests.support.gates import served
+from tiers.core.priority import MAX_NICE, Requests, lower_this_thread
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
 
 
 def nice_of_this_thread() -> int:
@@ -27,6 +29,7 @@ def in_thread(work) -> list[int]:  # type: ignore[no-untyped-def]
     return seen
 
 
+@linux_only
 def test_a_thread_lowers_itself_and_what_it_starts_not_the_process() -> None:
     main = nice_of_this_thread()
 
@@ -42,6 +45,7 @@ def test_a_thread_lowers_itself_and_what_it_starts_not_the_process() -> None:
     assert os.getpriority(os.PRIO_PROCESS, 0) == main
 
 
+@linux_only
 def test_the_level_is_below_the_main_thread_not_below_the_caller() -> None:
     """A pool's thread started from an already lowered thread lands at the same level, not
     lower again; a thread never moves up, and 19 is the floor."""
@@ -61,3 +65,50 @@ def test_the_level_is_below_the_main_thread_not_below_the_caller() -> None:
     first, again, kept, lowest = in_thread(work)
     assert first == again == kept == min(MAX_NICE, main + 2)
     assert lowest == MAX_NICE
+
+
+def stepping_aside(requests: Requests, most: float = 3600.0) -> threading.Event:
+    """A background thread's step, started now: the event is set once it steps in."""
+    stepped = threading.Event()
+    threading.Thread(target=lambda: (requests.step_aside(most), stepped.set()), daemon=True).start()
+    return stepped
+
+
+def test_a_background_step_waits_until_no_request_is_served() -> None:
+    requests = Requests()
+    with served(requests):
+        with served(requests):
+            stepped = stepping_aside(requests)
+            assert not stepped.wait(0.3)  # two served
+        assert not stepped.wait(0.3)  # one still is
+        assert requests.serving_now == 1
+    assert stepped.wait(30)
+    assert requests.serving_now == 0
+
+
+def test_a_request_never_waits_for_itself_and_nested_serving_counts_once() -> None:
+    requests = Requests()
+    with requests.serving(), requests.serving():
+        assert requests.serving_now == 1
+        assert requests.step_aside(3600.0) == 0.0  # its own work: at once
+    assert requests.serving_now == 0
+    assert requests.step_aside(3600.0) < 5  # nothing served: at once
+
+
+def test_a_step_waits_no_longer_than_its_most_while_requests_never_stop() -> None:
+    requests = Requests()
+    with served(requests):
+        waited = requests.step_aside(0.05)  # a background step: this thread serves none
+        assert waited >= 0.05 and requests.serving_now == 1  # it went on, still served
+
+
+def test_a_request_waiting_for_background_work_does_not_hold_it_back() -> None:
+    requests = Requests()
+    with requests.serving():
+        stepped = stepping_aside(requests)
+        assert not stepped.wait(0.3)
+        with requests.waiting():  # this request waits for the step's work
+            assert stepped.wait(30)
+            assert requests.serving_now == 0
+        assert requests.serving_now == 1
+    assert requests.serving_now == 0

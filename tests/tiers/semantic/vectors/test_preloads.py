@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
-from tests.support.gates import Pause
+from tests.support.gates import Pause, served
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter, shard_of
 from tiers.semantic.vectors.edge.shard import READ_PAGE
@@ -178,6 +178,27 @@ def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
     assert reads == [] and store.preloads.preloaded == 0
     pause.release()
     searcher.join()
+    assert store.preloads.idle(60) and store.preloads.preloaded == 1
+    assert reads == ["vectors-preload"]
+
+
+def test_a_preload_steps_aside_while_a_request_is_served(store, monkeypatch):
+    """Not only the store's searches: the whole of a Recall served meanwhile
+    (tiers.core.priority.REQUESTS), whose other stages the engine's reads would stall."""
+    store.upsert(points_of(ALICE, ALICE_POINTS))
+    store.preloads.most_wait = 3600.0
+    reads: list[str] = []
+    real_count = EdgeVectorStore.count
+
+    def count(self, flt):  # type: ignore[no-untyped-def]
+        reads.append(threading.current_thread().name)
+        return real_count(self, flt)
+
+    monkeypatch.setattr(EdgeVectorStore, "count", count)
+    with served():
+        search(store, "alice", 1)  # its search is over, the request is not
+        assert not store.preloads.idle(0.5)
+        assert reads == [] and store.preloads.preloaded == 0
     assert store.preloads.idle(60) and store.preloads.preloaded == 1
     assert reads == ["vectors-preload"]
 

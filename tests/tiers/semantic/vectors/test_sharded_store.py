@@ -21,6 +21,7 @@ from tests.contracts.vectors import DIM, MODEL, mem, ready, unit
 from tests.support import wait_until
 from tests.support.builds import child_running, gated_child, index_small_stores
 from tests.support.disk import files_with
+from tests.support.gates import served
 from tiers.core.priority import resting, rests
 from tiers.core.records import Scope
 from tiers.semantic.vectors import IndexBuildCancelled, MemoryPoint, PointFilter, Validity, shard_of
@@ -191,6 +192,24 @@ def test_the_opener_opens_the_shards_written_last_first(store, root, monkeypatch
     try:
         wait_until(lambda: again.opened == [0, 2, 3], DEADLINE, "for the opener")
         assert order == [USERS["ivan"], USERS["alice"], USERS["bob"]]
+    finally:
+        again.close()
+
+
+def test_the_opener_steps_aside_while_a_request_is_served(store, root, monkeypatch):
+    """A load holds the interpreter throughout: the opener starts none while a Recall is
+    served (tiers.core.priority.REQUESTS), and opens the rest once none is."""
+    for user in ("alice", "bob", "ivan"):
+        store.upsert(of(user, 2))
+    store.close()
+    monkeypatch.setattr(members, "STEP_ASIDE_SECONDS", 3600.0)
+    again = ShardedVectorStore(root, SHARDS)
+    try:
+        with served():
+            again.ensure(MODEL, DIM)
+            assert not threading.Event().wait(0.5)  # the opener's time to open one
+            assert again.opened == []
+        wait_until(lambda: again.opened == [0, 2, 3], DEADLINE, "for the opener")
     finally:
         again.close()
 

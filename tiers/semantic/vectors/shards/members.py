@@ -12,7 +12,9 @@ through a load (about 0.6 s for a shard of 78,000 points at ten million, its int
 :func:`~tiers.semantic.vectors.edge.shard.warm`), so that thread rests :data:`OPENER_REST` times
 as long as each load took before the next: requests run between loads, never behind a queue of
 them (at ten million points, an opener without rests held the GIL 95 % of its first two
-minutes, and Appends waited seconds). What needs every shard
+minutes, and Appends waited seconds); and it starts no load while a Recall is served
+(:data:`~tiers.core.priority.REQUESTS`, :data:`~tiers.core.priority.STEP_ASIDE_SECONDS` at
+the most). What needs every shard
 (:meth:`ShardSet.every`: a count or a scroll without a user, a backup) opens those not open
 yet. After a crash :meth:`ShardSet.open_all` opens every shard at once, counting its terms.
 
@@ -30,7 +32,7 @@ import time
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
-from tiers.core.priority import rest_after
+from tiers.core.priority import REQUESTS, STEP_ASIDE_SECONDS, rest_after
 from tiers.semantic.vectors import PointFilter, VectorStoreUnavailable
 from tiers.semantic.vectors.edge import layout
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
@@ -178,6 +180,7 @@ class ShardSet:
         for index in sorted(self._unopened, key=lambda i: (-layout.last_written(self.path, i), i)):
             if self._closed or self._interrupted.is_set():
                 return
+            REQUESTS.step_aside(STEP_ASIDE_SECONDS)  # a load holds the interpreter throughout
             began = time.perf_counter()
             try:
                 if self._stores[index] is None:

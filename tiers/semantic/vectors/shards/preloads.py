@@ -18,7 +18,8 @@ then its points by id, :data:`CHUNK` at a time, each chunk kept by the store's o
 (:meth:`~tiers.semantic.vectors.edge.store.EdgeVectorStore.get`, so the cache's snapshot keeps it
 from holding a point older than the engine's, as for any read). Searches come first: before
 each step (a MiB, a chunk) the thread rests as long as the step before took, then waits
-while a search of the store is under way (at most :data:`MOST_WAIT_SECONDS`); a chunk
+while a search of the store is under way, and while a Recall is served
+(:data:`~tiers.core.priority.REQUESTS`), at most :data:`MOST_WAIT_SECONDS` each; a chunk
 holds the interpreter for a few milliseconds, so a query's other stages and other users'
 cold reads share the disk and the interpreter with it at most half the time.
 
@@ -42,7 +43,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 
-from tiers.core.priority import BACKGROUND_NICE, lower_this_thread, resting
+from tiers.core.priority import BACKGROUND_NICE, REQUESTS, lower_this_thread, resting
 from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors.edge.shard import READ_PAGE
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
@@ -234,7 +235,9 @@ class _Stopped(Exception):
 class _Steps:
     """Called before each step of a preload (a MiB read ahead, a chunk read by id): rests as
     long as the step before took (:data:`REST` times), then waits while a search is under way
-    (:meth:`Preloads._turn`); raises :class:`_Stopped` once the preloads stopped."""
+    (:meth:`Preloads._turn`) and while a Recall is served
+    (:data:`~tiers.core.priority.REQUESTS`); raises :class:`_Stopped` once the preloads
+    stopped."""
 
     def __init__(self, preloads: Preloads) -> None:
         self._preloads = preloads
@@ -245,4 +248,5 @@ class _Steps:
             time.sleep((time.perf_counter() - self._began) * REST)
         if not self._preloads._turn():
             raise _Stopped
+        REQUESTS.step_aside(self._preloads.most_wait)
         self._began = time.perf_counter()
