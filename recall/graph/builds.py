@@ -59,7 +59,7 @@ class BuildQueue:
         (a build on a query's thread) nothing."""
         if threading.current_thread() is not self._thread:
             return
-        REQUESTS.step_aside(STEP_ASIDE_SECONDS)
+        REQUESTS.step_aside(STEP_ASIDE_SECONDS, self._stopped)
         while (build := self._next(smaller_than=self._sizes[-1])) is not None:
             self._run(build)
 
@@ -73,13 +73,16 @@ class BuildQueue:
         for _size, _order, future, _build in waiting:
             future.cancel()
 
+    def _stopped(self) -> bool:
+        return self._closed
+
     def _serve(self) -> None:
         lower_this_thread(RECALL_NICE)
         while True:
             with self._lock:
                 while not self._waiting and not self._closed:
                     self._wake.wait()
-            REQUESTS.step_aside(STEP_ASIDE_SECONDS)
+            REQUESTS.step_aside(STEP_ASIDE_SECONDS, self._stopped)
             build = self._next()
             if build is None:
                 return  # shut down

@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger("strata.priority")
 
@@ -95,15 +95,21 @@ class Requests:
             with self._cond:
                 self._serving += 1
 
-    def step_aside(self, most: float) -> float:
-        """Wait until no request is being served, ``most`` seconds at the most; at once on a
+    def step_aside(self, most: float, stopped: Callable[[], bool] | None = None) -> float:
+        """Wait until no request is being served, ``most`` seconds at the most, or until
+        ``stopped()`` says the job stops (asked every :data:`STOP_POLL_SECONDS`); at once on a
         thread that serves one itself (a request's own work never waits for itself). Returns
         the seconds waited."""
         if getattr(self._local, "depth", 0):
             return 0.0
         began = time.monotonic()
+        deadline = began + most
         with self._cond:
-            self._cond.wait_for(lambda: not self._serving, most)
+            while self._serving and not (stopped is not None and stopped()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left if stopped is None else min(left, STOP_POLL_SECONDS))
         return time.monotonic() - began
 
     @property
@@ -117,6 +123,8 @@ REQUESTS = Requests()
 store's opener and preloads and the graph builds behind step aside for it."""
 STEP_ASIDE_SECONDS = 0.5
 """How long a background step waits for the requests being served, at the most."""
+STOP_POLL_SECONDS = 0.05
+"""How often a step waiting for the requests asks whether its job stops."""
 
 
 @contextlib.contextmanager

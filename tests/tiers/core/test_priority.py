@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -67,10 +68,17 @@ def test_the_level_is_below_the_main_thread_not_below_the_caller() -> None:
     assert lowest == MAX_NICE
 
 
-def stepping_aside(requests: Requests, most: float = 3600.0) -> threading.Event:
+def stepping_aside(
+    requests: Requests, most: float = 3600.0, stopped: Callable[[], bool] | None = None
+) -> threading.Event:
     """A background thread's step, started now: the event is set once it steps in."""
     stepped = threading.Event()
-    threading.Thread(target=lambda: (requests.step_aside(most), stepped.set()), daemon=True).start()
+
+    def step() -> None:
+        requests.step_aside(most, stopped)
+        stepped.set()
+
+    threading.Thread(target=step, daemon=True).start()
     return stepped
 
 
@@ -100,6 +108,16 @@ def test_a_step_waits_no_longer_than_its_most_while_requests_never_stop() -> Non
     with served(requests):
         waited = requests.step_aside(0.05)  # a background step: this thread serves none
         assert waited >= 0.05 and requests.serving_now == 1  # it went on, still served
+
+
+def test_a_step_waiting_for_requests_ends_when_its_job_stops() -> None:
+    requests = Requests()
+    stop = threading.Event()
+    with served(requests):
+        stepped = stepping_aside(requests, stopped=stop.is_set)
+        assert not stepped.wait(0.3)
+        stop.set()  # a close: the job ends at once, the request still served
+        assert stepped.wait(30)
 
 
 def test_a_request_waiting_for_background_work_does_not_hold_it_back() -> None:

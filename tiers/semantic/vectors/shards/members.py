@@ -180,7 +180,10 @@ class ShardSet:
         for index in sorted(self._unopened, key=lambda i: (-layout.last_written(self.path, i), i)):
             if self._closed or self._interrupted.is_set():
                 return
-            REQUESTS.step_aside(STEP_ASIDE_SECONDS)  # a load holds the interpreter throughout
+            # A load holds the interpreter throughout: none starts while a Recall is served.
+            REQUESTS.step_aside(STEP_ASIDE_SECONDS, self._stopping.is_set)
+            if self._closed or self._interrupted.is_set():
+                return
             began = time.perf_counter()
             try:
                 if self._stores[index] is None:

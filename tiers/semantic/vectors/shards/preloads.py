@@ -246,7 +246,7 @@ class _Steps:
     def __call__(self) -> None:
         if self._began is not None:
             time.sleep((time.perf_counter() - self._began) * REST)
-        if not self._preloads._turn():
+        REQUESTS.step_aside(self._preloads.most_wait, lambda: self._preloads._closed)
+        if not self._preloads._turn():  # after the wait: a close meanwhile stops it here
             raise _Stopped
-        REQUESTS.step_aside(self._preloads.most_wait)
         self._began = time.perf_counter()
