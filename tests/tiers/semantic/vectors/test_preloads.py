@@ -159,7 +159,9 @@ def held_search(store: ShardedVectorStore, monkeypatch: pytest.MonkeyPatch) -> P
     return pause
 
 
-def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
+def alice_waiting(store: ShardedVectorStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Alice's points written, a preload's wait unbounded, and the threads that count a shard's
+    points (a preload's first read) recorded in the list returned."""
     store.upsert(points_of(ALICE, ALICE_POINTS))
     store.preloads.most_wait = 3600.0
     reads: list[str] = []
@@ -170,6 +172,11 @@ def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
         return real_count(self, flt)
 
     monkeypatch.setattr(EdgeVectorStore, "count", count)
+    return reads
+
+
+def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
+    reads = alice_waiting(store, monkeypatch)
     pause = held_search(store, monkeypatch)
     searcher = threading.Thread(target=search, args=(store, "alice", 1))
     searcher.start()
@@ -185,16 +192,7 @@ def test_a_preload_waits_while_a_search_is_under_way(store, monkeypatch):
 def test_a_preload_steps_aside_while_a_request_is_served(store, monkeypatch):
     """Not only the store's searches: the whole of a Recall served meanwhile
     (tiers.core.priority.REQUESTS), whose other stages the engine's reads would stall."""
-    store.upsert(points_of(ALICE, ALICE_POINTS))
-    store.preloads.most_wait = 3600.0
-    reads: list[str] = []
-    real_count = EdgeVectorStore.count
-
-    def count(self, flt):  # type: ignore[no-untyped-def]
-        reads.append(threading.current_thread().name)
-        return real_count(self, flt)
-
-    monkeypatch.setattr(EdgeVectorStore, "count", count)
+    reads = alice_waiting(store, monkeypatch)
     with served():
         search(store, "alice", 1)  # its search is over, the request is not
         assert not store.preloads.idle(0.5)
