@@ -178,7 +178,7 @@ class ShardSet:
         # The shards written last first: after a restart, their users are the likeliest to
         # come back soon, and a request that finds its shard open waits for no load.
         for index in sorted(self._unopened, key=lambda i: (-layout.last_written(self.path, i), i)):
-            if self._stores[index] is None:  # opened by a request meanwhile: no wait
+            if self._stores[index] is None:  # a load of its own (a request may have opened it)
                 # A load holds the interpreter throughout: none starts while a Recall is served.
                 REQUESTS.step_aside(STEP_ASIDE_SECONDS, self._stopping.is_set)
             if self._closed or self._interrupted.is_set():
