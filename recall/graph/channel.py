@@ -31,6 +31,7 @@ import numpy as np
 from recall import QueryContext
 from recall.graph.files import FeatureFiles
 from recall.graph.memory import MEMORY_KINDS, MemoryGraphs
+from recall.graph.pagerank import leading
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
@@ -111,12 +112,16 @@ class GraphChannel:
         if not seeds.any():
             return []
         mass = graph.walk.rank(seeds, self.alpha)[: graph.count]
-        order = np.argsort(-mass, kind="stable")
+        drawn = limit
+        order = leading(mass, drawn)
         out: list[tuple[MemoryPoint, float]] = []
         pos = 0
-        while len(out) < limit and pos < len(order):
+        while len(out) < limit:
             want = limit - len(out)
-            batch = [int(i) for i in order[pos : pos + want] if mass[i] > 0]
+            if pos + want > drawn:  # points were skipped: the same order, drawn further
+                drawn = max(2 * drawn, pos + want)
+                order = leading(mass, drawn)
+            batch = [int(i) for i in order[pos : pos + want]]
             pos += want
             if not batch:
                 break

@@ -3,7 +3,8 @@ entities.
 
 :class:`Walk` holds a graph's transition matrix (``scipy.sparse``, CSR), built once when the
 scope's graph is built (:mod:`recall.graph.memory`); a query's walk is then one sparse
-matrix-vector product per iteration.
+matrix-vector product per iteration, and its result the few nodes of most mass
+(:func:`leading`), picked without sorting the rest.
 """
 
 from __future__ import annotations
@@ -62,3 +63,18 @@ class Walk:
             if float(np.abs(x - last).sum()) < self.size * tol:
                 break
         return x
+
+
+def leading(mass: np.ndarray, n: int) -> np.ndarray:
+    """The indices of the ``n`` largest positive entries of ``mass``, largest first and ties
+    in index order: the first ``n`` of a stable descending argsort less its zeros, at the cost
+    of a partition rather than a sort of the whole array (a 200,000-memory scope's sort took
+    half its walk's time)."""
+    positive = np.flatnonzero(mass > 0)
+    if n <= 0:
+        return positive[:0]
+    if n < len(positive):
+        values = mass[positive]
+        cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th largest
+        positive = positive[values >= cut]  # ties at the cut included, still in index order
+    return positive[np.argsort(-mass[positive], kind="stable")][:n]

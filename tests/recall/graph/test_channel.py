@@ -156,6 +156,20 @@ def test_kinds_and_time_filters(world: World):
     assert ids(hits) == [turn]
 
 
+def test_memories_the_filter_skips_are_read_past(world: World):
+    # Caroline's facts outrank her one turn; asked for one turn, the channel reads past them all
+    for i in range(9):
+        world.fact(A, "Caroline", f"likes_{i}", f"thing {i}", seqs=(i,), at=100 + i)
+    turn = world.turn(A, "Bob", "Caroline and I went hiking", seq=20, at=300)
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    q = "What does Caroline like?"
+    ranked = ids(channel.search(ctx(world, q), 10))
+    assert len(ranked) == 10 and ranked.index(turn) > 0
+    assert ids(channel.search(ctx(world, q, kinds=("episode_turn",)), 1)) == [turn]
+    facts = [i for i in ranked if i != turn]
+    assert ids(channel.search(ctx(world, q, kinds=("fact",)), 3)) == facts[:3]
+
+
 def test_chunks_stand_in_when_turns_are_not_indexed(world: World):
     chunk = world.chunk(A, (1, 2), text="a talk with Caroline about art")
     fact = world.fact(A, "Caroline", "likes", "painting", seqs=(1,))

@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from recall.graph.pagerank import Walk
+from recall.graph.pagerank import Walk, leading
 from recall.words import mentions, names
 
 
@@ -46,6 +46,16 @@ def test_the_walks_pagerank_matches_networkx():
     got = Walk.of(size, src, dst, weight).rank(vector, 0.85, tol=1e-10, max_iter=500)
     assert got == pytest.approx([expected[n] for n in range(size)], abs=1e-8)
     assert Walk.of(0, src[:0], dst[:0], weight[:0]).rank(vector[:0]).size == 0
+
+
+def test_the_leading_nodes_are_a_full_sorts_first_less_the_zeros():
+    rng = np.random.default_rng(7)
+    for size in (0, 1, 5, 60, 1_000):
+        # few distinct values: ties everywhere, at the cut too; a third of the nodes at 0
+        mass = rng.integers(0, 4, size).astype(float) * rng.choice([0.0, 1.0], size, p=[0.3, 0.7])
+        order = [int(i) for i in np.argsort(-mass, kind="stable") if mass[i] > 0]
+        for n in (0, 1, 2, 3, 7, size // 2, size, size + 5):
+            assert leading(mass, n).tolist() == order[:n], (size, n)
 
 
 def test_names_in_memories():
