@@ -56,11 +56,20 @@ class Walk:
             return np.zeros(0)
         total = float(seeds.sum())
         p = seeds / total if total > 0 else np.full(self.size, 1.0 / self.size)
+        teleport = (1.0 - alpha) * p
+        dangling = np.flatnonzero(self.dangling)
         x = p.copy()
+        change = np.empty_like(x)
         for _ in range(max_iter):
-            last = x
-            x = alpha * (self.matrix @ x + x[self.dangling].sum() * p) + (1.0 - alpha) * p
-            if float(np.abs(x - last).sum()) < self.size * tol:
+            # alpha * (M x + dangling mass * p) + (1 - alpha) * p, in place
+            y = self.matrix @ x
+            if len(dangling):
+                y += x[dangling].sum() * p
+            y *= alpha
+            y += teleport
+            np.subtract(y, x, out=change)
+            x = y
+            if float(np.abs(change, out=change).sum()) < self.size * tol:
                 break
         return x
 
