@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import replace
 
@@ -33,6 +34,7 @@ from recall.graph.files import FeatureFiles
 from recall.graph.memory import MEMORY_KINDS, MemoryGraphs
 from recall.graph.pagerank import leading
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph
+from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
@@ -78,9 +80,14 @@ class GraphChannel:
         self.dense_seed = dense_seed
         self.dense_seeds = dense_seeds
         self.alpha = alpha
+        # Half of each product of a large scope's walk, at a request's priority
+        # (recall.graph.pagerank.Walk.product); idle and threadless until a first walk.
+        self._helper = ThreadPoolExecutor(1, "graph-walk", lower_this_thread, (RECALL_NICE,))
 
     def close(self) -> None:
-        """Start no more graph builds (:meth:`MemoryGraphs.close`)."""
+        """Start no more graph builds (:meth:`MemoryGraphs.close`); walks under way finish
+        on their own thread. Idempotent."""
+        self._helper.shutdown(wait=False, cancel_futures=True)
         self.graphs.close()
 
     def deferred(self) -> AbstractContextManager[None]:
@@ -111,7 +118,7 @@ class GraphChannel:
         seeds = self.seeds(ctx, graph, vectors, flt)
         if not seeds.any():
             return []
-        mass = graph.walk.rank(seeds, self.alpha)[: graph.count]
+        mass = graph.walk.rank(seeds, self.alpha, helper=self._helper)[: graph.count]
         drawn = limit
         order = leading(mass, drawn)
         out: list[tuple[MemoryPoint, float]] = []

@@ -5,12 +5,14 @@ Personalized PageRank against networkx (the channel itself:
 from __future__ import annotations
 
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from recall.graph.pagerank import Walk, leading
+from recall.graph.pagerank import SPLIT_NONZEROS, Walk, leading
 from recall.words import mentions, names
 
 
@@ -46,6 +48,52 @@ def test_the_walks_pagerank_matches_networkx():
     got = Walk.of(size, src, dst, weight).rank(vector, 0.85, tol=1e-10, max_iter=500)
     assert got == pytest.approx([expected[n] for n in range(size)], abs=1e-8)
     assert Walk.of(0, src[:0], dst[:0], weight[:0]).rank(vector[:0]).size == 0
+
+
+def a_large_walk(hub: bool = False) -> tuple[Walk, np.ndarray]:
+    """A walk of :data:`SPLIT_NONZEROS` and more, its seeds; with ``hub``, one node linked to
+    a third of the others (a speaker's entity): a row far longer than the rest."""
+    rng = np.random.default_rng(11)
+    size, edges = 20_000, SPLIT_NONZEROS // 2 + 1_000
+    src, dst = rng.integers(0, size, edges), rng.integers(0, size - 10, edges)  # 10 dangle
+    if hub:
+        src[: size // 3], dst[: size // 3] = size - 11, np.arange(size // 3)
+    walk = Walk.of(size, src, dst, rng.choice([0.5, 1.0, 2.0], edges))
+    seeds = np.zeros(size)
+    seeds[rng.integers(0, size, 5)] = 1.0
+    return walk, seeds
+
+
+@pytest.mark.parametrize("hub", [False, True])
+def test_a_large_walk_shared_with_a_helper_gives_the_same_masses(hub):
+    walk, seeds = a_large_walk(hub)
+    assert walk.halves is not None
+    assert sum(h.shape[0] for h in walk.halves) == walk.size
+    alone = walk.rank(seeds, 0.5)
+    with ThreadPoolExecutor(1) as helper:
+        shared = walk.rank(seeds, 0.5, helper=helper)
+    assert np.array_equal(alone, shared)  # each row summed alike: the same bits
+    small = Walk.of(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1.0]))
+    assert small.halves is None  # a small graph's product is not worth a handoff
+
+
+def test_a_walk_takes_back_the_half_a_busy_or_closed_helper_has_not_begun():
+    walk, seeds = a_large_walk()
+    alone = walk.rank(seeds, 0.5)
+    helper = ThreadPoolExecutor(1)
+    busy, release = threading.Event(), threading.Event()
+    helper.submit(lambda: (busy.set(), release.wait(60)))  # another walk's half, say
+    assert busy.wait(10)
+    got: list[np.ndarray] = []
+    ranking = threading.Thread(target=lambda: got.append(walk.rank(seeds, 0.5, helper=helper)))
+    ranking.start()
+    ranking.join(30)  # waiting for the busy helper would hold it for 60 s
+    finished = not ranking.is_alive()
+    release.set()
+    ranking.join()
+    assert finished and np.array_equal(got[0], alone)
+    helper.shutdown()
+    assert np.array_equal(walk.rank(seeds, 0.5, helper=helper), alone)
 
 
 def test_the_leading_nodes_are_a_full_sorts_first_less_the_zeros():
