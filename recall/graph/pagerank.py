@@ -74,7 +74,10 @@ class Walk:
             return np.zeros(0)
         total = float(seeds.sum())
         p = seeds / total if total > 0 else np.full(self.size, 1.0 / self.size)
-        teleport = (1.0 - alpha) * p
+        # p is 0 but at the seeds (a query's few): the terms in p touch those nodes only
+        at = np.flatnonzero(p)
+        p_at = p[at]
+        teleport_at = (1.0 - alpha) * p_at
         dangling = np.flatnonzero(self.dangling)
         x = p.copy()
         change = np.empty_like(x)
@@ -82,9 +85,9 @@ class Walk:
             # alpha * (M x + dangling mass * p) + (1 - alpha) * p, in place
             y = self.product(x, helper)
             if len(dangling):
-                y += x[dangling].sum() * p
+                y[at] += x[dangling].sum() * p_at
             y *= alpha
-            y += teleport
+            y[at] += teleport_at
             np.subtract(y, x, out=change)
             x = y
             if float(np.abs(change, out=change).sum()) < self.size * tol:
