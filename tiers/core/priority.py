@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -52,12 +53,18 @@ class Requests:
     each of its calls (a shard's load, a page of reads), and the interpreter is shared by
     every thread, whatever its nice value, so a background step that starts while a request
     runs stalls it for the step's time. A job calls :meth:`step_aside` before each step; a
-    request wraps its work in :meth:`serving`. The wait is bounded, so a process that never
-    stops serving still runs its background work, a step per ``most`` seconds at the least."""
+    request wraps its work in :meth:`serving`. A step also waits ``linger`` seconds after the
+    last request ended: its reply is still being written on the event loop, and a client asking
+    again at once would find the step begun in between (at 1M points, small users asked one after
+    another by one client while graph builds ran behind: 30-45 ms at p50 without it, 13-21 ms with
+    20 ms, ``docs/benchmarks.md``). The wait is bounded, so a process that never stops serving
+    still runs its background work, a step per ``most`` seconds at the least."""
 
-    def __init__(self) -> None:
+    def __init__(self, linger: float = 0.0) -> None:
+        self.linger = linger
         self._cond = threading.Condition()
         self._serving = 0
+        self._ended = -math.inf  # when the last request served ended (``time.monotonic``)
         self._local = threading.local()
 
     @contextlib.contextmanager
@@ -76,6 +83,7 @@ class Requests:
                 with self._cond:
                     self._serving -= 1
                     if not self._serving:
+                        self._ended = time.monotonic()
                         self._cond.notify_all()
 
     @contextlib.contextmanager
@@ -96,20 +104,25 @@ class Requests:
                 self._serving += 1
 
     def step_aside(self, most: float, stopped: Callable[[], bool] | None = None) -> float:
-        """Wait until no request is being served, ``most`` seconds at the most, or until
-        ``stopped()`` says the job stops (asked every :data:`STOP_POLL_SECONDS`); at once on a
-        thread that serves one itself (a request's own work never waits for itself). Returns
-        the seconds waited."""
+        """Wait until no request is being served and none ended within :attr:`linger`
+        seconds (its reply is still being written, on the event loop), ``most`` seconds at
+        the most, or until ``stopped()`` says the job stops (asked every
+        :data:`STOP_POLL_SECONDS`); at once on a thread that serves one itself (a request's
+        own work never waits for itself). Returns the seconds waited."""
         if getattr(self._local, "depth", 0):
             return 0.0
         began = time.monotonic()
         deadline = began + most
         with self._cond:
-            while self._serving and not (stopped is not None and stopped()):
-                left = deadline - time.monotonic()
-                if left <= 0:
+            while not (stopped is not None and stopped()):
+                now = time.monotonic()
+                quiet = self._ended + self.linger  # the last reply written, or so
+                until = deadline if self._serving else min(deadline, quiet)
+                if until <= now:
                     break
-                self._cond.wait(left if stopped is None else min(left, STOP_POLL_SECONDS))
+                self._cond.wait(
+                    until - now if stopped is None else min(until - now, STOP_POLL_SECONDS)
+                )
         return time.monotonic() - began
 
     @property
@@ -118,7 +131,12 @@ class Requests:
         return self._serving
 
 
-REQUESTS = Requests()
+LINGER_SECONDS = 0.02
+"""How long after the last request served ended a background step still waits: the request's
+reply is built and written on the event loop after its work, and a step begun then (a
+shard's load, a page of a graph build) holds the interpreter that reply needs."""
+
+REQUESTS = Requests(LINGER_SECONDS)
 """This process's requests (:class:`Requests`): Recall serves within it, and the vector
 store's opener and preloads and the graph builds behind step aside for it."""
 STEP_ASIDE_SECONDS = 0.5

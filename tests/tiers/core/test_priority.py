@@ -1,7 +1,8 @@
 """CPU priority of the daemon's own threads (tiers.core.priority): a thread lowers its own
 nice value, not the process's, and the threads it starts inherit it (as a library's threads
 started from it do; Linux only: elsewhere the call changes nothing). Background steps step
-aside for the requests being served (``Requests``): real threads, events rather than timings."""
+aside for the requests being served (``Requests``), and for a while after the last one ends
+(its linger): real threads, events rather than timings."""
 
 from __future__ import annotations
 
@@ -130,3 +131,36 @@ def test_a_request_waiting_for_background_work_does_not_hold_it_back() -> None:
             assert requests.serving_now == 0
         assert requests.serving_now == 1
     assert requests.serving_now == 0
+
+
+def test_a_step_waits_out_the_linger_after_a_request_ends() -> None:
+    requests = Requests(linger=3600.0)
+    assert requests.step_aside(3600.0) < 5  # none served yet: at once
+    with requests.serving():
+        pass
+    # One just ended: its reply is still being written, so a step waits, here until its most.
+    assert requests.step_aside(0.2) >= 0.2
+    stop = threading.Event()
+    stepped = stepping_aside(requests, stopped=stop.is_set)
+    assert not stepped.wait(0.3)
+    stop.set()  # a close ends the wait at once
+    assert stepped.wait(30)
+
+
+def test_without_a_linger_a_step_goes_as_the_last_request_ends() -> None:
+    requests = Requests()
+    with served(requests):
+        stepped = stepping_aside(requests)
+        assert not stepped.wait(0.3)
+    assert stepped.wait(30)
+    with requests.serving():
+        pass
+    assert requests.step_aside(3600.0) < 5
+
+
+def test_a_request_waiting_for_background_work_does_not_start_a_linger() -> None:
+    requests = Requests(linger=3600.0)
+    with requests.serving():
+        stepped = stepping_aside(requests)
+        with requests.waiting():  # not an end: the work it waits for goes at once
+            assert stepped.wait(30)
