@@ -133,8 +133,9 @@ class Requests:
 
 LINGER_SECONDS = 0.02
 """How long after the last request served ended a background step still waits: the request's
-reply is built and written on the event loop after its work, and a step begun then (a
-shard's load, a page of a graph build) holds the interpreter that reply needs."""
+reply is written on the event loop after its work, and a step begun then (a shard's load, a
+page of a graph build) holds the interpreter that the reply, and the client's next question,
+need."""
 
 REQUESTS = Requests(LINGER_SECONDS)
 """This process's requests (:class:`Requests`): Recall serves within it, and the vector
