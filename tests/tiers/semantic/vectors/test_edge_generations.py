@@ -59,13 +59,15 @@ def test_a_new_store_starts_in_its_first_generation(store, path):
     assert not (path / "edge_config.json").exists()
 
 
-def test_a_load_reads_the_int8_copies_first_and_nothing_else(path):
+def test_a_load_reads_the_int8_copies_and_payload_indexes_first_and_nothing_else(path):
     with ready(EdgeVectorStore, path, storage=DenseStorage("int8")) as store:
         store.upsert(points(300))
         store.optimize()  # an indexed segment, with its int8 copy
     gen = generations.current(path)
     copies = [f for f in gen.glob("segments/*/vector_storage-*/quantized.*") if f.is_file()]
-    assert copies and edge_shard.warm(gen) == sum(f.stat().st_size for f in copies)
+    indexes = [f for f in gen.glob("segments/*/payload_index/**/*") if f.is_file()]
+    assert copies and indexes
+    assert edge_shard.warm(gen) == sum(f.stat().st_size for f in [*copies, *indexes])
     assert edge_shard.warm(path / "gen-none") == 0  # nothing there: nothing read
     with ready(EdgeVectorStore, path, storage=DenseStorage("int8")) as reopened:
         assert reopened.count(PointFilter()) == 300

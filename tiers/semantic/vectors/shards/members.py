@@ -8,9 +8,10 @@ keyword counts were kept in their file, the build needs are marks on disk), so
 (:meth:`ShardSet.get`), and a thread of its own opens the others one after another, those
 written last first (:func:`~tiers.semantic.vectors.edge.layout.last_written`), so serving
 begins in the time of one shard, whatever the store's size. The engine holds the GIL
-through a load (about 0.6 s for a shard of 78,000 points at ten million, its int8 copies read first:
+through a load (about 0.6 s for a shard of 78,000 points at ten million, 47 ms at the median for
+the shards of a million; from a cold cache, with what the engine reads whole read first:
 :func:`~tiers.semantic.vectors.edge.shard.warm`), so that thread rests :data:`OPENER_REST` times
-as long as each load took before the next: requests run between loads, never behind a queue of
+the CPU time each load took before the next: requests run between loads, never behind a queue of
 them (at ten million points, an opener without rests held the GIL 95 % of its first two
 minutes, and Appends waited seconds); and it starts no load while a Recall is served
 (:data:`~tiers.core.priority.REQUESTS`, :data:`~tiers.core.priority.STEP_ASIDE_SECONDS` at
@@ -42,7 +43,9 @@ from tiers.semantic.vectors.term_frequencies import DocumentFrequencies
 
 log = logging.getLogger("strata.vectors")
 
-OPENER_REST = 3.0  # the opener's rest after a load, in loads' time: a quarter of the GIL at most
+# The opener's rest after a load, in the CPU time the load took on its thread (the engine's
+# work, holding the GIL; not the reads ahead of it, which let it go): a quarter of the GIL at most
+OPENER_REST = 3.0
 
 
 @dataclass(eq=False, slots=True)
@@ -183,12 +186,12 @@ class ShardSet:
                 REQUESTS.step_aside(STEP_ASIDE_SECONDS, self._stopping.is_set)
             if self._closed or self._interrupted.is_set():
                 return
-            began = time.perf_counter()
+            began = time.thread_time()  # the load's work, not its reads ahead (GIL let go)
             try:
                 if self._stores[index] is None:
                     self.get(index)
                     loaded += 1
-                    self._stopping.wait((time.perf_counter() - began) * OPENER_REST)
+                    self._stopping.wait((time.thread_time() - began) * OPENER_REST)
             except Exception as exc:  # the shard's reader gets it again
                 if self._closed or self._interrupted.is_set():
                     return
