@@ -242,12 +242,14 @@ def open_parts(settings: Settings, factories: Factories, stages: Stages) -> Part
     documents, anchors = kind_of(kinds, DocumentStore), kind_of(kinds, AnchorStore)
     pins, access = kind_of(kinds, PinStore), kind_of(kinds, AccessCounts)
     engine = recall_engine(s, semantic, access)
-    stages.push("recall engine", engine.close)
     forgetter = Forgetter(
         working, journal, journal_store, state, semantic, engine.scope_caches(), redact_record,
         kinds,
     )  # fmt: skip
     stages.push("purges and tier 3", lambda: _end_purges(forgetter, semantic))
+    # Before Tier 3 closes (above): the graph builds queued behind Recalls end with the engine,
+    # not one by one against a closed store, each logged as a failure.
+    stages.push("recall engine", engine.close)
     stages.push("writers held off", writers.hold)  # runs first of the stores' stages
     local = local_extractor(s.weaver, semantic)
     progress = LiveProgress(state, changes)

@@ -198,3 +198,27 @@ def test_a_stage_of_the_shutdown_that_fails_does_not_keep_the_daemon_running(
     assert failed and "injected fault: close failed" in str(failed[0].__dict__)
     with pytest.raises(Exception):  # noqa: B017 - closed: rocksdict's own error type
         daemon.daemon.parts.state.get(GRAPH_CF, b"x")
+
+
+def test_the_recall_engine_stops_before_tier_3_closes(start_daemon, flaky):
+    """The graph builds queued behind Recalls end with the engine, before Tier 3 closes: they
+    used to run on against the closed store at every stop, each logged as a failure
+    (``recall.graph_build_failed``)."""
+    daemon = start_daemon(weaver=QUIET, factories=flaky.factories)
+    daemon.daemon.parts.semantic.wait_ready(120)
+    engine = daemon.daemon.parts.engine
+    store = flaky.made[0]
+    engine_open_at_close: list[bool] = []
+
+    def close() -> None:
+        try:  # a stopped engine takes no more requests
+            engine.submit(None).cancel()  # type: ignore[arg-type]
+            engine_open_at_close.append(True)
+        except RuntimeError:
+            engine_open_at_close.append(False)
+        FlakyVectors.close(store)
+
+    store.close = close  # type: ignore[method-assign]
+    daemon.call(daemon.daemon.stop(), timeout=60)
+    assert daemon.daemon.stop_failures == []
+    assert engine_open_at_close == [False]
