@@ -50,18 +50,24 @@ def test_the_walks_pagerank_matches_networkx():
     assert Walk.of(0, src[:0], dst[:0], weight[:0]).rank(vector[:0]).size == 0
 
 
-def a_large_walk(hub: bool = False) -> tuple[Walk, np.ndarray]:
-    """A walk of :data:`SPLIT_NONZEROS` and more, its seeds; with ``hub``, one node linked to
+def large_edges(hub: bool = False) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes, edges (``src - dst``, ``weight``) and seeds of a walk of
+    :data:`SPLIT_NONZEROS` and more; the last 10 nodes dangle. With ``hub``, one node linked to
     a third of the others (a speaker's entity): a row far longer than the rest."""
     rng = np.random.default_rng(11)
     size, edges = 20_000, SPLIT_NONZEROS // 2 + 1_000
-    src, dst = rng.integers(0, size, edges), rng.integers(0, size - 10, edges)  # 10 dangle
+    src, dst = rng.integers(0, size - 10, edges), rng.integers(0, size - 10, edges)
     if hub:
         src[: size // 3], dst[: size // 3] = size - 11, np.arange(size // 3)
-    walk = Walk.of(size, src, dst, rng.choice([0.5, 1.0, 2.0], edges))
     seeds = np.zeros(size)
-    seeds[rng.integers(0, size, 5)] = 1.0
-    return walk, seeds
+    seeds[rng.integers(0, size - 10, 5)] = 1.0
+    return size, src, dst, rng.choice([0.5, 1.0, 2.0], edges), seeds
+
+
+def a_large_walk(hub: bool = False) -> tuple[Walk, np.ndarray]:
+    """The walk of :func:`large_edges`, and its seeds."""
+    size, src, dst, weight, seeds = large_edges(hub)
+    return Walk.of(size, src, dst, weight), seeds
 
 
 @pytest.mark.parametrize("hub", [False, True])
@@ -94,6 +100,28 @@ def test_a_walk_takes_back_the_half_a_busy_or_closed_helper_has_not_begun():
     assert finished and np.array_equal(got[0], alone)
     helper.shutdown()
     assert np.array_equal(walk.rank(seeds, 0.5, helper=helper), alone)
+
+
+@pytest.mark.parametrize("hub", [False, True])
+def test_a_large_walks_first_step_from_its_seeds_edges_is_the_products(hub):
+    size, src, dst, weight, seeds = large_edges(hub)
+    twins = size - 3, size - 2  # two nodes linked alike, to a seed only
+    seed = int(np.flatnonzero(seeds)[0])
+    # the twins' edges, a parallel edge and a self-loop at a seed, a self-loop elsewhere
+    src = np.concatenate([src, [twins[0], twins[1], seed, seed, 7]])
+    dst = np.concatenate([dst, [seed, seed, seed, 3, 7]])
+    weight = np.concatenate([weight, [1.0, 1.0, 2.0, 0.5, 1.0]])
+    walk = Walk.of(size, src, dst, weight)
+    seeds[[7, size - 1]] = 0.5  # and a dangling seed
+    at = np.flatnonzero(seeds)
+    assert walk.halves is not None and walk._few(at)  # its first step is taken from the seeds
+    x = seeds / seeds.sum()
+    assert walk.spread(at, x[at]) == pytest.approx(walk.matrix @ x, rel=1e-12, abs=1e-18)
+    by_products = Walk(walk.matrix, walk.degree, walk.size)  # no halves: products only
+    got, products = walk.rank(seeds, 0.85), by_products.rank(seeds, 0.85)
+    assert got == pytest.approx(products, rel=1e-9, abs=1e-18)
+    assert got[twins[0]] == got[twins[1]] > 0
+    assert leading(got, 50).tolist() == leading(products, 50).tolist()
 
 
 def test_the_leading_nodes_are_a_full_sorts_first_less_the_zeros():
