@@ -274,24 +274,35 @@ def _on_disk(path: Path, fields: tuple[str, ...]) -> dict[str, bool]:
 
 
 def test_a_build_moves_the_indexes_an_earlier_release_kept_in_memory_to_disk(path):
-    """The episode and session indexes of an earlier release, held in RAM, are left so by the
-    daemon's open (making them again holds the GIL) and made again on disk by the shard's
-    next build, in the build's child: filters by them find the same points after."""
-    fields = ("episode_id", "session_id")
+    """The episode, session and time indexes of an earlier release, held in RAM, are left so
+    by the daemon's open (making them again holds the GIL) and made again on disk by the
+    shard's next build, in the build's child: filters by them find the same points after."""
+    made = {"episode_id": PayloadSchemaType.Keyword, "session_id": PayloadSchemaType.Keyword}
+    made["created_at"] = PayloadSchemaType.Integer
+    fields = tuple(made)
+    minute = 60_000_000
+    hour = replace(alice(), created_from_us=T0, created_to_us=T0 + 60 * minute)
     with ready(EdgeVectorStore, path) as store:
-        store.upsert([mem(f"m {i}", seq=i, seed=i, episode=f"ep-{i % 3}") for i in range(300)])
+        store.upsert(
+            [
+                mem(f"m {i}", seq=i, seed=i, episode=f"ep-{i % 3}", created=T0 + i * minute)
+                for i in range(300)
+            ]
+        )
     shard = EdgeShard.load(str(generations.current(path)))
-    for field in fields:  # as an earlier release made them
-        shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+    for field, schema in made.items():  # as an earlier release made them
+        shard.update(UpdateOperation.create_field_index(field, schema))
     shard.close()
-    assert _on_disk(path, fields) == {"episode_id": False, "session_id": False}
+    assert _on_disk(path, fields) == dict.fromkeys(fields, False)
     with ready(EdgeVectorStore, path) as store:
         assert store.count(replace(alice(), episode_ids=("ep-1",))) == 100
-    assert _on_disk(path, fields) == {"episode_id": False, "session_id": False}  # open: left
+        assert store.count(hour) == 60
+    assert _on_disk(path, fields) == dict.fromkeys(fields, False)  # open: left
     with ready(EdgeVectorStore, path) as store:
         store.upsert(points(300, start=300))
         store.optimize()
         assert store.count(replace(alice(), episode_ids=("ep-1",))) == 400
         assert store.count(replace(alice(), exclude_sessions=("chat-1",))) == 0
+        assert store.count(hour) == 60 + 300  # the new points' time is the hour's start
     assert generations.current(path).name != "gen-000001"  # built: a copy swapped in
-    assert _on_disk(path, fields) == {"episode_id": True, "session_id": True}
+    assert _on_disk(path, fields) == dict.fromkeys(fields, True)

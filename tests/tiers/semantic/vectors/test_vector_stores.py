@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 from qdrant_client import QdrantClient, models
-from qdrant_edge import EdgeShard, Memory, PayloadSchemaType, UpdateOperation
+from qdrant_edge import EdgeShard, IntegerIndexParams, Memory, PayloadSchemaType, UpdateOperation
 
 from tests.contracts.vectors import (
     BOB,
@@ -180,7 +180,7 @@ def test_qdrant_makes_a_collection_with_shard_keys_and_routes_by_user():
     assert spy.keys == ["shard-000", "shard-001", "shard-002", "shard-003"]
     assert spy.selectors("upsert") == ["shard-000"]  # the metadata point, under the first key
     on_disk = {n for n, i in spy.indexes.items() if getattr(i, "on_disk", None)}
-    assert on_disk == {"episode_id", "session_id"}  # as the embedded engine keeps them
+    assert on_disk == {"episode_id", "session_id", "created_at"}  # as the embedded engine does
     assert getattr(spy.indexes["user_id"], "is_tenant", None) is True
     spy.calls.clear()
 
@@ -267,10 +267,10 @@ def test_a_shard_is_asked_only_for_the_payload_indexes_it_lacks(tmp_path):
         shard.close()
 
 
-def test_the_episode_and_session_indexes_are_kept_on_disk_and_moved_there_only_when_asked(
+def test_the_episode_session_and_time_indexes_are_kept_on_disk_and_moved_there_when_asked(
     tmp_path,
 ):
-    """Those two indexes stay on disk (a shard's load holds the GIL, and they were most of
+    """Those three indexes stay on disk (a shard's load holds the GIL, and they were most of
     it); one an earlier release kept in RAM is left so unless ``placement`` is asked for (the
     build child's), as making it again holds the GIL for seconds at 10M."""
     shard = EdgeShard.create(str(tmp_path / "shard"), config(DIM))
@@ -278,11 +278,21 @@ def test_the_episode_and_session_indexes_are_kept_on_disk_and_moved_there_only_w
         assert ensure_payload_indexes(shard) == len(payload_indexes())
         schema = shard.info().payload_schema
         on_disk = {n for n, i in schema.items() if getattr(i.params, "memory", None) == Memory.Cold}
-        assert on_disk == {"episode_id", "session_id"}
+        assert on_disk == {"episode_id", "session_id", "created_at"}
+        assert schema["created_at"].params.range and schema["created_at"].params.lookup
+        assert ensure_payload_indexes(shard) == 0
         shard.update(UpdateOperation.create_field_index("episode_id", PayloadSchemaType.Keyword))
+        shard.update(UpdateOperation.create_field_index("created_at", PayloadSchemaType.Integer))
         assert ensure_payload_indexes(shard, placement=False) == 0
         assert shard.info().payload_schema["episode_id"].params is None  # left in RAM
-        assert ensure_payload_indexes(shard) == 1
-        assert shard.info().payload_schema["episode_id"].params.memory == Memory.Cold
+        assert shard.info().payload_schema["created_at"].params is None
+        assert ensure_payload_indexes(shard) == 2
+        for field in ("episode_id", "created_at"):
+            assert shard.info().payload_schema[field].params.memory == Memory.Cold
+        # an index of the time without ranges is made again, placement or not
+        lookups = IntegerIndexParams(lookup=True, range=False, memory=Memory.Cold)
+        shard.update(UpdateOperation.create_field_index("created_at", lookups))
+        assert ensure_payload_indexes(shard, placement=False) == 1
+        assert shard.info().payload_schema["created_at"].params.range
     finally:
         shard.close()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from qdrant_edge import (
     EdgeShard,
     Filter,
+    IntegerIndexParams,
     KeywordIndexParams,
     PayloadSchemaType,
     Point,
@@ -129,13 +130,21 @@ def _indexed_as(
 ) -> bool:
     if index is None:
         return False
+    params = index.params
     if isinstance(schema, KeywordIndexParams):
-        params = index.params
         tenant = getattr(params, "is_tenant", None)
         if index.data_type != PayloadSchemaType.Keyword or tenant != schema.is_tenant:
             return False
-        return not placement or getattr(params, "memory", None) == schema.memory
-    return index.data_type == schema and index.params is None
+    elif isinstance(schema, IntegerIndexParams):
+        if index.data_type != PayloadSchemaType.Integer:
+            return False
+        # Made without params (an earlier release): both lookups and ranges, as asked.
+        for flag in ("lookup", "range"):
+            if getattr(params, flag, None) not in (None, getattr(schema, flag)):
+                return False
+    else:
+        return index.data_type == schema and params is None
+    return not placement or getattr(params, "memory", None) == schema.memory
 
 
 def live_points(shard: EdgeShard) -> Iterator[list[Point]]:

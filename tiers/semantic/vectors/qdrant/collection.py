@@ -39,18 +39,22 @@ from tiers.semantic.vectors.storage import FLOAT32, RESCORE_OVERSAMPLING, DenseS
 META_ID = "3e62f972-db6b-57ff-91c2-261afcab54d9"  # uuid5(NAMESPACE_URL, "strata:vectors:meta")
 META_KIND = "_meta"
 
-_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+_PAYLOAD_INDEXES: dict[
+    str, models.PayloadSchemaType | models.KeywordIndexParams | models.IntegerIndexParams
+] = {
     "kind": models.PayloadSchemaType.KEYWORD,
     # Every search is filtered by user: the server co-locates a tenant's points.
     "user_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
     "agent_id": models.PayloadSchemaType.KEYWORD,
-    # A value every few points, and few queries filter by them: on the server's disk, as the
-    # embedded engine keeps them (edge_config.payload_indexes). ``on_disk`` rather than
+    # Few queries filter by these (the time's: only a time range): on the server's disk, as
+    # the embedded engine keeps them (edge_config.payload_indexes). ``on_disk`` rather than
     # ``memory``: servers older than ``memory`` read it, newer ones take it as cold. A
     # collection made by an earlier release keeps its indexes as they are.
     "episode_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, on_disk=True),
     "session_id": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, on_disk=True),
-    "created_at": models.PayloadSchemaType.INTEGER,
+    "created_at": models.IntegerIndexParams(
+        type=models.IntegerIndexType.INTEGER, lookup=True, range=True, on_disk=True
+    ),
     "superseded": models.PayloadSchemaType.BOOL,
 }
 
