@@ -71,6 +71,16 @@ def test_entity_memory_graph_links(world: World):
     assert graph.link("Did Mel, I mean Melanie, go?") == ["mel"]  # one link per entity
 
 
+def test_a_graph_finds_the_nodes_of_many_ids_at_once(world: World):
+    first = world.turn(A, "Caroline", "I like painting.", seq=1)
+    second = world.turn(A, "Melanie", "I like pottery.", seq=2)
+    graph = build(world.vectors.get([first, second]), [])
+    nodes = graph.nodes([second, "no such point", first, first + "0", first[:-1]])
+    assert nodes.tolist() == [graph.node(second), graph.node(first)]  # the others left out
+    assert graph.nodes([]).size == 0
+    assert build([], []).nodes([first]).size == 0
+
+
 def test_a_question_turn_links_to_its_reply(world: World):
     ask = world.turn(A, "Caroline", "What did you paint last week?", seq=1)
     reply = world.turn(A, "Melanie", "A sunset over the lake.", seq=2)
@@ -168,6 +178,39 @@ def test_memories_the_filter_skips_are_read_past(world: World):
     assert ids(channel.search(ctx(world, q, kinds=("episode_turn",)), 1)) == [turn]
     facts = [i for i in ranked if i != turn]
     assert ids(channel.search(ctx(world, q, kinds=("fact",)), 3)) == facts[:3]
+
+
+def test_a_narrowing_filter_reads_only_what_it_admits_in_the_walks_order(world: World, monkeypatch):
+    """A time range (or kinds, or a thread's episodes) is asked of the store before the walk:
+    the points it admits are read in the walk's order, and none when it admits no memory."""
+    turns = [
+        world.turn(A, "Caroline", f"Caroline and the hike number {i}", seq=i, at=100 + i)
+        for i in range(30)
+    ]
+    channel = GraphChannel(world.semantic, dense_seeds=0)
+    q = "Where did Caroline hike?"
+    walked = ids(channel.search(ctx(world, q), 30))
+    assert set(walked) == set(turns)
+    read: list[str] = []
+    get = world.vectors.get
+
+    def reading(wanted: list[str], *args: str) -> list[MemoryPoint]:
+        read.extend(wanted)
+        return get(wanted, *args)
+
+    monkeypatch.setattr(world.vectors, "get", reading)
+    in_range = [t for t in walked if 110 <= turns.index(t) + 100 < 115]
+    assert ids(channel.search(ctx(world, q, start_us=110, end_us=115), 10)) == in_range
+    assert sorted(read) == sorted(in_range)  # no memory outside the range was read
+    read.clear()
+    assert channel.search(ctx(world, q, start_us=1_000), 10) == []
+    assert read == []
+    # past NARROW_IDS admitted points, the leading memories are read in growing batches, and
+    # NARROW_IDS of them at most
+    monkeypatch.setattr("recall.graph.channel.NARROW_IDS", 8)
+    wide = [t for t in walked[:8] if 110 <= turns.index(t) + 100 < 120]
+    assert ids(channel.search(ctx(world, q, start_us=110, end_us=120), 10)) == wide
+    assert len(read) == 8
 
 
 def test_chunks_stand_in_when_turns_are_not_indexed(world: World):
