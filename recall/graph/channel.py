@@ -14,10 +14,10 @@ scope ranks **memories** (as in HippoRAG 2).
    memories about the same people, places and things, and from a question to its answer.
 3. **Result.** Memories by PageRank mass, through the query's filter (kinds, time range,
    superseded), fetched from the vector store. A filter that narrows the scope (a time range,
-   kinds, episodes, sessions left out) is asked of the store first: the walk is not taken
-   when it admits nothing, and its mass is kept to the points it admits when they are
-   :data:`NARROW_IDS` or fewer. Otherwise the leading memories are read in batches that
-   grow while the filter skips them, :data:`NARROW_IDS` at most.
+   kinds, a thread's episodes) is asked of the store first: the walk is not taken when it
+   admits nothing, and its mass is kept to the points it admits when they are few
+   (:data:`NARROW_IDS`, :data:`NARROW_SHARE`). Otherwise the leading memories are read in
+   batches that grow while the filter skips them, :data:`NARROW_IDS` at most.
 
 Scope is a hard filter: the graph holds only the query's scope (its ``user_id`` and, when it
 has one, its ``agent_id``), and every returned point is checked against the query's filter.
@@ -49,6 +49,11 @@ NARROW_IDS = 10_000
 most. Before, the leading memories were read a few at a time until enough passed the filter:
 every memory of a large scope when none did (7-8 s for the 200,000-point user of the 1M fill
 and a time range holding none of its memories, 2026-12-05)."""
+
+NARROW_SHARE = 8
+"""The walk's mass is kept to the points a narrowing filter admits only when they are fewer
+than 1 / ``NARROW_SHARE`` of the graph's memories: with more, its leading memories pass often
+enough that a few growing batches find them, sooner than the admitted ids are read."""
 
 
 class GraphChannel:
@@ -163,15 +168,19 @@ class GraphChannel:
         self, graph: ScopeGraph, vectors: VectorStore, flt: PointFilter
     ) -> np.ndarray | None:
         """The graph's nodes within ``flt``'s kinds, episodes and time range, when it names any
-        and they hold :data:`NARROW_IDS` points or fewer (counted and read by the store's
-        indexes), else None: every memory may pass. Either way each is still checked against
-        the whole filter as it is read (the sessions it leaves out are few, and they are
-        left out of the count: no index holds a message's place in its session)."""
+        and they hold few points (:data:`NARROW_IDS` and :data:`NARROW_SHARE`; counted and
+        read by the store's indexes), else None: every memory may pass. Either way each is
+        still checked against the whole filter as it is read (the sessions it leaves out are
+        few, and they are left out of the count: no index holds a message's place in its
+        session)."""
         ranged = flt.created_from_us is not None or flt.created_to_us is not None
         if not (flt.kinds or flt.episode_ids or ranged):
             return None
         within = replace(flt, exclude_sessions=(), exclude_from=())
-        if vectors.count(within) > NARROW_IDS:
+        counted = vectors.count(within)
+        if not counted:
+            return np.zeros(0, dtype=np.int64)
+        if counted > min(NARROW_IDS, graph.count // NARROW_SHARE):
             return None
         return graph.nodes(vectors.ids(within, NARROW_IDS))
 

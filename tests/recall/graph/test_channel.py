@@ -185,11 +185,11 @@ def test_a_narrowing_filter_reads_only_what_it_admits_in_the_walks_order(world: 
     the points it admits are read in the walk's order, and none when it admits no memory."""
     turns = [
         world.turn(A, "Caroline", f"Caroline and the hike number {i}", seq=i, at=100 + i)
-        for i in range(30)
+        for i in range(80)
     ]
     channel = GraphChannel(world.semantic, dense_seeds=0)
     q = "Where did Caroline hike?"
-    walked = ids(channel.search(ctx(world, q), 30))
+    walked = ids(channel.search(ctx(world, q), 80))
     assert set(walked) == set(turns)
     read: list[str] = []
     get = world.vectors.get
@@ -199,17 +199,25 @@ def test_a_narrowing_filter_reads_only_what_it_admits_in_the_walks_order(world: 
         return get(wanted, *args)
 
     monkeypatch.setattr(world.vectors, "get", reading)
-    in_range = [t for t in walked if 110 <= turns.index(t) + 100 < 115]
-    assert ids(channel.search(ctx(world, q, start_us=110, end_us=115), 10)) == in_range
-    assert sorted(read) == sorted(in_range)  # no memory outside the range was read
+
+    def within(start: int, end: int, among: list[str] = walked) -> list[str]:
+        return [t for t in among if start <= turns.index(t) + 100 < end]
+
+    # five of 80: fewer than an eighth (NARROW_SHARE), read by id
+    assert ids(channel.search(ctx(world, q, start_us=110, end_us=115), 10)) == within(110, 115)
+    assert sorted(read) == sorted(within(110, 115))  # no memory outside the range was read
     read.clear()
     assert channel.search(ctx(world, q, start_us=1_000), 10) == []
     assert read == []
-    # past NARROW_IDS admitted points, the leading memories are read in growing batches, and
-    # NARROW_IDS of them at most
+    # most of them: the leading memories read in batches that grow while the filter skips some
+    assert ids(channel.search(ctx(world, q, start_us=120), 10)) == within(120, 1_000)[:10]
+    assert len(read) < 80
+    read.clear()
+    # past NARROW_IDS admitted points, NARROW_IDS of the leading memories are read at most
     monkeypatch.setattr("recall.graph.channel.NARROW_IDS", 8)
-    wide = [t for t in walked[:8] if 110 <= turns.index(t) + 100 < 120]
-    assert ids(channel.search(ctx(world, q, start_us=110, end_us=120), 10)) == wide
+    assert ids(channel.search(ctx(world, q, start_us=110, end_us=120), 10)) == within(
+        110, 120, walked[:8]
+    )
     assert len(read) == 8
 
 
