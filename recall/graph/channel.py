@@ -13,10 +13,11 @@ scope ranks **memories** (as in HippoRAG 2).
    memories that mention it, from the nearest memories through the names they share to other
    memories about the same people, places and things, and from a question to its answer.
 3. **Result.** Memories by PageRank mass, through the query's filter (kinds, time range,
-   superseded), fetched from the vector store. A filter that narrows the scope (a time range,
-   kinds, a thread's episodes) is asked of the store first: the walk is not taken when it
-   admits nothing, and its mass is kept to the points it admits when they are few
-   (:data:`NARROW_IDS`, :data:`NARROW_SHARE`). Otherwise the leading memories are read in
+   superseded), fetched from the vector store. A filter that narrows the scope is applied
+   before the reads: its kinds from the graph's own features, a time range or a thread's
+   episodes by the store's indexes when they admit few points (:data:`NARROW_IDS`,
+   :data:`NARROW_SHARE`). The walk is not taken when the filter admits no memory of the
+   graph, and its mass is kept to those it admits. Otherwise the leading memories are read in
    batches that grow while the filter skips them, :data:`NARROW_IDS` at most.
 
 Scope is a hard filter: the graph holds only the query's scope (its ``user_id`` and, when it
@@ -44,15 +45,15 @@ from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
 
 NARROW_IDS = 10_000
-"""How many points a query's narrowing filter may admit for the walk's mass to be kept to them
-(their ids read from the store), and how many of the walk's leading memories a query reads at
-most. Before, the leading memories were read a few at a time until enough passed the filter:
+"""How many points a query's time range or episodes may admit for the walk's mass to be kept to
+them (their ids read from the store), and how many of the walk's leading memories a query reads
+at most. Before, the leading memories were read a few at a time until enough passed the filter:
 every memory of a large scope when none did (7-8 s for the 200,000-point user of the 1M fill
 and a time range holding none of its memories, 2026-12-05)."""
 
 NARROW_SHARE = 8
-"""The walk's mass is kept to the points a narrowing filter admits only when they are fewer
-than 1 / ``NARROW_SHARE`` of the graph's memories: with more, its leading memories pass often
+"""The walk's mass is kept to the points a time range or episodes admit only when they are
+fewer than 1 / ``NARROW_SHARE`` of the graph's memories: with more, its leading memories pass often
 enough that a few growing batches find them, sooner than the admitted ids are read."""
 
 
@@ -132,16 +133,14 @@ class GraphChannel:
             return []
         flt = ctx.query.filter()
         admitted = self._admitted(graph, vectors, flt)
-        if admitted is not None and not admitted.size:
+        if admitted is not None and not admitted.any():
             return []
         seeds = self.seeds(ctx, graph, vectors, flt)
         if not seeds.any():
             return []
         mass = graph.walk.rank(seeds, self.alpha, helper=self._helper)[: graph.count]
         if admitted is not None:
-            kept = np.zeros_like(mass)
-            kept[admitted] = mass[admitted]
-            mass = kept
+            mass = np.where(admitted, mass, 0.0)
         drawn = limit
         order = leading(mass, drawn)
         out: list[tuple[MemoryPoint, float]] = []
@@ -167,22 +166,32 @@ class GraphChannel:
     def _admitted(
         self, graph: ScopeGraph, vectors: VectorStore, flt: PointFilter
     ) -> np.ndarray | None:
-        """The graph's nodes within ``flt``'s kinds, episodes and time range, when it names any
-        and they hold few points (:data:`NARROW_IDS` and :data:`NARROW_SHARE`; counted and
-        read by the store's indexes), else None: every memory may pass. Either way each is
-        still checked against the whole filter as it is read (the sessions it leaves out are
-        few, and they are left out of the count: no index holds a message's place in its
-        session)."""
+        """Which of the graph's memories ``flt``'s kinds, episodes and time range may admit
+        (a mask), or None: any may. The kinds are read from the graph's features; episodes
+        and a time range are counted and read by the store's indexes, and kept to only when
+        they hold few points (:data:`NARROW_IDS`, :data:`NARROW_SHARE`). Either way each
+        memory is still checked against the whole filter as it is read (the sessions it
+        leaves out are few, and they are left out here: no index holds a message's place
+        in its session)."""
+        words, kinds = graph.features.words, graph.features.kind
+        present = [int(c) for c in np.flatnonzero(np.bincount(kinds))]
+        asked = [c for c in present if words[c] in flt.kinds] if flt.kinds else present
+        if not asked:
+            return np.zeros(graph.count, dtype=bool)
+        mask = np.isin(kinds, asked) if len(asked) < len(present) else None
         ranged = flt.created_from_us is not None or flt.created_to_us is not None
-        if not (flt.kinds or flt.episode_ids or ranged):
-            return None
-        within = replace(flt, exclude_sessions=(), exclude_from=())
+        if not (flt.episode_ids or ranged):
+            return mask
+        kept = tuple(words[c] for c in asked)
+        within = replace(flt, kinds=kept, exclude_sessions=(), exclude_from=())
         counted = vectors.count(within)
         if not counted:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(graph.count, dtype=bool)
         if counted > min(NARROW_IDS, graph.count // NARROW_SHARE):
-            return None
-        return graph.nodes(vectors.ids(within, NARROW_IDS))
+            return mask
+        found = np.zeros(graph.count, dtype=bool)
+        found[graph.nodes(vectors.ids(within, NARROW_IDS))] = True
+        return found
 
     def seeds(
         self, ctx: QueryContext, graph: ScopeGraph, vectors: VectorStore, flt: PointFilter

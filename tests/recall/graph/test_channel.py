@@ -187,6 +187,8 @@ def test_a_narrowing_filter_reads_only_what_it_admits_in_the_walks_order(world: 
         world.turn(A, "Caroline", f"Caroline and the hike number {i}", seq=i, at=100 + i)
         for i in range(80)
     ]
+    for i in range(3):  # chunks, which the graph does not hold while there are turns
+        world.chunk(A, (i,), text=f"Caroline hiked, part {i}", at=110 + i)
     channel = GraphChannel(world.semantic, dense_seeds=0)
     q = "Where did Caroline hike?"
     walked = ids(channel.search(ctx(world, q), 80))
@@ -213,12 +215,20 @@ def test_a_narrowing_filter_reads_only_what_it_admits_in_the_walks_order(world: 
     assert ids(channel.search(ctx(world, q, start_us=120), 10)) == within(120, 1_000)[:10]
     assert len(read) < 80
     read.clear()
+    # kinds from the graph's features: a kind it does not hold reads nothing
+    assert channel.search(ctx(world, q, kinds=("summary",)), 10) == []
+    assert channel.search(ctx(world, q, kinds=("summary",), start_us=110, end_us=115), 10) == []
+    assert read == []
     # past NARROW_IDS admitted points, NARROW_IDS of the leading memories are read at most
     monkeypatch.setattr("recall.graph.channel.NARROW_IDS", 8)
     assert ids(channel.search(ctx(world, q, start_us=110, end_us=120), 10)) == within(
         110, 120, walked[:8]
     )
     assert len(read) == 8
+    read.clear()
+    monkeypatch.setattr("recall.graph.channel.NARROW_IDS", 2)  # fewer than the chunks
+    assert channel.search(ctx(world, q, kinds=("episode_chunk",)), 10) == []
+    assert read == []
 
 
 def test_chunks_stand_in_when_turns_are_not_indexed(world: World):
