@@ -173,13 +173,15 @@ class GraphChannel:
         memory is still checked against the whole filter as it is read (the sessions it
         leaves out are few, and they are left out here: no index holds a message's place
         in its session)."""
+        ranged = flt.created_from_us is not None or flt.created_to_us is not None
+        if not (flt.kinds or flt.episode_ids or ranged):
+            return None
         words, kinds = graph.features.words, graph.features.kind
         present = [int(c) for c in np.flatnonzero(np.bincount(kinds))]
         asked = [c for c in present if words[c] in flt.kinds] if flt.kinds else present
         if not asked:
             return np.zeros(graph.count, dtype=bool)
         mask = np.isin(kinds, asked) if len(asked) < len(present) else None
-        ranged = flt.created_from_us is not None or flt.created_to_us is not None
         if not (flt.episode_ids or ranged):
             return mask
         kept = tuple(words[c] for c in asked)
