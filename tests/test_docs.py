@@ -49,6 +49,20 @@ def test_generated_stubs_have_not_drifted():
     assert protogen.drift() == []
 
 
+def test_the_clients_kinds_are_written_from_the_daemons_one_list(monkeypatch):
+    """A kind added to Tier 3's list is in the client's once protogen runs, and until then
+    ``--check`` names the client's file."""
+    from tiers.semantic import vectors
+
+    monkeypatch.setattr(vectors, "KINDS", (*vectors.KINDS, "bookmark"))
+    text = protogen.kinds_module()
+    assert '    "thread",\n    "bookmark",\n]' in text
+    namespace: dict[str, object] = {}
+    exec(compile(text, "kinds.py", "exec"), namespace)
+    assert namespace["MEMORY_KINDS"] == vectors.KINDS
+    assert protogen.drift() == ["kinds.py"]
+
+
 def test_cli_reference_and_settings_table_match_the_code():
     assert docgen.main(["--check"]) == 0, "run: python -m daemon.dev.docgen"
 

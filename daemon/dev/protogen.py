@@ -1,14 +1,19 @@
-"""Generate the Python gRPC stubs in ``stratad_client.pb`` from ``proto/strata/v1/*.proto``.
+"""Generate the Python gRPC stubs in ``stratad_client.pb`` from ``proto/strata/v1/*.proto``, and
+the client's kinds of memory (``stratad_client/kinds.py``) from the daemon's one list.
 
 This is the only way the stubs are made::
 
-    python -m daemon.dev.protogen          # regenerate daemon/client/stratad_client/pb
-    python -m daemon.dev.protogen --check  # exit 1 if the stubs differ from a fresh generation
+    python -m daemon.dev.protogen          # regenerate daemon/client/stratad_client/pb, kinds.py
+    python -m daemon.dev.protogen --check  # exit 1 if they differ from a fresh generation
 
 protoc writes ``from strata.v1 import memory_pb2``; the imports are rewritten to
 ``from stratad_client.pb import memory_pb2`` so the stubs live inside the client's package,
 which the daemon imports too (a top-level ``strata`` or ``proto`` package would be a name
 other projects hold on PyPI).
+
+The kinds of memory (``RecallHit.kind``) are written once, in Tier 3
+(``tiers.semantic.vectors.Kind``). The client cannot import the daemon, so its list is written
+from that one here, as the stubs are from the ``.proto``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,29 @@ PACKAGE_DIR = "strata/v1"
 OUT_DIR = ROOT / "daemon" / "client" / "stratad_client" / "pb"
 _IMPORT = re.compile(r"^from strata\.v1 import (\w+_pb2)", re.MULTILINE)
 _INIT = '"""Generated gRPC stubs (python -m daemon.dev.protogen). Do not edit."""\n'
+KINDS_FILE = OUT_DIR.parent / "kinds.py"
+_KINDS = '''"""The kinds of memory a Recall hit can be (``RecallHit.kind``,
+``RecallRequest.kinds``): the client's list, which the integrations import (the MCP tools'
+``kinds`` argument). Generated from the daemon's one list, ``tiers.semantic.vectors.Kind``, by
+``python -m daemon.dev.protogen``: do not edit."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+MemoryKind = Literal[
+{kinds}]
+MEMORY_KINDS: tuple[str, ...] = get_args(MemoryKind)
+
+__all__ = ["MEMORY_KINDS", "MemoryKind"]
+'''
+
+
+def kinds_module() -> str:
+    """The text of the client's ``kinds.py``: the daemon's kinds of memory, in its order."""
+    from tiers.semantic.vectors import KINDS
+
+    return _KINDS.format(kinds="".join(f'    "{kind}",\n' for kind in KINDS))
 
 
 def generate(out_dir: Path) -> list[Path]:
@@ -67,7 +95,10 @@ def drift(out_dir: Path = OUT_DIR) -> list[str]:
         fresh = {p.name: p.read_bytes() for p in generate(Path(tmp))}
     current = {p.name: p.read_bytes() for p in out_dir.iterdir() if p.is_file()}
     names = set(fresh) | {n for n in current if n.endswith((".py", ".pyi"))}
-    return sorted(n for n in names if fresh.get(n) != current.get(n))
+    stale = sorted(n for n in names if fresh.get(n) != current.get(n))
+    if out_dir == OUT_DIR and (not KINDS_FILE.exists() or KINDS_FILE.read_text() != kinds_module()):
+        stale.append(KINDS_FILE.relative_to(OUT_DIR.parent).as_posix())
+    return stale
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="fail if daemon/client/stratad_client/pb is out of date",
+        help="fail if daemon/client/stratad_client/pb or kinds.py is out of date",
     )
     args = parser.parse_args(argv)
     if args.check:
@@ -89,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(OUT_DIR, ignore_errors=True)
     for path in generate(OUT_DIR):
         print(path.relative_to(ROOT))
+    KINDS_FILE.write_text(kinds_module())
+    print(KINDS_FILE.relative_to(ROOT))
     return 0
 
 

@@ -53,7 +53,8 @@ def test_the_exported_names_are_those_the_api_docs_list():
 
 
 def test_the_clients_kinds_of_memory_are_the_daemons():
-    """The client's one list (which the MCP tools take) names the kinds Tier 3 stores."""
+    """The client's list (which the MCP tools take) names the kinds Tier 3 stores: it is
+    written from Tier 3's (``python -m daemon.dev.protogen``)."""
     assert stratad_client.MEMORY_KINDS == KINDS
 
 

@@ -1,7 +1,7 @@
-"""The kinds of memory a Recall hit can be (``RecallHit.kind``, ``RecallRequest.kinds``): the
-client's one list, which the integrations import (the MCP tools' ``kinds`` argument). The
-daemon's own list is ``tiers.semantic.vectors.KINDS``; ``tests/client/test_client.py``
-checks that the two agree."""
+"""The kinds of memory a Recall hit can be (``RecallHit.kind``,
+``RecallRequest.kinds``): the client's list, which the integrations import (the MCP tools'
+``kinds`` argument). Generated from the daemon's one list, ``tiers.semantic.vectors.Kind``, by
+``python -m daemon.dev.protogen``: do not edit."""
 
 from __future__ import annotations
 

@@ -35,6 +35,8 @@ from tiers.core.errors import (  # noqa: F401 (the seam's errors, exported from 
 )
 from tiers.core.records import Scope
 
+# The one list of the kinds of memory: the client's (stratad_client/kinds.py) is written from it
+# by `python -m daemon.dev.protogen`.
 Kind = Literal[
     "episode_chunk",
     "episode_turn",
