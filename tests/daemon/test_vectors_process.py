@@ -1,7 +1,8 @@
 """The embedded vector store in a process of its own (``vectors.process``), from outside: a
 real ``stratad`` serves and recalls through it, a store process killed while the daemon
 serves is started again with nothing acknowledged lost, a daemon killed leaves no store
-process holding the shards, so it starts again on the same data, and a clean stop ends it."""
+process holding the shards, so it starts again on the same data, and a clean stop ends it.
+What the store's process logs is in the daemon's log, as the daemon's own records are."""
 
 from __future__ import annotations
 
@@ -44,7 +45,11 @@ def test_a_daemon_recalls_through_its_store_process_and_outlives_its_death(spawn
             assert recalled(c, i, f"s{i}"), i
         (again,) = store_processes(d.pid)
         assert again.pid != child.pid
-    assert "vectors.child.exited" in d.log()
+        # The process started again logs into the daemon's log, in its format: the end of its
+        # opener, which loads the shards it found behind its first calls.
+        opened = "level=info logger=strata.vectors event=vectors.opened "
+        wait_until(lambda: opened in d.log(), 60, "for the store process's log record")
+    assert "level=error logger=strata.vectors event=vectors.child.exited " in d.log()
     # The daemon killed: its store process dies with it, and a new daemon opens the shards.
     child = store_processes(d.pid)[0]
     d.kill()

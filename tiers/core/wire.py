@@ -1,12 +1,19 @@
 """Frames between the daemon and its child processes (the embedding workers,
 :mod:`tiers.workers`; the vector store's process, :mod:`tiers.semantic.vectors.child`): a
 4-byte big-endian length, then one msgpack map (never pickle: a frame is data, not code).
-Vectors travel as raw float32 bytes. :func:`run_child` runs such a child."""
+Vectors travel as raw float32 bytes. :func:`run_child` runs such a child.
+
+A child's log records reach the daemon's log as the daemon's own (its format, level and
+handlers, the child's logger names and times): the child sends them as marked lines of JSON on
+its stderr (:func:`log_to_parent`), and the daemon reads that pipe on a thread
+(:func:`relay_stderr`), passing on anything else a child or its libraries print."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
+import logging
 import os
 import signal
 import struct
@@ -14,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TextIO
 
 import msgpack
 import numpy as np
@@ -23,6 +30,8 @@ _HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
 PARENT_CHECK_SECONDS = 1.0
 _PR_SET_PDEATHSIG = 1
+# The start of a line of a child's stderr that holds a log record (JSON), not a print.
+LOG_MARK = "\x1estrata-log "
 
 
 class Writer(Protocol):
@@ -115,3 +124,81 @@ def run_child(
         return serve(sys.stdin.buffer, out)
     except (WireClosed, BrokenPipeError):
         return 0
+
+
+class _ToParent(logging.Handler):
+    """A child's records, each a :data:`LOG_MARK` line of JSON on ``stream`` (its stderr)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = dict(getattr(record, "fields", None) or {})
+            if record.exc_info:
+                fields["error"] = logging.Formatter().formatException(record.exc_info)
+            line = json.dumps(
+                {
+                    "name": record.name,
+                    "level": record.levelno,
+                    "event": record.getMessage(),
+                    "created": record.created,
+                    "fields": fields,
+                },
+                default=str,
+                ensure_ascii=False,
+            )
+            self.stream.write(LOG_MARK + line + "\n")
+            self.stream.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def log_to_parent(level: int, stream: TextIO | None = None) -> None:
+    """In a child: the ``strata`` loggers' records of ``level`` or above go to the daemon,
+    which logs them as its own (:func:`relay_stderr` on the child's stderr, the default
+    ``stream``)."""
+    root = logging.getLogger("strata")
+    root.handlers[:] = [_ToParent(stream if stream is not None else sys.stderr)]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def relay_stderr(stream: IO[bytes], stray: Callable[[str], None]) -> None:
+    """In the daemon, on a thread of its own: each line of a child's stderr until it closes
+    (then closed). A record the child logged (:func:`log_to_parent`) is logged here, by its
+    logger, level, time and fields, if this process logs that level; any other line (what
+    the child or a library printed: a panic's message, say) goes to ``stray``. Read to the
+    end, so the child never blocks on a full pipe."""
+    with stream:
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if line.startswith(LOG_MARK):
+                try:
+                    _log_here(json.loads(line[len(LOG_MARK) :]))
+                    continue
+                except (ValueError, KeyError, TypeError):
+                    pass  # not a record after all: passed on as printed
+            if line.strip():
+                stray(line)
+
+
+def _log_here(data: dict[str, Any]) -> None:
+    logger = logging.getLogger(str(data["name"]))
+    level = int(data["level"])
+    if not logger.isEnabledFor(level):
+        return
+    created = float(data["created"])
+    record = logging.makeLogRecord(
+        {
+            "name": logger.name,
+            "levelno": level,
+            "levelname": logging.getLevelName(level),
+            "msg": str(data["event"]),
+            "created": created,
+            "msecs": (created - int(created)) * 1000,
+            "fields": dict(data["fields"]),
+        }
+    )
+    logger.handle(record)

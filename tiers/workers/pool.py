@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.core.errors import TierError, Unavailable, one_line
-from tiers.core.wire import WireClosed, receive, send
+from tiers.core.wire import WireClosed, receive, relay_stderr, send
 
 log = logging.getLogger("strata.workers")
 ATTEMPTS = 3  # workers a request may outlive before it fails
@@ -259,7 +259,8 @@ class WorkerPool:
         ).start()
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            send(proc.stdin, self._spec)
+            level = logging.getLogger("strata").getEffectiveLevel()
+            send(proc.stdin, {**self._spec, "log_level": level})
             readable, _, _ = select.select([proc.stdout], [], [], self._start_timeout)
             if not readable:
                 raise WorkerUnavailable(f"not ready after {self._start_timeout:g} s")
@@ -306,13 +307,12 @@ class WorkerPool:
 
     def _relay_stderr(self, index: int, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode(errors="replace").rstrip()
-            if line:
-                log.info(
-                    "workers.stderr",
-                    extra={"fields": {"pool": self.name, "worker": index, "line": line[:500]}},
-                )
+
+        def printed(line: str) -> None:
+            fields = {"pool": self.name, "worker": index, "line": line[:500]}
+            log.info("workers.stderr", extra={"fields": fields})
+
+        relay_stderr(proc.stderr, printed)
 
     def _supervise(self) -> None:
         while True:

@@ -8,7 +8,8 @@ stdout; anything else the process prints goes to stderr. It ignores SIGINT and S
 daemon stops it after its staged shutdown, by closing the pipe) and exits on its own when the
 daemon is gone.
 
-Spec (the first frame): ``{"nice": int, "model": {...}}`` where the model is
+Spec (the first frame): ``{"nice": int, "log_level": int, "model": {...}}`` (its log records
+go to the daemon's log: :func:`tiers.core.wire.log_to_parent`), where the model is
 ``{"kind": "onnx", "dir", "file", "model_name", "threads"}`` (:class:`OnnxModel`; a pipeline it
 cannot run falls back to sentence-transformers on the same export) or
 ``{"kind": "sentence-transformers", "model", "backend", "model_name", "threads",
@@ -19,13 +20,14 @@ cannot run falls back to sentence-transformers on the same export) or
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import IO, Any
 
 from tiers.core.priority import below_parent
-from tiers.core.wire import WireClosed, pack_rows, receive, run_child, send
+from tiers.core.wire import WireClosed, log_to_parent, pack_rows, receive, run_child, send
 
 
 def load(spec: dict[str, Any]) -> Any:
@@ -58,6 +60,7 @@ def load(spec: dict[str, Any]) -> Any:
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     spec = receive(inp)
+    log_to_parent(int(spec.get("log_level", logging.WARNING)))  # the daemon logs what it logs
     below_parent(int(spec.get("nice", 0)))  # whichever daemon thread started it
     try:
         model = load(spec["model"])

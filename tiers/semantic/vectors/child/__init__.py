@@ -45,12 +45,18 @@ from typing import Any
 
 from tiers.core.errors import VectorStoreUnavailable
 from tiers.core.priority import lowered, rest_share
-from tiers.core.wire import WireClosed, receive, send
+from tiers.core.wire import WireClosed, receive, relay_stderr, send
 from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, SparseVector, Validity
 from tiers.semantic.vectors.child.codec import decode, decode_error, encode
 from tiers.semantic.vectors.child.serving import Connection, Serving, end, exit_of
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("strata.vectors")
+
+
+def _printed(line: str) -> None:
+    """A line the store's process printed (a library's, or a panic's message), logged."""
+    log.info("vectors.child.stderr", extra={"fields": {"line": line[:500]}})
+
 
 COMMAND = (sys.executable, "-m", "tiers.semantic.vectors.child.main")
 START_TIMEOUT = 300.0  # the first start: a store of an earlier layout is resharded in it
@@ -261,14 +267,21 @@ class ChildVectorStore:
         VectorStoreUnavailable when it ends as it starts, else the error it answered."""
         token = secrets.token_hex(16)
         try:
-            proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            proc = subprocess.Popen(
+                self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
         except OSError as exc:
             raise VectorStoreUnavailable(f"the vector store's process cannot start: {exc}") from exc
+        assert proc.stderr is not None
+        threading.Thread(  # its log records into the daemon's log, until it ends
+            target=relay_stderr, args=(proc.stderr, _printed), name="vectors-child-log", daemon=True
+        ).start()
         timer = threading.Timer(self._start_timeout, proc.kill)
         timer.start()
         try:
             assert proc.stdin is not None and proc.stdout is not None
-            send(proc.stdin, {**self._spec, "token": token})
+            level = logging.getLogger("strata").getEffectiveLevel()
+            send(proc.stdin, {**self._spec, "token": token, "log_level": level})
             ready = receive(proc.stdout)
         except (OSError, ValueError, WireClosed) as exc:
             end(proc, 0)

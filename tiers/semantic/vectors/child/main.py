@@ -14,9 +14,11 @@ a crash finds the shards' locks free. Its interpreter is set as stratad's
 what the open keeps is frozen out of the full collections' walks.
 
 On its input, the spec: ``{"store": a name of STORES, "args": [...], "kwargs": {...},
-"token"}``; on its output the answer, ``{"ready": true, "pid", "address"}`` or ``{"error":
-{...}}`` (then it exits). A connection's first frame is ``{"token", "nice"}`` (another token
-is closed): its thread runs ``nice`` steps below the main thread, at its callers' priority.
+"token", "log_level"}`` (its records go to the daemon's log:
+:func:`tiers.core.wire.log_to_parent`); on its output the answer, ``{"ready": true, "pid",
+"address"}`` or ``{"error": {...}}`` (then it exits). A connection's first frame is ``{"token",
+"nice"}`` (another token is closed): its thread runs ``nice`` steps below the main thread, at
+its callers' priority.
 Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?}`` -> ``{"result"}`` or
 ``{"error": {"type", "message"}}``, each within its caller's rest share
 (:func:`tiers.core.priority.resting`).
@@ -25,6 +27,7 @@ Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?}`` -> ``{"result"
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import socket
@@ -34,7 +37,7 @@ from typing import IO, Any
 
 from tiers.core import collector
 from tiers.core.priority import hand_over_sooner, lower_this_thread, resting
-from tiers.core.wire import WireClosed, receive, run_child, send
+from tiers.core.wire import WireClosed, log_to_parent, receive, run_child, send
 from tiers.semantic.vectors.child.codec import decode, encode, encode_error
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
@@ -58,6 +61,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     hand_over_sooner()  # as stratad's: a call waits less for a long job's thread
     collector.tune()  # as stratad's: young collections rarer
     spec = receive(inp)
+    log_to_parent(int(spec.get("log_level", logging.WARNING)))  # the daemon logs what it logs
     try:
         store = STORES[spec["store"]](*decode(spec["args"]), **decode(spec["kwargs"]))
     except Exception as exc:
