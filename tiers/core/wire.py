@@ -4,9 +4,9 @@
 Vectors travel as raw float32 bytes. :func:`run_child` runs such a child.
 
 A child's log records reach the daemon's log as the daemon's own (its format, level and
-handlers, the child's logger names and times): the child sends them as marked lines of JSON on
-its stderr (:func:`log_to_parent`), and the daemon reads that pipe on a thread
-(:func:`relay_stderr`), passing on anything else a child or its libraries print."""
+handlers, the child's logger names and times, and a field ``child_pid``): the child sends them
+as marked lines of JSON on its stderr (:func:`log_to_parent`), and the daemon reads that pipe
+on a thread (:func:`relay_stderr`), passing on anything else a child or its libraries print."""
 
 from __future__ import annotations
 
@@ -135,7 +135,8 @@ class _ToParent(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            fields = dict(getattr(record, "fields", None) or {})
+            # which process said it: a child's gc.frozen is not the daemon's
+            fields = {**(getattr(record, "fields", None) or {}), "child_pid": os.getpid()}
             if record.exc_info:
                 fields["error"] = logging.Formatter().formatException(record.exc_info)
             line = json.dumps(

@@ -52,7 +52,7 @@ def kept():
         logger.setLevel(level)
 
 
-def _relayed(level: int, kept) -> tuple[list[logging.LogRecord], list[str]]:
+def _relayed(level: int, kept) -> tuple[list[logging.LogRecord], list[str], int]:
     logger, handler = kept
     logger.setLevel(level)
     proc = subprocess.Popen([sys.executable, "-c", CHILD], stderr=subprocess.PIPE, cwd=ROOT)
@@ -60,18 +60,19 @@ def _relayed(level: int, kept) -> tuple[list[logging.LogRecord], list[str]]:
     printed: list[str] = []
     relay_stderr(proc.stderr, printed.append)  # returns when the child has closed its stderr
     assert proc.wait(30) == 0
-    return handler.records, printed
+    return handler.records, printed, proc.pid
 
 
 def test_a_childs_records_are_logged_here_as_they_were_and_its_prints_passed_on(kept) -> None:
     began = time.time()
-    records, printed = _relayed(logging.DEBUG, kept)
+    records, printed, child_pid = _relayed(logging.DEBUG, kept)
     assert [(r.name, r.levelno, r.getMessage()) for r in records] == [
         ("strata.probe", logging.INFO, "probe.said"),  # not the debug one: below the child's level
         ("strata.probe", logging.ERROR, "probe.failed"),
     ]
     said, failed = records
-    assert said.fields == {"n": 3, "path": "a b", "at": "{1, 2}"}  # type: ignore[attr-defined]
+    fields = {"n": 3, "path": "a b", "at": "{1, 2}", "child_pid": child_pid}
+    assert said.fields == fields  # type: ignore[attr-defined]
     assert began - 1 <= said.created <= failed.created <= time.time()  # the child's times
     error = failed.fields["error"]  # type: ignore[attr-defined]
     assert "Traceback" in error and "ZeroDivisionError: division by zero" in error
@@ -80,6 +81,6 @@ def test_a_childs_records_are_logged_here_as_they_were_and_its_prints_passed_on(
 
 
 def test_a_record_below_this_process_level_is_not_logged_here(kept) -> None:
-    records, printed = _relayed(logging.WARNING, kept)
+    records, printed, _ = _relayed(logging.WARNING, kept)
     assert [r.getMessage() for r in records] == ["probe.failed"]
     assert len(printed) == 2
