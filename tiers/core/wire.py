@@ -174,15 +174,20 @@ def relay_stderr(stream: IO[bytes], stray: Callable[[str], None]) -> None:
     end, so the child never blocks on a full pipe."""
     with stream:
         for raw in stream:
-            line = raw.decode(errors="replace").rstrip("\r\n")
-            if line.startswith(LOG_MARK):
-                try:
-                    _log_here(json.loads(line[len(LOG_MARK) :]))
-                    continue
-                except (ValueError, KeyError, TypeError):
-                    pass  # not a record after all: passed on as printed
-            if line.strip():
-                stray(line)
+            # Never stops reading (as logging never raises): a child would block on the pipe.
+            with contextlib.suppress(Exception):
+                _relay_line(raw.decode(errors="replace").rstrip("\r\n"), stray)
+
+
+def _relay_line(line: str, stray: Callable[[str], None]) -> None:
+    if line.startswith(LOG_MARK):
+        try:
+            _log_here(json.loads(line[len(LOG_MARK) :]))
+            return
+        except (ValueError, KeyError, TypeError):
+            pass  # not a record after all: passed on as printed
+    if line.strip():
+        stray(line)
 
 
 def _log_here(data: dict[str, Any]) -> None:

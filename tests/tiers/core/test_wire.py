@@ -80,6 +80,22 @@ def test_a_childs_records_are_logged_here_as_they_were_and_its_prints_passed_on(
     assert printed == ["a line a library printed", "\x1estrata-log {not json"]
 
 
+def test_the_relay_reads_to_the_end_whatever_its_callback_raises() -> None:
+    """A child that prints more than a pipe holds ends: the relay never stops reading, even
+    when what it passes lines to fails."""
+    code = "import sys\nfor i in range(20000): print('x' * 100, i, file=sys.stderr)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    seen = []
+
+    def failing(line: str) -> None:
+        seen.append(line)
+        raise RuntimeError("a handler that fails")
+
+    relay_stderr(proc.stderr, failing)
+    assert proc.wait(30) == 0 and len(seen) == 20000
+
+
 def test_a_record_below_this_process_level_is_not_logged_here(kept) -> None:
     records, printed, _ = _relayed(logging.WARNING, kept)
     assert [r.getMessage() for r in records] == ["probe.failed"]
