@@ -202,6 +202,16 @@ class Closable(Protocol):
 
 
 @runtime_checkable
+class Textual(Protocol):
+    """A channel that searches by the query's text and filter alone, never its embedding (the
+    keyword channel): ``search_text(query, limit)`` answers as ``search`` does for any context
+    of ``query``, and raises what ``search`` raises. The engine runs it on a thread of its own
+    beside the query's embedding, so that its reads are off the query's path."""
+
+    def search_text(self, query: Query, limit: int) -> list[tuple[MemoryPoint, float]]: ...
+
+
+@runtime_checkable
 class Deferring(Protocol):
     """A channel whose background work a query may ask for (a scope's first graph build):
     within ``deferred()``, a context entered around one query on its thread, that work waits

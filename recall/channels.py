@@ -7,7 +7,7 @@ that holds it (an imported copy, a rebuilt store), whatever order it was written
 
 from __future__ import annotations
 
-from recall import QueryContext
+from recall import Query, QueryContext
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import Hit, MemoryPoint
 
@@ -39,11 +39,16 @@ class KeywordChannel:
         self._semantic = semantic
 
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        return self.search_text(ctx.query, limit)
+
+    def search_text(self, query: Query, limit: int) -> list[tuple[MemoryPoint, float]]:
+        """The search by the query's words alone (:class:`recall.Textual`): the engine runs
+        it beside the query's embedding."""
         _embedder, vectors = self._semantic.wait_ready(0)
-        sparse = self._semantic.keywords.embed_query(ctx.query.text)
+        sparse = self._semantic.keywords.embed_query(query.text)
         if not sparse.indices:
             return []
-        flt = ctx.query.filter()
+        flt = query.filter()
         hits = vectors.search_sparse(sparse, flt, limit)
         pending = self._semantic.pending
         staged = (

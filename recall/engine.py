@@ -1,13 +1,15 @@
 """The Recall engine: channels in, ranked and explained candidates out.
 
-Stages (each timed): embed the query; run the channels (the graph channel, the slow one, in
-parallel with the others); when the query names a speaker of its scope, run the vector and
-keyword channels again on the query without those names (``neutral``), and when it names a
-date or a period, within it (``dated``; both :mod:`recall.cues.searches`); fuse with RRF;
-merge hits that share their sources; apply the superseded factor and the recency decay; MMR;
-rerank the top, or reorder the hits by the recipe's learned fusion (``learned``,
-:mod:`recall.learned`); put a newer statement of a rival value first (:mod:`recall.cues.updates`).
-A failed channel is degraded and the others go on; a failed reranker keeps the fused order.
+Stages (each timed): embed the query, the textual channels (:class:`recall.Textual`: the
+keyword channel) searching beside it on threads of their own; run the other channels (the
+graph channel, the slow one, in parallel with the others); when the query names a speaker of
+its scope, run the vector and keyword channels again on the query without those names
+(``neutral``), and when it names a date or a period, within it (``dated``; both
+:mod:`recall.cues.searches`); fuse with RRF; merge hits that share their sources; apply the
+superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
+recipe's learned fusion (``learned``, :mod:`recall.learned`); put a newer statement of a rival
+value first (:mod:`recall.cues.updates`). A failed channel is degraded and the others go on;
+a failed reranker keeps the fused order.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from recall import (
     Reranker,
     RerankFailed,
     SharedSearch,
+    Textual,
     learned,
 )
 from recall.cache import QueryVectors, SemanticCache, cache_key
@@ -55,6 +58,7 @@ from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
 T = TypeVar("T")
+Hits = list[tuple[MemoryPoint, float]]
 _WORD = re.compile(r"\w+")
 
 
@@ -95,6 +99,9 @@ class RecallEngine:
         self._requests = ThreadPoolExecutor(
             threads, "recall-request", lower_this_thread, (RECALL_NICE,)
         )
+        # The textual channels' searches (the keyword channel's), one per request computed at
+        # once, beside the query's embedding (:meth:`_ahead`).
+        self._texts = ThreadPoolExecutor(threads, "recall-text", lower_this_thread, (RECALL_NICE,))
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
         self._queries = QueryVectors(query_vectors)
@@ -106,6 +113,7 @@ class RecallEngine:
         """Stop the request threads and the channels' background work. Idempotent."""
         self._requests.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._texts.shutdown(wait=False, cancel_futures=True)
         for channel in self._channels.values():
             if isinstance(channel, Closable):
                 channel.close()
@@ -149,23 +157,31 @@ class RecallEngine:
         timings: dict[str, float] = {}
         began = time.perf_counter()
         embedder, _vectors = self._semantic.wait_ready(0)
-        t = time.perf_counter()
-        ctx, neutral = self._cues.embedded(embedder, query)
-        timings["embed"] = _ms(t)
         # Before any read of Tier 3: an answer read before a write is not cached after it.
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
-        if self.cache is not None:
-            cached = self.cache.get(query.scope.user_id, self._params(query), ctx.vector)
-            if cached is not None:
-                timings["total"] = _ms(began)
-                return self._observed(replace(cached, timings=timings, cached=True))
-
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
+        ahead = self._ahead(query, list(weights), depth, timings)
+        try:
+            t = time.perf_counter()
+            ctx, neutral = self._cues.embedded(embedder, query)
+            timings["embed"] = _ms(t)
+            cached = None
+            if self.cache is not None:
+                cached = self.cache.get(query.scope.user_id, self._params(query), ctx.vector)
+        except BaseException:
+            _drop(ahead)
+            raise
+        if cached is not None:
+            _drop(ahead)
+            timings = {n: ms for n, ms in timings.items() if n not in ahead}
+            timings["total"] = _ms(began)
+            return self._observed(replace(cached, timings=timings, cached=True))
+
         if "vector" in weights:  # one dense search for the vector channel and the graph's seeds
             vector, flt = ctx.vector.tolist(), query.filter()  # not ctx: it holds the search
             ctx.dense = SharedSearch(depth, lambda: _vectors.search_dense(vector, flt, depth))
-        results, degraded = self._run_channels(ctx, list(weights), depth, timings)
+        results, degraded = self._run_channels(ctx, list(weights), depth, timings, ahead)
         weights = self._cues.searched(ctx, neutral, results, weights, depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
@@ -274,20 +290,53 @@ class RecallEngine:
         self.events.publish(Recalled(result))
         return result
 
+    def _ahead(
+        self, query: Query, names: list[str], depth: int, timings: dict[str, float]
+    ) -> dict[str, Future[Hits]]:
+        """The searches of the query's textual channels (:class:`recall.Textual`), started on
+        their own threads before the query is embedded: the keyword channel's reads then run
+        beside the model's call (which lets the interpreter go) rather than after it, on the
+        query's path. Each times itself into ``timings``. None once the engine is closed."""
+        ahead: dict[str, Future[Hits]] = {}
+        for name in names:
+            channel = self._channels.get(name)
+            if not isinstance(channel, Textual):
+                continue
+
+            def timed(channel: Textual = channel, name: str = name) -> Hits:
+                t = time.perf_counter()
+                try:
+                    return channel.search_text(query, depth)
+                finally:
+                    timings[name] = _ms(t)
+
+            try:
+                ahead[name] = self._texts.submit(timed)
+            except RuntimeError:  # closed: searched with the others, as the engine stops
+                break
+        return ahead
+
     def _run_channels(
-        self, ctx: QueryContext, names: list[str], depth: int, timings: dict[str, float]
-    ) -> tuple[dict[str, list[tuple[MemoryPoint, float]]], list[str]]:
-        results: dict[str, list[tuple[MemoryPoint, float]]] = {}
+        self,
+        ctx: QueryContext,
+        names: list[str],
+        depth: int,
+        timings: dict[str, float],
+        ahead: Mapping[str, Future[Hits]],
+    ) -> tuple[dict[str, Hits], list[str]]:
+        """Each channel's hits, by name, and the names of those that failed. ``ahead``:
+        searches already under way (:meth:`_ahead`)."""
+        results: dict[str, Hits] = {}
         degraded: list[str] = []
 
-        def timed(name: str) -> list[tuple[MemoryPoint, float]]:
+        def timed(name: str) -> Hits:
             t = time.perf_counter()
             try:
                 return self._channels[name].search(ctx, depth)
             finally:
                 timings[name] = _ms(t)
 
-        futures: dict[str, Future[list[tuple[MemoryPoint, float]]]] = {}
+        futures: dict[str, Future[Hits]] = dict(ahead)
         if "graph" in names and len(names) > 1:
             futures["graph"] = self._pool.submit(timed, "graph")
         for name in names:
@@ -377,6 +426,13 @@ def _failed(name: str, exc: Exception, degraded: list[str]) -> None:
     degraded.append(name)
     if not isinstance(exc, ChannelNotReady):  # not ready: no warning for every query
         log.warning("recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}})
+
+
+def _drop(ahead: Mapping[str, Future[Hits]]) -> None:
+    """Searches started ahead that the query no longer needs (its answer was cached, or its
+    embedding failed): those not begun are cancelled, the others end unread."""
+    for future in ahead.values():
+        future.cancel()
 
 
 def _ms(since: float) -> float:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from recall import Channel
+from recall import Channel, QueryContext, Textual
 from recall.channels import KeywordChannel, VectorChannel
 from recall.graph.channel import GraphChannel
 from tests.contracts.corpus import A2, QUESTION, TWIN, A, B, Tier3, corpus, ctx, filled
@@ -103,6 +104,21 @@ def test_equal_scores_are_ordered_by_id(name: str, tier3: SemanticStore) -> None
     assert len(twins) == 2
     (i, first, s1), (j, second, s2) = twins
     assert s1 == s2 and j == i + 1 and first < second
+
+
+def test_a_textual_channel_answers_by_the_text_as_by_the_context(channel: Channel) -> None:
+    """:class:`recall.Textual`: the engine runs ``search_text`` before the query is embedded,
+    and its hits must be those ``search`` gives for any embedding of the query."""
+    if not isinstance(channel, Textual):
+        assert channel.name != "keyword"  # the one that is, so the case below is run
+        return
+    for c in (ctx(), ctx("Did Biscuit chew Caroline's shoes?", Scope("alice")), ctx(end_us=300)):
+        assert channel.search_text(c.query, 50) == channel.search(c, 50)
+        other = QueryContext(c.query, np.zeros_like(c.vector))  # the embedding plays no part
+        assert channel.search(other, 50) == channel.search(c, 50)
+    assert channel.search_text(ctx().query, 0) == []
+    with pytest.raises(ValueError, match="user_id"):
+        channel.search_text(ctx(scope=Scope("")).query, 10)
 
 
 # -- errors ----------------------------------------------------------------------------------

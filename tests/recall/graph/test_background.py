@@ -233,7 +233,7 @@ def test_a_build_a_recall_asks_for_starts_once_it_has_answered(
     engine = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)  # as wired
     reads: list[str] = []  # the build's reads of the scope's ids
     during: list[int] = []  # how many the build had made when the query's keyword search ended
-    ids, search = world.vectors.ids, keyword.search
+    ids, search = world.vectors.ids, keyword.search_text  # run beside the query's embedding
 
     def read(*args: Any, **kwargs: Any) -> list[str]:
         reads.append(threading.current_thread().name)
@@ -246,7 +246,7 @@ def test_a_build_a_recall_asks_for_starts_once_it_has_answered(
         return found
 
     monkeypatch.setattr(world.vectors, "ids", read)
-    monkeypatch.setattr(keyword, "search", slow)
+    monkeypatch.setattr(keyword, "search_text", slow)
     try:
         first = engine.recall(Query("What did Caroline sign up for?", A, 5, Recipe()))
         assert first.degraded == ["graph"] and first.hits

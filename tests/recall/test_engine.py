@@ -1,0 +1,127 @@
+"""The engine's order of work: the keyword channel (:class:`recall.Textual`) searches beside
+the query's embedding, on a thread of its own, and answers what it answered after it. Real
+model, RocksDB and embedded engine (the contract corpus)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from recall import Channel, Query, QueryContext
+from recall.cache import SemanticCache
+from recall.channels import KeywordChannel, VectorChannel
+from recall.engine import RecallEngine
+from recall.graph.channel import GraphChannel
+from recall.recipe import Recipe
+from tests.contracts.corpus import QUESTION, A, Tier3, filled
+from tiers.semantic.vectors import MemoryPoint
+
+
+@pytest.fixture(scope="module")
+def tier3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier3]:
+    t = filled(tmp_path_factory.mktemp("corpus"))
+    yield t
+    t.close()
+
+
+class Inline:
+    """A channel that searches as ``inner`` does, known to the engine only by ``search``:
+    run after the query's embedding, as every channel was."""
+
+    def __init__(self, inner: Channel) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        return self.inner.search(ctx, limit)
+
+
+def engine(tier3: Tier3, keyword: Channel, cache: SemanticCache | None = None) -> RecallEngine:
+    semantic = tier3.semantic
+    channels = {
+        "vector": VectorChannel(semantic),
+        "keyword": keyword,
+        "graph": GraphChannel(semantic),
+    }
+    return RecallEngine(semantic, channels, {}, cache=cache)
+
+
+def test_the_keyword_search_runs_while_the_query_is_embedded(
+    tier3: Tier3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder, vectors = tier3.semantic.wait_ready(0)
+    began = threading.Event()
+    searched_on: list[str] = []
+    embedded: list[bool] = []  # per model call: whether the keyword search had begun
+    real_sparse, real_encode = vectors.search_sparse, embedder.encode_queries
+
+    def search_sparse(*args: Any, **kwargs: Any) -> Any:
+        searched_on.append(threading.current_thread().name)
+        began.set()
+        return real_sparse(*args, **kwargs)
+
+    def encode_queries(texts: list[str]) -> Any:
+        embedded.append(began.wait(60))  # never set before the model's answer: False
+        return real_encode(texts)
+
+    monkeypatch.setattr(vectors, "search_sparse", search_sparse)
+    monkeypatch.setattr(embedder, "encode_queries", encode_queries)
+    recall = engine(tier3, KeywordChannel(tier3.semantic))
+    try:
+        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert embedded == [True]
+    assert searched_on and searched_on[0].startswith("recall-text")
+    assert result.hits and not result.degraded
+    assert {"embed", "keyword", "vector", "graph"} <= set(result.timings)
+
+
+def test_the_answer_is_the_one_given_with_the_keyword_search_after_the_embedding(
+    tier3: Tier3,
+) -> None:
+    questions = [QUESTION, "Did Biscuit chew Caroline's shoes?", "beagle walks park"]
+    answers = {}
+    for arm, keyword in [
+        ("ahead", KeywordChannel(tier3.semantic)),
+        ("inline", Inline(KeywordChannel(tier3.semantic))),
+    ]:
+        recall = engine(tier3, keyword)
+        try:
+            answers[arm] = [
+                [(h.point.id, h.score) for h in recall.recall(Query(q, A, 8, Recipe())).hits]
+                for q in questions
+            ]
+        finally:
+            recall.close()
+    assert all(answers["ahead"]) and answers["ahead"] == answers["inline"]
+
+
+def test_a_cached_answer_carries_no_timing_of_a_search_it_did_not_use(tier3: Tier3) -> None:
+    recall = engine(
+        tier3,
+        KeywordChannel(tier3.semantic),
+        cache=SemanticCache(ttl_seconds=600, size=10, similarity=0.99),
+    )
+    try:
+        first = recall.recall(Query(QUESTION, A, 5, Recipe()))
+        again = recall.recall(Query(QUESTION, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert not first.cached and "keyword" in first.timings
+    assert again.cached and [h.point.id for h in again.hits] == [h.point.id for h in first.hits]
+    assert "keyword" not in again.timings and "total" in again.timings
+
+
+def test_a_closed_engine_still_answers_with_its_keyword_search_inline(tier3: Tier3) -> None:
+    """A query under way when the engine closes (its threads shut) is answered whole."""
+    recall = engine(tier3, KeywordChannel(tier3.semantic))
+    recall._texts.shutdown(wait=True)  # as close() leaves them, the rest still running
+    try:
+        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert result.hits and "keyword" in result.timings and "keyword" not in result.degraded
