@@ -205,8 +205,9 @@ class Closable(Protocol):
 class Textual(Protocol):
     """A channel that searches by the query's text and filter alone, never its embedding (the
     keyword channel): ``search_text(query, limit)`` answers as ``search`` does for any context
-    of ``query``, and raises what ``search`` raises. The engine runs it on a thread of its own
-    beside the query's embedding, so that its reads are off the query's path."""
+    of ``query``, and raises what ``search`` raises. For a scope whose graph walks on two
+    threads, the engine runs it on a thread of its own beside the query's embedding
+    (:meth:`recall.engine.RecallEngine._ahead`)."""
 
     def search_text(self, query: Query, limit: int) -> list[tuple[MemoryPoint, float]]: ...
 

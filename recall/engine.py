@@ -81,10 +81,15 @@ class RecallEngine:
         query_vectors: int = 256,
         speakers: Callable[[Scope], Collection[str]] | None = None,
         threads: int = THREADS,
+        ahead: Callable[[Scope], bool] | None = None,
     ) -> None:
         """``speakers``: the normalized names of a scope's speakers (the graph channel's
         :meth:`~recall.graph.channel.GraphChannel.speakers`), for the speaker-neutral query;
-        None: no such query. ``threads``: requests computed at once (``recall.threads``)."""
+        None: no such query. ``threads``: requests computed at once (``recall.threads``).
+        ``ahead``: whether a query of the scope starts its textual channels' searches before
+        its embedding (:meth:`_ahead`; the graph channel's
+        :meth:`~recall.graph.channel.GraphChannel.walks_wide`); None: never."""
+        self._ahead_of = ahead
         self.cache = cache
         self._speakers = speakers
         self._access = access
@@ -294,10 +299,18 @@ class RecallEngine:
         self, query: Query, names: list[str], depth: int, timings: dict[str, float]
     ) -> dict[str, Future[Hits]]:
         """The searches of the query's textual channels (:class:`recall.Textual`), started on
-        their own threads before the query is embedded: the keyword channel's reads then run
-        beside the model's call (which lets the interpreter go) rather than after it, on the
-        query's path. Each times itself into ``timings``. None once the engine is closed."""
+        their own threads before the query is embedded, for a scope ``ahead`` names: the
+        keyword channel's reads then run beside the model's call rather than after it, where
+        they held the interpreter while the graph's walk, on two threads, waited for it. Each
+        times itself into ``timings``. None once the engine is closed.
+
+        Only there: the model's call takes both cores of this machine (``embedding.threads``),
+        so a search beside it slows it, and a small scope's search, a millisecond or two, costs
+        the query more than it saves (a 200,000-point user at 1M: 2-5 ms sooner at p50; small
+        users: 1-3 ms later, 2026-12-05)."""
         ahead: dict[str, Future[Hits]] = {}
+        if self._ahead_of is None or not self._ahead_of(query.scope):
+            return ahead
         for name in names:
             channel = self._channels.get(name)
             if not isinstance(channel, Textual):

@@ -124,6 +124,14 @@ class GraphChannel:
         _embedder, vectors = self._semantic.wait_ready(0)
         return self.graphs.get(scope, vectors).speakers
 
+    def walks_wide(self, scope: Scope) -> bool:
+        """Whether the scope's graph, as held in memory, is large enough for its walk to be
+        shared with the channel's helper thread (:data:`recall.graph.pagerank.SPLIT_NONZEROS`
+        non-zeros); False while none is held. Reads nothing: the engine asks it before each
+        query (:class:`recall.engine.RecallEngine`'s ``ahead``)."""
+        graph = self.graphs.held(scope)
+        return graph is not None and graph.walk.halves is not None
+
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
         if limit <= 0:
             return []

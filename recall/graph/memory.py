@@ -171,6 +171,13 @@ class MemoryGraphs:
                         self._build_behind(key, scope, vectors, size)
                 self._idle.notify_all()
 
+    def held(self, scope: Scope) -> ScopeGraph | None:
+        """The scope's graph held in memory, current or not, or None: nothing is read, built
+        or waited for."""
+        with self._lock:
+            entry = self._entries.get((scope.user_id, scope.agent_id))
+            return None if entry is None else entry.graph
+
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (
             entry.version == self._versions.get(user_id, 0)

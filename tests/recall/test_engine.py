@@ -1,6 +1,7 @@
-"""The engine's order of work: the keyword channel (:class:`recall.Textual`) searches beside
-the query's embedding, on a thread of its own, and answers what it answered after it. Real
-model, RocksDB and embedded engine (the contract corpus)."""
+"""The engine's order of work: for a scope the engine's ``ahead`` names (a large graph's), the
+keyword channel (:class:`recall.Textual`) searches beside the query's embedding, on a thread
+of its own, and answers what it answered after it; for any other, after it. Real model,
+RocksDB and embedded engine (the contract corpus)."""
 
 from __future__ import annotations
 
@@ -39,19 +40,52 @@ class Inline:
         return self.inner.search(ctx, limit)
 
 
-def engine(tier3: Tier3, keyword: Channel, cache: SemanticCache | None = None) -> RecallEngine:
+def engine(
+    tier3: Tier3, keyword: Channel, cache: SemanticCache | None = None, ahead: bool = True
+) -> RecallEngine:
     semantic = tier3.semantic
     channels = {
         "vector": VectorChannel(semantic),
         "keyword": keyword,
         "graph": GraphChannel(semantic),
     }
-    return RecallEngine(semantic, channels, {}, cache=cache)
+    return RecallEngine(semantic, channels, {}, cache=cache, ahead=lambda _scope: ahead)
 
 
 def test_the_keyword_search_runs_while_the_query_is_embedded(
     tier3: Tier3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    embedded, searched_on = watched(tier3, monkeypatch, wait=60)
+    recall = engine(tier3, KeywordChannel(tier3.semantic))
+    try:
+        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert embedded == [True]
+    assert searched_on and searched_on[0].startswith("recall-text")
+    assert result.hits and not result.degraded
+    assert {"embed", "keyword", "vector", "graph"} <= set(result.timings)
+
+
+def test_a_scope_not_named_ahead_searches_its_keywords_after_the_embedding(
+    tier3: Tier3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedded, searched_on = watched(tier3, monkeypatch, wait=1)
+    recall = engine(tier3, KeywordChannel(tier3.semantic), ahead=False)
+    try:
+        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert embedded == [False]  # nothing searched while the model ran
+    assert searched_on and not searched_on[0].startswith("recall-text")  # the query's thread
+    assert result.hits and "keyword" in result.timings and not result.degraded
+
+
+def watched(
+    tier3: Tier3, monkeypatch: pytest.MonkeyPatch, wait: float
+) -> tuple[list[bool], list[str]]:
+    """Per model call, whether the keyword search had begun within ``wait`` seconds (the call
+    waits that long for it); the threads the sparse searches ran on."""
     embedder, vectors = tier3.semantic.wait_ready(0)
     began = threading.Event()
     searched_on: list[str] = []
@@ -64,20 +98,12 @@ def test_the_keyword_search_runs_while_the_query_is_embedded(
         return real_sparse(*args, **kwargs)
 
     def encode_queries(texts: list[str]) -> Any:
-        embedded.append(began.wait(60))  # never set before the model's answer: False
+        embedded.append(began.wait(wait))  # never set before the model's answer: False
         return real_encode(texts)
 
     monkeypatch.setattr(vectors, "search_sparse", search_sparse)
     monkeypatch.setattr(embedder, "encode_queries", encode_queries)
-    recall = engine(tier3, KeywordChannel(tier3.semantic))
-    try:
-        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
-    finally:
-        recall.close()
-    assert embedded == [True]
-    assert searched_on and searched_on[0].startswith("recall-text")
-    assert result.hits and not result.degraded
-    assert {"embed", "keyword", "vector", "graph"} <= set(result.timings)
+    return embedded, searched_on
 
 
 def test_the_answer_is_the_one_given_with_the_keyword_search_after_the_embedding(
