@@ -42,8 +42,8 @@ class KeywordChannel:
         return self.search_text(ctx.query, limit)
 
     def search_text(self, query: Query, limit: int) -> list[tuple[MemoryPoint, float]]:
-        """The search by the query's words alone (:class:`recall.Textual`): the engine runs
-        it beside the query's embedding."""
+        """The search by the query's words alone (:class:`recall.Textual`): for a large
+        graph's scope the engine runs it beside the query's embedding."""
         _embedder, vectors = self._semantic.wait_ready(0)
         sparse = self._semantic.keywords.embed_query(query.text)
         if not sparse.indices:

@@ -1,10 +1,10 @@
 """The Recall engine: channels in, ranked and explained candidates out.
 
-Stages (each timed): embed the query, the textual channels (:class:`recall.Textual`: the
-keyword channel) searching beside it on threads of their own; run the other channels (the
-graph channel, the slow one, in parallel with the others); when the query names a speaker of
-its scope, run the vector and keyword channels again on the query without those names
-(``neutral``), and when it names a date or a period, within it (``dated``; both
+Stages (each timed): embed the query (for a scope whose graph walks on two threads, the
+textual channels, :class:`recall.Textual`, search beside it on threads of their own); run the
+channels (the graph channel, the slow one, in parallel with the others); when the query names
+a speaker of its scope, run the vector and keyword channels again on the query without those
+names (``neutral``), and when it names a date or a period, within it (``dated``; both
 :mod:`recall.cues.searches`); fuse with RRF; merge hits that share their sources; apply the
 superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
 recipe's learned fusion (``learned``, :mod:`recall.learned`); put a newer statement of a rival
@@ -302,7 +302,8 @@ class RecallEngine:
         their own threads before the query is embedded, for a scope ``ahead`` names: the
         keyword channel's reads then run beside the model's call rather than after it, where
         they held the interpreter while the graph's walk, on two threads, waited for it. Each
-        times itself into ``timings``. None once the engine is closed.
+        times itself into ``timings``. None for any other scope, nor once the engine is
+        closed (the channels then search after the embedding, as the others do).
 
         Only there: the model's call takes both cores of this machine (``embedding.threads``),
         so a search beside it slows it, and a small scope's search, a millisecond or two, costs
