@@ -35,10 +35,10 @@ from recall import (
     Reranker,
     RerankFailed,
     SharedSearch,
-    Textual,
     learned,
 )
 from recall.cache import QueryVectors, SemanticCache, cache_key
+from recall.channels.fanout import Fanout, drop
 from recall.cues.searches import CueSearches
 from recall.cues.speakers import mentioned
 from recall.cues.updates import current_first
@@ -58,7 +58,6 @@ from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
 T = TypeVar("T")
-Hits = list[tuple[MemoryPoint, float]]
 _WORD = re.compile(r"\w+")
 
 
@@ -87,9 +86,8 @@ class RecallEngine:
         :meth:`~recall.graph.channel.GraphChannel.speakers`), for the speaker-neutral query;
         None: no such query. ``threads``: requests computed at once (``recall.threads``).
         ``ahead``: whether a query of the scope starts its textual channels' searches before
-        its embedding (:meth:`_ahead`; the graph channel's
+        its embedding (:meth:`recall.channels.fanout.Fanout.ahead`; the graph channel's
         :meth:`~recall.graph.channel.GraphChannel.walks_wide`); None: never."""
-        self._ahead_of = ahead
         self.cache = cache
         self._speakers = speakers
         self._access = access
@@ -100,13 +98,10 @@ class RecallEngine:
         # Recall requests run on their own threads, so that a burst of them does not queue
         # the daemon's other blocking work (session ends, listings) behind it; below the
         # event loop's CPU priority, so that the appends are served first (tiers.core.priority).
-        self._pool = ThreadPoolExecutor(2, "recall", lower_this_thread, (RECALL_NICE,))
         self._requests = ThreadPoolExecutor(
             threads, "recall-request", lower_this_thread, (RECALL_NICE,)
         )
-        # The textual channels' searches (the keyword channel's), one per request computed at
-        # once, beside the query's embedding (:meth:`_ahead`).
-        self._texts = ThreadPoolExecutor(threads, "recall-text", lower_this_thread, (RECALL_NICE,))
+        self._fanout = Fanout(self._channels, threads, ahead)
         # Query vectors, cached per user and text; concurrent requests share model calls (a
         # batch of 8 costs about 2x one).
         self._queries = QueryVectors(query_vectors)
@@ -117,8 +112,7 @@ class RecallEngine:
     def close(self) -> None:
         """Stop the request threads and the channels' background work. Idempotent."""
         self._requests.shutdown(wait=False, cancel_futures=True)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._texts.shutdown(wait=False, cancel_futures=True)
+        self._fanout.close()
         for channel in self._channels.values():
             if isinstance(channel, Closable):
                 channel.close()
@@ -166,7 +160,7 @@ class RecallEngine:
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
-        ahead = self._ahead(query, list(weights), depth, timings)
+        ahead = self._fanout.ahead(query, list(weights), depth, timings)
         try:
             t = time.perf_counter()
             ctx, neutral = self._cues.embedded(embedder, query)
@@ -175,10 +169,10 @@ class RecallEngine:
             if self.cache is not None:
                 cached = self.cache.get(query.scope.user_id, self._params(query), ctx.vector)
         except BaseException:
-            _drop(ahead)
+            drop(ahead)
             raise
         if cached is not None:
-            _drop(ahead)
+            drop(ahead)
             timings = {n: ms for n, ms in timings.items() if n not in ahead}
             timings["total"] = _ms(began)
             return self._observed(replace(cached, timings=timings, cached=True))
@@ -186,7 +180,7 @@ class RecallEngine:
         if "vector" in weights:  # one dense search for the vector channel and the graph's seeds
             vector, flt = ctx.vector.tolist(), query.filter()  # not ctx: it holds the search
             ctx.dense = SharedSearch(depth, lambda: _vectors.search_dense(vector, flt, depth))
-        results, degraded = self._run_channels(ctx, list(weights), depth, timings, ahead)
+        results, degraded = self._fanout.run(ctx, list(weights), depth, timings, ahead)
         weights = self._cues.searched(ctx, neutral, results, weights, depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
@@ -295,78 +289,6 @@ class RecallEngine:
         self.events.publish(Recalled(result))
         return result
 
-    def _ahead(
-        self, query: Query, names: list[str], depth: int, timings: dict[str, float]
-    ) -> dict[str, Future[Hits]]:
-        """The searches of the query's textual channels (:class:`recall.Textual`), started on
-        their own threads before the query is embedded, for a scope ``ahead`` names: the
-        keyword channel's reads then run beside the model's call rather than after it, where
-        they held the interpreter while the graph's walk, on two threads, waited for it. Each
-        times itself into ``timings``. None for any other scope, nor once the engine is
-        closed (the channels then search after the embedding, as the others do).
-
-        Only there: the model's call takes both cores of this machine (``embedding.threads``),
-        so a search beside it slows it, and a small scope's search, a millisecond or two, costs
-        the query more than it saves (a 200,000-point user at 1M: 2-5 ms sooner at p50; small
-        users: 1-3 ms later, 2026-12-05)."""
-        ahead: dict[str, Future[Hits]] = {}
-        if self._ahead_of is None or not self._ahead_of(query.scope):
-            return ahead
-        for name in names:
-            channel = self._channels.get(name)
-            if not isinstance(channel, Textual):
-                continue
-
-            def timed(channel: Textual = channel, name: str = name) -> Hits:
-                t = time.perf_counter()
-                try:
-                    return channel.search_text(query, depth)
-                finally:
-                    timings[name] = _ms(t)
-
-            try:
-                ahead[name] = self._texts.submit(timed)
-            except RuntimeError:  # closed: searched with the others, as the engine stops
-                break
-        return ahead
-
-    def _run_channels(
-        self,
-        ctx: QueryContext,
-        names: list[str],
-        depth: int,
-        timings: dict[str, float],
-        ahead: Mapping[str, Future[Hits]],
-    ) -> tuple[dict[str, Hits], list[str]]:
-        """Each channel's hits, by name, and the names of those that failed. ``ahead``:
-        searches already under way (:meth:`_ahead`)."""
-        results: dict[str, Hits] = {}
-        degraded: list[str] = []
-
-        def timed(name: str) -> Hits:
-            t = time.perf_counter()
-            try:
-                return self._channels[name].search(ctx, depth)
-            finally:
-                timings[name] = _ms(t)
-
-        futures: dict[str, Future[Hits]] = dict(ahead)
-        if "graph" in names and len(names) > 1:
-            futures["graph"] = self._pool.submit(timed, "graph")
-        for name in names:
-            if name in futures:
-                continue
-            try:
-                results[name] = timed(name)
-            except Exception as exc:
-                _failed(name, exc, degraded)
-        for name, future in futures.items():
-            try:
-                results[name] = future.result()
-            except Exception as exc:
-                _failed(name, exc, degraded)
-        return {n: results[n] for n in names if n in results}, degraded
-
     def _adjust(self, candidates: list[Candidate], query: Query) -> None:
         """Superseded facts sink; the recipe's weight per kind and per fact category; an
         optional recency decay by event time, slowed by access reinforcement."""
@@ -433,20 +355,6 @@ class RecallEngine:
             )
             return candidates, "none", f"{name} rerank failed ({exc}); fused order kept"
         return ordered + candidates[len(top) :], name, ""
-
-
-def _failed(name: str, exc: Exception, degraded: list[str]) -> None:
-    """A channel that failed (or is not ready for the scope) is reported degraded."""
-    degraded.append(name)
-    if not isinstance(exc, ChannelNotReady):  # not ready: no warning for every query
-        log.warning("recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}})
-
-
-def _drop(ahead: Mapping[str, Future[Hits]]) -> None:
-    """Searches started ahead that the query no longer needs (its answer was cached, or its
-    embedding failed): those not begun are cancelled, the others end unread."""
-    for future in ahead.values():
-        future.cancel()
 
 
 def _ms(since: float) -> float:

@@ -172,11 +172,10 @@ class MemoryGraphs:
                 self._idle.notify_all()
 
     def held(self, scope: Scope) -> ScopeGraph | None:
-        """The scope's graph held in memory, current or not, or None: nothing is read, built
-        or waited for."""
+        """The scope's graph held in memory, current or not; nothing is read or built."""
         with self._lock:
             entry = self._entries.get((scope.user_id, scope.agent_id))
-            return None if entry is None else entry.graph
+        return None if entry is None else entry.graph
 
     def _usable(self, entry: _Entry | None, user_id: str) -> bool:
         return entry is not None and (

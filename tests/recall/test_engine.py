@@ -140,14 +140,3 @@ def test_a_cached_answer_carries_no_timing_of_a_search_it_did_not_use(tier3: Tie
     assert not first.cached and "keyword" in first.timings
     assert again.cached and [h.point.id for h in again.hits] == [h.point.id for h in first.hits]
     assert "keyword" not in again.timings and "total" in again.timings
-
-
-def test_a_closed_engine_still_answers_with_its_keyword_search_inline(tier3: Tier3) -> None:
-    """A query under way when the engine closes (its threads shut) is answered whole."""
-    recall = engine(tier3, KeywordChannel(tier3.semantic))
-    recall._texts.shutdown(wait=True)  # as close() leaves them, the rest still running
-    try:
-        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
-    finally:
-        recall.close()
-    assert result.hits and "keyword" in result.timings and "keyword" not in result.degraded

@@ -1,31 +1,12 @@
-"""The vector and keyword channels (the graph channel is in :mod:`recall.graph.channel`).
-
-Each returns its hits best first, points of equal score by id: the engine orders ties by
-where the points happen to be stored, and the same memory must rank the same in every daemon
-that holds it (an imported copy, a rebuilt store), whatever order it was written in.
-"""
+"""The keyword channel: BM25 over the stored points and those staged before their
+embedding."""
 
 from __future__ import annotations
 
 from recall import Query, QueryContext
+from recall.channels.vector import ordered
 from tiers.semantic.store import SemanticStore
-from tiers.semantic.vectors import Hit, MemoryPoint
-
-
-class VectorChannel:
-    """Dense nearest neighbours of the query embedding (cosine)."""
-
-    name = "vector"
-
-    def __init__(self, semantic: SemanticStore) -> None:
-        self._semantic = semantic
-
-    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
-        hits = ctx.dense_hits(limit)
-        if hits is None:
-            _embedder, vectors = self._semantic.wait_ready(0)
-            hits = vectors.search_dense(ctx.vector.tolist(), ctx.query.filter(), limit)
-        return _ordered(hits)
+from tiers.semantic.vectors import MemoryPoint
 
 
 class KeywordChannel:
@@ -57,9 +38,4 @@ class KeywordChannel:
         if staged:
             stored = {h.point.id for h in hits}
             hits += [h for h in staged if h.point.id not in stored]
-        return _ordered(hits)[:limit]
-
-
-def _ordered(hits: list[Hit]) -> list[tuple[MemoryPoint, float]]:
-    """Best first; equal scores by point id (not by storage order)."""
-    return [(h.point, h.score) for h in sorted(hits, key=lambda h: (-h.score, h.point.id))]
+        return ordered(hits)[:limit]

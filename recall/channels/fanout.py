@@ -1,0 +1,138 @@
+"""A query's channels run at once (:class:`Fanout`): the graph channel, the slow one, on a
+thread of its own beside the others; for a scope its ``ahead`` names, the textual channels
+(:class:`recall.Textual`: the keyword channel) started before the query is embedded; the
+others on the query's thread. Each is timed, and a failing one is reported degraded while the
+others answer."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from recall import Channel, ChannelNotReady, Query, QueryContext, Textual
+from tiers.core.priority import RECALL_NICE, lower_this_thread
+from tiers.core.records import Scope
+from tiers.semantic.vectors import MemoryPoint
+
+log = logging.getLogger("strata.recall")
+Hits = list[tuple[MemoryPoint, float]]
+
+
+class Fanout:
+    """The channels of the engine's queries, run at once. ``threads``: the queries computed at
+    once (a textual channel's thread each); ``ahead``: whether a query of the scope starts its
+    textual channels' searches before its embedding (:meth:`ahead`); None: never."""
+
+    def __init__(
+        self,
+        channels: Mapping[str, Channel],
+        threads: int,
+        ahead: Callable[[Scope], bool] | None = None,
+    ) -> None:
+        self._channels = channels
+        self._ahead_of = ahead
+        # The graph channel's searches, and the textual channels' ahead of the embedding: at
+        # a request's priority (tiers.core.priority), idle and threadless until first used.
+        self._graphs = ThreadPoolExecutor(2, "recall", lower_this_thread, (RECALL_NICE,))
+        self._texts = ThreadPoolExecutor(threads, "recall-text", lower_this_thread, (RECALL_NICE,))
+
+    def close(self) -> None:
+        """Start no more searches on the threads; a query under way searches on its own
+        thread. Idempotent."""
+        self._graphs.shutdown(wait=False, cancel_futures=True)
+        self._texts.shutdown(wait=False, cancel_futures=True)
+
+    def ahead(
+        self, query: Query, names: list[str], depth: int, timings: dict[str, float]
+    ) -> dict[str, Future[Hits]]:
+        """The searches of the query's textual channels among ``names``, started on their own
+        threads before the query is embedded, for a scope ``ahead`` names (the graph
+        channel's :meth:`~recall.graph.channel.GraphChannel.walks_wide`): the keyword
+        channel's reads then run beside the model's call rather than after it, where they
+        held the interpreter while the graph's walk, on two threads, waited for it. Each times
+        itself into ``timings``. None for any other scope, nor once closed: they then search
+        after the embedding, as the others do (:meth:`run`).
+
+        Only there: the model's call takes both cores of this machine (``embedding.threads``),
+        so a search beside it slows it, and a small scope's search, a millisecond or two, costs
+        the query more than it saves (a 200,000-point user at 1M: 2-5 ms sooner at p50; small
+        users: 1-3 ms later, 2026-12-05)."""
+        started: dict[str, Future[Hits]] = {}
+        if self._ahead_of is None or not self._ahead_of(query.scope):
+            return started
+        for name in names:
+            channel = self._channels.get(name)
+            if not isinstance(channel, Textual):
+                continue
+
+            def timed(channel: Textual = channel, name: str = name) -> Hits:
+                t = time.perf_counter()
+                try:
+                    return channel.search_text(query, depth)
+                finally:
+                    timings[name] = _ms(t)
+
+            try:
+                started[name] = self._texts.submit(timed)
+            except RuntimeError:  # closed
+                break
+        return started
+
+    def run(
+        self,
+        ctx: QueryContext,
+        names: list[str],
+        depth: int,
+        timings: dict[str, float],
+        started: Mapping[str, Future[Hits]],
+    ) -> tuple[dict[str, Hits], list[str]]:
+        """Each channel's hits, by name in the order of ``names``, and the names of those that
+        failed; ``started``: searches already under way (:meth:`ahead`)."""
+        results: dict[str, Hits] = {}
+        degraded: list[str] = []
+
+        def timed(name: str) -> Hits:
+            t = time.perf_counter()
+            try:
+                return self._channels[name].search(ctx, depth)
+            finally:
+                timings[name] = _ms(t)
+
+        futures: dict[str, Future[Hits]] = dict(started)
+        if "graph" in names and len(names) > 1:
+            with contextlib.suppress(RuntimeError):  # closed: on the query's thread
+                futures["graph"] = self._graphs.submit(timed, "graph")
+        for name in names:
+            if name in futures:
+                continue
+            try:
+                results[name] = timed(name)
+            except Exception as exc:
+                _failed(name, exc, degraded)
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except Exception as exc:
+                _failed(name, exc, degraded)
+        return {n: results[n] for n in names if n in results}, degraded
+
+
+def drop(started: Mapping[str, Future[Hits]]) -> None:
+    """Searches started ahead that the query no longer needs (its answer was cached, or its
+    embedding failed): those not begun are cancelled, the others end unread."""
+    for future in started.values():
+        future.cancel()
+
+
+def _failed(name: str, exc: Exception, degraded: list[str]) -> None:
+    """A channel that failed (or is not ready for the scope) is reported degraded."""
+    degraded.append(name)
+    if not isinstance(exc, ChannelNotReady):  # not ready: no warning for every query
+        log.warning("recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}})
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)
