@@ -207,7 +207,7 @@ class Textual(Protocol):
     keyword channel): ``search_text(query, limit)`` answers as ``search`` does for any context
     of ``query``, and raises what ``search`` raises. For a scope whose graph walks on two
     threads, the engine runs it on a thread of its own beside the query's embedding
-    (:meth:`recall.engine.RecallEngine._ahead`)."""
+    (:meth:`recall.channels.fanout.Fanout.ahead`)."""
 
     def search_text(self, query: Query, limit: int) -> list[tuple[MemoryPoint, float]]: ...
 
