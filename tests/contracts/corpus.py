@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recall import Query, QueryContext
+from recall import Channel, Query, QueryContext
+from recall.channels import KeywordChannel, VectorChannel
+from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
 from tests.contracts.models_kit import minilm
 from tiers.core.records import Scope
@@ -96,6 +98,16 @@ class Tier3:
         except VectorStoreUnavailable:  # a test closed the vectors under it: nothing to flush
             self.semantic.graph.close()
         self.state.close()
+
+
+def channels(semantic: SemanticStore, **given: Channel) -> dict[str, Channel]:
+    """The three channels on ``semantic``, as the daemon wires them, but for those ``given``."""
+    made: dict[str, Channel] = {
+        "vector": VectorChannel(semantic),
+        "keyword": KeywordChannel(semantic),
+        "graph": GraphChannel(semantic),
+    }
+    return {**made, **given}
 
 
 def ctx(text: str = QUESTION, scope: Scope = A, **filters: object) -> QueryContext:

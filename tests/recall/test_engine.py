@@ -13,11 +13,10 @@ import pytest
 
 from recall import Channel, Query, QueryContext
 from recall.cache import SemanticCache
-from recall.channels import KeywordChannel, VectorChannel
+from recall.channels import KeywordChannel
 from recall.engine import RecallEngine
-from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
-from tests.contracts.corpus import QUESTION, A, Tier3, filled
+from tests.contracts.corpus import QUESTION, A, Tier3, channels, filled
 from tiers.semantic.vectors import MemoryPoint
 
 
@@ -43,13 +42,13 @@ class Inline:
 def engine(
     tier3: Tier3, keyword: Channel, cache: SemanticCache | None = None, ahead: bool = True
 ) -> RecallEngine:
-    semantic = tier3.semantic
-    channels = {
-        "vector": VectorChannel(semantic),
-        "keyword": keyword,
-        "graph": GraphChannel(semantic),
-    }
-    return RecallEngine(semantic, channels, {}, cache=cache, ahead=lambda _scope: ahead)
+    return RecallEngine(
+        tier3.semantic,
+        channels(tier3.semantic, keyword=keyword),
+        {},
+        cache=cache,
+        ahead=lambda _scope: ahead,
+    )
 
 
 def test_the_keyword_search_runs_while_the_query_is_embedded(

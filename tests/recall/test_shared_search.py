@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from recall import Query, QueryContext, SharedSearch
-from recall.channels import KeywordChannel, VectorChannel
+from recall.channels import VectorChannel
 from recall.engine import RecallEngine
 from recall.graph.channel import GraphChannel
 from recall.recipe import Recipe
-from tests.contracts.corpus import QUESTION, TWIN, A, Tier3, ctx, filled
+from tests.contracts.corpus import QUESTION, TWIN, A, Tier3, channels, ctx, filled
 from tiers.core.priority import MAX_NICE, RECALL_NICE, REQUESTS
 from tiers.semantic.vectors import Hit, VectorStoreUnavailable
 
@@ -46,13 +46,7 @@ def searches(tier3: Tier3, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, .
 
 
 def engine(tier3: Tier3) -> RecallEngine:
-    semantic = tier3.semantic
-    channels = {
-        "vector": VectorChannel(semantic),
-        "keyword": KeywordChannel(semantic),
-        "graph": GraphChannel(semantic),
-    }
-    return RecallEngine(semantic, channels, {})
+    return RecallEngine(tier3.semantic, channels(tier3.semantic), {})
 
 
 def test_a_recall_makes_one_dense_search_for_the_vector_and_graph_channels(tier3, searches):

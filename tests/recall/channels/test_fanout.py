@@ -8,10 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from recall.channels import KeywordChannel, VectorChannel
 from recall.channels.fanout import Fanout
-from recall.graph.channel import GraphChannel
-from tests.contracts.corpus import Tier3, ctx, filled
+from tests.contracts.corpus import Tier3, channels, ctx, filled
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +21,9 @@ def tier3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier3]:
 
 def test_closed_threads_leave_every_search_to_the_query_s_thread(tier3: Tier3) -> None:
     """A query under way when the engine closes (its threads shut) is answered whole."""
-    semantic = tier3.semantic
-    channels = {
-        "vector": VectorChannel(semantic),
-        "keyword": KeywordChannel(semantic),
-        "graph": GraphChannel(semantic),
-    }
-    fanout = Fanout(channels, 1, ahead=lambda _scope: True)
-    names, c, timings = list(channels), ctx(), {}
+    every = channels(tier3.semantic)
+    fanout = Fanout(every, 1, ahead=lambda _scope: True)
+    names, c, timings = list(every), ctx(), {}
     started = fanout.ahead(c.query, names, 20, timings)
     assert set(started) == {"keyword"}
     open_results, _ = fanout.run(c, names, 20, timings, started)
