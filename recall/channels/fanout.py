@@ -40,8 +40,9 @@ class Fanout:
         self._texts = ThreadPoolExecutor(threads, "recall-text", lower_this_thread, (RECALL_NICE,))
 
     def close(self) -> None:
-        """Start no more searches on the threads; a query under way searches on its own
-        thread. Idempotent."""
+        """Start no more searches on the threads: a query under way searches those it has not
+        started on its own thread, and reports one still waiting for a thread as degraded.
+        Idempotent."""
         self._graphs.shutdown(wait=False, cancel_futures=True)
         self._texts.shutdown(wait=False, cancel_futures=True)
 
