@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 from recall import Channel, ChannelNotReady, Query, QueryContext, Textual
 from tiers.core.priority import RECALL_NICE, lower_this_thread
@@ -68,16 +69,9 @@ class Fanout:
             channel = self._channels.get(name)
             if not isinstance(channel, Textual):
                 continue
-
-            def timed(channel: Textual = channel, name: str = name) -> Hits:
-                t = time.perf_counter()
-                try:
-                    return channel.search_text(query, depth)
-                finally:
-                    timings[name] = _ms(t)
-
+            search = partial(channel.search_text, query, depth)
             try:
-                started[name] = self._texts.submit(timed)
+                started[name] = self._texts.submit(_timed, name, search, timings)
             except RuntimeError:  # closed
                 break
         return started
@@ -94,23 +88,16 @@ class Fanout:
         failed; ``started``: searches already under way (:meth:`ahead`)."""
         results: dict[str, Hits] = {}
         degraded: list[str] = []
-
-        def timed(name: str) -> Hits:
-            t = time.perf_counter()
-            try:
-                return self._channels[name].search(ctx, depth)
-            finally:
-                timings[name] = _ms(t)
-
+        searches = {n: partial(self._channels[n].search, ctx, depth) for n in names}
         futures: dict[str, Future[Hits]] = dict(started)
         if "graph" in names and len(names) > 1:
             with contextlib.suppress(RuntimeError):  # closed: on the query's thread
-                futures["graph"] = self._graphs.submit(timed, "graph")
+                futures["graph"] = self._graphs.submit(_timed, "graph", searches["graph"], timings)
         for name in names:
             if name in futures:
                 continue
             try:
-                results[name] = timed(name)
+                results[name] = _timed(name, searches[name], timings)
             except Exception as exc:
                 _failed(name, exc, degraded)
         for name, future in futures.items():
@@ -133,6 +120,15 @@ def _failed(name: str, exc: Exception, degraded: list[str]) -> None:
     degraded.append(name)
     if not isinstance(exc, ChannelNotReady):  # not ready: no warning for every query
         log.warning("recall.channel_failed", extra={"fields": {"channel": name, "error": str(exc)}})
+
+
+def _timed(name: str, search: Callable[[], Hits], timings: dict[str, float]) -> Hits:
+    """``search()``, its time in ms put in ``timings[name]`` whether it answers or raises."""
+    t = time.perf_counter()
+    try:
+        return search()
+    finally:
+        timings[name] = _ms(t)
 
 
 def _ms(since: float) -> float:
