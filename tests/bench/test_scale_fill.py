@@ -10,6 +10,7 @@ import numpy as np
 
 from tests.bench.recall_latency import MODEL
 from tests.bench.scale_fill import fill, split
+from tests.bench.tier3_points import PointMaker
 from tiers.semantic.vectors import PointFilter, shard_of
 from tiers.semantic.vectors.bm25 import KeywordEncoder
 from tiers.semantic.vectors.edge import layout
@@ -64,3 +65,15 @@ def test_a_parallel_fill_is_one_store_with_every_users_points_and_their_counts(t
     assert kept.points == rebuilt.points == sum(COUNTS)
     terms = {t for text in texts for t in KeywordEncoder().embed_document(text).indices}
     assert terms and all(kept.count(t) == rebuilt.count(t) for t in terms)
+
+
+def test_a_made_point_names_the_speaker_of_its_turn() -> None:
+    """As the daemon's points do, so that a scope's graph knows its speakers and a question
+    naming one is also asked without the name (recall.cues.speakers)."""
+    texts = ["Caroline: I went to Paris.", "Melanie: Biscuit loves the park.", "no speaker here"]
+    pool = np.eye(3, DIM, dtype=np.float32)
+    points = PointMaker(texts, pool, seed=1).batch(60)
+    speakers = {p.text.split("\n")[0]: p.sources[0].speaker for p in points}
+    assert speakers["Caroline: I went to Paris."] == "Caroline"
+    assert speakers["Melanie: Biscuit loves the park."] == "Melanie"
+    assert speakers.get("no speaker here", "") == ""

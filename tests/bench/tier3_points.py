@@ -37,7 +37,10 @@ def embed_pool(threads: int) -> tuple[list[str], np.ndarray, list[str], np.ndarr
 
 
 class PointMaker:
-    """Builds the synthetic memory points, batch by batch (deterministic for a seed)."""
+    """Builds the synthetic memory points, batch by batch (deterministic for a seed). Each
+    names the speaker of its (first) turn in its source, as the daemon's points do: a scope's
+    graph knows its speakers, and a question that names one is also asked without the name
+    (:mod:`recall.cues.speakers`)."""
 
     def __init__(self, texts: list[str], pool: np.ndarray, seed: int) -> None:
         self.texts = texts
@@ -72,7 +75,15 @@ class PointMaker:
                     scope=Scope(user),
                     episode_id=f"ep-{session}",
                     session_id=session,
-                    sources=[Source(session, i % 40 + 1, f"m-{i}", {"dia_id": f"D{i % 40 + 1}"})],
+                    sources=[
+                        Source(
+                            session,
+                            i % 40 + 1,
+                            f"m-{i}",
+                            {"dia_id": f"D{i % 40 + 1}"},
+                            speaker=_speaker(a),
+                        )
+                    ],
                     created_at_us=BASE_TIME_US + i * 1_000_000,
                     extractor="index" if kind == "episode_chunk" else "local",
                     valid_from_us=BASE_TIME_US + i * 1_000_000 if kind == "fact" else None,
@@ -82,3 +93,10 @@ class PointMaker:
             )
         self.made += n
         return points
+
+
+def _speaker(turn: str) -> str:
+    """The speaker of a ``"Speaker: text"`` turn (:func:`tests.bench.locomo_data.turn_texts`),
+    or none."""
+    name, sep, _text = turn.partition(": ")
+    return name if sep and name and " " not in name.strip() else ""
