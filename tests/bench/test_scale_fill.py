@@ -76,4 +76,4 @@ def test_a_made_point_names_the_speaker_of_its_turn() -> None:
     speakers = {p.text.split("\n")[0]: p.sources[0].speaker for p in points}
     assert speakers["Caroline: I went to Paris."] == "Caroline"
     assert speakers["Melanie: Biscuit loves the park."] == "Melanie"
-    assert speakers.get("no speaker here", "") == ""
+    assert speakers["no speaker here"] == ""
