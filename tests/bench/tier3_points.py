@@ -99,4 +99,4 @@ def _speaker(turn: str) -> str:
     """The speaker of a ``"Speaker: text"`` turn (:func:`tests.bench.locomo_data.turn_texts`),
     or none."""
     name, sep, _text = turn.partition(": ")
-    return name if sep and name and " " not in name.strip() else ""
+    return name if sep else ""
