@@ -109,7 +109,7 @@ def recall_engine(
         query_vectors=s.recall.query_vector_cache,
         speakers=graph.speakers,
         threads=s.recall.threads,
-        ahead=graph.walks_wide,
+        ahead=graph.walks_large,
     )
 
 

@@ -205,8 +205,8 @@ class Closable(Protocol):
 class Textual(Protocol):
     """A channel that searches by the query's text and filter alone, never its embedding (the
     keyword channel): ``search_text(query, limit)`` answers as ``search`` does for any context
-    of ``query``, and raises what ``search`` raises. For a scope whose graph walks on two
-    threads, the engine runs it on a thread of its own beside the query's embedding
+    of ``query``, and raises what ``search`` raises. For a scope whose graph walk is large,
+    the engine runs it on a thread of its own beside the query's embedding
     (:meth:`recall.channels.fanout.Fanout.ahead`)."""
 
     def search_text(self, query: Query, limit: int) -> list[tuple[MemoryPoint, float]]: ...

@@ -1,6 +1,6 @@
 """The Recall engine: channels in, ranked and explained candidates out.
 
-Stages (each timed): embed the query (for a scope whose graph walks on two threads, the
+Stages (each timed): embed the query (for a scope whose graph walk is large, the
 textual channels, :class:`recall.Textual`, search beside it on threads of their own); run the
 channels (the graph channel, the slow one, in parallel with the others); when the query names
 a speaker of its scope, run the vector and keyword channels again on the query without those
@@ -87,7 +87,7 @@ class RecallEngine:
         None: no such query. ``threads``: requests computed at once (``recall.threads``).
         ``ahead``: whether a query of the scope starts its textual channels' searches before
         its embedding (:meth:`recall.channels.fanout.Fanout.ahead`; the graph channel's
-        :meth:`~recall.graph.channel.GraphChannel.walks_wide`); None: never."""
+        :meth:`~recall.graph.channel.GraphChannel.walks_large`); None: never."""
         self.cache = cache
         self._speakers = speakers
         self._access = access

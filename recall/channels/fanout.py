@@ -52,9 +52,9 @@ class Fanout:
     ) -> dict[str, Future[Hits]]:
         """The searches of the query's textual channels among ``names``, started on their own
         threads before the query is embedded, for a scope ``ahead`` names (the graph
-        channel's :meth:`~recall.graph.channel.GraphChannel.walks_wide`): the keyword
+        channel's :meth:`~recall.graph.channel.GraphChannel.walks_large`): the keyword
         channel's reads then run beside the model's call rather than after it, where they
-        held the interpreter while the graph's walk, on two threads, waited for it. Each times
+        held the interpreter while the graph's walk waited for it. Each times
         itself into ``timings``. None for any other scope, nor once closed: they then search
         after the embedding, as the others do (:meth:`run`).
 

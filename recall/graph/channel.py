@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import replace
 
@@ -39,7 +38,6 @@ from recall.graph.files import FeatureFiles
 from recall.graph.memory import MEMORY_KINDS, MemoryGraphs
 from recall.graph.pagerank import leading
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph
-from tiers.core.priority import RECALL_NICE, lower_this_thread
 from tiers.core.records import Scope
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
@@ -97,14 +95,10 @@ class GraphChannel:
         self.dense_seed = dense_seed
         self.dense_seeds = dense_seeds
         self.alpha = alpha
-        # Half of each product of a large scope's walk, at a request's priority
-        # (recall.graph.pagerank.Walk.product); idle and threadless until a first walk.
-        self._helper = ThreadPoolExecutor(1, "graph-walk", lower_this_thread, (RECALL_NICE,))
 
     def close(self) -> None:
         """Start no more graph builds (:meth:`MemoryGraphs.close`); walks under way finish
         on their own thread. Idempotent."""
-        self._helper.shutdown(wait=False, cancel_futures=True)
         self.graphs.close()
 
     def deferred(self) -> AbstractContextManager[None]:
@@ -124,13 +118,13 @@ class GraphChannel:
         _embedder, vectors = self._semantic.wait_ready(0)
         return self.graphs.get(scope, vectors).speakers
 
-    def walks_wide(self, scope: Scope) -> bool:
-        """Whether the scope's graph, as held in memory, is large enough for its walk to be
-        shared with the channel's helper thread (:data:`recall.graph.pagerank.SPLIT_NONZEROS`
-        non-zeros); False while none is held. Reads nothing: the engine asks it before each
-        query (:class:`recall.engine.RecallEngine`'s ``ahead``)."""
+    def walks_large(self, scope: Scope) -> bool:
+        """Whether the scope's graph, as held in memory, is large
+        (:data:`recall.graph.pagerank.LARGE_NONZEROS` non-zeros); False while none is held.
+        Reads nothing: the engine asks it before each query (:class:`recall.engine.RecallEngine`'s
+        ``ahead``)."""
         graph = self.graphs.held(scope)
-        return graph is not None and graph.walk.halves is not None
+        return graph is not None and graph.walk.large
 
     def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
         if limit <= 0:
@@ -146,7 +140,7 @@ class GraphChannel:
         seeds = self.seeds(ctx, graph, vectors, flt)
         if not seeds.any():
             return []
-        mass = graph.walk.rank(seeds, self.alpha, helper=self._helper)[: graph.count]
+        mass = graph.walk.rank(seeds, self.alpha)[: graph.count]
         if admitted is not None:
             mass = np.where(admitted, mass, 0.0)
         drawn = limit

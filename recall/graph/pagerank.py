@@ -4,28 +4,25 @@ entities.
 :class:`Walk` holds a graph's transition matrix (``scipy.sparse``, CSR), built once when the
 scope's graph is built (:mod:`recall.graph.memory`); a query's walk is then one sparse
 matrix-vector product per iteration, and its result the few nodes of most mass
-(:func:`leading`), picked without sorting the rest. A large graph's product is shared with a
-helper thread when one is given (its rows in two halves: scipy lets the interpreter go while it
-multiplies, so the two run on two cores), and computed by the caller alone when the helper is
-busy or closed. A large graph's first step is taken from the seeds' own edges
-(:meth:`Walk.spread`): the seeds are a query's few nodes, and a product would read every edge.
+(:func:`leading`), picked without sorting the rest. A large graph's first step is taken from
+the seeds' own edges (:meth:`Walk.spread`): the seeds are a query's few nodes, and a product
+would read every edge. A large graph whose last nodes are its hubs (a scope's few entities,
+each linked to many memories) multiplies by hub (:class:`Hubs`): its many short rows cost a
+CSR product more per row than per edge.
 """
 
 from __future__ import annotations
 
-import operator
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
 
-SPLIT_NONZEROS = 100_000
-"""The non-zeros from which a walk's product is shared with a helper thread: below, one
-product takes less time than a handoff to another thread (about 0.3 ms at 100,000 here). From
-it too, a walk's first step is taken from its seeds' edges when they are few
-(:data:`SPREAD_SHARE`): below, a product is quicker (10,000 non-zeros: 0.011 ms, against
-0.019 ms for seeds' rows of 0.5 % of them; 100,000: 0.118 against 0.025 ms, 2026-12-05)."""
+LARGE_NONZEROS = 100_000
+"""The non-zeros from which a walk is large: its first step is taken from its seeds' edges when
+they are few (:data:`SPREAD_SHARE`; below, a product is quicker: 10,000 non-zeros: 0.011 ms,
+against 0.019 ms for seeds' rows of 0.5 % of them; 100,000: 0.118 against 0.025 ms,
+2026-12-05), and its products go by hub (:class:`Hubs`)."""
 
 SPREAD_SHARE = 10
 """A large walk's first step is read from its seeds' rows (:meth:`Walk.spread`) when they hold
@@ -35,21 +32,82 @@ at 10 %, 6.3 ms at 25 %; 2026-12-05). A query's seeds held 2-4 % of the large us
 
 
 @dataclass(frozen=True, slots=True)
+class Hubs:
+    """A large graph's transition matrix by hub: its nodes from ``first`` on are its hubs (few,
+    each with many edges: a scope's entities), the others have short rows (a scope's
+    memories). A CSR product spends more per row than per edge, and most of the matrix's rows
+    are short, so the steps into the other nodes are kept by hub too (``into``, compressed by
+    column: one long run per hub), beside the hubs' own rows (``rows``, a view of the matrix's)
+    and the steps among the other nodes (``among``: a question's turn and its reply; None when
+    there are none). The matrix's products within rounding (a 200,000-memory scope's: 0.94 ms,
+    against 2.0 ms by rows, 2026-12-06)."""
+
+    first: int
+    rows: sparse.csr_array
+    into: sparse.csc_array
+    among: sparse.csr_array | None
+
+    @classmethod
+    def of(cls, matrix: sparse.csr_array, first: int) -> Hubs:
+        size = matrix.shape[0]
+        ptr = matrix.indptr
+        start = int(ptr[first])
+        rows = sparse.csr_array(
+            (matrix.data[start:], matrix.indices[start:], ptr[first:] - start),
+            shape=(size - first, size),
+            copy=False,
+        )
+        others = matrix[:first]
+        among = others[:, :first]
+        return cls(first, rows, others[:, first:].tocsc(), among if among.nnz else None)
+
+    @property
+    def nbytes(self) -> int:
+        """What the hubs hold beside the matrix."""
+        held = [self.rows.indptr, self.into.data, self.into.indices, self.into.indptr]
+        if self.among is not None:
+            held += [self.among.data, self.among.indices, self.among.indptr]
+        return sum(int(a.nbytes) for a in held)
+
+    def product(self, x: np.ndarray) -> np.ndarray:
+        """``matrix @ x``: a node's steps from the nodes among the others first, then from the
+        hubs, in the hubs' order (without the first, the matrix's own sums)."""
+        first = self.first
+        y = np.empty(len(x))
+        y[first:] = self.rows @ x
+        if self.among is None:
+            y[:first] = self.into @ x[first:]
+        else:
+            y[:first] = self.among @ x[:first]
+            y[:first] += self.into @ x[first:]
+        return y
+
+
+@dataclass(frozen=True, slots=True)
 class Walk:
     """The random walk over the undirected weighted multigraph ``src[i] - dst[i]``
     (``weight[i]``) on nodes ``0..size-1``: ``matrix[j, i]`` is the probability of a step from
     ``i`` to ``j`` (parallel edges add up, a self-loop counts once), ``degree`` each node's
-    weighted degree (0: a dangling node, without an edge), ``halves`` the matrix's rows in two
-    blocks of about equal non-zeros, sharing its arrays (for a graph of
-    :data:`SPLIT_NONZEROS` or more)."""
+    weighted degree (0: a dangling node, without an edge), ``hubs`` the matrix by hub (a
+    large graph's whose hubs are named: :class:`Hubs`), ``large`` whether it had
+    :data:`LARGE_NONZEROS` non-zeros or more when it was made (:meth:`of`)."""
 
     matrix: sparse.csr_array
     degree: np.ndarray
     size: int
-    halves: tuple[sparse.csr_array, sparse.csr_array] | None = None
+    hubs: Hubs | None = None
+    large: bool = False
 
     @classmethod
-    def of(cls, size: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> Walk:
+    def of(
+        cls,
+        size: int,
+        src: np.ndarray,
+        dst: np.ndarray,
+        weight: np.ndarray,
+        hubs_from: int | None = None,
+    ) -> Walk:
+        """``hubs_from``: the first of the graph's hubs, its last nodes (None: it has none)."""
         loop = src == dst
         rows = np.concatenate([src, dst[~loop]])
         cols = np.concatenate([dst, src[~loop]])
@@ -58,7 +116,11 @@ class Walk:
         step = w / np.where(out[rows] > 0, out[rows], 1.0)
         matrix = sparse.csr_array((step, (cols, rows)), shape=(size, size))
         matrix.sum_duplicates()
-        return cls(matrix, out, size, _halves(matrix))
+        large = matrix.nnz >= LARGE_NONZEROS
+        hubs = None
+        if large and hubs_from is not None and hubs_from < size:
+            hubs = Hubs.of(matrix, hubs_from)
+        return cls(matrix, out, size, hubs, large)
 
     @property
     def dangling(self) -> np.ndarray:
@@ -68,7 +130,7 @@ class Walk:
     @property
     def nbytes(self) -> int:
         m = self.matrix
-        own = sum(h.indptr.nbytes for h in self.halves or ())  # the rest is the matrix's
+        own = self.hubs.nbytes if self.hubs is not None else 0
         return int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes + self.degree.nbytes + own)
 
     def rank(
@@ -77,15 +139,13 @@ class Walk:
         alpha: float = 0.85,
         tol: float = 1e-6,
         max_iter: int = 100,
-        helper: Executor | None = None,
     ) -> np.ndarray:
         """PageRank teleporting to (and dangling into) ``seeds`` (normalised; uniform when
         they are all 0).
 
         The same iteration as ``networkx.pagerank(G, alpha, personalization)``, started from
         the seeds rather than uniform: the same fixed point, and a node the walk cannot reach
-        stays at exactly 0. Returns the last iterate when ``max_iter`` is reached. ``helper``:
-        a thread that takes half of each product of a large graph (:meth:`product`)."""
+        stays at exactly 0. Returns the last iterate when ``max_iter`` is reached."""
         if self.size == 0:
             return np.zeros(0)
         total = float(seeds.sum())
@@ -97,10 +157,10 @@ class Walk:
         dangling = np.flatnonzero(self.dangling)
         x = p.copy()
         change = np.empty_like(x)
-        first = self.halves is not None and self._few(at)
+        first = self.large and self._few(at)
         for step in range(max_iter):
             # alpha * (M x + dangling mass * p) + (1 - alpha) * p, in place
-            y = self.spread(at, p_at) if first and step == 0 else self.product(x, helper)
+            y = self.spread(at, p_at) if first and step == 0 else self.product(x)
             if len(dangling):
                 y[at] += x[dangling].sum() * p_at
             y *= alpha
@@ -133,40 +193,9 @@ class Walk:
         ptr = self.matrix.indptr
         return int((ptr[at + 1] - ptr[at]).sum()) * SPREAD_SHARE < self.matrix.nnz
 
-    def product(self, x: np.ndarray, helper: Executor | None = None) -> np.ndarray:
-        """``matrix @ x``; for a graph with ``halves``, the upper half on ``helper`` while the
-        caller multiplies the lower one. The caller takes the upper half back when the helper
-        has not begun it by then (busy with another walk's, or shut down), so a walk never
-        waits behind another. The same values as one product: each row is summed alike."""
-        if helper is None or self.halves is None:
-            return self.matrix @ x
-        upper, lower = self.halves
-        try:
-            shared = helper.submit(operator.matmul, upper, x)
-        except RuntimeError:  # the helper is shut down
-            return self.matrix @ x
-        low = lower @ x
-        high = upper @ x if shared.cancel() else shared.result()
-        return np.concatenate((high, low))
-
-
-def _halves(matrix: sparse.csr_array) -> tuple[sparse.csr_array, sparse.csr_array] | None:
-    """The rows of ``matrix`` in two blocks of about equal non-zeros, views of its data and
-    indices (only the row pointers are copied); None below :data:`SPLIT_NONZEROS`."""
-    if matrix.nnz < SPLIT_NONZEROS:
-        return None
-    rows, cols = matrix.shape
-    ptr = matrix.indptr
-    cut = int(np.searchsorted(ptr, matrix.nnz // 2))
-
-    def block(first: int, last: int) -> sparse.csr_array:
-        a, b = int(ptr[first]), int(ptr[last])
-        shape = (last - first, cols)
-        return sparse.csr_array(
-            (matrix.data[a:b], matrix.indices[a:b], ptr[first : last + 1] - a), shape, copy=False
-        )
-
-    return block(0, cut), block(cut, rows)
+    def product(self, x: np.ndarray) -> np.ndarray:
+        """``matrix @ x``: by hub for a graph with ``hubs`` (:class:`Hubs`)."""
+        return self.matrix @ x if self.hubs is None else self.hubs.product(x)
 
 
 def leading(mass: np.ndarray, n: int) -> np.ndarray:

@@ -242,7 +242,7 @@ def assemble(
     src_ = np.concatenate(src_parts).astype(np.int32)
     dst_ = np.concatenate(dst_parts).astype(np.int32)
     weight_ = np.concatenate(weight_parts).astype(np.float64)
-    walk = Walk.of(size, src_, dst_, weight_)
+    walk = Walk.of(size, src_, dst_, weight_, hubs_from=n)  # the entities: the hubs
     spoken_keys = frozenset(speakers) | frozenset(alias)  # a short form names one speaker
     order = np.argsort(table.ids, kind="stable")
     return ScopeGraph(

@@ -328,17 +328,17 @@ def test_the_graphs_are_kept_within_their_memory_budget(world: World):
     assert tiny.get(B, world.vectors) is tiny.get(B, world.vectors) and tiny.nbytes > 1
 
 
-def test_a_scope_walks_wide_once_its_held_graph_shares_its_walk(world: World, monkeypatch):
+def test_a_scope_walks_large_once_its_held_graph_is_large(world: World, monkeypatch):
     """What the engine asks before a query (its ``ahead``): nothing read, a graph held."""
     world.turn(A, "Nate", "I won the Street Fighter tournament last weekend!", seq=1)
     world.turn(A, "Joanna", "Is Street Fighter hard to learn?", seq=2)
     world.turn(B, "Nate", "My turtles love the new tank.", seq=1)
     channel = GraphChannel(world.semantic, dense_seeds=0)
-    assert not channel.walks_wide(A)  # no graph held: none is built for the question
+    assert not channel.walks_large(A)  # no graph held: none is built for the question
     assert channel.graphs.held(A) is None
     channel.search(ctx(world, "What has Nate been up to?"), 5)
-    assert channel.graphs.held(A) is not None and not channel.walks_wide(A)  # a small walk
-    monkeypatch.setattr("recall.graph.pagerank.SPLIT_NONZEROS", 1)  # every walk shared
+    assert channel.graphs.held(A) is not None and not channel.walks_large(A)  # a small walk
+    monkeypatch.setattr("recall.graph.pagerank.LARGE_NONZEROS", 1)  # every walk large
     channel.search(ctx(world, "Nate?", B), 5)
-    assert channel.walks_wide(B) and not channel.walks_wide(A)  # built before: as it was
-    assert not channel.walks_wide(Scope("nobody"))
+    assert channel.walks_large(B) and not channel.walks_large(A)  # built before: as it was
+    assert not channel.walks_large(Scope("nobody"))

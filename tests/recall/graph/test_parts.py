@@ -5,14 +5,12 @@ Personalized PageRank against networkx (the channel itself:
 from __future__ import annotations
 
 import random
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import networkx as nx
 import numpy as np
 import pytest
 
-from recall.graph.pagerank import SPLIT_NONZEROS, Walk, leading
+from recall.graph.pagerank import LARGE_NONZEROS, Walk, leading
 from recall.words import mentions, names
 
 
@@ -52,10 +50,10 @@ def test_the_walks_pagerank_matches_networkx():
 
 def large_edges(hub: bool = False) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The nodes, edges (``src - dst``, ``weight``) and seeds of a walk of
-    :data:`SPLIT_NONZEROS` and more; the last 10 nodes dangle. With ``hub``, one node linked to
+    :data:`LARGE_NONZEROS` and more; the last 10 nodes dangle. With ``hub``, one node linked to
     a third of the others (a speaker's entity): a row far longer than the rest."""
     rng = np.random.default_rng(11)
-    size, edges = 20_000, SPLIT_NONZEROS // 2 + 1_000
+    size, edges = 20_000, LARGE_NONZEROS // 2 + 1_000
     src, dst = rng.integers(0, size - 10, edges), rng.integers(0, size - 10, edges)
     if hub:
         src[: size // 3], dst[: size // 3] = size - 11, np.arange(size // 3)
@@ -64,42 +62,60 @@ def large_edges(hub: bool = False) -> tuple[int, np.ndarray, np.ndarray, np.ndar
     return size, src, dst, rng.choice([0.5, 1.0, 2.0], edges), seeds
 
 
-def a_large_walk(hub: bool = False) -> tuple[Walk, np.ndarray]:
-    """The walk of :func:`large_edges`, and its seeds."""
-    size, src, dst, weight, seeds = large_edges(hub)
-    return Walk.of(size, src, dst, weight), seeds
+def a_scope_like_walk(among: bool) -> tuple[Walk, np.ndarray, tuple[int, int]]:
+    """A large walk shaped as a scope's graph: 40,000 memories, each linked to one to three of
+    50 entities (the last nodes, the first a speaker of half of them) and two entities linked;
+    with ``among``, some memories linked in pairs (a question and its reply). The last memory
+    dangles, and the twins are two memories linked alike. Returns the walk, seeds (entities and
+    memories) and the twins."""
+    rng = np.random.default_rng(5)
+    n, hubs = 40_000, 50
+    memories = np.arange(n - 3)  # and the twins, and the one that dangles
+    m = len(memories)
+    src = [memories, memories[::2], memories[::3]]
+    dst = [n + (memories % 2) * rng.integers(1, hubs, m), n + rng.integers(0, hubs, m // 2 + 1)]
+    dst.append(n + rng.integers(0, hubs, len(memories[::3])))
+    if among:
+        asking = memories[: n // 2 : 4]
+        src.append(asking)
+        dst.append(asking + 1)
+    twins = (n - 3, n - 2)
+    src.append(np.array([n + 1, twins[0], twins[1]]))
+    dst.append(np.array([n + 2, n + 7, n + 7]))
+    src_, dst_ = np.concatenate(src), np.concatenate(dst)
+    weight = rng.choice([0.5, 1.0, 2.0], len(src_))
+    weight[-2:] = 1.0  # the twins'
+    walk = Walk.of(n + hubs, src_, dst_, weight, hubs_from=n)
+    seeds = np.zeros(n + hubs)
+    seeds[[n + 7, n + 3, 11, 4_000, 20_001]] = [1.0, 0.5, 0.2, 0.3, 0.1]
+    return walk, seeds, twins
 
 
-@pytest.mark.parametrize("hub", [False, True])
-def test_a_large_walk_shared_with_a_helper_gives_the_same_masses(hub):
-    walk, seeds = a_large_walk(hub)
-    assert walk.halves is not None
-    assert sum(h.shape[0] for h in walk.halves) == walk.size
-    alone = walk.rank(seeds, 0.5)
-    with ThreadPoolExecutor(1) as helper:
-        shared = walk.rank(seeds, 0.5, helper=helper)
-    assert np.array_equal(alone, shared)  # each row summed alike: the same bits
-    small = Walk.of(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1.0]))
-    assert small.halves is None  # a small graph's product is not worth a handoff
+@pytest.mark.parametrize("among", [False, True])
+def test_a_large_walks_products_by_hub_are_its_matrixs(among):
+    walk, seeds, twins = a_scope_like_walk(among)
+    assert walk.large and walk.hubs is not None
+    assert (walk.hubs.among is not None) == among
+    x = np.random.default_rng(2).random(walk.size)
+    if among:  # a memory's steps from its reply, then from its entities: summed in two
+        assert walk.product(x) == pytest.approx(walk.matrix @ x, rel=1e-12, abs=1e-300)
+    else:  # each memory's steps from its entities in the matrix's order: the same bits
+        assert np.array_equal(walk.product(x), walk.matrix @ x)
+    by_rows = Walk(walk.matrix, walk.degree, walk.size, large=True)  # by rows, not hubs
+    got, rows = walk.rank(seeds, 0.5), by_rows.rank(seeds, 0.5)
+    assert got == pytest.approx(rows, rel=1e-9, abs=1e-300)
+    assert got[twins[0]] == got[twins[1]] > 0  # two memories linked alike: the same mass
+    assert leading(got, 50).tolist() == leading(rows, 50).tolist()
+    assert walk.nbytes == by_rows.nbytes + walk.hubs.nbytes > by_rows.nbytes
 
 
-def test_a_walk_takes_back_the_half_a_busy_or_closed_helper_has_not_begun():
-    walk, seeds = a_large_walk()
-    alone = walk.rank(seeds, 0.5)
-    helper = ThreadPoolExecutor(1)
-    busy, release = threading.Event(), threading.Event()
-    helper.submit(lambda: (busy.set(), release.wait(60)))  # another walk's half, say
-    assert busy.wait(10)
-    got: list[np.ndarray] = []
-    ranking = threading.Thread(target=lambda: got.append(walk.rank(seeds, 0.5, helper=helper)))
-    ranking.start()
-    ranking.join(30)  # waiting for the busy helper would hold it for 60 s
-    finished = not ranking.is_alive()
-    release.set()
-    ranking.join()
-    assert finished and np.array_equal(got[0], alone)
-    helper.shutdown()
-    assert np.array_equal(walk.rank(seeds, 0.5, helper=helper), alone)
+def test_only_a_large_walk_with_named_hubs_goes_by_hub():
+    size, src, dst, weight, _seeds = large_edges(hub=True)
+    assert Walk.of(size, src, dst, weight).hubs is None  # none named
+    assert Walk.of(size, src, dst, weight, hubs_from=size - 11).hubs is not None
+    assert Walk.of(size, src, dst, weight, hubs_from=size).hubs is None  # no node is one
+    small = Walk.of(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1.0]), hubs_from=2)
+    assert not small.large and small.hubs is None  # a small graph's product is quick
 
 
 @pytest.mark.parametrize("hub", [False, True])
@@ -114,10 +130,10 @@ def test_a_large_walks_first_step_from_its_seeds_edges_is_the_products(hub):
     walk = Walk.of(size, src, dst, weight)
     seeds[[7, size - 1]] = 0.5  # and a dangling seed
     at = np.flatnonzero(seeds)
-    assert walk.halves is not None and walk._few(at)  # its first step is taken from the seeds
+    assert walk.large and walk._few(at)  # its first step is taken from the seeds
     x = seeds / seeds.sum()
     assert walk.spread(at, x[at]) == pytest.approx(walk.matrix @ x, rel=1e-12, abs=1e-18)
-    by_products = Walk(walk.matrix, walk.degree, walk.size)  # no halves: products only
+    by_products = Walk(walk.matrix, walk.degree, walk.size)  # products only
     got, products = walk.rank(seeds, 0.85), by_products.rank(seeds, 0.85)
     assert got == pytest.approx(products, rel=1e-9, abs=1e-18)
     assert got[twins[0]] == got[twins[1]] > 0
