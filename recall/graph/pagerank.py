@@ -70,8 +70,8 @@ class Hubs:
         return sum(int(a.nbytes) for a in held)
 
     def product(self, x: np.ndarray) -> np.ndarray:
-        """``matrix @ x``: a node's steps from the nodes among the others first, then from the
-        hubs, in the hubs' order (without the first, the matrix's own sums)."""
+        """``matrix @ x``: each other node's steps from the others first, then from the hubs in
+        their order (with no steps among the others, the matrix's own sums, bit for bit)."""
         first = self.first
         y = np.empty(len(x))
         y[first:] = self.rows @ x
