@@ -5,6 +5,7 @@ than the one the question names is found. Sentences written for this test."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -154,3 +155,105 @@ def test_a_query_and_its_neutral_twin_are_embedded_in_one_model_call(world: Worl
     ]
     assert {"vector:neutral", "keyword:neutral"} <= set(named.weights)
     assert not any(":neutral" in w for w in plain.weights)
+
+
+class Waiting:
+    """A graph channel that, before it searches, waits up to 30 s for ``event`` and notes
+    whether it came."""
+
+    def __init__(self, inner: GraphChannel, event: threading.Event) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.event = event
+        self.came: list[bool] = []
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        self.came.append(self.event.wait(30))
+        return self.inner.search(ctx, limit)
+
+
+class Failing(Recording):
+    """A channel that raises for one query text and searches the others."""
+
+    def __init__(self, inner: Channel, text: str) -> None:
+        super().__init__(inner)
+        self.text = text
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        if ctx.query.text == self.text:
+            raise RuntimeError("this text fails")
+        return super().search(ctx, limit)
+
+
+def _two_speakers(world: World) -> None:
+    world.turn(A, "Ines", "The kayak stays in the boathouse by the pier.", seq=1)
+    world.turn(A, "Tobias", "Tobias here, back from the trip.", seq=2)
+
+
+def test_the_neutral_search_runs_while_the_graph_walks(world: World) -> None:
+    _two_speakers(world)
+    neutral_searched = threading.Event()
+
+    class Noting(Recording):
+        def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+            if "Tobias" not in ctx.query.text:
+                neutral_searched.set()
+            return super().search(ctx, limit)
+
+    graph = GraphChannel(world.semantic)
+    walking = Waiting(graph, neutral_searched)
+    channels: dict[str, Any] = {
+        "vector": Noting(VectorChannel(world.semantic)),
+        "keyword": KeywordChannel(world.semantic),
+        "graph": walking,
+    }
+    recall = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)
+    try:
+        result = recall.recall(Query("Where does Tobias store the kayak?", A, 5, Recipe()))
+    finally:
+        recall.close()
+    # the graph's search began before the neutral one and saw it happen: not after it
+    assert walking.came == [True]
+    assert {"graph", "vector:neutral", "keyword:neutral"} <= set(result.weights)
+    assert not result.degraded
+
+
+def test_a_cue_whose_search_fails_is_left_out_whole(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    _two_speakers(world)
+    question = "Where does Tobias store the kayak?"
+    channels: dict[str, Any] = {
+        "vector": Recording(VectorChannel(world.semantic)),
+        "keyword": Failing(KeywordChannel(world.semantic), "Where does store the kayak?"),
+    }
+    graph = GraphChannel(world.semantic)
+    recall = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)
+    try:
+        result = recall.recall(Query(question, A, 5, Recipe(graph_weight=0)))
+    finally:
+        recall.close()
+    # the vector channel's neutral list was searched, but the cue failed: neither list fused
+    assert channels["vector"].texts == [question, "Where does store the kayak?"]
+    assert not any(":neutral" in name for name in result.weights)
+    assert not any(":neutral" in r for h in result.hits for r in h.ranks)
+    assert result.hits and not result.degraded and "neutral" in result.timings
+    assert any(r.message == "recall.neutral_failed" for r in caplog.records)
+
+
+def test_a_channel_that_failed_for_the_query_has_no_cue_list(world: World) -> None:
+    _two_speakers(world)
+    question = "Where does Tobias store the kayak?"
+    channels: dict[str, Any] = {
+        "vector": Recording(VectorChannel(world.semantic)),
+        "keyword": Failing(KeywordChannel(world.semantic), question),
+    }
+    graph = GraphChannel(world.semantic)
+    recall = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)
+    try:
+        result = recall.recall(Query(question, A, 5, Recipe(graph_weight=0)))
+    finally:
+        recall.close()
+    assert result.degraded == ["keyword"]
+    assert "vector:neutral" in result.weights and "keyword:neutral" not in result.weights
+    assert not any("keyword" in r for h in result.hits for r in h.ranks)
