@@ -2,14 +2,14 @@
 
 Stages (each timed): embed the query (for a scope whose graph walk is large, the
 textual channels, :class:`recall.Textual`, search beside it on threads of their own); run the
-channels (the graph channel, the slow one, in parallel with the others); while the graph
-walks, when the query names a speaker of its scope, run the vector and keyword channels again
-on the query without those names (``neutral``), and when it names a date or a period, within
-it (``dated``; both :mod:`recall.cues.searches`); fuse with RRF; merge hits that share their
-sources; apply the superseded factor and the recency decay; MMR; rerank the top, or reorder
-the hits by the recipe's learned fusion (``learned``, :mod:`recall.learned`); put a newer
-statement of a rival value first (:mod:`recall.cues.updates`). A failed channel is degraded
-and the others go on; a failed reranker keeps the fused order.
+channels (the graph channel, the slow one, in parallel with the others); when the query names
+a speaker of its scope, run the vector and keyword channels again on the query without those
+names (``neutral``), and when it names a date or a period, within it (``dated``; both
+:mod:`recall.cues.searches`); fuse with RRF; merge hits that share their sources; apply the
+superseded factor and the recency decay; MMR; rerank the top, or reorder the hits by the
+recipe's learned fusion (``learned``, :mod:`recall.learned`); put a newer statement of a rival
+value first (:mod:`recall.cues.updates`). A failed channel is degraded and the others go on;
+a failed reranker keeps the fused order.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import TypeVar
 
 from recall import (
@@ -40,7 +39,7 @@ from recall import (
 )
 from recall.cache import QueryVectors, SemanticCache, cache_key
 from recall.channels.fanout import Fanout, drop
-from recall.cues.searches import CueSearches, Found
+from recall.cues.searches import CueSearches
 from recall.cues.speakers import mentioned
 from recall.cues.updates import current_first
 from recall.expansion import expand
@@ -181,10 +180,8 @@ class RecallEngine:
         if "vector" in weights:  # one dense search for the vector channel and the graph's seeds
             vector, flt = ctx.vector.tolist(), query.filter()  # not ctx: it holds the search
             ctx.dense = SharedSearch(depth, lambda: _vectors.search_dense(vector, flt, depth))
-        found: Found = {}  # the cues' searches, beside the graph's walk
-        cues = partial(self._cues.search, ctx, neutral, weights, depth, timings, found)
-        results, degraded = self._fanout.run(ctx, list(weights), depth, timings, ahead, cues)
-        weights = self._cues.joined(found, results, weights)
+        results, degraded = self._fanout.run(ctx, list(weights), depth, timings, ahead)
+        weights = self._cues.searched(ctx, neutral, results, weights, depth, timings)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
         graph_hits = results.pop("graph", []) if late else []

@@ -1,8 +1,7 @@
 """A query's channels run at once (:class:`Fanout`): the graph channel, the slow one, on a
 thread of its own beside the others; for a scope its ``ahead`` names, the textual channels
 (:class:`recall.Textual`: the keyword channel) started before the query is embedded; the
-others on the query's thread, then the query's own work beside the graph's walk (its cues'
-searches). Each is timed, and a failing one is reported degraded while the
+others on the query's thread. Each is timed, and a failing one is reported degraded while the
 others answer."""
 
 from __future__ import annotations
@@ -84,13 +83,9 @@ class Fanout:
         depth: int,
         timings: dict[str, float],
         started: Mapping[str, Future[Hits]],
-        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[dict[str, Hits], list[str]]:
         """Each channel's hits, by name in the order of ``names``, and the names of those that
-        failed; ``started``: searches already under way (:meth:`ahead`). ``meanwhile``: more
-        of the query's work, run on its thread once the channels it searches itself are done
-        and before it waits for the others (the engine's cue searches, while the graph
-        channel walks); it must not raise."""
+        failed; ``started``: searches already under way (:meth:`ahead`)."""
         results: dict[str, Hits] = {}
         degraded: list[str] = []
         searches = {n: partial(self._channels[n].search, ctx, depth) for n in names}
@@ -105,8 +100,6 @@ class Fanout:
                 results[name] = _timed(name, searches[name], timings)
             except Exception as exc:
                 _failed(name, exc, degraded)
-        if meanwhile is not None:
-            meanwhile()
         for name, future in futures.items():
             try:
                 results[name] = future.result()

@@ -20,10 +20,7 @@ from tiers.semantic.embedding import Embedder
 from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
-Hits = list[tuple[MemoryPoint, float]]
-Results = dict[str, Hits]
-Found = dict[str, tuple[float, Hits]]
-"""A query's cue lists by name (``vector:neutral``), each with its weight in the fusion."""
+Results = dict[str, list[tuple[MemoryPoint, float]]]
 
 
 class CueSearches:
@@ -66,17 +63,17 @@ class CueSearches:
             return ctx, None
         return ctx, QueryContext(replace(query, text=text), vectors[1], speakers=speakers)
 
-    def search(
+    def searched(
         self,
         ctx: QueryContext,
         neutral: QueryContext | None,
-        weights: Mapping[str, float],
+        results: Results,
+        weights: dict[str, float],
         depth: int,
         timings: dict[str, float],
-        found: Found,
-    ) -> None:
-        """The vector and keyword channels' hits for the query's cues, put in ``found`` by
-        list, each with its weight (:meth:`joined` adds them to the channels' results):
+    ) -> dict[str, float]:
+        """The vector and keyword channels' hits for the query's cues, added to ``results``;
+        returns the weights of every list to fuse:
 
         - with ``neutral``, the query without the names of its scope's speakers (the engine
           embeds it with the query, :mod:`recall.cues.speakers`): as ``vector:neutral`` and
@@ -84,28 +81,17 @@ class CueSearches:
         - with the recipe's ``time_cues`` and a query naming a date or a period
           (:mod:`recall.cues.times`): the hits within it (and within the query's own time
           range), as ``vector:dated`` and ``keyword:dated``, at ``time_cues`` times their
-          channels' weights.
-
-        Run on the query's thread while its graph channel walks on its own
-        (:meth:`recall.channels.fanout.Fanout.run`'s ``meanwhile``). A cue whose search fails is
-        logged and left out whole, and the query as asked still answers: this raises nothing."""
+          channels' weights."""
         if neutral is not None:
-            self._again("neutral", lambda _ctx: neutral, 1.0, ctx, weights, depth, timings, found)
+            weights = self._again(
+                "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings
+            )
         factor = ctx.query.recipe.time_cues
         if factor > 0:
-            self._again("dated", self._within_time, factor, ctx, weights, depth, timings, found)
-
-    @staticmethod
-    def joined(found: Found, results: Results, weights: Mapping[str, float]) -> dict[str, float]:
-        """``found``'s lists added to ``results`` after the channels' own, in the order they
-        were searched, those of a channel that answered the query as asked; returns the
-        weights of every list to fuse."""
-        out = dict(weights)
-        for name, (weight, hits) in found.items():
-            if name.partition(":")[0] in results:
-                results[name] = hits
-                out[name] = weight
-        return out
+            weights = self._again(
+                "dated", self._within_time, factor, ctx, results, weights, depth, timings
+            )
+        return weights
 
     def _again(
         self,
@@ -113,32 +99,31 @@ class CueSearches:
         variant: Callable[[QueryContext], QueryContext | None],
         factor: float,
         ctx: QueryContext,
-        weights: Mapping[str, float],
+        results: Results,
+        weights: dict[str, float],
         depth: int,
         timings: dict[str, float],
-        found: Found,
-    ) -> None:
-        """The vector and keyword channels (those asked for) search ``variant(ctx)`` again,
-        when there is one; their lists go in ``found`` as ``<channel>:<name>`` at ``factor``
-        times their channels' weights (stage ``name``), both or neither."""
-        lexical = [n for n in ("vector", "keyword") if n in weights and n in self._channels]
+    ) -> dict[str, float]:
+        """The vector and keyword channels (those that ran) search ``variant(ctx)`` again,
+        when there is one; their lists join ``results`` as ``<channel>:<name>`` at ``factor``
+        times their channels' weights (stage ``name``). A failure is logged and leaves the
+        query as asked."""
+        lexical = [n for n in ("vector", "keyword") if n in results]
         if not lexical:
-            return
+            return weights
         t = time.perf_counter()
         try:
             again = variant(ctx)
             if again is None:
-                return
-            lists = {
-                f"{channel}:{name}": (
-                    weights[channel] * factor,
-                    self._channels[channel].search(again, depth),
-                )
-                for channel in lexical
-            }
-            found.update(lists)
+                return weights
+            out = dict(weights)
+            for channel in lexical:
+                results[f"{channel}:{name}"] = self._channels[channel].search(again, depth)
+                out[f"{channel}:{name}"] = weights[channel] * factor
+            return out
         except Exception as exc:  # the query as asked still answers
             log.warning(f"recall.{name}_failed", extra={"fields": {"error": str(exc)}})
+            return weights
         finally:
             timings[name] = _ms(t)
 
