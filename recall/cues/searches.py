@@ -107,7 +107,7 @@ class CueSearches:
         """The vector and keyword channels (those that ran) search ``variant(ctx)`` again,
         when there is one; their lists join ``results`` as ``<channel>:<name>`` at ``factor``
         times their channels' weights (stage ``name``). A failure is logged and leaves the
-        query as asked."""
+        query as asked: none of the cue's lists is fused."""
         lexical = [n for n in ("vector", "keyword") if n in results]
         if not lexical:
             return weights
@@ -116,11 +116,9 @@ class CueSearches:
             again = variant(ctx)
             if again is None:
                 return weights
-            out = dict(weights)
-            for channel in lexical:
-                results[f"{channel}:{name}"] = self._channels[channel].search(again, depth)
-                out[f"{channel}:{name}"] = weights[channel] * factor
-            return out
+            lists = {f"{c}:{name}": self._channels[c].search(again, depth) for c in lexical}
+            results.update(lists)  # all or none: a list without its weight would count 1.0
+            return {**weights, **{f"{c}:{name}": weights[c] * factor for c in lexical}}
         except Exception as exc:  # the query as asked still answers
             log.warning(f"recall.{name}_failed", extra={"fields": {"error": str(exc)}})
             return weights

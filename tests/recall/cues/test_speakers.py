@@ -154,3 +154,52 @@ def test_a_query_and_its_neutral_twin_are_embedded_in_one_model_call(world: Worl
     ]
     assert {"vector:neutral", "keyword:neutral"} <= set(named.weights)
     assert not any(":neutral" in w for w in plain.weights)
+
+
+class Failing(Recording):
+    """A channel that raises for one query text and searches the others."""
+
+    def __init__(self, inner: Channel, text: str) -> None:
+        super().__init__(inner)
+        self.text = text
+
+    def search(self, ctx: QueryContext, limit: int) -> list[tuple[MemoryPoint, float]]:
+        if ctx.query.text == self.text:
+            raise RuntimeError("this text fails")
+        return super().search(ctx, limit)
+
+
+def _asked_with(world: World, keyword: Failing, question: str) -> tuple[Any, Recording]:
+    world.turn(A, "Ines", "The kayak stays in the boathouse by the pier.", seq=1)
+    world.turn(A, "Tobias", "Tobias here, back from the trip.", seq=2)
+    vector = Recording(VectorChannel(world.semantic))
+    graph = GraphChannel(world.semantic)
+    channels: dict[str, Any] = {"vector": vector, "keyword": keyword}
+    recall = RecallEngine(world.semantic, channels, {}, speakers=graph.speakers)
+    try:
+        return recall.recall(Query(question, A, 5, Recipe(graph_weight=0))), vector
+    finally:
+        recall.close()
+
+
+def test_a_cue_whose_search_fails_is_left_out_whole(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    question, neutral = "Where does Tobias store the kayak?", "Where does store the kayak?"
+    keyword = Failing(KeywordChannel(world.semantic), neutral)
+    result, vector = _asked_with(world, keyword, question)
+    # the vector channel's neutral list was searched, then the keyword's failed: neither fused
+    assert vector.texts == [question, neutral]
+    assert not any(":neutral" in name for name in result.weights)
+    assert not any(":neutral" in r for h in result.hits for r in h.ranks)
+    assert result.hits and not result.degraded and "neutral" in result.timings
+    assert any(r.message == "recall.neutral_failed" for r in caplog.records)
+
+
+def test_a_channel_that_failed_for_the_query_has_no_cue_list(world: World) -> None:
+    question = "Where does Tobias store the kayak?"
+    keyword = Failing(KeywordChannel(world.semantic), question)
+    result, _vector = _asked_with(world, keyword, question)
+    assert result.degraded == ["keyword"]
+    assert "vector:neutral" in result.weights and "keyword:neutral" not in result.weights
+    assert not any("keyword" in r for h in result.hits for r in h.ranks)
