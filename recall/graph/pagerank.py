@@ -45,10 +45,11 @@ class Hubs:
     each with many edges: a scope's entities), the others have short rows (a scope's
     memories). A CSR product spends more per row than per edge, and most of the matrix's rows
     are short, so the steps into the other nodes are kept by hub too (``into``, compressed by
-    column: one long run per hub), beside the hubs' own rows (``rows``, a view of the matrix's)
-    and the steps among the other nodes (``among``: a question's turn and its reply; None when
-    there are none). The matrix's products within rounding (a 200,000-memory scope's: 0.94 ms,
-    against 2.0 ms by rows, 2026-12-06), in single precision (:data:`HUB_DTYPE`)."""
+    column: one long run per hub), beside the hubs' own rows (``rows``: the matrix's, its
+    values copied) and the steps among the other nodes (``among``: a question's turn and its
+    reply; None when there are none), all in single precision (:data:`HUB_DTYPE`). The
+    matrix's products within rounding (a 200,000-memory scope's: 0.94 ms, against 2.0 ms by
+    rows, 2026-12-06, in double precision)."""
 
     first: int
     rows: sparse.csr_array
