@@ -140,7 +140,7 @@ class GraphChannel:
         seeds = self.seeds(ctx, graph, vectors, flt)
         if not seeds.any():
             return []
-        mass = graph.walk.rank(seeds, self.alpha)[: graph.count]
+        mass = graph.walk.rank(seeds, self.alpha, wanted=graph.count)[: graph.count]
         if admitted is not None:
             mass = np.where(admitted, mass, 0.0)
         drawn = limit

@@ -13,6 +13,7 @@ CSR product more per row than per edge.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,15 @@ less than 1 / ``SPREAD_SHARE`` of the graph's non-zeros: past that, one product 
 (1.7 million non-zeros: a product 2.1-2.3 ms; the seeds' rows 0.13 ms at 0.5 % of them, 1.9 ms
 at 10 %, 6.3 ms at 25 %; 2026-12-05). A query's seeds held 2-4 % of the large user's graph."""
 
+
+LAST_STEP_MARGIN = 0.999
+"""A walk stops once a step changes its mass by less than ``size * tol`` (L1), and a step
+changes it by at most ``alpha`` times the step before (its operator, the walk's matrix with
+the dangling mass sent to the seeds, is column-stochastic times ``alpha``). So when ``alpha``
+times the last change is below that bound the next step is the last, and a caller that reads
+only the memories need not have the hubs' rows multiplied in it (:meth:`Walk.rank`'s
+``wanted``; half a product's reads on the large user's graph, whose walks stop after three
+steps). The margin keeps rounding from ever ending a walk a step sooner than without."""
 
 HUB_DTYPE = np.float32
 """A walk by hub (:class:`Hubs`) steps in single precision: a product reads the matrix's
@@ -81,16 +91,20 @@ class Hubs:
         return sum(int(a.nbytes) for a in held)
 
     def product(self, x: np.ndarray) -> np.ndarray:
-        """``matrix @ x`` for ``x`` in :data:`HUB_DTYPE`: each other node's steps from the
-        others first, then from the hubs in their order."""
-        first = self.first
+        """``matrix @ x`` for ``x`` in :data:`HUB_DTYPE`."""
         y = np.empty(len(x), dtype=HUB_DTYPE)
-        y[first:] = self.rows @ x
+        y[self.first :] = self.rows @ x
+        y[: self.first] = self.others(x)
+        return y
+
+    def others(self, x: np.ndarray) -> np.ndarray:
+        """``(matrix @ x)[:first]``, the other nodes' part of :meth:`product`: each node's
+        steps from the others first, then from the hubs in their order."""
+        first = self.first
         if self.among is None:
-            y[:first] = self.into @ x[first:]
-        else:
-            y[:first] = self.among @ x[:first]
-            y[:first] += self.into @ x[first:]
+            return np.asarray(self.into @ x[first:])
+        y = np.asarray(self.among @ x[:first])
+        y += self.into @ x[first:]
         return y
 
 
@@ -155,13 +169,19 @@ class Walk:
         alpha: float = 0.85,
         tol: float = 1e-6,
         max_iter: int = 100,
+        wanted: int | None = None,
     ) -> np.ndarray:
         """PageRank teleporting to (and dangling into) ``seeds`` (normalised; uniform when
         they are all 0), in the walk's :attr:`dtype`.
 
         The same iteration as ``networkx.pagerank(G, alpha, personalization)``, started from
         the seeds rather than uniform: the same fixed point, and a node the walk cannot reach
-        stays at exactly 0. Returns the last iterate when ``max_iter`` is reached."""
+        stays at exactly 0. Returns the last iterate when ``max_iter`` is reached.
+
+        ``wanted``: the caller reads only the first ``wanted`` nodes' mass (a scope's
+        memories). A walk by hub whose hubs are none of them takes its last step for the
+        others alone when that step is sure to be the last (:data:`LAST_STEP_MARGIN`): the
+        wanted nodes' mass is the same bits, the hubs' that of the step before."""
         if self.size == 0:
             return np.zeros(0)
         total = float(seeds.sum())
@@ -175,7 +195,13 @@ class Walk:
         x = p.copy()
         change = np.empty_like(x)
         first = self.large and self._few(at)
+        limit = self.size * tol
+        hubs = self.hubs if wanted is not None else None
+        short = hubs is not None and wanted is not None and wanted <= hubs.first
+        last = math.inf
         for step in range(max_iter):
+            if short and alpha * last < limit * LAST_STEP_MARGIN:
+                return self._last_step(x, at, p_at, teleport_at, dangling, alpha)
             # alpha * (M x + dangling mass * p) + (1 - alpha) * p, in place
             if first and step == 0:
                 y = self.spread(at, p_at).astype(self.dtype, copy=False)
@@ -187,9 +213,32 @@ class Walk:
             y[at] += teleport_at
             np.subtract(y, x, out=change)
             x = y
-            if float(np.abs(change, out=change).sum(dtype=np.float64)) < self.size * tol:
+            last = float(np.abs(change, out=change).sum(dtype=np.float64))
+            if last < limit:
                 break
         return x
+
+    def _last_step(
+        self,
+        x: np.ndarray,
+        at: np.ndarray,
+        p_at: np.ndarray,
+        teleport_at: np.ndarray,
+        dangling: np.ndarray,
+        alpha: float,
+    ) -> np.ndarray:
+        """:meth:`rank`'s step from ``x`` for the nodes before the hubs alone, in the same
+        operations; the hubs keep ``x``'s mass."""
+        assert self.hubs is not None
+        first = self.hubs.first
+        y = x.copy()
+        y[:first] = self.hubs.others(x)
+        inside = at < first
+        if len(dangling):
+            y[at[inside]] += x[dangling].sum() * p_at[inside]
+        y[:first] *= alpha
+        y[at[inside]] += teleport_at[inside]
+        return y
 
     def spread(self, at: np.ndarray, values: np.ndarray) -> np.ndarray:
         """``matrix @ x`` for the ``x`` that is ``values`` at the nodes ``at`` (distinct) and 0

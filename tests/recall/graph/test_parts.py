@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from recall.graph.pagerank import HUB_DTYPE, LARGE_NONZEROS, Walk, leading
+from recall.graph.pagerank import HUB_DTYPE, LARGE_NONZEROS, Hubs, Walk, leading
 from recall.words import mentions, names
 
 
@@ -167,3 +167,45 @@ def test_names_in_memories():
     assert names("Met Anna Smith;\nBob Jones came too") == (set(), met)
     assert names("we saw  New  York and Paris: Rome was next") == ({"new york", "paris"}, {"rome"})
     assert names("see \u2018Nate\u2019 and the Acme Corp team") == ({"nate", "acme corp"}, set())
+
+
+class Counted:
+    """A walk's hubs, counting their products and their other nodes' parts."""
+
+    def __init__(self, hubs: Hubs) -> None:
+        self.hubs, self.first = hubs, hubs.first
+        self.products = self.others_taken = 0
+
+    def product(self, x: np.ndarray) -> np.ndarray:
+        self.products += 1
+        return self.hubs.product(x)
+
+    def others(self, x: np.ndarray) -> np.ndarray:
+        self.others_taken += 1
+        return self.hubs.others(x)
+
+
+@pytest.mark.parametrize("among", [False, True])
+@pytest.mark.parametrize("tol", [1e-6, 1e-10])
+def test_a_walk_for_its_memories_alone_skips_the_hubs_rows_in_its_last_step(among, tol):
+    scope, seeds, twins = a_scope_like_walk(among)
+    assert scope.hubs is not None
+    n, counted = scope.hubs.first, Counted(scope.hubs)
+    walk = Walk(scope.matrix, scope.degree, scope.size, counted, scope.large)  # type: ignore[arg-type]
+    whole = walk.rank(seeds, 0.5, tol)
+    steps = counted.products + 1  # the first step is taken from the seeds' edges
+    counted.products = counted.others_taken = 0
+    got = walk.rank(seeds, 0.5, tol, wanted=n)
+    # the memories' mass: the same bits
+    assert np.array_equal(got[:n], whole[:n])
+    if tol == 1e-10:  # alpha times the change before the last is under the bound: known sooner
+        assert (counted.products, counted.others_taken) == (steps - 2, 1)
+        # the hubs keep the mass of the step before
+        assert np.array_equal(got[n:], walk.rank(seeds, 0.5, tol, max_iter=steps - 1)[n:])
+    else:  # the last change fell faster than alpha: every step whole, as without
+        assert (counted.products, counted.others_taken) == (steps - 1, 0)
+        assert np.array_equal(got, whole)
+    assert got[twins[0]] == got[twins[1]] > 0
+    assert leading(got[:n], 50).tolist() == leading(whole[:n], 50).tolist()
+    # a caller that reads the hubs too gets every step whole
+    assert np.array_equal(walk.rank(seeds, 0.5, tol, wanted=n + 1), whole)
