@@ -8,7 +8,9 @@ matrix-vector product per iteration, and its result the few nodes of most mass
 the seeds' own edges (:meth:`Walk.spread`): the seeds are a query's few nodes, and a product
 would read every edge. A large graph whose last nodes are its hubs (a scope's few entities,
 each linked to many memories) multiplies by hub (:class:`Hubs`): its many short rows cost a
-CSR product more per row than per edge.
+CSR product more per row than per edge. Such a walk steps in single precision
+(:data:`HUB_DTYPE`), and takes a last step known in advance for the memories alone when the
+caller reads no other mass (:data:`LAST_STEP_MARGIN`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ less than 1 / ``SPREAD_SHARE`` of the graph's non-zeros: past that, one product 
 (1.7 million non-zeros: a product 2.1-2.3 ms; the seeds' rows 0.13 ms at 0.5 % of them, 1.9 ms
 at 10 %, 6.3 ms at 25 %; 2026-12-05). A query's seeds held 2-4 % of the large user's graph."""
 
-
 LAST_STEP_MARGIN = 0.999
 """A walk stops once a step changes its mass by less than ``size * tol`` (L1), and a step
 changes it by at most ``alpha`` times the step before (its operator, the walk's matrix with
@@ -45,9 +46,9 @@ HUB_DTYPE = np.float32
 """A walk by hub (:class:`Hubs`) steps in single precision: a product reads the matrix's
 values, and the walk's vectors, in half the bytes, and this product is bound by its reads
 (a walk of 4.4 ms alone took 6.2 beside another process streaming memory, and 4.2 beside a
-pure-Python loop, offline). The large user's walk of 1.7 million
-non-zeros: 4.2 ms against 5.6 in double precision, offline; the leading 50 memories the same
-in each of 100 walks, each memory's mass within 3e-6 of the double's (2026-12-06)."""
+pure-Python loop, offline). The large user's walk of 1.7 million non-zeros: 4.2 ms against
+5.6 in double precision, offline; the leading 50 memories the same in each of 100 walks,
+each memory's mass within 3e-6 of the double's (2026-12-06)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +198,7 @@ class Walk:
         change = np.empty_like(x)
         first = self.large and self._few(at)
         limit = self.size * tol
-        hubs = self.hubs if wanted is not None else None
-        short = hubs is not None and wanted is not None and wanted <= hubs.first
+        short = self.hubs is not None and wanted is not None and wanted <= self.hubs.first
         last = math.inf
         for step in range(max_iter):
             if short and alpha * last < limit * LAST_STEP_MARGIN:

@@ -98,8 +98,8 @@ def test_a_large_walks_products_by_hub_are_its_matrixs(among):
     assert (walk.hubs.among is not None) == among
     x = np.random.default_rng(2).random(walk.size)
     # in single precision, each node's steps from the others, then from the hubs
-    assert walk.dtype == HUB_DTYPE == walk.product(x.astype(HUB_DTYPE)).dtype
     product = walk.product(x.astype(HUB_DTYPE))
+    assert walk.dtype == HUB_DTYPE == product.dtype
     assert product == pytest.approx(walk.matrix @ x, rel=1e-5, abs=1e-30)
     by_rows = Walk(walk.matrix, walk.degree, walk.size, large=True)  # by rows, not hubs
     assert by_rows.dtype == np.float64
