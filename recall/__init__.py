@@ -24,6 +24,7 @@ from recall.recipe import Recipe
 from tiers.core.errors import StrataError
 from tiers.core.records import Scope
 from tiers.semantic.vectors import KINDS, Hit, MemoryPoint, PointFilter
+from tiers.semantic.vectors.ranking import order_key
 
 CHANNELS = ("vector", "keyword", "graph")
 # Kinds whose points draw on many episodes: a thread filter (Query.thread) leaves them out.
@@ -145,10 +146,9 @@ class QueryContext:
         hits = shared.hits()
         if kinds:
             hits = [h for h in hits if h.point.kind in kinds]
-        # Equal scores by id before the cut: the engine orders ties as they happen to be
-        # stored (and its search threads may merge them in any order), so which of two tied
-        # points a shorter list keeps must not depend on it.
-        return sorted(hits, key=lambda h: (-h.score, h.point.id))[:limit]
+        # Ties by id before the cut (tiers.semantic.vectors.ranking): which of two tied points
+        # a shorter list keeps must not depend on how they happen to be stored.
+        return sorted(hits, key=lambda h: order_key(h.score, h.point.id))[:limit]
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from recall import QueryContext
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import Hit, MemoryPoint
+from tiers.semantic.vectors.ranking import order_key
 
 
 class VectorChannel:
@@ -24,5 +25,6 @@ class VectorChannel:
 
 
 def ordered(hits: list[Hit]) -> list[tuple[MemoryPoint, float]]:
-    """Best first; equal scores by point id (not by storage order): :mod:`recall.channels`."""
-    return [(h.point, h.score) for h in sorted(hits, key=lambda h: (-h.score, h.point.id))]
+    """Best first; ties by point id (not by storage order):
+    :mod:`tiers.semantic.vectors.ranking`."""
+    return [(h.point, h.score) for h in sorted(hits, key=lambda h: order_key(h.score, h.point.id))]

@@ -269,6 +269,24 @@ def test_sparse_search_finds_a_rare_word_first(store):
     assert store.search_sparse(KEYWORDS.embed_query("the of and"), alice(), limit=5) == []
 
 
+def test_tied_hits_come_by_id_whatever_the_order_they_were_written_in(store):
+    """Points that tie (one text, one vector) come by id, and a limit keeps the first by id:
+    not the ones the engine happens to hold first (tiers.semantic.vectors.ranking)."""
+    query = unit(300)
+    same = near(query, 0.8, seed=301)
+    tied = [mem("we talked about the weather again", seq=i, dense=same) for i in range(30)]
+    better = mem("the rain stopped", seq=100, dense=near(query, 0.1, seed=302))
+    for p in sorted(tied, key=lambda p: p.id, reverse=True):  # the largest id first
+        store.upsert([p])
+    store.upsert([better])
+    by_id = sorted(p.id for p in tied)
+
+    assert ids(store.search_dense(list(query), alice(), limit=4)) == [better.id, *by_id[:3]]
+    keyword = store.search_sparse(KEYWORDS.embed_query("weather talk"), alice(), limit=4)
+    assert ids(keyword) == by_id[:4]
+    assert len({h.score for h in keyword}) == 1
+
+
 def test_scope_is_a_hard_filter(store):
     text = "The door code is 4711"
     vec = [float(x) for x in unit(9)]

@@ -320,14 +320,14 @@ class VectorStore(Protocol):
         some may be written before a crash (in parts). ``ValueError``: one has no ``dense``."""
 
     def search_dense(self, vector: Sequence[float], flt: PointFilter, limit: int) -> list[Hit]:
-        """Nearest by cosine, best first, only points matching ``flt``. Raises ``ValueError``
-        when ``flt`` has no ``user_id`` (scope is a hard filter)."""
+        """Nearest by cosine, best first (ties by id: :mod:`~tiers.semantic.vectors.ranking`),
+        only points matching ``flt``. ``ValueError``: ``flt`` has no ``user_id``."""
 
     def search_sparse(self, vector: SparseVector, flt: PointFilter, limit: int) -> list[Hit]:
         """Best BM25 (sparse dot product, the query's terms weighed by IDF over the store's
         points, every user's: the embedded store counts them itself, a Qdrant server per
-        shard) first, only points matching ``flt``. Raises ``ValueError`` when ``flt`` has
-        no ``user_id``."""
+        shard) first, ties by id as :meth:`search_dense`'s, only points matching ``flt``.
+        ``ValueError``: ``flt`` has no ``user_id``."""
 
     def weigh(self, vector: SparseVector) -> SparseVector:
         """A keyword query's terms weighed as :meth:`search_sparse` weighs them before its

@@ -26,6 +26,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,7 @@ from tiers.semantic.vectors.edge.shard import (
     write_sidecar,
 )
 from tiers.semantic.vectors.point_cache import POINT_CACHE, PointCache
+from tiers.semantic.vectors.ranking import best
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 from tiers.semantic.vectors.term_frequencies import DocumentFrequencies, Tally
 
@@ -362,17 +364,20 @@ class EdgeVectorStore:
     def _query(self, vector: NamedVector, using: str, flt: PointFilter, limit: int) -> list[Hit]:
         if limit <= 0:
             return []
-        request = QueryRequest(
-            limit=limit,
-            query=Query.Nearest(vector, using=using),
-            filter=build_filter(flt),
-            params=search_params(self.storage) if using == DENSE else None,
-            with_payload=False,  # the points come from the cache, the missing ones by id
-        )
+        query, engine_filter = Query.Nearest(vector, using=using), build_filter(flt)
+        params = search_params(self.storage) if using == DENSE else None
+
+        def search(shard: EdgeShard, n: int) -> list[tuple[str, float]]:
+            # The points come from the cache, the missing ones by id.
+            asked = QueryRequest(
+                n, query=query, filter=engine_filter, params=params, with_payload=False
+            )
+            return [(str(s.id), s.score) for s in shard.query(asked)]
+
         snapshot = self._points.snapshot()
         try:
             with self.live.read("search") as shard:
-                scored = [(str(s.id), s.score) for s in shard.query(request)]
+                scored = best(partial(search, shard), limit)
                 found = self._decoded(shard, [pid for pid, _score in scored], snapshot)
         finally:
             self._points.release(snapshot)

@@ -59,6 +59,7 @@ from tiers.semantic.vectors.qdrant.collection import (
     wanted_ids,
     write_meta,
 )
+from tiers.semantic.vectors.ranking import best
 from tiers.semantic.vectors.storage import FLOAT32, DenseStorage
 
 log = logging.getLogger("strata.vectors")
@@ -322,25 +323,28 @@ class QdrantVectorStore:
     def _query(
         self, query: list[float] | models.SparseVector, using: str, flt: PointFilter, limit: int
     ) -> list[Hit]:
-        if limit <= 0:
-            return []
-        with self._reading(), self._errors("search"):
+        points: dict[str, MemoryPoint] = {}
+
+        def search(n: int) -> list[tuple[str, float]]:
             scored = self.client.query_points(
                 self.collection,
                 query=query,
                 using=using,
                 query_filter=build_filter(flt),
-                limit=limit,
+                limit=n,
                 search_params=self._search if using == DENSE else None,
                 with_payload=True,
                 with_vectors=False,
                 shard_key_selector=self._route(flt.user_id),
             ).points
-        return [
-            Hit(MemoryPoint.from_payload(str(s.id), s.payload), s.score)
-            for s in scored
-            if s.payload is not None
-        ]
+            for s in scored:
+                if s.payload is not None:
+                    points[str(s.id)] = MemoryPoint.from_payload(str(s.id), s.payload)
+            return [(str(s.id), s.score) for s in scored]
+
+        with self._reading(), self._errors("search"):
+            best_scored = best(search, limit)
+        return [Hit(points[pid], score) for pid, score in best_scored if pid in points]
 
     def _check(self, have_model: str, have_dim: int, model: str, dim: int) -> None:
         if (have_model, have_dim) != (model, dim):
