@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from tiers.semantic.vectors import DENSE, SPARSE
 from tiers.semantic.vectors.ranking import TIE_ASKS, TIE_SLACK, Scored, best, tie_key
 
 
@@ -44,7 +45,7 @@ def test_ties_go_by_id_whatever_the_engine_order():
     near_tied = [(named(5), 0.5 + 1e-7), (named(2), 0.5 - 1e-7)]  # an engine's last bits
     engine = Engine([*tied, *near_tied, *better])
 
-    got = best(engine, 6)
+    got = best(engine, 6, DENSE)
 
     assert got[:2] == better
     assert [pid for pid, _score in got[2:]] == [named(i) for i in (1, 2, 3, 5)]
@@ -57,7 +58,7 @@ def test_a_tie_at_the_limit_is_asked_for_until_seen_whole():
     tied = [(named(i), 0.25) for i in range(40, 0, -1)]  # 40 ties, the smallest ids laid out last
     engine = Engine([(named(99), 0.75), *tied])
 
-    got = best(engine, limit)
+    got = best(engine, limit, DENSE)
 
     assert got == [(named(99), 0.75), *[(named(i), 0.25) for i in range(1, 5)]]
     assert engine.asked == [limit + TIE_SLACK, (limit + TIE_SLACK) * 4]
@@ -68,14 +69,14 @@ def test_a_tie_past_the_limit_costs_no_second_ask():
     points = [(named(i), 1.0 - i / 100) for i in range(limit + 2)]
     engine = Engine([*points, *[(named(100 + i), 0.1) for i in range(30)]])
 
-    assert best(engine, limit) == points[:limit]
+    assert best(engine, limit, DENSE) == points[:limit]
     assert engine.asked == [limit + TIE_SLACK]
 
 
 def test_a_tie_larger_than_every_ask_keeps_the_first_by_id_of_those_given():
     engine = Engine([(named(i), 0.5) for i in range(999, 0, -1)])
 
-    got = best(engine, 3)
+    got = best(engine, 3, DENSE)
 
     assert len(engine.asked) == TIE_ASKS + 1
     assert engine.asked[-1] == (3 + TIE_SLACK) * 4**TIE_ASKS
@@ -83,8 +84,22 @@ def test_a_tie_larger_than_every_ask_keeps_the_first_by_id_of_those_given():
     assert got == sorted(given)[:3]
 
 
+def test_a_keyword_search_asks_for_twice_its_limit_at_first():
+    # Its engine reads the terms' points whole whatever it is asked for (ranking's text).
+    tied = [(named(i), 0.25) for i in range(60, 0, -1)]
+    engine = Engine([(named(99), 0.75), *tied])
+
+    got = best(engine, 40, SPARSE)
+
+    assert got == [(named(99), 0.75), *[(named(i), 0.25) for i in range(1, 40)]]
+    assert engine.asked == [80]  # 61 given: the tie seen whole at once
+    small = Engine([(named(1), 1.0)])
+    best(small, 2, SPARSE)
+    assert small.asked == [2 + TIE_SLACK]
+
+
 @pytest.mark.parametrize("limit", [0, -1])
 def test_no_limit_asks_nothing(limit):
     engine = Engine([(named(1), 1.0)])
-    assert best(engine, limit) == []
+    assert best(engine, limit, DENSE) == []
     assert engine.asked == []

@@ -377,7 +377,7 @@ class EdgeVectorStore:
         snapshot = self._points.snapshot()
         try:
             with self.live.read("search") as shard:
-                scored = best(partial(search, shard), limit)
+                scored = best(partial(search, shard), limit, using)
                 found = self._decoded(shard, [pid for pid, _score in scored], snapshot)
         finally:
             self._points.release(snapshot)

@@ -343,7 +343,7 @@ class QdrantVectorStore:
             return [(str(s.id), s.score) for s in scored]
 
         with self._reading(), self._errors("search"):
-            best_scored = best(search, limit)
+            best_scored = best(search, limit, using)
         return [Hit(points[pid], score) for pid, score in best_scored if pid in points]
 
     def _check(self, have_model: str, have_dim: int, model: str, dim: int) -> None:
