@@ -144,7 +144,7 @@ class GraphChannel:
         if admitted is not None:
             mass = np.where(admitted, mass, 0.0)
         drawn = limit
-        order = leading(mass, drawn)
+        order = leading(mass, drawn, graph.features.ids)
         out: list[tuple[MemoryPoint, float]] = []
         pos = 0
         while len(out) < limit and pos < NARROW_IDS:
@@ -152,7 +152,7 @@ class GraphChannel:
             want = min(max(limit - len(out), pos), NARROW_IDS - pos)
             if pos + want > drawn:
                 drawn = max(2 * drawn, pos + want)
-                order = leading(mass, drawn)
+                order = leading(mass, drawn, graph.features.ids)
             batch = [int(i) for i in order[pos : pos + want]]
             pos += want
             if not batch:

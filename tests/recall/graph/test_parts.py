@@ -10,8 +10,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from recall.graph.features import FeatureTable
 from recall.graph.pagerank import HUB_DTYPE, LARGE_NONZEROS, Hubs, Walk, leading
+from recall.graph.scope import assemble
 from recall.words import mentions, names
+from tests.recall.graph.test_scope import random_scope
 
 
 def test_mentions_handle_possessives_and_stop_words():
@@ -150,6 +153,39 @@ def test_the_leading_nodes_are_a_full_sorts_first_less_the_zeros():
         order = [int(i) for i in np.argsort(-mass, kind="stable") if mass[i] > 0]
         for n in (0, 1, 2, 3, 7, size // 2, size, size + 5):
             assert leading(mass, n).tolist() == order[:n], (size, n)
+
+
+def test_with_ids_the_leading_nodes_tie_by_id_to_five_significant_digits():
+    rng = np.random.default_rng(11)
+    for size in (1, 5, 60, 1_000):
+        ids = np.array([f"{i:08x}-{int(rng.integers(1 << 30)):x}" for i in range(size)], "S")
+        rng.shuffle(ids)  # the nodes numbered in any order of their ids
+        base = rng.integers(1, 4, size) * rng.choice([0.0, 1.0], size, p=[0.3, 0.7]) * 1e-3
+        # a build's sums in another order: the last bits differ
+        mass = base * (1.0 + rng.uniform(-1e-12, 1e-12, size))
+        expected = sorted((i for i in range(size) if base[i] > 0), key=lambda i: (-base[i], ids[i]))
+        for n in (1, 2, 3, 7, size // 2, size, size + 5):
+            assert leading(mass, n, ids).tolist() == expected[:n], (size, n)
+
+
+def test_two_builds_of_one_scope_lead_with_the_same_memories():
+    """The same memories read in two orders (a scope's nodes are numbered as its memories
+    were read): the same leading memories, in the same order."""
+    rng = random.Random(5)
+    drawn, triplets = random_scope(rng, 300)
+    turns = {f.turn: (pid, f) for pid, f in reversed(drawn) if f.turn is not None}
+    # one row a turn (of two rows of one turn, the graph links the later read to its question)
+    memories = [(pid, f) for pid, f in drawn if f.turn is None or turns[f.turn][0] == pid]
+    shuffled = list(memories)
+    random.Random(6).shuffle(shuffled)
+    led = []
+    for rows in (memories, shuffled):
+        graph = assemble(FeatureTable.of(rows), triplets)
+        seeds = np.zeros(graph.size)
+        seeds[[graph.node(pid) for pid, _f in memories[:3]]] = 1.0
+        mass = graph.walk.rank(seeds, 0.5, wanted=graph.count)[: graph.count]
+        led.append([graph.point_id(int(i)) for i in leading(mass, 40, graph.features.ids)])
+    assert led[0] == led[1]
 
 
 def test_names_in_memories():
