@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from tiers.semantic.vectors.ranking import TIE_DIGITS
+from tiers.semantic.vectors.ranking import tie_floor, tie_keys
 
 LARGE_NONZEROS = 100_000
 """The non-zeros from which a walk is large: its first step is taken from its seeds' edges when
@@ -274,26 +274,19 @@ def leading(mass: np.ndarray, n: int, ids: np.ndarray | None = None) -> np.ndarr
     """The indices of the ``n`` largest positive entries of ``mass``, largest first, at the
     cost of a partition rather than a sort of the whole array (a 200,000-memory scope's sort
     took half its walk's time). Ties go in index order, or with ``ids`` (each node's id) by
-    id, masses equal to :data:`~tiers.semantic.vectors.ranking.TIE_DIGITS` significant
-    digits tying: a scope's nodes are numbered in the order its memories were read, and its
-    sums follow that order in their last bits, so two builds of the same memories give the
-    same leading memories only so (:mod:`tiers.semantic.vectors.ranking`)."""
+    id, masses that round alike tying (:func:`~tiers.semantic.vectors.ranking.tie_keys`): a
+    scope's nodes are numbered in the order its memories were read, and its sums follow that
+    order in their last bits, so two builds of the same memories give the same leading
+    memories only so (:mod:`tiers.semantic.vectors.ranking`)."""
     positive = np.flatnonzero(mass > 0)
     if n <= 0:
         return positive[:0]
     if n < len(positive):
         values = mass[positive]
         cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th largest
-        if ids is not None:  # those that tie with it too: within a rounding of it
-            cut *= 1.0 - 10.0 ** (1 - TIE_DIGITS)
+        if ids is not None:  # those that tie with it too
+            cut = tie_floor(cut)
         positive = positive[values >= cut]  # ties at the cut included, still in index order
     if ids is None:
         return positive[np.argsort(-mass[positive], kind="stable")][:n]
-    return positive[np.lexsort((ids[positive], -_tie_keys(mass[positive])))][:n]
-
-
-def _tie_keys(values: np.ndarray) -> np.ndarray:
-    """Positive ``values`` rounded to :data:`~tiers.semantic.vectors.ranking.TIE_DIGITS`
-    significant digits."""
-    scale = 10.0 ** (TIE_DIGITS - 1 - np.floor(np.log10(values)))
-    return np.round(values * scale) / scale
+    return positive[np.lexsort((ids[positive], -tie_keys(mass[positive])))][:n]

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from tiers.semantic.vectors import SPARSE
 
 # Significant digits that tell two scores apart: a float32 has 7, and beyond 5 (a keyword
@@ -43,10 +45,23 @@ Scored = tuple[str, float]  # a point's id and its score
 
 def tie_key(score: float) -> float:
     """``score`` rounded to :data:`TIE_DIGITS` significant digits (zero, infinities and NaN
-    as they are)."""
+    as they are), as :func:`tie_keys` rounds each of an array's."""
     if score == 0.0 or not math.isfinite(score):
         return score
-    return round(score, TIE_DIGITS - 1 - math.floor(math.log10(abs(score))))
+    scale = 10.0 ** (TIE_DIGITS - 1 - math.floor(math.log10(abs(score))))
+    return round(score * scale) / scale
+
+
+def tie_keys(values: np.ndarray) -> np.ndarray:
+    """:func:`tie_key` of each of the positive ``values`` (a graph's masses)."""
+    scale = 10.0 ** (TIE_DIGITS - 1 - np.floor(np.log10(values)))
+    return np.round(values * scale) / scale
+
+
+def tie_floor(score: float) -> float:
+    """A bound under every positive value that may tie with the positive ``score``: a value
+    within :data:`TIE_DIGITS` significant digits of it."""
+    return score * (1.0 - 10.0 ** (1 - TIE_DIGITS))
 
 
 def order_key(score: float, point_id: str) -> tuple[float, str]:
