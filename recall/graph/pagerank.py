@@ -270,23 +270,19 @@ class Walk:
         return self.matrix @ x if self.hubs is None else self.hubs.product(x)
 
 
-def leading(mass: np.ndarray, n: int, ids: np.ndarray | None = None) -> np.ndarray:
+def leading(mass: np.ndarray, n: int, ids: np.ndarray) -> np.ndarray:
     """The indices of the ``n`` largest positive entries of ``mass``, largest first, at the
     cost of a partition rather than a sort of the whole array (a 200,000-memory scope's sort
-    took half its walk's time). Ties go in index order, or with ``ids`` (each node's id) by
-    id, masses that round alike tying (:func:`~tiers.semantic.vectors.ranking.tie_keys`): a
-    scope's nodes are numbered in the order its memories were read, and its sums follow that
-    order in their last bits, so two builds of the same memories give the same leading
-    memories only so (:mod:`tiers.semantic.vectors.ranking`)."""
+    took half its walk's time). Ties go by ``ids`` (each node's id), masses that round alike
+    tying (:func:`~tiers.semantic.vectors.ranking.tie_keys`): a scope's nodes are numbered in
+    the order its memories were read, and its sums follow that order in their last bits, so
+    two builds of the same memories give the same leading memories only so
+    (:mod:`tiers.semantic.vectors.ranking`)."""
     positive = np.flatnonzero(mass > 0)
     if n <= 0:
         return positive[:0]
     if n < len(positive):
         values = mass[positive]
         cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th largest
-        if ids is not None:  # those that tie with it too
-            cut = tie_floor(cut)
-        positive = positive[values >= cut]  # ties at the cut included, still in index order
-    if ids is None:
-        return positive[np.argsort(-mass[positive], kind="stable")][:n]
+        positive = positive[values >= tie_floor(cut)]  # with those that tie with it
     return positive[np.lexsort((ids[positive], -tie_keys(mass[positive])))][:n]
