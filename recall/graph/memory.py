@@ -55,7 +55,7 @@ log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
 FALLBACK_KINDS = ("episode_chunk", "fact")
-READ_PAGE = 256  # points a build reads and decodes at once (the engine holds the interpreter)
+READ_PAGE = 64  # points a build reads and decodes, then steps aside for the Recalls served
 
 
 class _TooManyReads(Exception):
