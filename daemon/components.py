@@ -253,13 +253,14 @@ def embedded_vectors(s: Settings) -> VectorStore:
     process of its own with ``vectors.process``."""
     v = s.vectors
     args = edge_store_path(s.data_dir), v.shards, v.point_cache, v.storage
+    options: dict[str, Any] = {"preload": v.preload, "open_first": v.open_first_mb << 20}
     if v.process:
         from tiers.semantic.vectors.child import ChildVectorStore
 
-        return ChildVectorStore("sharded", *args, preload=v.preload)
+        return ChildVectorStore("sharded", *args, **options)
     from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
-    return ShardedVectorStore(*args, preload=v.preload)
+    return ShardedVectorStore(*args, **options)
 
 
 def local_model(settings: Settings, client: ModelClient | None) -> Embedder:

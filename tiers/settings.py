@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from tiers.core.settings import Section
 from tiers.semantic.graph import CACHE_EDGES
-from tiers.semantic.vectors import MAX_SHARDS
+from tiers.semantic.vectors import MAX_SHARDS, OPEN_FIRST
 from tiers.semantic.vectors.point_cache import POINT_CACHE
 from tiers.semantic.vectors.storage import DenseStorage, Originals, Quantization
 from tiers.space import MB, DiskSpace
@@ -249,6 +249,17 @@ class VectorsSettings(Section):
             "(least recently used out; about 0.9 KB each with their keys, so 100,000 take about "
             "86 MiB, and the 1,000 read most recently also as objects, about 1.7 KB each; 0: "
             "none)."
+        ),
+    )
+    open_first_mb: int = Field(
+        OPEN_FIRST >> 20,
+        ge=0,
+        description=(
+            "Embedded store: shards whose files take this many MB on disk or more (about "
+            "100,000 points for the default) are opened at the start, before Tier 3 answers, "
+            "the largest first and for 10 s at most, so that their users' first Recall waits "
+            "for no load (a 280,000-point shard takes 0.1-0.5 s to load); the others are opened "
+            "as they are asked for, and one after another behind. 0: none at the start."
         ),
     )
     preload: bool = Field(

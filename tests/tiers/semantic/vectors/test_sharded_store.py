@@ -131,6 +131,28 @@ def test_after_a_clean_close_a_shard_opens_when_first_asked_for(store, root):
         assert crashed.count(PointFilter(user_id="bob")) == 2 and crashed.opened == [2]
 
 
+def test_the_largest_shards_open_at_the_start_the_others_when_asked_for(store, root, monkeypatch):
+    """Shards of ``open_first`` bytes or more on disk are open when ``ensure`` returns, so their
+    users' first read waits for no load; the others open as asked for. 0 opens none at the
+    start, and none opens once the start's time for them is up."""
+    store.upsert(of("alice", 60) + of("bob", 2) + of("ivan", 2, "violin"))
+    store.close()
+    sizes = {i: layout.disk_bytes(root, i) for i in range(SHARDS)}
+    assert sizes[1] == 0 and all(sizes[i] > 0 for i in (0, 2, 3))  # shard 1 was never made
+    largest = max(sizes.values())
+    with ready(ShardedVectorStore, root, SHARDS, open_behind=False, open_first=largest) as again:
+        assert again.opened == [i for i in range(SHARDS) if sizes[i] == largest]
+        assert again.count(PointFilter(user_id="bob")) == 2 and 2 in again.opened
+    with ready(ShardedVectorStore, root, SHARDS, open_behind=False, open_first=1) as again:
+        assert again.opened == [0, 2, 3]
+    with ready(ShardedVectorStore, root, SHARDS, open_behind=False, open_first=0) as again:
+        assert again.opened == []
+    monkeypatch.setattr(members, "OPEN_FIRST_SECONDS", -1.0)
+    with ready(ShardedVectorStore, root, SHARDS, open_behind=False, open_first=1) as again:
+        assert again.opened == []
+        assert again.count(PointFilter()) == 64  # and every shard opens when needed
+
+
 def test_a_request_waits_for_its_own_shard_not_for_the_others_being_opened(
     store, root, monkeypatch
 ):

@@ -173,6 +173,22 @@ def last_written(root: Path, index: int) -> float:
         return 0.0
 
 
+def disk_bytes(root: Path, index: int) -> int:
+    """The bytes shard ``index``'s current generation takes on disk (its files' blocks: the
+    engine's files are sparse, preallocated), what its load grows with; 0 where it cannot be
+    read. Files that a flush deletes meanwhile are passed over."""
+    try:
+        gen = generations.current(root / shard_name(index))
+    except (OSError, ValueError):
+        return 0
+    total = 0
+    for folder, _dirs, files in os.walk(gen):
+        for file in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(folder, file)).st_blocks * 512
+    return total
+
+
 def create(root: Path, model: str, dim: int, shards: int) -> None:
     """A new, empty sharded store: the directory and its sidecar (shards come with points)."""
     write_sidecar(root, model, dim, shards)

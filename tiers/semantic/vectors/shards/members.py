@@ -7,7 +7,12 @@ keyword counts were kept in their file, the build needs are marks on disk), so
 :meth:`ShardSet.open_later` opens none: a shard is opened when it is first asked for
 (:meth:`ShardSet.get`), and a thread of its own opens the others one after another, those
 written last first (:func:`~tiers.semantic.vectors.edge.layout.last_written`), so serving
-begins in the time of one shard, whatever the store's size. The engine holds the GIL
+begins in the time of one shard, whatever the store's size. Only the largest shards, whose
+loads alone would miss a Recall's 100 ms (those of :attr:`ShardSet.open_first` bytes or more
+on disk), are opened before :meth:`ShardSet.open_later` returns, largest first and for
+:data:`OPEN_FIRST_SECONDS` at most: so a large user's first Recall after a start waits for no
+load (its shard of 280,000 points took 124-135 ms of the engine's CPU at ten million points),
+and the start is longer by their loads alone. The engine holds the GIL
 through a load (about 0.6 s for a shard of 78,000 points at ten million, 47 ms at the median for
 the shards of a million; from a cold cache, with what the engine reads whole read first:
 :func:`~tiers.semantic.vectors.edge.shard.warm`), so that thread rests :data:`OPENER_REST` times
@@ -34,7 +39,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from tiers.core.priority import REQUESTS, STEP_ASIDE_SECONDS, rest_after
-from tiers.semantic.vectors import PointFilter, VectorStoreUnavailable
+from tiers.semantic.vectors import OPEN_FIRST, PointFilter, VectorStoreUnavailable
 from tiers.semantic.vectors.edge import layout
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
@@ -46,6 +51,10 @@ log = logging.getLogger("strata.vectors")
 # The opener's rest after a load, in the CPU time the load took on its thread (the engine's
 # work, holding the GIL; not the reads ahead of it, which let it go): a quarter of the GIL at most
 OPENER_REST = 3.0
+# Shards of :data:`~tiers.semantic.vectors.OPEN_FIRST` bytes or more are opened at the start
+# (module text), the largest first, for this long at most: a bound on the start, whatever
+# the store holds
+OPEN_FIRST_SECONDS = 10.0
 
 
 @dataclass(eq=False, slots=True)
@@ -61,6 +70,7 @@ class ShardSet:
     storage: DenseStorage
     _: KW_ONLY
     open_behind: bool = True
+    open_first: int = OPEN_FIRST  # bytes on disk (module text); 0: none
     # closing (and the owner's opening of the store)
     lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
     _locks: list[threading.Lock] = field(init=False, repr=False)  # opening or making shard i
@@ -97,9 +107,11 @@ class ShardSet:
         return with_points
 
     def open_later(self, model: str, dim: int) -> None:
-        """Open no shard now: each when asked for, and the rest behind (module text)."""
+        """Open the largest shards now, the others each when asked for and the rest behind
+        (module text)."""
         self._model, self._dim = model, dim
         self._unopened = set(layout.shards_present(self.path, self.count))
+        self._open_first()
         if self.open_behind and self._unopened:
             self._opener = threading.Thread(
                 target=self._open_rest, name="vectors-open", daemon=True
@@ -172,6 +184,38 @@ class ShardSet:
     def _check_open(self) -> None:
         if self._closed:
             raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
+
+    def _open_first(self) -> None:
+        """Open the shards of :attr:`open_first` bytes or more on disk, the largest first,
+        until :data:`OPEN_FIRST_SECONDS` have passed (module text); one that cannot be opened
+        is left to whoever asks for it. Logs ``vectors.opened_first`` when it opened any."""
+        if not self.open_first:
+            return
+        started = time.perf_counter()
+        sizes = {index: layout.disk_bytes(self.path, index) for index in self._unopened}
+        large = sorted((i for i in sizes if sizes[i] >= self.open_first), key=lambda i: -sizes[i])
+        opened = []
+        for index in large:
+            if self._interrupted.is_set() or time.perf_counter() - started > OPEN_FIRST_SECONDS:
+                break
+            try:
+                self.get(index)
+            except Exception as exc:  # the shard's reader gets it again
+                log.warning(
+                    "vectors.shard_unopened",
+                    extra={"fields": {"store": self.path.name, "shard": index, "error": str(exc)}},
+                )
+                continue
+            opened.append(index)
+        if opened:
+            fields = {
+                "store": self.path.name,
+                "shards": len(opened),
+                "of": len(large),
+                "mb": round(sum(sizes[i] for i in opened) / (1 << 20)),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+            log.info("vectors.opened_first", extra={"fields": fields})
 
     def _open_rest(self) -> None:
         """Open the shards not asked for yet, one after another, until closed (a shard that

@@ -48,6 +48,7 @@ from typing import TypeVar
 from tiers.core.errors import VectorStoreUnavailable
 from tiers.semantic.vectors import (
     MAX_SHARDS,
+    OPEN_FIRST,
     Hit,
     MemoryPoint,
     PointFilter,
@@ -87,6 +88,7 @@ class ShardedVectorStore:
         storage: DenseStorage = FLOAT32,
         *,
         open_behind: bool = True,
+        open_first: int = OPEN_FIRST,
         preload: bool = True,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
@@ -97,8 +99,9 @@ class ShardedVectorStore:
         self._points = PointCache(point_cache)  # every shard's decoded points
         self.preloads = Preloads(self._points, enabled=preload)
         self._set = ShardSet(
-            path, shards, self._frequencies, self._points, storage, open_behind=open_behind
-        )
+            path, shards, self._frequencies, self._points, storage, open_behind=open_behind,
+            open_first=open_first,
+        )  # fmt: skip
         self._ledger: ShardLedger | None = None
         self._model = ""
         self._dim = 0
