@@ -4,15 +4,15 @@
 Opening a shard takes 50-100 ms (the engine loads its segments), so a store of a hundred
 shards would take seconds to open. After a clean close nothing needs them all at start (the
 keyword counts were kept in their file, the build needs are marks on disk), so
-:meth:`ShardSet.open_later` opens none: a shard is opened when it is first asked for
-(:meth:`ShardSet.get`), and a thread of its own opens the others one after another, those
-written last first (:func:`~tiers.semantic.vectors.edge.layout.last_written`), so serving
-begins in the time of one shard, whatever the store's size. Only the largest shards, whose
-loads alone would miss a Recall's 100 ms (those of :attr:`ShardSet.open_first` bytes or more
-on disk), are opened before :meth:`ShardSet.open_later` returns, largest first and for
-:data:`OPEN_FIRST_SECONDS` at most: so a large user's first Recall after a start waits for no
-load (its shard of 280,000 points took 124-135 ms of the engine's CPU at ten million points),
-and the start is longer by their loads alone. The engine holds the GIL
+:meth:`ShardSet.open_later` opens none but the largest: a shard is opened when it is first
+asked for (:meth:`ShardSet.get`), and a thread of its own opens the others one after another,
+those written last first (:func:`~tiers.semantic.vectors.edge.layout.last_written`), so
+serving begins in the time of a few shards, whatever the store's size. The largest shards,
+whose loads alone would make a Recall miss 100 ms (those of :attr:`ShardSet.open_first` bytes
+or more on disk), are opened before :meth:`ShardSet.open_later` returns, largest first and
+for :data:`OPEN_FIRST_SECONDS` at most: so a large user's first Recall after a start waits for
+no load (its shard of 280,000 points took 124-135 ms of the engine's CPU at ten million
+points), and the start is longer by their loads alone. The engine holds the GIL
 through a load (about 0.6 s for a shard of 78,000 points at ten million, 47 ms at the median for
 the shards of a million; from a cold cache, with what the engine reads whole read first:
 :func:`~tiers.semantic.vectors.edge.shard.warm`), so that thread rests :data:`OPENER_REST` times
