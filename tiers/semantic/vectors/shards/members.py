@@ -9,9 +9,9 @@ asked for (:meth:`ShardSet.get`), and a thread of its own opens the others one a
 those written last first (:func:`~tiers.semantic.vectors.edge.layout.last_written`), so
 serving begins in the time of a few shards, whatever the store's size. The largest shards,
 whose loads alone would make a Recall miss 100 ms (those of :attr:`ShardSet.open_first` bytes
-or more on disk), are opened before :meth:`ShardSet.open_later` returns, largest first and
-for :data:`OPEN_FIRST_SECONDS` at most: so a large user's first Recall after a start waits for
-no load (its shard of 280,000 points took 124-135 ms of the engine's CPU at ten million
+or more on disk), are opened before :meth:`ShardSet.open_later` returns, largest first,
+starting none after :data:`OPEN_FIRST_SECONDS`: so a large user's first Recall after a start
+waits for no load (its shard of 280,000 points took 354-543 ms to load at ten million
 points), and the start is longer by their loads alone. The engine holds the GIL
 through a load (about 0.6 s for a shard of 78,000 points at ten million, 47 ms at the median for
 the shards of a million; from a cold cache, with what the engine reads whole read first:
