@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from daemon.codec.status import ConfigError
-from daemon.components import model_cache
+from daemon.components import configured_vectors, model_cache
 from daemon.settings import load_settings
+from tests.contracts.vectors import mem, ready
+from tiers.core.records import Scope
+from tiers.semantic.vectors.edge import layout
+from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.storage import DenseStorage
 
 
@@ -32,6 +37,29 @@ def test_the_dense_vectors_settings_are_one_value_for_the_stores(tmp_path, monke
     config.write_text('[vectors]\nquantization = "none"\noriginals = "float32"\n')
     monkeypatch.setenv("STRATA_VECTORS__RESCORE", "true")
     assert load_settings(config).vectors.storage == DenseStorage("none", "float32", rescore=True)
+
+
+def test_the_shards_opened_at_the_start_are_those_the_setting_names(tmp_path, monkeypatch, caplog):
+    """``vectors.open_first_mb`` reaches the daemon's embedded store: a shard of more than a MB
+    is open when the store is ready with 1, and is left to the opener behind with the default."""
+    monkeypatch.setenv("STRATA_DATA_DIR", str(tmp_path))
+    caplog.set_level(logging.INFO, logger="strata.vectors")
+    with ready(configured_vectors, load_settings()) as store:
+        assert isinstance(store, ShardedVectorStore)
+        scope = Scope("alice", "assistant")
+        store.upsert([mem(f"alice memory {i}", scope=scope, seq=i, seed=i) for i in range(2000)])
+    shard = next(i for i in range(store.shards) if layout.disk_bytes(store.path, i))
+    assert 1 << 20 < layout.disk_bytes(store.path, shard) < 256 << 20
+
+    def opened_first() -> list[dict[str, object]]:
+        return [r.fields for r in caplog.records if r.getMessage() == "vectors.opened_first"]
+
+    with ready(configured_vectors, load_settings()):
+        assert opened_first() == []
+    monkeypatch.setenv("STRATA_VECTORS__OPEN_FIRST_MB", "1")
+    with ready(configured_vectors, load_settings()) as again:
+        assert shard in again.opened  # type: ignore[attr-defined]
+        assert [(f["shards"], f["of"]) for f in opened_first()] == [(1, 1)]
 
 
 @pytest.mark.parametrize(

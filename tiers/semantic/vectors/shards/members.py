@@ -52,8 +52,8 @@ log = logging.getLogger("strata.vectors")
 # work, holding the GIL; not the reads ahead of it, which let it go): a quarter of the GIL at most
 OPENER_REST = 3.0
 # Shards of :data:`~tiers.semantic.vectors.OPEN_FIRST` bytes or more are opened at the start
-# (module text), the largest first, for this long at most: a bound on the start, whatever
-# the store holds
+# (module text), the largest first, none started after this long: a bound on the start,
+# whatever the store holds
 OPEN_FIRST_SECONDS = 10.0
 
 
