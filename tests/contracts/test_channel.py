@@ -133,7 +133,11 @@ def test_a_query_without_a_user_is_refused(channel: Channel) -> None:
 def test_tier3_not_ready_raises_embedding_unavailable(name: str, tmp_path: Path) -> None:
     t = Tier3(tmp_path, start=False)  # the model and the vector store are still loading
     try:
-        with pytest.raises(EmbeddingUnavailable, match="still starting"):
+        with pytest.raises(EmbeddingUnavailable, match=r"still starting \(loading gt-all-mini"):
+            CHANNELS[name](t.semantic).search(ctx(), 10)
+        t.semantic.embeddings.start()  # the model loaded, the store not opened yet
+        t.semantic.embeddings.wait(120)
+        with pytest.raises(EmbeddingUnavailable, match=r"still starting \(opening the vector"):
             CHANNELS[name](t.semantic).search(ctx(), 10)
     finally:
         t.close()

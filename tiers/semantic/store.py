@@ -349,9 +349,14 @@ class SemanticStore:
 
     def wait_ready(self, timeout: float | None = None) -> tuple[Embedder, ErasingVectors]:
         if not self._ready.wait(timeout):
+            doing = (  # the store's largest shards open after the model (shards.members)
+                "opening the vector store"
+                if self.embeddings.ready
+                else f"loading {self.embeddings.description}"
+            )
             raise EmbeddingUnavailable(
                 self.embeddings.error  # e.g. a remote embedding endpoint that is down
-                or f"Tier 3 is still starting (loading {self.embeddings.description})"
+                or f"Tier 3 is still starting ({doing}); try again shortly"
             )
         if self._vectors is None:
             raise EmbeddingUnavailable(self.error or "Tier 3 failed to start")
