@@ -22,7 +22,6 @@ timestamps, so a restored journal expires on the original schedule.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tiers.core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from tiers.core.sparse import copy_tree
+from tiers.core.sparse import allocated, copy_tree
 from tiers.rocks import RocksStore
 
 MANIFEST = "manifest.json"
@@ -62,16 +61,6 @@ class BackupInfo:
     stores: list[str]  # captured stores, plus "vectors:external" when not captured
     size_bytes: int
     taken_at: float
-
-
-def _size(path: Path) -> int:
-    """What the files under ``path`` take on disk: the vector store's files are sparse, many
-    times larger than what they hold (:mod:`tiers.core.sparse`)."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            total += os.stat(os.path.join(root, name)).st_blocks * 512
-    return total
 
 
 def take_backup(
@@ -108,7 +97,7 @@ def take_backup(
             "taken_at": taken_at,
             "taken_at_utc": datetime.fromtimestamp(taken_at, UTC).isoformat(),
             "stores": captured,
-            "sizes": {name: _size(destination / name) for name in captured},
+            "sizes": {name: allocated(destination / name) for name in captured},
             "graph": "in the state store (column family graph_edges)",
         }
         if vectors is not None:
@@ -135,7 +124,7 @@ def take_backup(
     return BackupInfo(
         destination,
         captured + ([EXTERNAL_VECTORS] if external else []),
-        _size(destination),
+        allocated(destination),
         taken_at,
     )
 

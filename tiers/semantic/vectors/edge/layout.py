@@ -38,6 +38,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from tiers.core.sparse import allocated
 from tiers.semantic.vectors import MAX_SHARDS, VectorStoreMismatch
 from tiers.semantic.vectors.edge import generations
 from tiers.semantic.vectors.edge.shard import (
@@ -178,15 +179,9 @@ def disk_bytes(root: Path, index: int) -> int:
     engine's files are sparse, preallocated), what its load grows with; 0 where it cannot be
     read. Files that a flush deletes meanwhile are passed over."""
     try:
-        gen = generations.current(root / shard_name(index))
+        return allocated(generations.current(root / shard_name(index)))
     except (OSError, ValueError):
         return 0
-    total = 0
-    for folder, _dirs, files in os.walk(gen):
-        for file in files:
-            with contextlib.suppress(OSError):
-                total += os.stat(os.path.join(folder, file)).st_blocks * 512
-    return total
 
 
 def create(root: Path, model: str, dim: int, shards: int) -> None:

@@ -201,10 +201,7 @@ class ShardSet:
             try:
                 self.get(index)
             except Exception as exc:  # the shard's reader gets it again
-                log.warning(
-                    "vectors.shard_unopened",
-                    extra={"fields": {"store": self.path.name, "shard": index, "error": str(exc)}},
-                )
+                self._unopenable(index, exc)
                 continue
             opened.append(index)
         if opened:
@@ -239,13 +236,14 @@ class ShardSet:
             except Exception as exc:  # the shard's reader gets it again
                 if self._closed or self._interrupted.is_set():
                     return
-                log.warning(
-                    "vectors.shard_unopened",
-                    extra={"fields": {"store": self.path.name, "shard": index, "error": str(exc)}},
-                )
+                self._unopenable(index, exc)
         seconds = round(time.perf_counter() - started, 1)
         fields = {"store": self.path.name, "opened_behind": loaded, "seconds": seconds}
         log.info("vectors.opened", extra={"fields": fields})
+
+    def _unopenable(self, index: int, exc: Exception) -> None:
+        fields = {"store": self.path.name, "shard": index, "error": str(exc)}
+        log.warning("vectors.shard_unopened", extra={"fields": fields})
 
     def _open(self, index: int, *, count_terms: bool) -> EdgeVectorStore:
         """Open (or make) shard ``index``, counting its terms if told or if a recount has yet
