@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from qdrant_edge import EdgeShard, Memory, PayloadSchemaType, UpdateOperation
 from tests.contracts.vectors import BOB, T0, alice, ids, mem, ready, unit
 from tests.support.builds import child_running, gated_child, index_small_stores
 from tests.support.disk import files_with
+from tests.support.gates import served
 from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
@@ -123,6 +125,31 @@ def test_a_build_swaps_the_built_copy_in(store, path):
     with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 350
         assert ids(again.search_dense(query, alice(), limit=10)) == before
+
+
+def test_a_built_copy_is_loaded_only_once_no_request_is_served(store, monkeypatch):
+    """The load of a built copy holds the interpreter throughout: none starts while a Recall
+    is served (tiers.core.priority.REQUESTS), and the copy is swapped in once none is."""
+    from tiers.semantic.vectors.edge import builds as edge_builds
+
+    store.upsert(points(300))
+    asked = threading.Event()
+    real = edge_builds.REQUESTS.step_aside
+
+    def step_aside(most: float, stopped: Callable[[], bool] | None = None) -> float:
+        asked.set()
+        return real(most, stopped)
+
+    monkeypatch.setattr(edge_builds, "STEP_ASIDE_SECONDS", 3600.0)
+    monkeypatch.setattr(edge_builds.REQUESTS, "step_aside", step_aside)
+    with served():
+        build = threading.Thread(target=store.optimize, daemon=True)
+        build.start()
+        assert asked.wait(DEADLINE), "the build never stepped aside before its load"
+        assert not threading.Event().wait(0.3)  # time to load, were it not waiting
+        assert store.builds == 0 and build.is_alive()
+    build.join(DEADLINE)
+    assert not build.is_alive() and store.builds == 1
 
 
 def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp_path, monkeypatch):
