@@ -256,11 +256,11 @@ class VectorsSettings(Section):
         ge=0,
         description=(
             "Embedded store: shards whose files take this many MB on disk or more (about "
-            "100,000 points for the default) are opened at the start, before Tier 3 answers, "
+            "50,000 points for the default) are opened at the start, before Tier 3 answers, "
             "the largest first, starting none after 10 s, so that their users' first Recall "
-            "waits for no load (0.35-0.55 s for a 280,000-point shard, 0.05-0.15 s for shards "
-            "under 256 MB); the others are opened as they are asked for, and one after another "
-            "behind. 0: none at the start."
+            "waits for no load (0.35-0.55 s for a 280,000-point shard, 0.1-0.2 s for one of "
+            "128-400 MB, 0.05-0.11 s under 128 MB); the others are opened as they are asked for, "
+            "and one after another behind. 0: none at the start."
         ),
     )
     preload: bool = Field(

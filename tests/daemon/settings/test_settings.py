@@ -10,6 +10,7 @@ from daemon.components import configured_vectors, model_cache
 from daemon.settings import load_settings
 from tests.contracts.vectors import mem, ready
 from tiers.core.records import Scope
+from tiers.semantic.vectors import OPEN_FIRST
 from tiers.semantic.vectors.edge import layout
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 from tiers.semantic.vectors.storage import DenseStorage
@@ -49,7 +50,7 @@ def test_the_shards_opened_at_the_start_are_those_the_setting_names(tmp_path, mo
         scope = Scope("alice", "assistant")
         store.upsert([mem(f"alice memory {i}", scope=scope, seq=i, seed=i) for i in range(2000)])
     shard = next(i for i in range(store.shards) if layout.disk_bytes(store.path, i))
-    assert 1 << 20 < layout.disk_bytes(store.path, shard) < 256 << 20
+    assert 1 << 20 < layout.disk_bytes(store.path, shard) < OPEN_FIRST
 
     def opened_first() -> list[dict[str, object]]:
         return [r.fields for r in caplog.records if r.getMessage() == "vectors.opened_first"]

@@ -52,9 +52,9 @@ DENSE = "dense"
 SPARSE = "sparse"
 COLLECTION = "strata_memory"
 MAX_SHARDS = 256  # shards of a store at most (the embedded store's shard-NNN directories)
-# Shards of this many bytes on disk or more are opened at the start: about 100,000 points
-# (:mod:`tiers.semantic.vectors.shards.members`)
-OPEN_FIRST = 256 << 20
+# Shards of this many bytes on disk or more are opened at the start: about 50,000 points, whose
+# load would cost a first Recall 100 ms or more (:mod:`tiers.semantic.vectors.shards.members`)
+OPEN_FIRST = 128 << 20
 
 
 @dataclass(frozen=True, slots=True)
