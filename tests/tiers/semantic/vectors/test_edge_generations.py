@@ -152,6 +152,44 @@ def test_a_built_copy_is_loaded_only_once_no_request_is_served(store, monkeypatc
     assert not build.is_alive() and store.builds == 1
 
 
+def test_a_close_while_a_build_steps_aside_leaves_the_built_copy_unloaded(store, path, monkeypatch):
+    """A store closed while its build waits to load the built copy (a Recall being served)
+    stops the wait: the build fails as closed, its copy is removed and the live generation
+    stays the store's."""
+    from tiers.semantic.vectors.edge import builds as edge_builds
+
+    store.upsert(points(300))
+    asked = threading.Event()
+    real = edge_builds.REQUESTS.step_aside
+
+    def step_aside(most: float, stopped: Callable[[], bool] | None = None) -> float:
+        asked.set()
+        return real(most, stopped)
+
+    monkeypatch.setattr(edge_builds, "STEP_ASIDE_SECONDS", 3600.0)
+    monkeypatch.setattr(edge_builds.REQUESTS, "step_aside", step_aside)
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            store.optimize()
+        except VectorStoreUnavailable as exc:
+            failed.append(exc)
+
+    with served():
+        thread = threading.Thread(target=build, daemon=True)
+        thread.start()
+        assert asked.wait(DEADLINE), "the build never stepped aside before its load"
+        store.close()  # within the wait's poll, not its hour
+        thread.join(DEADLINE)
+    assert not thread.is_alive() and "closed" in str(failed[0])
+    assert store.builds == 0
+    assert generations.current(path) == path / "gen-000001"
+    assert not (path / "gen-000002").exists()
+    with ready(EdgeVectorStore, path) as again:
+        assert again.count(PointFilter()) == 300
+
+
 def test_writes_during_a_build_are_replayed_into_the_built_copy(store, path, tmp_path, monkeypatch):
     first = points(200)
     store.upsert(first)

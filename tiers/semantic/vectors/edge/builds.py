@@ -220,6 +220,8 @@ class EdgeBuilds:
             # The load holds the interpreter throughout (0.6-1.6 s at 100k, 0.1-0.4 s for a
             # shard of the 10M store): none starts while a Recall is served.
             REQUESTS.step_aside(STEP_ASIDE_SECONDS, lambda: self._closed)
+            if self._closed:  # closed meanwhile: the built copy is not loaded (removed below)
+                raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
             ms["aside"], t = _ms(t), time.perf_counter()
             with self.engine(what):
                 built = self.load(gen, self._dim)
