@@ -127,21 +127,28 @@ def test_a_build_swaps_the_built_copy_in(store, path):
         assert ids(again.search_dense(query, alice(), limit=10)) == before
 
 
-def test_a_built_copy_is_loaded_only_once_no_request_is_served(store, monkeypatch):
-    """The load of a built copy holds the interpreter throughout: none starts while a Recall
-    is served (tiers.core.priority.REQUESTS), and the copy is swapped in once none is."""
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set when a build asks to step aside before it loads its built copy; the wait is
+    bounded by an hour, so it lasts as long as a request is served."""
     from tiers.semantic.vectors.edge import builds as edge_builds
 
-    store.upsert(points(300))
-    asked = threading.Event()
+    event = threading.Event()
     real = edge_builds.REQUESTS.step_aside
 
     def step_aside(most: float, stopped: Callable[[], bool] | None = None) -> float:
-        asked.set()
+        event.set()
         return real(most, stopped)
 
     monkeypatch.setattr(edge_builds, "STEP_ASIDE_SECONDS", 3600.0)
     monkeypatch.setattr(edge_builds.REQUESTS, "step_aside", step_aside)
+    return event
+
+
+def test_a_built_copy_is_loaded_only_once_no_request_is_served(store, asked):
+    """The load of a built copy holds the interpreter throughout: none starts while a Recall
+    is served (tiers.core.priority.REQUESTS), and the copy is swapped in once none is."""
+    store.upsert(points(300))
     with served():
         build = threading.Thread(target=store.optimize, daemon=True)
         build.start()
@@ -152,22 +159,11 @@ def test_a_built_copy_is_loaded_only_once_no_request_is_served(store, monkeypatc
     assert not build.is_alive() and store.builds == 1
 
 
-def test_a_close_while_a_build_steps_aside_leaves_the_built_copy_unloaded(store, path, monkeypatch):
+def test_a_close_while_a_build_steps_aside_leaves_the_built_copy_unloaded(store, path, asked):
     """A store closed while its build waits to load the built copy (a Recall being served)
     stops the wait: the build fails as closed, its copy is removed and the live generation
     stays the store's."""
-    from tiers.semantic.vectors.edge import builds as edge_builds
-
     store.upsert(points(300))
-    asked = threading.Event()
-    real = edge_builds.REQUESTS.step_aside
-
-    def step_aside(most: float, stopped: Callable[[], bool] | None = None) -> float:
-        asked.set()
-        return real(most, stopped)
-
-    monkeypatch.setattr(edge_builds, "STEP_ASIDE_SECONDS", 3600.0)
-    monkeypatch.setattr(edge_builds.REQUESTS, "step_aside", step_aside)
     failed: list[BaseException] = []
 
     def build() -> None:
@@ -182,7 +178,7 @@ def test_a_close_while_a_build_steps_aside_leaves_the_built_copy_unloaded(store,
         assert asked.wait(DEADLINE), "the build never stepped aside before its load"
         store.close()  # within the wait's poll, not its hour
         thread.join(DEADLINE)
-    assert not thread.is_alive() and "closed" in str(failed[0])
+    assert not thread.is_alive() and len(failed) == 1 and "closed" in str(failed[0])
     assert store.builds == 0
     assert generations.current(path) == path / "gen-000001"
     assert not (path / "gen-000002").exists()
