@@ -217,8 +217,8 @@ class EdgeBuilds:
             if purge:
                 generations.remove(copy, self.path)
             ms["child"], t = _ms(t), time.perf_counter()
-            # The load holds the interpreter throughout (0.6-1.6 s at 100k, 0.1-0.4 s for a
-            # shard of the 10M store): none starts while a Recall is served.
+            # The load holds the interpreter but for its reads ahead (0.6-1.6 s at 100k; a
+            # shard of the 10M store 0.1-0.8 s in all): none starts while a Recall is served.
             REQUESTS.step_aside(STEP_ASIDE_SECONDS, lambda: self._closed)
             if self._closed:  # closed meanwhile: the built copy is not loaded (removed below)
                 raise VectorStoreUnavailable(f"the vector store at {self.path} is closed")
