@@ -48,7 +48,7 @@ from daemon.stages import Stages, in_thread
 from daemon.wiring import Factories, Parts, open_parts
 from tiers.core import collector
 from tiers.semantic.embedding import EmbeddingRetrying
-from tiers.semantic.store import Tier3Opened
+from tiers.semantic.events import Tier3Opened
 
 log = logging.getLogger("strata.daemon")
 T = TypeVar("T")

@@ -31,7 +31,8 @@ from tiers.semantic.embedding import (
     SentenceTransformerEmbedder,
 )
 from tiers.semantic.embedding.priority import PriorityEmbedder
-from tiers.semantic.store import SemanticStore, Tier3Written, edge_store_path
+from tiers.semantic.events import Tier3Written
+from tiers.semantic.store import SemanticStore, edge_store_path
 from tiers.semantic.vectors import VectorStore
 from tiers.settings import EmbeddingSettings
 from tiers.workers.embedder import describe, start_background

@@ -3,10 +3,13 @@ budget, their memories' features kept with them and on disk (:mod:`recall.graph.
 
 The graph (:mod:`recall.graph.scope`) is derived, never stored: it is built from the vector
 store's points and the fact graph on a scope's first query, and again on the first query
-after that scope was written: a query sees every write made before it. A build reads the
-scope's current ids and only the points whose features it lacks. So it is as durable as the
-points and edges it comes from; Forget, rebuild and restore need nothing more than dropping
-the cached build (:meth:`MemoryGraphs.forget_scope`).
+after that scope was written: a query sees every write made before it. A build of a kept
+graph reads only the points the writes since touched, when each write told them
+(:mod:`recall.graph.writes`); a first build, or one after a write that did not (a delete by
+episode, a Forget), lists the scope's current ids and reads the points whose features it
+lacks (:mod:`recall.graph.reads`). So it is as durable as the points and edges it comes from;
+Forget, rebuild and restore need nothing more than dropping the cached build
+(:meth:`MemoryGraphs.forget_scope`).
 
 A large scope (``large_scope`` memories or more) is built in the background, one build at a
 time, the smallest first (:mod:`recall.graph.builds`), so that no query waits seconds for it
@@ -38,29 +41,23 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 
-import numpy as np
-
 from recall import ChannelNotReady
 from recall.graph.builds import BuildQueue
-from recall.graph.features import ID, Features, FeatureTable
+from recall.graph.features import FeatureTable
 from recall.graph.files import FeatureFiles
+from recall.graph.reads import FALLBACK_KINDS, TooManyReads, current
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph, assemble
+from recall.graph.writes import WriteLog
 from tiers.core import collector
 from tiers.core.priority import REQUESTS
 from tiers.core.records import Scope
-from tiers.semantic.store import SemanticStore, Tier3Written
+from tiers.semantic.events import Tier3Written
+from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter, VectorStore
 
 log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
-FALLBACK_KINDS = ("episode_chunk", "fact")
-READ_PAGE = 64  # points a build reads and decodes, then steps aside for the Recalls served
-
-
-class _TooManyReads(Exception):
-    """A rebuild on the query's thread would read more than ``inline_reads`` new points (its
-    argument: the scope's memories)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +92,7 @@ class MemoryGraphs:
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _versions: dict[str, int] = field(init=False, default_factory=dict)  # user -> writes seen
     _forgets: dict[str, int] = field(init=False, default_factory=dict)  # user -> Forgets seen
+    _writes: WriteLog = field(init=False)  # the ids each write touched, for the kept graphs
     _builds: dict[tuple[str, str], threading.Lock] = field(init=False, default_factory=dict)
     _entries: OrderedDict[tuple[str, str], _Entry] = field(init=False, default_factory=OrderedDict)
     # features in the scope's file (files)
@@ -109,6 +107,7 @@ class MemoryGraphs:
 
     def __post_init__(self) -> None:
         self._idle = threading.Condition(self._lock)
+        self._writes = WriteLog(self.inline_reads)
         # Staged points are not in the vector store: the graph is built from its points.
         self.semantic.events.subscribe(Tier3Written, self._written)
 
@@ -116,7 +115,8 @@ class MemoryGraphs:
         if event.staged:
             return
         with self._lock:
-            self._versions[event.user_id] = self._versions.get(event.user_id, 0) + 1
+            version = self._versions[event.user_id] = self._versions.get(event.user_id, 0) + 1
+            self._writes.written(event.user_id, version, event.ids)
 
     def forget_scope(self, user_id: str) -> int:
         """Drop the user's graphs (Forget's hook); returns how many. A build under way for
@@ -124,10 +124,13 @@ class MemoryGraphs:
         with self._lock:
             doomed = [k for k in self._entries if k[0] == user_id]
             for key in doomed:
-                self.nbytes -= self._entries.pop(key).graph.nbytes
+                gone = self._entries.pop(key)
+                self.nbytes -= gone.graph.nbytes
+                self._writes.release(user_id, gone.version)
                 self._builds.pop(key, None)
                 self._saved.pop(key, None)
-            self._versions[user_id] = self._versions.get(user_id, 0) + 1
+            version = self._versions[user_id] = self._versions.get(user_id, 0) + 1
+            self._writes.written(user_id, version, None)
             self._forgets[user_id] = self._forgets.get(user_id, 0) + 1
         if self.files is not None:
             self.files.forget(user_id)
@@ -209,7 +212,7 @@ class MemoryGraphs:
         else:  # written since its build, which holds the features it had
             try:
                 return self._built(key, scope, vectors, most=self.inline_reads)
-            except _TooManyReads as many:  # many points came at once: built behind, as below
+            except TooManyReads as many:  # many points came at once: built behind, as below
                 size = many.args[0]
         if size:
             with self._lock:
@@ -294,44 +297,54 @@ class MemoryGraphs:
     ) -> ScopeGraph:
         """A new build of the scope's graph, kept (unless its user was forgotten meanwhile);
         a build finished by another thread while this one waited is taken instead. Raises
-        :class:`_TooManyReads` when it would read more than ``most`` points (None: any)."""
+        :class:`TooManyReads` when it would read more than ``most`` points (None: any)."""
+        user = scope.user_id
         with self._lock:
             build_lock = self._builds.setdefault(key, threading.Lock())
         with build_lock:
             with self._lock:
                 entry = self._entries.get(key)
-                if entry is not None and entry.version == self._versions.get(scope.user_id, 0):
+                if entry is not None and entry.version == self._versions.get(user, 0):
                     return entry.graph  # built while this thread waited
-                version = self._versions.get(scope.user_id, 0)
-                forgets = self._forgets.get(scope.user_id, 0)
+                version = self._versions.get(user, 0)
+                forgets = self._forgets.get(user, 0)
                 began = self.clock()
                 known = entry.graph.features if entry is not None else None
-            generation = self.files.generation(scope.user_id) if self.files is not None else 0
-            if known is None:
-                known = self.files.load(scope) if self.files is not None else FeatureTable.empty()
+                touched = None if entry is None else self._writes.since(user, entry.version)
+                self._writes.hold(user, version)  # the writes from now on, for the next build
+            try:
+                generation = self.files.generation(user) if self.files is not None else 0
+                if known is None:
+                    known = FeatureTable.empty() if self.files is None else self.files.load(scope)
+                    with self._lock:
+                        self._saved[key] = len(known)
+                with collector.quiet():  # a burst of decoded points: no full collection walks it
+                    graph, removed = self._build(scope, vectors, known, most, touched)
+                files = self.files if self._to_save(key, graph.count, removed) else None
+                if files is not None and files.save(scope, graph.features, generation):
+                    with self._lock:
+                        self._saved[key] = graph.count
                 with self._lock:
-                    self._saved[key] = len(known)
-            with collector.quiet():  # a burst of decoded points: no full collection walks it
-                graph, removed = self._build(scope, vectors, known, most)
-            files = self.files if self._to_save(key, graph.count, removed) else None
-            if files is not None and files.save(scope, graph.features, generation):
+                    if self._forgets.get(user, 0) == forgets:
+                        self._keep(key, _Entry(graph, version, began, self.clock() - began))
+                return graph
+            finally:
                 with self._lock:
-                    self._saved[key] = graph.count
-            with self._lock:
-                if self._forgets.get(scope.user_id, 0) == forgets:
-                    self._keep(key, _Entry(graph, version, began, self.clock() - began))
-            return graph
+                    self._writes.release(user, version)
 
     def _keep(self, key: tuple[str, str], entry: _Entry) -> None:
         """Keep ``entry`` within the budget, the least recently used out (self._lock held)."""
         old = self._entries.pop(key, None)
         if old is not None:
             self.nbytes -= old.graph.nbytes
+            self._writes.release(key[0], old.version)
         self._entries[key] = entry
         self.nbytes += entry.graph.nbytes
+        self._writes.hold(key[0], entry.version)
         while self.nbytes > self.max_bytes and len(self._entries) > 1:
             evicted, gone = self._entries.popitem(last=False)
             self.nbytes -= gone.graph.nbytes
+            self._writes.release(evicted[0], gone.version)
             self._builds.pop(evicted, None)
             self._saved.pop(evicted, None)
 
@@ -344,27 +357,30 @@ class MemoryGraphs:
         return removed > 0 or saved is None or size - saved >= max(1, saved // 10)
 
     def _build(
-        self, scope: Scope, vectors: VectorStore, known: FeatureTable, most: int | None = None
+        self,
+        scope: Scope,
+        vectors: VectorStore,
+        known: FeatureTable,
+        most: int | None = None,
+        touched: frozenset[str] | None = None,
     ) -> tuple[ScopeGraph, int]:
-        """The scope's graph from its current memories: their ids from the store, the
-        features of those ``known`` lacks read from their points (those of memories gone are
-        left out); and how many were left out."""
+        """The scope's graph from its current memories (:func:`~recall.graph.reads.current`),
+        and how many of ``known``'s are left out."""
         flt = PointFilter(
             user_id=scope.user_id,
             agent_id=scope.agent_id,
             kinds=self.kinds,
             include_superseded=False,
         )
-        table, seen = self._memories(flt, vectors, known, most)
-        if "episode_turn" in self.kinds and not table.has_kind("episode_turn"):
-            flt = replace(flt, kinds=FALLBACK_KINDS)
-            table, _seen = self._memories(flt, vectors, seen, most)  # facts not read again
-        removed = len(known) - int(np.isin(known.ids, table.ids).sum()) if len(known) else 0
-        if len(table) >= self.max_points:
-            log.warning(
-                "recall.graph_truncated",
-                extra={"fields": {"user_id": scope.user_id, "max_points": self.max_points}},
-            )
+        table, removed = current(
+            flt,
+            vectors,
+            known,
+            touched,
+            most=most,
+            max_points=self.max_points,
+            between=self._between,
+        )
         graph = self.semantic.graph
         triplets = [
             (e.id, e.subject, e.object)
@@ -375,26 +391,9 @@ class MemoryGraphs:
         ]
         return assemble(table, triplets, self.reply_weight), removed
 
-    def _memories(
-        self, flt: PointFilter, vectors: VectorStore, known: FeatureTable, most: int | None
-    ) -> tuple[FeatureTable, FeatureTable]:
-        """The features of the memories matching ``flt``, in the store's order: ``known``'s
-        rows, and those of the new ones read from their points (a point deleted between the
-        two reads is left out); and ``known`` with the rows read."""
-        ids = np.array(vectors.ids(flt, limit=self.max_points), dtype=ID)
-        at = known.positions(ids)
-        new = [bytes(i).decode() for i in ids[at < 0]]
-        if most is not None and len(new) > most:
-            raise _TooManyReads(len(ids))
-        if new:
-            rows: list[tuple[str, Features]] = []
-            for start in range(0, len(new), READ_PAGE):
-                if self._closed:
-                    raise ChannelNotReady("the graphs are closed")
-                if self._behind is not None:
-                    self._behind.between()  # smaller builds waiting go first
-                read = vectors.get(new[start : start + READ_PAGE], flt.user_id)
-                rows.extend((p.id, Features.of(p)) for p in read)
-            known = known.append(FeatureTable.of(rows))
-            at = known.positions(ids)
-        return known.take(at[at >= 0]), known
+    def _between(self) -> None:
+        """Before each page a build reads: stop if closed; smaller builds waiting go first."""
+        if self._closed:
+            raise ChannelNotReady("the graphs are closed")
+        if self._behind is not None:
+            self._behind.between()

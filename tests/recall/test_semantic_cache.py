@@ -24,7 +24,7 @@ from tests.contracts.corpus import Tier3
 from tests.support.gates import DEADLINE, Pause
 from tiers.core.records import Scope
 from tiers.keyed.document import Document
-from tiers.semantic.store import Tier3Written
+from tiers.semantic.events import Tier3Written
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 
 ALICE = Scope("alice")

@@ -4,6 +4,8 @@ write facts, chunks and turns (the ``world`` fixture of ``tests/recall/conftest.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +40,33 @@ class World:
         self.semantic.start()
         _embedder, self.vectors = self.semantic.wait_ready(10)
         self.graph: NetworkXGraph = self.semantic.graph
+        # Whether writes tell the caches the ids they wrote, as SemanticStore.write does; by
+        # default they do not, as a delete by episode does not.
+        self.tell_ids = False
+        self._held: dict[str, list[str]] | None = None  # the writes of a together() block
+
+    def told(self, user_ids: set[str], ids: list[str]) -> None:
+        """Tell the caches that ``ids`` were written in the scopes of ``user_ids`` (at the end
+        of a :meth:`together` block, in one notice)."""
+        if self._held is not None:
+            for user in user_ids:
+                self._held.setdefault(user, []).extend(ids)
+            return
+        self.semantic.notify_write(
+            user_ids, ids={u: ids for u in user_ids} if self.tell_ids else None
+        )
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """The writes within the block told as one, as one SemanticStore.write of several
+        points tells them."""
+        self._held = {}
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            if held:
+                self.semantic.notify_write(set(held), ids=held if self.tell_ids else None)
 
     def _points(self, points: list[MemoryPoint]) -> None:
         dense = self.embedder.encode_documents([p.text for p in points])
@@ -76,7 +105,7 @@ class World:
             attrs={"subject": s, "predicate": p, "object": o},
         )
         self._points([point])
-        self.semantic.notify_write({scope.user_id})
+        self.told({scope.user_id}, [pid])
         self.graph.add_edges(
             [
                 Edge(
@@ -101,7 +130,7 @@ class World:
         pid = point_id(scope, kind, text, sources)
         session = "sess-" + episode
         self._points([MemoryPoint(pid, kind, text, scope, episode, session, sources, at, "index")])
-        self.semantic.notify_write({scope.user_id})
+        self.told({scope.user_id}, [pid])
         return pid
 
     def chunk(

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from tiers.core import collector
@@ -46,6 +46,7 @@ from tiers.semantic.digests import DigestPolicy, build_digests
 from tiers.semantic.embedding import Embedder, EmbeddingService, EmbeddingUnavailable
 from tiers.semantic.embedding.slices import encode_sliced
 from tiers.semantic.erasures import ErasingVectors, Erasures, Quiet
+from tiers.semantic.events import Tier3Opened, Tier3Written
 from tiers.semantic.graph import CACHE_EDGES, Edge
 from tiers.semantic.graph.nxgraph import NetworkXGraph
 from tiers.semantic.pending import PendingPoints
@@ -59,23 +60,6 @@ from tiers.semantic.vectors.bm25 import KeywordEncoder
 
 log = logging.getLogger("strata.semantic")
 _ALL = 10_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Tier3Written:
-    """Event of :attr:`SemanticStore.events`: Tier 3 was written in ``user_id``'s scope;
-    ``staged``: only points staged for the keyword channel (:meth:`SemanticStore.stage`),
-    which are not in the vector store (what is derived from its points stays valid)."""
-
-    user_id: str
-    staged: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Tier3Opened:
-    """Event of :attr:`SemanticStore.events`, once: Tier 3 opened (``ok``) or failed to."""
-
-    ok: bool
 
 
 class SemanticStore:
@@ -119,9 +103,18 @@ class SemanticStore:
         if self._space is not None:
             self._space.check(what)
 
-    def notify_write(self, user_ids: set[str], *, staged: bool = False) -> None:
+    def notify_write(
+        self,
+        user_ids: set[str],
+        *,
+        staged: bool = False,
+        ids: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        """Tell the scopes' caches that ``user_ids`` were written: with ``ids``, the point ids
+        the write may have changed for each user (:class:`Tier3Written`)."""
         for user_id in user_ids:
-            self.events.publish(Tier3Written(user_id, staged))
+            touched = None if ids is None else frozenset(ids.get(user_id, ()))
+            self.events.publish(Tier3Written(user_id, staged, touched))
 
     def embed(
         self, points: Sequence[MemoryPoint], stopping: threading.Event | None = None
@@ -162,7 +155,10 @@ class SemanticStore:
         kept = [replace(p, sparse=self.keywords.embed_document(p.text)) for p in kept]
         vectors.upsert(kept)
         self.pending.discard(p.id for p in kept)
-        self.notify_write({p.scope.user_id for p in kept})
+        by_user: dict[str, list[str]] = {}
+        for p in kept:
+            by_user.setdefault(p.scope.user_id, []).append(p.id)
+        self.notify_write(set(by_user), ids=by_user)
         return kept
 
     def stage(
@@ -193,7 +189,8 @@ class SemanticStore:
         _embedder, vectors = self.wait_ready(timeout=None)
         removed = vectors.delete(flt)  # staged points are not stored: not counted
         if removed or staged:
-            self.notify_write(set(users))
+            named = {u: flt.ids for u in users} if flt.ids else None  # a delete by id
+            self.notify_write(set(users), ids=named)
         return removed
 
     def write_edges(self, edges: Sequence[Edge]) -> list[Edge]:
@@ -204,7 +201,7 @@ class SemanticStore:
         kept = self.tombstones.keep(list(edges))
         if kept:
             self.graph.add_edges(kept)
-            self.notify_write({e.scope.user_id for e in kept})
+            self.notify_write({e.scope.user_id for e in kept}, ids={})  # no point changed
         return kept
 
     def close_facts(
@@ -241,7 +238,10 @@ class SemanticStore:
             validity = Validity(end, by.get(fact_id))
             vectors.set_valid_to([fact_id], validity, user_of.get(fact_id, ""))
         if notify:
-            self.notify_write(set(user_of.values()))
+            touched: dict[str, list[str]] = {}
+            for fact_id in valid_to:
+                touched.setdefault(user_of.get(fact_id, ""), []).append(fact_id)
+            self.notify_write(set(user_of.values()), ids=touched)
 
     def remove_edges(self, ids: Sequence[str] = (), scope: Scope | None = None) -> tuple[int, int]:
         """Delete graph edges by id, or every edge of ``scope`` (a scope's Forget), and the

@@ -17,7 +17,8 @@ import pytest
 from recall import ChannelNotReady, Query
 from recall.channels import KeywordChannel, VectorChannel
 from recall.engine import RecallEngine
-from recall.graph import builds, memory
+from recall.graph import builds
+from recall.graph import reads as graph_reads
 from recall.graph.channel import GraphChannel
 from recall.graph.memory import MemoryGraphs
 from recall.recipe import Recipe
@@ -143,7 +144,7 @@ def test_a_smaller_scopes_build_runs_between_the_pages_of_a_larger_ones(
 ):
     """A small user's first build waits for no page of a large user's beyond the one under way
     (recall.graph.builds): before, it waited for the whole build (seconds at 1M points)."""
-    monkeypatch.setattr(memory, "READ_PAGE", 1)  # A's build reads its two memories in two pages
+    monkeypatch.setattr(graph_reads, "READ_PAGE", 1)  # A's build: its two memories, two pages
     world.turn(A, "Caroline", "I like painting.")
     world.turn(A, "Melanie", "Me too.", seq=2)
     world.turn(B, "Bob", "I like chess.")

@@ -20,7 +20,8 @@ from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
 from tiers.semantic.embedding import Embedder, EmbeddingService
 from tiers.semantic.embedding.slices import FIRST_SLICE, MAX_SLICE, SLICE_SECONDS, next_slice
-from tiers.semantic.store import SemanticStore, Tier3Written
+from tiers.semantic.events import Tier3Written
+from tiers.semantic.store import SemanticStore
 from tiers.semantic.tombstones import Tombstones
 from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
@@ -85,6 +86,32 @@ def test_a_delete_names_what_it_deletes(tier3: Tier3) -> None:
     with semantic.write_lock:
         assert semantic.delete(replace(PointFilter(user_id="bob"), kinds=("fact",)), {"bob"}) == 2
     assert vectors.count(PointFilter(user_id="bob", kinds=("fact",))) == 0
+
+
+def test_each_door_tells_the_ids_it_may_have_changed(tier3: Tier3) -> None:
+    """Tier3Written.ids, which lets a kept graph read those points alone
+    (recall.graph.writes): the points written, the facts closed, the points deleted by id; none
+    for edges alone; None (unknown) for a delete by kind or episode."""
+    semantic = tier3.semantic
+    _embedder, vectors = semantic.wait_ready(0)
+    told: list[Tier3Written] = []
+    semantic.events.subscribe(Tier3Written, told.append)
+    points, edges = corpus()
+    facts = [p for p in points if p.kind == "fact" and p.scope == A]
+    with semantic.write_lock:
+        semantic.write(facts)
+        semantic.write_edges([e for e in edges if e.scope == A])
+        semantic.close_facts({facts[0].id: 1})
+        semantic.delete(PointFilter(user_id="alice", ids=(facts[1].id,)), {"alice"})
+        semantic.delete(PointFilter(user_id="alice", episode_ids=(facts[0].episode_id,)), {"alice"})
+    assert [(e.user_id, e.ids) for e in told] == [
+        ("alice", frozenset(p.id for p in facts)),
+        ("alice", frozenset()),
+        ("alice", frozenset({facts[0].id})),
+        ("alice", frozenset({facts[1].id})),
+        ("alice", None),
+    ]
+    assert not vectors.get([facts[1].id])
 
 
 class Counting:
