@@ -245,7 +245,8 @@ class RecallSettings(Recipe):
             "A scope's first graph build since the start (or an eviction) that would read more "
             "points than this (its turns and facts, or its chunks and facts when it has no turn, "
             "less those on disk) runs in the background, as a large scope's does: a point read "
-            "and parsed costs 0.1-0.3 ms."
+            "and parsed costs 0.1-0.3 ms. Also the point ids a user's writes are kept for, "
+            "so that a kept graph reads those alone; past that it lists its scope again."
         ),
     )
     graph_wait_seconds: float = Field(
