@@ -10,7 +10,8 @@ validity changed, points deleted by id; none for a write of edges alone), or wit
 (a delete by episode or by user, a Forget): then the graphs of that user are built again from
 the listing of their memories, as before. A user's log is kept only while a graph of theirs is
 kept or being built (:meth:`WriteLog.hold`), and holds ``most_ids`` ids at the most; past
-that it says "unknown", and the next build lists the scope again.
+that (or past as many writes, those of edges alone included) it says "unknown", and the next
+build lists the scope again.
 
 Not thread-safe: :class:`~recall.graph.memory.MemoryGraphs` calls it under its lock.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 class _UserLog:
     holders: Counter[int] = field(default_factory=Counter)  # version -> graphs held at it
     events: list[tuple[int, frozenset[str] | None]] = field(default_factory=list)
-    ids: int = 0  # ids in ``events``
+    size: int = 0  # what ``events`` cost: their ids, at least one an event
 
 
 class WriteLog:
@@ -57,7 +58,7 @@ class WriteLog:
         oldest = min(log.holders)
         if log.events and log.events[0][0] <= oldest:
             log.events = [e for e in log.events if e[0] > oldest]
-            log.ids = sum(len(ids) for _v, ids in log.events if ids is not None)
+            log.size = sum(_cost(ids) for _v, ids in log.events)
 
     def written(self, user_id: str, version: int, ids: Collection[str] | None) -> None:
         """The user's write that made their version ``version`` touched ``ids`` (None: not
@@ -65,12 +66,12 @@ class WriteLog:
         log = self._users.get(user_id)
         if log is None:
             return
-        if ids is not None and log.ids + len(ids) <= self.most_ids:
+        if ids is not None and log.size + _cost(ids) <= self.most_ids:
             log.events.append((version, frozenset(ids)))
-            log.ids += len(ids)
+            log.size += _cost(ids)
         else:  # unknown, or too many: every version before this one is unknown too
             log.events = [(version, None)]
-            log.ids = 0
+            log.size = 1
 
     def since(self, user_id: str, version: int) -> frozenset[str] | None:
         """The ids the user's writes after ``version`` touched, or None when one of those
@@ -87,3 +88,9 @@ class WriteLog:
                 return None
             touched |= ids
         return frozenset(touched)
+
+
+def _cost(ids: Collection[str] | None) -> int:
+    """What a write costs the log: its ids, and at least one (so writes of edges alone, which
+    touch no point, are bounded too)."""
+    return max(1, len(ids or ()))

@@ -51,3 +51,15 @@ def test_a_release_drops_what_no_held_graph_needs_and_the_last_drops_the_user():
     log.written("alice", 3, ["d"])
     log.hold("alice", 3)
     assert log.since("alice", 3) == frozenset()
+
+
+def test_writes_that_touch_no_point_count_too():
+    """Writes of edges alone touch no point, but each costs the log one: a graph held while
+    many come is listed again rather than keeping an endless log."""
+    log = WriteLog(most_ids=3)
+    log.hold("alice", 0)
+    for version in (1, 2, 3):
+        log.written("alice", version, [])
+    assert log.since("alice", 0) == frozenset()
+    log.written("alice", 4, [])
+    assert log.since("alice", 0) is None
