@@ -2,8 +2,8 @@
 scope's graph, kept at the version it was built at, is brought up to date by reading only the
 points those writes touched (:meth:`recall.graph.memory.MemoryGraphs.get`) rather than
 listing every memory of the scope again: under a fleet every user writes between two of its
-queries, and the listing of a 20,000-memory scope was a fifth of the daemon's interpreter
-time at 10M points (``docs/benchmarks.md``, 2026-12-06).
+queries, and those listings were a fifth of the daemon's interpreter time at 10M points
+(``docs/benchmarks.md``, 2026-12-06).
 
 A write is told with the ids it touched (``Tier3Written.ids``: points written, facts whose
 validity changed, points deleted by id; none for a write of edges alone), or without them
