@@ -30,6 +30,7 @@ Steps 2-4 hold ``SemanticStore.write_lock`` (a backup or a rebuild never sees ha
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection
 from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 
@@ -222,15 +223,19 @@ class Consolidator:
             out.append(point)
         return out
 
-    def refresh_profiles(self) -> int:
+    def refresh_profiles(self, stopping: threading.Event | None = None) -> int:
         """Step 5: rewrite the entity profiles of every scope whose facts changed since the
         last call (``tiers.semantic.profiles``); returns how many profiles were written. Called once
         per run (and per rebuild) rather than per episode: a profile is rewritten, and
         embedded, once for all the episodes of a run. After a crash in between, the next
-        run in the scope brings them up to date; Forget rewrites them at once."""
+        run in the scope brings them up to date; Forget rewrites them at once. A set
+        ``stopping`` (the daemon stops) ends it between two scopes: the scopes left stay
+        in :attr:`stale_profiles`, and a stop leaves them as a crash does."""
         written = 0
         with self.semantic.write_lock:
             for scope in sorted(self.stale_profiles, key=lambda s: (s.user_id, s.agent_id)):
+                if stopping is not None and stopping.is_set():
+                    break
                 written += self.semantic.refresh_profiles(scope)[0]
                 self.stale_profiles.discard(scope)
         return written

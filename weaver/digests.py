@@ -17,6 +17,7 @@ change of the period tries again.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,14 +50,22 @@ class Digests:
         self.stale: set[Scope] = set()
         self._unwritten: set[Scope] = set()  # refreshed, the writer not asked yet
 
-    def refresh(self, *, abstract: bool = True) -> int:
+    def refresh(self, *, abstract: bool = True, stopping: threading.Event | None = None) -> int:
         """Write the digests and threads of the stale scopes; returns how many were written
         (a digest the writer rewrote counts again). Then, with a writer, have it write each
         extractive digest of those scopes and of the scopes refreshed before without it.
         Without ``abstract`` (a rebuild, which never calls a model) the writer is not asked:
-        the next refresh with it asks it."""
+        the next refresh with it asks it. A set ``stopping`` ends it between two scopes: the
+        scopes left stay stale (or unwritten) for a later refresh, or for none after a stop,
+        as after a crash."""
+
+        def stopped() -> bool:
+            return stopping is not None and stopping.is_set()
+
         written = 0
         for scope in sorted(self.stale, key=_order):
+            if stopped():
+                return written
             self.stale.discard(scope)
             with self._semantic.write_lock:
                 written += len(self._semantic.refresh_stories(scope)[0])
@@ -65,6 +74,8 @@ class Digests:
         if self.writer is None or not abstract:
             return written
         for scope in sorted(self._unwritten, key=_order):
+            if stopped():
+                return written
             self._unwritten.discard(scope)
             drafts = self._drafts(scope)
             periods = [p for p in drafts if p.attrs.get("level") != STORY]

@@ -12,7 +12,7 @@ import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from weaver.jobs.events import EpisodesIndexed, RunFinished
 from weaver.jobs.jobqueue import JobQueue
 from weaver.jobs.kinds import Call, Consolidate, IndexEpisodes, IndexLive, UnknownJob
 from weaver.jobs.runner import Weaver
-from weaver.run import Run
+from weaver.run import Progress, Run
 from weaver.settings import WeaverSettings
 
 DIM = 32
@@ -245,3 +245,69 @@ def test_a_run_lets_only_the_index_jobs_then_in_line_overtake_it() -> None:
     assert line.kinds() == ["run"] and line.take(IndexLive, IndexEpisodes) == []
     line.put(IndexLive())
     assert line.take(IndexLive) == [IndexLive()] and line.kinds() == ["run"]
+
+
+# -- a stop ----------------------------------------------------------------------------------
+BOB = Scope("bob", "bot")
+
+
+@dataclass(slots=True)
+class StopsAtTheRefresh(Run):
+    """A run whose caller stops the weaver once every episode is consolidated."""
+
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def publish(self, event: Progress) -> None:
+        Run.publish(self, event)
+        if event.stage == "consolidate" and event.total and event.done == event.total:
+            self.stopping.set()
+
+
+class SetAfter(threading.Event):
+    """Unset for the first ``checks`` looks, then set: a stop between two scopes."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.checks = checks
+
+    def is_set(self) -> bool:
+        self.checks -= 1
+        return self.checks < 0
+
+
+LISBON = ("I moved to Lisbon last spring.", "I live in Lisbon with my sister now.")
+
+
+def end_sessions(working: WorkingMemory, *scopes: Scope) -> None:
+    for n, scope in enumerate(scopes):
+        said = [Message("user", text, name=scope.user_id.title()) for text in LISBON]
+        working.append(f"s{n}", scope, said)
+        working.end_session(f"s{n}", user_id=scope.user_id)
+
+
+def test_a_stop_ends_the_runs_refresh_and_logs_the_scopes_it_left(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rewriting a fleet's profiles and digests took a stop 17-89 s at 10M: a stop now ends
+    the refresh between two scopes, and the scopes left are said (a stop leaves them as a
+    crash does, until a later run in the scope)."""
+    weaver = world.weaver
+    runs, consolidator = weaver._runs, weaver._runs.consolidator
+    end_sessions(world.working, ALICE, BOB)
+    run = StopsAtTheRefresh("r1", stopping=weaver._stopping)
+    with caplog.at_level(logging.WARNING, logger="strata.weaver"):
+        runs.run(run)
+    report = run.report
+    assert report is not None and report.episodes == 2, report
+    assert (report.profiles, report.digests) == (0, 0)
+    assert consolidator.stale_profiles == consolidator.digests.stale == {ALICE, BOB}
+    (left,) = [r for r in caplog.records if r.getMessage() == "weaver.refresh_left"]
+    assert left.fields == {"profiles_scopes": 2, "digests_scopes": 2}  # type: ignore[attr-defined]
+
+    # A refresh told to stop after its first look writes one scope and keeps the other.
+    assert consolidator.refresh_profiles(SetAfter(1)) > 0
+    assert consolidator.stale_profiles == {BOB}
+    assert consolidator.digests.refresh(stopping=SetAfter(1)) > 0
+    assert consolidator.digests.stale == {BOB}
+    assert consolidator.refresh_profiles() > 0 and consolidator.digests.refresh() > 0
+    assert consolidator.stale_profiles == consolidator.digests.stale == set()
