@@ -67,15 +67,21 @@ class RunJobs:
     def __post_init__(self, llm_backoff: tuple[float, float]) -> None:
         self.backoff = Backoff(*llm_backoff, retry=self.retry)
 
-    def _left_stale(self) -> None:
-        """Log the scopes whose profiles or digests a stop left as they were (a stop ends
-        the refresh between two scopes: a stop waited 17-89 s for it under a fleet at 10M)."""
+    def _left_stale(self, report: RunReport) -> None:
+        """Log the scopes whose profiles or digests a stop left as they were, and say so in
+        the run's report (a stop ends the refresh between two scopes: a stop waited 17-89 s
+        for it under a fleet at 10M)."""
         profiles = len(self.consolidator.stale_profiles)
         digests = len(self.consolidator.digests.stale)
         if self.stopping.is_set() and (profiles or digests):
             log.warning(
                 "weaver.refresh_left",
                 extra={"fields": {"profiles_scopes": profiles, "digests_scopes": digests}},
+            )
+            report.ok = False
+            report.error = report.error or (
+                f"stopped by shutdown: the profiles of {profiles} scopes and the digests of "
+                f"{digests} left as they were"
             )
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
@@ -189,7 +195,7 @@ class RunJobs:
             report.profiles = self.consolidator.refresh_profiles(self.stopping)
             report.digests = self.consolidator.digests.refresh(stopping=self.stopping)
             self.builds.wrote(report.profiles + report.digests)
-            self._left_stale()
+            self._left_stale(report)
             if llm_down:
                 delay = self.backoff.failed()
                 report.error = (

@@ -300,6 +300,9 @@ def test_a_stop_ends_the_runs_refresh_and_logs_the_scopes_it_left(
     report = run.report
     assert report is not None and report.episodes == 2, report
     assert (report.profiles, report.digests) == (0, 0)
+    assert not report.ok and report.error == (
+        "stopped by shutdown: the profiles of 2 scopes and the digests of 2 left as they were"
+    )
     assert consolidator.stale_profiles == consolidator.digests.stale == {ALICE, BOB}
     (left,) = [r for r in caplog.records if r.getMessage() == "weaver.refresh_left"]
     assert left.fields == {"profiles_scopes": 2, "digests_scopes": 2}  # type: ignore[attr-defined]
