@@ -67,6 +67,7 @@ from recall.engine import RecallEngine
 from tiers.changes.log import ChangeLog
 from tiers.core.models import ModelClient
 from tiers.core.records import from_fields
+from tiers.journal.stale import StaleScopes
 from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
@@ -264,6 +265,7 @@ def open_parts(settings: Settings, factories: Factories, stages: Stages) -> Part
         wait_for_llm=s.llm.on_failure == "wait",
         tool_text=indexer.tool_text,
         digest_writer=digest_writer(s.llm) if s.weaver.enabled else None,
+        stale=kind_of(kinds, StaleScopes),
     )
     # Rebuild never extracts, so it works with the weaver disabled too.
     document_indexer = DocumentIndexer(documents, semantic)

@@ -293,7 +293,11 @@ ROOMS = {
         "tiers.semantic",
         "tiers.changes",
     ),
-    "tiers.journal": ("tiers.core", "tiers.rocks", "tiers.space", "tiers.changes", "tiers.journal"),
+    # The journal, and the weaver's consolidation state: per scope, a kind of scoped data.
+    "tiers.journal": (
+        *("tiers.core", "tiers.rocks", "tiers.space", "tiers.scoped", "tiers.changes"),
+        "tiers.journal",
+    ),
     "tiers.working": (
         *("tiers.core", "tiers.rocks", "tiers.space", "tiers.changes", "tiers.journal"),
         "tiers.working",

@@ -22,6 +22,7 @@ from typing import Literal, TypeVar
 from tiers.changes.log import CORE_TYPES, ChangeLog
 from tiers.journal import consolidation
 from tiers.journal import store as journal
+from tiers.journal.stale import StaleScopes
 from tiers.keyed.access import AccessCounts
 from tiers.keyed.anchors import AnchorStore
 from tiers.keyed.documents import DocumentStore
@@ -49,7 +50,14 @@ def _owned(store: Store, owner: ModuleType, names: Sequence[str]) -> tuple[Colum
 # Every kind of scoped data, opened on the state store (its column families are composed
 # below). A document first: what a Forget removes of it are memories, whose pins and access
 # counts go too. The change log last: it forgets the changes that name the documents forgotten.
-KINDS: tuple[KindFactory, ...] = (DocumentStore, AnchorStore, PinStore, AccessCounts, ChangeLog)
+KINDS: tuple[KindFactory, ...] = (
+    DocumentStore,
+    AnchorStore,
+    PinStore,
+    AccessCounts,
+    StaleScopes,
+    ChangeLog,
+)
 
 
 def families(kinds: Sequence[KindFactory] = KINDS) -> tuple[ColumnFamily, ...]:

@@ -18,7 +18,9 @@ Per episode, in this order, so that a crash at any point resumes without duplica
    their current facts (:meth:`Consolidator.refresh_profiles`, ``tiers.semantic.profiles``),
    and the digests and story threads of the scopes whose summaries changed from their
    summaries (:mod:`weaver.digests`; with a digest writer, an LLM then rewrites the
-   digests that changed, one at a time outside the lock).
+   digests that changed, one at a time outside the lock). Those scopes are marked in the
+   state store before step 4 (:mod:`tiers.journal.stale`), so that a stop or a crash
+   leaves them to the next run.
 
 An episode's summary carries its topics: the topic hints of its messages' metadata
 (``attrs["topics"]``) and the weaver's own, from its facts (``attrs["weaver_topics"]``):
@@ -36,6 +38,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 
 from tiers.core.records import Scope, pack, unpack
 from tiers.journal.consolidation import EXTRACTIONS_CF, put_extraction
+from tiers.journal.stale import StaleScopes
 from tiers.journal.store import Journal
 from tiers.rocks import RocksStore
 from tiers.semantic.digests import DigestWriter
@@ -80,13 +83,19 @@ class Consolidator:
     # How tool calls and results read in the turns: the indexer's (Indexer.tool_text).
     tool_text: ToolText = field(default_factory=ToolText)
     digest_writer: InitVar[DigestWriter | None] = None
-    # Scopes whose facts changed since their profiles were last written (worker thread).
-    stale_profiles: set[Scope] = field(init=False, default_factory=set)
+    # The marks of the scopes left stale (the state store's kind; one on ``state`` if None).
+    stale: InitVar[StaleScopes | None] = None
+    marks: StaleScopes = field(init=False)
+    # Scopes whose facts changed since their profiles were last written (worker thread),
+    # marked in the state store as they join: a stop or a crash leaves them to the next run.
+    stale_profiles: set[Scope] = field(init=False)
     # The digests and threads of the scopes whose summaries changed (weaver.digests).
     digests: Digests = field(init=False)
 
-    def __post_init__(self, digest_writer: DigestWriter | None) -> None:
-        self.digests = Digests(self.semantic, digest_writer)
+    def __post_init__(self, digest_writer: DigestWriter | None, stale: StaleScopes | None) -> None:
+        self.marks = stale if stale is not None else StaleScopes(self.state)
+        self.stale_profiles = self.marks.marked("profiles")
+        self.digests = Digests(self.semantic, digest_writer, self.marks)
 
     # -- 1. extraction -------------------------------------------------------------------------
     def _extract(
@@ -196,10 +205,14 @@ class Consolidator:
         outcome.triplets = len(edges)
         superseded = supersede(self.semantic, edges, self.functional_predicates)
         outcome.superseded = superseded + apply_updates(self.semantic, facts)
+        # Marked before the episode's pending mark goes (consolidate): a crash until then
+        # consolidates the episode again, and marks its scope then. Asked of the store, not
+        # of the set: a Forget of the scope took its mark and left the set as it was.
         if facts or outcome.superseded:
+            self.marks.mark("profiles", [episode.scope])
             self.stale_profiles.add(episode.scope)
         if outcome.summaries:
-            self.digests.stale.add(episode.scope)
+            self.digests.add(episode.scope)
         return outcome
 
     def _as_known(self, points: list[MemoryPoint]) -> list[MemoryPoint]:
@@ -227,16 +240,17 @@ class Consolidator:
         """Step 5: rewrite the entity profiles of every scope whose facts changed since the
         last call (``tiers.semantic.profiles``); returns how many profiles were written. Called once
         per run (and per rebuild) rather than per episode: a profile is rewritten, and
-        embedded, once for all the episodes of a run. After a crash in between, the next
-        run in the scope brings them up to date; Forget rewrites them at once. A set
+        embedded, once for all the episodes of a run; Forget rewrites them at once. A set
         ``stopping`` (the daemon stops) ends it between two scopes: the scopes left stay
-        in :attr:`stale_profiles`, and a stop leaves them as a crash does."""
+        in :attr:`stale_profiles`, and marked in the state store (:mod:`tiers.journal.stale`),
+        as after a crash, so the next run rewrites them, after a restart too."""
         written = 0
         with self.semantic.write_lock:
             for scope in sorted(self.stale_profiles, key=lambda s: (s.user_id, s.agent_id)):
                 if stopping is not None and stopping.is_set():
                     break
                 written += self.semantic.refresh_profiles(scope)[0]
+                self.marks.clear("profiles", scope)
                 self.stale_profiles.discard(scope)
         return written
 

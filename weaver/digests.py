@@ -25,6 +25,7 @@ from tiers.core.errors import ModelError
 from tiers.core.models import ModelClient
 from tiers.core.models.retry import RetryReply
 from tiers.core.records import Scope
+from tiers.journal.stale import StaleScopes
 from tiers.semantic.digests import EXTRACTIVE, KIND, STORY, DigestFailed, DigestWriter
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter
@@ -41,14 +42,30 @@ PROMPT = (
 
 
 class Digests:
-    """The scopes whose summaries changed (``stale``, added by the consolidator), and their
-    refresh."""
+    """The scopes whose summaries changed (``stale``, added by the consolidator:
+    :meth:`add`), and their refresh. ``marks``: where they are marked in the state store
+    until refreshed (:mod:`tiers.journal.stale`), and read back from at the start; None:
+    in memory only."""
 
-    def __init__(self, semantic: SemanticStore, writer: DigestWriter | None = None) -> None:
+    def __init__(
+        self,
+        semantic: SemanticStore,
+        writer: DigestWriter | None = None,
+        marks: StaleScopes | None = None,
+    ) -> None:
         self._semantic = semantic
         self.writer = writer
-        self.stale: set[Scope] = set()
+        self._marks = marks
+        self.stale: set[Scope] = marks.marked("digests") if marks is not None else set()
         self._unwritten: set[Scope] = set()  # refreshed, the writer not asked yet
+
+    def add(self, scope: Scope) -> None:
+        """The scope's summaries changed: its digests are stale, marked so until refreshed
+        (asked of the store: a Forget of the scope took its mark, not its place in
+        :attr:`stale`)."""
+        if self._marks is not None:
+            self._marks.mark("digests", [scope])
+        self.stale.add(scope)
 
     def refresh(self, *, abstract: bool = True, stopping: threading.Event | None = None) -> int:
         """Write the digests and threads of the stale scopes; returns how many were written
@@ -56,8 +73,9 @@ class Digests:
         extractive digest of those scopes and of the scopes refreshed before without it.
         Without ``abstract`` (a rebuild, which never calls a model) the writer is not asked:
         the next refresh with it asks it. A set ``stopping`` ends it between two scopes: the
-        scopes left stay stale (or unwritten) for a later refresh, or for none after a stop,
-        as after a crash."""
+        scopes left stay stale (or unwritten) for a later refresh; the stale ones stay marked
+        too, as after a crash, so that the next run after a restart refreshes them (the
+        writer's rewrite is not marked: it waits for the period's next change)."""
 
         def stopped() -> bool:
             return stopping is not None and stopping.is_set()
@@ -66,9 +84,11 @@ class Digests:
         for scope in sorted(self.stale, key=_order):
             if stopped():
                 return written
-            self.stale.discard(scope)
             with self._semantic.write_lock:
                 written += len(self._semantic.refresh_stories(scope)[0])
+                if self._marks is not None:
+                    self._marks.clear("digests", scope)
+            self.stale.discard(scope)
             if self.writer is not None:
                 self._unwritten.add(scope)
         if self.writer is None or not abstract:

@@ -195,6 +195,7 @@ def test_the_registry_names_families_of_the_schema_and_types_of_the_format(
     assert {k.name for k in kinds if not isinstance(k, ExportedKind)} == {
         "changes",
         "access_counts",
+        "stale_scopes",
     }
 
 
@@ -208,6 +209,7 @@ def test_a_registered_kind_is_counted_watched_exported_forgotten_and_imported(
     counted = {kind.name: kind.count() for kind in rights.kinds}  # what Stats reports
     # three notes put and an anchor set are four changes
     expected = {"documents": 0, "anchors": 1, "pins": 0, "access_counts": 0, "changes": 4}
+    expected["stale_scopes"] = 0
     assert counted == {**expected, "notes": 3}
 
     # watched: the kind's change type is one the log takes and a reader of alice is told

@@ -68,9 +68,10 @@ class RunJobs:
         self.backoff = Backoff(*llm_backoff, retry=self.retry)
 
     def _left_stale(self, report: RunReport) -> None:
-        """Log the scopes whose profiles or digests a stop left as they were, and say so in
-        the run's report (a stop ends the refresh between two scopes: a stop waited 17-89 s
-        for it under a fleet at 10M)."""
+        """Log the scopes whose profiles or digests a stop left to the next run (marked in
+        the state store: :mod:`tiers.journal.stale`), and say so in the run's report (a stop
+        ends the refresh between two scopes: a stop waited 17-89 s for it under a fleet at
+        10M)."""
         profiles = len(self.consolidator.stale_profiles)
         digests = len(self.consolidator.digests.stale)
         if self.stopping.is_set() and (profiles or digests):
@@ -81,7 +82,7 @@ class RunJobs:
             report.ok = False
             report.error = report.error or (
                 f"stopped by shutdown: the profiles of {profiles} scopes and the digests of "
-                f"{digests} left as they were"
+                f"{digests} left to the next run"
             )
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:

@@ -138,7 +138,9 @@ def test_stats(client: MemoryClient):
     assert stats.uptime_seconds > 0
     # every kind of scoped data (tiers.schema.KINDS) is counted, in every scope
     before = dict(stats.records)
-    assert set(before) == {"documents", "anchors", "pins", "access_counts", "changes"}
+    assert set(before) == {
+        "documents", "anchors", "pins", "access_counts", "stale_scopes", "changes"
+    }  # fmt: skip
     client.put_document("notes", "k1", "a document", user_id="u")
     client.put_document("notes", "k1", "its replacement", user_id="u")  # the same record
     client.put_document("notes", "k2", "another user's", user_id="v")

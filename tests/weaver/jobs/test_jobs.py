@@ -20,11 +20,14 @@ import pytest
 
 from tests.support.polling import wait_until
 from tiers.core.records import Message, Scope
+from tiers.journal.stale import StaleScopes
 from tiers.journal.store import JOURNAL_CFS, Journal
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS
+from tiers.scoped import Covered
 from tiers.semantic.embedding import EmbeddingService
 from tiers.semantic.store import SemanticStore
+from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.working.memory import WorkingMemory
 from tiers.working.session import SessionFlushed, WindowLimits
@@ -278,19 +281,19 @@ class SetAfter(threading.Event):
 LISBON = ("I moved to Lisbon last spring.", "I live in Lisbon with my sister now.")
 
 
-def end_sessions(working: WorkingMemory, *scopes: Scope) -> None:
+def end_sessions(working: WorkingMemory, *scopes: Scope, prefix: str = "s") -> None:
     for n, scope in enumerate(scopes):
         said = [Message("user", text, name=scope.user_id.title()) for text in LISBON]
-        working.append(f"s{n}", scope, said)
-        working.end_session(f"s{n}", user_id=scope.user_id)
+        working.append(f"{prefix}{n}", scope, said)
+        working.end_session(f"{prefix}{n}", user_id=scope.user_id)
 
 
 def test_a_stop_ends_the_runs_refresh_and_logs_the_scopes_it_left(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Rewriting a fleet's profiles and digests took a stop 17-89 s at 10M: a stop now ends
-    the refresh between two scopes, and the scopes left are said (a stop leaves them as a
-    crash does, until a later run in the scope)."""
+    the refresh between two scopes, and the scopes left are said, and marked in the state
+    store for the next run."""
     weaver = world.weaver
     runs, consolidator = weaver._runs, weaver._runs.consolidator
     end_sessions(world.working, ALICE, BOB)
@@ -301,16 +304,73 @@ def test_a_stop_ends_the_runs_refresh_and_logs_the_scopes_it_left(
     assert report is not None and report.episodes == 2, report
     assert (report.profiles, report.digests) == (0, 0)
     assert not report.ok and report.error == (
-        "stopped by shutdown: the profiles of 2 scopes and the digests of 2 left as they were"
+        "stopped by shutdown: the profiles of 2 scopes and the digests of 2 left to the next run"
     )
     assert consolidator.stale_profiles == consolidator.digests.stale == {ALICE, BOB}
     (left,) = [r for r in caplog.records if r.getMessage() == "weaver.refresh_left"]
     assert left.fields == {"profiles_scopes": 2, "digests_scopes": 2}  # type: ignore[attr-defined]
+    marks = StaleScopes(consolidator.state)
+    assert marks.marked("profiles") == marks.marked("digests") == {ALICE, BOB}
 
     # A refresh told to stop after its first look writes one scope and keeps the other.
     assert consolidator.refresh_profiles(SetAfter(1)) > 0
-    assert consolidator.stale_profiles == {BOB}
+    assert consolidator.stale_profiles == marks.marked("profiles") == {BOB}
     assert consolidator.digests.refresh(stopping=SetAfter(1)) > 0
-    assert consolidator.digests.stale == {BOB}
+    assert consolidator.digests.stale == marks.marked("digests") == {BOB}
     assert consolidator.refresh_profiles() > 0 and consolidator.digests.refresh() > 0
     assert consolidator.stale_profiles == consolidator.digests.stale == set()
+    assert marks.count() == 0
+
+
+def profiles_of(semantic: SemanticStore, scope: Scope) -> list[MemoryPoint]:
+    _embedder, vectors = semantic.wait_ready(30)
+    return vectors.scroll(PointFilter(user_id=scope.user_id, kinds=("profile",)), 100)
+
+
+def test_the_scopes_a_stop_left_are_refreshed_by_the_next_run_after_a_restart(
+    world: World,
+) -> None:
+    """Before their marks, the scopes a stop left kept their old profiles and digests until
+    a later run consolidated one of their episodes: for a user who never came back, for
+    good."""
+    weaver = world.weaver
+    runs, cut = weaver._runs, weaver._runs.consolidator
+    end_sessions(world.working, ALICE, BOB)
+    runs.run(StopsAtTheRefresh("r1", stopping=weaver._stopping))
+    assert not profiles_of(cut.semantic, ALICE) and not profiles_of(cut.semantic, BOB)
+
+    # The daemon starts again: a consolidator on the same stores knows what was left.
+    again = Consolidator(cut.journal, cut.state, cut.semantic, cut.extractor, cut.fallback, set())
+    assert again.stale_profiles == again.digests.stale == {ALICE, BOB}
+    weaver._stopping.clear()
+    runs.consolidator = again
+    run = Run("r2")
+    runs.run(run)  # no episode left to consolidate
+    report = run.report
+    assert report is not None and report.ok and report.episodes == 0, report
+    assert report.profiles > 0 and report.digests > 0
+    assert profiles_of(cut.semantic, ALICE) and profiles_of(cut.semantic, BOB)
+    assert again.stale_profiles == again.digests.stale == set()
+    assert StaleScopes(cut.state).count() == 0
+
+
+def test_a_scope_whose_mark_a_forget_took_is_marked_again_by_its_next_episode(
+    world: World,
+) -> None:
+    """A Forget of the scope takes its marks but not its place in the consolidator's sets:
+    the scope's next episode marks it again all the same."""
+    weaver = world.weaver
+    runs, consolidator = weaver._runs, weaver._runs.consolidator
+    end_sessions(world.working, ALICE)
+    runs.run(StopsAtTheRefresh("r1", stopping=weaver._stopping))
+    marks = StaleScopes(consolidator.state)
+    batch = consolidator.state.batch()
+    with marks.lock:
+        assert marks.forget_into(batch, Covered(scope=Scope(ALICE.user_id))).count == 2
+        consolidator.state.write(batch)
+    assert marks.count() == 0 and consolidator.stale_profiles == {ALICE}
+
+    weaver._stopping.clear()
+    end_sessions(world.working, ALICE, prefix="later")
+    runs.run(StopsAtTheRefresh("r2", stopping=weaver._stopping))
+    assert marks.marked("profiles") == marks.marked("digests") == {ALICE}

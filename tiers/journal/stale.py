@@ -1,0 +1,114 @@
+"""The scopes whose derived memories wait for their rewrite: the weaver's consolidation state
+per scope, beside the per-episode one (:mod:`tiers.journal.consolidation`).
+
+A consolidation run rewrites a scope's entity profiles and its digests once, after all its
+episodes (``weaver.consolidate.Consolidator.refresh_profiles``, ``weaver.digests.Digests``).
+A stop ends that rewrite between two scopes, and a crash anywhere in the run; the scopes left
+are marked here so that the next run, after a restart too, rewrites them, rather than only a
+later run that consolidates one of their episodes. The weaver marks a scope before it writes
+what makes the scope's profiles or digests stale, and clears the mark once it rewrote them.
+
+Key layout of the state store (``<data_dir>/state``)::
+
+    stale_scopes  <user_id> 0x00 <agent_id> 0x00 <part>  -> {"t": marked µs}
+
+``<part>`` is ``profiles`` or ``digests`` (:data:`PARTS`). A mark names its user, so it is a
+kind of scoped data (:class:`tiers.scoped.ScopedKind`): a Forget of the scope removes it, and
+the weaver never deletes a mark that is not there (a delete writes the key, the user's id
+in it, into the store's files). Not exported: it is this daemon's work left, and an import
+starts none.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import ClassVar, Literal
+
+from tiers.core.records import Scope, pack
+from tiers.rocks import Batch, RocksStore
+from tiers.scoped import Covered, Forgotten
+
+STALE_CF = "stale_scopes"
+STALE_CFS = (STALE_CF,)
+Part = Literal["profiles", "digests"]
+PARTS: tuple[Part, ...] = ("profiles", "digests")
+
+
+def _key(scope: Scope, part: Part) -> bytes:
+    return f"{scope.user_id}\x00{scope.agent_id}\x00{part}".encode()
+
+
+def _prefix(scope: Scope) -> bytes:
+    """Every mark of ``scope``: of the user and all its agents when ``agent_id`` is empty."""
+    if not scope.agent_id:
+        return scope.user_id.encode() + b"\x00"
+    return f"{scope.user_id}\x00{scope.agent_id}\x00".encode()
+
+
+class StaleScopes:
+    """The marks in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`), not
+    exported. Every method raises ``StoreUnavailable`` when the store cannot be read or
+    written, and :meth:`mark` and :meth:`clear` raise ``DiskFull`` below the disk's reserve;
+    each writes nothing then."""
+
+    name = "stale_scopes"
+    change_types: ClassVar[dict[str, str]] = {}  # the weaver's work left, no change of memory
+    column_families = STALE_CFS
+
+    def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
+        self._state = state
+        self._clock = clock
+        # Held by mark() and clear() and by a Forget while it writes its batch. The weaver
+        # also holds SemanticStore.write_lock around its marks, as a Forget does throughout.
+        self.lock = threading.Lock()
+
+    def mark(self, part: Part, scopes: Iterable[Scope]) -> None:
+        """Mark ``part`` of each of ``scopes`` stale, unless it is already (one read, and a
+        write only for a mark not there); durable on return."""
+        keys = sorted({_key(scope, part) for scope in scopes})
+        value = pack({"t": int(self._clock() * 1_000_000)})
+        with self.lock:
+            batch = self._state.batch()
+            for key, found in zip(keys, self._state.get_many(STALE_CF, keys), strict=True):
+                if found is None:
+                    batch.put(STALE_CF, key, value)
+            self._state.write(batch)  # an empty batch writes nothing
+
+    def clear(self, part: Part, scope: Scope) -> None:
+        """Take the mark of ``part`` of ``scope`` away, when there is one."""
+        key = _key(scope, part)
+        with self.lock:
+            if self._state.get(STALE_CF, key) is None:
+                return  # never a delete of a key not there: a forgotten scope's would stay
+            batch = self._state.batch()
+            batch.delete(STALE_CF, key)
+            self._state.write(batch)
+
+    def marked(self, part: Part) -> set[Scope]:
+        """The scopes whose ``part`` is marked, in every user."""
+        found = set()
+        for key, _value in self._state.scan(STALE_CF, b""):
+            user_id, agent_id, marked = key.decode().split("\x00")
+            if marked == part:
+                found.add(Scope(user_id, agent_id))
+        return found
+
+    # -- a scoped kind: Forget, Stats (tiers.scoped) -------------------------------------------
+    def count(self) -> int:
+        return self._state.count_keys(STALE_CF)
+
+    def owner(self, memory_id: str) -> Scope | None:
+        return None  # a mark names a scope, no memory
+
+    def forget_into(self, batch: Batch, covered: Covered) -> Forgotten:
+        """Add to ``batch`` the deletes of the marks of ``covered.scope`` (every agent's when
+        its ``agent_id`` is empty). A Forget of episodes or memories leaves the marks: the
+        scope's profiles and digests are still to be rewritten."""
+        if covered.scope is None:
+            return Forgotten(0)
+        keys = [key for key, _value in self._state.scan_prefix(STALE_CF, _prefix(covered.scope))]
+        for key in keys:
+            batch.delete(STALE_CF, key)
+        return Forgotten(len(keys))
