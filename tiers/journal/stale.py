@@ -5,8 +5,10 @@ A consolidation run rewrites a scope's entity profiles and its digests once, aft
 episodes (``weaver.consolidate.Consolidator.refresh_profiles``, ``weaver.digests.Digests``).
 A stop ends that rewrite between two scopes, and a crash anywhere in the run; the scopes left
 are marked here so that the next run, after a restart too, rewrites them, rather than only a
-later run that consolidates one of their episodes. The weaver marks a scope before it writes
-what makes the scope's profiles or digests stale, and clears the mark once it rewrote them.
+later run that consolidates one of their episodes. The weaver marks a scope once an episode
+changed its facts or summaries, before the episode stops being pending (a crash in between
+consolidates the episode again, and marks it then), and clears the mark once it rewrote the
+scope's profiles or digests.
 
 Key layout of the state store (``<data_dir>/state``)::
 
