@@ -44,27 +44,25 @@ PROMPT = (
 class Digests:
     """The scopes whose summaries changed (``stale``, added by the consolidator:
     :meth:`add`), and their refresh. ``marks``: where they are marked in the state store
-    until refreshed (:mod:`tiers.journal.stale`), and read back from at the start; None:
-    in memory only."""
+    until refreshed (:mod:`tiers.journal.stale`), and read back from at the start."""
 
     def __init__(
         self,
         semantic: SemanticStore,
-        writer: DigestWriter | None = None,
-        marks: StaleScopes | None = None,
+        writer: DigestWriter | None,
+        marks: StaleScopes,
     ) -> None:
         self._semantic = semantic
         self.writer = writer
         self._marks = marks
-        self.stale: set[Scope] = marks.marked("digests") if marks is not None else set()
+        self.stale: set[Scope] = marks.marked("digests")
         self._unwritten: set[Scope] = set()  # refreshed, the writer not asked yet
 
     def add(self, scope: Scope) -> None:
         """The scope's summaries changed: its digests are stale, marked so until refreshed
         (asked of the store: a Forget of the scope took its mark, not its place in
         :attr:`stale`)."""
-        if self._marks is not None:
-            self._marks.mark("digests", [scope])
+        self._marks.mark("digests", [scope])
         self.stale.add(scope)
 
     def refresh(self, *, abstract: bool = True, stopping: threading.Event | None = None) -> int:
@@ -86,8 +84,7 @@ class Digests:
                 return written
             with self._semantic.write_lock:
                 written += len(self._semantic.refresh_stories(scope)[0])
-                if self._marks is not None:
-                    self._marks.clear("digests", scope)
+                self._marks.clear("digests", scope)
             self.stale.discard(scope)
             if self.writer is not None:
                 self._unwritten.add(scope)
