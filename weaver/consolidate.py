@@ -51,6 +51,7 @@ from weaver.digests import Digests
 from weaver.episodes import episode_point, latest, load_episode, sources
 from weaver.errors import ExtractionDeferred, ExtractionFailed
 from weaver.extractors import EpisodeInput, Extraction, Extractor, Fact, Triplet, Turn
+from weaver.run import logged
 from weaver.supersession import apply_updates, known_facts, supersede
 from weaver.turn_text import ToolText
 
@@ -91,6 +92,8 @@ class Consolidator:
     stale_profiles: set[Scope] = field(init=False)
     # The digests and threads of the scopes whose summaries changed (weaver.digests).
     digests: Digests = field(init=False)
+    # The scopes whose profiles the last refresh_profiles failed to rewrite, with the error.
+    profiles_failed: dict[Scope, Exception] = field(init=False, default_factory=dict)
 
     def __post_init__(self, digest_writer: DigestWriter | None, stale: StaleScopes | None) -> None:
         self.marks = stale if stale is not None else StaleScopes(self.state)
@@ -243,16 +246,19 @@ class Consolidator:
         embedded, once for all the episodes of a run; Forget rewrites them at once. A set
         ``stopping`` (the daemon stops) ends it between two scopes: the scopes left stay
         in :attr:`stale_profiles`, and marked in the state store (:mod:`tiers.journal.stale`),
-        as after a crash, so the next run rewrites them, after a restart too."""
-        written = 0
+        as after a crash, so the next run rewrites them, after a restart too. A scope whose
+        rewrite raises stays so too, and the others go on (:attr:`profiles_failed`,
+        :meth:`tiers.journal.stale.StaleScopes.rewrite`)."""
+
+        def rewrite(scope: Scope) -> int:
+            written = self.semantic.refresh_profiles(scope)[0]
+            self.stale_profiles.discard(scope)
+            return written
+
         with self.semantic.write_lock:
-            for scope in sorted(self.stale_profiles, key=lambda s: (s.user_id, s.agent_id)):
-                if stopping is not None and stopping.is_set():
-                    break
-                written += self.semantic.refresh_profiles(scope)[0]
-                self.marks.clear("profiles", scope)
-                self.stale_profiles.discard(scope)
-        return written
+            done = self.marks.rewrite("profiles", self.stale_profiles, rewrite, stopping)
+        self.profiles_failed = logged("profiles", done)
+        return done.written
 
     def _point(
         self,

@@ -29,6 +29,7 @@ from tiers.journal.stale import StaleScopes
 from tiers.semantic.digests import EXTRACTIVE, KIND, STORY, DigestFailed, DigestWriter
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter
+from weaver.run import logged
 
 log = logging.getLogger("strata.weaver")
 
@@ -57,6 +58,8 @@ class Digests:
         self._marks = marks
         self.stale: set[Scope] = marks.marked("digests")
         self._unwritten: set[Scope] = set()  # refreshed, the writer not asked yet
+        # The scopes whose digests the last refresh failed to rewrite, with the error.
+        self.failed: dict[Scope, Exception] = {}
 
     def add(self, scope: Scope) -> None:
         """The scope's summaries changed: its digests are stale, marked so until refreshed
@@ -73,24 +76,27 @@ class Digests:
         the next refresh with it asks it. A set ``stopping`` ends it between two scopes: the
         scopes left stay stale (or unwritten) for a later refresh; the stale ones stay marked
         too, as after a crash, so that the next run after a restart refreshes them (the
-        writer's rewrite is not marked: it waits for the period's next change)."""
+        writer's rewrite is not marked: it waits for the period's next change). A scope
+        whose refresh raises stays stale and marked, and the others go on (:attr:`failed`,
+        :meth:`tiers.journal.stale.StaleScopes.rewrite`)."""
 
         def stopped() -> bool:
             return stopping is not None and stopping.is_set()
 
-        written = 0
-        for scope in sorted(self.stale, key=_order):
-            if stopped():
-                return written
+        def rewrite(scope: Scope) -> int:
             with self._semantic.write_lock:
-                written += len(self._semantic.refresh_stories(scope)[0])
-                self._marks.clear("digests", scope)
+                written = len(self._semantic.refresh_stories(scope)[0])
             self.stale.discard(scope)
             if self.writer is not None:
                 self._unwritten.add(scope)
-        if self.writer is None or not abstract:
             return written
-        for scope in sorted(self._unwritten, key=_order):
+
+        rewritten = self._marks.rewrite("digests", self.stale, rewrite, stopping)
+        self.failed = logged("digests", rewritten)
+        written = rewritten.written
+        if stopped() or self.writer is None or not abstract:
+            return written
+        for scope in sorted(self._unwritten, key=lambda s: (s.user_id, s.agent_id)):
             if stopped():
                 return written
             self._unwritten.discard(scope)
@@ -126,10 +132,6 @@ class Digests:
             return False
         with self._semantic.write_lock:
             return self._semantic.rewrite_digest(draft, text, self.writer.name)
-
-
-def _order(scope: Scope) -> tuple[str, str]:
-    return (scope.user_id, scope.agent_id)
 
 
 class LLMDigestWriter:

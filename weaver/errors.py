@@ -16,3 +16,8 @@ class ExtractionFailed(WeaverError):
 class ExtractionDeferred(WeaverError, Unavailable):
     """The LLM failed an episode and ``llm.on_failure`` is "wait": it stays pending for a later
     run (the weaver backs off)."""
+
+
+class RewriteFailed(WeaverError):
+    """A rebuild rewrote every scope but some, whose entity profiles or digests raised
+    (:meth:`tiers.journal.stale.StaleScopes.rewrite`); they stay marked for the next run."""

@@ -45,8 +45,10 @@ from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter
 from weaver.consolidate import Consolidator, decode_record
 from weaver.episodes import load_episode
+from weaver.errors import RewriteFailed
 from weaver.extractors import EpisodeInput, Extraction
 from weaver.index import DocumentIndexer, Indexer
+from weaver.run import rewrites_failed
 
 log = logging.getLogger("strata.weaver")
 BATCH = 64  # episodes per index call (one embedding batch)
@@ -131,6 +133,11 @@ class Rebuilder:
                 }
             },
         )
+        count, said = rewrites_failed(
+            self.consolidator.profiles_failed, self.consolidator.digests.failed
+        )
+        if count:  # every other scope is rebuilt; these stay marked for the next run
+            raise RewriteFailed(f"rebuilt, but {said}; left to the next run")
         return report
 
     def _project(

@@ -1,17 +1,22 @@
 """A consolidation run as observers see it: the :class:`Run` a request returns (which
 episodes, which scope), the :class:`Progress` events it publishes and the :class:`RunReport` it
-ends with. Thread-safe: the weaver's worker publishes, any thread follows.
+ends with, which says the scopes whose profiles or digests could not be rewritten
+(:func:`rewrites_failed`). Thread-safe: the weaver's worker publishes, any thread follows.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tiers.core.records import Scope
+from tiers.journal.stale import Part, Rewritten
 from tiers.journal.store import PendingEpisode
 
 ANY_SCOPE = Scope("")
+log = logging.getLogger("strata.weaver")
 
 
 @dataclass(slots=True)
@@ -77,3 +82,31 @@ class Run:
         if self.scope.user_id and pending.user_id != self.scope.user_id:
             return False
         return not (self.scope.agent_id and pending.agent_id != self.scope.agent_id)
+
+
+def logged(part: Part, rewritten: Rewritten) -> dict[Scope, Exception]:
+    """Log each scope whose rewrite of ``part`` failed (``weaver.rewrite_failed``, with the
+    traceback); returns them (:meth:`tiers.journal.stale.StaleScopes.rewrite`)."""
+    for scope, exc in rewritten.failed.items():
+        fields = {"part": part, "user_id": scope.user_id, "agent_id": scope.agent_id}
+        log.warning("weaver.rewrite_failed", exc_info=exc, extra={"fields": fields})
+    return rewritten.failed
+
+
+def rewrites_failed(
+    profiles: Mapping[Scope, Exception], digests: Mapping[Scope, Exception]
+) -> tuple[int, str]:
+    """How many scopes the last rewrites of their ``profiles`` and ``digests`` failed
+    (:func:`logged`), and a sentence saying so with the first error ("" when none did)."""
+    parts = [
+        (part, scopes) for part, scopes in (("profiles", profiles), ("digests", digests)) if scopes
+    ]
+    if not parts:
+        return 0, ""
+    said = " and ".join(
+        f"the {part} of {len(scopes)} scope{'' if len(scopes) == 1 else 's'}"
+        for part, scopes in parts
+    )
+    first = next(iter(parts[0][1].values()))
+    count = sum(len(scopes) for _part, scopes in parts)
+    return count, f"{said} could not be rewritten ({type(first).__name__}: {first})"

@@ -7,8 +7,11 @@ A stop ends that rewrite between two scopes, and a crash anywhere in the run; th
 are marked here so that the next run, after a restart too, rewrites them, rather than only a
 later run that consolidates one of their episodes. The weaver marks a scope once an episode
 changed its facts or summaries, before the episode stops being pending (a crash in between
-consolidates the episode again, and marks it then), and clears the mark once it rewrote the
-scope's profiles or digests.
+consolidates the episode again, and marks it then), and rewrites the marked scopes through
+:meth:`StaleScopes.rewrite`, which takes a scope's mark away once its rewrite returned. A
+scope whose rewrite raises keeps its mark and the scopes after it go on, so one scope that
+always fails holds back no other; an error of a store rather than of the scope ends the
+rewrite, since every scope after it would fail alike.
 
 Key layout of the state store (``<data_dir>/state``)::
 
@@ -25,9 +28,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from tiers.core.errors import ResourceExhausted, Unavailable
 from tiers.core.records import Scope, pack
 from tiers.rocks import Batch, RocksStore
 from tiers.scoped import Covered, Forgotten
@@ -48,6 +53,15 @@ def _prefix(scope: Scope) -> bytes:
     return f"{scope.user_id}\x00{scope.agent_id}\x00".encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What :meth:`StaleScopes.rewrite` did: the sum of what the rewrites returned, and the
+    scopes whose rewrite raised, with the error (their marks kept)."""
+
+    written: int = 0
+    failed: dict[Scope, Exception] = field(default_factory=dict)
+
+
 class StaleScopes:
     """The marks in the state store; a scoped kind (:class:`tiers.scoped.ScopedKind`), not
     exported. Every method raises ``StoreUnavailable`` when the store cannot be read or
@@ -61,8 +75,8 @@ class StaleScopes:
     def __init__(self, state: RocksStore, clock: Callable[[], float] = time.time) -> None:
         self._state = state
         self._clock = clock
-        # Held by mark() and clear() and by a Forget while it writes its batch. The weaver
-        # also holds SemanticStore.write_lock around its marks, as a Forget does throughout.
+        # Held by mark() and clear() (each a read, then a write) and by a Forget while it
+        # writes its batch: a mark a Forget took is never deleted again.
         self.lock = threading.Lock()
 
     def mark(self, part: Part, scopes: Iterable[Scope]) -> None:
@@ -86,6 +100,33 @@ class StaleScopes:
             batch = self._state.batch()
             batch.delete(STALE_CF, key)
             self._state.write(batch)
+
+    def rewrite(
+        self,
+        part: Part,
+        scopes: Collection[Scope],
+        rewrite: Callable[[Scope], int],
+        stopping: threading.Event | None = None,
+    ) -> Rewritten:
+        """Call ``rewrite`` for ``part`` of each of ``scopes``, by user and agent, and take the
+        scope's mark away once it returned. A set ``stopping`` ends it between two scopes.
+        A scope whose rewrite raises keeps its mark (:attr:`Rewritten.failed`) and the scopes
+        after it go on; ``Unavailable`` (a store cannot be read or written, the daemon stops)
+        and ``ResourceExhausted`` (the disk is full) are a store's, not the scope's: they end
+        it and are raised, as is the clearing's own ``StoreUnavailable`` or ``DiskFull``."""
+        written, failed = 0, {}
+        for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id)):
+            if stopping is not None and stopping.is_set():
+                break
+            try:
+                written += rewrite(scope)
+            except (Unavailable, ResourceExhausted):
+                raise
+            except Exception as exc:
+                failed[scope] = exc
+                continue
+            self.clear(part, scope)
+        return Rewritten(written, failed)
 
     def marked(self, part: Part) -> set[Scope]:
         """The scopes whose ``part`` is marked, in every user."""

@@ -35,7 +35,7 @@ from weaver.jobs.indexing import IndexJobs
 from weaver.jobs.jobqueue import JobQueue
 from weaver.jobs.kinds import Consolidate
 from weaver.jobs.optimizer import IndexBuilds
-from weaver.run import ANY_SCOPE, Progress, Run, RunReport
+from weaver.run import ANY_SCOPE, Progress, Run, RunReport, rewrites_failed
 
 log = logging.getLogger("strata.weaver")
 # A run that wrote at least this many points builds the vector index right after it.
@@ -68,10 +68,18 @@ class RunJobs:
         self.backoff = Backoff(*llm_backoff, retry=self.retry)
 
     def _left_stale(self, report: RunReport) -> None:
-        """Log the scopes whose profiles or digests a stop left to the next run (marked in
-        the state store: :mod:`tiers.journal.stale`), and say so in the run's report (a stop
-        ends the refresh between two scopes: a stop waited 17-89 s for it under a fleet at
-        10M)."""
+        """Say in the run's report the scopes whose profiles or digests failed to be
+        rewritten (each logged: :func:`weaver.run.logged`), and log the scopes a stop left;
+        both stay marked in the state store (:mod:`tiers.journal.stale`) for the next run
+        (a stop ends the refresh between two scopes: a stop waited 17-89 s for it under a
+        fleet at 10M)."""
+        count, said = rewrites_failed(
+            self.consolidator.profiles_failed, self.consolidator.digests.failed
+        )
+        if count:
+            report.ok = False
+            report.failures += count
+            report.error = report.error or f"{said}; left to the next run"
         profiles = len(self.consolidator.stale_profiles)
         digests = len(self.consolidator.digests.stale)
         if self.stopping.is_set() and (profiles or digests):

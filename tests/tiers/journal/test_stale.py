@@ -1,14 +1,17 @@
 """The scopes left stale (``tiers.journal.stale``) on a real RocksDB store: marked per part,
 read back after the store is opened again, cleared without a write when there is no mark,
-and forgotten with their scope (a user's, or one agent's), never with another's."""
+rewritten one at a time (a failing scope keeps its mark, the others go on; a store's error
+ends it), and forgotten with their scope (a user's, or one agent's), never with another's."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tiers.core.errors import StoreUnavailable
 from tiers.core.records import Scope
 from tiers.journal.stale import STALE_CF, StaleScopes
 from tiers.rocks import Batch, RocksStore
@@ -107,3 +110,46 @@ def test_a_forget_of_episodes_or_memories_keeps_the_marks(state: RocksStore) -> 
     covered = Covered(episodes=((ANN, "e" * 32),), memories=((ANN, "m1"),))
     assert marks.forget_into(batch, covered).count == 0 and batch.empty
     assert marks.owner("m1") is None
+
+
+def test_a_rewrite_clears_each_mark_it_did_and_keeps_the_failed_ones(state: RocksStore) -> None:
+    marks = StaleScopes(state)
+    marks.mark("profiles", [ANNE, ANN_BOT, ANN])
+    done: list[Scope] = []
+
+    def rewrite(scope: Scope) -> int:
+        if scope == ANN_BOT:
+            raise ValueError("no profile for the bot")
+        done.append(scope)
+        return 2
+
+    rewritten = marks.rewrite("profiles", marks.marked("profiles"), rewrite)
+    assert done == [ANN, ANNE]  # by user and agent; the failure did not end it
+    assert rewritten.written == 4 and list(rewritten.failed) == [ANN_BOT]
+    assert str(rewritten.failed[ANN_BOT]) == "no profile for the bot"
+    assert marks.marked("profiles") == {ANN_BOT}
+
+
+def test_a_stores_error_or_a_stop_ends_the_rewrite_with_the_rest_marked(
+    state: RocksStore,
+) -> None:
+    """An error of a store would fail every scope after it: raised, not kept per scope."""
+    marks = StaleScopes(state)
+    marks.mark("digests", [ANN, ANN_BOT, ANNE])
+
+    def down(scope: Scope) -> int:
+        raise StoreUnavailable("the state store cannot be read")
+
+    with pytest.raises(StoreUnavailable):
+        marks.rewrite("digests", marks.marked("digests"), down)
+    assert marks.marked("digests") == {ANN, ANN_BOT, ANNE}
+
+    stopping = threading.Event()
+
+    def then_stop(scope: Scope) -> int:
+        stopping.set()
+        return 1
+
+    rewritten = marks.rewrite("digests", marks.marked("digests"), then_stop, stopping)
+    assert rewritten.written == 1 and not rewritten.failed
+    assert marks.marked("digests") == {ANN_BOT, ANNE}
