@@ -1,7 +1,8 @@
 """The Recall engine: channels in, ranked and explained candidates out.
 
 Stages (each timed): embed the query (for a scope whose graph walk is large, the
-textual channels, :class:`recall.Textual`, search beside it on threads of their own); run the
+textual channels, :class:`recall.Textual`, search beside it on threads of their own, the query
+as asked, then without the names of its scope's speakers); run the
 channels (the graph channel, the slow one, in parallel with the others); when the query names
 a speaker of its scope, run the vector and keyword channels again on the query without those
 names (``neutral``), and when it names a date or a period, within it (``dated``; both
@@ -160,10 +161,11 @@ class RecallEngine:
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
-        ahead = self._fanout.ahead(query, list(weights), depth, timings)
+        speakers, neutral_query = self._cues.neutral(query)
+        ahead = self._fanout.ahead(query, list(weights), depth, timings, neutral_query)
         try:
             t = time.perf_counter()
-            ctx, neutral = self._cues.embedded(embedder, query)
+            ctx, neutral = self._cues.embedded(embedder, query, speakers, neutral_query)
             timings["embed"] = _ms(t)
             cached = None
             if self.cache is not None:
@@ -181,7 +183,7 @@ class RecallEngine:
             vector, flt = ctx.vector.tolist(), query.filter()  # not ctx: it holds the search
             ctx.dense = SharedSearch(depth, lambda: _vectors.search_dense(vector, flt, depth))
         results, degraded = self._fanout.run(ctx, list(weights), depth, timings, ahead)
-        weights = self._cues.searched(ctx, neutral, results, weights, depth, timings)
+        weights = self._cues.searched(ctx, neutral, results, weights, depth, timings, ahead)
         # With per_message, the graph channel joins the others' order over messages (below).
         late = query.recipe.per_message and "graph" in weights and len(weights) > 1
         graph_hits = results.pop("graph", []) if late else []

@@ -1,6 +1,7 @@
 """A query's channels run at once (:class:`Fanout`): the graph channel, the slow one, on a
 thread of its own beside the others; for a scope its ``ahead`` names, the textual channels
-(:class:`recall.Textual`: the keyword channel) started before the query is embedded; the
+(:class:`recall.Textual`: the keyword channel) started before the query is embedded, and
+their search of the query without its speakers' names after them on the same thread; the
 others on the query's thread. Each is timed, and a failing one is reported degraded while the
 others answer."""
 
@@ -48,15 +49,23 @@ class Fanout:
         self._texts.shutdown(wait=False, cancel_futures=True)
 
     def ahead(
-        self, query: Query, names: list[str], depth: int, timings: dict[str, float]
+        self,
+        query: Query,
+        names: list[str],
+        depth: int,
+        timings: dict[str, float],
+        neutral: Query | None = None,
     ) -> dict[str, Future[Hits]]:
-        """The searches of the query's textual channels among ``names``, started on their own
-        threads before the query is embedded, for a scope ``ahead`` names (the graph
+        """The searches of the query's textual channels among ``names``, started on a thread
+        of their own before the query is embedded, for a scope ``ahead`` names (the graph
         channel's :meth:`~recall.graph.channel.GraphChannel.walks_large`): the keyword
         channel's reads then run beside the model's call rather than after it, where they
-        held the interpreter while the graph's walk waited for it. Each times
-        itself into ``timings``. None for any other scope, nor once closed: they then search
-        after the embedding, as the others do (:meth:`run`).
+        held the interpreter while the graph's walk waited for it. With ``neutral`` (the
+        query without the names of its scope's speakers, :mod:`recall.cues.speakers`), each
+        channel's search of it follows on the same thread, as ``<channel>:neutral``, rather
+        than after the channels (:meth:`recall.cues.searches.CueSearches.searched`). Each
+        times itself into ``timings``. None for any other scope, nor once closed: they then
+        search after the embedding, as the others do (:meth:`run`).
 
         Only there: the model's call takes both cores of this machine (``embedding.threads``),
         so a search beside it slows it, and a small scope's search, a millisecond or two, costs
@@ -69,11 +78,16 @@ class Fanout:
             channel = self._channels.get(name)
             if not isinstance(channel, Textual):
                 continue
-            search = partial(channel.search_text, query, depth)
+            searches = {name: partial(channel.search_text, query, depth)}
+            if neutral is not None:
+                searches[f"{name}:neutral"] = partial(channel.search_text, neutral, depth)
+            futures = {n: Future[Hits]() for n in searches}
             try:
-                started[name] = self._texts.submit(_timed, name, search, timings)
+                job = self._texts.submit(_in_turn, searches, futures, timings)
             except RuntimeError:  # closed
                 break
+            job.add_done_callback(partial(_cancel_unless_ran, futures))
+            started.update(futures)
         return started
 
     def run(
@@ -89,7 +103,7 @@ class Fanout:
         results: dict[str, Hits] = {}
         degraded: list[str] = []
         searches = {n: partial(self._channels[n].search, ctx, depth) for n in names}
-        futures: dict[str, Future[Hits]] = dict(started)
+        futures = {n: f for n, f in started.items() if n in searches}  # not a cue's
         if "graph" in names and len(names) > 1:
             with contextlib.suppress(RuntimeError):  # closed: on the query's thread
                 futures["graph"] = self._graphs.submit(_timed, "graph", searches["graph"], timings)
@@ -113,6 +127,30 @@ def drop(started: Mapping[str, Future[Hits]]) -> None:
     embedding failed): those not begun are cancelled, the others end unread."""
     for future in started.values():
         future.cancel()
+
+
+def _in_turn(
+    searches: Mapping[str, Callable[[], Hits]],
+    futures: Mapping[str, Future[Hits]],
+    timings: dict[str, float],
+) -> None:
+    """Run ``searches`` one after the other, each answering its future; one cancelled
+    meanwhile (:func:`drop`) is skipped."""
+    for name, search in searches.items():
+        future = futures[name]
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(_timed(name, search, timings))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+
+def _cancel_unless_ran(futures: Mapping[str, Future[Hits]], job: Future[None]) -> None:
+    """A job the closing pool cancelled before it ran leaves no future waiting for ever."""
+    if job.cancelled():
+        for future in futures.values():
+            future.cancel()
 
 
 def _failed(name: str, exc: Exception, degraded: list[str]) -> None:

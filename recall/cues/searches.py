@@ -9,6 +9,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Future
 from dataclasses import replace
 
 from recall import Channel, ChannelNotReady, Query, QueryContext
@@ -20,7 +21,8 @@ from tiers.semantic.embedding import Embedder
 from tiers.semantic.vectors import MemoryPoint
 
 log = logging.getLogger("strata.recall")
-Results = dict[str, list[tuple[MemoryPoint, float]]]
+Hits = list[tuple[MemoryPoint, float]]
+Results = dict[str, Hits]
 
 
 class CueSearches:
@@ -40,28 +42,39 @@ class CueSearches:
         self._speakers = speakers
         self._clock = clock
 
+    def neutral(self, query: Query) -> tuple[frozenset[str] | None, Query | None]:
+        """The normalized names of the query's scope's speakers (None: the recipe's
+        ``speaker_neutral`` is off or no scope has any; empty: not known yet), and the query
+        without them (None when it names none): known before the query is embedded, so that
+        its textual searches can start beside the model's call
+        (:meth:`recall.channels.fanout.Fanout.ahead`)."""
+        if not query.recipe.speaker_neutral or self._speakers is None:
+            return None, None
+        try:
+            speakers = frozenset(self._speakers(query.scope))
+        except ChannelNotReady:  # the scope's speakers are not known yet: the query as asked
+            return frozenset(), None
+        except Exception as exc:  # the query as asked still answers
+            log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
+            return None, None
+        text = without_speakers(query.text, speakers)
+        return speakers, None if text is None else replace(query, text=text)
+
     def embedded(
-        self, embedder: Embedder, query: Query
+        self,
+        embedder: Embedder,
+        query: Query,
+        speakers: frozenset[str] | None,
+        neutral: Query | None,
     ) -> tuple[QueryContext, QueryContext | None]:
-        """The query's context, and with the recipe's ``speaker_neutral`` the context of the
-        query without the names of its scope's speakers (None when it names none): both
-        embedded in one model call. Raises what the embedder raises."""
-        speakers: frozenset[str] | None = None
-        text = None
-        if query.recipe.speaker_neutral and self._speakers is not None:
-            try:
-                speakers = frozenset(self._speakers(query.scope))
-                text = without_speakers(query.text, speakers)
-            except ChannelNotReady:  # the scope's speakers are not known yet: the query as asked
-                speakers = frozenset()
-            except Exception as exc:  # the query as asked still answers
-                log.warning("recall.neutral_failed", extra={"fields": {"error": str(exc)}})
-        texts = [query.text] if text is None else [query.text, text]
+        """The query's context, and the context of its ``neutral`` form (:meth:`neutral`),
+        None without one: both embedded in one model call. Raises what the embedder raises."""
+        texts = [query.text] if neutral is None else [query.text, neutral.text]
         vectors = self._queries.vectors(embedder, query.scope.user_id, texts)
         ctx = QueryContext(query, vectors[0], speakers=speakers)
-        if text is None:
+        if neutral is None:
             return ctx, None
-        return ctx, QueryContext(replace(query, text=text), vectors[1], speakers=speakers)
+        return ctx, QueryContext(neutral, vectors[1], speakers=speakers)
 
     def searched(
         self,
@@ -71,9 +84,11 @@ class CueSearches:
         weights: dict[str, float],
         depth: int,
         timings: dict[str, float],
+        started: Mapping[str, Future[Hits]] | None = None,
     ) -> dict[str, float]:
         """The vector and keyword channels' hits for the query's cues, added to ``results``;
-        returns the weights of every list to fuse:
+        returns the weights of every list to fuse. A list among ``started`` (a search begun
+        ahead of the embedding, by its list's name) is read from there:
 
         - with ``neutral``, the query without the names of its scope's speakers (the engine
           embeds it with the query, :mod:`recall.cues.speakers`): as ``vector:neutral`` and
@@ -82,14 +97,15 @@ class CueSearches:
           (:mod:`recall.cues.times`): the hits within it (and within the query's own time
           range), as ``vector:dated`` and ``keyword:dated``, at ``time_cues`` times their
           channels' weights."""
+        started = started or {}
         if neutral is not None:
             weights = self._again(
-                "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings
+                "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings, started
             )
         factor = ctx.query.recipe.time_cues
         if factor > 0:
             weights = self._again(
-                "dated", self._within_time, factor, ctx, results, weights, depth, timings
+                "dated", self._within_time, factor, ctx, results, weights, depth, timings, started
             )
         return weights
 
@@ -103,11 +119,13 @@ class CueSearches:
         weights: dict[str, float],
         depth: int,
         timings: dict[str, float],
+        started: Mapping[str, Future[Hits]],
     ) -> dict[str, float]:
         """The vector and keyword channels (those that ran) search ``variant(ctx)`` again,
-        when there is one; their lists join ``results`` as ``<channel>:<name>`` at ``factor``
-        times their channels' weights (stage ``name``). A failure is logged and leaves the
-        query as asked: none of the cue's lists is fused."""
+        when there is one, or read the search ``started`` for it; their lists join
+        ``results`` as ``<channel>:<name>`` at ``factor`` times their channels' weights
+        (stage ``name``). A failure is logged and leaves the query as asked: none of the
+        cue's lists is fused."""
         lexical = [n for n in ("vector", "keyword") if n in results]
         if not lexical:
             return weights
@@ -116,8 +134,15 @@ class CueSearches:
             again = variant(ctx)
             if again is None:
                 return weights
-            lists = {f"{c}:{name}": self._channels[c].search(again, depth) for c in lexical}
-            results.update(lists)  # all or none: a list without its weight would count 1.0
+            names = [f"{c}:{name}" for c in lexical]
+            lists = {  # the searches begun ahead read last: they had the most time
+                n: self._channels[c].search(again, depth)
+                for c, n in zip(lexical, names, strict=True)
+                if n not in started
+            }
+            lists.update({n: started[n].result() for n in names if n in started})
+            # all or none: a list without its weight would count 1.0
+            results.update({n: lists[n] for n in names})
             return {**weights, **{f"{c}:{name}": weights[c] * factor for c in lexical}}
         except Exception as exc:  # the query as asked still answers
             log.warning(f"recall.{name}_failed", extra={"fields": {"error": str(exc)}})

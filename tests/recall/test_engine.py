@@ -1,7 +1,8 @@
 """The engine's order of work: for a scope the engine's ``ahead`` names (a large graph's), the
 keyword channel (:class:`recall.Textual`) searches beside the query's embedding, on a thread
-of its own, and answers what it answered after it; for any other, after it. Real model,
-RocksDB and embedded engine (the contract corpus)."""
+of its own, then searches the query without its speakers' names there too, and answers what
+it answered after it; for any other, after it. Real model, RocksDB and embedded engine (the
+contract corpus)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ class Inline:
         return self.inner.search(ctx, limit)
 
 
+SPEAKERS = frozenset({"caroline", "melanie"})  # the corpus's conversation's, as normalized
+NAMING = "Did Biscuit chew Caroline's shoes?"  # names one: its neutral form is searched too
+
+
 def engine(
     tier3: Tier3, keyword: Channel, cache: SemanticCache | None = None, ahead: bool = True
 ) -> RecallEngine:
@@ -47,6 +52,7 @@ def engine(
         channels(tier3.semantic, keyword=keyword),
         {},
         cache=cache,
+        speakers=lambda _scope: SPEAKERS,
         ahead=lambda _scope: ahead,
     )
 
@@ -64,6 +70,24 @@ def test_the_keyword_search_runs_while_the_query_is_embedded(
     assert searched_on and searched_on[0].startswith("recall-text")
     assert result.hits and not result.degraded
     assert {"embed", "keyword", "vector", "graph"} <= set(result.timings)
+
+
+def test_the_neutral_keyword_search_follows_the_query_s_beside_the_embedding(
+    tier3: Tier3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the query without its speakers' names was searched by its keywords after the
+    channels, on the query's thread, while a large graph's walk waited for it."""
+    embedded, searched_on = watched(tier3, monkeypatch, wait=60)
+    recall = engine(tier3, KeywordChannel(tier3.semantic))
+    try:
+        result = recall.recall(Query(NAMING, A, 5, Recipe()))
+    finally:
+        recall.close()
+    assert embedded == [True]
+    assert len(searched_on) == 2 and all(t.startswith("recall-text") for t in searched_on)
+    assert {"keyword", "keyword:neutral", "neutral"} <= set(result.timings)
+    assert {"keyword:neutral", "vector:neutral"} <= set(result.weights)
+    assert result.hits and not result.degraded
 
 
 def test_a_scope_not_named_ahead_searches_its_keywords_after_the_embedding(
@@ -108,7 +132,7 @@ def watched(
 def test_the_answer_is_the_one_given_with_the_keyword_search_after_the_embedding(
     tier3: Tier3,
 ) -> None:
-    questions = [QUESTION, "Did Biscuit chew Caroline's shoes?", "beagle walks park"]
+    questions = [QUESTION, NAMING, "beagle walks park", "What does Melanie paint?"]
     answers = {}
     for arm, keyword in [
         ("ahead", KeywordChannel(tier3.semantic)),
