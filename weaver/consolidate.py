@@ -87,9 +87,6 @@ class Consolidator:
     # The marks of the scopes left stale (the state store's kind; one on ``state`` if None).
     stale: InitVar[StaleScopes | None] = None
     marks: StaleScopes = field(init=False)
-    # Scopes whose facts changed since their profiles were last written (worker thread),
-    # marked in the state store as they join: a stop or a crash leaves them to the next run.
-    stale_profiles: set[Scope] = field(init=False)
     # The digests and threads of the scopes whose summaries changed (weaver.digests).
     digests: Digests = field(init=False)
     # The scopes whose profiles the last refresh_profiles failed to rewrite, with the error.
@@ -97,7 +94,6 @@ class Consolidator:
 
     def __post_init__(self, digest_writer: DigestWriter | None, stale: StaleScopes | None) -> None:
         self.marks = stale if stale is not None else StaleScopes(self.state)
-        self.stale_profiles = self.marks.marked("profiles")
         self.digests = Digests(self.semantic, digest_writer, self.marks)
 
     # -- 1. extraction -------------------------------------------------------------------------
@@ -209,11 +205,9 @@ class Consolidator:
         superseded = supersede(self.semantic, edges, self.functional_predicates)
         outcome.superseded = superseded + apply_updates(self.semantic, facts)
         # Marked before the episode's pending mark goes (consolidate): a crash until then
-        # consolidates the episode again, and marks its scope then. Asked of the store, not
-        # of the set: a Forget of the scope took its mark and left the set as it was.
+        # consolidates the episode again, and marks its scope then.
         if facts or outcome.superseded:
             self.marks.mark("profiles", [episode.scope])
-            self.stale_profiles.add(episode.scope)
         if outcome.summaries:
             self.digests.add(episode.scope)
         return outcome
@@ -240,23 +234,21 @@ class Consolidator:
         return out
 
     def refresh_profiles(self, stopping: threading.Event | None = None) -> int:
-        """Step 5: rewrite the entity profiles of every scope whose facts changed since the
-        last call (``tiers.semantic.profiles``); returns how many profiles were written. Called once
-        per run (and per rebuild) rather than per episode: a profile is rewritten, and
-        embedded, once for all the episodes of a run; Forget rewrites them at once. A set
-        ``stopping`` (the daemon stops) ends it between two scopes: the scopes left stay
-        in :attr:`stale_profiles`, and marked in the state store (:mod:`tiers.journal.stale`),
-        as after a crash, so the next run rewrites them, after a restart too. A scope whose
-        rewrite raises stays so too, and the others go on (:attr:`profiles_failed`,
-        :meth:`tiers.journal.stale.StaleScopes.rewrite`)."""
+        """Step 5: rewrite the entity profiles of every scope whose facts changed since they
+        were last written, as marked in the state store (:mod:`tiers.journal.stale`:
+        ``tiers.semantic.profiles``); returns how many profiles were written. Called once per
+        run (and per rebuild) rather than per episode: a profile is rewritten, and embedded,
+        once for all the episodes of a run; Forget rewrites them at once, and takes the
+        scope's mark. A set ``stopping`` (the daemon stops) ends it between two scopes: the
+        scopes left stay marked, as after a crash, so the next run rewrites them, after a
+        restart too. A scope whose rewrite raises stays so too, and the others go on
+        (:attr:`profiles_failed`, :meth:`tiers.journal.stale.StaleScopes.rewrite`)."""
 
         def rewrite(scope: Scope) -> int:
-            written = self.semantic.refresh_profiles(scope)[0]
-            self.stale_profiles.discard(scope)
-            return written
+            return self.semantic.refresh_profiles(scope)[0]
 
         with self.semantic.write_lock:
-            done = self.marks.rewrite("profiles", self.stale_profiles, rewrite, stopping)
+            done = self.marks.rewrite("profiles", self.marks.marked("profiles"), rewrite, stopping)
         self.profiles_failed = logged("profiles", done)
         return done.written
 

@@ -6,8 +6,11 @@ threads of every scope whose summaries changed in line with them
 (:meth:`tiers.semantic.store.SemanticStore.refresh_stories`: extractive, only the ones whose
 children changed). With a :class:`~tiers.semantic.digests.DigestWriter` (an LLM is configured:
 :class:`LLMDigestWriter`), each extractive digest of those scopes is then written again by
-it: the periods first, then the story, built again from their new texts. A rebuild refreshes
-without the writer; the next run asks it for the scopes the rebuild wrote. The writer runs outside
+it: the periods first, then the story, built again from their new texts. Both steps' scopes
+are marked in the state store until done (``digests`` and ``abstracts``:
+:mod:`tiers.journal.stale`), so that a stop or a crash between them leaves the writer's to the
+next run, after a restart too. A rebuild refreshes without the writer; the next run asks it
+for the scopes the rebuild wrote. The writer runs outside
 Tier 3's write lock; its text is written under it only if the digest's children are still
 the ones it read (:meth:`~tiers.semantic.store.SemanticStore.rewrite_digest`), so an episode
 forgotten meanwhile is never quoted. A writer's failure keeps the extractive text; the next
@@ -43,9 +46,10 @@ PROMPT = (
 
 
 class Digests:
-    """The scopes whose summaries changed (``stale``, added by the consolidator:
-    :meth:`add`), and their refresh. ``marks``: where they are marked in the state store
-    until refreshed (:mod:`tiers.journal.stale`), and read back from at the start."""
+    r"""The refresh of the digests and threads of the scopes whose summaries changed (the
+    consolidator :meth:`add`\ s them). They are marked in the state store until refreshed
+    (:mod:`tiers.journal.stale`), and so is the ``writer``'s rewrite of their digests
+    (``abstracts``), so that a stop or a crash leaves either to the next run."""
 
     def __init__(
         self,
@@ -56,59 +60,56 @@ class Digests:
         self._semantic = semantic
         self.writer = writer
         self._marks = marks
-        self.stale: set[Scope] = marks.marked("digests")
-        self._unwritten: set[Scope] = set()  # refreshed, the writer not asked yet
         # The scopes whose digests the last refresh failed to rewrite, with the error.
         self.failed: dict[Scope, Exception] = {}
 
     def add(self, scope: Scope) -> None:
-        """The scope's summaries changed: its digests are stale, marked so until refreshed
-        (asked of the store: a Forget of the scope took its mark, not its place in
-        :attr:`stale`)."""
+        """The scope's summaries changed: its digests are stale, and with a writer, its
+        writer's rewrite of them too."""
         self._marks.mark("digests", [scope])
-        self.stale.add(scope)
+        if self.writer is not None:
+            self._marks.mark("abstracts", [scope])
 
     def refresh(self, *, abstract: bool = True, stopping: threading.Event | None = None) -> int:
-        """Write the digests and threads of the stale scopes; returns how many were written
+        """Write the digests and threads of the marked scopes; returns how many were written
         (a digest the writer rewrote counts again). Then, with a writer, have it write each
-        extractive digest of those scopes and of the scopes refreshed before without it.
-        Without ``abstract`` (a rebuild, which never calls a model) the writer is not asked:
-        the next refresh with it asks it. A set ``stopping`` ends it between two scopes: the
-        scopes left stay stale (or unwritten) for a later refresh; the stale ones stay marked
-        too, as after a crash, so that the next run after a restart refreshes them (the
-        writer's rewrite is not marked: it waits for the period's next change). A scope
-        whose refresh raises stays stale and marked, and the others go on (:attr:`failed`,
+        extractive digest of the scopes marked for it (``abstracts``) whose digests are no
+        longer stale: those refreshed now, and before without it. Without ``abstract`` (a
+        rebuild, which never calls a model) the writer is not asked: the next refresh with
+        it asks it. Without a writer (none is configured any more), its marks are dropped.
+        A set ``stopping`` ends it between two scopes: the scopes left stay marked, as after
+        a crash, so that the next run, after a restart too, refreshes them. A scope whose
+        refresh raises stays marked, and the others go on (:attr:`failed`,
         :meth:`tiers.journal.stale.StaleScopes.rewrite`)."""
-
-        def stopped() -> bool:
-            return stopping is not None and stopping.is_set()
+        marks = self._marks
 
         def rewrite(scope: Scope) -> int:
             with self._semantic.write_lock:
-                written = len(self._semantic.refresh_stories(scope)[0])
-            self.stale.discard(scope)
-            if self.writer is not None:
-                self._unwritten.add(scope)
-            return written
+                return len(self._semantic.refresh_stories(scope)[0])
 
-        rewritten = self._marks.rewrite("digests", self.stale, rewrite, stopping)
-        self.failed = logged("digests", rewritten)
-        written = rewritten.written
-        if stopped() or self.writer is None or not abstract:
-            return written
-        for scope in sorted(self._unwritten, key=lambda s: (s.user_id, s.agent_id)):
-            if stopped():
-                return written
-            self._unwritten.discard(scope)
-            drafts = self._drafts(scope)
-            periods = [p for p in drafts if p.attrs.get("level") != STORY]
-            done = sum(self._abstract(draft) for draft in periods)
-            if done:  # the story is built again from their new texts
-                with self._semantic.write_lock:
-                    written += done + len(self._semantic.refresh_stories(scope)[0])
-            stories = [p for p in self._drafts(scope) if p.attrs.get("level") == STORY]
-            written += sum(self._abstract(story) for story in stories)
-        return written
+        done = marks.rewrite("digests", marks.marked("digests"), rewrite, stopping)
+        self.failed = logged("digests", done)
+        if self.writer is None:
+            marks.rewrite("abstracts", marks.marked("abstracts"), lambda _scope: 0)
+            return done.written
+        if not abstract:
+            return done.written
+        ready = marks.marked("abstracts") - marks.marked("digests")
+        written = marks.rewrite("abstracts", ready, self._abstracts, stopping)
+        self.failed.update(logged("abstracts", written))
+        return done.written + written.written
+
+    def _abstracts(self, scope: Scope) -> int:
+        """The writer's rewrite of the scope's extractive digests: the periods first, then
+        the story, built again from their new texts; how many were written."""
+        drafts = self._drafts(scope)
+        periods = [p for p in drafts if p.attrs.get("level") != STORY]
+        written = done = sum(self._abstract(draft) for draft in periods)
+        if done:  # the story is built again from their new texts
+            with self._semantic.write_lock:
+                written += len(self._semantic.refresh_stories(scope)[0])
+        stories = [p for p in self._drafts(scope) if p.attrs.get("level") == STORY]
+        return written + sum(self._abstract(story) for story in stories)
 
     def _drafts(self, scope: Scope) -> list[MemoryPoint]:
         """The scope's digests written extractively."""

@@ -17,7 +17,8 @@ Key layout of the state store (``<data_dir>/state``)::
 
     stale_scopes  <user_id> 0x00 <agent_id> 0x00 <part>  -> {"t": marked µs}
 
-``<part>`` is ``profiles`` or ``digests`` (:data:`Part`). A mark names its user, so it is a
+``<part>`` is ``profiles``, ``digests`` or ``abstracts`` (:data:`Part`: the last is the digest
+writer's rewrite of the scope's digests, an LLM configured). A mark names its user, so it is a
 kind of scoped data (:class:`tiers.scoped.ScopedKind`): a Forget of the scope removes it, and
 the weaver never deletes a mark that is not there (a delete writes the key, the user's id
 in it, into the store's files). Not exported: it is this daemon's work left, and an import
@@ -39,7 +40,7 @@ from tiers.scoped import Covered, Forgotten
 
 STALE_CF = "stale_scopes"
 STALE_CFS = (STALE_CF,)
-Part = Literal["profiles", "digests"]
+Part = Literal["profiles", "digests", "abstracts"]
 
 
 def _key(scope: Scope, part: Part) -> bytes:

@@ -80,18 +80,27 @@ class RunJobs:
             report.ok = False
             report.failures += count
             report.error = report.error or f"{said}; left to the next run"
-        profiles = len(self.consolidator.stale_profiles)
-        digests = len(self.consolidator.digests.stale)
-        if self.stopping.is_set() and (profiles or digests):
-            log.warning(
-                "weaver.refresh_left",
-                extra={"fields": {"profiles_scopes": profiles, "digests_scopes": digests}},
-            )
+        if not self.stopping.is_set():
+            return
+        marks = self.consolidator.marks
+        profiles, digests, abstracts = (
+            len(marks.marked(part)) for part in ("profiles", "digests", "abstracts")
+        )
+        if profiles or digests or abstracts:
+            fields = {
+                "profiles_scopes": profiles,
+                "digests_scopes": digests,
+                "abstracts_scopes": abstracts,
+            }
+            log.warning("weaver.refresh_left", extra={"fields": fields})
             report.ok = False
-            report.error = report.error or (
-                f"stopped by shutdown: the profiles of {profiles} scopes and the digests of "
-                f"{digests} left to the next run"
-            )
+            left = f"the profiles of {profiles} scopes and the digests of {digests}"
+            if abstracts:
+                left = (
+                    f"the profiles of {profiles} scopes, the digests of {digests} and the "
+                    f"writer's rewrite of the digests of {abstracts}"
+                )
+            report.error = report.error or f"stopped by shutdown: {left} left to the next run"
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         run = Run(uuid.uuid4().hex[:12], episode_ids, scope)

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.support.llm_server import FakeOpenAI, Reply
+from tests.support.model_clients import client_settings
 from tests.support.worker import ALICE, World
 from tiers.core.errors import VectorStoreUnavailable
+from tiers.core.models import ModelClient
 from tiers.core.records import Message, Scope
 from tiers.journal.stale import StaleScopes
 from tiers.scoped import Covered
@@ -21,6 +24,7 @@ from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import MemoryPoint, PointFilter
 from tiers.working.memory import WorkingMemory
 from weaver.consolidate import Consolidator
+from weaver.digests import LLMDigestWriter
 from weaver.errors import RewriteFailed
 from weaver.rebuild import Rebuilder
 from weaver.run import Progress, Run
@@ -80,19 +84,21 @@ def test_a_stop_ends_the_runs_refresh_and_logs_the_scopes_it_left(
     assert not report.ok and report.error == (
         "stopped by shutdown: the profiles of 2 scopes and the digests of 2 left to the next run"
     )
-    assert consolidator.stale_profiles == consolidator.digests.stale == {ALICE, BOB}
     (left,) = [r for r in caplog.records if r.getMessage() == "weaver.refresh_left"]
-    assert left.fields == {"profiles_scopes": 2, "digests_scopes": 2}  # type: ignore[attr-defined]
+    assert left.fields == {  # type: ignore[attr-defined]
+        "profiles_scopes": 2,
+        "digests_scopes": 2,
+        "abstracts_scopes": 0,  # no digest writer
+    }
     marks = StaleScopes(consolidator.state)
     assert marks.marked("profiles") == marks.marked("digests") == {ALICE, BOB}
 
     # A refresh told to stop after its first look writes one scope and keeps the other.
     assert consolidator.refresh_profiles(SetAfter(1)) > 0
-    assert consolidator.stale_profiles == marks.marked("profiles") == {BOB}
+    assert marks.marked("profiles") == {BOB}
     assert consolidator.digests.refresh(stopping=SetAfter(1)) > 0
-    assert consolidator.digests.stale == marks.marked("digests") == {BOB}
+    assert marks.marked("digests") == {BOB}
     assert consolidator.refresh_profiles() > 0 and consolidator.digests.refresh() > 0
-    assert consolidator.stale_profiles == consolidator.digests.stale == set()
     assert marks.count() == 0
 
 
@@ -113,9 +119,10 @@ def test_the_scopes_a_stop_left_are_refreshed_by_the_next_run_after_a_restart(
     runs.run(StopsAtTheRefresh("r1", stopping=weaver._stopping))
     assert not profiles_of(cut.semantic, ALICE) and not profiles_of(cut.semantic, BOB)
 
-    # The daemon starts again: a consolidator on the same stores knows what was left.
+    # The daemon starts again: a consolidator on the same stores, where what was left is marked.
     again = Consolidator(cut.journal, cut.state, cut.semantic, cut.extractor, cut.fallback, set())
-    assert again.stale_profiles == again.digests.stale == {ALICE, BOB}
+    marks = StaleScopes(cut.state)
+    assert marks.marked("profiles") == marks.marked("digests") == {ALICE, BOB}
     weaver._stopping.clear()
     runs.consolidator = again
     run = Run("r2")
@@ -124,15 +131,15 @@ def test_the_scopes_a_stop_left_are_refreshed_by_the_next_run_after_a_restart(
     assert report is not None and report.ok and report.episodes == 0, report
     assert report.profiles > 0 and report.digests > 0
     assert profiles_of(cut.semantic, ALICE) and profiles_of(cut.semantic, BOB)
-    assert again.stale_profiles == again.digests.stale == set()
-    assert StaleScopes(cut.state).count() == 0
+    assert marks.count() == 0
 
 
 def test_a_scope_whose_mark_a_forget_took_is_marked_again_by_its_next_episode(
     world: World,
 ) -> None:
-    """A Forget of the scope takes its marks but not its place in the consolidator's sets:
-    the scope's next episode marks it again all the same."""
+    """A Forget of the scope takes its marks, and the refresh then leaves the scope alone
+    (a Forget rewrites what is left of it at once); the scope's next episode marks it
+    again."""
     weaver = world.weaver
     runs, consolidator = weaver._runs, weaver._runs.consolidator
     end_sessions(world.working, ALICE)
@@ -142,12 +149,63 @@ def test_a_scope_whose_mark_a_forget_took_is_marked_again_by_its_next_episode(
     with marks.lock:
         assert marks.forget_into(batch, Covered(scope=Scope(ALICE.user_id))).count == 2
         consolidator.state.write(batch)
-    assert marks.count() == 0 and consolidator.stale_profiles == {ALICE}
+    assert marks.count() == 0
+    assert consolidator.refresh_profiles() == consolidator.digests.refresh() == 0
+    assert not profiles_of(consolidator.semantic, ALICE)  # only the marks went, here
 
     weaver._stopping.clear()
     end_sessions(world.working, ALICE, prefix="later")
     runs.run(StopsAtTheRefresh("r2", stopping=weaver._stopping))
     assert marks.marked("profiles") == marks.marked("digests") == {ALICE}
+
+
+def digests_of(semantic: SemanticStore, scope: Scope) -> list[MemoryPoint]:
+    _embedder, vectors = semantic.wait_ready(30)
+    return vectors.scroll(PointFilter(user_id=scope.user_id, kinds=("digest",)), 100)
+
+
+def test_the_writers_rewrite_a_stop_left_is_asked_for_after_a_restart(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an LLM, a stop between a run's extractive digests and the writer's rewrite of
+    them left them extractive until their period's next change: the scopes the writer is to
+    rewrite were held in memory only."""
+    weaver = world.weaver
+    runs, c = weaver._runs, weaver._runs.consolidator
+    marks = StaleScopes(c.state)
+    with FakeOpenAI(default=Reply.text("Alice moved to Lisbon.")) as fake:
+        settings = client_settings(fake, ("STRATA_TEST_LLM_KEY", "k"), [], monkeypatch)
+        writer = LLMDigestWriter(ModelClient(name="llm:test", **settings))
+
+        def consolidator() -> Consolidator:  # the daemon's, at each start
+            made = Consolidator(c.journal, c.state, c.semantic, c.extractor, c.fallback, set(),
+                                digest_writer=writer)  # fmt: skip
+            runs.consolidator = made
+            return made
+
+        first = consolidator()
+        end_sessions(world.working, ALICE, BOB)
+        runs.run(StopsAtTheRefresh("r1", stopping=weaver._stopping))
+        assert marks.marked("digests") == marks.marked("abstracts") == {ALICE, BOB}
+        # The stop comes once both scopes' digests are extractive, before the writer's turn.
+        assert first.digests.refresh(stopping=SetAfter(2)) > 0
+        assert marks.marked("digests") == set() and marks.marked("abstracts") == {ALICE, BOB}
+        assert not fake.requests and all(digests_of(c.semantic, s) for s in (ALICE, BOB))
+
+        again = consolidator()  # a restart
+        assert again.digests.refresh() > 0
+        assert marks.marked("abstracts") == set()
+        asked = len(fake.requests)
+        assert asked >= 2  # each scope's digests, once each
+        written = [d.text for d in digests_of(c.semantic, ALICE)]
+        assert "Alice moved to Lisbon." in written, written
+        assert again.digests.refresh() == 0 and len(fake.requests) == asked  # nothing left
+
+    # An LLM no longer configured: its rewrites still marked are dropped, never asked for.
+    marks.mark("abstracts", [ALICE])
+    assert Consolidator(c.journal, c.state, c.semantic, c.extractor, c.fallback,
+                        set()).digests.refresh() == 0  # fmt: skip
+    assert marks.marked("abstracts") == set()
 
 
 # -- a scope whose rewrite raises ------------------------------------------------------------
@@ -194,7 +252,6 @@ def test_a_scope_whose_rewrite_raises_stays_marked_and_the_others_are_rewritten(
     assert profiles_of(semantic, BOB) and not profiles_of(semantic, ALICE)
     assert report.profiles > 0 and report.digests > 0  # bob's
     marks = StaleScopes(consolidator.state)
-    assert consolidator.stale_profiles == consolidator.digests.stale == {ALICE}
     assert marks.marked("profiles") == marks.marked("digests") == {ALICE}
     failed = [r for r in caplog.records if r.getMessage() == "weaver.rewrite_failed"]
     assert [(r.fields["part"], r.fields["user_id"]) for r in failed] == [  # type: ignore[attr-defined]
@@ -207,7 +264,6 @@ def test_a_scope_whose_rewrite_raises_stays_marked_and_the_others_are_rewritten(
     runs.run(run)
     assert run.report is not None and run.report.ok and run.report.episodes == 0, run.report
     assert profiles_of(semantic, ALICE)
-    assert consolidator.stale_profiles == consolidator.digests.stale == set()
     assert marks.count() == 0
 
 
@@ -224,7 +280,8 @@ def test_a_store_that_cannot_be_written_ends_the_refresh_and_fails_the_run(
     with pytest.raises(VectorStoreUnavailable):
         runs.run(run)
     assert run.report is not None and run.report.error == "run: the vector store is down"
-    assert consolidator.stale_profiles == consolidator.digests.stale == {ALICE, BOB}
+    marks = StaleScopes(consolidator.state)
+    assert marks.marked("profiles") == marks.marked("digests") == {ALICE, BOB}
     assert not profiles_of(consolidator.semantic, BOB)
 
 
