@@ -25,6 +25,15 @@ class WeaverSettings(Section):
     cron: str = Field(
         "", description='A crontab expression ("*/10 * * * *") instead of interval_seconds.'
     )
+    first_run_delay_seconds: float = Field(
+        60.0,
+        ge=0,
+        description=(
+            "A start that finds work left (episodes pending, or scopes whose profiles or "
+            "digests wait for their rewrite: a restart) runs once this long after it, rather "
+            "than at the schedule's next time; 0: the schedule alone."
+        ),
+    )
     chunk_turns: int = Field(3, ge=1, description="Consecutive turns per episode chunk.")
     chunk_overlap: int = Field(1, ge=0, description="Turns shared by neighbouring chunks.")
     chunk_max_tokens: int = Field(200, ge=16, description="Tokens per chunk at most.")

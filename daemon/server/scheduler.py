@@ -2,12 +2,15 @@
 changes older than the change log's retention, and with the
 weaver enabled, consolidation runs (``weaver.interval_seconds`` or ``weaver.cron``) and the
 vector store's index builds. A job never overlaps itself (``max_instances`` 1) and missed
-runs coalesce into one.
+runs coalesce into one. A start that finds the weaver's work left (a restart) runs it once
+``weaver.first_run_delay_seconds`` later: a daemon restarted more often than its interval
+would otherwise never consolidate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 
@@ -54,12 +57,25 @@ def schedule_jobs(
         else:
             trigger = IntervalTrigger(seconds=s.weaver.interval_seconds)
         scheduler.add_job(weaver.scheduled_run, trigger, id="consolidate")
+        _run_after_start(scheduler, weaver, s.weaver.first_run_delay_seconds)
         scheduler.add_job(
             weaver.request_optimize,
             "interval",
             seconds=s.vectors.optimize_interval_seconds,
             id="optimize_vectors",
         )
+
+
+def _run_after_start(scheduler: AsyncIOScheduler, weaver: Weaver, delay: float) -> None:
+    """A consolidation run ``delay`` seconds after the start (0: none) when the weaver's last
+    run left work (``weaver.run_after_start``); it joins a run already under way or queued."""
+    pending, stale = weaver.work_left()
+    if delay <= 0 or not (pending or stale):
+        return
+    when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
+    scheduler.add_job(weaver.scheduled_run, "date", run_date=when, id="consolidate_after_start")
+    fields = {"pending": pending, "stale_scopes": stale, "seconds": delay}
+    log.info("weaver.run_after_start", extra={"fields": fields})
 
 
 def next_consolidation(scheduler: AsyncIOScheduler) -> float | None:

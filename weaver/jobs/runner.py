@@ -189,6 +189,12 @@ class Weaver:
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
         return self._runs.request_run(episode_ids, scope)
 
+    def work_left(self) -> tuple[int, int]:
+        """The episodes pending consolidation and the marks of scopes whose profiles or
+        digests wait for their rewrite (:mod:`tiers.journal.stale`), counted in the state
+        store: what a start finds left by the last run of the daemon."""
+        return self._runs.journal.pending_count(), self._consolidator.marks.count()
+
     def scheduled_run(self) -> None:
         """The scheduler's job: queue a run unless one is running or queued already."""
         self._runs.scheduled_run()

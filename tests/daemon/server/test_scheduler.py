@@ -37,3 +37,31 @@ def test_scheduled_compaction_drops_expired_episodes(start_daemon):
             c.get_episode(eid)
         assert err.value.code == grpc.StatusCode.NOT_FOUND
         assert c.admin.stats().journal.pending_consolidation == 1
+
+
+@pytest.mark.slow
+def test_a_restart_that_finds_episodes_pending_runs_the_weaver_soon_after(spawn) -> None:
+    """Before, the first run after a start came at the schedule's next time: a daemon
+    restarted more often than its interval (600 s by default) never consolidated."""
+    hourly = {"weaver__interval_seconds": "3600"}
+    first = spawn(**hourly, weaver__first_run_delay_seconds="0")
+    with first.client(30) as c:
+        c.append("s1", "I moved to Lisbon last spring.", user_id="alice", role="user")
+        c.end_session("s1", user_id="alice")
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60, "for the index stage")
+        assert c.admin.weaver_status().pending == 1
+    assert first.terminate() == 0
+    assert "weaver.run_after_start" not in first.log()  # nothing was left at its start
+
+    second = spawn(**hourly, weaver__first_run_delay_seconds="0.5")
+    with second.client(30) as c:
+        wait_until(lambda: c.admin.weaver_status().pending == 0, 60, "for the run after start")
+        assert c.admin.weaver_status().last_run.episodes == 1
+    assert "event=weaver.run_after_start pending=1 stale_scopes=0 seconds=0.5" in second.log()
+    assert second.terminate() == 0
+
+    third = spawn(**hourly, weaver__first_run_delay_seconds="0.5")  # nothing left: no run
+    with third.client(30) as c:
+        assert not c.admin.weaver_status().HasField("last_run")
+    assert third.terminate() == 0
+    assert third.log().count("weaver.run_after_start") == 1  # the second's: one log file

@@ -25,7 +25,7 @@ from stratad_client import (
 )
 from stratad_client.pb import memory_pb2 as pb
 from tests.daemon.server.test_auth import TOKENS, entries
-from tests.support import MAY, QUIET, consolidate, talk, wait_indexed, wait_until
+from tests.support import MAY, QUIET, QUIET_ENV, consolidate, talk, wait_indexed, wait_until
 
 pytestmark = pytest.mark.slow
 DEADLINE = 120.0
@@ -112,12 +112,12 @@ def test_a_watcher_follows_its_user_in_order_and_sees_no_other_tenant(quiet_daem
 
 
 def test_a_cursor_resumes_after_the_daemon_was_killed(spawn, tmp_path) -> None:
-    first = spawn(weaver__interval_seconds="3600")
+    first = spawn(**QUIET_ENV)
     with MemoryClient(first.address, timeout=30) as c:
         talk(c, "alice", "s1", MAY, "The boat is moored at pier 9.", "Noted.")
         before = Watcher(c, is_("session.ended"), user_id="alice", from_oldest=True).join()
     first.kill()  # SIGKILL: only what is on disk is left
-    second = spawn(weaver__interval_seconds="3600")
+    second = spawn(**QUIET_ENV)
     with MemoryClient(second.address, timeout=30) as c:
         c.append("s2", "A second session.", user_id="alice")
         new = lambda e: e.type == "session.appended" and e.session_id == "s2"  # noqa: E731
