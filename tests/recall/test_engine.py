@@ -17,6 +17,7 @@ from recall.cache import SemanticCache
 from recall.channels import KeywordChannel
 from recall.engine import RecallEngine
 from recall.recipe import Recipe
+from recall.result import RecallResult
 from tests.contracts.corpus import QUESTION, A, Tier3, channels, filled
 from tiers.semantic.vectors import MemoryPoint
 
@@ -57,15 +58,24 @@ def engine(
     )
 
 
+def asked(
+    tier3: Tier3, monkeypatch: pytest.MonkeyPatch, text: str, ahead: bool = True
+) -> tuple[list[bool], list[str], RecallResult]:
+    """``text`` recalled by an engine that starts the scope's keyword searches ahead or not:
+    :func:`watched`'s lists (the model waits up to a minute for a search ahead, a second
+    otherwise), and the result."""
+    embedded, searched_on = watched(tier3, monkeypatch, wait=60 if ahead else 1)
+    recall = engine(tier3, KeywordChannel(tier3.semantic), ahead=ahead)
+    try:
+        return embedded, searched_on, recall.recall(Query(text, A, 5, Recipe()))
+    finally:
+        recall.close()
+
+
 def test_the_keyword_search_runs_while_the_query_is_embedded(
     tier3: Tier3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    embedded, searched_on = watched(tier3, monkeypatch, wait=60)
-    recall = engine(tier3, KeywordChannel(tier3.semantic))
-    try:
-        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
-    finally:
-        recall.close()
+    embedded, searched_on, result = asked(tier3, monkeypatch, QUESTION)
     assert embedded == [True]
     assert searched_on and searched_on[0].startswith("recall-text")
     assert result.hits and not result.degraded
@@ -77,12 +87,7 @@ def test_the_neutral_keyword_search_follows_the_query_s_beside_the_embedding(
 ) -> None:
     """Before, the query without its speakers' names was searched by its keywords after the
     channels, on the query's thread, while a large graph's walk waited for it."""
-    embedded, searched_on = watched(tier3, monkeypatch, wait=60)
-    recall = engine(tier3, KeywordChannel(tier3.semantic))
-    try:
-        result = recall.recall(Query(NAMING, A, 5, Recipe()))
-    finally:
-        recall.close()
+    embedded, searched_on, result = asked(tier3, monkeypatch, NAMING)
     assert embedded == [True]
     assert len(searched_on) == 2 and all(t.startswith("recall-text") for t in searched_on)
     assert {"keyword", "keyword:neutral", "neutral"} <= set(result.timings)
@@ -93,12 +98,7 @@ def test_the_neutral_keyword_search_follows_the_query_s_beside_the_embedding(
 def test_a_scope_not_named_ahead_searches_its_keywords_after_the_embedding(
     tier3: Tier3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    embedded, searched_on = watched(tier3, monkeypatch, wait=1)
-    recall = engine(tier3, KeywordChannel(tier3.semantic), ahead=False)
-    try:
-        result = recall.recall(Query(QUESTION, A, 5, Recipe()))
-    finally:
-        recall.close()
+    embedded, searched_on, result = asked(tier3, monkeypatch, QUESTION, ahead=False)
     assert embedded == [False]  # nothing searched while the model ran
     assert searched_on and not searched_on[0].startswith("recall-text")  # the query's thread
     assert result.hits and "keyword" in result.timings and not result.degraded
