@@ -84,7 +84,7 @@ class CueSearches:
         weights: dict[str, float],
         depth: int,
         timings: dict[str, float],
-        started: Mapping[str, Future[Hits]] | None = None,
+        started: Mapping[str, Future[Hits]],
     ) -> dict[str, float]:
         """The vector and keyword channels' hits for the query's cues, added to ``results``;
         returns the weights of every list to fuse. A list among ``started`` (a search begun
@@ -97,7 +97,6 @@ class CueSearches:
           (:mod:`recall.cues.times`): the hits within it (and within the query's own time
           range), as ``vector:dated`` and ``keyword:dated``, at ``time_cues`` times their
           channels' weights."""
-        started = started or {}
         if neutral is not None:
             weights = self._again(
                 "neutral", lambda _ctx: neutral, 1.0, ctx, results, weights, depth, timings, started

@@ -96,10 +96,7 @@ class RunJobs:
             report.ok = False
             left = f"the profiles of {profiles} scopes and the digests of {digests}"
             if abstracts:
-                left = (
-                    f"the profiles of {profiles} scopes, the digests of {digests} and the "
-                    f"writer's rewrite of the digests of {abstracts}"
-                )
+                left += f", and the writer's rewrite of the digests of {abstracts},"
             report.error = report.error or f"stopped by shutdown: {left} left to the next run"
 
     def request_run(self, episode_ids: tuple[str, ...] = (), scope: Scope = ANY_SCOPE) -> Run:
