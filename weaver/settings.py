@@ -31,7 +31,8 @@ class WeaverSettings(Section):
         description=(
             "A start that finds work left (episodes pending, or scopes whose profiles or "
             "digests wait for their rewrite: a restart) runs once this long after it, rather "
-            "than at the schedule's next time; 0: the schedule alone."
+            "than at the schedule's next time; 0: the schedule alone. Not with ``cron``, whose "
+            "runs keep to its times."
         ),
     )
     chunk_turns: int = Field(3, ge=1, description="Consecutive turns per episode chunk.")

@@ -2,9 +2,11 @@
 changes older than the change log's retention, and with the
 weaver enabled, consolidation runs (``weaver.interval_seconds`` or ``weaver.cron``) and the
 vector store's index builds. A job never overlaps itself (``max_instances`` 1) and missed
-runs coalesce into one. A start that finds the weaver's work left (a restart) runs it once
-``weaver.first_run_delay_seconds`` later: a daemon restarted more often than its interval
-would otherwise never consolidate.
+runs coalesce into one. On ``weaver.interval_seconds``, a start that finds the weaver's work
+left (a restart) runs it once ``weaver.first_run_delay_seconds`` later: the interval counts
+from the start, so a daemon restarted more often than it would otherwise never consolidate.
+A crontab's runs come at its own times whatever the restarts (an operator's hours of the
+night, say), so with ``weaver.cron`` there is no such run.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def schedule_jobs(
         else:
             trigger = IntervalTrigger(seconds=s.weaver.interval_seconds)
         scheduler.add_job(weaver.scheduled_run, trigger, id="consolidate")
-        _run_after_start(scheduler, weaver, s.weaver.first_run_delay_seconds)
+        if not s.weaver.cron:  # a crontab's runs come at its times, whatever the restarts
+            _run_after_start(scheduler, weaver, s.weaver.first_run_delay_seconds)
         scheduler.add_job(
             weaver.request_optimize,
             "interval",

@@ -53,6 +53,13 @@ def test_a_restart_that_finds_episodes_pending_runs_the_weaver_soon_after(spawn)
     assert first.terminate() == 0
     assert "weaver.run_after_start" not in first.log()  # nothing was left at its start
 
+    # On a crontab the runs keep to its times (once a year here): no run after the start
+    yearly = spawn(weaver__cron="0 0 1 1 *", weaver__first_run_delay_seconds="0.5")
+    with yearly.client(30) as c:
+        assert c.admin.weaver_status().pending == 1
+    assert yearly.terminate() == 0
+    assert "weaver.run_after_start" not in yearly.log()
+
     second = spawn(**hourly, weaver__first_run_delay_seconds="0.5")
     with second.client(30) as c:
         # Its episode stops being pending before the run ends (the profiles and digests after)
