@@ -44,7 +44,10 @@ from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 
 __all__ = ["POINT_CACHE", "PointCache"]
 
-POINT_CACHE = 100_000  # points a store keeps by default, as bytes (vectors.point_cache)
+# Points a store keeps by default, as bytes (vectors.point_cache): 0.55-0.9 KB each with their
+# keys, so 530-860 MiB when full; with the preloads' quarter (shards.preloads), a user of up to
+# 250,000 points is read in whole, and its later searches read no point from the engine.
+POINT_CACHE = 1_000_000
 HOT_POINTS = 1_000  # of them, the most recently read, kept as objects too (module doc)
 
 
