@@ -247,10 +247,12 @@ class VectorsSettings(Section):
         description=(
             "Embedded store: memory points kept in memory for searches and reads, as bytes "
             "(least recently used out; 0.55-0.9 KB each with their keys, so the default takes "
-            "530-860 MiB when full, and the 1,000 read most recently also as objects, about 1.7 "
+            "53-86 MiB when full, and the 1,000 read most recently also as objects, about 1.7 "
             "KB each; 0: none). A user holding up to a quarter of it is preloaded whole "
-            "(``preload``): at ten million points, a 200,000-point user's Recall took 17.7 ms "
-            "at p50 with the default against 24.4 ms with 100,000 (docs/benchmarks.md)."
+            "(``preload``): with 1,000,000 (up to 860 MiB), a 200,000-point user's later "
+            "Recalls took 17.7 ms at p50 at ten million points against 24.4 ms, but its "
+            "preload's 20 s or more of work slowed the other users' first visits meanwhile "
+            "(docs/scaling.md)."
         ),
     )
     open_first_mb: int = Field(

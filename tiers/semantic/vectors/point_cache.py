@@ -45,9 +45,9 @@ from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 __all__ = ["POINT_CACHE", "PointCache"]
 
 # Points a store keeps by default, as bytes (vectors.point_cache): 0.55-0.9 KB each with their
-# keys, so 530-860 MiB when full; with the preloads' quarter (shards.preloads), a user of up to
-# 250,000 points is read in whole, and its later searches read no point from the engine.
-POINT_CACHE = 1_000_000
+# keys, so 53-86 MiB when full; the preloads (shards.preloads) read a user of up to a quarter of
+# it whole. A larger cache holds larger users whole, at the cost of their preloads' work.
+POINT_CACHE = 100_000
 HOT_POINTS = 1_000  # of them, the most recently read, kept as objects too (module doc)
 
 
