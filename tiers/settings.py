@@ -250,9 +250,9 @@ class VectorsSettings(Section):
             "53-86 MiB when full, and the 1,000 read most recently also as objects, about 1.7 "
             "KB each; 0: none). A user holding up to a quarter of it is preloaded whole "
             "(``preload``): with 1,000,000 (up to 860 MiB), a 200,000-point user's later "
-            "Recalls took 17.7 ms at p50 at ten million points against 24.4 ms, but its "
-            "preload's 20 s or more of work slowed the other users' first visits meanwhile "
-            "(docs/scaling.md)."
+            "Recalls took 17.6-17.7 ms at p50 at ten million points against 24.1-24.6 ms, but "
+            "its preload (16-19 s alone, longer beside requests) made the other users' first "
+            "visits meanwhile 1.3-3.6 times slower at p50 (docs/scaling.md)."
         ),
     )
     open_first_mb: int = Field(
