@@ -103,10 +103,12 @@ def rewrites_failed(
     ]
     if not parts:
         return 0, ""
-    said = " and ".join(
-        f"the {part} of {len(scopes)} scope{'' if len(scopes) == 1 else 's'}"
-        for part, scopes in parts
-    )
+    said = " and ".join(f"the {part} of {scopes_count(len(scopes))}" for part, scopes in parts)
     first = next(iter(parts[0][1].values()))
     count = sum(len(scopes) for _part, scopes in parts)
     return count, f"{said} could not be rewritten ({type(first).__name__}: {first})"
+
+
+def scopes_count(n: int) -> str:
+    """``n`` scopes, in words ("1 scope", "2 scopes")."""
+    return f"{n} scope{'' if n == 1 else 's'}"

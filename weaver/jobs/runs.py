@@ -35,7 +35,7 @@ from weaver.jobs.indexing import IndexJobs
 from weaver.jobs.jobqueue import JobQueue
 from weaver.jobs.kinds import Consolidate
 from weaver.jobs.optimizer import IndexBuilds
-from weaver.run import ANY_SCOPE, Progress, Run, RunReport, rewrites_failed
+from weaver.run import ANY_SCOPE, Progress, Run, RunReport, rewrites_failed, scopes_count
 
 log = logging.getLogger("strata.weaver")
 # A run that wrote at least this many points builds the vector index right after it.
@@ -94,7 +94,7 @@ class RunJobs:
             }
             log.warning("weaver.refresh_left", extra={"fields": fields})
             report.ok = False
-            left = f"the profiles of {profiles} scopes and the digests of {digests}"
+            left = f"the profiles of {scopes_count(profiles)} and the digests of {digests}"
             if abstracts:
                 left += f", and the writer's rewrite of the digests of {abstracts},"
             report.error = report.error or f"stopped by shutdown: {left} left to the next run"
