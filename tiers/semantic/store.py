@@ -338,7 +338,10 @@ class SemanticStore:
         except Exception as exc:
             # One line, for the log, `weaverctl status` and the health check's metadata.
             self.error = one_line(exc)
-            log.error("tier3.unavailable", extra={"fields": {"error": self.error}})
+            if self._closed or self._interrupted:  # stopped as Tier 3 opened: not a fault
+                log.info("tier3.open_stopped", extra={"fields": {"error": self.error}})
+            else:
+                log.error("tier3.unavailable", extra={"fields": {"error": self.error}})
         finally:
             self._ready.set()
             self.events.publish(Tier3Opened(self._vectors is not None))
@@ -349,11 +352,8 @@ class SemanticStore:
 
     def wait_ready(self, timeout: float | None = None) -> tuple[Embedder, ErasingVectors]:
         if not self._ready.wait(timeout):
-            doing = (  # the store's largest shards open after the model (shards.members)
-                "opening the vector store"
-                if self.embeddings.ready
-                else f"loading {self.embeddings.description}"
-            )
+            model = f"loading {self.embeddings.description}"  # the largest shards open after it
+            doing = "opening the vector store" if self.embeddings.ready else model
             raise EmbeddingUnavailable(
                 self.embeddings.error  # e.g. a remote embedding endpoint that is down
                 or f"Tier 3 is still starting ({doing}); try again shortly"
@@ -374,10 +374,11 @@ class SemanticStore:
 
     def close(self) -> None:
         """Flush and close the vector store (idempotent)."""
+        with self._lock:  # first: a load its model's close ends is a stop, not a failure
+            self._closed = True
         self.erasures.close()
         self.embeddings.close()
         with self._lock:
-            self._closed = True
             vectors, self._vectors = self._vectors, None
         if vectors is not None:
             try:
