@@ -374,7 +374,7 @@ class SemanticStore:
 
     def close(self) -> None:
         """Flush and close the vector store (idempotent)."""
-        with self._lock:  # first: a load its model's close ends is a stop, not a failure
+        with self._lock:  # first: a load cut short by the model's close below is a stop
             self._closed = True
         self.erasures.close()
         self.embeddings.close()
