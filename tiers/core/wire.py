@@ -100,7 +100,9 @@ def run_child(
     """A child's main, which speaks frames on stdin and stdout: ``serve(stdin, out)``'s exit
     code, 0 when the daemon closed a pipe. ``out`` is what was stdout: whatever a library
     prints goes to stderr, never into a frame. The child ignores SIGINT and SIGTERM (the daemon
-    ends it by closing its input, after its staged shutdown) and exits when the daemon is gone
+    ends it by closing its input, after its staged shutdown); the daemon starts it in a process
+    group of its own (``process_group=0``), so that a terminal's Ctrl-C, sent to the daemon's
+    group, cannot reach it before its interpreter is up either. It exits when the daemon is gone
     (checked every :data:`PARENT_CHECK_SECONDS`: its pipe may stay open in a grandchild).
     ``die_with_thread``: besides, SIGKILL at once when the daemon's thread that started it
     ends (Linux's ``PR_SET_PDEATHSIG``), for a child that must not outlive a crash."""

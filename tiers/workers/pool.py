@@ -253,6 +253,7 @@ class WorkerPool:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            process_group=0,  # a terminal's Ctrl-C is the daemon's to handle (run_child)
         )
         threading.Thread(
             target=self._relay_stderr, args=(worker.index, proc), name="workers-stderr", daemon=True

@@ -123,6 +123,14 @@ def test_workers_run_below_the_daemon_and_answer_in_order(pool: WorkerPool, onnx
     assert np.abs(embed(pool, TEXTS) - onnx.encode_documents(TEXTS)).max() < 1e-5
 
 
+def test_a_worker_runs_in_a_process_group_of_its_own(pool: WorkerPool) -> None:
+    # A terminal's Ctrl-C goes to the daemon's whole group: a worker still starting (not yet
+    # ignoring SIGINT) died of it, and the daemon logged its pool as failed.
+    (worker,) = pool.status()
+    assert os.getpgid(worker.pid) == worker.pid != os.getpgrp()
+    assert embed(pool, ["ok"]).shape == (1, 384)
+
+
 def test_a_worker_killed_during_a_request_is_restarted_and_the_request_answered(
     pool: WorkerPool, onnx: SentenceTransformerEmbedder
 ) -> None:

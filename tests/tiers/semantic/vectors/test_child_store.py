@@ -116,6 +116,11 @@ def test_a_killed_process_is_started_again_with_every_acknowledged_point(store) 
         store.ensure(MODEL, DIM + 1)
 
 
+def test_the_process_runs_in_a_group_of_its_own(store) -> None:
+    # A terminal's Ctrl-C goes to the daemon's whole group; the daemon closes the store itself.
+    assert os.getpgid(store.pid) == store.pid != os.getpgrp()
+
+
 def test_a_call_under_way_when_the_process_dies_is_told(store) -> None:
     store.upsert([mem("alice note", seed=1)])
     pid = store.pid

@@ -268,7 +268,11 @@ class ChildVectorStore:
         token = secrets.token_hex(16)
         try:
             proc = subprocess.Popen(
-                self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                self._command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                process_group=0,  # a terminal's Ctrl-C is the daemon's to handle (run_child)
             )
         except OSError as exc:
             raise VectorStoreUnavailable(f"the vector store's process cannot start: {exc}") from exc
