@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tiers.core.errors import ResourceExhausted, TierError
+from tiers.core.errors import ResourceExhausted, TierError, one_line
 
 log = logging.getLogger("strata.storage")
 
@@ -64,10 +64,15 @@ class DiskSpace:
 
     def free(self) -> int:
         """The free bytes now (a disk that cannot be read counts as full)."""
+        return self._read()[0]
+
+    def _read(self) -> tuple[int, OSError | None]:
+        """The free bytes, or 0 with the error when the disk cannot be read (a data dir
+        deleted or unmounted under the daemon)."""
         try:
-            return self.probe(self.path)
-        except OSError:
-            return 0
+            return self.probe(self.path), None
+        except OSError as exc:
+            return 0, exc
 
     @property
     def low(self) -> bool:
@@ -90,28 +95,41 @@ class DiskSpace:
         reserve."""
         if self.reserve_bytes <= 0:
             return
-        free = self.free()
+        free, error = self._read()
         floor = self.reserve_bytes // 4 if getattr(self._local, "freeing", 0) else 0
         low = free < self.reserve_bytes
-        self._noted(low, free)
+        self._noted(low, free, error)
         if free >= (floor or self.reserve_bytes):
             return
+        if error is not None:
+            raise DiskFull(
+                f"{what} was refused: the data dir's disk cannot be read at {self.path} "
+                f"({one_line(error)}); nothing was written. Writes go on by themselves once "
+                "it can, reads go on meanwhile"
+            )
         raise DiskFull(
             f"{what} was refused: the data dir's disk has {free / MB:.1f} MB free, below "
             f"storage.min_free_mb ({self.reserve_bytes / MB:.0f} MB); nothing was written. "
             "Free space on the disk: writes go on by themselves, reads go on meanwhile"
         )
 
-    def _noted(self, low: bool, free: int) -> None:
-        """Log when the disk goes below the reserve, and when it is back above."""
+    def _noted(self, low: bool, free: int, error: OSError | None = None) -> None:
+        """Log when the disk goes below the reserve (or cannot be read), and when it is back
+        above."""
         if low == self._low:
             return
         with self._lock:
             if low == self._low:
                 return
             self._low = low
-        fields = {"free_mb": round(free / MB), "reserve_mb": round(self.reserve_bytes / MB)}
+        fields: dict[str, object] = {
+            "free_mb": round(free / MB),
+            "reserve_mb": round(self.reserve_bytes / MB),
+        }
         if low:
-            log.error("storage.disk_low", extra={"fields": {**fields, "path": str(self.path)}})
+            fields["path"] = str(self.path)
+            if error is not None:
+                fields["error"] = one_line(error)
+            log.error("storage.disk_low", extra={"fields": fields})
         else:
             log.warning("storage.disk_ok", extra={"fields": fields})

@@ -69,6 +69,23 @@ def test_writes_stop_at_the_reserve_and_resume_without_a_reopen(tmp_path):
         store.close()
 
 
+def test_a_data_dir_that_cannot_be_read_is_named_with_its_error(tmp_path, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    space = DiskSpace(data, 1 * MB)  # the real probe (statvfs)
+    space.check("an append")
+    data.rmdir()  # deleted under the daemon
+    with pytest.raises(DiskFull) as info:
+        space.check("an append")
+    said = str(info.value)
+    assert f"cannot be read at {data}" in said and "No such file or directory" in said
+    assert "MB free" not in said  # not a disk of 0.0 MB
+    (low,) = [r for r in caplog.records if r.getMessage() == "storage.disk_low"]
+    assert "No such file or directory" in low.fields["error"]  # type: ignore[attr-defined]
+    data.mkdir()  # back: writes go on by themselves
+    space.check("an append")
+
+
 def _content(sid: str, i: int) -> str:
     """``BIG`` characters that take their size on disk: random hex in words of 1,000 (the
     stores compress, and a message of one repeated letter filled the disk so slowly that a
