@@ -82,11 +82,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.append_latency
 	$(BIN)/python -m tests.bench.session_rss
-	$(BIN)/python -m tests.bench.weaver_throughput
-	$(BIN)/python -m tests.bench.tier3_query
+	$(BIN)/python -m tests.bench.weaver
+	$(BIN)/python -m tests.bench.tier3.query
 	$(BIN)/python -m tests.bench.recall_latency
-	$(BIN)/python -m tests.bench.embedding_backends
-	$(BIN)/python -m tests.bench.embedding_remote
+	$(BIN)/python -m tests.bench.embedding.backends
+	$(BIN)/python -m tests.bench.embedding.remote
 
 # Retrieval quality on the two development sets of ../shared: LoCoMo (evidence turns, after a
 # consolidation run), then RealMem (the sessions a user's turn needs, the conversations lived
@@ -115,7 +115,7 @@ bench-load: $(STAMP)
 # The daemon while its vector index builds at 100k points (Append/Recall waits, then Recall
 # latency with the index built); not part of `make test`.
 bench-build: $(STAMP)
-	$(BIN)/python -m tests.bench.index_build
+	$(BIN)/python -m tests.bench.index.build
 
 # Agents talking at a human pace (a turn every 2 s): the largest fleet one daemon serves
 # (FLEET="32 64 100" for other sizes; 6 minutes each).
@@ -124,7 +124,7 @@ bench-fleet: $(STAMP)
 
 # The index stage on a quiet daemon beside the model's own throughput on the same cores.
 bench-index: $(STAMP)
-	$(BIN)/python -m tests.bench.index_stage
+	$(BIN)/python -m tests.bench.index.stage
 
 # One live session of 2,000 LoCoMo turns: Recall, GetContext and Pack of turns 100 to 1,900
 # messages back while the session lives, then again after EndSession (about 3 minutes).
@@ -138,7 +138,7 @@ bench-updates: $(STAMP)
 # Recall of users whose graph is not kept in memory (evicted, or after a restart): the
 # graph's features read from <data_dir>/graphs instead of every point. COLD="--users 8" etc.
 bench-cold: $(STAMP)
-	$(BIN)/python -m tests.bench.cold_scopes $(COLD)
+	$(BIN)/python -m tests.bench.cold.scopes $(COLD)
 
 # A store of a million points over 1,000 users with a skew, filled offline, then a real stratad
 # on it: start, memory, disk, Recall per user, a restart and a Forget of the largest user
@@ -149,7 +149,7 @@ bench-scale: $(STAMP)
 # A small user's first Recall once the page cache is dropped (root only), on a store kept by
 # bench-scale: COLD_DISK="--dir /big/disk --set STRATA_VECTORS__RESCORE=true" etc.
 bench-cold-disk: $(STAMP)
-	$(BIN)/python -m tests.bench.cold_disk $(COLD_DISK)
+	$(BIN)/python -m tests.bench.cold.disk $(COLD_DISK)
 
 # What a Forget costs at 100k and at 400k points, with other tenants served meanwhile.
 bench-forget: $(STAMP)

@@ -25,7 +25,7 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from stratad_client import AsyncMemoryClient, MemoryClient
-from tests.bench._daemon import (
+from tests.bench.support.daemon import (
     command_line,
     cpu_seconds,
     format_machine,

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.recall_latency import build
-from tests.bench.tier3_points import embed_pool
+from tests.bench.support.daemon import command_line, format_machine, machine_info, write_json
+from tests.bench.tier3.points import embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import command_line, format_machine, machine_info, write_json
 from tests.bench.recall_latency import build, measure
-from tests.bench.recorders import Recorder, gc_freeze_ms, stop, summary
-from tests.bench.tier3_points import embed_pool
+from tests.bench.support.daemon import command_line, format_machine, machine_info, write_json
+from tests.bench.support.recorders import Recorder, gc_freeze_ms, stop, summary
+from tests.bench.tier3.points import embed_pool
 from tests.support import ProcessDaemon, wait_until
 
 APPEND_EVERY = 0.020

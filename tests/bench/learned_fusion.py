@@ -34,8 +34,8 @@ import numpy as np
 
 from recall import learned
 from recall.learned import FEATURES, HitView, LearnedFusion
-from tests.bench._daemon import command_line, machine_info, write_json
-from tests.bench.locomo_metrics import recall_at
+from tests.bench.locomo.metrics import recall_at
+from tests.bench.support.daemon import command_line, machine_info, write_json
 from tiers.semantic.graph import normalize
 
 STRENGTHS = (0.001, 0.01, 0.1, 1.0)  # L2 penalty per training row, standardized features

@@ -40,10 +40,16 @@ from typing import Any
 
 from stratad_client import MemoryClient
 from stratad_client.pb import memory_pb2 as pb
-from tests.bench._daemon import command_line, latency_ms, machine_info, running_daemon, write_json
-from tests.bench.locomo_data import CATEGORIES, FIXES, LOCOMO, load, load_fixes
-from tests.bench.locomo_metrics import table
-from tests.bench.recall_cli import parse_settings
+from tests.bench.locomo.data import CATEGORIES, FIXES, LOCOMO, load, load_fixes
+from tests.bench.locomo.metrics import table
+from tests.bench.support.daemon import (
+    command_line,
+    latency_ms,
+    machine_info,
+    running_daemon,
+    write_json,
+)
+from tests.bench.support.recall_cli import parse_settings
 from tests.support import wait_until
 
 MIN_GAP, MAX_GAP = 100, 1900  # messages between a gold turn and the question

@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from stratad_client import MemoryClient
-from tests.bench._daemon import command_line, format_machine, machine_info, percentile, write_json
-from tests.bench.tier3_points import PointMaker, embed_pool
+from tests.bench.support.daemon import (
+    command_line,
+    format_machine,
+    machine_info,
+    percentile,
+    write_json,
+)
+from tests.bench.tier3.points import PointMaker, embed_pool
 from tests.support import QUIET_ENV, ProcessDaemon, wait_until
 from tiers.rocks import RocksStore
 from tiers.schema import STATE_CFS

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from stratad_client import MemoryClient, message
-from tests.bench._daemon import (
+from tests.bench.support.daemon import (
     command_line,
     format_machine,
     machine_info,

