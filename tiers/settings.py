@@ -252,7 +252,8 @@ class VectorsSettings(Section):
             "(``preload``): with 1,000,000 (up to 860 MiB), a 200,000-point user's later "
             "Recalls took 17.6-17.7 ms at p50 at ten million points against 24.1-24.6 ms, but "
             "its preload (16-19 s alone, longer beside requests) made the other users' first "
-            "visits meanwhile 1.3-3.6 times slower at p50 (docs/scaling.md)."
+            "visits meanwhile 1.3-3.6 times slower at p50 (docs/scaling.md). Its hit rate is "
+            "scraped: strata_point_cache_hits_total and _misses_total (docs/operations.md)."
         ),
     )
     open_first_mb: int = Field(

@@ -9,8 +9,8 @@ Three sources feed it:
   recall engine's (``RecallEngine.events``: ``Recalled``): runs, their durations and what
   they produced, recall stage timings;
 - :class:`_StateCollector`, read at scrape time: live sessions, messages in windows and logs,
-  journal episodes, pending and unindexed episodes, Tier 3 readiness and the LLM extractor's
-  call and token totals.
+  journal episodes, pending and unindexed episodes, Tier 3 readiness, the point cache's hits
+  and misses, and the LLM extractor's call and token totals.
 
 ``docs/operations.md`` (Metrics) lists every series. The registry is the daemon's own (never
 the process-wide default), so several daemons in one process each count their own.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -29,7 +29,9 @@ from prometheus_client.registry import Collector
 
 from daemon.server.rpc_metrics import RpcMetricsInterceptor
 from recall.engine import Recalled
+from tiers.core.errors import StrataError
 from tiers.core.models import LLMTotals
+from tiers.semantic.vectors.point_cache import PointCache
 from tiers.workers.embedder import describe
 from weaver.jobs.events import EpisodesIndexed, RunFinished
 
@@ -248,6 +250,11 @@ class _StateCollector(Collector):
                 "Worker processes started again after one exited or was killed.",
                 value=sum(w.restarts for w in workers),
             )
+            try:
+                vectors: object = self._semantic.wait_ready(0)[1]
+            except StrataError:  # closed since
+                vectors = None
+            yield from _point_cache(vectors)
         try:
             wm = self._working.stats()
             sessions = (wm.live_sessions, wm.window_messages, wm.log_messages)
@@ -308,3 +315,28 @@ class _StateCollector(Collector):
                 "Episodes the LLM could not extract after its retries.",
                 value=totals["extract"].failed_extractions,
             )
+
+
+def _point_cache(vectors: object) -> Iterator[Metric]:
+    """The embedded store's point cache (``vectors.point_cache``), when it is in this process:
+    a store in a process of its own, or a Qdrant server, has none here."""
+    cache = getattr(vectors, "points", None)  # the store's own extra, through its erasures
+    if not isinstance(cache, PointCache):
+        return
+    hits, misses, points, capacity = cache.counts()
+    yield CounterMetricFamily(
+        "strata_point_cache_hits",
+        "Points a request read from the point cache (decoded, no engine read).",
+        value=hits,
+    )
+    yield CounterMetricFamily(
+        "strata_point_cache_misses",
+        "Points a request read from the engine, not found in the point cache.",
+        value=misses,
+    )
+    yield GaugeMetricFamily("strata_point_cache_points", "Points in the point cache.", points)
+    yield GaugeMetricFamily(
+        "strata_point_cache_capacity",
+        "Points the point cache may hold (vectors.point_cache).",
+        capacity,
+    )

@@ -22,6 +22,7 @@ from tests.support.llm_server import FakeOpenAI, Reply
 from tests.support.weaving import EchoLLM, conversation, run
 from tiers.core.models import ModelClient
 from tiers.semantic.embedding import EmbeddingService, EmbeddingUnavailable
+from tiers.settings import VectorsSettings
 
 METRICS = {"enabled": True, "listen": "127.0.0.1:0"}
 MEMORY = "strata.v1.MemoryService"
@@ -58,6 +59,7 @@ def test_rpcs_state_weaver_and_recall_move_their_series(start_daemon: Any) -> No
         assert before("strata_worker_restarts_total") == 0
         assert before("strata_working_sessions") == 0
         assert before("strata_weaver_runs_total", outcome="ok") == 0
+        assert before("strata_point_cache_capacity") == VectorsSettings().point_cache
 
         for i in range(3):
             c.append("s1", f"message {i}", user_id="alice")
@@ -111,6 +113,10 @@ def test_rpcs_state_weaver_and_recall_move_their_series(start_daemon: Any) -> No
     assert after("strata_weaver_items_total", kind="summary") == 2
     assert after("strata_weaver_items_total", kind="fact") >= 1
     assert after("strata_recall_requests_total", cached="false") == 1
+    # The Recall read its hits' points: from the engine, or from the cache the weaver's reads
+    # filled (what is read is kept).
+    read = after("strata_point_cache_hits_total") + after("strata_point_cache_misses_total")
+    assert read >= len(hits) and after("strata_point_cache_points") >= len(hits)
     for stage in ("embed", "vector", "keyword", "fuse", "total"):
         assert after("strata_recall_stage_duration_seconds_count", stage=stage) == 1, stage
     assert after("strata_recall_stage_duration_seconds_sum", stage="total") > 0

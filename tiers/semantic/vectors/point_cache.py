@@ -33,16 +33,18 @@ objects.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import msgpack
 
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 
-__all__ = ["POINT_CACHE", "PointCache"]
+__all__ = ["POINT_CACHE", "CacheCounts", "PointCache"]
 
 # Points a store keeps by default, as bytes (vectors.point_cache): 0.55-0.9 KB each with their
 # keys, so 53-86 MiB when full; the preloads (shards.preloads) read a user of up to a quarter of
@@ -105,6 +107,17 @@ def unpacked(data: bytes) -> MemoryPoint:
     )
 
 
+class CacheCounts(NamedTuple):
+    """A point cache's figures (the daemon's metrics): the points its readers found in it and
+    those they fetched from the engine since it was made, the points it holds, and how many it
+    may hold."""
+
+    hits: int
+    misses: int
+    points: int
+    capacity: int
+
+
 class PointCache:
     """Decoded points by id (module doc). Thread-safe."""
 
@@ -123,9 +136,24 @@ class PointCache:
         self._readers: dict[int, int] = {}  # snapshot -> active readers holding it
         self.hits = 0  # points answered from the cache (for tests and figures)
         self.misses = 0
+        self._local = threading.local()  # .uncounted: this thread's reads are not counted
 
     def __len__(self) -> int:
         return len(self._points)
+
+    def counts(self) -> CacheCounts:
+        with self._lock:
+            return CacheCounts(self.hits, self.misses, len(self._points), self.max_points)
+
+    @contextlib.contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """This thread's reads in the block are left out of :attr:`hits` and :attr:`misses`: a
+        preload's, which would count a user's every point as a miss of no request."""
+        self._local.uncounted = True
+        try:
+            yield
+        finally:
+            self._local.uncounted = False
 
     def snapshot(self) -> int:
         """Before reading the engine: the snapshot to :meth:`put` what was read with, and to
@@ -165,8 +193,9 @@ class PointCache:
                 else:
                     self._hot.move_to_end(pid)
                     found[pid] = point
-            self.hits += len(found) + len(kept)
-            self.misses += len(ids) - len(found) - len(kept)
+            if not getattr(self._local, "uncounted", False):
+                self.hits += len(found) + len(kept)
+                self.misses += len(ids) - len(found) - len(kept)
         decoded = {pid: unpacked(data) for pid, data in kept.items()}
         with self._lock:
             for pid, point in decoded.items():

@@ -40,7 +40,7 @@ def store(tmp_path: Path) -> Iterator[ShardedVectorStore]:
 
 
 def cache_of(store: ShardedVectorStore) -> PointCache:
-    return store._points  # the cache under test
+    return store.points  # the cache under test
 
 
 def texts(store: ShardedVectorStore) -> dict[str, list[str]]:

@@ -44,7 +44,7 @@ def store(tmp_path: Path) -> Iterator[ShardedVectorStore]:
 
 
 def cache_of(store: ShardedVectorStore) -> PointCache:
-    return store._points  # the cache the preloads fill
+    return store.points  # the cache the preloads fill
 
 
 def search(store: ShardedVectorStore, user: str, seed: int) -> list[str]:
@@ -59,6 +59,10 @@ def test_a_users_first_search_preloads_its_points_and_later_searches_read_none(s
     assert search(store, "alice", seed=10_001)  # its hits read from the engine
     assert store.preloads.idle(60)
     assert store.preloads.preloaded == 1
+    # The preload's reads count as no miss: the figures say what the requests found.
+    counts = cache.counts()
+    assert counts.misses <= 20 < ALICE_POINTS and counts.hits + counts.misses > 0
+    assert (counts.points, counts.capacity) == (ALICE_POINTS, 4 * ALICE_POINTS)
     assert len(cache.get([p.id for p in alice])) == ALICE_POINTS  # every point, none missing
     misses = cache.misses
     for seed in range(10_002, 10_012):  # other questions, other hits
@@ -90,7 +94,7 @@ def test_users_too_small_or_too_large_for_the_cache_are_not_preloaded(tmp_path: 
         search(s, "bob", seed=2)  # fewer than a page: its searches read its points soon
         assert s.preloads.idle(60)
         assert (s.preloads.preloaded, s.preloads.skipped) == (0, 2)
-        assert len(s._points) <= 40  # the searches' hits only
+        assert len(s.points) <= 40  # the searches' hits only
     finally:
         s.close()
 
@@ -111,7 +115,7 @@ def test_preloads_keep_at_most_three_quarters_of_the_cache_in_a_while(tmp_path: 
             assert s.preloads.idle(60)
         assert (s.preloads.preloaded, s.preloads.skipped) == (3, 1)  # 3 x 600 of 2,400
         assert all(
-            len(s._points.get([p.id for p in points_of(Scope(u, "assistant"), ALICE_POINTS)]))
+            len(s.points.get([p.id for p in points_of(Scope(u, "assistant"), ALICE_POINTS)]))
             == ALICE_POINTS
             for u in users[:3]
         )
@@ -279,6 +283,6 @@ def test_preload_off_reads_nothing_ahead(tmp_path: Path):
     try:
         s.upsert(points_of(ALICE, ALICE_POINTS))
         search(s, "alice", seed=1)
-        assert s.preloads._thread is None and len(s._points) <= 20
+        assert s.preloads._thread is None and len(s.points) <= 20
     finally:
         s.close()

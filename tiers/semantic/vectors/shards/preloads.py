@@ -212,9 +212,10 @@ class Preloads:
         with resting(REST):
             ids = store.ids(flt, most)
         kept = 0
-        for at in range(0, len(ids), CHUNK):
-            step()
-            kept += len(store.get(ids[at : at + CHUNK], user_id))
+        with self.points.uncounted():  # a request's reads are what its hit rate says
+            for at in range(0, len(ids), CHUNK):
+                step()
+                kept += len(store.get(ids[at : at + CHUNK], user_id))
         self.preloaded += 1
         log.info(
             "vectors.preloaded",

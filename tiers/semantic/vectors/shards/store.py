@@ -96,10 +96,10 @@ class ShardedVectorStore:
         self.path = path
         self.shards = shards
         self._frequencies = DocumentFrequencies()  # every shard's terms (the keyword IDF)
-        self._points = PointCache(point_cache)  # every shard's decoded points
-        self.preloads = Preloads(self._points, enabled=preload)
+        self.points = PointCache(point_cache)  # every shard's decoded points (their counts)
+        self.preloads = Preloads(self.points, enabled=preload)
         self._set = ShardSet(
-            path, shards, self._frequencies, self._points, storage, open_behind=open_behind,
+            path, shards, self._frequencies, self.points, storage, open_behind=open_behind,
             open_first=open_first,
         )  # fmt: skip
         self._ledger: ShardLedger | None = None
