@@ -19,7 +19,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from tiers.core.priority import RECALL_NICE, REQUESTS, STEP_ASIDE_SECONDS, lower_this_thread
+from tiers.core.priority import (
+    RECALL_NICE,
+    REQUESTS,
+    STEP_ASIDE_SECONDS,
+    background,
+    lower_this_thread,
+)
 
 _Waiting = tuple[int, int, "Future[None]", Callable[[], None]]  # size, order, future, build
 
@@ -102,7 +108,8 @@ class BuildQueue:
             return
         self._sizes.append(size)
         try:
-            build()
+            with background():  # the daemon's own reads (tiers.core.priority)
+                build()
         except BaseException as exc:
             future.set_exception(exc)
         else:

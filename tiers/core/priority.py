@@ -145,6 +145,25 @@ STEP_ASIDE_SECONDS = 0.5
 STOP_POLL_SECONDS = 0.05
 """How often a step waiting for the requests asks whether its job stops."""
 
+_work = threading.local()
+
+
+@contextlib.contextmanager
+def background() -> Iterator[None]:
+    """Around the daemon's own work on the calling thread (the weaver's jobs, a graph build, a
+    preload): what it reads is no request's, so the point cache's counts leave it out."""
+    before = in_background()
+    _work.background = True
+    try:
+        yield
+    finally:
+        _work.background = before
+
+
+def in_background() -> bool:
+    """Whether the calling thread is within :func:`background`."""
+    return bool(getattr(_work, "background", False))
+
 
 @contextlib.contextmanager
 def resting(share: float) -> Iterator[None]:

@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from tiers.core.errors import Stopped, Unavailable
 from tiers.core.events import Events
-from tiers.core.priority import BACKGROUND_NICE, lower_this_thread
+from tiers.core.priority import BACKGROUND_NICE, background, lower_this_thread
 from tiers.core.records import Scope
 from tiers.journal.store import Journal
 from tiers.semantic.store import SemanticStore
@@ -253,7 +253,8 @@ class Weaver:
             if job is None or self._stopping.is_set():
                 return
             try:
-                self._handle(job)
+                with background():  # the daemon's own reads (tiers.core.priority)
+                    self._handle(job)
             except Stopped:  # the stop came mid-job: what it did not write is redone later
                 log.info("weaver.job_stopped", extra={"fields": {"job": job.kind}})
                 return

@@ -33,14 +33,14 @@ objects.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import msgpack
 
+from tiers.core.priority import in_background
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, Source, SparseVector
 
@@ -108,9 +108,10 @@ def unpacked(data: bytes) -> MemoryPoint:
 
 
 class CacheCounts(NamedTuple):
-    """A point cache's figures (the daemon's metrics): the points its readers found in it and
-    those they fetched from the engine since it was made, the points it holds, and how many it
-    may hold."""
+    """A point cache's figures (the daemon's metrics): the points requests found in it and
+    those they read from the engine since it was made (the daemon's own work, within
+    :func:`tiers.core.priority.background`, is not counted), the points it holds, and how many
+    it may hold."""
 
     hits: int
     misses: int
@@ -134,9 +135,8 @@ class PointCache:
         # an older snapshot is active
         self._written: OrderedDict[str, int] = OrderedDict()
         self._readers: dict[int, int] = {}  # snapshot -> active readers holding it
-        self.hits = 0  # points answered from the cache (for tests and figures)
-        self.misses = 0
-        self._local = threading.local()  # .uncounted: this thread's reads are not counted
+        self.hits = 0  # points requests found here (for figures: the metrics)
+        self.misses = 0  # and those they read from the engine (not background work's)
 
     def __len__(self) -> int:
         return len(self._points)
@@ -144,16 +144,6 @@ class PointCache:
     def counts(self) -> CacheCounts:
         with self._lock:
             return CacheCounts(self.hits, self.misses, len(self._points), self.max_points)
-
-    @contextlib.contextmanager
-    def uncounted(self) -> Iterator[None]:
-        """This thread's reads in the block are left out of :attr:`hits` and :attr:`misses`: a
-        preload's, which would count a user's every point as a miss of no request."""
-        self._local.uncounted = True
-        try:
-            yield
-        finally:
-            self._local.uncounted = False
 
     def snapshot(self) -> int:
         """Before reading the engine: the snapshot to :meth:`put` what was read with, and to
@@ -193,7 +183,7 @@ class PointCache:
                 else:
                     self._hot.move_to_end(pid)
                     found[pid] = point
-            if not getattr(self._local, "uncounted", False):
+            if not in_background():  # a request's reads: what the hit rate is for
                 self.hits += len(found) + len(kept)
                 self.misses += len(ids) - len(found) - len(kept)
         decoded = {pid: unpacked(data) for pid, data in kept.items()}

@@ -16,6 +16,7 @@ import pytest
 
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause
+from tiers.core.priority import background
 from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter, Source, Validity, point_cache
 from tiers.semantic.vectors.point_cache import PointCache
@@ -189,3 +190,14 @@ def test_a_point_written_while_it_is_decoded_is_not_kept_decoded(monkeypatch):
     monkeypatch.setattr(point_cache, "unpacked", written_meanwhile)
     assert cache.get([teal.id]) == {teal.id: teal}  # as it was read, like an engine read
     assert teal.id not in cache._hot and cache.get([teal.id]) == {}  # but not kept
+
+
+def test_requests_reads_are_counted_and_the_daemons_own_are_not(store):
+    point = colour("Alice's favourite colour is teal.")
+    store.upsert([point])
+    with background():  # a graph build's, the weaver's or a preload's read
+        assert store.get([point.id], "alice")  # read from the engine, then kept
+    assert cache_of(store).counts() == (0, 0, 1, 100)
+    absent = mem("never written", scope=ALICE, seed=2).id
+    store.get([point.id, absent], "alice")  # a request's
+    assert cache_of(store).counts() == (1, 1, 1, 100)

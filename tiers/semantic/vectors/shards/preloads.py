@@ -43,7 +43,13 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 
-from tiers.core.priority import BACKGROUND_NICE, REQUESTS, lower_this_thread, resting
+from tiers.core.priority import (
+    BACKGROUND_NICE,
+    REQUESTS,
+    background,
+    lower_this_thread,
+    resting,
+)
 from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors.edge.shard import READ_PAGE
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
@@ -155,7 +161,8 @@ class Preloads:
                 user_id, store = self._queue.popitem(last=False)
                 self._busy = True
             try:
-                self._preload(user_id, store)
+                with background():
+                    self._preload(user_id, store)
             except _Stopped:
                 pass
             except Exception as exc:  # a hint lost (the shard closed or failed); never raised
@@ -212,10 +219,9 @@ class Preloads:
         with resting(REST):
             ids = store.ids(flt, most)
         kept = 0
-        with self.points.uncounted():  # a request's reads are what its hit rate says
-            for at in range(0, len(ids), CHUNK):
-                step()
-                kept += len(store.get(ids[at : at + CHUNK], user_id))
+        for at in range(0, len(ids), CHUNK):
+            step()
+            kept += len(store.get(ids[at : at + CHUNK], user_id))
         self.preloaded += 1
         log.info(
             "vectors.preloaded",
