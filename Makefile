@@ -87,6 +87,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.bench.recall_latency
 	$(BIN)/python -m tests.bench.embedding.backends
 	$(BIN)/python -m tests.bench.embedding.remote
+	$(BIN)/python -m tests.bench.embedding.tokens
 
 # Retrieval quality on the two development sets of ../shared: LoCoMo (evidence turns, after a
 # consolidation run), then RealMem (the sessions a user's turn needs, the conversations lived

@@ -22,7 +22,7 @@ import pytest
 from tests.support import MODEL_CACHE, ROOT, hold_still, wait_until
 from tiers.core.wire import unpack_rows
 from tiers.semantic.embedding import SentenceTransformerEmbedder
-from tiers.semantic.embedding.onnx import OnnxModel, UnsupportedModel
+from tiers.semantic.embedding.onnx import FEW_TEXTS, OnnxModel, UnsupportedModel
 from tiers.workers.embedder import BackgroundEmbedder, start_background
 from tiers.workers.pool import WorkerPool, WorkerUnavailable
 
@@ -78,6 +78,11 @@ def test_onnxruntime_alone_computes_sentence_transformers_vectors(
         assert np.abs(rows - expected).max() < 1e-5
         assert np.abs(embedder(TEXTS) - expected).max() < 1e-5  # the daemon's, in process
     assert model.encode_documents([]).shape == (0, onnx.dim)
+    # A few texts are tokenized one by one, more in a batch: the same vectors either way.
+    many = TEXTS * 2
+    assert len(TEXTS) <= FEW_TEXTS < len(many)
+    one_by_one = np.concatenate([model.encode_queries([t]) for t in many])
+    assert np.abs(model.encode_queries(many) - one_by_one).max() < 1e-5
 
 
 def test_the_daemons_onnx_model_needs_neither_torch_nor_sentence_transformers(

@@ -39,6 +39,12 @@ log = logging.getLogger("strata.embedding")
 _SUPPORTED_MODULES = ("Transformer", "Pooling", "Normalize")
 _POOLING = ("mean", "cls", "max", "lasttoken")
 BATCH_SIZE = 16  # texts per model run: the best of 16, 32, 64 for turns here
+# A call of this many texts or fewer (a query's: the question, its speaker-neutral wording) is
+# tokenized text by text, holding the interpreter (about 40 µs a text). The batch tokenizer
+# lets go of it, and beside busy threads then waits up to a switch interval to take it back:
+# two texts took 1.19 ms at p50 that way beside one busy thread, 0.07 ms one by one, and
+# 2.37 against 0.07 beside two (stratad's switch interval; python -m tests.bench.embedding.tokens).
+FEW_TEXTS = 4
 
 
 def quantization_config(cpu_flags: str, machine: str) -> str:
@@ -258,7 +264,10 @@ class OnnxModel(PromptedEmbedder):
         self.dim = int(self._run(["dimension probe"]).shape[1])
 
     def _run(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
+        if len(texts) <= FEW_TEXTS:
+            encodings = [self._tokenizer.encode(text) for text in texts]
+        else:
+            encodings = self._tokenizer.encode_batch(texts)
         out: np.ndarray | None = None
         for rows in parts_by_length([len(e.ids) for e in encodings], self.batch_size):
             vectors = self._batch([encodings[i].ids for i in rows])
