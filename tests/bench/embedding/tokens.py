@@ -11,6 +11,7 @@ hold it, so the daemon tokenizes a query's few texts one by one
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from tests.bench.support.daemon import (
     format_machine,
     machine_info,
     percentile,
-    write_json,
+    write_figures,
 )
 from tests.support import MODEL_CACHE
 from tiers.core.priority import hand_over_sooner
@@ -95,11 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     for r in results:
         b, s = r["encode_batch"], r["one_by_one"]
-        print(
-            f"  {r['busy_threads']:>12} {b['p50_us']:>13} {b['p99_us']:>8} "
-            f"{s['p50_us']:>15} {s['p99_us']:>8}"
-        )
-    write_json(args.json, {"machine": machine, "results": results})
+        row = (r["busy_threads"], b["p50_us"], b["p99_us"], s["p50_us"], s["p99_us"])
+        print("  {:>12} {:>13} {:>8} {:>15} {:>8}".format(*row))
+    params = {"rounds": ROUNDS, "texts": 2, "switch_interval_s": sys.getswitchinterval()}
+    write_figures(args.json, "embedding.tokens", machine, params, results)
     return 0
 
 
