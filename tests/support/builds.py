@@ -44,19 +44,29 @@ def index_small_stores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(edge_config, "config", config)
 
 
-def gated_child(monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = False) -> None:
+def gated_child(
+    monkeypatch: pytest.MonkeyPatch, gate: Path, *, purge: bool = False, waiting: Path | None = None
+) -> None:
     """The build's child (with ``purge``, the purge's child instead) waits until ``gate``
-    exists, then runs as usual; the other kind runs at once."""
+    exists, then runs as usual; the other kind runs at once. It waits once bound to its
+    daemon (:func:`tiers.core.children.bind`, in its ``main``), and first makes ``waiting``
+    (when given)."""
     real = generations.child_command
 
     def command(gen: Path, compact_into: Path | None = None, *made: DenseStorage) -> list[str]:
         if (compact_into is not None) != purge:
             return real(gen, compact_into, *made)
+        mark = f"    open({str(waiting)!r}, 'w').close()\n" if waiting is not None else ""
         wait = (
             "import os, sys, time\n"
-            f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-            "from tiers.semantic.vectors.edge.generations import main\n"
-            "sys.exit(main(sys.argv[1:]))\n"
+            "from tiers.semantic.vectors.edge import generations\n"
+            "build = generations._build\n"
+            "def gated(*args):\n"
+            f"{mark}"
+            f"    while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+            "    return build(*args)\n"
+            "generations._build = gated\n"
+            "sys.exit(generations.main(sys.argv[1:]))\n"
         )
         args = real(gen, compact_into, *made)[
             3:

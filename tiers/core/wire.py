@@ -11,25 +11,21 @@ on a thread (:func:`relay_stderr`), passing on anything else a child or its libr
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
-import signal
 import struct
 import sys
-import threading
-import time
 from collections.abc import Callable
 from typing import IO, Any, Protocol, TextIO
 
 import msgpack
 import numpy as np
 
+from tiers.core import children
+
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30
-PARENT_CHECK_SECONDS = 1.0
-_PR_SET_PDEATHSIG = 1
 # The start of a line of a child's stderr that holds a log record (JSON), not a print.
 LOG_MARK = "\x1estrata-log "
 
@@ -99,29 +95,15 @@ def run_child(
 ) -> int:
     """A child's main, which speaks frames on stdin and stdout: ``serve(stdin, out)``'s exit
     code, 0 when the daemon closed a pipe. ``out`` is what was stdout: whatever a library
-    prints goes to stderr, never into a frame. The child ignores SIGINT and SIGTERM (the daemon
-    ends it by closing its input, after its staged shutdown); the daemon starts it in a process
-    group of its own (``process_group=0``), so that a terminal's Ctrl-C, sent to the daemon's
-    group, cannot reach it before its interpreter is up either. It exits when the daemon is gone
-    (checked every :data:`PARENT_CHECK_SECONDS`: its pipe may stay open in a grandchild).
-    ``die_with_thread``: besides, SIGKILL at once when the daemon's thread that started it
-    ends (Linux's ``PR_SET_PDEATHSIG``), for a child that must not outlive a crash."""
-    if die_with_thread:
-        with contextlib.suppress(OSError, AttributeError):  # not Linux: the watch alone
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    parent = os.getppid()
+    prints goes to stderr, never into a frame. The child is bound to the daemon
+    (:func:`tiers.core.children.bind`: SIGINT and SIGTERM set aside, the daemon ends it by
+    closing its input after its staged shutdown; it exits when the daemon is gone), which
+    starts it with :func:`tiers.core.children.spawn_options`. ``die_with_thread``: besides,
+    SIGKILL at once when the daemon's thread that started it ends, for a child that must not
+    outlive a crash."""
+    children.bind(at_once=die_with_thread)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
-
-    def watch() -> None:
-        while True:
-            time.sleep(PARENT_CHECK_SECONDS)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
     try:
         return serve(sys.stdin.buffer, out)
     except (WireClosed, BrokenPipeError):

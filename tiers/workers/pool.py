@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.core import children
 from tiers.core.errors import TierError, Unavailable, one_line
 from tiers.core.wire import WireClosed, receive, relay_stderr, send
 
@@ -253,7 +254,7 @@ class WorkerPool:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            process_group=0,  # a terminal's Ctrl-C is the daemon's to handle (run_child)
+            **children.spawn_options(),  # its own group, bound to the daemon (run_child)
         )
         threading.Thread(
             target=self._relay_stderr, args=(worker.index, proc), name="workers-stderr", daemon=True

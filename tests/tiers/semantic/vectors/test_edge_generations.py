@@ -5,7 +5,9 @@ layout before generations (the shard in the directory itself) is read and moved 
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -19,6 +21,7 @@ from tests.contracts.vectors import BOB, T0, alice, ids, mem, ready, unit
 from tests.support.builds import child_running, gated_child, index_small_stores
 from tests.support.disk import files_with
 from tests.support.gates import served
+from tests.support.polling import wait_until
 from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
@@ -244,6 +247,29 @@ def test_close_stops_a_running_build(store, path, tmp_path, monkeypatch):
     assert not (path / "gen-000002").exists()
     with ready(EdgeVectorStore, path) as again:
         assert again.count(PointFilter()) == 20
+
+
+def test_a_build_s_child_runs_in_a_group_of_its_own_and_a_ctrl_c_leaves_it_building(
+    store, path, tmp_path, monkeypatch
+):
+    """A terminal's Ctrl-C (to the daemon's group) is the daemon's to handle: it used to kill
+    the build's child, a failed build for what was a stop. The child is bound to the daemon
+    (tiers.core.children), which kills it with the daemon too."""
+    store.upsert(points(20))
+    gate, waiting = tmp_path / "go", tmp_path / "waiting"
+    gated_child(monkeypatch, gate, waiting=waiting)
+    thread, errors = child_running(store.optimize, store, "the build's child")
+    wait_until(waiting.exists, DEADLINE, "for the child to be bound", interval=0.01)
+    child = store.live._child
+    assert child is not None
+    assert os.getpgid(child.pid) == child.pid != os.getpgrp()
+    os.kill(child.pid, signal.SIGINT)
+    os.kill(child.pid, signal.SIGTERM)
+    gate.touch()
+    thread.join(DEADLINE)
+    assert not thread.is_alive() and not errors
+    assert store.builds == 1 and generations.current(path) == path / "gen-000002"
+    assert store.count(PointFilter()) == 20
 
 
 def test_crash_leftovers_are_swept_when_the_store_opens(store, path):

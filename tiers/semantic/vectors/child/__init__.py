@@ -43,6 +43,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from tiers.core import children
 from tiers.core.errors import VectorStoreUnavailable
 from tiers.core.priority import lowered, rest_share
 from tiers.core.wire import WireClosed, receive, relay_stderr, send
@@ -272,7 +273,7 @@ class ChildVectorStore:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                process_group=0,  # a terminal's Ctrl-C is the daemon's to handle (run_child)
+                **children.spawn_options(),  # its own group, bound to the daemon (run_child)
             )
         except OSError as exc:
             raise VectorStoreUnavailable(f"the vector store's process cannot start: {exc}") from exc

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from qdrant_edge import CountRequest, EdgeShard, UpdateOperation
 
+from tiers.core import children
 from tiers.core.priority import REQUESTS, STEP_ASIDE_SECONDS
 from tiers.semantic.vectors import IndexBuildCancelled, VectorStoreUnavailable
 from tiers.semantic.vectors.edge import generations
@@ -284,6 +285,7 @@ class EdgeBuilds:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
+                **children.spawn_options(),  # its own group; killed if the daemon dies
             )
         try:
             _, err = child.communicate()

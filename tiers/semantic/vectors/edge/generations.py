@@ -24,7 +24,9 @@ read as it is, until the first build moves the store to ``gen-000001``.
 Crash safety: until ``CURRENT`` is replaced the old generation is the store, and it has every
 acknowledged write (the recorded writes were applied to it first); after, the new one has them
 too. Whatever a crash leaves behind (a half-built generation, an old one not yet deleted) is
-removed by :func:`sweep` when the store opens.
+removed by :func:`sweep` when the store opens. The child dies with the daemon
+(:func:`tiers.core.children.bind`): left running, it would go on writing into the directory of
+the generation the next daemon's build makes again (the same name), and delete files there.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 from typing import cast
 
+from tiers.core import children
 from tiers.core.priority import below_parent
 from tiers.core.sparse import copy_file, copy_tree
 from tiers.semantic.vectors.edge.shard import replace_durably
@@ -205,6 +208,8 @@ def main(args: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    # A crash must not leave it writing: the next daemon's build makes the same generation.
+    children.bind(at_once=True)
     gen, *rest = args
     made = FLOAT32
     if len(rest) == 3:
