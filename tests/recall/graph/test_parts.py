@@ -11,10 +11,18 @@ import numpy as np
 import pytest
 
 from recall.graph.features import FeatureTable
-from recall.graph.pagerank import HUB_DTYPE, LARGE_NONZEROS, Hubs, Walk, leading
+from recall.graph.pagerank import (
+    HUB_DTYPE,
+    LARGE_NONZEROS,
+    SAMPLE_STRIDE,
+    Hubs,
+    Walk,
+    leading,
+)
 from recall.graph.scope import assemble
 from recall.words import mentions, names
 from tests.recall.graph.test_scope import random_scope
+from tiers.semantic.vectors.ranking import tie_keys
 
 
 def test_mentions_handle_possessives_and_stop_words():
@@ -115,6 +123,23 @@ def test_a_large_walks_products_by_hub_are_its_matrixs(among):
     assert walk.nbytes == by_rows.nbytes + walk.hubs.nbytes > by_rows.nbytes
 
 
+@pytest.mark.parametrize("among", [False, True])
+def test_a_large_walks_first_step_by_hub_is_its_product(among):
+    """The seeds' edges by hub: a hub's column as kept (its memories, the hubs it is linked
+    to), a memory's from its own row."""
+    walk, seeds, twins = a_scope_like_walk(among)
+    assert walk.hubs is not None
+    seeds[walk.hubs.first + 1] = 0.4  # a hub linked to another
+    at = np.flatnonzero(seeds)
+    assert walk._few(at)
+    assert (at >= walk.hubs.first).sum() == 3 and (at < walk.hubs.first).sum() == 3
+    x = (seeds / seeds.sum()).astype(HUB_DTYPE)
+    got = walk.spread(at, x[at])
+    assert got.dtype == HUB_DTYPE
+    assert got == pytest.approx(walk.matrix @ x.astype(np.float64), rel=1e-5, abs=1e-30)
+    assert got[twins[0]] == got[twins[1]] > 0  # linked alike to a seed
+
+
 def test_only_a_large_walk_with_named_hubs_goes_by_hub():
     size, src, dst, weight, _seeds = large_edges(hub=True)
     assert Walk.of(size, src, dst, weight).hubs is None  # none named
@@ -155,6 +180,27 @@ def test_the_leading_nodes_are_a_full_sorts_first_less_the_zeros():
         order = [int(i) for i in np.argsort(-mass, kind="stable") if mass[i] > 0]
         for n in (0, 1, 2, 3, 7, size // 2, size, size + 5):
             assert leading(mass, n, np.arange(size)).tolist() == order[:n], (size, n)
+
+
+@pytest.mark.parametrize("shape", ["spread", "ties", "mostly zero"])
+def test_a_large_arrays_leading_nodes_from_a_sampled_bound_are_a_full_sorts(shape):
+    """Past a few thousand entries the bound is sampled (every SAMPLE_STRIDE-th): the same
+    nodes, whether the bound falls among ties, above the cut's ties, or finds too few."""
+    rng = np.random.default_rng(3)
+    size = 50_000
+    if shape == "spread":  # a walk's masses: a long tail
+        mass = rng.pareto(1.5, size).astype(HUB_DTYPE)
+    elif shape == "ties":  # ties at the cut, and masses tying within five digits below it
+        mass = rng.integers(1, 6, size).astype(HUB_DTYPE) * HUB_DTYPE(1e-3)
+        mass[rng.integers(0, size, 500)] *= HUB_DTYPE(1 - 3e-5)
+    else:  # the sample sees none of the few positive nodes
+        mass = np.zeros(size, HUB_DTYPE)
+        mass[rng.integers(0, size // SAMPLE_STRIDE, 40) * SAMPLE_STRIDE + 1] = 1.0
+    ids = np.arange(size)
+    keys = tie_keys(np.where(mass > 0, mass, 1.0))
+    order = [int(i) for i in np.lexsort((ids, -keys)) if mass[i] > 0]
+    for n in (1, 7, 50, 500, 5_000):
+        assert leading(mass, n, ids).tolist() == order[:n], n
 
 
 def test_with_ids_the_leading_nodes_tie_by_id_to_five_significant_digits():
@@ -221,6 +267,9 @@ class Counted:
     def others(self, x: np.ndarray) -> np.ndarray:
         self.others_taken += 1
         return self.hubs.others(x)
+
+    def spread(self, y: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
+        self.hubs.spread(y, at, values)
 
 
 @pytest.mark.parametrize("among", [False, True])
