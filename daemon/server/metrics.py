@@ -31,6 +31,7 @@ from daemon.server.rpc_metrics import RpcMetricsInterceptor
 from recall.engine import Recalled
 from tiers.core.errors import StrataError
 from tiers.core.models import LLMTotals
+from tiers.semantic.vectors.child import ChildPoints
 from tiers.semantic.vectors.point_cache import PointCache
 from tiers.workers.embedder import describe
 from weaver.jobs.events import EpisodesIndexed, RunFinished
@@ -318,12 +319,16 @@ class _StateCollector(Collector):
 
 
 def _point_cache(vectors: object) -> Iterator[Metric]:
-    """The embedded store's point cache (``vectors.point_cache``), when it is in this process:
-    a store in a process of its own, or a Qdrant server, has none here."""
+    """The embedded store's point cache (``vectors.point_cache``), in this process or in the
+    store's own (``vectors.process``); a Qdrant server has none."""
     cache = getattr(vectors, "points", None)  # the store's own extra, through its erasures
-    if not isinstance(cache, PointCache):
+    if not isinstance(cache, PointCache | ChildPoints):
         return
-    hits, misses, points, capacity = cache.counts()
+    try:
+        hits, misses, points, capacity = cache.counts()
+    except StrataError as exc:  # the store's process starting again: the next scrape
+        log.warning("metrics.collect_failed", extra={"fields": {"error": str(exc)}})
+        return
     yield CounterMetricFamily(
         "strata_point_cache_hits",
         "Points a request read from the point cache (decoded, no engine read).",

@@ -49,6 +49,21 @@ def wait_ready(client: MemoryClient, timeout: float = 120) -> None:
     wait_until(lambda: client.health() == "SERVING", timeout, "for the daemon to be ready")
 
 
+def test_the_point_cache_of_a_store_in_its_own_process_is_scraped(start_daemon: Any) -> None:
+    daemon = start_daemon(metrics=METRICS, weaver=QUIET, vectors={"process": True})
+    with daemon.client() as c:
+        wait_ready(c)
+        before = Scrape(daemon)
+        assert before("strata_point_cache_capacity") == VectorsSettings().point_cache
+        conversation(c, "s1", MAY, "I moved to Berlin.", "Nice, how is it?")
+        assert run(c).ok
+        hits = c.recall("Where did Alice move?", user_id="alice", k=3).hits
+        assert hits
+        after = Scrape(daemon)
+    read = after("strata_point_cache_hits_total") + after("strata_point_cache_misses_total")
+    assert read >= len(hits) and after("strata_point_cache_points") >= len(hits)
+
+
 def test_rpcs_state_weaver_and_recall_move_their_series(start_daemon: Any) -> None:
     daemon = start_daemon(metrics=METRICS, weaver=QUIET)
     with daemon.client() as c:

@@ -194,3 +194,21 @@ def test_a_call_runs_there_at_its_callers_priority_and_rests() -> None:
         assert s.ids(PointFilter()) == ["0.0", "0"]  # a connection of its own priority
     finally:
         s.close()
+
+
+def test_the_point_caches_counts_come_from_the_process_without_the_daemons_own_reads(
+    store,
+) -> None:
+    """The metrics read them (strata_point_cache_*); a call made as the daemon's own work
+    (tiers.core.priority.background) is not counted there either."""
+    points = [mem("alice note", seed=1), mem("alice other note", seed=2)]
+    store.upsert(points)
+    before = store.points.counts()
+    assert before.capacity > 0
+    with priority.background():  # what it reads is kept, not counted
+        assert len(store.get(ids(points), "alice")) == 2
+    assert store.points.counts()[:2] == before[:2]
+    assert len(store.get(ids(points), "alice")) == 2
+    after = store.points.counts()
+    assert after.hits + after.misses == before.hits + before.misses + 2
+    assert after.points >= 2

@@ -45,11 +45,12 @@ from typing import Any
 
 from tiers.core import children
 from tiers.core.errors import VectorStoreUnavailable
-from tiers.core.priority import lowered, rest_share
+from tiers.core.priority import in_background, lowered, rest_share
 from tiers.core.wire import WireClosed, receive, relay_stderr, send
 from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, SparseVector, Validity
-from tiers.semantic.vectors.child.codec import decode, decode_error, encode
+from tiers.semantic.vectors.child.codec import POINT_COUNTS, decode, decode_error, encode
 from tiers.semantic.vectors.child.serving import Connection, Serving, end, exit_of
+from tiers.semantic.vectors.point_cache import CacheCounts
 
 log = logging.getLogger("strata.vectors")
 
@@ -65,6 +66,18 @@ WAIT_TIMEOUT = 60.0  # how long a call waits for a process that is starting agai
 CLOSE_TIMEOUT = 90.0  # the child's close: the store's own, then the calls under way end
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # between starts, growing; reset by a
 STEADY_SECONDS = 60.0  # process that served this long
+
+
+class ChildPoints:
+    """The point cache of the child's store (:attr:`ChildVectorStore.points`), as the daemon's
+    metrics read it: its counts, asked of the process. Raises
+    :class:`~tiers.semantic.vectors.VectorStoreUnavailable` while the process is down."""
+
+    def __init__(self, store: ChildVectorStore) -> None:
+        self._store = store
+
+    def counts(self) -> CacheCounts:
+        return CacheCounts(*self._store._call(POINT_COUNTS))
 
 
 class ChildVectorStore:
@@ -168,6 +181,11 @@ class ChildVectorStore:
         """A backup's copy of the store's files (the child's store copies them)."""
         self._call("copy_to", dest)
 
+    @property
+    def points(self) -> ChildPoints:
+        """The point cache of the child's store, as the metrics read it."""
+        return ChildPoints(self)
+
     def close(self) -> None:
         """End the process: it finishes the calls under way, closes the store and exits
         (killed after :data:`CLOSE_TIMEOUT`). Idempotent."""
@@ -193,6 +211,8 @@ class ChildVectorStore:
         share = rest_share()
         if share:
             message["rest"] = share
+        if in_background():
+            message["background"] = True
         serving, conn = self._borrow()
         try:
             reply = conn.ask(message)

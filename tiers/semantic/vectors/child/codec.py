@@ -22,6 +22,10 @@ from tiers.core.errors import (
 from tiers.semantic.vectors import Hit, MemoryPoint, PointFilter, SparseVector, Validity
 from tiers.semantic.vectors.storage import DenseStorage
 
+# The call that asks the point cache's counts (the daemon's metrics): the child's store's
+# figures, not a call of the seam.
+POINT_COUNTS = "point_counts"
+
 # The errors the seam raises (tiers.semantic.vectors.VectorStore), by name.
 ERRORS: dict[str, type[Exception]] = {
     e.__name__: e

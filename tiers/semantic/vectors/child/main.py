@@ -19,9 +19,11 @@ On its input, the spec: ``{"store": a name of STORES, "args": [...], "kwargs": {
 "address"}`` or ``{"error": {...}}`` (then it exits). A connection's first frame is ``{"token",
 "nice"}`` (another token is closed): its thread runs ``nice`` steps below the main thread, at
 its callers' priority.
-Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?}`` -> ``{"result"}`` or
-``{"error": {"type", "message"}}``, each within its caller's rest share
-(:func:`tiers.core.priority.resting`).
+Then calls ``{"op": a method of OPS, "args", "kwargs", "rest"?, "background"?}`` ->
+``{"result"}`` or ``{"error": {"type", "message"}}``, each within its caller's rest share
+(:func:`tiers.core.priority.resting`), and as the daemon's own work when the caller's was
+(:func:`tiers.core.priority.background`: the point cache does not count its reads); or
+``{"op": "point_counts"}`` -> the point cache's counts (:class:`CacheCounts`' fields).
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ import threading
 from typing import IO, Any
 
 from tiers.core import collector
-from tiers.core.priority import hand_over_sooner, lower_this_thread, resting
+from tiers.core.priority import background, hand_over_sooner, lower_this_thread, resting
 from tiers.core.wire import WireClosed, log_to_parent, receive, run_child, send
-from tiers.semantic.vectors.child.codec import decode, encode, encode_error
+from tiers.semantic.vectors.child.codec import POINT_COUNTS, decode, encode, encode_error
 from tiers.semantic.vectors.shards.store import ShardedVectorStore
 
 # What a spec may open, by name: a frame is data, never code.
@@ -145,9 +147,12 @@ def _connection(conn: socket.socket, store: Any, token: str, calls: _Calls) -> N
 def _answer(store: Any, call: dict[str, Any]) -> dict[str, Any]:
     op = call.get("op")
     try:
+        if op == POINT_COUNTS:
+            return {"result": list(store.points.counts())}
         if op not in OPS:
             raise ValueError(f"the vector store has no call {op!r}")
-        with resting(float(call.get("rest", 0.0))):
+        mine = background() if call.get("background") else contextlib.nullcontext()
+        with resting(float(call.get("rest", 0.0))), mine:
             result = getattr(store, str(op))(*decode(call["args"]), **decode(call["kwargs"]))
         return {"result": encode(result)}
     except Exception as exc:
