@@ -8,9 +8,9 @@ matrix-vector product per iteration, and its result the few nodes of most mass
 the array when it is large. A large graph's first step is taken from the seeds' own edges
 (:meth:`Walk.spread`; by hub, a hub's column as kept): the seeds are a query's few nodes, and a
 product would read every edge; such a walk starts from the seeds alone, with no vector of the
-graph's size until its first step. A large graph whose last nodes are its hubs (a scope's few entities,
-each linked to many memories) multiplies by hub (:class:`Hubs`): its many short rows cost a
-CSR product more per row than per edge. Such a walk steps in single precision
+graph's size until its first step. A large graph whose last nodes are its hubs (a scope's few
+entities, each linked to many memories) multiplies by hub (:class:`Hubs`): its many short rows
+cost a CSR product more per row than per edge. Such a walk steps in single precision
 (:data:`HUB_DTYPE`), and takes a last step known in advance for the memories alone when the
 caller reads no other mass (:data:`LAST_STEP_MARGIN`).
 """
