@@ -296,9 +296,10 @@ class Walk:
         undirected, so column ``i`` is row ``i`` reweighed, ``matrix[k, i] = matrix[i, k] *
         degree[k] / degree[i]``. Its work follows the edges of ``at``, not the graph's. By
         hub, a hub's column is read as kept (:meth:`Hubs.spread`): one contiguous run, rather
-        than its row's tens of thousands of edges gathered (the large user's first steps:
-        2.0 ms, against 0.3 by column, 2026-12-07). Equal to the product within rounding, and
-        two nodes placed alike get the same value, as in the product."""
+        than its row's tens of thousands of edges gathered (the large user's first steps,
+        offline: 0.35-0.41 ms at p50, against 0.44-0.58 by rows, 2026-12-07). Equal to the
+        product within rounding, and two nodes placed alike get the same value, as in the
+        product."""
         if self.hubs is None:
             near, steps = self._column_steps(at, values)
             return np.bincount(near, weights=steps, minlength=self.size)
@@ -334,8 +335,8 @@ class Walk:
 
 SAMPLE_STRIDE = 32
 """:func:`leading` on a large array first looks for a bound from every ``SAMPLE_STRIDE``-th
-entry (a 180,000-memory scope's leading 50: 0.2 ms, against 1.0 for a partition of the whole
-array and 1.3 for one of its positive entries, 2026-12-07)."""
+entry (a 180,000-memory scope's leading 50: 0.15 ms, against 1.05 for a partition of the
+whole array and 1.34 for one of its positive entries, 2026-12-07)."""
 
 SAMPLE_MARGIN = 4
 """:func:`leading`'s sampled bound aims at ``SAMPLE_MARGIN`` times the entries wanted, so
