@@ -173,13 +173,8 @@ class Walk:
         return np.float64 if self.hubs is None else HUB_DTYPE
 
     @property
-    def dangling(self) -> np.ndarray:
-        """Whether each node is dangling (has no edge)."""
-        return self.degree == 0
-
-    @property
     def dangling_nodes(self) -> np.ndarray:
-        """The dangling nodes, found once."""
+        """The dangling nodes (without an edge), found once."""
         return self._dangling_nodes
 
     def __post_init__(self) -> None:
@@ -237,32 +232,30 @@ class Walk:
         short = self.hubs is not None and wanted is not None and wanted <= self.hubs.first
         last = math.inf
         for _ in range(max_iter):
-            if x is None:  # from the seeds alone: their edges, the change by their nodes
-                y = self.spread(at, p_at).astype(self.dtype, copy=False)
-                if len(dangling):
-                    y[at] += p_at[self.degree[at] == 0].sum() * p_at
-                y *= alpha
-                y[at] += teleport_at
-                near = y[at]
-                last = float(y.sum(dtype=np.float64)) - float(near.sum(dtype=np.float64))
-                last += float(np.abs(near - p_at).sum(dtype=np.float64))  # y is never negative
-                x = y
-                if last < limit:
-                    break
-                continue
-            if short and alpha * last < limit * LAST_STEP_MARGIN:
+            if x is not None and short and alpha * last < limit * LAST_STEP_MARGIN:
                 return self._last_step(x, at, p_at, teleport_at, dangling, alpha)
-            # alpha * (M x + dangling mass * p) + (1 - alpha) * p, in place
-            y = self.product(x)
+            # alpha * (M x + dangling mass * p) + (1 - alpha) * p, in place; from the seeds
+            # alone, the first step is read from their edges
+            y = (
+                self.spread(at, p_at).astype(self.dtype, copy=False)
+                if x is None
+                else self.product(x)
+            )
             if len(dangling):
-                y[at] += x[dangling].sum() * p_at
+                held = p_at[self.degree[at] == 0] if x is None else x[dangling]
+                y[at] += held.sum() * p_at
             y *= alpha
             y[at] += teleport_at
-            if change is None:
-                change = np.empty_like(x)
-            np.subtract(y, x, out=change)
+            if x is None:  # the change by the seeds' nodes: elsewhere x is 0, y never negative
+                near = y[at]
+                last = float(y.sum(dtype=np.float64)) - float(near.sum(dtype=np.float64))
+                last += float(np.abs(near - p_at).sum(dtype=np.float64))
+            else:
+                if change is None:
+                    change = np.empty_like(x)
+                np.subtract(y, x, out=change)
+                last = float(np.abs(change, out=change).sum(dtype=np.float64))
             x = y
-            last = float(np.abs(change, out=change).sum(dtype=np.float64))
             if last < limit:
                 break
         assert x is not None
