@@ -83,17 +83,29 @@ def merge_by_sources(candidates: list[Candidate]) -> list[Candidate]:
     """A hit whose source messages are all among a better hit's sources is the same
     evidence: it merges into the better one (ids kept in ``merged_ids``), which keeps its
     text. Digests and threads neither merge nor take others in: each tells its own part of
-    the story over many messages. Candidates must be sorted best first."""
-    kept: list[tuple[Candidate, set[tuple[str, int]]]] = []
+    the story over many messages. Candidates must be sorted best first.
+
+    A better hit that holds all of a hit's sources holds its first: only the hits kept so far
+    that cite that message are compared, the best first. The candidates of 300 Recalls of the
+    1M store's 200,000-point user (135 each on average), replayed: 0.26 ms at p50, against
+    0.57 comparing each hit with every better one (2026-12-07)."""
+    kept: list[Candidate] = []
+    keys_of: list[set[Key]] = []
+    citing: dict[Key, list[int]] = {}  # a message -> the kept hits that cite it, best first
     for candidate in candidates:
-        if candidate.point.kind in PARENTS:
-            kept.append((candidate, set()))
+        point = candidate.point
+        if point.kind in PARENTS or not point.sources:
+            kept.append(candidate)
+            keys_of.append(set())
             continue
-        keys = {source_key(candidate.point, s) for s in candidate.point.sources}
-        for better, better_keys in kept:
-            if keys and keys <= better_keys:
-                better.merged_ids.append(candidate.point.id)
+        keys = {source_key(point, s) for s in point.sources}
+        for better in citing.get(source_key(point, point.sources[0]), ()):
+            if keys <= keys_of[better]:
+                kept[better].merged_ids.append(point.id)
                 break
         else:
-            kept.append((candidate, keys))
-    return [c for c, _ in kept]
+            for key in keys:
+                citing.setdefault(key, []).append(len(kept))
+            kept.append(candidate)
+            keys_of.append(keys)
+    return kept

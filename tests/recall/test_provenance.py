@@ -1,16 +1,20 @@
-"""Precise provenance (sources ordered by how much they match the query) and the recipe's
-weight per kind: the pure functions, then end to end over gRPC."""
+"""Precise provenance (sources ordered by how much they match the query), hits merged into a
+better one that cites all their messages, and the recipe's weight per kind: the pure
+functions, then end to end over gRPC."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from recall import Candidate
-from recall.provenance import order_sources, source_scores
+from recall.expansion import PARENTS
+from recall.provenance import merge_by_sources, order_sources, source_scores
 from recall.recipe import Recipe
 from tests.support import MAY, QUIET, consolidate, talk, wait_indexed
 from tiers.core.records import Scope
-from tiers.semantic.vectors import MemoryPoint, Source
+from tiers.semantic.vectors import MemoryPoint, Source, source_key
 
 
 def point(kind: str, *turns: tuple[int, str], with_text: bool = True) -> MemoryPoint:
@@ -60,6 +64,64 @@ def test_sources_without_text_borrow_it_and_unmatched_ones_keep_their_order() ->
     assert seqs(out[0]) == [4, 1, 2, 5] and seqs(out[1]) == [4, 5]
     # no content word in the query: nothing moves
     assert [seqs(c) for c in order_sources([Candidate(chunk)], "what is it?")] == [[4, 5]]
+
+
+def cited(pid: str, kind: str, *keys: tuple[str, int]) -> Candidate:
+    sources = [Source(session, seq) for session, seq in keys]
+    return Candidate(MemoryPoint(pid, kind, pid, Scope("u"), "e1", "s1", sources, 1, "index"))
+
+
+def merged(candidates: list[Candidate]) -> list[tuple[str, list[str]]]:
+    return [(c.point.id, c.merged_ids) for c in merge_by_sources(candidates)]
+
+
+def test_a_hit_merges_into_the_best_hit_that_cites_all_its_messages() -> None:
+    hits = [
+        cited("chunk-a", "episode_chunk", ("s1", 1), ("s1", 2)),
+        cited("digest", "digest", ("s1", 2), ("s1", 3)),  # neither merges nor takes in
+        cited("chunk-b", "episode_chunk", ("s1", 3), ("s1", 2), ("s1", 4)),
+        cited("fact", "fact", ("s1", 2), ("s1", 3)),  # in chunk-b's alone
+        cited("turn", "episode_turn", ("s1", 2)),  # in both chunks: the better one
+        cited("bare", "fact"),  # no source: kept
+        cited("other", "fact", ("s2", 2)),  # another session's message
+        cited("thread", "thread", ("s1", 1)),
+    ]
+    assert merged(hits) == [
+        ("chunk-a", ["turn"]),
+        ("digest", []),
+        ("chunk-b", ["fact"]),
+        ("bare", []),
+        ("other", []),
+        ("thread", []),
+    ]
+
+
+def _compared_with_every_better_hit(candidates: list[Candidate]) -> list[tuple[str, list[str]]]:
+    """The definition, as :func:`merge_by_sources` computed it before its index: each hit
+    compared with every hit kept before it."""
+    kept: list[tuple[str, list[str], set[tuple[str, int]]]] = []
+    for c in candidates:
+        keys = (
+            set() if c.point.kind in PARENTS else {source_key(c.point, s) for s in c.point.sources}
+        )
+        better = next((k for k in kept if keys and keys <= k[2]), None)
+        if better is None:
+            kept.append((c.point.id, [], keys))
+        else:
+            better[1].append(c.point.id)
+    return [(pid, ids) for pid, ids, _ in kept]
+
+
+def test_the_merge_is_the_same_as_comparing_each_hit_with_every_better_one() -> None:
+    rng = random.Random(7)
+    kinds = ["episode_chunk", "episode_turn", "fact", "summary", "digest", "thread", "document"]
+    messages = [(session, seq) for session in ("s1", "s2") for seq in range(6)]
+    for trial in range(300):
+        hits = [
+            cited(f"p{trial}-{i}", rng.choice(kinds), *rng.sample(messages, rng.randint(0, 4)))
+            for i in range(rng.randint(1, 40))
+        ]
+        assert merged(hits) == _compared_with_every_better_hit(hits)
 
 
 def test_kind_weights_are_validated() -> None:
