@@ -348,19 +348,13 @@ def leading(mass: np.ndarray, n: int, ids: np.ndarray) -> np.ndarray:
     if n <= 0:
         return np.flatnonzero(mass[:0])
     sampled = _above(mass, n)
-    if sampled is None:
-        chosen = np.flatnonzero(mass > 0)
-        if n < len(chosen):
-            values = mass[chosen]
-            cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th largest
-            chosen = chosen[values >= tie_floor(cut)]  # with those that tie with it
-    else:
-        above, bound = sampled
-        values = mass[above]
-        cut = np.partition(values, len(values) - n)[len(values) - n]
+    chosen, bound = sampled if sampled is not None else (np.flatnonzero(mass > 0), 0.0)
+    if sampled is not None or n < len(chosen):
+        values = mass[chosen]
+        cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th largest
         floor = tie_floor(cut)
-        # those that tie with it: all above the bound, or read again from the whole array
-        chosen = above[values >= floor] if floor >= bound else np.flatnonzero(mass >= floor)
+        # with those that tie with it: all above the bound, or read again from the whole array
+        chosen = chosen[values >= floor] if floor >= bound else np.flatnonzero(mass >= floor)
     return chosen[np.lexsort((ids[chosen], -tie_keys(mass[chosen])))][:n]
 
 
