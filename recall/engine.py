@@ -1,6 +1,8 @@
 """The Recall engine: channels in, ranked and explained candidates out.
 
-Stages (each timed): embed the query (for a scope whose graph walk is large, the
+Stages (each timed): read the names of the scope's speakers (``speakers``: from its graph,
+loaded, or built when it is small, on a first visit; the user's vectors opened if they were
+not); embed the query (for a scope whose graph walk is large, the
 textual channels, :class:`recall.Textual`, search beside it on threads of their own, the query
 as asked, then without the names of its scope's speakers); run the
 channels (the graph channel, the slow one, in parallel with the others); when the query names
@@ -161,7 +163,10 @@ class RecallEngine:
         stamp = self.cache.stamp(query.scope.user_id) if self.cache is not None else 0
         weights = query.weights()
         depth = max(query.recipe.depth, query.k)
+        t = time.perf_counter()  # a scope's graph is read here first (its speakers' names)
         speakers, neutral_query = self._cues.neutral(query)
+        if speakers is not None:
+            timings["speakers"] = _ms(t)
         ahead = self._fanout.ahead(query, list(weights), depth, timings, neutral_query)
         try:
             t = time.perf_counter()

@@ -7,6 +7,7 @@ contract corpus)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -163,3 +164,32 @@ def test_a_cached_answer_carries_no_timing_of_a_search_it_did_not_use(tier3: Tie
     assert not first.cached and "keyword" in first.timings
     assert again.cached and [h.point.id for h in again.hits] == [h.point.id for h in first.hits]
     assert "keyword" not in again.timings and "total" in again.timings
+
+
+def test_the_read_of_the_scope_s_speakers_is_a_stage_of_its_own(tier3: Tier3) -> None:
+    """A first visit reads the scope's graph for its speakers' names before the query is
+    embedded (loading or building it, opening the user's vectors): 20-190 ms that no stage
+    counted, at one million points (2026-12-07)."""
+
+    def slow_speakers(_scope: object) -> frozenset[str]:
+        time.sleep(0.05)
+        return SPEAKERS
+
+    timed = RecallEngine(
+        tier3.semantic,
+        channels(tier3.semantic, keyword=KeywordChannel(tier3.semantic)),
+        {},
+        speakers=slow_speakers,
+    )
+    plain = RecallEngine(
+        tier3.semantic, channels(tier3.semantic, keyword=KeywordChannel(tier3.semantic)), {}
+    )
+    try:
+        result = timed.recall(Query(NAMING, A, 5, Recipe()))
+        without = plain.recall(Query(NAMING, A, 5, Recipe()))
+    finally:
+        timed.close()
+        plain.close()
+    assert result.timings["speakers"] >= 50
+    assert result.timings["total"] >= result.timings["speakers"] + result.timings["embed"]
+    assert "speakers" not in without.timings and without.hits
