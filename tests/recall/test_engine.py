@@ -191,5 +191,6 @@ def test_the_read_of_the_scope_s_speakers_is_a_stage_of_its_own(tier3: Tier3) ->
         timed.close()
         plain.close()
     assert result.timings["speakers"] >= 50
-    assert result.timings["total"] >= result.timings["speakers"] + result.timings["embed"]
+    stages = result.timings["speakers"] + result.timings["embed"]
+    assert result.timings["total"] >= stages - 0.01  # in turn on one thread; each rounded
     assert "speakers" not in without.timings and without.hits
