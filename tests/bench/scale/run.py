@@ -58,6 +58,7 @@ from tests.bench.scale.readings import disk, forget_stages, log_figures, rss
 from tests.bench.support.daemon import (
     command_line,
     format_machine,
+    latency_ms,
     machine_info,
     summary,
     write_json,
@@ -127,10 +128,13 @@ def in_turn(
     settle: Callable[[list[str]], float] | None = None,
 ) -> dict[str, Any]:
     """Each user asked once a round; after the first round, ``settle`` of the users answered
-    without a channel (its seconds reported as ``settled_s``)."""
+    without a channel (its seconds reported as ``settled_s``). Beside each figure the daemon's
+    stage ``speakers`` (``speakers_p50_ms`` ...): a first visit's opening of the user's vectors
+    and loading or building of their graph, before the query is embedded."""
     rng = random.Random(5)
     first: list[float] = []
     later: list[float] = []
+    speakers: tuple[list[float], list[float]] = ([], [])  # the stage, first visits and later
     degraded: list[str] = []  # first visits without a channel (their graph building)
     degraded_later = 0
     settled = None
@@ -140,16 +144,23 @@ def in_turn(
                 t0 = time.perf_counter()
                 answer = c.recall(rng.choice(questions), user_id=user, k=10)
                 (first if r == 0 else later).append((time.perf_counter() - t0) * 1000)
+                stage = [t.ms for t in answer.timings if t.stage == "speakers"]
+                speakers[r > 0].extend(stage)
                 if answer.degraded_channels and r == 0:
                     degraded.append(user)
                 degraded_later += bool(answer.degraded_channels) and r > 0
             if r == 0 and settle is not None:
                 settled = settle(degraded)
     return {
-        "first_visit": {**summary(first), "degraded": len(degraded)},
-        "later": {**summary(later), "degraded": degraded_later},
+        "first_visit": {**summary(first), **stage_of(speakers[0]), "degraded": len(degraded)},
+        "later": {**summary(later), **stage_of(speakers[1]), "degraded": degraded_later},
         **({"settled_s": settled} if settled is not None else {}),
     }
+
+
+def stage_of(ms: list[float]) -> dict[str, float]:
+    """The ``speakers`` stage's p50, p99 and max (nothing when no answer had it)."""
+    return latency_ms(ms, (50, 99), digits=1, prefix="speakers_") if ms else {}
 
 
 def forget_largest(
