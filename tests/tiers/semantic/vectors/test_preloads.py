@@ -90,11 +90,60 @@ def test_users_too_small_or_too_large_for_the_cache_are_not_preloaded(tmp_path: 
     s.ensure(MODEL, DIM)
     try:
         s.upsert(points_of(ALICE, ALICE_POINTS) + points_of(BOB, READ_PAGE - 1))
-        search(s, "alice", seed=1)  # more than a quarter of the cache
+        search(s, "alice", seed=1)  # more than a quarter of the cache: kept warm instead
         search(s, "bob", seed=2)  # fewer than a page: its searches read its points soon
         assert s.preloads.idle(60)
-        assert (s.preloads.preloaded, s.preloads.skipped) == (0, 2)
+        assert (s.preloads.preloaded, s.preloads.skipped, s.preloads.warmed) == (0, 1, 1)
         assert len(s.points) <= 40  # the searches' hits only
+    finally:
+        s.close()
+
+
+def payload_bytes(store: ShardedVectorStore, user: str) -> int:
+    """The size of the payload files of ``user``'s shard, as it is now."""
+    gen = store.open_shards()[shard_of(user, store.shards)].live._dir
+    files = gen.glob("segments/*/payload_storage/**/*")
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+def test_a_user_too_large_for_the_cache_has_its_payload_files_read_while_it_is_asked_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Its shard's payload files are read into the page cache, none of its points kept, and
+    read again at a search once WARM_SECONDS have passed since, never sooner."""
+    s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=2 * ALICE_POINTS)
+    s.ensure(MODEL, DIM)
+    try:
+        s.upsert(points_of(ALICE, ALICE_POINTS))
+        s.flush()
+        size = payload_bytes(s, "alice")
+        monkeypatch.setattr(preloads, "WARM_SECONDS", 0.0)  # each search finds the wait over
+        for seed in (1, 2):
+            search(s, "alice", seed)
+            assert s.preloads.idle(60)
+        assert (s.preloads.warmed, s.preloads.preloaded, s.preloads.skipped) == (2, 0, 0)
+        assert size > 0 and s.preloads.warmed_bytes == 2 * size
+        assert len(s.points) <= 40  # the searches' hits only: none of its points kept
+        monkeypatch.setattr(preloads, "WARM_SECONDS", 3600.0)
+        search(s, "alice", 3)  # read again, and not again for an hour
+        assert s.preloads.idle(60) and s.preloads.warmed == 3
+        for seed in (4, 5):
+            search(s, "alice", seed)
+            assert s.preloads.idle(60)
+        assert s.preloads.warmed == 3 and s.preloads.warmed_bytes == 3 * size
+    finally:
+        s.close()
+
+
+def test_the_shards_kept_warm_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(preloads, "WARM_POINTS", ALICE_POINTS - 1)  # less than its shard
+    s = ShardedVectorStore(tmp_path / "vectors", 2, point_cache=2 * ALICE_POINTS)
+    s.ensure(MODEL, DIM)
+    try:
+        s.upsert(points_of(ALICE, ALICE_POINTS))
+        search(s, "alice", seed=1)
+        assert s.preloads.idle(60)
+        assert (s.preloads.warmed, s.preloads.warmed_bytes, s.preloads.skipped) == (0, 0, 1)
     finally:
         s.close()
 

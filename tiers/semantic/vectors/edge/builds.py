@@ -360,10 +360,12 @@ class EdgeBuilds:
         parts: Iterable[str],
         share: float = READ_AHEAD_SHARE,
         between: Callable[[], None] | None = None,
-    ) -> None:
+    ) -> int:
         """Before ``wanted`` points of ``shard`` (the live one, leased) are read in pages: when
         they are ``share`` of its points or more, its files under ``parts`` are read into
         the page cache first (:func:`~tiers.semantic.vectors.edge.shard.read_ahead`, with
-        ``between``); a smaller read takes the few pages it needs."""
+        ``between``); a smaller read takes the few pages it needs. Returns the bytes read
+        ahead (0: none)."""
         if wanted >= READ_PAGE and wanted >= shard.info().points_count * share:
-            read_ahead(self._dir, parts, between)
+            return read_ahead(self._dir, parts, between)
+        return 0

@@ -32,7 +32,16 @@ preloads keep at most :data:`WINDOW_KEPT` of the cache and read ahead at most
 the cache holds, never make the preloads read without end, each one dropping another's. At
 most :data:`QUEUED` wait: in a burst of new users the oldest is dropped, and queued again at
 its next search.
-"""
+
+**A user too large for the cache is kept warm instead** (:data:`WARM_SECONDS`): its shard's
+payload files are read into the page cache, and read again while it is searched, before the
+host's reclaim of pages left unread would take them; its points are not kept. Its hits the
+cache lacks are then read from memory rather than from the disk: a 200,000-point user's
+lists of 50 hits read in 0.66 ms at p50 rather than 1.2, five lists a Recall, in its first
+400 Recalls after a start (docs/benchmarks.md, 2026-12-07). Bounded by :data:`WARM_POINTS`
+shards' points within :data:`WARM_SECONDS`; its reads, a MiB at a time with the interpreter
+let go, rest as long as each took but do not wait for the searches (a pass over pages the
+cache still holds takes some 20 ms for 128 MiB)."""
 
 from __future__ import annotations
 
@@ -42,6 +51,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from tiers.core.priority import (
     BACKGROUND_NICE,
@@ -54,6 +64,9 @@ from tiers.semantic.vectors import PointFilter
 from tiers.semantic.vectors.edge.shard import READ_PAGE
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
 from tiers.semantic.vectors.point_cache import PointCache
+
+if TYPE_CHECKING:
+    from qdrant_edge import EdgeShard
 
 __all__ = ["Preloads"]
 
@@ -68,6 +81,13 @@ QUEUED = 64  # preloads waiting at most: the oldest of more is dropped (its user
 WINDOW_KEPT = 0.75  # the points preloaded within AGAIN_SECONDS: at most this share of the cache
 WINDOW_READ = 2.0  # the shards' points read ahead within AGAIN_SECONDS: at most this many caches
 REST = 1.0  # rest after each step, in the step's time: half the interpreter at most
+WARM_SECONDS = 40.0
+"""A user too large for the cache has its shard's payload files read again this long after
+they were last read, at its next search (module doc): less than the minute after which hosts
+page out what was left unread (here a DAMON scheme paging out after 60 s)."""
+WARM_POINTS = 1_000_000
+"""The shards' points whose payload files are kept warm within :data:`WARM_SECONDS` at most:
+about 600 MiB of page cache at 620 bytes a point, three or four shards of a large user each."""
 
 
 class Preloads:
@@ -87,33 +107,37 @@ class Preloads:
         self.most_wait = most_wait
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, EdgeVectorStore] = OrderedDict()
-        self._done: dict[str, float] = {}  # user -> when its last preload was asked
+        self._next: dict[str, float] = {}  # user -> when a search may queue it again
         self._searches = 0  # under way
         self._spent: deque[tuple[float, int, int]] = deque()  # (when, kept, read) in the window
+        self._warm: deque[tuple[float, int]] = deque()  # (when, read) within WARM_SECONDS
         self._thread: threading.Thread | None = None
         self._busy = False  # a preload runs
         self._closed = False
         self.preloaded = 0  # users preloaded (for tests and figures)
         self.skipped = 0  # users asked for and not preloaded: their size, or the window's budget
+        self.warmed = 0  # passes of a large user's shard into the page cache (module doc)
+        self.warmed_bytes = 0  # what they read
 
     @contextlib.contextmanager
     def searching(self, user_id: str, store: EdgeVectorStore) -> Iterator[None]:
         """Around a search of ``user_id`` in ``store`` (its shard): the preload's steps wait
-        for its end, and a user not preloaded within :data:`AGAIN_SECONDS` is queued."""
+        for its end, and a user not preloaded within :data:`AGAIN_SECONDS` (one kept warm:
+        :data:`WARM_SECONDS`) is queued."""
         if not self.enabled:
             yield
             return
         now = time.monotonic()
         with self._cond:
             self._searches += 1
-            if not self._closed and now - self._done.get(user_id, -AGAIN_SECONDS) >= AGAIN_SECONDS:
-                if len(self._done) >= 4096:  # users not asked for within AGAIN_SECONDS go
-                    self._done = {u: t for u, t in self._done.items() if now - t < AGAIN_SECONDS}
-                self._done[user_id] = now
+            if not self._closed and now >= self._next.get(user_id, now):
+                if len(self._next) >= 4096:  # users whose wait is over go
+                    self._next = {u: t for u, t in self._next.items() if t > now}
+                self._next[user_id] = now + AGAIN_SECONDS
                 self._queue[user_id] = store
                 if len(self._queue) > QUEUED:  # a burst of new users: the oldest waited longest
                     dropped, _store = self._queue.popitem(last=False)
-                    del self._done[dropped]
+                    del self._next[dropped]
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="vectors-preload")
                     self._thread.daemon = True
@@ -207,6 +231,9 @@ class Preloads:
         step()
         with store.live.read("preload") as shard:
             held, read = store.count(flt), shard.info().points_count
+            if held > most and held >= max(READ_PAGE, read * SHARD_SHARE):  # too large
+                self._keep_warm(user_id, store, shard, held, read)  # kept warm (module doc)
+                return
             if (
                 not READ_PAGE <= held <= most
                 or held < read * SHARD_SHARE
@@ -234,6 +261,32 @@ class Preloads:
             },
         )
 
+    def _keep_warm(
+        self, user_id: str, store: EdgeVectorStore, shard: EdgeShard, held: int, read: int
+    ) -> None:
+        """``user_id``, too large for the cache, holds ``held`` of its shard's ``read``
+        points: the shard's payload files read into the page cache within the budget
+        (:data:`WARM_POINTS`), and the user queued again by a search :data:`WARM_SECONDS`
+        after (module doc)."""
+        now = time.monotonic()
+        while self._warm and now - self._warm[0][0] >= WARM_SECONDS:
+            self._warm.popleft()
+        if sum(r for _t, r in self._warm) + read > WARM_POINTS:
+            self.skipped += 1
+        else:
+            self._warm.append((now, read))
+            began = time.perf_counter()
+            done = store.live.read_ahead(
+                shard, held, ["payload_storage"], share=0.0, between=_Steps(self, aside=False)
+            )
+            self.warmed += 1
+            self.warmed_bytes += done
+            ms = round((time.perf_counter() - began) * 1000, 1)
+            fields = {"user_id": user_id, "points": read, "bytes": done, "ms": ms}
+            log.debug("vectors.kept_warm", extra={"fields": fields})
+        with self._cond:
+            self._next[user_id] = time.monotonic() + WARM_SECONDS
+
 
 class _Stopped(Exception):
     """The preloads stopped (:meth:`Preloads.stop`) between two steps."""
@@ -241,19 +294,23 @@ class _Stopped(Exception):
 
 class _Steps:
     """Called before each step of a preload (a MiB read ahead, a chunk read by id): rests as
-    long as the step before took (:data:`REST` times), then waits while a search is under way
-    (:meth:`Preloads._turn`) and while a Recall is served
+    long as the step before took (:data:`REST` times), then, with ``aside``, waits while a
+    search is under way (:meth:`Preloads._turn`) and while a Recall is served
     (:data:`~tiers.core.priority.REQUESTS`); raises :class:`_Stopped` once the preloads
     stopped."""
 
-    def __init__(self, preloads: Preloads) -> None:
+    def __init__(self, preloads: Preloads, *, aside: bool = True) -> None:
         self._preloads = preloads
+        self._aside = aside
         self._began: float | None = None
 
     def __call__(self) -> None:
         if self._began is not None:
             time.sleep((time.perf_counter() - self._began) * REST)
-        REQUESTS.step_aside(self._preloads.most_wait, lambda: self._preloads._closed)
-        if not self._preloads._turn():  # after the wait: a close meanwhile stops it here
+        if self._aside:
+            REQUESTS.step_aside(self._preloads.most_wait, lambda: self._preloads._closed)
+            if not self._preloads._turn():  # after the wait: a close meanwhile stops it here
+                raise _Stopped
+        elif self._preloads._closed:
             raise _Stopped
         self._began = time.perf_counter()
