@@ -279,6 +279,35 @@ def test_a_burst_of_new_users_keeps_the_latest_queued_and_a_dropped_one_asks_aga
     assert store.preloads.idle(60)
 
 
+def test_users_queued_past_their_wait_never_raise_to_a_search(store, monkeypatch):
+    """A preload that waited in the queue longer than AGAIN_SECONDS: once 4,096 users are
+    remembered, those whose wait is over are forgotten, queued ones among them, and a burst
+    that then drops one from the queue must not fail the search that queued it."""
+    monkeypatch.setattr(preloads, "QUEUED", 2)
+    monkeypatch.setattr(preloads, "AGAIN_SECONDS", 0.0)  # every wait over at once
+    store.upsert(points_of(ALICE, 10))
+    store.preloads.most_wait = 3600.0
+    pause = held_search(store, monkeypatch)
+    searcher = threading.Thread(target=search, args=(store, "alice", 1))
+    searcher.start()
+    pause.reached()  # alice's preload waits for this search: the queue is not drained
+    deadline = time.monotonic() + 60
+    while store.preloads._queue and time.monotonic() < deadline:  # taken by its thread
+        time.sleep(0.01)
+    shard = store.open_shards()[shard_of("alice", store.shards)]
+    # Users asked before, up to one short of the 4,096 remembered: u2 finds them all, and
+    # forgets every wait that is over, u1's among them; u3 then drops u1 from the queue.
+    gone = 4_096 - 1 - len(store.preloads._next)
+    store.preloads._next.update({f"gone{i}": 0.0 for i in range(gone)})
+    for user in ("u1", "u2", "u3"):
+        with store.preloads.searching(user, shard):
+            pass
+    assert list(store.preloads._queue) == ["u2", "u3"]
+    pause.release()
+    searcher.join()
+    assert store.preloads.idle(60)
+
+
 def test_close_drops_a_waiting_preload_and_ends_its_thread(store, monkeypatch):
     store.upsert(points_of(ALICE, ALICE_POINTS))
     store.preloads.most_wait = 3600.0

@@ -137,7 +137,7 @@ class Preloads:
                 self._queue[user_id] = store
                 if len(self._queue) > QUEUED:  # a burst of new users: the oldest waited longest
                     dropped, _store = self._queue.popitem(last=False)
-                    del self._next[dropped]
+                    self._next.pop(dropped, None)  # its wait may have ended while queued
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="vectors-preload")
                     self._thread.daemon = True
