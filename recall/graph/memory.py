@@ -381,15 +381,7 @@ class MemoryGraphs:
             max_points=self.max_points,
             between=self._between,
         )
-        graph = self.semantic.graph
-        triplets = [
-            (e.id, e.subject, e.object)
-            for e in graph.edges_where(
-                lambda e: (not scope.agent_id or e.scope.agent_id == scope.agent_id) and e.current,
-                scope.user_id,
-            )
-        ]
-        return assemble(table, triplets, self.reply_weight), removed
+        return assemble(table, self.semantic.graph.triplets(scope), self.reply_weight), removed
 
     def _between(self) -> None:
         """Before each page a build reads: stop if closed; smaller builds waiting go first."""

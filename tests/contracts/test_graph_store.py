@@ -322,6 +322,45 @@ def test_edges_where_a_user_finds_its_edges_alone_through_every_change(impl):
     assert [e.id for e in impl.reopen().edges_where(lambda e: True, "alice")] == ["2"]
 
 
+def test_triplets_are_a_scopes_current_edges_as_edges_where_reads_them(impl):
+    graph = impl.graph
+    planner, writer = Scope("alice", "planner"), Scope("alice", "writer")
+    graph.add_edges(
+        [
+            edge("1", A, "Alice", "lives_in", "Paris"),
+            edge("2", planner, "Alice", "owns", "a cat"),
+            edge("3", writer, "Alice", "wrote", "a novel"),
+            edge("4", B, "Bob", "lives_in", "Rome"),
+            edge("5", planner, "Alice", "owns", "a dog"),
+        ]
+    )
+    graph.close_edges(["5"], 7)  # superseded: no longer a triplet
+
+    def expected(scope: Scope) -> list[tuple[str, str, str]]:
+        return [
+            (e.id, e.subject, e.object)
+            for e in graph.edges_where(
+                lambda e: e.current and (not scope.agent_id or e.scope == scope), scope.user_id
+            )
+        ]
+
+    for g in impl.and_reopened():
+        graph = g
+        assert g.triplets(planner) == [("2", "Alice", "a cat")] == expected(planner)
+        assert sorted(g.triplets(A)) == [
+            ("1", "Alice", "Paris"),
+            ("2", "Alice", "a cat"),
+            ("3", "Alice", "a novel"),
+        ]
+        assert g.triplets(A) == expected(A)  # in the same order
+        assert g.triplets(B) == [("4", "Bob", "Rome")] and g.triplets(Scope("carol")) == []
+        g.close_edges(["5"], None)  # current again
+        assert ("5", "Alice", "a dog") in g.triplets(planner)
+        g.close_edges(["5"], 7)
+    graph.remove_scope(planner)
+    assert [t[0] for t in graph.triplets(A)] == ["1", "3"]
+
+
 def test_a_refused_write_raises_store_unavailable_and_changes_nothing(impl):
     graph = impl.graph
     kept = edge("1", A, "Alice", "lives_in", "Paris", episode=EP1)

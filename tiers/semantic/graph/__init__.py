@@ -105,6 +105,11 @@ class GraphStore(Protocol):
         """Every edge for which ``keep`` is true: of ``user_id``'s scopes when given (without
         looking at the other users' edges), else of any scope."""
 
+    def triplets(self, scope: Scope) -> list[tuple[str, str, str]]:
+        """(id, subject, object) of each current edge of ``scope`` (every agent's when its
+        ``agent_id`` is empty), in key order: what a Recall's graph is built from, read
+        without building the edges."""
+
     def entities(self, scope: Scope) -> list[tuple[str, list[str]]]:
         """(normalized name, sorted aliases) of every entity in ``scope``."""
 

@@ -302,6 +302,11 @@ class NetworkXGraph:
                 scanned = self._state.scan(GRAPH_CF, b"")
             return [e for _key, raw in scanned if keep(e := rows.decode(raw))]
 
+    def triplets(self, scope: Scope) -> list[tuple[str, str, str]]:
+        with self._lock(scope.user_id), collector.quiet():
+            scanned = self._state.scan_prefix(GRAPH_CF, rows.scope_prefix(scope))
+            return [t for _key, raw in scanned if (t := rows.triplet(raw)) is not None]
+
     def episodes_of(self, scope: Scope) -> set[str]:
         with self._lock(scope.user_id), collector.quiet():
             scanned = self._state.scan_prefix(GRAPH_CF, rows.scope_prefix(scope))

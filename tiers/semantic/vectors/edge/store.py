@@ -59,6 +59,7 @@ from tiers.semantic.vectors.edge.builds import EdgeBuilds
 from tiers.semantic.vectors.edge.config import made_with, search_params
 from tiers.semantic.vectors.edge.delete import delete_points
 from tiers.semantic.vectors.edge.filter import build_filter, require_scope
+from tiers.semantic.vectors.edge.ids import texts
 from tiers.semantic.vectors.edge.shard import (
     READ_PAGE,
     SIDECAR,
@@ -315,7 +316,7 @@ class EdgeVectorStore:
         ]
 
     def ids(self, flt: PointFilter, limit: int = 1000) -> list[str]:
-        return [str(r.id) for page in self._pages(flt, limit, payload=False) for r in page]
+        return texts([r.id for page in self._pages(flt, limit, payload=False) for r in page])
 
     def episode_ids(self, flt: PointFilter, limit: int = 1000) -> set[str]:
         found: set[str] = set()
