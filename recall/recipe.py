@@ -242,11 +242,12 @@ class RecallSettings(Recipe):
         1_000,
         ge=0,
         description=(
-            "A scope's first graph build since the start (or an eviction) that would read more "
-            "points than this (its turns and facts, or its chunks and facts when it has no turn, "
-            "less those on disk) runs in the background, as a large scope's does: a point read "
-            "and parsed costs 0.1-0.3 ms. Also the point ids a user's writes are kept for, "
-            "so that a kept graph reads those alone; past that it lists its scope again."
+            "A scope's first graph build since the start (or an eviction) over more turns and "
+            "facts than this (or chunks and facts when it has no turn) runs in the background, "
+            "as a large scope's does: a point read and parsed costs 0.1-0.3 ms. Meanwhile its "
+            "queries use the graph of its features on disk, if any, else go on without the "
+            "graph. Also the point ids a user's writes are kept for, so that a kept graph "
+            "reads those alone; past that it lists its scope again."
         ),
     )
     graph_wait_seconds: float = Field(

@@ -14,12 +14,17 @@ Forget, rebuild and restore need nothing more than dropping the cached build
 A large scope (``large_scope`` memories or more) is built in the background, one build at a
 time, the smallest first (:mod:`recall.graph.builds`), so that no query waits seconds for it
 (200,000 memories read from a cold store: 5-25 s).
-So is a scope's first build here that would read more than ``inline_reads`` points (the
-memories its feature file lacks): reading and parsing a point costs 0.1-0.3 ms, so a user of
-5,000 memories never asked before would wait about a second. The query that starts such a
-first build waits for it ``wait_seconds`` at most (with none, the build starts once that query
-has answered: :meth:`MemoryGraphs.deferred`); until it is done the graph is not ready for
-the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
+So is a scope's first build here over more than ``inline_reads`` memories: reading and
+parsing a point costs 0.1-0.3 ms, so a user of 5,000 memories never asked before would wait
+about a second (:mod:`recall.graph.behind`). With no feature file, the query that starts such
+a first build waits for it ``wait_seconds`` at most (with none, the build starts once that
+query has answered: :meth:`MemoryGraphs.deferred`); until it is done the graph is not ready
+for the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
+With one (and fewer than ``large_scope`` memories), its graph is assembled from the file as
+last saved, with no listing of its memories (a user of 6,678: the graph's part of a first
+visit 55 to 27 ms at 1M, ``docs/benchmarks.md``, 2026-12-07); until the build is done its
+queries use that graph: a memory gone since is skipped as its hit is read, and one written
+since is found by the other channels alone.
 A scope built here and written since is rebuilt by its next query, with no count of its
 memories, unless more than ``inline_reads`` points came since: then behind, the query taking
 the last build.
@@ -36,13 +41,13 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import TypeGuard
 
 from recall import ChannelNotReady
-from recall.graph.builds import BuildQueue
+from recall.graph.behind import Behind
 from recall.graph.features import FeatureTable
 from recall.graph.files import FeatureFiles
 from recall.graph.reads import FALLBACK_KINDS, TooManyReads, current
@@ -66,6 +71,7 @@ class _Entry:
     version: int  # the user's write count when the build began
     built_at: float
     seconds: float  # how long the build took
+    loaded: bool = False  # its memories as its feature file last saved them, not yet listed
 
 
 @dataclass(eq=False, repr=False, slots=True)  # the default repr: no graph in it
@@ -97,16 +103,10 @@ class MemoryGraphs:
     _entries: OrderedDict[tuple[str, str], _Entry] = field(init=False, default_factory=OrderedDict)
     # features in the scope's file (files)
     _saved: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
-    _behind: BuildQueue | None = field(init=False, default=None)  # the builds in the background
-    # The background builds: running, queued, or held until a query's end (deferred)
-    _pending: dict[tuple[str, str], Future[None]] = field(init=False, default_factory=dict)
-    _idle: threading.Condition = field(init=False)  # notified as a background build ends
-    # ``asked``: the builds a query defers (deferred)
-    _local: threading.local = field(init=False, default_factory=threading.local)
-    _closed: bool = field(init=False, default=False)
+    _behind: Behind = field(init=False)  # the builds in the background
 
     def __post_init__(self) -> None:
-        self._idle = threading.Condition(self._lock)
+        self._behind = Behind(self._lock)
         self._writes = WriteLog(self.inline_reads)
         # Staged points are not in the vector store: the graph is built from its points.
         self.semantic.events.subscribe(Tier3Written, self._written)
@@ -139,40 +139,16 @@ class MemoryGraphs:
     def close(self) -> None:
         """Start no more builds; those waiting their turn are dropped, the one under way
         stops at its next page. Idempotent."""
-        with self._lock:
-            self._closed = True
-            behind, self._behind = self._behind, None
-        if behind is not None:
-            behind.shutdown()
-        with self._lock:
-            for key, future in list(self._pending.items()):
-                if future.cancel() or future.cancelled():  # queued, or deferred (not running)
-                    del self._pending[key]
-            self._idle.notify_all()
+        self._behind.close()
 
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
+    def deferred(self) -> AbstractContextManager[None]:
         """Within the block (one query, on its thread), a build this thread asks for behind
         starts at the block's end, so that its reads do not slow the query's (the engine holds
         the interpreter through its reads: ``docs/benchmarks.md``, a cold first visit). It is
         pending meanwhile: a query of the scope is not ready. Nested blocks start the builds
         at the outermost one's end. Not with ``wait_seconds``, where the query waits for its
         build."""
-        if getattr(self._local, "asked", None) is not None or self.wait_seconds > 0:
-            yield
-            return
-        asked: list[tuple[tuple[str, str], Scope, VectorStore, int, Future[None]]] = []
-        self._local.asked = asked
-        try:
-            yield
-        finally:
-            self._local.asked = None
-            with self._lock:
-                for key, scope, vectors, size, held in asked:
-                    if self._pending.get(key) is held:  # not dropped by close meanwhile
-                        del self._pending[key]
-                        self._build_behind(key, scope, vectors, size)
-                self._idle.notify_all()
+        return self._behind.deferred(self.wait_seconds <= 0)
 
     def held(self, scope: Scope) -> ScopeGraph | None:
         """The scope's graph held in memory, current or not; nothing is read or built."""
@@ -180,7 +156,7 @@ class MemoryGraphs:
             entry = self._entries.get((scope.user_id, scope.agent_id))
         return None if entry is None else entry.graph
 
-    def _usable(self, entry: _Entry | None, user_id: str) -> bool:
+    def _usable(self, entry: _Entry | None, user_id: str) -> TypeGuard[_Entry]:
         return entry is not None and (
             entry.version == self._versions.get(user_id, 0)
             or self.clock() - entry.built_at < max(self.refresh_seconds, self._window(entry))
@@ -194,21 +170,28 @@ class MemoryGraphs:
         """The scope's graph: the cached build while it is current (or young: see the
         module's text), else a new one (one build per scope at a time). Raises
         :class:`recall.ChannelNotReady` while a large scope's first build runs (after
-        ``wait_seconds`` for the query that started it), and so while a first build that
-        reads more than ``inline_reads`` points runs."""
+        ``wait_seconds`` for the query that started it), and so while a first build over more
+        than ``inline_reads`` memories runs when the scope has no feature file."""
         key = (scope.user_id, scope.agent_id)
         with self._lock:
             entry = self._entries.get(key)
-            if self._usable(entry, scope.user_id):
+            if self._usable(entry, scope.user_id) and not entry.loaded:
                 self._entries.move_to_end(key)
-                return entry.graph  # type: ignore[union-attr]
-            if entry is not None and entry.graph.count >= self.large_scope:
-                self._build_behind(key, scope, vectors, entry.graph.count)
-                return entry.graph  # the previous build until the next is done
-            if key in self._pending:
+                return entry.graph
+            if entry is not None and (entry.loaded or entry.graph.count >= self.large_scope):
+                self._entries.move_to_end(key)
+                self._build_behind(key, scope, vectors, entry.graph.count)  # if not queued
+                return entry.graph  # the previous build (or its file's) until the next is done
+            if self._behind.pending(key):
                 raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         if entry is None:
-            size = self._behind_first(scope, vectors)  # its memories, or 0: built here
+            memories = self._counted(scope, vectors)
+            if self.inline_reads < memories < self.large_scope:
+                graph = self._loaded(key, scope, vectors, memories)
+                if graph is not None:
+                    return graph
+            behind = memories >= self.large_scope or memories > self.inline_reads
+            size = memories if behind else 0  # else built here
         else:  # written since its build, which holds the features it had
             try:
                 return self._built(key, scope, vectors, most=self.inline_reads)
@@ -219,35 +202,28 @@ class MemoryGraphs:
                 self._build_behind(key, scope, vectors, size)
                 if self.wait_seconds > 0:  # with none, the lock is never let go: the last build
                     with REQUESTS.waiting():  # the build does not step aside for this query
-                        self._idle.wait_for(lambda: key not in self._pending, self.wait_seconds)
+                        self._behind.wait(key, self.wait_seconds)
                 entry = self._entries.get(key)
             if entry is not None:  # built within the wait
                 return entry.graph
             raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         return self._built(key, scope, vectors)
 
-    def _behind_first(self, scope: Scope, vectors: VectorStore) -> int:
-        """The scope's memories if the scope, never built here or evicted, is built in the
-        background, else 0 (one built here is rebuilt on the query's thread unless that would
-        read more than ``inline_reads`` points: :meth:`get`, with no count at each query): it
-        holds ``large_scope`` memories or more, or its build would read more than
-        ``inline_reads`` points (its memories less the rows of its feature file). Counted
-        with the engine's count, a few ms, and the file's ids."""
+    def _counted(self, scope: Scope, vectors: VectorStore) -> int:
+        """The memories of a scope never built here (or evicted), by the engine's count (a few
+        ms)."""
         flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, include_superseded=False)
         kinds = self.kinds
         if "episode_turn" in kinds:
             kinds = tuple(dict.fromkeys((*kinds, *FALLBACK_KINDS)))
         memories = vectors.count(replace(flt, kinds=kinds))
-        if memories >= self.large_scope:
+        if memories >= self.large_scope or memories <= self.inline_reads:
             return memories
-        if memories <= self.inline_reads:
-            return 0
         # The fallback's chunks are read only when there is no turn (:meth:`_build`); with
         # none, its facts and chunks are: ``memories`` as counted.
         if kinds != self.kinds and vectors.count(replace(flt, kinds=("episode_turn",))):
-            memories = vectors.count(replace(flt, kinds=self.kinds))
-        on_file = self.files.rows(scope) if self.files is not None else 0
-        return memories if memories - on_file > self.inline_reads else 0
+            return vectors.count(replace(flt, kinds=self.kinds))
+        return memories
 
     def _build_behind(
         self, key: tuple[str, str], scope: Scope, vectors: VectorStore, size: int
@@ -255,18 +231,39 @@ class MemoryGraphs:
         """Queue the scope's build (of ``size`` memories) in the background (self._lock
         held), unless one is under way or the graphs are closed; within a :meth:`deferred`
         block, at the block's end."""
-        if key in self._pending or self._closed:
-            return
-        asked = getattr(self._local, "asked", None)
-        if asked is not None:  # at the end of the query's block (:meth:`deferred`)
-            held: Future[None] = Future()
-            asked.append((key, scope, vectors, size, held))
-            self._pending[key] = held
-            return
-        if self._behind is None:
-            self._behind = BuildQueue("graph-build")
-        run = functools.partial(self._run_behind, key, scope, vectors)
-        self._pending[key] = self._behind.submit(size, run)
+        self._behind.start(key, size, functools.partial(self._run_behind, key, scope, vectors))
+
+    def _loaded(
+        self, key: tuple[str, str], scope: Scope, vectors: VectorStore, size: int
+    ) -> ScopeGraph | None:
+        """The graph of the scope's feature file (its memories as last saved), kept, and its
+        build of ``size`` memories queued behind (:meth:`_build_behind`); None when there is
+        no file to read."""
+        if self.files is None:
+            return None
+        user = scope.user_id
+        with self._lock:
+            build_lock = self._builds.setdefault(key, threading.Lock())
+        with build_lock:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None:  # loaded or built by another thread meanwhile
+                    return entry.graph
+                version, forgets, began = (
+                    self._versions.get(user, 0),
+                    self._forgets.get(user, 0),
+                    self.clock(),
+                )
+            table = self.files.load(scope)
+            if not len(table):
+                return None
+            graph = assemble(table, self.semantic.graph.triplets(scope), self.reply_weight)
+            with self._lock:
+                self._saved[key] = len(table)
+                if self._forgets.get(user, 0) == forgets:
+                    self._keep(key, _Entry(graph, version, began, self.clock() - began, True))
+                    self._build_behind(key, scope, vectors, size)
+            return graph
 
     def _run_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
         began = time.perf_counter()
@@ -276,21 +273,19 @@ class MemoryGraphs:
             fields = {"user_id": scope.user_id, "memories": graph.count, "ms": ms}
             log.info("recall.graph_built", extra={"fields": fields})
         except Exception as exc:  # the next query of the scope starts another
-            if not self._closed:
+            if not self._behind.closed:
                 log.warning(
                     "recall.graph_build_failed",
                     extra={"fields": {"user_id": scope.user_id, "error": repr(exc)}},
                 )
         finally:
             with self._lock:
-                self._pending.pop(key, None)
-                self._idle.notify_all()
+                self._behind.done(key)
 
     def idle(self, timeout: float) -> bool:
         """Wait until no build runs in the background; False if one still does after
         ``timeout`` seconds."""
-        with self._lock:
-            return self._idle.wait_for(lambda: not self._pending, timeout)
+        return self._behind.idle(timeout)
 
     def _built(
         self, key: tuple[str, str], scope: Scope, vectors: VectorStore, most: int | None = None
@@ -304,13 +299,15 @@ class MemoryGraphs:
         with build_lock:
             with self._lock:
                 entry = self._entries.get(key)
-                if entry is not None and entry.version == self._versions.get(user, 0):
-                    return entry.graph  # built while this thread waited
                 version = self._versions.get(user, 0)
+                kept = entry if entry is not None and not entry.loaded else None
+                if kept is not None and kept.version == version:
+                    return kept.graph  # built while this thread waited
                 forgets = self._forgets.get(user, 0)
                 began = self.clock()
                 known = entry.graph.features if entry is not None else None
-                touched = None if entry is None else self._writes.since(user, entry.version)
+                # a loaded graph's memories are listed: no write told it the ids they lack
+                touched = None if kept is None else self._writes.since(user, kept.version)
                 self._writes.hold(user, version)  # the writes from now on, for the next build
             try:
                 generation = self.files.generation(user) if self.files is not None else 0
@@ -385,7 +382,6 @@ class MemoryGraphs:
 
     def _between(self) -> None:
         """Before each page a build reads: stop if closed; smaller builds waiting go first."""
-        if self._closed:
+        if self._behind.closed:
             raise ChannelNotReady("the graphs are closed")
-        if self._behind is not None:
-            self._behind.between()
+        self._behind.between()

@@ -1,9 +1,9 @@
 """The graph's features on disk (recall.graph.features.FeatureFiles): a scope built again after
 a restart reads its features from the file and only the points the file lacks; Forget leaves
 no file and no byte of the user's names, even with a build's save under way; an unreadable
-file is ignored and written again; a full disk writes nothing; a first build that would read
-many points runs behind the query. Real RocksDB, NetworkXGraph and
-embedded engine (tests.recall.world's World)."""
+file is ignored and written again; a full disk writes nothing; a first build of many memories
+runs behind the query, which takes the file's graph meanwhile if there is one. Real RocksDB,
+NetworkXGraph and embedded engine (tests.recall.world's World)."""
 
 from __future__ import annotations
 
@@ -71,9 +71,13 @@ def test_a_build_after_a_restart_reads_the_file_and_only_new_points(world: World
     assert "dave" in graph.entities
 
 
-def test_a_first_build_of_many_reads_runs_behind_the_query_and_one_from_its_file_in_it(
+def test_a_first_build_of_many_reads_runs_behind_the_query_and_one_with_a_file_is_loaded(
     world: World, tmp_path: Path
 ):
+    """A scope of more than ``inline_reads`` memories is not built in its first query: with
+    no file, the query goes without the graph; with one, it takes the file's graph at once,
+    no point read, and the build that lists the scope runs behind, the file's graph served
+    until it is done (a write meanwhile included)."""
     fill(world)  # A: four turns and a fact
     files = FeatureFiles(tmp_path / "graphs", min_memories=1)
     graphs = MemoryGraphs(world.semantic, files=files, inline_reads=4, wait_seconds=0)
@@ -92,11 +96,34 @@ def test_a_first_build_of_many_reads_runs_behind_the_query_and_one_from_its_file
     reads = CountingReads(world.vectors)
     restarted = MemoryGraphs(world.semantic, files=files, inline_reads=4, wait_seconds=0)
     try:
+        with restarted.deferred():  # the build behind starts at the query's end
+            loaded = restarted.get(A, reads)  # type: ignore[arg-type]
+            assert (reads.read, files.loads) == (0, 1) and loaded.count == 5
+            assert "dave" not in loaded.entities  # written after the save: not in the file
+            world.turn(A, "Melanie", "Dave drove to Lisbon.", seq=22)  # a write meanwhile
+            assert restarted.get(A, reads) is loaded  # type: ignore[arg-type]
+        assert restarted.idle(30)
         graph = restarted.get(A, reads)  # type: ignore[arg-type]
-        assert reads.read == 2  # the file holds the rest: built by the query
-        assert_same(graph, scratch(world, A), "a build from the file")
+        assert reads.read == 3 and files.loads == 1  # the turns the file lacks, read behind
+        assert_same(graph, scratch(world, A), "a build behind a file's graph")
+        assert "dave" in graph.entities and files.rows(A) == 8  # the file has them now
     finally:
         restarted.close()
+
+
+def test_forget_drops_a_graph_loaded_from_its_file(world: World, tmp_path: Path):
+    fill(world)
+    files = FeatureFiles(tmp_path / "graphs", min_memories=1)
+    MemoryGraphs(world.semantic, files=files).get(A, world.vectors)
+    world.turn(A, "Melanie", "We met Dave at Clay Corner.", seq=20)
+    graphs = MemoryGraphs(world.semantic, files=files, inline_reads=4)
+    try:
+        with graphs.deferred():
+            assert graphs.get(A, world.vectors).count == 5  # the file's
+            assert graphs.forget_scope(A.user_id) == 1
+            assert graphs.held(A) is None and not files_of(tmp_path / "graphs")
+    finally:
+        graphs.close()
 
 
 def test_a_scope_written_since_its_build_is_rebuilt_in_the_query_unless_many_points_came(
