@@ -47,6 +47,12 @@ def data_ranges(fd: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def data_size(path: str | Path) -> int:
+    """How many bytes of ``path`` its data ranges hold (:func:`data_ranges`)."""
+    with open(path, "rb") as f:
+        return sum(end - start for start, end in data_ranges(f.fileno()))
+
+
 def held(path: str | Path) -> Iterator[bytes]:
     """The bytes of ``path`` that its disk holds, one data range at a time (a hole reads as
     zeros, so no run of other bytes spans two ranges)."""

@@ -50,3 +50,11 @@ def test_what_the_disk_holds_is_every_byte_but_the_holes(tmp_path):
     assert len(joined) < 2 << 20  # the hole before "tail" and the one at the end: not read
     assert (tmp_path / "empty").write_bytes(b"") == 0
     assert list(sparse.held(tmp_path / "empty")) == []
+
+
+def test_a_files_data_size_leaves_its_holes_out(tmp_path):
+    path = tmp_path / "f"
+    _sparse_file(path)
+    assert sparse.data_size(path) == len(b"".join(sparse.held(path))) < 2 << 20
+    (tmp_path / "plain").write_bytes(b"x" * 5000)
+    assert sparse.data_size(tmp_path / "plain") == 5000

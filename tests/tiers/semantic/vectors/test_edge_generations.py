@@ -22,6 +22,7 @@ from tests.support.builds import child_running, gated_child, index_small_stores
 from tests.support.disk import files_with
 from tests.support.gates import served
 from tests.support.polling import wait_until
+from tiers.core.sparse import data_size
 from tiers.semantic.vectors import (
     IndexBuildCancelled,
     MemoryPoint,
@@ -72,10 +73,28 @@ def test_a_load_reads_the_int8_copies_and_payload_indexes_first_and_nothing_else
     copies = [f for f in gen.glob("segments/*/vector_storage-*/quantized.*") if f.is_file()]
     indexes = [f for f in gen.glob("segments/*/payload_index/**/*") if f.is_file()]
     assert copies and indexes
-    assert edge_shard.warm(gen) == sum(f.stat().st_size for f in [*copies, *indexes])
+    assert edge_shard.warm(gen) == sum(data_size(f) for f in [*copies, *indexes])
     assert edge_shard.warm(path / "gen-none") == 0  # nothing there: nothing read
     with ready(EdgeVectorStore, path, storage=DenseStorage("int8")) as reopened:
         assert reopened.count(PointFilter()) == 300
+
+
+def test_a_read_ahead_reads_a_files_data_and_passes_over_its_holes(tmp_path):
+    """The engine preallocates its files sparse: a shard's int8 copies and payload indexes at
+    1M are 68 MiB, of which the disk holds 4; reading the holes' zeros took most of a load's
+    warm-up. Each byte of data is read once (and ``between`` called before each MiB)."""
+    index = tmp_path / "gen" / "segments" / "s1" / "payload_index" / "kind-map"
+    index.mkdir(parents=True)
+    with (index / "page_0.dat").open("wb") as f:
+        f.write(b"k" * 3000)
+        f.seek(4 << 20)
+        f.write(b"v" * (3 << 20))  # three MiB of data after a hole
+        f.truncate(16 << 20)  # and a hole to the end
+    calls: list[None] = []
+    read = edge_shard.read_ahead(tmp_path / "gen", ["payload_index"], lambda: calls.append(None))
+    assert read == data_size(index / "page_0.dat")  # whole blocks: at least what was written
+    assert 3000 + (3 << 20) <= read < 4 << 20
+    assert len(calls) == 4  # the first range, then the second's three MiB
 
 
 def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, monkeypatch):
@@ -97,7 +116,7 @@ def test_a_read_of_a_large_share_of_a_shard_reads_its_files_ahead(store, path, m
     assert read == []  # 20 points: no read ahead
     assert store.episode_ids(alice(), 10_000) == {f"ep-{i}" for i in range(7)}
     payloads = list(generations.current(path).glob("segments/*/payload_storage/**/*"))
-    size = sum(f.stat().st_size for f in payloads if f.is_file())
+    size = sum(data_size(f) for f in payloads if f.is_file())
     assert read == [(["payload_storage"], size)]
     assert store.episode_ids(alice(), 100) <= {f"ep-{i}" for i in range(7)}  # 100: none
     assert store.delete(alice()) == 600

@@ -16,6 +16,7 @@ import pytest
 from tests.contracts.vectors import DIM, KEYWORDS, MODEL, mem
 from tests.support.gates import Pause, served
 from tiers.core.records import Scope
+from tiers.core.sparse import data_size
 from tiers.semantic.vectors import MemoryPoint, PointFilter, shard_of
 from tiers.semantic.vectors.edge.shard import READ_PAGE
 from tiers.semantic.vectors.edge.store import EdgeVectorStore
@@ -103,7 +104,7 @@ def payload_bytes(store: ShardedVectorStore, user: str) -> int:
     """The size of the payload files of ``user``'s shard, as it is now."""
     gen = store.open_shards()[shard_of(user, store.shards)].live._dir
     files = gen.glob("segments/*/payload_storage/**/*")
-    return sum(f.stat().st_size for f in files if f.is_file())
+    return sum(data_size(f) for f in files if f.is_file())
 
 
 def test_a_user_too_large_for_the_cache_has_its_payload_files_read_while_it_is_asked_about(

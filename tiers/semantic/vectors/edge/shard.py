@@ -33,6 +33,7 @@ from qdrant_edge import (
 from qdrant_edge import SparseVector as EdgeSparseVector
 
 from tiers.core.errors import StrataError
+from tiers.core.sparse import data_ranges
 from tiers.semantic.vectors import (
     DENSE,
     SPARSE,
@@ -334,17 +335,24 @@ def read_ahead(gen: Path, parts: Iterable[str], between: Callable[[], None] | No
 
 
 def _read_into_cache(files: Iterable[Path], between: Callable[[], None] | None = None) -> int:
-    buffer = bytearray(1 << 20)
+    """Read the data ranges of ``files`` (:func:`~tiers.core.sparse.data_ranges`), a MiB at a
+    time: their holes, most of the engine's preallocated files, are passed over (a shard's
+    int8 copies and payload indexes at 1M: 68 MiB apparent, 4 on disk; read whole in 36 ms
+    cold and 16 warm, in copying zeros, 2026-12-07). Returns the bytes read."""
+    buffer = memoryview(bytearray(1 << 20))
     done = 0
     for file in files:
         with contextlib.suppress(OSError), open(file, "rb", buffering=0) as f:
-            while True:
-                if between is not None:
-                    between()
-                n = f.readinto(buffer)
-                if not n:
-                    break
-                done += n
+            for start, end in data_ranges(f.fileno()):
+                f.seek(start)
+                while start < end:
+                    if between is not None:
+                        between()
+                    n = f.readinto(buffer[: min(len(buffer), end - start)])
+                    if not n:
+                        break
+                    start += n
+                    done += n
     return done
 
 
