@@ -233,6 +233,11 @@ class MemoryGraphs:
         block, at the block's end."""
         self._behind.start(key, size, functools.partial(self._run_behind, key, scope, vectors))
 
+    def _build_lock(self, key: tuple[str, str]) -> threading.Lock:
+        """The lock of the scope's builds: one at a time, a load from its file included."""
+        with self._lock:
+            return self._builds.setdefault(key, threading.Lock())
+
     def _loaded(
         self, key: tuple[str, str], scope: Scope, vectors: VectorStore, size: int
     ) -> ScopeGraph | None:
@@ -242,9 +247,7 @@ class MemoryGraphs:
         if self.files is None:
             return None
         user = scope.user_id
-        with self._lock:
-            build_lock = self._builds.setdefault(key, threading.Lock())
-        with build_lock:
+        with self._build_lock(key):
             with self._lock:
                 entry = self._entries.get(key)
                 if entry is not None:  # loaded or built by another thread meanwhile
@@ -294,9 +297,7 @@ class MemoryGraphs:
         a build finished by another thread while this one waited is taken instead. Raises
         :class:`TooManyReads` when it would read more than ``most`` points (None: any)."""
         user = scope.user_id
-        with self._lock:
-            build_lock = self._builds.setdefault(key, threading.Lock())
-        with build_lock:
+        with self._build_lock(key):
             with self._lock:
                 entry = self._entries.get(key)
                 version = self._versions.get(user, 0)
