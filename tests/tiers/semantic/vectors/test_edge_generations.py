@@ -81,7 +81,7 @@ def test_a_load_reads_the_int8_copies_and_payload_indexes_first_and_nothing_else
 
 def test_a_read_ahead_reads_a_files_data_and_passes_over_its_holes(tmp_path):
     """The engine preallocates its files sparse: a shard's int8 copies and payload indexes at
-    1M are 68 MiB, of which the disk holds 4; reading the holes' zeros took most of a load's
+    1M are 68 MiB, of which 5.7 are data; reading the holes' zeros took most of a load's
     warm-up. Each byte of data is read once (and ``between`` called before each MiB)."""
     index = tmp_path / "gen" / "segments" / "s1" / "payload_index" / "kind-map"
     index.mkdir(parents=True)
