@@ -95,6 +95,7 @@ def recall_engine(
         inline_reads=s.recall.graph_inline_reads,
         wait_seconds=s.recall.graph_wait_seconds,
         files=files,
+        warm_bytes=s.recall.graph_warm_mb * 2**20,
     )
     channels: dict[str, Channel] = {
         "vector": VectorChannel(semantic),

@@ -220,6 +220,16 @@ class RecallSettings(Recipe):
         ge=1,
         description="Memory for the graph channel's per-scope graphs; least recently used out.",
     )
+    graph_warm_mb: int = Field(
+        128,
+        ge=0,
+        description=(
+            "At a start, the graphs of the users' feature files are loaded before they are "
+            "asked for, the files written last first, until the graphs hold this much "
+            "(graph_cache_mb at most; 0: none): the users active before a restart find their "
+            "graph loaded at their first visit."
+        ),
+    )
     graph_files_min_memories: int = Field(
         200,
         ge=1,

@@ -76,6 +76,7 @@ class GraphChannel:
         inline_reads: int = 1_000,
         wait_seconds: float = 0.0,
         files: FeatureFiles | None = None,
+        warm_bytes: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._semantic = semantic
@@ -89,6 +90,7 @@ class GraphChannel:
             reply_weight=reply_weight,
             max_bytes=cache_bytes,
             files=files,
+            warm_bytes=warm_bytes,
             clock=clock,
         )
         self.entity_seed = entity_seed

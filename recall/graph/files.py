@@ -43,9 +43,11 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _arrays(table: FeatureTable) -> dict[str, np.ndarray]:
+def _arrays(scope: Scope, table: FeatureTable) -> dict[str, np.ndarray]:
     arrays = {
         "format": np.array([FORMAT], dtype=np.int64),
+        # whose it is, for the warm-up at a start (its name is a digest of them)
+        "scope": np.array([scope.user_id, scope.agent_id]),
         "ids": table.ids,
         "kind": table.kind,
         "session": table.session,
@@ -157,14 +159,24 @@ class FeatureFiles:
         self.loads += 1
         return table
 
-    def rows(self, scope: Scope) -> int:
-        """How many memories the scope's file holds (0 when there is no readable file): its
-        ids alone are read."""
-        try:
-            with np.load(self._file(scope), allow_pickle=False) as archive:
-                return len(archive["ids"])
-        except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile):
-            return 0
+    def saved(self) -> list[tuple[Scope, float]]:
+        """The scopes of the files on disk with the time each was last written, the latest
+        first (the warm-up's order at a start: :meth:`recall.graph.memory.MemoryGraphs.warm`).
+        A file that cannot be read, or that a version before 2026-12-08 wrote without its
+        scope, is left out (its scope's next save writes it)."""
+        found = []
+        for file in self.path.glob("*/*.npz"):
+            try:
+                written = file.stat().st_mtime
+                with np.load(file, allow_pickle=False) as archive:  # the scope alone is read
+                    user_id, agent_id = archive["scope"].tolist()
+            except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile):
+                continue
+            scope = Scope(str(user_id), str(agent_id))
+            if file == self._file(scope):  # not a file copied or renamed by hand
+                found.append((scope, written))
+        found.sort(key=lambda pair: -pair[1])
+        return found
 
     def save(self, scope: Scope, table: FeatureTable, generation: int) -> bool:
         """Write the scope's features (in place of its file), unless they are fewer than
@@ -178,7 +190,7 @@ class FeatureFiles:
                 self._check("a file of the graph's features")
             tmp.parent.mkdir(parents=True, exist_ok=True)
             with tmp.open("wb") as out:
-                np.savez(out, **_arrays(table.compact()))  # type: ignore[arg-type]
+                np.savez(out, **_arrays(scope, table.compact()))  # type: ignore[arg-type]
         except (OSError, TierError) as exc:
             tmp.unlink(missing_ok=True)  # a write the disk cut short
             log.warning(

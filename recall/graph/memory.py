@@ -21,10 +21,10 @@ a first build waits for it ``wait_seconds`` at most (with none, the build starts
 query has answered: :meth:`MemoryGraphs.deferred`); until it is done the graph is not ready
 for the scope (:class:`recall.ChannelNotReady`: the query goes on with the other channels).
 With one (and fewer than ``large_scope`` memories), its graph is assembled from the file as
-last saved, with no listing of its memories (a user of 6,678: the graph's part of a first
-visit 55 to 27 ms at 1M, ``docs/benchmarks.md``, 2026-12-07); until the build is done its
-queries use that graph: a memory gone since is skipped as its hit is read, and one written
-since is found by the other channels alone.
+last saved, with no listing of its memories (:meth:`MemoryGraphs._from_file`), unless the
+warm-up at the start loaded it already (:mod:`recall.graph.warm`, any size); until the build
+is done its queries use that graph: a memory gone since is skipped as its hit is read, and
+one written since is found by the other channels alone.
 A scope built here and written since is rebuilt by its next query, with no count of its
 memories, unless more than ``inline_reads`` points came since: then behind, the query taking
 the last build.
@@ -38,31 +38,34 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TypeGuard
 
 from recall import ChannelNotReady
 from recall.graph.behind import Behind
 from recall.graph.features import FeatureTable
 from recall.graph.files import FeatureFiles
-from recall.graph.reads import FALLBACK_KINDS, TooManyReads, current
+from recall.graph.reads import TooManyReads, counted, current
 from recall.graph.scope import REPLY_WEIGHT, ScopeGraph, assemble
+from recall.graph.warm import warm_up
 from recall.graph.writes import WriteLog
 from tiers.core import collector
 from tiers.core.priority import REQUESTS
 from tiers.core.records import Scope
-from tiers.semantic.events import Tier3Written
+from tiers.semantic.events import Tier3Opened, Tier3Written
 from tiers.semantic.store import SemanticStore
 from tiers.semantic.vectors import PointFilter, VectorStore
 
 log = logging.getLogger("strata.recall")
 
 MEMORY_KINDS = ("episode_turn", "fact")
+WARMING = ("", "")  # the warm-up's key among the builds behind: no scope's (no user id is "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,8 @@ class MemoryGraphs:
     They are kept within ``max_bytes`` (:attr:`ScopeGraph.nbytes`: a graph with its
     memories' features), the least recently used evicted first; the graph just built is kept
     even when it alone is larger. A kept graph's features serve its scope's next build.
-    :meth:`close` stops the background builds."""
+    :meth:`close` stops the background builds. With ``files`` and ``warm_bytes``, the graphs
+    of the files are loaded as Tier 3 opens, within ``warm_bytes`` (:mod:`recall.graph.warm`)."""
 
     semantic: SemanticStore
     _: KW_ONLY
@@ -93,6 +97,7 @@ class MemoryGraphs:
     kinds: tuple[str, ...] = MEMORY_KINDS
     reply_weight: float = REPLY_WEIGHT
     files: FeatureFiles | None = None  # the features on disk, for a scope not kept here (or none)
+    warm_bytes: int = 0  # the graphs of the files loaded at a start, within this (class text)
     clock: Callable[[], float] = time.monotonic
     nbytes: int = field(init=False, default=0)  # what the kept graphs hold (ScopeGraph.nbytes)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -110,6 +115,7 @@ class MemoryGraphs:
         self._writes = WriteLog(self.inline_reads)
         # Staged points are not in the vector store: the graph is built from its points.
         self.semantic.events.subscribe(Tier3Written, self._written)
+        self.semantic.events.subscribe(Tier3Opened, self._opened)
 
     def _written(self, event: Tier3Written) -> None:
         if event.staged:
@@ -143,11 +149,9 @@ class MemoryGraphs:
 
     def deferred(self) -> AbstractContextManager[None]:
         """Within the block (one query, on its thread), a build this thread asks for behind
-        starts at the block's end, so that its reads do not slow the query's (the engine holds
-        the interpreter through its reads: ``docs/benchmarks.md``, a cold first visit). It is
-        pending meanwhile: a query of the scope is not ready. Nested blocks start the builds
-        at the outermost one's end. Not with ``wait_seconds``, where the query waits for its
-        build."""
+        starts at the block's end, so that its reads (which hold the interpreter) do not slow
+        the query's. It is pending meanwhile: a query of the scope is not ready. Nested blocks
+        start them at the outermost one's end. Not with ``wait_seconds`` (the query waits)."""
         return self._behind.deferred(self.wait_seconds <= 0)
 
     def held(self, scope: Scope) -> ScopeGraph | None:
@@ -157,14 +161,11 @@ class MemoryGraphs:
         return None if entry is None else entry.graph
 
     def _usable(self, entry: _Entry | None, user_id: str) -> TypeGuard[_Entry]:
-        return entry is not None and (
-            entry.version == self._versions.get(user_id, 0)
-            or self.clock() - entry.built_at < max(self.refresh_seconds, self._window(entry))
-        )
-
-    def _window(self, entry: _Entry) -> float:
-        large = entry.graph.count >= self.large_scope
-        return 10 * entry.seconds if large else 0.0
+        if entry is None:
+            return False
+        window = 10 * entry.seconds if entry.graph.count >= self.large_scope else 0.0
+        young = self.clock() - entry.built_at < max(self.refresh_seconds, window)
+        return entry.version == self._versions.get(user_id, 0) or young
 
     def get(self, scope: Scope, vectors: VectorStore) -> ScopeGraph:
         """The scope's graph: the cached build while it is current (or young: see the
@@ -185,10 +186,13 @@ class MemoryGraphs:
             if self._behind.pending(key):
                 raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         if entry is None:
-            memories = self._counted(scope, vectors)
+            memories = counted(scope, vectors, self.kinds, self.inline_reads, self.large_scope)
             if self.inline_reads < memories < self.large_scope:
-                graph = self._loaded(key, scope, vectors, memories)
-                if graph is not None:
+                graph = self._from_file(key, scope)
+                if graph is not None:  # its listing behind it, unless built meanwhile
+                    with self._lock:
+                        if (entry := self._entries.get(key)) is not None and entry.loaded:
+                            self._build_behind(key, scope, vectors, memories)
                     return graph
             behind = memories >= self.large_scope or memories > self.inline_reads
             size = memories if behind else 0  # else built here
@@ -209,22 +213,6 @@ class MemoryGraphs:
             raise ChannelNotReady(f"the graph of user {scope.user_id!r} is being built")
         return self._built(key, scope, vectors)
 
-    def _counted(self, scope: Scope, vectors: VectorStore) -> int:
-        """The memories of a scope never built here (or evicted), by the engine's count (a few
-        ms)."""
-        flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, include_superseded=False)
-        kinds = self.kinds
-        if "episode_turn" in kinds:
-            kinds = tuple(dict.fromkeys((*kinds, *FALLBACK_KINDS)))
-        memories = vectors.count(replace(flt, kinds=kinds))
-        if memories >= self.large_scope or memories <= self.inline_reads:
-            return memories
-        # The fallback's chunks are read only when there is no turn (:meth:`_build`); with
-        # none, its facts and chunks are: ``memories`` as counted.
-        if kinds != self.kinds and vectors.count(replace(flt, kinds=("episode_turn",))):
-            return vectors.count(replace(flt, kinds=self.kinds))
-        return memories
-
     def _build_behind(
         self, key: tuple[str, str], scope: Scope, vectors: VectorStore, size: int
     ) -> None:
@@ -238,12 +226,13 @@ class MemoryGraphs:
         with self._lock:
             return self._builds.setdefault(key, threading.Lock())
 
-    def _loaded(
-        self, key: tuple[str, str], scope: Scope, vectors: VectorStore, size: int
+    def _from_file(
+        self, key: tuple[str, str], scope: Scope, budget: int | None = None
     ) -> ScopeGraph | None:
-        """The graph of the scope's feature file (its memories as last saved), kept, and its
-        build of ``size`` memories queued behind (:meth:`_build_behind`); None when there is
-        no file to read."""
+        """The graph of the scope's feature file (its memories as last saved), kept as
+        loaded: its listing still to do. The scope's graph when it has one already; with a
+        ``budget`` (the warm-up), None then, and when the kept graphs would exceed ``budget``
+        bytes with it, which is kept first out. None when there is no file to read."""
         if self.files is None:
             return None
         user = scope.user_id
@@ -251,22 +240,46 @@ class MemoryGraphs:
             with self._lock:
                 entry = self._entries.get(key)
                 if entry is not None:  # loaded or built by another thread meanwhile
-                    return entry.graph
-                version, forgets, began = (
-                    self._versions.get(user, 0),
-                    self._forgets.get(user, 0),
-                    self.clock(),
-                )
-            table = self.files.load(scope)
+                    return entry.graph if budget is None else None
+                version, forgets = self._versions.get(user, 0), self._forgets.get(user, 0)
+                began = self.clock()
+            table = self.files.load(scope)  # after ``forgets``: a Forget since deleted it
             if not len(table):
                 return None
             graph = assemble(table, self.semantic.graph.triplets(scope), self.reply_weight)
             with self._lock:
+                if self._forgets.get(user, 0) != forgets:
+                    return graph if budget is None else None  # answers the query, not kept
+                if budget is not None and self.nbytes + graph.nbytes > budget:
+                    return None
                 self._saved[key] = len(table)
-                if self._forgets.get(user, 0) == forgets:
-                    self._keep(key, _Entry(graph, version, began, self.clock() - began, True))
-                    self._build_behind(key, scope, vectors, size)
+                self._keep(key, _Entry(graph, version, began, self.clock() - began, True))
+                if budget is not None:
+                    self._entries.move_to_end(key, last=False)
             return graph
+
+    def _opened(self, event: Tier3Opened) -> None:
+        if event.ok and self.files is not None and self.warm_bytes > 0:
+            with self._lock:
+                self._behind.start(WARMING, sys.maxsize, self._warm)
+
+    def _warm(self) -> None:
+        """The warm-up at a start (:mod:`recall.graph.warm`), on the build thread."""
+        budget = min(self.warm_bytes, self.max_bytes)
+        try:
+            warm_up(
+                (scope for scope, _written in self.files.saved()) if self.files else (),
+                lambda s: self._from_file((s.user_id, s.agent_id), s, budget) is not None,
+                lambda: self.nbytes,
+                budget,
+                self._between,
+            )
+        except Exception as exc:  # closed (ChannelNotReady), or Tier 3 closing: only a cache
+            if not self._behind.closed:
+                log.warning("recall.graphs_warm_failed", extra={"fields": {"error": repr(exc)}})
+        finally:
+            with self._lock:
+                self._behind.done(WARMING)
 
     def _run_behind(self, key: tuple[str, str], scope: Scope, vectors: VectorStore) -> None:
         began = time.perf_counter()

@@ -18,12 +18,32 @@ from dataclasses import replace
 import numpy as np
 
 from recall.graph.features import ID, Features, FeatureTable
+from tiers.core.records import Scope
 from tiers.semantic.vectors import MemoryPoint, PointFilter, VectorStore, admits
 
 log = logging.getLogger("strata.recall")
 
 READ_PAGE = 64  # points a build reads and decodes, then steps aside for the Recalls served
 FALLBACK_KINDS = ("episode_chunk", "fact")  # a scope's memories when it has no turn
+
+
+def counted(
+    scope: Scope, vectors: VectorStore, kinds: tuple[str, ...], inline_reads: int, large_scope: int
+) -> int:
+    """The memories of ``kinds`` of a scope not built yet (or evicted), by the engine's count (a
+    few ms), as a build would read them: exact between ``inline_reads`` and ``large_scope``."""
+    flt = PointFilter(user_id=scope.user_id, agent_id=scope.agent_id, include_superseded=False)
+    asked = kinds
+    if "episode_turn" in kinds:
+        asked = tuple(dict.fromkeys((*kinds, *FALLBACK_KINDS)))
+    memories = vectors.count(replace(flt, kinds=asked))
+    if memories >= large_scope or memories <= inline_reads:
+        return memories
+    # The fallback's chunks are read only when there is no turn (a build's): with none, its
+    # facts and chunks are: ``memories`` as counted.
+    if asked != kinds and vectors.count(replace(flt, kinds=("episode_turn",))):
+        return vectors.count(replace(flt, kinds=kinds))
+    return memories
 
 
 class TooManyReads(Exception):

@@ -1,6 +1,7 @@
 """A real daemon's start and stop (RocksDB stores, a gRPC server on loopback): each once, safe
 to call again; a part that fails to start stops what had started before it, in reverse order;
-a stage of the stop that fails stops no other; a stop waits for no shard's term count."""
+a stage of the stop that fails stops no other; a stop waits for no shard's term count; a
+restart warms the graphs of the users asked before it."""
 
 from __future__ import annotations
 
@@ -240,3 +241,27 @@ def test_a_stop_gives_up_a_shards_term_count_and_the_next_start_counts_it(
     vectors.open_shards()  # every shard counted: the counts are exact again
     frequencies = vectors._frequencies
     assert frequencies.exact and frequencies.points == vectors.count(PointFilter())
+
+
+def test_a_restart_warms_the_graphs_of_the_users_asked_before_it(start_daemon, caplog):
+    """At a start the graphs of the feature files are loaded before anyone asks, within
+    ``recall.graph_warm_mb`` (its workings: tests/recall/graph/test_warm.py)."""
+    files = {"graph_files_min_memories": 1}
+    d = start_daemon(weaver=QUIET, recall=files)
+    d.daemon.parts.semantic.wait_ready(120)
+    with d.client() as c:
+        conversation(c, "s1", MAY, *(f"Note {i} on Clara's lighthouse lamp." for i in range(6)))
+        wait_until(lambda: c.admin.weaver_status().unindexed == 0, 60)
+        c.recall("Who keeps the lighthouse?", user_id="alice", k=3)  # builds alice's graph
+    d.stop()
+
+    def warmed() -> list[int]:
+        return [
+            r.fields["graphs"]  # type: ignore[attr-defined]
+            for r in caplog.records
+            if r.getMessage() == "recall.graphs_warmed"
+        ]
+
+    with caplog.at_level(logging.INFO, logger="strata.recall"):
+        start_daemon(weaver=QUIET, recall={**files, "graph_warm_mb": 16})
+        wait_until(lambda: warmed() == [1], 60, "for alice's graph to be warmed")

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from recall.graph.files import FeatureFiles
-from recall.graph.memory import FALLBACK_KINDS, MEMORY_KINDS, MemoryGraphs
+from recall.graph.memory import MEMORY_KINDS, MemoryGraphs
+from recall.graph.reads import FALLBACK_KINDS
 from recall.graph.scope import ScopeGraph, build
 from tests.recall.world import A2, A, B, World
 from tiers.core.records import Scope
