@@ -244,18 +244,17 @@ class MemoryGraphs:
                 version, forgets = self._versions.get(user, 0), self._forgets.get(user, 0)
                 began = self.clock()
             table = self.files.load(scope)  # after ``forgets``: a Forget since deleted it
-            if not len(table):
-                return None
+            if not len(table) or (budget is not None and self.nbytes + table.nbytes > budget):
+                return None  # (the graph holds its table, and more)
             graph = assemble(table, self.semantic.graph.triplets(scope), self.reply_weight)
             with self._lock:
                 if self._forgets.get(user, 0) != forgets:
                     return graph if budget is None else None  # answers the query, not kept
                 if budget is not None and self.nbytes + graph.nbytes > budget:
-                    return None
+                    return None  # (it evicts nothing)
                 self._saved[key] = len(table)
                 self._keep(key, _Entry(graph, version, began, self.clock() - began, True))
-                if budget is not None:
-                    self._entries.move_to_end(key, last=False)
+                self._entries.move_to_end(key, last=budget is None)  # the warm-up's first out
             return graph
 
     def _opened(self, event: Tier3Opened) -> None:
