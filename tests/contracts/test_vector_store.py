@@ -767,3 +767,19 @@ def test_weigh_scores_a_text_as_the_keyword_search_does(store):
         )
         if weighed.values != query.values:  # weighed here: the same scale as the engine's
             assert mine == pytest.approx(hits[p.id], rel=1e-4)
+
+
+def test_an_estimated_count_is_bounded_by_the_users_points(store):
+    """``count(exact=False)``: the engine's estimate (a store without one counts exactly),
+    0 for an empty store, the points for no filter, and for a user's filter between 0 and
+    that user's points."""
+    assert store.count(PointFilter(), exact=False) == 0
+    store.upsert(
+        [mem(f"alice chunk {i}", kind="episode_chunk", seq=i, seed=i) for i in range(5)]
+        + [mem(f"alice fact {i}", seq=i, seed=20 + i) for i in range(3)]
+        + [mem(f"bob fact {i}", scope=BOB, seq=i, seed=40 + i) for i in range(4)]
+    )
+    assert store.count(PointFilter(), exact=False) == 12
+    for flt in (alice(), alice(kinds=("fact",)), alice(kinds=("fact", "episode_chunk"))):
+        assert 0 <= store.count(flt, exact=False) <= store.count(alice()) == 8
+    assert store.count(PointFilter(user_id="carol"), exact=False) == 0

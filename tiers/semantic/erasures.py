@@ -200,12 +200,13 @@ class ErasingVectors:
             return {p.episode_id for p in self._scroll_seen(flt, limit) if p.episode_id}
         return self.inner.episode_ids(flt, limit)
 
-    def count(self, flt: PointFilter) -> int:
+    def count(self, flt: PointFilter, *, exact: bool = True) -> int:
         if self._hidden(flt.user_id):
             return 0
-        n = self.inner.count(flt)
+        n = self.inner.count(flt, exact=exact)
         if self._some_hidden(flt.user_id):
-            n -= sum(self.inner.count(replace(flt, user_id=u)) for u in self._erasures.users())
+            hidden = (replace(flt, user_id=u) for u in self._erasures.users())
+            n = max(0, n - sum(self.inner.count(f, exact=exact) for f in hidden))
         return n
 
     def set_valid_to(self, ids: Sequence[str], validity: Validity, user_id: str = "") -> None:

@@ -70,6 +70,42 @@ def test_a_large_scope_is_built_in_the_background(world: World):
         graphs.close()
 
 
+class Counts:
+    """The real vector store, its ``count`` calls recorded as ``exact`` flags."""
+
+    def __init__(self, vectors: Any) -> None:
+        self._vectors = vectors
+        self.asked: list[bool] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._vectors, name)
+
+    def count(self, flt: Any, *, exact: bool = True) -> int:
+        self.asked.append(exact)
+        return int(self._vectors.count(flt, exact=exact))
+
+
+def test_a_scope_estimated_at_twice_the_large_size_is_counted_no_further(world: World):
+    """The engine's estimate (0.3 ms) stands in for its exact count (36-45 ms for 200,000
+    points) when it puts a scope at twice ``large_scope`` or more; below, the count is
+    exact."""
+    for seq, text in enumerate(("I like painting.", "Me too.", "Chess?", "Sure."), start=1):
+        world.turn(A, "Caroline", text, seq=seq)
+    world.turn(B, "Bob", "I like chess.")
+    graphs = MemoryGraphs(world.semantic, large_scope=2, wait_seconds=0)
+    try:
+        vectors = Counts(world.vectors)
+        with pytest.raises(ChannelNotReady, match="alice"):
+            graphs.get(A, vectors)  # type: ignore[arg-type]
+        assert vectors.asked == [False]  # four: twice two, large by the estimate alone
+        vectors.asked.clear()
+        assert graphs.get(B, vectors).count == 1  # type: ignore[arg-type]
+        assert vectors.asked == [False, True]  # one: counted to be built here
+        assert graphs.idle(30) and graphs.get(A, world.vectors).count == 4
+    finally:
+        graphs.close()
+
+
 def test_the_query_that_starts_a_first_build_waits_for_it_a_while(
     world: World, monkeypatch: pytest.MonkeyPatch
 ):

@@ -31,9 +31,9 @@ class CountingReads:
         self.read = 0
         self.counts = 0
 
-    def count(self, flt: PointFilter) -> int:
+    def count(self, flt: PointFilter, *, exact: bool = True) -> int:
         self.counts += 1
-        return self._vectors.count(flt)
+        return self._vectors.count(flt, exact=exact)
 
     def get(self, ids: list[str], user_id: str | None = None) -> list[MemoryPoint]:
         found = self._vectors.get(ids, user_id)

@@ -160,8 +160,8 @@ class ChildVectorStore:
     def delete(self, flt: PointFilter) -> int:
         return self._call("delete", flt)
 
-    def count(self, flt: PointFilter) -> int:
-        return self._call("count", flt)
+    def count(self, flt: PointFilter, *, exact: bool = True) -> int:
+        return self._call("count", flt, exact=exact)
 
     def optimize(self) -> None:
         self._call("optimize")
@@ -203,11 +203,11 @@ class ChildVectorStore:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def _call(self, op: str, *args: Any) -> Any:
+    def _call(self, op: str, *args: Any, **kwargs: Any) -> Any:
         """Send the call on a connection of the serving process and read its answer, on the
         calling thread (at its priority: no thread of ours hands answers out). The connection
         is one of the caller's nice value, and the call carries the caller's rest share."""
-        message: dict[str, Any] = {"op": op, "args": encode(args), "kwargs": {}}
+        message: dict[str, Any] = {"op": op, "args": encode(args), "kwargs": encode(kwargs)}
         share = rest_share()
         if share:
             message["rest"] = share

@@ -356,9 +356,9 @@ class EdgeVectorStore:
                 break
             rest_after(began)  # a caller resting (an erasure): tiers.core.priority.resting
 
-    def count(self, flt: PointFilter) -> int:
+    def count(self, flt: PointFilter, *, exact: bool = True) -> int:
         with self.live.read("count") as shard:
-            return shard.count(CountRequest(exact=True, filter=build_filter(flt)))
+            return shard.count(CountRequest(exact=exact, filter=build_filter(flt)))
 
     # -- internals ---------------------------------------------------------------------------
 

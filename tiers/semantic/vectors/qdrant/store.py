@@ -309,12 +309,12 @@ class QdrantVectorStore:
             )
         return records
 
-    def count(self, flt: PointFilter) -> int:
+    def count(self, flt: PointFilter, *, exact: bool = True) -> int:
         with self._reading(), self._errors("count"):
             return self.client.count(
                 self.collection,
                 count_filter=build_filter(flt),
-                exact=True,
+                exact=exact,
                 shard_key_selector=self._route(flt.user_id),
             ).count
 

@@ -355,8 +355,8 @@ class ShardedVectorStore:
             out += read(store, flt, limit - len(out))
         return out
 
-    def count(self, flt: PointFilter) -> int:
-        return sum(store.count(flt) for _index, store in self._scoped(flt.user_id))
+    def count(self, flt: PointFilter, *, exact: bool = True) -> int:
+        return sum(store.count(flt, exact=exact) for _index, store in self._scoped(flt.user_id))
 
     # -- internals ---------------------------------------------------------------------------
 
