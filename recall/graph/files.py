@@ -25,7 +25,7 @@ import shutil
 import threading
 import uuid
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -159,24 +159,24 @@ class FeatureFiles:
         self.loads += 1
         return table
 
-    def saved(self) -> list[tuple[Scope, float]]:
-        """The scopes of the files on disk with the time each was last written, the latest
-        first (the warm-up's order at a start: :meth:`recall.graph.memory.MemoryGraphs.warm`).
-        A file that cannot be read, or that a version before 2026-12-08 wrote without its
-        scope, is left out (its scope's next save writes it)."""
-        found = []
+    def saved(self) -> Iterator[Scope]:
+        """The scopes of the files on disk, the file written last first (the warm-up's order
+        at a start: :mod:`recall.graph.warm`), each file's scope read as it is reached. A file
+        that cannot be read, or that a version before 2026-12-08 wrote without its scope, is
+        left out (its scope's next save writes it)."""
+        written = []
         for file in self.path.glob("*/*.npz"):
+            with contextlib.suppress(OSError):
+                written.append((file.stat().st_mtime, file))
+        for _mtime, file in sorted(written, key=lambda pair: -pair[0]):
             try:
-                written = file.stat().st_mtime
                 with np.load(file, allow_pickle=False) as archive:  # the scope alone is read
                     user_id, agent_id = archive["scope"].tolist()
             except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile):
                 continue
             scope = Scope(str(user_id), str(agent_id))
             if file == self._file(scope):  # not a file copied or renamed by hand
-                found.append((scope, written))
-        found.sort(key=lambda pair: -pair[1])
-        return found
+                yield scope
 
     def save(self, scope: Scope, table: FeatureTable, generation: int) -> bool:
         """Write the scope's features (in place of its file), unless they are fewer than

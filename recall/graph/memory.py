@@ -267,7 +267,7 @@ class MemoryGraphs:
         budget = min(self.warm_bytes, self.max_bytes)
         try:
             warm_up(
-                (scope for scope, _written in self.files.saved()) if self.files else (),
+                self.files.saved() if self.files is not None else (),
                 lambda s: self._from_file((s.user_id, s.agent_id), s, budget) is not None,
                 lambda: self.nbytes,
                 budget,
