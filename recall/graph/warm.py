@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from tiers.core.priority import rest_after, resting
 from tiers.core.records import Scope
 
 log = logging.getLogger("strata.recall")
@@ -43,14 +42,13 @@ def warm_up(
     steps aside, and stops the warm-up by raising. Logs ``recall.graphs_warmed``; returns how
     many graphs were kept."""
     began, kept = time.perf_counter(), 0
-    with resting(WARM_REST):
-        for scope in scopes:
-            between()
-            if held() >= budget:
-                break
-            step = time.perf_counter()
-            kept += load(scope)
-            rest_after(step)
+    for scope in scopes:
+        between()  # not within a rest share: the builds it runs are the queries'
+        if held() >= budget:
+            break
+        step = time.perf_counter()
+        kept += load(scope)
+        time.sleep((time.perf_counter() - step) * WARM_REST)
     fields = {
         "graphs": kept,
         "held_mb": round(held() / 2**20, 1),
