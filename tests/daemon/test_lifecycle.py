@@ -262,6 +262,7 @@ def test_a_restart_warms_the_graphs_of_the_users_asked_before_it(start_daemon, c
             if r.getMessage() == "recall.graphs_warmed"
         ]
 
+    caplog.clear()  # the first daemon's records: it is stopped
     with caplog.at_level(logging.INFO, logger="strata.recall"):
         start_daemon(weaver=QUIET, recall={**files, "graph_warm_mb": 16})
         wait_until(lambda: warmed() == [1], 60, "for alice's graph to be warmed")
